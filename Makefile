@@ -1,0 +1,41 @@
+# healthgate — the two commands: `make run` and `make test`.
+# Both install what is missing (Debian packages, with sudo when not root), then build.
+
+SWIFT      ?= $(shell command -v swift 2>/dev/null || echo /opt/swift/usr/bin/swift)
+CONFIG     ?=
+DEB_PKGS   := pkg-config g++ libmicrohttpd-dev libssl-dev libyaml-dev libsimdjson-dev zlib1g-dev
+SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+BIN        := .build/release/healthgate
+
+.PHONY: run test bench build deps check-format clean
+
+## Install the Debian packages that are missing (only those).
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+	@test -x "$(SWIFT)" || { echo "Swift 6 is needed (https://swift.org/install); not found as 'swift' or /opt/swift/usr/bin/swift"; exit 1; }
+
+build: deps
+	$(SWIFT) build -c release --product healthgate
+
+## Build and start the gateway on the embedded default (or CONFIG=file.yaml).
+run: build
+	$(BIN) serve $(if $(CONFIG),--config $(CONFIG),)
+
+## Build and run every test (unit, live HTTP against `healthgate serve`, crash tests).
+test: deps
+	$(SWIFT) build -c release --product healthgate
+	HEALTHGATE_BIN=$(CURDIR)/$(BIN) $(SWIFT) test --parallel --num-workers 2
+
+## Throughput and latency of the whole path, into the file sink with fsync on.
+bench: build
+	$(SWIFT) build -c release --product healthgate-bench
+	.build/release/healthgate-bench --healthgate $(BIN)
+
+clean:
+	rm -rf .build

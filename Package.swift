@@ -1,0 +1,52 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let strict: [SwiftSetting] = [.unsafeFlags(["-warnings-as-errors"])]
+
+let package = Package(
+    name: "healthgate",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "healthgate", targets: ["healthgate"]),
+    ],
+    targets: [
+        // Debian C libraries as system-library targets.
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        .target(
+            name: "CSimdJSON",
+            cxxSettings: [.unsafeFlags(["-O3"])],
+            linkerSettings: [.linkedLibrary("simdjson")]
+        ),
+
+        // The core: canonical record, protocols, time. No C imports, no I/O.
+        .target(name: "HealthgateCore", swiftSettings: strict),
+        // POSIX file and thread helpers shared by the gateway and the sinks.
+        .target(name: "Posix", swiftSettings: strict),
+        // JSON reading (simdjson) and writing.
+        .target(name: "FastJSON", dependencies: ["CSimdJSON"], swiftSettings: strict),
+        // YAML (libyaml) into Decodable types, with located errors.
+        .target(name: "YAMLConfig", dependencies: ["CYAML"], swiftSettings: strict),
+        // The canonical record as NDJSON: the journal payload, the file sink's lines, replay's input.
+        .target(name: "CanonicalJSON", dependencies: ["HealthgateCore", "FastJSON"], swiftSettings: strict),
+        .target(name: "Transforms", dependencies: ["HealthgateCore", "YAMLConfig"], swiftSettings: strict),
+        .target(name: "Sinks", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "YAMLConfig"], swiftSettings: strict),
+        .target(
+            name: "Gateway",
+            dependencies: ["HealthgateCore", "Posix", "FastJSON", "CanonicalJSON", "YAMLConfig", "Transforms", "Sinks",
+                           "CMicroHTTPD", "CCrypto", "CZlib"],
+            swiftSettings: strict
+        ),
+        .executableTarget(name: "healthgate", dependencies: ["Gateway"], swiftSettings: strict),
+        .executableTarget(name: "healthgate-bench", dependencies: ["Gateway"], path: "Sources/Bench", swiftSettings: strict),
+
+        .testTarget(name: "HealthgateCoreTests", dependencies: ["HealthgateCore"], swiftSettings: strict),
+        .testTarget(name: "FastJSONTests", dependencies: ["FastJSON"], swiftSettings: strict),
+        .testTarget(name: "YAMLConfigTests", dependencies: ["YAMLConfig"], swiftSettings: strict),
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "CanonicalJSON", "Sinks", "Transforms"],
+                    swiftSettings: strict),
+    ],
+    cxxLanguageStandard: .cxx17
+)

@@ -1,0 +1,268 @@
+import Foundation
+import Gateway
+import Glibc
+
+let token = "bench_token_0123456789abcdefghijklmnopqrstuvwxyz"
+let secret = "whsec_benchbenchbenchbenchbenchbenchbenchben"
+
+enum BenchMain {
+    static func run(_ o: BenchOptions) {
+        let dir = NSTemporaryDirectory() + "healthgate-bench-\(getpid())"
+        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let config = """
+        listen: 127.0.0.1:0
+        data_dir: \(dir)/data
+        receivers:
+          phone:
+            kind: syncky
+            path: /syncky
+            auth: {type: bearer, token: \(token)}
+            hmac: {secret: \(secret)}
+        routes:
+          - {name: archive, from: ["*"], to: [archive]}
+        sinks:
+          archive: {kind: file, path: "archive/{device}/{date}.ndjson"}
+        """
+        try! config.write(toFile: dir + "/bench.yaml", atomically: true, encoding: .utf8)
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: o.binary)
+        server.arguments = ["serve", "--config", dir + "/bench.yaml"]
+        let out = Pipe()
+        server.standardOutput = out
+        server.standardError = FileHandle.nullDevice
+        try! server.run()
+        var port: UInt16 = 0
+        var text = ""
+        while port == 0 {
+            let d = out.fileHandleForReading.availableData
+            if d.isEmpty { usleep(10_000); continue }
+            text += String(decoding: d, as: UTF8.self)
+            for line in text.split(separator: "\n") where line.hasPrefix("listening on ") {
+                port = line.split(separator: ":").last.flatMap { UInt16($0) } ?? 0
+            }
+        }
+        out.fileHandleForReading.readabilityHandler = { h in _ = h.availableData }
+        let pid = server.processIdentifier
+        usleep(300_000)
+        let idleRSS = rssKiB(pid, "VmRSS")
+
+        let template = makeBody(samples: o.samplesPerBody)
+        print("healthgate bench: \(o.connections) connections × \(Int(o.seconds)) s, bodies of "
+              + "\(template.bytes.count) bytes with \(o.samplesPerBody) samples, file sink with fsync")
+        let latencies = LatencyLog()
+        let stopAt = Date().addingTimeInterval(o.seconds)
+        let group = DispatchGroup()
+        let failures = LatencyLog()
+        let started = Date()
+        let serverPort = port
+        for c in 0..<o.connections {
+            group.enter()
+            Thread.detachNewThread {
+                defer { group.leave() }
+                var body = template
+                let conn = Connection(port: serverPort)
+                var n = 0
+                while Date() < stopAt {
+                    body.stamp(connection: c, request: n)
+                    n += 1
+                    let t = Int64(Date().timeIntervalSince1970)
+                    let mac = Crypto.hmacSHA256(key: Array(secret.utf8), Array("\(t).".utf8), body.bytes)
+                    let head = "POST /syncky HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+                        + "X-Syncky-Format: native\r\nX-Syncky-Timestamp: \(t)\r\n"
+                        + "X-Syncky-Signature: v1=\(Crypto.lowercaseHex(mac))\r\nAuthorization: Bearer \(token)\r\n"
+                        + "Content-Length: \(body.bytes.count)\r\n\r\n"
+                    let t0 = DispatchTime.now().uptimeNanoseconds
+                    guard let status = conn.post(Array(head.utf8), body.bytes) else { failures.add(0); continue }
+                    let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e6
+                    if status == 200 { latencies.add(dt) } else { failures.add(Double(status)) }
+                }
+            }
+        }
+        var peakRSS = idleRSS
+        while group.wait(timeout: .now() + 0.1) == .timedOut { peakRSS = max(peakRSS, rssKiB(pid, "VmRSS")) }
+        let elapsed = Date().timeIntervalSince(started)
+        let acked = latencies.count * o.samplesPerBody
+        // End to end: until the file sink has written every acknowledged sample.
+        var sent = 0
+        let drainDeadline = Date().addingTimeInterval(120)
+        while Date() < drainDeadline {
+            peakRSS = max(peakRSS, rssKiB(pid, "VmRSS"))
+            sent = sinkSent(port: port)
+            if sent >= acked { break }
+            usleep(50_000)
+        }
+        let endToEnd = Date().timeIntervalSince(started)
+        peakRSS = max(peakRSS, rssKiB(pid, "VmHWM"))
+        let sorted = latencies.sorted
+        let mb = Double(latencies.count * template.bytes.count) / 1e6
+        print(String(format: "acknowledged: %d requests, %d samples in %.1f s: %.0f samples/s, %.1f MB/s",
+                     latencies.count, acked, elapsed, Double(acked) / elapsed, mb / elapsed))
+        print(String(format: "end to end (archived and fsynced): %d samples in %.1f s: %.0f samples/s",
+                     sent, endToEnd, Double(sent) / endToEnd))
+        if !sorted.isEmpty {
+            print(String(format: "time to 2xx: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+                         sorted[sorted.count / 2], sorted[min(sorted.count - 1, sorted.count * 99 / 100)], sorted.last!))
+        }
+        print("server RSS: idle \(idleRSS / 1024) MB, peak \(peakRSS / 1024) MB; failed requests: \(failures.count)")
+        kill(pid, SIGTERM)
+        server.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    static func rssKiB(_ pid: Int32, _ field: String) -> Int {
+        guard let s = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
+        for line in s.split(separator: "\n") where line.hasPrefix(field + ":") {
+            return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
+        }
+        return 0
+    }
+
+    static func sinkSent(port: UInt16) -> Int {
+        let c = Connection(port: port)
+        guard let text = c.get("/metrics") else { return 0 }
+        for line in text.split(separator: "\n") where line.hasPrefix("healthgate_sink_records_sent_total{sink=\"archive\"}") {
+            return Int(line.split(separator: " ").last ?? "0") ?? 0
+        }
+        return 0
+    }
+
+    /// A body of realistic samples with a delivery id that is stamped per request (so every
+    /// request is new to the replay check) and uuids unique per request.
+    static func makeBody(samples: Int) -> Body {
+        var s = #"{"v":1,"type":"sync","device":"d_benchbenchbenchbench0","samples":["#
+        var uuidOffsets: [Int] = []
+        let types = [("heart_rate", "count/min", "72"), ("steps", "count", "412"),
+                     ("active_energy_burned", "kcal", "1.375"), ("distance_walking_running", "m", "18.42")]
+        for i in 0..<samples {
+            if i > 0 { s += "," }
+            let (type, unit, value) = types[i % types.count]
+            let minute = i % 60, hour = (i / 60) % 24
+            s += #"{"uuid":""#
+            uuidOffsets.append(s.utf8.count)
+            s += String(format: "00000000-0000-4000-8000-%012d", i)
+            s += String(format: #"","type":"%@","value":%@,"unit":"%@","start":"2026-10-14T%02d:%02d:00Z","end":"2026-10-14T%02d:%02d:59Z","source":{"app":"com.apple.Health","device":"Apple Watch"},"metadata":{"HKWasUserEntered":false}}"#,
+                        type, value, unit, hour, minute, hour, minute)
+        }
+        s += #"],"deleted":[],"acks":[],"more":false,"delivery":{"destination":"wh_bench","id":""#
+        let deliveryOffset = s.utf8.count
+        s += #"00000000-0000-7000-8000-000000000000","index":0,"count":1,"sent_at":"2026-10-14T07:05:00Z"}}"#
+        return Body(bytes: Array(s.utf8), uuidOffsets: uuidOffsets, deliveryOffset: deliveryOffset)
+    }
+}
+
+struct Body {
+    var bytes: [UInt8]
+    let uuidOffsets: [Int]
+    let deliveryOffset: Int
+
+    /// Writes the connection and request number into the first 8+8 hex digits of each uuid.
+    mutating func stamp(connection: Int, request: Int) {
+        let tag = Array(String(format: "%08x", (connection << 24) | (request & 0xFFFFFF)).utf8)
+        for o in uuidOffsets { for k in 0..<8 { bytes[o + k] = tag[k] } }
+        for k in 0..<8 { bytes[deliveryOffset + k] = tag[k] }
+    }
+}
+
+final class LatencyLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var values: [Double] = []
+
+    func add(_ v: Double) {
+        lock.lock()
+        values.append(v)
+        lock.unlock()
+    }
+
+    var count: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return values.count
+    }
+
+    var sorted: [Double] {
+        lock.lock()
+        defer { lock.unlock() }
+        return values.sorted()
+    }
+}
+
+/// A keep-alive HTTP/1.1 connection that posts and reads status lines and bodies.
+final class Connection {
+    let port: UInt16
+    var fd: Int32 = -1
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+
+    init(port: UInt16) { self.port = port }
+    deinit { if fd >= 0 { close(fd) } }
+
+    func open() -> Bool {
+        if fd >= 0 { return true }
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, 4)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = port.bigEndian
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        if rc != 0 { close(fd); fd = -1 }
+        return fd >= 0
+    }
+
+    func sendAll(_ b: [UInt8]) -> Bool {
+        var off = 0
+        while off < b.count {
+            let n = b.withUnsafeBytes { send(fd, $0.baseAddress! + off, b.count - off, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { return false }
+            off += n
+        }
+        return true
+    }
+
+    /// Returns the status, reading and discarding the response body.
+    func post(_ head: [UInt8], _ body: [UInt8]) -> Int? {
+        guard open(), sendAll(head), sendAll(body) else { reset(); return nil }
+        return readResponse()?.0
+    }
+
+    func get(_ path: String) -> String? {
+        guard open(), sendAll(Array("GET \(path) HTTP/1.1\r\nHost: bench\r\n\r\n".utf8)),
+              let (_, body) = readResponse() else { return nil }
+        return String(decoding: body, as: UTF8.self)
+    }
+
+    private func reset() {
+        if fd >= 0 { close(fd) }
+        fd = -1
+    }
+
+    private func readResponse() -> (Int, [UInt8])? {
+        var data: [UInt8] = []
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { reset(); return nil }
+            data.append(contentsOf: buffer[0..<n])
+            guard let end = find(data) else { continue }
+            let head = String(decoding: data[0..<end], as: UTF8.self)
+            let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
+            var length = 0
+            for line in head.split(separator: "\r\n") where line.lowercased().hasPrefix("content-length:") {
+                length = Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) ?? 0
+            }
+            while data.count < end + 4 + length {
+                let m = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if m <= 0 { reset(); return nil }
+                data.append(contentsOf: buffer[0..<m])
+            }
+            return (status, Array(data[(end + 4)..<(end + 4 + length)]))
+        }
+    }
+
+    private func find(_ d: [UInt8]) -> Int? {
+        guard d.count >= 4 else { return nil }
+        for i in 0...(d.count - 4) where d[i] == 13 && d[i + 1] == 10 && d[i + 2] == 13 && d[i + 3] == 10 { return i }
+        return nil
+    }
+}

@@ -1,0 +1,31 @@
+import Foundation
+import Gateway
+import Glibc
+
+// make bench: realistic 1 MB native bodies (~4,800 samples each) posted from several
+// connections for a fixed time into `healthgate serve` with the file sink (fsync on).
+// Prints samples/s, MB/s, p50/p99 time to 2xx, and the server's RSS idle and at peak.
+
+struct BenchOptions {
+    var binary = ".build/release/healthgate"
+    var connections = 8
+    var seconds = 10.0
+    var samplesPerBody = 4_800
+
+    init(_ args: [String]) {
+        var i = 1
+        while i < args.count {
+            let v = i + 1 < args.count ? args[i + 1] : ""
+            switch args[i] {
+            case "--healthgate": binary = v
+            case "--connections": connections = Int(v) ?? connections
+            case "--seconds": seconds = Double(v) ?? seconds
+            case "--samples": samplesPerBody = Int(v) ?? samplesPerBody
+            default: break
+            }
+            i += 2
+        }
+    }
+}
+
+BenchMain.run(BenchOptions(CommandLine.arguments))

@@ -1,0 +1,155 @@
+import Glibc
+import HealthgateCore
+import Posix
+import YAMLConfig
+
+/// The command line: one type per subcommand, shared options parsed once.
+/// Exit codes: 0 ok, 1 runtime failure, 2 bad usage or bad config.
+public enum CLI {
+    public static let version = "0.1.0"
+
+    public static let usage = """
+    healthgate \(version) — a gateway for Apple Health data
+
+    usage:
+      healthgate serve [--config FILE]     run the gateway (no config: ./healthgate.yaml, else the embedded default)
+      healthgate init  [--config FILE] [--force]
+                                           write a config with a fresh token and HMAC secret
+      healthgate check [--config FILE]     validate the config; print receivers, routes and sinks
+      healthgate link  [--receiver NAME] [--host HOST] [--format F] [--scheme S] [--config FILE]
+                                           print the Syncky setup link
+      healthgate version
+
+    environment:
+      HEALTHGATE_CONFIG     the config file when --config is not given
+      HEALTHGATE_DATA_DIR   the embedded default's data dir (default ./healthgate-data)
+      HEALTHGATE_LISTEN     the embedded default's listen address (default 0.0.0.0:8080)
+      HEALTHGATE_NOW        Unix seconds that replace the clock in signature checks (tests only)
+    """
+
+    public static func main(_ arguments: [String]) -> Int32 {
+        var args = Array(arguments.dropFirst())
+        guard let command = args.first else {
+            printErr(usage)
+            return 2
+        }
+        args.removeFirst()
+        do {
+            switch command {
+            case "serve": return try ServeCommand(try Options(args, allowed: [])).run()
+            case "init": return try InitCommand(try Options(args, allowed: ["--force"])).run()
+            case "check": return try CheckCommand(try Options(args, allowed: [])).run()
+            case "link": return try LinkCommand(try Options(args, allowed: ["--receiver", "--host", "--format", "--scheme"])).run()
+            case "version", "--version", "-V":
+                print("healthgate \(version)")
+                return 0
+            case "help", "--help", "-h":
+                print(usage)
+                return 0
+            case "write", "delete", "status", "replay":
+                printErr("healthgate \(command): not in this version yet (see the README's roadmap)")
+                return 2
+            default:
+                printErr("healthgate: unknown command \"\(command)\"\(suggestion(command, ["serve", "init", "check", "link", "version"]))\n\n\(usage)")
+                return 2
+            }
+        } catch let e as UsageError {
+            printErr("healthgate \(command): \(e.message)")
+            return 2
+        } catch let e as ConfigProblems {
+            printErr(e.description)
+            printErr("healthgate \(command): the config has \(e.problems.count) problem(s); nothing was started")
+            return 2
+        } catch {
+            printErr("healthgate \(command): \(error)")
+            return 1
+        }
+    }
+}
+
+public struct UsageError: Error {
+    public var message: String
+    public init(_ m: String) { message = m }
+}
+
+/// `--config FILE` and each command's own flags.
+struct Options {
+    var config: String?
+    var values: [String: String] = [:]
+    var flags: Set<String> = []
+
+    static let valueOptions: Set<String> = ["--config", "--receiver", "--host", "--format", "--scheme"]
+
+    init(_ args: [String], allowed: Set<String>) throws(UsageError) {
+        var i = 0
+        while i < args.count {
+            var a = args[i]
+            var inline: String?
+            if let eq = a.firstIndex(of: "="), a.hasPrefix("--") {
+                inline = String(a[a.index(after: eq)...])
+                a = String(a[..<eq])
+            }
+            guard a == "--config" || allowed.contains(a) else {
+                throw UsageError("unknown option \"\(a)\"\(suggestion(a, ["--config"] + allowed.sorted()))")
+            }
+            if Options.valueOptions.contains(a) {
+                let v: String
+                if let inline { v = inline } else {
+                    guard i + 1 < args.count else { throw UsageError("\(a) needs a value") }
+                    i += 1
+                    v = args[i]
+                }
+                if a == "--config" { config = v } else { values[a] = v }
+            } else {
+                flags.insert(a)
+            }
+            i += 1
+        }
+        if config == nil, let env = getenv("HEALTHGATE_CONFIG") { config = String(cString: env) }
+    }
+}
+
+func printErr(_ s: String) {
+    var line = Array(s.utf8)
+    line.append(0x0A)
+    line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
+}
+
+func environment() -> [String: String] {
+    var env: [String: String] = [:]
+    var p = environ
+    while let entry = p.pointee {
+        let s = String(cString: entry)
+        if let eq = s.firstIndex(of: "=") { env[String(s[..<eq])] = String(s[s.index(after: eq)...]) }
+        p += 1
+    }
+    return env
+}
+
+/// Which config a command uses: --config / HEALTHGATE_CONFIG, else ./healthgate.yaml, else the
+/// embedded default (whose token and secret are made once and kept in the data dir).
+struct ConfigSource {
+    var text: String
+    var file: String
+    var isEmbedded: Bool
+
+    static let conventionalPath = "healthgate.yaml"
+
+    static func resolve(_ options: Options) throws -> ConfigSource {
+        if let path = options.config {
+            guard FileIO.exists(path) else {
+                throw UsageError("\(path): no such config file (create one with `healthgate init --config \(path)`)")
+            }
+            return ConfigSource(text: String(decoding: try FileIO.readAll(path), as: UTF8.self), file: path, isEmbedded: false)
+        }
+        if FileIO.exists(conventionalPath) {
+            return ConfigSource(text: String(decoding: try FileIO.readAll(conventionalPath), as: UTF8.self),
+                                file: conventionalPath, isEmbedded: false)
+        }
+        return ConfigSource(text: try DefaultConfig.embedded(), file: "(embedded default)", isEmbedded: true)
+    }
+
+    func load(logger: Logger) throws(ConfigProblems) -> Topology {
+        try ConfigLoader.load(text: text, file: file, environment: environment(), logger: logger)
+    }
+}

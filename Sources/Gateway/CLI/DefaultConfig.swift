@@ -1,0 +1,65 @@
+import Glibc
+import HealthgateCore
+import Posix
+
+/// The config `serve` runs with when there is none: every receiver on its default path with
+/// one token and one HMAC secret (made once, kept in the data dir with mode 0600), everything
+/// archived as NDJSON under the data dir.
+enum DefaultConfig {
+    static func env(_ name: String) -> String? {
+        guard let v = getenv(name) else { return nil }
+        let s = String(cString: v)
+        return s.isEmpty ? nil : s
+    }
+
+    static func embedded() throws -> String {
+        let dataDir = env("HEALTHGATE_DATA_DIR") ?? ConfigLoader.defaultDataDir
+        let listen = env("HEALTHGATE_LISTEN") ?? ConfigLoader.defaultListen
+        let (token, secret) = try credentials(dataDir: dataDir)
+        return render(listen: listen, dataDir: dataDir, token: token, secret: secret)
+    }
+
+    static func render(listen: String, dataDir: String, token: String, secret: String) -> String {
+        """
+        # healthgate config. Reference: README.md ("Config reference").
+        listen: "\(listen)"
+        data_dir: "\(dataDir)"
+        receivers:
+          syncky:
+            kind: syncky
+            path: /syncky
+            auth: {type: bearer, token: "\(token)"}
+            hmac: {secret: "\(secret)"}
+            name: healthgate
+        routes:
+          - name: archive
+            from: ["*"]
+            to: [archive]
+        sinks:
+          archive: {kind: file, path: "archive/{device}/{date}.ndjson"}
+
+        """
+    }
+
+    /// The default token and secret: read from `<data_dir>/credentials`, or made and kept there.
+    static func credentials(dataDir: String) throws -> (String, String) {
+        let path = FileIO.join(dataDir, "credentials")
+        if FileIO.exists(path) {
+            var token: String?
+            var secret: String?
+            for line in String(decoding: try FileIO.readAll(path), as: UTF8.self).split(separator: "\n") {
+                let parts = line.split(separator: " ", maxSplits: 1)
+                guard parts.count == 2 else { continue }
+                if parts[0] == "token:" { token = String(parts[1]) }
+                if parts[0] == "hmac:" { secret = String(parts[1]) }
+            }
+            if let token, let secret { return (token, secret) }
+            throw UsageError("\(path) is damaged: it needs a `token:` and an `hmac:` line (delete it to make new ones)")
+        }
+        try FileIO.makeDirectories(dataDir, mode: 0o700)
+        let token = Crypto.newToken()
+        let secret = Crypto.newHMACSecret()
+        try FileIO.writeAtomically(path, Array("token: \(token)\nhmac: \(secret)\n".utf8), mode: 0o600)
+        return (token, secret)
+    }
+}

@@ -1,0 +1,56 @@
+import Glibc
+import HealthgateCore
+
+/// `healthgate serve`: runs until SIGTERM or SIGINT, then shuts down gracefully.
+struct ServeCommand {
+    let options: Options
+    init(_ o: Options) { options = o }
+
+    func run() throws -> Int32 {
+        let logSink = StderrLogSink(minimum: .info)
+        let logger = Logger(component: "healthgate", sink: logSink)
+        let source = try ConfigSource.resolve(options)
+        let topology = try source.load(logger: logger)
+        for w in topology.warnings { logger.warning(w) }
+
+        var signatureClock: any Clock = SystemClock()
+        if let now = DefaultConfig.env("HEALTHGATE_NOW") {
+            guard let secs = Int64(now) else { throw UsageError("HEALTHGATE_NOW must be Unix seconds, not \"\(now)\"") }
+            signatureClock = FixedClock(Timestamp(seconds: secs))
+            logger.warning("HEALTHGATE_NOW is set: signatures are checked against \(Timestamp(seconds: secs)), not the real clock. This is for tests only.")
+        }
+
+        // Block the stop signals in every thread; this one waits for them.
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        signal(SIGPIPE, SIG_IGN)
+
+        let service = try GatewayService(topology: topology, logger: logger, signatureClock: signatureClock)
+        let port = try service.start()
+        let scheme = topology.tls != nil ? "https" : "http"
+        print("healthgate \(CLI.version): config \(source.file), data dir \(topology.dataDir)")
+        print("listening on \(scheme)://\(topology.listenHost):\(port)")
+        for r in topology.receivers {
+            print("receiver \(r.name): POST \(r.receiver.paths.joined(separator: ", ")) (\(r.config.kind))")
+        }
+        var t = topology
+        t.listenPort = port
+        if let s = topology.receivers.first(where: { $0.config.kind == "syncky" }),
+           let link = try? SetupLink.build(receiver: s.name, config: s.config, topology: t, host: nil,
+                                           format: "native", scheme: "syncky") {
+            print("Syncky setup link for receiver \(s.name) (it holds the token and secret; show it only to the phone's owner):")
+            print("  \(link)")
+        }
+        fflush(nil)
+
+        var sig: Int32 = 0
+        sigwait(&set, &sig)
+        logger.info("received \(sig == SIGTERM ? "SIGTERM" : "SIGINT"); stopping")
+        service.stop()
+        logger.info("stopped")
+        return 0
+    }
+}

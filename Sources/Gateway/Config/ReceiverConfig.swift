@@ -1,0 +1,48 @@
+import HealthgateCore
+import YAMLConfig
+
+/// The keys a receiver takes (DESIGN.md "Config"). Each kind uses the ones that apply to it.
+public struct ReceiverConfig: Decodable, Sendable {
+    public var kind: String
+    public var path: String?
+    public var auth: AuthConfig?
+    public var hmac: HMACConfig?
+    /// The device name for formats whose body names none.
+    public var device: String?
+    public var write_back: Bool?
+    /// Shown by the app when a setup link is imported.
+    public var name: String?
+    /// The URL as the phone reaches it, for setup links.
+    public var public_url: String?
+    /// The types a setup link asks for.
+    public var types: [String]?
+    /// The largest body taken; larger ones get 413. Default 1 MB (the app's first limit).
+    public var max_body: ByteSize?
+
+    public static let defaultMaxBody = 1_000_000
+}
+
+public struct AuthConfig: Decodable, Sendable {
+    public var type: Authenticator.Kind
+    public var token: String?
+    public var user: String?
+    public var header: String?
+}
+
+public struct HMACConfig: Decodable, Sendable {
+    public var secret: String
+}
+
+public struct TLSConfig: Decodable, Sendable {
+    public var cert: String
+    public var key: String
+}
+
+/// HTTP server tuning (an extension of DESIGN.md's config).
+public struct HTTPTuning: Decodable, Sendable {
+    /// Worker threads of the HTTP server (default 8); each may wait on a journal fsync.
+    public var threads: Int?
+    /// Idle or slow connections are closed after this long (default 30s).
+    public var connection_timeout: ConfigDuration?
+    public var max_connections: Int?
+}

@@ -1,0 +1,244 @@
+import HealthgateCore
+import Posix
+import Sinks
+import Transforms
+import YAMLConfig
+
+/// A checked config, built into components: what `serve` runs and `check` prints.
+public struct Topology: Sendable {
+    public var file: String
+    public var listenHost: String
+    public var listenPort: UInt16
+    public var dataDir: String
+    public var tls: TLSConfig?
+    public var http: HTTPTuning
+    public var receivers: [(name: String, config: ReceiverConfig, receiver: any Receiver)]
+    public var routes: [Route]
+    public var sinks: [(name: String, built: BuiltSink)]
+    /// Things that work but are probably not what was meant (a sink nothing feeds).
+    public var warnings: [String]
+}
+
+struct TopLevelConfig: Decodable {
+    var listen: String?
+    var data_dir: String?
+    var tls: TLSConfig?
+    var http: HTTPTuning?
+    var receivers: YAMLNode?
+    var routes: YAMLNode?
+    var sinks: YAMLNode?
+}
+
+struct RouteConfig: Decodable {
+    var name: String?
+    var from: [String]
+    var transforms: [YAMLNode]?
+    var to: [String]
+}
+
+public enum ConfigLoader {
+    public static let defaultListen = "0.0.0.0:8080"
+    public static let defaultDataDir = "./healthgate-data"
+
+    /// Parses, checks and builds a config, reporting every problem found at once.
+    public static func load(text: String, file: String, environment: [String: String],
+                            logger: Logger) throws(ConfigProblems) -> Topology {
+        let root = try parseYAML(text, file: file, environment: environment)
+        let top = try YAMLDecoder().decode(TopLevelConfig.self, from: root)
+        var problems: [ConfigProblem] = []
+        func add(_ e: ConfigProblems) { problems += e.problems }
+
+        let listen = top.listen ?? defaultListen
+        var host = "0.0.0.0"
+        var port: UInt16 = 8080
+        if let (h, p) = parseListen(listen) {
+            host = h
+            port = p
+        } else {
+            problems.append(ConfigProblem(location: root["listen"]?.location, path: "listen",
+                                          message: "\"\(listen)\" is not HOST:PORT (e.g. 0.0.0.0:8080 or [::]:8080)"))
+        }
+        let dataDir = top.data_dir ?? defaultDataDir
+
+        // Sinks first: routes name them.
+        var sinks: [(name: String, built: BuiltSink)] = []
+        let sinkContext = SinkBuildContext(dataDir: dataDir, logger: logger)
+        for entry in mappingEntries(top.sinks, path: "sinks", problems: &problems) {
+            let path = "sinks.\(entry.key)"
+            guard let kind = kindOf(entry.value, path: path, known: SinkRegistry.kinds, what: "sink", problems: &problems),
+                  let build = SinkRegistry.builder(kind: kind) else { continue }
+            do {
+                sinks.append((entry.key, try build(entry.key, entry.value, path, sinkContext)))
+            } catch {
+                add(error)
+            }
+        }
+
+        var receivers: [(name: String, config: ReceiverConfig, receiver: any Receiver)] = []
+        let receiverContext = ReceiverBuildContext(parsers: ParserPool(), logger: logger)
+        var paths: [String: String] = [:]
+        for entry in mappingEntries(top.receivers, path: "receivers", problems: &problems) {
+            let path = "receivers.\(entry.key)"
+            guard let kind = kindOf(entry.value, path: path, known: ReceiverRegistry.kinds, what: "receiver",
+                                    problems: &problems),
+                  let registered = ReceiverRegistry.entry(kind: kind) else { continue }
+            do {
+                var c = try YAMLDecoder().decode(ReceiverConfig.self, from: entry.value, path: path)
+                if c.path == nil { c.path = registered.defaultPath }
+                if !(c.path!.hasPrefix("/")) {
+                    problems.append(ConfigProblem(location: entry.value["path"]?.location, path: path + ".path",
+                                                  message: "a path starts with /, e.g. /syncky"))
+                }
+                if let other = paths[c.path!] {
+                    problems.append(ConfigProblem(location: entry.value["path"]?.location ?? entry.value.location,
+                                                  path: path + ".path",
+                                                  message: "\(c.path!) is already the path of receiver \"\(other)\"; give each its own"))
+                }
+                paths[c.path!] = entry.key
+                receivers.append((entry.key, c, try registered.build(entry.key, c, entry.value, path, receiverContext)))
+            } catch {
+                add(error)
+            }
+        }
+
+        var routes: [Route] = []
+        if let node = top.routes {
+            guard case .sequence(let items, _) = node else {
+                problems.append(ConfigProblem(location: node.location, path: "routes", message: "routes is a list"))
+                throw ConfigProblems(problems: problems)
+            }
+            let declaredSinks = top.sinks.map { mappingKeys($0) } ?? []
+            let declaredReceivers = top.receivers.map { mappingKeys($0) } ?? []
+            for (i, item) in items.enumerated() {
+                let path = "routes[\(i)]"
+                do {
+                    let rc = try YAMLDecoder().decode(RouteConfig.self, from: item, path: path)
+                    var transforms: [any Transform] = []
+                    for (j, t) in (rc.transforms ?? []).enumerated() {
+                        let tpath = "\(path).transforms[\(j)]"
+                        guard case .mapping(let entries, let loc) = t, entries.count == 1 else {
+                            problems.append(ConfigProblem(location: t.location, path: tpath,
+                                                          message: "a transform is one key naming it, e.g. `- filter: {types: [steps]}`; known: \(TransformRegistry.names.joined(separator: ", "))"))
+                            continue
+                        }
+                        let tname = entries[0].key
+                        guard let build = TransformRegistry.builder(named: tname) else {
+                            problems.append(ConfigProblem(location: loc, path: tpath,
+                                                          message: "unknown transform \"\(tname)\"\(suggestion(tname, TransformRegistry.names)); known: \(TransformRegistry.names.joined(separator: ", "))"))
+                            continue
+                        }
+                        do {
+                            transforms.append(try build(entries[0].value, "\(tpath).\(tname)"))
+                        } catch {
+                            add(error)
+                        }
+                    }
+                    for (k, f) in rc.from.enumerated() {
+                        let g = Glob(f)
+                        if !declaredReceivers.contains(where: { g.matches($0) }) {
+                            problems.append(ConfigProblem(location: item["from"]?.location ?? item.location,
+                                                          path: "\(path).from[\(k)]",
+                                                          message: "no receiver is named \"\(f)\"\(suggestion(f, declaredReceivers))"))
+                        }
+                    }
+                    for (k, s) in rc.to.enumerated() where !declaredSinks.contains(s) {
+                        problems.append(ConfigProblem(location: item["to"]?.location ?? item.location,
+                                                      path: "\(path).to[\(k)]",
+                                                      message: "no sink is named \"\(s)\"\(suggestion(s, declaredSinks))"))
+                    }
+                    if rc.to.isEmpty {
+                        problems.append(ConfigProblem(location: item.location, path: "\(path).to",
+                                                      message: "a route needs at least one sink in `to`"))
+                    }
+                    routes.append(Route(name: rc.name ?? "route \(i + 1)", from: rc.from.map(Glob.init),
+                                        transforms: transforms, to: rc.to))
+                } catch {
+                    add(error)
+                }
+            }
+        }
+        if !problems.isEmpty { throw ConfigProblems(problems: problems) }
+
+        var warnings: [String] = []
+        for s in sinks where !routes.contains(where: { $0.to.contains(s.name) }) {
+            warnings.append("sink \"\(s.name)\" is in no route's `to`: it will receive nothing")
+        }
+        for r in receivers where !routes.contains(where: { $0.takes(receiver: r.name) }) {
+            warnings.append("receiver \"\(r.name)\" is in no route's `from`: its data is journaled but delivered nowhere")
+        }
+        return Topology(file: file, listenHost: host, listenPort: port, dataDir: dataDir, tls: top.tls,
+                        http: top.http ?? HTTPTuning(), receivers: receivers, routes: routes, sinks: sinks,
+                        warnings: warnings)
+    }
+
+    /// `host:port`, `[v6]:port` or `:port`.
+    static func parseListen(_ s: String) -> (String, UInt16)? {
+        if s.hasPrefix("["), let close = s.firstIndex(of: "]") {
+            let host = String(s[s.index(after: s.startIndex)..<close])
+            let rest = s[s.index(after: close)...]
+            guard rest.hasPrefix(":"), let p = UInt16(rest.dropFirst()) else { return nil }
+            return (host, p)
+        }
+        guard let colon = s.lastIndex(of: ":"), let p = UInt16(s[s.index(after: colon)...]) else { return nil }
+        let host = String(s[..<colon])
+        return (host.isEmpty ? "0.0.0.0" : host, p)
+    }
+
+    static func mappingEntries(_ node: YAMLNode?, path: String, problems: inout [ConfigProblem]) -> [YAMLMappingEntry] {
+        guard let node else { return [] }
+        if case .mapping(let entries, _) = node { return entries }
+        if case .scalar(let s) = node, s.isNull { return [] }
+        problems.append(ConfigProblem(location: node.location, path: path, message: "\(path) is a mapping of names to settings"))
+        return []
+    }
+
+    static func mappingKeys(_ node: YAMLNode) -> [String] {
+        if case .mapping(let entries, _) = node { return entries.map(\.key) }
+        return []
+    }
+
+    static func kindOf(_ node: YAMLNode, path: String, known: [String], what: String,
+                       problems: inout [ConfigProblem]) -> String? {
+        guard case .mapping = node else {
+            problems.append(ConfigProblem(location: node.location, path: path, message: "a \(what) is a mapping with a `kind`"))
+            return nil
+        }
+        guard let k = node["kind"], case .scalar(let s) = k, !s.isNull else {
+            problems.append(ConfigProblem(location: node.location, path: path,
+                                          message: "missing required key \"kind\" (one of: \(known.joined(separator: ", ")))"))
+            return nil
+        }
+        guard known.contains(s.value) else {
+            problems.append(ConfigProblem(location: s.location, path: path + ".kind",
+                                          message: "unknown \(what) kind \"\(s.value)\"\(suggestion(s.value, known)); known: \(known.joined(separator: ", "))"))
+            return nil
+        }
+        return s.value
+    }
+}
+
+/// ` — did you mean "x"?` when a known name is close, else empty.
+func suggestion(_ given: String, _ known: [String]) -> String {
+    var best: (String, Int)?
+    for k in known {
+        let d = levenshtein(given, k)
+        if d <= max(2, k.count / 3), best == nil || d < best!.1 { best = (k, d) }
+    }
+    return best.map { " — did you mean \"\($0.0)\"?" } ?? ""
+}
+
+func levenshtein(_ a: String, _ b: String) -> Int {
+    let a = Array(a.utf8), b = Array(b.utf8)
+    if a.isEmpty { return b.count }
+    if b.isEmpty { return a.count }
+    var prev = Array(0...b.count)
+    var cur = [Int](repeating: 0, count: b.count + 1)
+    for i in 1...a.count {
+        cur[0] = i
+        for j in 1...b.count {
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+        }
+        swap(&prev, &cur)
+    }
+    return prev[b.count]
+}

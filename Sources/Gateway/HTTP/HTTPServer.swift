@@ -1,0 +1,220 @@
+import CMicroHTTPD
+import Glibc
+import Posix
+import HealthgateCore
+
+/// What the HTTP server needs from the gateway: a plain function of the request, and the
+/// body limit of a path (so a body over it is refused with 413 before it is read).
+public protocol HTTPHandler: Sendable {
+    func handle(_ request: HTTPRequest) -> HTTPResponse
+    func maxBodyBytes(forPath path: String) -> Int
+    /// The 413 for a body over the path's limit (counted: no refusal is silent).
+    func bodyTooLarge(path: String, limit: Int) -> HTTPResponse
+}
+
+public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+}
+
+/// HTTP/1.1 (and HTTPS) on libmicrohttpd: an internal thread pool on epoll, keep-alive,
+/// 100-continue, chunked uploads, header and idle-connection limits. Handlers run on the
+/// pool's threads and may block (the journal's fsync does).
+public final class HTTPServer: @unchecked Sendable {
+    public struct Options: Sendable {
+        public var host: String
+        public var port: UInt16
+        public var threads: Int
+        /// Idle or slow connections are closed after this many seconds.
+        public var connectionTimeoutSeconds: Int
+        public var connectionLimit: Int
+        public var tlsKeyPEM: String?
+        public var tlsCertPEM: String?
+
+        public init(host: String, port: UInt16, threads: Int = 8, connectionTimeoutSeconds: Int = 30,
+                    connectionLimit: Int = 1024, tlsKeyPEM: String? = nil, tlsCertPEM: String? = nil) {
+            self.host = host
+            self.port = port
+            self.threads = threads
+            self.connectionTimeoutSeconds = connectionTimeoutSeconds
+            self.connectionLimit = connectionLimit
+            self.tlsKeyPEM = tlsKeyPEM
+            self.tlsCertPEM = tlsCertPEM
+        }
+    }
+
+    let handler: any HTTPHandler
+    let options: Options
+    let isTLS: Bool
+    private var daemon: OpaquePointer?
+    private var keyCopy: UnsafeMutablePointer<CChar>?
+    private var certCopy: UnsafeMutablePointer<CChar>?
+
+    public init(options: Options, handler: any HTTPHandler) {
+        self.options = options
+        self.handler = handler
+        self.isTLS = options.tlsKeyPEM != nil && options.tlsCertPEM != nil
+    }
+
+    deinit {
+        stop()
+    }
+
+    /// Starts listening; returns the bound port (useful with port 0).
+    @discardableResult
+    public func start() throws(HTTPServerError) -> UInt16 {
+        // MHD keeps pointers to the key and certificate for the daemon's lifetime.
+        if let k = options.tlsKeyPEM, let c = options.tlsCertPEM {
+            keyCopy = strdup(k)
+            certCopy = strdup(c)
+        }
+        let cls = Unmanaged.passUnretained(self).toOpaque()
+        errno = 0
+        let d = hg_mhd_start(options.host, options.port, MHDCallbacks.access, cls, MHDCallbacks.completed, cls,
+                             UInt32(max(1, options.threads)), UInt32(options.connectionLimit),
+                             UInt32(options.connectionTimeoutSeconds), 128 * 1024,
+                             keyCopy.map { UnsafePointer($0) }, certCopy.map { UnsafePointer($0) })
+        guard let d else {
+            let why = errno != 0 ? String(cString: strerror(errno)) : "invalid address or TLS key/certificate"
+            throw HTTPServerError(description: "cannot listen on \(options.host):\(options.port): \(why)")
+        }
+        daemon = d
+        return hg_mhd_port(d)
+    }
+
+    /// Stops accepting and closes every connection (in-flight handlers finish first).
+    public func stop() {
+        if let d = daemon {
+            MHD_stop_daemon(d)
+            daemon = nil
+        }
+        free(keyCopy)
+        free(certCopy)
+        keyCopy = nil
+        certCopy = nil
+    }
+}
+
+/// Per-request state between MHD's calls for one request.
+final class RequestState {
+    let method: String
+    let path: String
+    let limit: Int
+    var body: [UInt8] = []
+    var tooLarge = false
+    var answered = false
+
+    init(method: String, path: String, limit: Int) {
+        self.method = method
+        self.path = path
+        self.limit = limit
+    }
+}
+
+/// Collects header or query values through MHD's iterator callback.
+final class ValueCollector {
+    var values: [(name: String, value: String)] = []
+}
+
+/// The C callbacks live here, outside main.swift, so they are not main-actor isolated.
+enum MHDCallbacks {
+    static let access: MHD_AccessHandlerCallback = { cls, connection, url, method, _, uploadData, uploadSize, conCls in
+        guard let cls, let connection, let conCls, let uploadSize else { return .NO }
+        let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+
+        guard let stateRaw = conCls.pointee else {
+            // First call: the headers are in, the body is not.
+            let path = url.map { String(cString: $0) } ?? "/"
+            let m = method.map { String(cString: $0) } ?? "GET"
+            let state = RequestState(method: m, path: path, limit: server.handler.maxBodyBytes(forPath: path))
+            conCls.pointee = Unmanaged.passRetained(state).toOpaque()
+            let lengths = values(connection, .HEADER_KIND).filter { $0.name == "content-length" }
+            if lengths.count > 1 && Set(lengths.map(\.value)).count > 1 {
+                state.answered = true
+                return queue(connection, problem(400, "Conflicting Content-Length headers",
+                                                  "The request has several different Content-Length headers."))
+            }
+            if let cl = lengths.first.flatMap({ Int($0.value.trimmingSpaces) }), cl > state.limit {
+                state.answered = true
+                return queue(connection, server.handler.bodyTooLarge(path: path, limit: state.limit))
+            }
+            return .YES
+        }
+        let state = Unmanaged<RequestState>.fromOpaque(stateRaw).takeUnretainedValue()
+        if state.answered {
+            uploadSize.pointee = 0
+            return .YES
+        }
+        if uploadSize.pointee > 0 {
+            let n = uploadSize.pointee
+            if !state.tooLarge {
+                if state.body.count + n > state.limit {
+                    state.tooLarge = true
+                    state.body = []
+                } else if let uploadData {
+                    if state.body.capacity == 0 { state.body.reserveCapacity(min(state.limit, max(n, 65_536))) }
+                    state.body.append(contentsOf: UnsafeRawBufferPointer(start: uploadData, count: n))
+                }
+            }
+            uploadSize.pointee = 0
+            return .YES
+        }
+        // The whole body is in.
+        state.answered = true
+        if state.tooLarge { return queue(connection, server.handler.bodyTooLarge(path: state.path, limit: state.limit)) }
+        let query = values(connection, .GET_ARGUMENT_KIND)
+            .map { PercentEncoding.encode($0.name) + "=" + PercentEncoding.encode($0.value) }
+            .joined(separator: "&")
+        var remote = [CChar](repeating: 0, count: 64)
+        let remoteAddress = hg_mhd_client_address(connection, &remote, remote.count) != 0
+            ? remote.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } : ""
+        let request = HTTPRequest(method: state.method, path: state.path, query: query,
+                                  headers: values(connection, .HEADER_KIND), body: state.body,
+                                  isTLS: server.isTLS, remoteAddress: remoteAddress)
+        state.body = []
+        return queue(connection, server.handler.handle(request))
+    }
+
+    static let completed: MHD_RequestCompletedCallback = { _, _, conCls, _ in
+        guard let conCls, let raw = conCls.pointee else { return }
+        Unmanaged<RequestState>.fromOpaque(raw).release()
+        conCls.pointee = nil
+    }
+
+    static let collect: MHD_KeyValueIterator = { cls, _, key, value in
+        guard let cls, let key else { return .YES }
+        let box = Unmanaged<ValueCollector>.fromOpaque(cls).takeUnretainedValue()
+        box.values.append((String(cString: key).lowercased(), value.map { String(cString: $0) } ?? ""))
+        return .YES
+    }
+
+    static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [(name: String, value: String)] {
+        let box = ValueCollector()
+        withExtendedLifetime(box) {
+            _ = MHD_get_connection_values(connection, kind, collect, Unmanaged.passUnretained(box).toOpaque())
+        }
+        return box.values
+    }
+
+    static func queue(_ connection: OpaquePointer, _ response: HTTPResponse) -> MHD_Result {
+        var body = response.body
+        let r = body.withUnsafeMutableBytes { p in
+            MHD_create_response_from_buffer(p.count, p.baseAddress, .RESPMEM_MUST_COPY)
+        }
+        guard let r else { return .NO }
+        for h in response.headers {
+            _ = MHD_add_response_header(r, h.name, h.value)
+        }
+        let result = MHD_queue_response(connection, UInt32(response.status), r)
+        MHD_destroy_response(r)
+        return result
+    }
+}
+
+extension String {
+    var trimmingSpaces: String {
+        var s = Substring(self)
+        while s.first == " " || s.first == "\t" { s.removeFirst() }
+        while s.last == " " || s.last == "\t" { s.removeLast() }
+        return String(s)
+    }
+}

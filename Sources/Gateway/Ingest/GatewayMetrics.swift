@@ -1,0 +1,78 @@
+import HealthgateCore
+import Synchronization
+
+/// Counters for one receiver, shown by `/metrics`.
+public final class ReceiverMetrics: Sendable {
+    public let name: String
+    public let requests = Atomic<Int>(0)
+    public let accepted = Atomic<Int>(0)
+    public let quarantined = Atomic<Int>(0)
+    public let unreadable = Atomic<Int>(0)
+    public let tooLarge = Atomic<Int>(0)
+    public let refused = Atomic<Int>(0)
+    public let unavailable = Atomic<Int>(0)
+    public let checks = Atomic<Int>(0)
+
+    public init(name: String) { self.name = name }
+}
+
+/// Renders the Prometheus text format for the receivers, the journal and the sinks.
+enum PrometheusText {
+    static func render(receivers: [ReceiverMetrics], sinks: [SinkMetrics], journalSeq: UInt64,
+                       journalSegments: Int) -> String {
+        var out = ""
+        func family(_ name: String, _ help: String, _ type: String = "counter") {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+        }
+        func line(_ name: String, _ labels: [(String, String)], _ value: Int) {
+            let l = labels.map { "\($0.0)=\"\(escape($0.1))\"" }.joined(separator: ",")
+            out += "\(name){\(l)} \(value)\n"
+        }
+        family("healthgate_requests_total", "Requests per receiver.")
+        for r in receivers { line("healthgate_requests_total", [("receiver", r.name)], r.requests.load(ordering: .relaxed)) }
+        family("healthgate_records_accepted_total", "Records journaled per receiver.")
+        for r in receivers { line("healthgate_records_accepted_total", [("receiver", r.name)], r.accepted.load(ordering: .relaxed)) }
+        family("healthgate_records_quarantined_total", "Records kept in quarantine per receiver.")
+        for r in receivers { line("healthgate_records_quarantined_total", [("receiver", r.name)], r.quarantined.load(ordering: .relaxed)) }
+        family("healthgate_requests_refused_total", "Requests refused per receiver and reason.")
+        for r in receivers {
+            line("healthgate_requests_refused_total", [("receiver", r.name), ("reason", "auth")], r.refused.load(ordering: .relaxed))
+            line("healthgate_requests_refused_total", [("receiver", r.name), ("reason", "unreadable")], r.unreadable.load(ordering: .relaxed))
+            line("healthgate_requests_refused_total", [("receiver", r.name), ("reason", "too_large")], r.tooLarge.load(ordering: .relaxed))
+            line("healthgate_requests_refused_total", [("receiver", r.name), ("reason", "unavailable")], r.unavailable.load(ordering: .relaxed))
+        }
+        family("healthgate_check_requests_total", "Check connection requests per receiver.")
+        for r in receivers { line("healthgate_check_requests_total", [("receiver", r.name)], r.checks.load(ordering: .relaxed)) }
+        family("healthgate_journal_last_seq", "Sequence number of the newest durable journal entry.", "gauge")
+        out += "healthgate_journal_last_seq \(journalSeq)\n"
+        family("healthgate_journal_segments", "Journal segment files on disk.", "gauge")
+        out += "healthgate_journal_segments \(journalSegments)\n"
+        family("healthgate_sink_records_sent_total", "Records delivered per sink.")
+        for s in sinks { line("healthgate_sink_records_sent_total", [("sink", s.name)], s.sent.load(ordering: .relaxed)) }
+        family("healthgate_sink_records_kept_total", "Record deliveries that failed and were kept for a retry.")
+        for s in sinks { line("healthgate_sink_records_kept_total", [("sink", s.name)], s.kept.load(ordering: .relaxed)) }
+        family("healthgate_sink_records_rejected_total", "Records sent to a sink's dead letters.")
+        for s in sinks { line("healthgate_sink_records_rejected_total", [("sink", s.name)], s.rejected.load(ordering: .relaxed)) }
+        family("healthgate_sink_records_filtered_total", "Journaled records no route delivers to this sink.")
+        for s in sinks { line("healthgate_sink_records_filtered_total", [("sink", s.name)], s.filtered.load(ordering: .relaxed)) }
+        family("healthgate_sink_entries_waiting", "Journal entries not yet read by the sink.", "gauge")
+        for s in sinks {
+            let c = s.cursorSeq.load(ordering: .relaxed)
+            line("healthgate_sink_entries_waiting", [("sink", s.name)], Int(journalSeq >= c ? journalSeq + 1 - c : 0))
+        }
+        return out
+    }
+
+    static func escape(_ s: String) -> String {
+        var out = ""
+        for c in s {
+            switch c {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.append(c)
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,150 @@
+import CanonicalJSON
+import FastJSON
+import HealthgateCore
+import Posix
+
+/// The gateway's request handling as a plain function: find the receiver, let it read the
+/// request, journal what it accepted (fsynced), keep what it could not take, answer.
+public final class IngestHandler: HTTPHandler, Sendable {
+    let receiversByPath: [String: any Receiver]
+    let metricsByName: [String: ReceiverMetrics]
+    public let receiverMetrics: [ReceiverMetrics]
+    let journal: Journal
+    let quarantine: Quarantine
+    let clock: any Clock
+    let signatureClock: any Clock
+    let logger: Logger
+    let sinkMetrics: @Sendable () -> [SinkMetrics]
+    static let unknownPathLimit = 64 * 1024
+
+    public init(receivers: [any Receiver], journal: Journal, quarantine: Quarantine, clock: any Clock,
+                signatureClock: any Clock, logger: Logger, sinkMetrics: @escaping @Sendable () -> [SinkMetrics]) {
+        var byPath: [String: any Receiver] = [:]
+        var metrics: [ReceiverMetrics] = []
+        for r in receivers {
+            for p in r.paths { byPath[p] = r }
+            metrics.append(ReceiverMetrics(name: r.name))
+        }
+        self.receiversByPath = byPath
+        self.receiverMetrics = metrics
+        self.metricsByName = Dictionary(uniqueKeysWithValues: metrics.map { ($0.name, $0) })
+        self.journal = journal
+        self.quarantine = quarantine
+        self.clock = clock
+        self.signatureClock = signatureClock
+        self.logger = logger
+        self.sinkMetrics = sinkMetrics
+    }
+
+    public func maxBodyBytes(forPath path: String) -> Int {
+        receiversByPath[normalize(path)]?.maxBodyBytes ?? IngestHandler.unknownPathLimit
+    }
+
+    public func bodyTooLarge(path: String, limit: Int) -> HTTPResponse {
+        if let r = receiversByPath[normalize(path)] {
+            metricsByName[r.name]!.tooLarge.add(1, ordering: .relaxed)
+            logger.warning("\(r.name): refused a body over its limit of \(limit) bytes")
+        }
+        return problem(413, "Body too large",
+                       "The body is larger than this receiver's limit of \(limit) bytes. The app halves its request size after a 413.")
+    }
+
+    /// Paths match with or without a trailing slash.
+    private func normalize(_ path: String) -> String {
+        path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
+    }
+
+    public func handle(_ request: HTTPRequest) -> HTTPResponse {
+        let path = normalize(request.path)
+        if let receiver = receiversByPath[path] {
+            guard request.method == "POST" else {
+                return problem(405, "Method not allowed", "\(path) takes POST requests.",
+                               headers: [HTTPHeader("Allow", "POST")])
+            }
+            return ingest(request, receiver)
+        }
+        switch (request.method, path) {
+        case ("GET", "/healthz"), ("HEAD", "/healthz"):
+            return health()
+        case ("GET", "/metrics"):
+            let text = PrometheusText.render(receivers: receiverMetrics, sinks: sinkMetrics(),
+                                             journalSeq: journal.lastDurableSeq,
+                                             journalSegments: journal.segmentFirstSeqs.count)
+            return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "text/plain; version=0.0.4")],
+                                body: Array(text.utf8))
+        default:
+            return problem(404, "Not found", "No receiver listens on \(path). Check the URL in the app against "
+                           + "`healthgate check`.")
+        }
+    }
+
+    func health() -> HTTPResponse {
+        if journal.isClosed {
+            return problem(503, "Shutting down", "The journal is closed.")
+        }
+        return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "application/json")],
+                            body: Array("{\"status\":\"ok\",\"journal_seq\":\(journal.lastDurableSeq)}".utf8))
+    }
+
+    func ingest(_ request: HTTPRequest, _ receiver: any Receiver) -> HTTPResponse {
+        let m = metricsByName[receiver.name]!
+        m.requests.add(1, ordering: .relaxed)
+        if request.body.count > receiver.maxBodyBytes {
+            return bodyTooLarge(path: request.path, limit: receiver.maxBodyBytes)
+        }
+        let reception = receiver.receive(request, context: ReceiveContext(now: signatureClock.now()))
+        switch reception {
+        case .answer(let response):
+            if response.status == 401 || response.status == 403 {
+                m.refused.add(1, ordering: .relaxed)
+            } else if response.status < 300 {
+                m.checks.add(1, ordering: .relaxed)
+            }
+            return response
+        case .unreadable(let status, let reason):
+            m.unreadable.add(1, ordering: .relaxed)
+            var detail = reason
+            do {
+                try quarantine.keep(body: request.body, reason: reason, receiver: receiver.name, request: request)
+                detail += ". The body is kept in the gateway's quarantine."
+            } catch {
+                logger.error("\(receiver.name): cannot keep an unreadable body in quarantine: \(error)")
+            }
+            logger.warning("\(receiver.name): refused an unreadable body (\(request.body.count) bytes) from \(request.remoteAddress): \(reason)")
+            return problem(status, status == 413 ? "Body too large" : "Unreadable body", detail)
+        case .accept(let batch, let reply):
+            // Bad records are set aside first: if that fails, nothing is journaled and the
+            // phone sends the whole request again.
+            if !batch.quarantined.isEmpty {
+                do {
+                    try quarantine.keep(records: batch.quarantined, receiver: receiver.name)
+                } catch {
+                    m.unavailable.add(1, ordering: .relaxed)
+                    logger.error("\(receiver.name): cannot keep \(batch.quarantined.count) bad record(s) in quarantine: \(error)")
+                    return unavailable(error.isNoSpace)
+                }
+                m.quarantined.add(batch.quarantined.count, ordering: .relaxed)
+                logger.warning("\(receiver.name): \(batch.quarantined.count) record(s) set aside in quarantine, "
+                               + "first reason: \(batch.quarantined[0].reason)")
+            }
+            if !batch.records.isEmpty {
+                let payload = CanonicalCodec.encodeLines(batch.records)
+                do {
+                    try journal.append(payload: payload, count: batch.records.count, time: clock.now())
+                } catch {
+                    m.unavailable.add(1, ordering: .relaxed)
+                    return unavailable(error.isNoSpace)
+                }
+                m.accepted.add(batch.records.count, ordering: .relaxed)
+            }
+            return reply
+        }
+    }
+
+    func unavailable(_ noSpace: Bool) -> HTTPResponse {
+        problem(503, "Cannot store the data now",
+                "The gateway could not write to its data dir (\(noSpace ? "the disk is full" : "an I/O error")). "
+                + "Nothing of this request was kept; send it again later.",
+                headers: [HTTPHeader("Retry-After", "30")])
+    }
+}

@@ -1,0 +1,525 @@
+import CZlib
+import Glibc
+import Posix
+import HealthgateCore
+
+public struct JournalError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    /// True when the cause is a full disk or quota: the client should retry later.
+    public var isNoSpace: Bool
+
+    public init(_ message: String, isNoSpace: Bool = false) {
+        self.message = message
+        self.isNoSpace = isNoSpace
+    }
+
+    init(_ io: IOError) {
+        self.init(io.description, isNoSpace: io.isNoSpace)
+    }
+
+    public var description: String { message }
+}
+
+/// One durable entry: the records of one request.
+public struct JournalEntry: Sendable {
+    public var seq: UInt64
+    public var timeNanos: Int64
+    public var count: Int
+    public var payload: [UInt8]
+}
+
+/// The append-only, fsynced log every accepted request goes into first. See JOURNAL.md.
+public final class Journal: @unchecked Sendable {
+    static let headerSize = 40
+    static let magic: UInt32 = 0x314A_4748  // "HGJ1" little-endian
+
+    public let directory: String
+    let segmentBytes: Int
+    private let logger: Logger
+    private let monitor = Monitor()
+
+    // Guarded by `monitor`.
+    private var queue: [Pending] = []
+    private var syncing = false
+    private var durableSeq: UInt64 = 0
+    private var closed = false
+    private var segmentStarts: [UInt64] = []
+
+    // Owned by the group-commit leader (the one thread with `syncing == true`).
+    private var fd: Int32 = -1
+    private var segmentFirstSeq: UInt64 = 1
+    private var segmentSize: Int = 0
+    private var nextSeq: UInt64 = 1
+
+    /// What start-up recovery found, for the log and for tests.
+    public private(set) var recoveredEntries = 0
+    public private(set) var truncatedBytes = 0
+
+    public init(directory: String, segmentBytes: Int = 64 << 20, logger: Logger) throws(JournalError) {
+        self.directory = directory
+        self.segmentBytes = segmentBytes
+        self.logger = logger
+        do {
+            try FileIO.makeDirectories(directory, mode: 0o700)
+            try recover()
+        } catch let e as IOError {
+            throw JournalError(e)
+        } catch let e as JournalError {
+            throw e
+        } catch {
+            throw JournalError("\(error)")
+        }
+    }
+
+    deinit {
+        if fd >= 0 { Glibc.close(fd) }
+    }
+
+    static func segmentName(_ firstSeq: UInt64) -> String {
+        let digits = String(firstSeq)
+        return String(repeating: "0", count: max(0, 20 - digits.count)) + digits + ".seg"
+    }
+
+    func segmentPath(_ firstSeq: UInt64) -> String { FileIO.join(directory, Journal.segmentName(firstSeq)) }
+
+    // MARK: recovery
+
+    private func recover() throws {
+        let starts = try FileIO.list(directory).compactMap { name -> UInt64? in
+            guard name.hasSuffix(".seg"), name.count == 24 else { return nil }
+            return UInt64(name.dropLast(4))
+        }.sorted()
+        if starts.isEmpty {
+            try createSegment(firstSeq: 1)
+            segmentStarts = [1]
+            return
+        }
+        segmentStarts = starts
+        let last = starts[starts.count - 1]
+        let path = segmentPath(last)
+        let rfd = open(path, O_RDWR | O_CLOEXEC)
+        if rfd < 0 { throw IOError("open", path) }
+        let size = Int(lseek(rfd, 0, SEEK_END))
+        var offset = 0
+        var expected = last
+        var header = [UInt8](repeating: 0, count: Journal.headerSize)
+        var payload = [UInt8]()
+        while offset + Journal.headerSize <= size {
+            guard Journal.readExact(rfd, &header, count: Journal.headerSize, at: offset),
+                  let h = Journal.decodeHeader(header), h.seq == expected,
+                  offset + Journal.headerSize + h.length <= size else { break }
+            payload = [UInt8](repeating: 0, count: h.length)
+            guard Journal.readExact(rfd, &payload, count: h.length, at: offset + Journal.headerSize),
+                  Journal.crc(payload) == h.payloadCRC else { break }
+            offset += Journal.headerSize + h.length
+            expected += 1
+            recoveredEntries += 1
+        }
+        if offset < size {
+            truncatedBytes = size - offset
+            logger.warning("journal segment \(Journal.segmentName(last)) has a torn tail of \(size - offset) bytes "
+                + "after \(recoveredEntries) good entries; cutting it (it was never acknowledged)")
+            if ftruncate(rfd, off_t(offset)) != 0 || fsync(rfd) != 0 {
+                let e = IOError("truncate", path)
+                Glibc.close(rfd)
+                throw e
+            }
+        }
+        fd = rfd
+        segmentFirstSeq = last
+        segmentSize = offset
+        nextSeq = expected
+        durableSeq = expected - 1
+    }
+
+    private func createSegment(firstSeq: UInt64) throws(IOError) {
+        let path = segmentPath(firstSeq)
+        let nfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        if nfd < 0 { throw IOError("create", path) }
+        do {
+            try FileIO.syncDirectory(directory)
+        } catch {
+            Glibc.close(nfd)
+            unlink(path)
+            throw error
+        }
+        if fd >= 0 { Glibc.close(fd) }
+        fd = nfd
+        segmentFirstSeq = firstSeq
+        segmentSize = 0
+        nextSeq = firstSeq
+    }
+
+    // MARK: append (group commit)
+
+    private final class Pending {
+        let payload: [UInt8]
+        let count: Int
+        let timeNanos: Int64
+        let payloadCRC: UInt32
+        var seq: UInt64 = 0
+        var error: JournalError?
+        var done = false
+
+        init(payload: [UInt8], count: Int, timeNanos: Int64) {
+            self.payload = payload
+            self.count = count
+            self.timeNanos = timeNanos
+            self.payloadCRC = Journal.crc(payload)
+        }
+    }
+
+    /// Appends one entry and returns once it is durable (written and fsynced), with its sequence
+    /// number. Concurrent callers share one fsync. Throws when the entry could not be made
+    /// durable; then nothing of it is kept.
+    @discardableResult
+    public func append(payload: [UInt8], count: Int, time: Timestamp) throws(JournalError) -> UInt64 {
+        let pending = Pending(payload: payload, count: count, timeNanos: time.unixNanoseconds)
+        monitor.lock()
+        if closed {
+            monitor.unlock()
+            throw JournalError("the journal is closed (shutting down)")
+        }
+        queue.append(pending)
+        while !pending.done {
+            if syncing {
+                monitor.wait()
+                continue
+            }
+            syncing = true
+            let group = queue
+            queue.removeAll(keepingCapacity: true)
+            monitor.unlock()
+            let result = writeGroup(group)
+            monitor.lock()
+            for p in group {
+                p.done = true
+                if case .failure(let e) = result { p.error = e }
+            }
+            if case .success = result { durableSeq = group[group.count - 1].seq }
+            syncing = false
+            monitor.broadcast()
+        }
+        monitor.unlock()
+        if let e = pending.error { throw e }
+        return pending.seq
+    }
+
+    /// Writes a group with one pwritev series and one fdatasync. Leader only.
+    private func writeGroup(_ group: [Pending]) -> Result<Void, JournalError> {
+        var total = 0
+        for p in group { total += Journal.headerSize + p.payload.count }
+        if segmentSize > 0 && segmentSize + total > segmentBytes {
+            do {
+                try createSegment(firstSeq: nextSeq)
+                let start = nextSeq
+                monitor.withLock { segmentStarts.append(start) }
+            } catch {
+                logger.error("journal: cannot start a new segment: \(error)")
+                return .failure(JournalError(error))
+            }
+        }
+        let startSize = segmentSize
+        var headers = [UInt8](repeating: 0, count: Journal.headerSize * group.count)
+        var seq = nextSeq
+        for (i, p) in group.enumerated() {
+            p.seq = seq
+            Journal.encodeHeader(into: &headers, at: i * Journal.headerSize, length: p.payload.count,
+                                 count: p.count, seq: seq, timeNanos: p.timeNanos, payloadCRC: p.payloadCRC)
+            seq += 1
+        }
+        let path = segmentPath(segmentFirstSeq)
+        var failure: IOError?
+        headers.withUnsafeBytes { hp in
+            var iov = [iovec]()
+            iov.reserveCapacity(group.count * 2)
+            // Keep every payload's storage alive and pinned while its pointer is in `iov`.
+            withExtendedLifetime(group) {
+                for (i, p) in group.enumerated() {
+                    iov.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: hp.baseAddress! + i * Journal.headerSize),
+                                     iov_len: Journal.headerSize))
+                    if !p.payload.isEmpty {
+                        p.payload.withUnsafeBytes { pp in
+                            iov.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: pp.baseAddress!), iov_len: pp.count))
+                        }
+                    }
+                }
+                failure = Journal.pwritevAll(fd, &iov, offset: startSize, path: path)
+            }
+        }
+        if failure == nil, fdatasync(fd) != 0 { failure = IOError("fdatasync", path) }
+        if let failure {
+            // Cut back to the last durable length so no half-written entry stays behind.
+            if ftruncate(fd, off_t(startSize)) != 0 {
+                logger.error("journal: cannot cut \(path) back after a failed write: \(IOError("ftruncate", path))")
+            }
+            _ = fdatasync(fd)
+            logger.error("journal: \(failure); \(group.count) request(s) answered 503, nothing of them kept")
+            return .failure(JournalError(failure))
+        }
+        segmentSize = startSize + total
+        nextSeq = seq
+        return .success(())
+    }
+
+    /// The payload arrays are pinned by `withUnsafeBytes` only inside that call; Swift arrays
+    /// with contiguous storage keep the same address while unmodified and alive, which
+    /// `withExtendedLifetime(group)` guarantees.
+    private static func pwritevAll(_ fd: Int32, _ iov: inout [iovec], offset: Int, path: String) -> IOError? {
+        var index = 0
+        var off = offset
+        while index < iov.count {
+            let n = min(iov.count - index, 1024)
+            let written = iov.withUnsafeMutableBufferPointer { buf in
+                pwritev(fd, buf.baseAddress! + index, Int32(n), off_t(off))
+            }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return IOError("write", path)
+            }
+            if written == 0 { return IOError("write", path, code: EIO) }
+            off += written
+            var left = written
+            while left > 0 && index < iov.count {
+                if left >= iov[index].iov_len {
+                    left -= iov[index].iov_len
+                    index += 1
+                } else {
+                    iov[index].iov_base += left
+                    iov[index].iov_len -= left
+                    left = 0
+                }
+            }
+        }
+        return nil
+    }
+
+    // MARK: reading
+
+    /// The sequence number of the newest durable entry (0 when there is none).
+    public var lastDurableSeq: UInt64 { monitor.withLock { durableSeq } }
+
+    /// Blocks until an entry after `seq` is durable, the journal closes, or `timeout` passes.
+    /// Returns true when there is something to read.
+    @discardableResult
+    public func waitForEntries(after seq: UInt64, timeout: Double) -> Bool {
+        monitor.lock()
+        defer { monitor.unlock() }
+        if durableSeq > seq || closed { return durableSeq > seq }
+        let deadline = monotonicSeconds() + timeout
+        while durableSeq <= seq && !closed {
+            let left = deadline - monotonicSeconds()
+            if left <= 0 { break }
+            monitor.wait(seconds: left)
+        }
+        return durableSeq > seq
+    }
+
+    /// First sequence numbers of the segments on disk, oldest first.
+    public var segmentFirstSeqs: [UInt64] { monitor.withLock { segmentStarts } }
+
+    /// Deletes every segment all of whose entries are below `seq`; never the newest segment.
+    public func deleteSegments(below seq: UInt64) {
+        let victims: [UInt64] = monitor.withLock {
+            var out: [UInt64] = []
+            while segmentStarts.count > 1 && segmentStarts[1] <= seq {
+                out.append(segmentStarts.removeFirst())
+            }
+            return out
+        }
+        guard !victims.isEmpty else { return }
+        for start in victims {
+            if unlink(segmentPath(start)) != 0 {
+                logger.warning("journal: cannot delete \(Journal.segmentName(start)): \(IOError("unlink", segmentPath(start)))")
+            }
+        }
+        try? FileIO.syncDirectory(directory)
+    }
+
+    /// Stops accepting appends and wakes every waiting reader.
+    public func close() {
+        monitor.withLock {
+            closed = true
+            monitor.broadcast()
+        }
+    }
+
+    public var isClosed: Bool { monitor.withLock { closed } }
+
+    public func makeReader(from seq: UInt64) -> JournalReader {
+        JournalReader(journal: self, nextSeq: max(seq, 1))
+    }
+
+    // MARK: encoding
+
+    static func crc(_ bytes: [UInt8]) -> UInt32 {
+        bytes.withUnsafeBytes { crc(UnsafeRawBufferPointer($0)) }
+    }
+
+    static func crc(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return 0 }
+        var c: UInt = 0
+        var p = base.assumingMemoryBound(to: UInt8.self)
+        var left = bytes.count
+        while left > 0 {
+            let n = min(left, 1 << 30)
+            c = CZlib.crc32(c, p, UInt32(n))
+            p += n
+            left -= n
+        }
+        return UInt32(truncatingIfNeeded: c)
+    }
+
+    struct Header {
+        var length: Int
+        var count: Int
+        var seq: UInt64
+        var timeNanos: Int64
+        var payloadCRC: UInt32
+    }
+
+    static func encodeHeader(into buf: inout [UInt8], at o: Int, length: Int, count: Int, seq: UInt64,
+                             timeNanos: Int64, payloadCRC: UInt32) {
+        buf.withUnsafeMutableBytes { b in
+            b.storeBytes(of: magic.littleEndian, toByteOffset: o, as: UInt32.self)
+            b.storeBytes(of: UInt32(length).littleEndian, toByteOffset: o + 8, as: UInt32.self)
+            b.storeBytes(of: UInt32(count).littleEndian, toByteOffset: o + 12, as: UInt32.self)
+            b.storeBytes(of: seq.littleEndian, toByteOffset: o + 16, as: UInt64.self)
+            b.storeBytes(of: timeNanos.littleEndian, toByteOffset: o + 24, as: Int64.self)
+            b.storeBytes(of: payloadCRC.littleEndian, toByteOffset: o + 32, as: UInt32.self)
+            b.storeBytes(of: UInt32(0), toByteOffset: o + 36, as: UInt32.self)
+            let hc = crc(UnsafeRawBufferPointer(rebasing: b[(o + 8)..<(o + headerSize)]))
+            b.storeBytes(of: hc.littleEndian, toByteOffset: o + 4, as: UInt32.self)
+        }
+    }
+
+    static func decodeHeader(_ buf: [UInt8]) -> Header? {
+        buf.withUnsafeBytes { b -> Header? in
+            guard b.count >= headerSize,
+                  UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 0, as: UInt32.self)) == magic,
+                  UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+                    == crc(UnsafeRawBufferPointer(rebasing: b[8..<headerSize])) else { return nil }
+            return Header(
+                length: Int(UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 8, as: UInt32.self))),
+                count: Int(UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 12, as: UInt32.self))),
+                seq: UInt64(littleEndian: b.loadUnaligned(fromByteOffset: 16, as: UInt64.self)),
+                timeNanos: Int64(littleEndian: b.loadUnaligned(fromByteOffset: 24, as: Int64.self)),
+                payloadCRC: UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 32, as: UInt32.self)))
+        }
+    }
+
+    static func readExact(_ fd: Int32, _ buf: inout [UInt8], count: Int, at offset: Int) -> Bool {
+        var got = 0
+        while got < count {
+            let n = buf.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + got, count - got, off_t(offset + got)) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return false }
+            got += n
+        }
+        return true
+    }
+}
+
+/// Reads durable entries in order for one consumer. Not thread-safe: one reader per drainer.
+public final class JournalReader: @unchecked Sendable {
+    let journal: Journal
+    public private(set) var nextSeq: UInt64
+    private var fd: Int32 = -1
+    private var segmentStart: UInt64 = 0
+    private var offset = 0
+    private var header = [UInt8](repeating: 0, count: Journal.headerSize)
+
+    init(journal: Journal, nextSeq: UInt64) {
+        self.journal = journal
+        self.nextSeq = nextSeq
+    }
+
+    deinit {
+        if fd >= 0 { close(fd) }
+    }
+
+    /// Reads up to `maxEntries` durable entries from `nextSeq` on (none when there is nothing new).
+    /// An entry that fails its checksum (disk corruption) is reported through `corrupt` and skipped
+    /// with the rest of its segment.
+    public func read(maxEntries: Int, maxBytes: Int = 64 << 20,
+                     corrupt: (String) -> Void = { _ in }) -> [JournalEntry] {
+        var out: [JournalEntry] = []
+        var bytes = 0
+        while out.count < maxEntries && bytes < maxBytes {
+            let durable = journal.lastDurableSeq
+            guard nextSeq <= durable else { break }
+            if fd < 0 && !seek(to: nextSeq, corrupt: corrupt) { break }
+            guard Journal.readExact(fd, &header, count: Journal.headerSize, at: offset) else {
+                // End of this segment: the entry is in the next one.
+                if !moveToNextSegment(corrupt: corrupt) { break }
+                continue
+            }
+            guard let h = Journal.decodeHeader(header), h.seq == nextSeq else {
+                if !moveToNextSegment(corrupt: corrupt) {
+                    corrupt("journal segment \(Journal.segmentName(segmentStart)) is damaged at byte \(offset)")
+                    skipDamaged()
+                }
+                continue
+            }
+            var payload = [UInt8](repeating: 0, count: h.length)
+            guard Journal.readExact(fd, &payload, count: h.length, at: offset + Journal.headerSize),
+                  Journal.crc(payload) == h.payloadCRC else {
+                corrupt("journal entry \(h.seq) fails its checksum; skipping the rest of its segment")
+                skipDamaged()
+                continue
+            }
+            out.append(JournalEntry(seq: h.seq, timeNanos: h.timeNanos, count: h.count, payload: payload))
+            bytes += h.length
+            offset += Journal.headerSize + h.length
+            nextSeq += 1
+        }
+        return out
+    }
+
+    /// Opens the segment holding `seq` and scans to it.
+    private func seek(to seq: UInt64, corrupt: (String) -> Void) -> Bool {
+        let starts = journal.segmentFirstSeqs
+        guard let start = starts.last(where: { $0 <= seq }) ?? starts.first else { return false }
+        if !open(segment: start) { return false }
+        var s = start
+        while s < seq {
+            guard Journal.readExact(fd, &header, count: Journal.headerSize, at: offset),
+                  let h = Journal.decodeHeader(header) else {
+                close(fd)
+                fd = -1
+                return false
+            }
+            offset += Journal.headerSize + h.length
+            s = h.seq + 1
+        }
+        if start > seq {
+            corrupt("journal entries \(seq)..<\(start) were deleted before this reader read them")
+            nextSeq = start
+        }
+        return true
+    }
+
+    private func open(segment start: UInt64) -> Bool {
+        if fd >= 0 { close(fd) }
+        fd = Glibc.open(journal.segmentPath(start), O_RDONLY | O_CLOEXEC)
+        segmentStart = start
+        offset = 0
+        return fd >= 0
+    }
+
+    private func moveToNextSegment(corrupt: (String) -> Void) -> Bool {
+        let starts = journal.segmentFirstSeqs
+        guard let next = starts.first(where: { $0 > segmentStart }), next == nextSeq else { return false }
+        return open(segment: next)
+    }
+
+    private func skipDamaged() {
+        let starts = journal.segmentFirstSeqs
+        if let next = starts.first(where: { $0 > segmentStart }) {
+            nextSeq = next
+            _ = open(segment: next)
+        } else {
+            nextSeq = journal.lastDurableSeq + 1
+        }
+    }
+}

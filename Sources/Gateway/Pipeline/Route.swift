@@ -1,0 +1,25 @@
+import HealthgateCore
+
+/// A configured route: the receivers it takes from, its transforms in order, its sinks.
+public struct Route: Sendable {
+    public var name: String
+    public var from: [Glob]
+    public var transforms: [any Transform]
+    public var to: [String]
+
+    public init(name: String, from: [Glob], transforms: [any Transform], to: [String]) {
+        self.name = name
+        self.from = from
+        self.transforms = transforms
+        self.to = to
+    }
+
+    public func takes(receiver: String) -> Bool { from.contains { $0.matches(receiver) } }
+
+    /// The record as this route delivers it, or nil when a transform drops it.
+    public func apply(_ record: CanonicalRecord) -> CanonicalRecord? {
+        var r = record
+        for t in transforms where !t.apply(&r) { return nil }
+        return r
+    }
+}

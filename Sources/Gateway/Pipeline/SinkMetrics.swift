@@ -1,0 +1,22 @@
+import HealthgateCore
+import Synchronization
+
+/// What `/metrics` and `status` show about one sink's queue.
+public final class SinkMetrics: Sendable {
+    public let name: String
+    public let sent = Atomic<Int>(0)
+    public let kept = Atomic<Int>(0)
+    public let rejected = Atomic<Int>(0)
+    public let filtered = Atomic<Int>(0)
+    public let batches = Atomic<Int>(0)
+    /// The next journal entry this sink will read.
+    public let cursorSeq = Atomic<UInt64>(0)
+    private let lastErrorText = Mutex<String?>(nil)
+
+    public init(name: String) { self.name = name }
+
+    public var lastError: String? {
+        get { lastErrorText.withLock { $0 } }
+        set { lastErrorText.withLock { $0 = newValue } }
+    }
+}

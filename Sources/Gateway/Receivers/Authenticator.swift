@@ -1,0 +1,60 @@
+import HealthgateCore
+
+/// How a receiver checks who is sending: none, Bearer, Basic or a custom header.
+/// Every secret comparison is constant-time; no secret is ever logged or echoed.
+public struct Authenticator: Sendable {
+    public enum Kind: String, Sendable, Decodable, CaseIterable {
+        case none, bearer, basic, header
+    }
+
+    public let kind: Kind
+    let token: [UInt8]
+    let user: [UInt8]
+    /// The header name for `header` auth, lower-cased.
+    let headerName: String
+
+    public init(kind: Kind, token: String = "", user: String = "", header: String = "") {
+        self.kind = kind
+        self.token = Array(token.utf8)
+        self.user = Array(user.utf8)
+        self.headerName = header.lowercased()
+    }
+
+    /// nil when the request is allowed; otherwise the 401 to send.
+    public func check(_ request: HTTPRequest) -> HTTPResponse? {
+        switch kind {
+        case .none:
+            return nil
+        case .bearer:
+            guard let v = request.header("authorization"), v.count > 7,
+                  v.prefix(7).lowercased() == "bearer " else {
+                return refuse("An Authorization: Bearer header is required.", challenge: "Bearer")
+            }
+            let given = Array(v.utf8.dropFirst(7))
+            return Crypto.constantTimeEqual(given, token) ? nil
+                : refuse("The Bearer token is not the one configured for this receiver.", challenge: "Bearer")
+        case .basic:
+            guard let v = request.header("authorization"), v.count > 6, v.prefix(6).lowercased() == "basic ",
+                  let decoded = Crypto.base64Decode(String(v.dropFirst(6)).trimmingSpaces),
+                  let colon = decoded.firstIndex(of: 0x3A) else {
+                return refuse("An Authorization: Basic header is required.", challenge: "Basic realm=\"healthgate\"")
+            }
+            let userOK = Crypto.constantTimeEqual(Array(decoded[..<colon]), user)
+            let passOK = Crypto.constantTimeEqual(Array(decoded[(colon + 1)...]), token)
+            return userOK && passOK ? nil
+                : refuse("The user or password is not the one configured for this receiver.",
+                         challenge: "Basic realm=\"healthgate\"")
+        case .header:
+            guard let v = request.header(headerName) else {
+                return refuse("The \(headerName) header is required.", challenge: nil)
+            }
+            return Crypto.constantTimeEqual(Array(v.utf8), token) ? nil
+                : refuse("The \(headerName) header's value is not the one configured for this receiver.", challenge: nil)
+        }
+    }
+
+    private func refuse(_ detail: String, challenge: String?) -> HTTPResponse {
+        problem(401, "Unauthorized", detail,
+                headers: challenge.map { [HTTPHeader("WWW-Authenticate", $0)] } ?? [])
+    }
+}

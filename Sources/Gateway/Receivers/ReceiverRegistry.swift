@@ -1,0 +1,73 @@
+import HealthgateCore
+import YAMLConfig
+
+/// What a receiver builder gets besides its config.
+public struct ReceiverBuildContext: Sendable {
+    public var parsers: ParserPool
+    public var logger: Logger
+}
+
+/// Every receiver kind, by its `kind:` in the config. A new receiver is one folder and one line here.
+public enum ReceiverRegistry {
+    public typealias Builder = @Sendable (_ name: String, _ config: ReceiverConfig, _ node: YAMLNode, _ path: String,
+                                          _ context: ReceiverBuildContext) throws(ConfigProblems) -> any Receiver
+
+    public static let builders: [(kind: String, defaultPath: String, build: Builder)] = [
+        ("syncky", "/syncky", SynckyReceiver.build),
+    ]
+
+    public static var kinds: [String] { builders.map(\.kind) }
+
+    public static func entry(kind: String) -> (kind: String, defaultPath: String, build: Builder)? {
+        builders.first { $0.kind == kind }
+    }
+}
+
+extension SynckyReceiver {
+    static let build: ReceiverRegistry.Builder = { name, c, node, path, context throws(ConfigProblems) in
+        let auth = try c.auth.map { a throws(ConfigProblems) in try Authenticator(config: a, node: node, path: path + ".auth") }
+            ?? Authenticator(kind: .none)
+        return SynckyReceiver(name: name, path: c.path ?? "/syncky",
+                              maxBodyBytes: Int(c.max_body?.bytes ?? Int64(ReceiverConfig.defaultMaxBody)),
+                              auth: auth, hmacSecret: c.hmac?.secret, device: c.device,
+                              parsers: context.parsers, logger: context.logger.child("receiver \(name)"))
+    }
+}
+
+extension Authenticator {
+    /// Checks that the auth block has exactly what its type needs.
+    init(config a: AuthConfig, node: YAMLNode, path: String) throws(ConfigProblems) {
+        var problems: [ConfigProblem] = []
+        let loc = node["auth"]?.location ?? node.location
+        func need(_ key: String, _ value: String?) {
+            if value == nil || value!.isEmpty {
+                problems.append(ConfigProblem(location: loc, path: path,
+                                              message: "auth type \(a.type.rawValue) needs \"\(key)\""))
+            }
+        }
+        func refuse(_ key: String, _ value: String?) {
+            if value != nil {
+                problems.append(ConfigProblem(location: loc, path: path,
+                                              message: "\"\(key)\" has no meaning for auth type \(a.type.rawValue)"))
+            }
+        }
+        switch a.type {
+        case .none: refuse("token", a.token); refuse("user", a.user); refuse("header", a.header)
+        case .bearer: need("token", a.token); refuse("user", a.user); refuse("header", a.header)
+        case .basic:
+            need("user", a.user); need("token", a.token); refuse("header", a.header)
+            if let u = a.user, u.contains(":") {
+                problems.append(ConfigProblem(location: loc, path: path, message: "a Basic user must not contain \":\""))
+            }
+        case .header:
+            need("header", a.header); need("token", a.token); refuse("user", a.user)
+            if let h = a.header, ["authorization", "host", "content-type", "content-length"].contains(h.lowercased())
+                || h.lowercased().hasPrefix("x-syncky-") {
+                problems.append(ConfigProblem(location: loc, path: path,
+                                              message: "\"\(h)\" cannot be a custom auth header"))
+            }
+        }
+        if !problems.isEmpty { throw ConfigProblems(problems: problems) }
+        self.init(kind: a.type, token: a.token ?? "", user: a.user ?? "", header: a.header ?? "")
+    }
+}

@@ -1,0 +1,121 @@
+/// One sample, deletion or part in the canonical stream: what routes, transforms and sinks
+/// see, and (as NDJSON) what the journal holds, the file sink writes and `replay` reads.
+///
+/// The key of a record is `(device, uuid)`, or `(device, uuid, part)` for parted kinds.
+/// Nothing a sender sent is dropped: fields that have no place here are kept under
+/// `extra`, and kind-specific fields (a heartbeat series' `beats`, a workout's `events`)
+/// under `fields`, both as compact JSON.
+public struct CanonicalRecord: Sendable, Equatable {
+    public enum Op: String, Sendable, Equatable {
+        case upsert
+        case delete
+    }
+
+    public var op: Op
+    /// `quantity`, `category`, `workout`, `characteristic`, `state_of_mind`, … (see `RecordKind`).
+    public var kind: String
+    public var device: String
+    public var receiver: String
+    public var uuid: String
+    /// The Syncky snake_case type name (`steps`, `heart_rate`, `sleep_analysis`, `workout`, …).
+    public var type: String
+    public var part: Int?
+    public var parts: Int?
+    public var start: Timestamp?
+    public var end: Timestamp?
+    /// The sample's own UTC offset in seconds, when the sender knew it.
+    public var utcOffset: Int?
+    /// Quantities: a number in `unit`. Categories: the value's name. Characteristics: the value.
+    public var value: RecordValue?
+    public var unit: String?
+    /// Categories: HealthKit's numeric value.
+    public var code: Int?
+    public var activity: String?
+    public var durationS: Double?
+    public var energyKcal: Double?
+    public var distanceM: Double?
+    public var source: RecordSource?
+    public var metadata: RawJSON?
+    /// Fields that belong to the record's kind, in the order the sender gave them.
+    public var fields: [RecordField]
+    /// Fields that have no place in the canonical record, kept as they came.
+    public var extra: [RecordField]
+
+    public init(op: Op = .upsert, kind: String, device: String, receiver: String, uuid: String, type: String,
+                part: Int? = nil, parts: Int? = nil, start: Timestamp? = nil, end: Timestamp? = nil,
+                utcOffset: Int? = nil, value: RecordValue? = nil, unit: String? = nil, code: Int? = nil,
+                activity: String? = nil, durationS: Double? = nil, energyKcal: Double? = nil,
+                distanceM: Double? = nil, source: RecordSource? = nil, metadata: RawJSON? = nil,
+                fields: [RecordField] = [], extra: [RecordField] = []) {
+        self.op = op
+        self.kind = kind
+        self.device = device
+        self.receiver = receiver
+        self.uuid = uuid
+        self.type = type
+        self.part = part
+        self.parts = parts
+        self.start = start
+        self.end = end
+        self.utcOffset = utcOffset
+        self.value = value
+        self.unit = unit
+        self.code = code
+        self.activity = activity
+        self.durationS = durationS
+        self.energyKcal = energyKcal
+        self.distanceM = distanceM
+        self.source = source
+        self.metadata = metadata
+        self.fields = fields
+        self.extra = extra
+    }
+}
+
+public enum RecordValue: Sendable, Equatable {
+    case number(Double)
+    case string(String)
+
+    public var number: Double? {
+        if case .number(let d) = self { return d }
+        return nil
+    }
+
+    public var string: String? {
+        if case .string(let s) = self { return s }
+        return nil
+    }
+}
+
+public struct RecordSource: Sendable, Equatable {
+    public var app: String?
+    public var device: String?
+
+    public init(app: String?, device: String?) {
+        self.app = app
+        self.device = device
+    }
+}
+
+/// A named field whose value is kept as compact JSON text.
+public struct RecordField: Sendable, Equatable {
+    public var name: String
+    public var value: RawJSON
+
+    public init(_ name: String, _ value: RawJSON) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// A JSON value kept as its compact text (UTF-8), written back out unchanged.
+public struct RawJSON: Sendable, Equatable, CustomStringConvertible {
+    public var bytes: [UInt8]
+
+    public init(bytes: [UInt8]) { self.bytes = bytes }
+    public init(_ text: String) { self.bytes = Array(text.utf8) }
+
+    public var description: String { String(decoding: bytes, as: UTF8.self) }
+
+    public static let emptyObject = RawJSON("{}")
+}

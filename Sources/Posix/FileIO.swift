@@ -1,0 +1,148 @@
+import Glibc
+
+/// A failed system call, with the path and what the OS said.
+public struct IOError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var operation: String
+    public var path: String
+    public var code: Int32
+
+    public init(_ operation: String, _ path: String, code: Int32 = errno) {
+        self.operation = operation
+        self.path = path
+        self.code = code
+    }
+
+    public var isNoSpace: Bool { code == ENOSPC || code == EDQUOT }
+
+    public var description: String {
+        "\(operation) \(path): \(String(cString: strerror(code)))"
+    }
+}
+
+/// Small, explicit file helpers over POSIX calls: every durable write says where it fsyncs.
+public enum FileIO {
+    /// Creates a directory and its parents (like `mkdir -p`).
+    public static func makeDirectories(_ path: String, mode: mode_t = 0o755) throws(IOError) {
+        if path.isEmpty || isDirectory(path) { return }
+        let parent = dirname(path)
+        if parent != path { try makeDirectories(parent, mode: mode) }
+        if mkdir(path, mode) != 0 && errno != EEXIST { throw IOError("mkdir", path) }
+    }
+
+    public static func isDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    public static func exists(_ path: String) -> Bool {
+        access(path, F_OK) == 0
+    }
+
+    public static func fileSize(_ path: String) -> Int? {
+        var st = stat()
+        return stat(path, &st) == 0 ? Int(st.st_size) : nil
+    }
+
+    public static func dirname(_ path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        if slash == path.startIndex { return "/" }
+        return String(path[..<slash])
+    }
+
+    public static func join(_ a: String, _ b: String) -> String {
+        if b.hasPrefix("/") || a.isEmpty { return b }
+        return a.hasSuffix("/") ? a + b : a + "/" + b
+    }
+
+    /// The names in a directory, without `.` and `..`, sorted.
+    public static func list(_ path: String) throws(IOError) -> [String] {
+        guard let dir = opendir(path) else { throw IOError("opendir", path) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    public static func readAll(_ path: String) throws(IOError) -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw IOError("open", path) }
+        defer { close(fd) }
+        var out = [UInt8]()
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw IOError("read", path)
+            }
+            if n == 0 { break }
+            out.append(contentsOf: chunk[0..<n])
+        }
+        return out
+    }
+
+    /// Writes every byte, retrying short writes and EINTR.
+    public static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws(IOError) {
+        var off = 0
+        while off < bytes.count {
+            let n = write(fd, bytes.baseAddress! + off, bytes.count - off)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw IOError("write", path)
+            }
+            off += n
+        }
+    }
+
+    /// Writes every byte of an array (see the pointer version).
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws(IOError) {
+        let failure: IOError? = bytes.withUnsafeBytes { p in
+            do throws(IOError) { try writeAll(fd, p, path: path) } catch { return error }
+            return nil
+        }
+        if let failure { throw failure }
+    }
+
+    /// Replaces `path` with `bytes` durably: write a temporary file, fsync it, rename it over
+    /// `path`, fsync the directory. A crash leaves either the old or the new content.
+    public static func writeAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o644) throws(IOError) {
+        let tmp = path + ".tmp"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
+        if fd < 0 { throw IOError("open", tmp) }
+        do throws(IOError) {
+            try writeAll(fd, bytes, path: tmp)
+            if fsync(fd) != 0 { throw IOError("fsync", tmp) }
+        } catch {
+            close(fd)
+            unlink(tmp)
+            throw error
+        }
+        close(fd)
+        if rename(tmp, path) != 0 { throw IOError("rename", path) }
+        try syncDirectory(dirname(path))
+    }
+
+    public static func syncDirectory(_ path: String) throws(IOError) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd < 0 { throw IOError("open", path) }
+        defer { close(fd) }
+        if fsync(fd) != 0 { throw IOError("fsync", path) }
+    }
+}
+
+extension FileIO {
+    /// Appends `bytes` to `path` (created 0600 if missing) and fsyncs it.
+    public static func append(_ path: String, _ bytes: [UInt8]) throws(IOError) {
+        try makeDirectories(dirname(path), mode: 0o700)
+        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        if fd < 0 { throw IOError("open", path) }
+        defer { close(fd) }
+        try writeAll(fd, bytes, path: path)
+        if fdatasync(fd) != 0 { throw IOError("fdatasync", path) }
+    }
+}

@@ -1,0 +1,190 @@
+import CanonicalJSON
+import FastJSON
+import Glibc
+import Posix
+import HealthgateCore
+import YAMLConfig
+
+/// Appends canonical records as NDJSON lines to files named by a path template, and fsyncs
+/// every file it touched before it reports a batch accepted. A failed batch is cut back out of
+/// each file, so a retry leaves no half line or partial copy behind.
+public final class FileSink: Sink, @unchecked Sendable {
+    public let name: String
+    let template: PathTemplate
+    let rotateBytes: Int64
+    let logger: Logger
+    let clock: any Clock
+
+    // Used only from the drainer thread (one write at a time, per the Sink contract).
+    private var open: [String: OpenFile] = [:]
+    private var writer = JSONWriter(capacity: 1 << 20)
+
+    struct OpenFile {
+        var fd: Int32
+        var size: Int64
+    }
+
+    public init(name: String, pathTemplate: String, baseDir: String, rotateBytes: Int64, logger: Logger,
+                clock: any Clock = SystemClock()) {
+        self.name = name
+        self.template = PathTemplate(FileIO.join(baseDir, pathTemplate))
+        self.rotateBytes = rotateBytes
+        self.logger = logger
+        self.clock = clock
+    }
+
+    public static let build: SinkRegistry.Builder = { name, node, path, context throws(ConfigProblems) in
+        let c = try YAMLDecoder().decode(FileSinkConfig.self, from: node, path: path)
+        if c.path.isEmpty {
+            throw ConfigProblems(problems: [ConfigProblem(location: node.location, path: path + ".path",
+                                                          message: "the file path must not be empty")])
+        }
+        let rotate = c.rotate_bytes?.bytes ?? FileSinkConfig.defaultRotateBytes
+        let sink = FileSink(name: name, pathTemplate: c.path, baseDir: context.dataDir, rotateBytes: rotate,
+                            logger: context.logger.child("sink \(name)"))
+        return BuiltSink(sink: sink,
+                         common: SinkCommonConfig(batch: c.batch, retry: c.retry, queue: c.queue, defaultMaxItems: 10_000),
+                         summary: "file \(FileIO.join(context.dataDir, c.path))")
+    }
+
+    public func write(_ records: [CanonicalRecord]) -> SinkWriteResult {
+        // Group lines by file, keeping record order within each file.
+        var groups: [String: [Int]] = [:]
+        var order: [String] = []
+        let today = clock.now().utcDate()
+        for (i, r) in records.enumerated() {
+            let path = template.render(r, fallbackDate: today)
+            if groups[path] == nil { order.append(path) }
+            groups[path, default: []].append(i)
+        }
+        var touched: [(path: String, sizeBefore: Int64)] = []
+        do {
+            for path in order {
+                var file = try openFile(path)
+                if file.size >= rotateBytes {
+                    try rotate(path)
+                    file = try openFile(path)
+                }
+                writer.reset()
+                for i in groups[path]! { CanonicalCodec.encode(records[i], into: &writer) }
+                touched.append((path, file.size))
+                try FileIO.writeAll(file.fd, writer.bytes, path: path)
+                open[path]!.size = file.size + Int64(writer.bytes.count)
+            }
+            for t in touched where fdatasync(open[t.path]!.fd) != 0 {
+                throw IOError("fdatasync", t.path)
+            }
+        } catch {
+            for t in touched {
+                if let f = open[t.path] {
+                    _ = ftruncate(f.fd, off_t(t.sizeBefore))
+                    open[t.path]!.size = t.sizeBefore
+                }
+            }
+            closeAll()
+            return .keep(reason: "\(error)", retryAfterSeconds: nil)
+        }
+        if open.count > 64 { closeAll() }
+        return .accepted
+    }
+
+    private func openFile(_ path: String) throws(IOError) -> OpenFile {
+        if let f = open[path] { return f }
+        try FileIO.makeDirectories(FileIO.dirname(path), mode: 0o750)
+        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
+        if fd < 0 { throw IOError("open", path) }
+        var st = stat()
+        fstat(fd, &st)
+        let f = OpenFile(fd: fd, size: Int64(st.st_size))
+        open[path] = f
+        return f
+    }
+
+    /// Renames `x.ndjson` to the first free `x.<n>.ndjson`.
+    private func rotate(_ path: String) throws(IOError) {
+        if let f = open.removeValue(forKey: path) { Glibc.close(f.fd) }
+        let (stem, ext) = PathTemplate.splitExtension(path)
+        var n = 1
+        while FileIO.exists("\(stem).\(n)\(ext)") { n += 1 }
+        if rename(path, "\(stem).\(n)\(ext)") != 0 { throw IOError("rename", path) }
+        try FileIO.syncDirectory(FileIO.dirname(path))
+        logger.info("rotated \(path) to \(stem).\(n)\(ext)")
+    }
+
+    private func closeAll() {
+        for f in open.values { Glibc.close(f.fd) }
+        open.removeAll()
+    }
+
+    public func close() { closeAll() }
+}
+
+/// A path with `{device}`, `{receiver}`, `{date}`, `{type}`, `{kind}` placeholders.
+struct PathTemplate: Sendable {
+    enum Part: Sendable {
+        case text(String)
+        case device, receiver, date, type, kind
+    }
+
+    let parts: [Part]
+
+    init(_ template: String) {
+        var parts: [Part] = []
+        var rest = Substring(template)
+        while let open = rest.firstIndex(of: "{") {
+            if open > rest.startIndex { parts.append(.text(String(rest[..<open]))) }
+            guard let close = rest[open...].firstIndex(of: "}") else { break }
+            let name = rest[rest.index(after: open)..<close]
+            switch name {
+            case "device": parts.append(.device)
+            case "receiver": parts.append(.receiver)
+            case "date": parts.append(.date)
+            case "type": parts.append(.type)
+            case "kind": parts.append(.kind)
+            default: parts.append(.text(String(rest[open...close])))
+            }
+            rest = rest[rest.index(after: close)...]
+        }
+        if !rest.isEmpty { parts.append(.text(String(rest))) }
+        self.parts = parts
+    }
+
+    static let placeholders = ["device", "receiver", "date", "type", "kind"]
+
+    func render(_ r: CanonicalRecord, fallbackDate: String) -> String {
+        var out = ""
+        for p in parts {
+            switch p {
+            case .text(let t): out += t
+            case .device: out += PathTemplate.safe(r.device)
+            case .receiver: out += PathTemplate.safe(r.receiver)
+            case .date: out += r.start?.utcDate() ?? fallbackDate
+            case .type: out += PathTemplate.safe(r.type)
+            case .kind: out += PathTemplate.safe(r.kind)
+            }
+        }
+        return out
+    }
+
+    /// A value from a request, made harmless as one path component.
+    static func safe(_ s: String) -> String {
+        if s.isEmpty { return "_" }
+        var out = ""
+        for (i, c) in s.unicodeScalars.enumerated() {
+            if c == "/" || c == "\\" || c.value < 0x20 || (i == 0 && c == ".") {
+                out += "_"
+            } else {
+                out.unicodeScalars.append(c)
+            }
+        }
+        return out
+    }
+
+    static func splitExtension(_ path: String) -> (String, String) {
+        let slash = path.lastIndex(of: "/") ?? path.startIndex
+        if let dot = path[slash...].lastIndex(of: "."), dot > slash, path[slash...].count > 1 {
+            return (String(path[..<dot]), String(path[dot...]))
+        }
+        return (path, "")
+    }
+}

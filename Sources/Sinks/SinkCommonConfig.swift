@@ -1,0 +1,86 @@
+import HealthgateCore
+import YAMLConfig
+
+/// The keys every sink takes besides its own: how its disk queue batches, retries and fills.
+public struct SinkCommonConfig: Sendable, Equatable {
+    public var batch: BatchConfig
+    public var retry: RetryConfig
+    public var queue: QueueConfig
+
+    public init(batch: BatchConfig? = nil, retry: RetryConfig? = nil, queue: QueueConfig? = nil,
+                defaultMaxItems: Int = 1000) {
+        self.batch = batch ?? BatchConfig()
+        if self.batch.max_items == nil { self.batch.max_items = defaultMaxItems }
+        self.retry = retry ?? RetryConfig()
+        self.queue = queue ?? QueueConfig()
+    }
+}
+
+public struct BatchConfig: Decodable, Sendable, Equatable {
+    /// Most records in one write.
+    public var max_items: Int?
+    /// How long a partial batch waits for more records before it is written.
+    public var max_wait: ConfigDuration?
+
+    public init(max_items: Int? = nil, max_wait: ConfigDuration? = nil) {
+        self.max_items = max_items
+        self.max_wait = max_wait
+    }
+
+    public var maxItems: Int { max(1, max_items ?? 1000) }
+    public var maxWaitSeconds: Double { max_wait?.seconds ?? 0.2 }
+}
+
+public struct RetryConfig: Decodable, Sendable, Equatable {
+    /// The first wait after a failure; it doubles up to `max`, with full jitter.
+    public var initial: ConfigDuration?
+    public var max: ConfigDuration?
+
+    public init(initial: ConfigDuration? = nil, max: ConfigDuration? = nil) {
+        self.initial = initial
+        self.max = max
+    }
+
+    public var initialSeconds: Double { initial?.seconds ?? 1 }
+    public var maxSeconds: Double { self.max?.seconds ?? 300 }
+}
+
+public struct QueueConfig: Decodable, Sendable, Equatable {
+    public enum WhenFull: String, Decodable, Sendable {
+        case block
+        case drop_oldest
+    }
+
+    public var max_bytes: ByteSize?
+    public var when_full: WhenFull?
+
+    public init(max_bytes: ByteSize? = nil, when_full: WhenFull? = nil) {
+        self.max_bytes = max_bytes
+        self.when_full = when_full
+    }
+}
+
+/// What a sink builder gets besides its config.
+public struct SinkBuildContext: Sendable {
+    /// Relative sink paths are resolved against the data dir.
+    public var dataDir: String
+    public var logger: Logger
+
+    public init(dataDir: String, logger: Logger) {
+        self.dataDir = dataDir
+        self.logger = logger
+    }
+}
+
+/// A configured sink: the component, its queue settings, and a line for `healthgate check`.
+public struct BuiltSink: Sendable {
+    public var sink: any Sink
+    public var common: SinkCommonConfig
+    public var summary: String
+
+    public init(sink: any Sink, common: SinkCommonConfig, summary: String) {
+        self.sink = sink
+        self.common = common
+        self.summary = summary
+    }
+}

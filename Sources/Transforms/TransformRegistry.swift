@@ -1,0 +1,21 @@
+import HealthgateCore
+import YAMLConfig
+
+/// Every transform kind, by the key that names it in a route's `transforms` list.
+/// A new transform is one folder and one line here.
+public enum TransformRegistry {
+    public typealias Builder = @Sendable (YAMLNode, String) throws(ConfigProblems) -> any Transform
+
+    public static let builders: [(name: String, build: Builder)] = [
+        ("filter", { node, path throws(ConfigProblems) in
+            let c = try YAMLDecoder().decode(FilterTransformConfig.self, from: node, path: path)
+            return FilterTransform(types: c.types, excludeTypes: c.exclude_types)
+        }),
+    ]
+
+    public static var names: [String] { builders.map(\.name) }
+
+    public static func builder(named name: String) -> Builder? {
+        builders.first { $0.name == name }?.build
+    }
+}

@@ -1,0 +1,4 @@
+import Gateway
+import Glibc
+
+exit(CLI.main(CommandLine.arguments))

@@ -1,0 +1,145 @@
+@testable import Gateway
+import HealthgateCore
+import Testing
+import YAMLConfig
+
+@Suite struct ConfigTests {
+    let logger = Logger(component: "test", sink: MemoryLogSink())
+
+    func load(_ text: String, env: [String: String] = [:]) throws(ConfigProblems) -> Topology {
+        try ConfigLoader.load(text: text, file: "healthgate.yaml", environment: env, logger: logger)
+    }
+
+    func problems(_ text: String, env: [String: String] = [:]) -> [String] {
+        do {
+            _ = try load(text, env: env)
+            return []
+        } catch {
+            return error.problems.map(\.description)
+        }
+    }
+
+    @Test func theEmbeddedDefaultLoads() throws {
+        let t = try load(DefaultConfig.render(listen: "0.0.0.0:8080", dataDir: "/tmp/x", token: "hg_t", secret: "whsec_s"))
+        #expect(t.listenHost == "0.0.0.0" && t.listenPort == 8080)
+        #expect(t.receivers.map(\.name) == ["syncky"])
+        #expect(t.receivers[0].receiver.paths == ["/syncky"])
+        #expect(t.sinks.map(\.name) == ["archive"])
+        #expect(t.routes.count == 1)
+        #expect(t.warnings.isEmpty)
+    }
+
+    @Test func theDesignExampleDecodesApartFromSinksNotBuiltYet() {
+        // DESIGN.md's example, with only the kinds that exist today.
+        let text = """
+        listen: 0.0.0.0:8080
+        data_dir: ./healthgate-data
+        receivers:
+          my-iphone:
+            kind: syncky
+            path: /syncky/my-iphone
+            auth: {type: bearer, token: "${PHONE_TOKEN}"}
+            hmac: {secret: "${PHONE_HMAC}"}
+            device: my-iphone
+            write_back: true
+            name: My iPhone
+            public_url: https://gw.example.net/syncky/my-iphone
+            types: [steps, heart_rate]
+        routes:
+          - name: live
+            from: [my-iphone]
+            transforms:
+              - filter: {types: [steps, heart_rate, "body_*"]}
+            to: [archive]
+        sinks:
+          archive:  {kind: file, path: "archive/{device}/{date}.ndjson"}
+        """
+        #expect(problems(text, env: ["PHONE_TOKEN": "t", "PHONE_HMAC": "whsec_x"]).isEmpty)
+        let unset = problems(text)
+        #expect(unset.count == 2)
+        #expect(unset.allSatisfy { $0.contains("PHONE_") })
+    }
+
+    @Test func reportsEveryProblemAtOnceWithLocationsAndSuggestions() {
+        let text = """
+        listen: 0.0.0.0:8080
+        receivers:
+          phone:
+            kind: syncky
+            auth: {type: bearer, tokn: abc}
+          other:
+            kind: synky
+        routes:
+          - from: [phone]
+            to: [archiv]
+        sinks:
+          archive: {kind: file, path: "a/{date}.ndjson", rotate_byte: 1MB}
+        """
+        let p = problems(text)
+        #expect(p.contains { $0.hasPrefix("healthgate.yaml:5:") && $0.contains("unknown key \"tokn\"") && $0.contains("did you mean \"token\"") }, "\(p)")
+        #expect(p.contains { $0.contains("unknown receiver kind \"synky\"") && $0.contains("did you mean \"syncky\"") }, "\(p)")
+        #expect(p.contains { $0.contains("no sink is named \"archiv\"") && $0.contains("did you mean \"archive\"") }, "\(p)")
+        #expect(p.contains { $0.hasPrefix("healthgate.yaml:12:") && $0.contains("\"rotate_byte\"") && $0.contains("rotate_bytes") }, "\(p)")
+        #expect(p.count == 4, "\(p)")
+    }
+
+    @Test func checksAuthBlocks() {
+        let base = """
+        receivers:
+          phone:
+            kind: syncky
+            auth: AUTH
+        """
+        #expect(problems(base.replacingOccurrences(of: "AUTH", with: "{type: bearer}")).first?.contains("needs \"token\"") == true)
+        #expect(problems(base.replacingOccurrences(of: "AUTH", with: "{type: basic, token: p}")).first?.contains("needs \"user\"") == true)
+        #expect(problems(base.replacingOccurrences(of: "AUTH", with: "{type: header, token: p, header: Authorization}")).first?.contains("cannot be a custom auth header") == true)
+        #expect(problems(base.replacingOccurrences(of: "AUTH", with: "{type: none, token: p}")).first?.contains("no meaning") == true)
+        #expect(problems(base.replacingOccurrences(of: "AUTH", with: "{type: magic, token: p}")).count == 1)
+        #expect(problems(base.replacingOccurrences(of: "AUTH", with: "{type: header, token: p, header: X-Api-Key}")).isEmpty)
+    }
+
+    @Test func refusesTwoReceiversOnOnePathAndABadListen() {
+        let p = problems("""
+        listen: localhost
+        receivers:
+          a: {kind: syncky, path: /hook}
+          b: {kind: syncky, path: /hook}
+        """)
+        #expect(p.contains { $0.contains("already the path of receiver \"a\"") }, "\(p)")
+        #expect(p.contains { $0.contains("HOST:PORT") }, "\(p)")
+    }
+
+    @Test func warnsAboutSinksAndReceiversNoRouteUses() throws {
+        let t = try load("""
+        receivers:
+          a: {kind: syncky}
+        sinks:
+          s: {kind: file, path: x.ndjson}
+        """)
+        #expect(t.warnings.count == 2)
+    }
+
+    @Test func unknownTransformsAreNamed() {
+        let p = problems("""
+        receivers:
+          a: {kind: syncky}
+        routes:
+          - from: ["*"]
+            transforms:
+              - filtr: {types: [steps]}
+            to: [s]
+        sinks:
+          s: {kind: file, path: x.ndjson}
+        """)
+        #expect(p.count == 1)
+        #expect(p.first?.contains("unknown transform \"filtr\" — did you mean \"filter\"?") == true, "\(p)")
+    }
+
+    @Test func parsesListenForms() {
+        #expect(ConfigLoader.parseListen("0.0.0.0:8080")! == ("0.0.0.0", 8080))
+        #expect(ConfigLoader.parseListen("[::1]:9000")! == ("::1", 9000))
+        #expect(ConfigLoader.parseListen(":8080")! == ("0.0.0.0", 8080))
+        #expect(ConfigLoader.parseListen("8080") == nil)
+        #expect(ConfigLoader.parseListen("h:99999") == nil)
+    }
+}

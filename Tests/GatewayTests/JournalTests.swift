@@ -1,0 +1,110 @@
+import Foundation
+@testable import Gateway
+import HealthgateCore
+import Posix
+import Testing
+
+@Suite struct JournalTests {
+    let logger = Logger(component: "test", sink: MemoryLogSink())
+
+    func payload(_ i: Int, size: Int = 40) -> [UInt8] {
+        Array("{\"entry\":\(i),\"pad\":\"\(String(repeating: "x", count: size))\"}\n".utf8)
+    }
+
+    @Test func appendsAndReadsBackInOrder() throws {
+        let dir = ServeProcess.makeTempDir("journal")
+        let j = try Journal(directory: dir, logger: logger)
+        for i in 1...10 {
+            let seq = try j.append(payload: payload(i), count: 1, time: Timestamp(seconds: Int64(i)))
+            #expect(seq == UInt64(i))
+        }
+        let entries = j.makeReader(from: 1).read(maxEntries: 100)
+        #expect(entries.map(\.seq) == Array(1...10))
+        #expect(entries[3].payload == payload(4))
+        #expect(entries[3].timeNanos == 4_000_000_000)
+        #expect(j.makeReader(from: 7).read(maxEntries: 100).map(\.seq) == [7, 8, 9, 10])
+    }
+
+    @Test func concurrentAppendsShareSyncsAndLoseNothing() throws {
+        let dir = ServeProcess.makeTempDir("journal")
+        let j = try Journal(directory: dir, logger: logger)
+        let threads = 8, perThread = 200
+        DispatchQueue.concurrentPerform(iterations: threads) { t in
+            for i in 0..<perThread {
+                _ = try? j.append(payload: payload(t * 1000 + i), count: 1, time: Timestamp(seconds: 0))
+            }
+        }
+        let entries = j.makeReader(from: 1).read(maxEntries: 10_000)
+        #expect(entries.count == threads * perThread)
+        #expect(entries.map(\.seq) == Array(1...UInt64(threads * perThread)))
+        let ids = Set(entries.map { String(decoding: $0.payload, as: UTF8.self) })
+        #expect(ids.count == threads * perThread)
+    }
+
+    @Test func startsNewSegmentsAndReadsAcrossThem() throws {
+        let dir = ServeProcess.makeTempDir("journal")
+        let j = try Journal(directory: dir, segmentBytes: 1000, logger: logger)
+        for i in 1...30 { try j.append(payload: payload(i, size: 100), count: 1, time: Timestamp(seconds: 0)) }
+        #expect(j.segmentFirstSeqs.count > 3)
+        #expect(j.makeReader(from: 1).read(maxEntries: 100).map(\.seq) == Array(1...30))
+        // A reader starting in the middle of a later segment.
+        #expect(j.makeReader(from: 25).read(maxEntries: 100).map(\.seq) == Array(25...30))
+        // Deleting what every reader has passed keeps the rest readable.
+        j.deleteSegments(below: 20)
+        #expect(j.segmentFirstSeqs.first! <= 20)
+        #expect(j.makeReader(from: 20).read(maxEntries: 100).map(\.seq) == Array(20...30))
+        // And a restart continues the sequence.
+        let j2 = try Journal(directory: dir, segmentBytes: 1000, logger: logger)
+        #expect(try j2.append(payload: payload(31), count: 1, time: Timestamp(seconds: 0)) == 31)
+    }
+
+    /// Power loss at any byte of the last write: restart keeps every entry before the torn
+    /// one, cuts the rest, and appends continue with the next sequence number.
+    @Test func cutsATornTailAtEveryByteOffset() throws {
+        let dir = ServeProcess.makeTempDir("journal")
+        do {
+            let j = try Journal(directory: dir, logger: logger)
+            for i in 1...3 { try j.append(payload: payload(i), count: 1, time: Timestamp(seconds: 0)) }
+        }
+        let segment = dir + "/" + Journal.segmentName(1)
+        let full = try FileIO.readAll(segment)
+        let lastEntrySize = Journal.headerSize + payload(3).count
+        let goodLength = full.count - lastEntrySize
+        for cut in goodLength..<full.count {
+            let copy = ServeProcess.makeTempDir("torn")
+            try Data(full[0..<cut]).write(to: URL(fileURLWithPath: copy + "/" + Journal.segmentName(1)))
+            let j = try Journal(directory: copy, logger: logger)
+            #expect(j.lastDurableSeq == 2, "cut at \(cut)")
+            #expect(j.truncatedBytes == cut - goodLength)
+            #expect(FileIO.fileSize(copy + "/" + Journal.segmentName(1)) == goodLength)
+            #expect(try j.append(payload: payload(9), count: 1, time: Timestamp(seconds: 0)) == 3)
+            #expect(j.makeReader(from: 1).read(maxEntries: 10).map(\.payload) == [payload(1), payload(2), payload(9)])
+            try? FileManager.default.removeItem(atPath: copy)
+        }
+    }
+
+    @Test func aFlippedBitInTheTailIsCutNotServed() throws {
+        let dir = ServeProcess.makeTempDir("journal")
+        do {
+            let j = try Journal(directory: dir, logger: logger)
+            for i in 1...3 { try j.append(payload: payload(i), count: 1, time: Timestamp(seconds: 0)) }
+        }
+        let segment = dir + "/" + Journal.segmentName(1)
+        var bytes = try FileIO.readAll(segment)
+        bytes[bytes.count - 5] ^= 0x10
+        try FileIO.writeAtomically(segment, bytes)
+        let j = try Journal(directory: dir, logger: logger)
+        #expect(j.lastDurableSeq == 2)
+        #expect(j.makeReader(from: 1).read(maxEntries: 10).count == 2)
+    }
+
+    @Test func readersWaitForNewEntries() throws {
+        let dir = ServeProcess.makeTempDir("journal")
+        let j = try Journal(directory: dir, logger: logger)
+        #expect(!j.waitForEntries(after: 0, timeout: 0.05))
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) {
+            _ = try? j.append(payload: Array("{}\n".utf8), count: 1, time: Timestamp(seconds: 0))
+        }
+        #expect(j.waitForEntries(after: 0, timeout: 5))
+    }
+}

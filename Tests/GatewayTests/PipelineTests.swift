@@ -1,0 +1,143 @@
+import Foundation
+@testable import Gateway
+import HealthgateCore
+import Posix
+@testable import Sinks
+import Testing
+import Transforms
+import YAMLConfig
+import CanonicalJSON
+
+/// Journal → routes → sink drainer → file sink, in one process, with injected failures.
+@Suite struct PipelineTests {
+    let logs = MemoryLogSink()
+    var logger: Logger { Logger(component: "test", sink: logs) }
+
+    static func record(_ uuid: String, type: String = "steps", device: String = "phone-1") -> CanonicalRecord {
+        CanonicalRecord(kind: "quantity", device: device, receiver: "r", uuid: uuid, type: type,
+                        start: Timestamp(seconds: 1_791_961_260), end: Timestamp(seconds: 1_791_961_319),
+                        value: .number(412), unit: "count")
+    }
+
+    func append(_ j: Journal, _ records: [CanonicalRecord]) throws {
+        try j.append(payload: CanonicalCodec.encodeLines(records), count: records.count, time: Timestamp(seconds: 0))
+    }
+
+    @Test func theFileSinkWritesByTemplateAndResumesFromItsCursor() throws {
+        let dir = ServeProcess.makeTempDir("pipe")
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        try append(j, [Self.record("a"), Self.record("b", device: "phone-2")])
+        func drainer() -> SinkDrainer {
+            let sink = FileSink(name: "archive", pathTemplate: "out/{device}/{date}.ndjson", baseDir: dir,
+                                rotateBytes: 1 << 20, logger: logger)
+            return SinkDrainer(name: "archive", built: BuiltSink(sink: sink, common: SinkCommonConfig(batch: BatchConfig(max_items: 100)), summary: ""),
+                               routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["archive"])],
+                               journal: j, dataDir: dir, logger: logger)
+        }
+        var d = drainer()
+        try d.start()
+        #expect(ServeProcess.eventually { ServeProcess.ndjson(under: dir + "/out").count == 2 })
+        #expect(FileManager.default.fileExists(atPath: dir + "/out/phone-1/2026-10-14.ndjson"))
+        #expect(FileManager.default.fileExists(atPath: dir + "/out/phone-2/2026-10-14.ndjson"))
+        d.stop()
+        #expect(try d.loadCursor() == SinkDrainer.Cursor(seq: 2, skip: 0))
+        // After a restart only new entries are written.
+        try append(j, [Self.record("c")])
+        d = drainer()
+        try d.start()
+        #expect(ServeProcess.eventually { ServeProcess.ndjson(under: dir + "/out").count == 3 })
+        usleep(200_000)
+        #expect(ServeProcess.ndjson(under: dir + "/out").map { $0["uuid"] as! String }.sorted() == ["a", "b", "c"])
+        d.stop()
+    }
+
+    @Test func routesFilterByTypeGlobsPerSink() throws {
+        let dir = ServeProcess.makeTempDir("pipe")
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        try append(j, [Self.record("1", type: "steps"), Self.record("2", type: "body_mass"),
+                       Self.record("3", type: "heart_rate"), Self.record("4", type: "body_fat_percentage")])
+        let sink = FileSink(name: "s", pathTemplate: "out.ndjson", baseDir: dir, rotateBytes: 1 << 20, logger: logger)
+        let route = Route(name: "bodies", from: [Glob("r")],
+                          transforms: [FilterTransform(types: ["body_*", "steps"], excludeTypes: ["body_fat_*"])],
+                          to: ["s"])
+        let d = SinkDrainer(name: "s", built: BuiltSink(sink: sink, common: SinkCommonConfig(), summary: ""),
+                            routes: [route], journal: j, dataDir: dir, logger: logger)
+        try d.start()
+        #expect(ServeProcess.eventually { ServeProcess.ndjson(under: dir).count == 2 })
+        usleep(100_000)
+        #expect(ServeProcess.ndjson(under: dir).map { $0["uuid"] as! String } == ["1", "2"])
+        #expect(ServeProcess.eventually { d.metrics.filtered.load(ordering: .relaxed) == 2 })
+        d.stop()
+    }
+
+    @Test func aFailingSinkIsRetriedAndRejectedRecordsBecomeDeadLetters() throws {
+        let dir = ServeProcess.makeTempDir("pipe")
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        try append(j, [Self.record("ok"), Self.record("poison"), Self.record("ok2")])
+        let sink = ScriptedSink()
+        let d = SinkDrainer(name: "scripted",
+                            built: BuiltSink(sink: sink, common: SinkCommonConfig(retry: RetryConfig(initial: ConfigDurationFor.ms(10), max: ConfigDurationFor.ms(20))), summary: ""),
+                            routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["scripted"])],
+                            journal: j, dataDir: dir, logger: logger)
+        try d.start()
+        #expect(ServeProcess.eventually { sink.delivered.sorted() == ["ok", "ok2"] })
+        #expect(d.metrics.rejected.load(ordering: .relaxed) == 1)
+        #expect(d.metrics.kept.load(ordering: .relaxed) >= 2)
+        let dead = try String(contentsOfFile: dir + "/sinks/scripted/dead-letters.ndjson", encoding: .utf8)
+        #expect(dead.contains("\"uuid\":\"poison\""))
+        #expect(dead.contains("the destination said no"))
+        d.stop()
+    }
+
+    @Test func pathTemplatesCannotEscapeTheirDirectory() {
+        let t = PathTemplate("/data/archive/{device}/{date}.ndjson")
+        var r = Self.record("x", device: "../../etc/passwd")
+        #expect(t.render(r, fallbackDate: "2026-01-01") == "/data/archive/_._.._etc_passwd/2026-10-14.ndjson")
+        r.start = nil
+        r.device = ""
+        #expect(t.render(r, fallbackDate: "2026-01-01") == "/data/archive/_/2026-01-01.ndjson")
+    }
+
+    @Test func theFileSinkRotatesBySize() throws {
+        let dir = ServeProcess.makeTempDir("rotate")
+        let sink = FileSink(name: "s", pathTemplate: "x.ndjson", baseDir: dir, rotateBytes: 600, logger: logger)
+        for i in 0..<10 { #expect(sink.write([Self.record("r\(i)"), Self.record("q\(i)")]) == .accepted) }
+        let files = try FileIO.list(dir)
+        #expect(files.count > 2)
+        #expect(files.contains("x.1.ndjson"))
+        #expect(ServeProcess.ndjson(under: dir).count == 20)
+        sink.close()
+    }
+}
+
+/// Fails twice, then rejects "poison" and accepts the rest.
+final class ScriptedSink: Sink, @unchecked Sendable {
+    let name = "scripted"
+    private let lock = NSLock()
+    private var calls = 0
+    private var accepted: [String] = []
+
+    var delivered: [String] {
+        lock.lock()
+        defer { lock.unlock() }
+        return accepted
+    }
+
+    func write(_ records: [CanonicalRecord]) -> SinkWriteResult {
+        lock.lock()
+        defer { lock.unlock() }
+        calls += 1
+        if calls <= 2 { return .keep(reason: "connection refused", retryAfterSeconds: nil) }
+        return .perRecord(records.map { r in
+            if r.uuid == "poison" { return .rejected(reason: "the destination said no") }
+            accepted.append(r.uuid)
+            return .accepted
+        })
+    }
+
+    func close() {}
+}
+
+enum ConfigDurationFor {
+    static func ms(_ n: Int64) -> ConfigDuration { ConfigDuration(nanoseconds: n * 1_000_000) }
+}

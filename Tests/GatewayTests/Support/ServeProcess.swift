@@ -1,0 +1,132 @@
+import Foundation
+import Glibc
+
+/// A real `healthgate serve` in a child process, on a free loopback port, with its own
+/// temporary data dir. Tests talk to it over real HTTP and can kill it.
+final class ServeProcess {
+    let process = Process()
+    let dataDir: String
+    let configPath: String
+    private(set) var port: UInt16 = 0
+    private let stdoutPipe = Pipe()
+    private let stderrPipe = Pipe()
+    private(set) var stdoutText = ""
+    private let stderrBuffer = LockedBuffer()
+
+    static var binary: String {
+        if let b = ProcessInfo.processInfo.environment["HEALTHGATE_BIN"] { return b }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        for c in ["release", "debug"] {
+            let p = root.appendingPathComponent(".build/\(c)/healthgate").path
+            if FileManager.default.isExecutableFile(atPath: p) { return p }
+        }
+        return root.appendingPathComponent(".build/release/healthgate").path
+    }
+
+    static func makeTempDir(_ tag: String = "hg") -> String {
+        var template = Array("/tmp/\(tag)-XXXXXX".utf8CString)
+        return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+    }
+
+    /// Starts `serve` with `config` (where `DATA_DIR` is replaced by the temporary data dir).
+    init(config: String, dataDir: String? = nil, environment: [String: String] = [:]) throws {
+        let dir = dataDir ?? ServeProcess.makeTempDir()
+        self.dataDir = dir
+        configPath = dir + ".yaml"
+        try config.replacingOccurrences(of: "DATA_DIR", with: dir).write(toFile: configPath, atomically: true, encoding: .utf8)
+        try launch(environment: environment)
+    }
+
+    private func launch(environment: [String: String]) throws {
+        process.executableURL = URL(fileURLWithPath: ServeProcess.binary)
+        process.arguments = ["serve", "--config", configPath]
+        var env = ProcessInfo.processInfo.environment
+        for (k, v) in environment { env[k] = v }
+        process.environment = env
+        process.standardOutput = stdoutPipe
+        process.standardError = stderrPipe
+        let buffer = stderrBuffer
+        stderrPipe.fileHandleForReading.readabilityHandler = { h in buffer.append(h.availableData) }
+        try process.run()
+        // Read stdout until the listening line tells the port.
+        let handle = stdoutPipe.fileHandleForReading
+        let deadline = Date().addingTimeInterval(20)
+        while port == 0 {
+            guard Date() < deadline, process.isRunning else {
+                throw ServeError(description: "serve did not start: \(stdoutText)\n\(stderrText)")
+            }
+            let data = handle.availableData
+            if data.isEmpty { usleep(10_000); continue }
+            stdoutText += String(decoding: data, as: UTF8.self)
+            for line in stdoutText.split(separator: "\n") where line.hasPrefix("listening on ") {
+                if let p = line.split(separator: ":").last.flatMap({ UInt16($0) }) { port = p }
+            }
+        }
+        // Keep draining stdout so the child never blocks on a full pipe.
+        handle.readabilityHandler = { h in _ = h.availableData }
+    }
+
+    var stderrText: String { stderrBuffer.text }
+
+    /// Sends a signal and waits for the process to end.
+    func stop(signal: Int32 = SIGTERM) {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, signal)
+        process.waitUntilExit()
+        stdoutPipe.fileHandleForReading.readabilityHandler = nil
+        stderrPipe.fileHandleForReading.readabilityHandler = nil
+    }
+
+    deinit { stop(signal: SIGKILL) }
+
+    func client() -> RawHTTPClient { RawHTTPClient(port: port) }
+
+    /// Every NDJSON line under `<data_dir>/<sub>`, parsed.
+    func ndjson(under sub: String) -> [[String: Any]] {
+        ServeProcess.ndjson(under: dataDir + "/" + sub)
+    }
+
+    static func ndjson(under dir: String) -> [[String: Any]] {
+        var out: [[String: Any]] = []
+        guard let e = FileManager.default.enumerator(atPath: dir) else { return out }
+        for case let rel as String in e where rel.hasSuffix(".ndjson") {
+            guard let text = try? String(contentsOfFile: dir + "/" + rel, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n") {
+                if let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] { out.append(o) }
+            }
+        }
+        return out
+    }
+
+    /// Waits until `condition` holds or `seconds` pass.
+    static func eventually(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(20_000)
+        }
+        return condition()
+    }
+}
+
+struct ServeError: Error, CustomStringConvertible {
+    var description: String
+}
+
+final class LockedBuffer: @unchecked Sendable {
+    private let lock = NSLock()
+    private var data = Data()
+
+    func append(_ d: Data) {
+        lock.lock()
+        data.append(d)
+        lock.unlock()
+    }
+
+    var text: String {
+        lock.lock()
+        defer { lock.unlock() }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
