@@ -35,13 +35,22 @@ final class ServeProcess {
         self.dataDir = dir
         configPath = dir + ".yaml"
         try config.replacingOccurrences(of: "DATA_DIR", with: dir).write(toFile: configPath, atomically: true, encoding: .utf8)
-        try launch(environment: environment)
+        try launch(arguments: ["serve", "--config", configPath], cwd: nil, environment: environment)
     }
 
-    private func launch(environment: [String: String]) throws {
+    /// Starts the binary with its own arguments (e.g. `serve` on the embedded default).
+    init(arguments: [String], cwd: String, environment: [String: String]) throws {
+        dataDir = environment["HEALTHGATE_DATA_DIR"] ?? cwd + "/healthgate-data"
+        configPath = ""
+        try launch(arguments: arguments, cwd: cwd, environment: environment)
+    }
+
+    private func launch(arguments: [String], cwd: String?, environment: [String: String]) throws {
         process.executableURL = URL(fileURLWithPath: ServeProcess.binary)
-        process.arguments = ["serve", "--config", configPath]
+        process.arguments = arguments
+        if let cwd { process.currentDirectoryURL = URL(fileURLWithPath: cwd) }
         var env = ProcessInfo.processInfo.environment
+        env["HEALTHGATE_CONFIG"] = nil
         for (k, v) in environment { env[k] = v }
         process.environment = env
         process.standardOutput = stdoutPipe

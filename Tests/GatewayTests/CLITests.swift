@@ -1,0 +1,120 @@
+import Foundation
+import Glibc
+import Testing
+
+/// The commands as a user types them, with their output and exit codes.
+@Suite struct CLITests {
+    struct Run {
+        var status: Int32
+        var out: String
+        var err: String
+    }
+
+    static func run(_ args: [String], cwd: String? = nil, env: [String: String] = [:]) throws -> Run {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: ServeProcess.binary)
+        p.arguments = args
+        if let cwd { p.currentDirectoryURL = URL(fileURLWithPath: cwd) }
+        var e = ProcessInfo.processInfo.environment
+        e["HEALTHGATE_CONFIG"] = nil
+        for (k, v) in env { e[k] = v }
+        p.environment = e
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let r = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return Run(status: p.terminationStatus, out: String(decoding: o, as: UTF8.self), err: String(decoding: r, as: UTF8.self))
+    }
+
+    @Test func versionAndUsage() throws {
+        let v = try Self.run(["version"])
+        #expect(v.status == 0)
+        #expect(v.out.hasPrefix("healthgate "))
+        let none = try Self.run([])
+        #expect(none.status == 2)
+        #expect(none.err.contains("usage:"))
+        let typo = try Self.run(["serv"])
+        #expect(typo.status == 2)
+        #expect(typo.err.contains("did you mean \"serve\""))
+        let badFlag = try Self.run(["check", "--confg", "x"])
+        #expect(badFlag.status == 2)
+        #expect(badFlag.err.contains("did you mean \"--config\""))
+    }
+
+    @Test func initThenCheckThenLink() throws {
+        let dir = ServeProcess.makeTempDir("cli")
+        let i = try Self.run(["init"], cwd: dir)
+        #expect(i.status == 0, "\(i.err)")
+        var st = stat()
+        #expect(stat(dir + "/healthgate.yaml", &st) == 0)
+        #expect(st.st_mode & 0o777 == 0o600)
+        let again = try Self.run(["init"], cwd: dir)
+        #expect(again.status == 2)
+        #expect(again.err.contains("--force"))
+        let c = try Self.run(["check"], cwd: dir)
+        #expect(c.status == 0, "\(c.err)")
+        #expect(c.out.contains("config healthgate.yaml: ok"))
+        #expect(c.out.contains("syncky: syncky POST /syncky, auth bearer, HMAC signatures required"))
+        #expect(c.out.contains("archive: file"))
+        let text = try String(contentsOfFile: dir + "/healthgate.yaml", encoding: .utf8)
+        let token = try #require(text.split(separator: "\"").first { $0.hasPrefix("hg_") })
+        let l = try Self.run(["link", "--host", "gw.local"], cwd: dir)
+        #expect(l.status == 0)
+        #expect(l.out.hasPrefix("syncky://webhook?v=1&name=healthgate&url=http%3A%2F%2Fgw.local%3A8080%2Fsyncky&format=native&auth=bearer&token=\(token)&hmac=whsec_"))
+        let dev = try Self.run(["link", "--scheme", "syncky-dev", "--format", "csv"], cwd: dir)
+        #expect(dev.out.hasPrefix("syncky-dev://webhook?"))
+        #expect(dev.out.contains("&format=csv&"))
+        #expect(try Self.run(["link", "--scheme", "http"], cwd: dir).status == 2)
+    }
+
+    @Test func checkReportsEveryProblemWithExitCodeTwo() throws {
+        let dir = ServeProcess.makeTempDir("cli")
+        try """
+        receivers:
+          phone: {kind: syncky, auth: {type: bearer, tokn: x}}
+        sinks:
+          archive: {kind: fil, path: x}
+        """.write(toFile: dir + "/bad.yaml", atomically: true, encoding: .utf8)
+        let c = try Self.run(["check", "--config", dir + "/bad.yaml"])
+        #expect(c.status == 2)
+        #expect(c.err.contains("bad.yaml:2:"))
+        #expect(c.err.contains("unknown key \"tokn\""))
+        #expect(c.err.contains("unknown sink kind \"fil\" — did you mean \"file\"?"))
+        #expect(c.err.contains("2 problem(s)"))
+        let missing = try Self.run(["check", "--config", dir + "/nope.yaml"])
+        #expect(missing.status == 2)
+        #expect(missing.err.contains("healthgate init"))
+        // serve refuses the same config and starts nothing.
+        let s = try Self.run(["serve", "--config", dir + "/bad.yaml"])
+        #expect(s.status == 2)
+    }
+
+    /// `serve` with no config: makes the data dir, a token and a secret once (0600), and
+    /// prints the setup link; a second start reuses them.
+    @Test func theEmbeddedDefaultKeepsItsCredentials() throws {
+        let dir = ServeProcess.makeTempDir("default")
+        let env = ["HEALTHGATE_DATA_DIR": dir + "/data", "HEALTHGATE_LISTEN": "127.0.0.1:0"]
+        func start() throws -> (ServeProcess, String) {
+            let s = try ServeProcess(arguments: ["serve"], cwd: dir, environment: env)
+            let link = try #require(s.stdoutText.split(separator: "\n").first { $0.contains("syncky://webhook") })
+            return (s, String(link))
+        }
+        let (first, link1) = try start()
+        var st = stat()
+        #expect(stat(dir + "/data/credentials", &st) == 0)
+        #expect(st.st_mode & 0o777 == 0o600)
+        #expect(stat(dir + "/data", &st) == 0 && st.st_mode & 0o777 == 0o700)
+        #expect(link1.contains("&auth=bearer&token=hg_"))
+        #expect(link1.contains("&hmac=whsec_"))
+        #expect(first.stdoutText.contains("config (embedded default)"))
+        first.stop()
+        let (second, link2) = try start()
+        // The port differs (port 0); the credentials do not.
+        #expect(link1.split(separator: "&").filter { $0.hasPrefix("token=") || $0.hasPrefix("hmac=") }
+                == link2.split(separator: "&").filter { $0.hasPrefix("token=") || $0.hasPrefix("hmac=") })
+        second.stop()
+    }
+}
