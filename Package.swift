@@ -17,7 +17,7 @@ let package = Package(
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         .target(
             name: "CSimdJSON",
-            cxxSettings: [.unsafeFlags(["-O3"])],
+            cxxSettings: [.define("SIMDJSON_THREADS_ENABLED", to: "1"), .unsafeFlags(["-O3"])],
             linkerSettings: [.linkedLibrary("simdjson")]
         ),
 
@@ -40,7 +40,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .executableTarget(name: "healthgate", dependencies: ["Gateway"], swiftSettings: strict),
-        .executableTarget(name: "healthgate-bench", dependencies: ["Gateway"], path: "Sources/Bench", swiftSettings: strict),
+        .executableTarget(name: "healthgate-bench", dependencies: ["Gateway", "CanonicalJSON", "FastJSON"], path: "Sources/Bench", swiftSettings: strict),
 
         .testTarget(name: "HealthgateCoreTests", dependencies: ["HealthgateCore"], swiftSettings: strict),
         .testTarget(name: "FastJSONTests", dependencies: ["FastJSON"], swiftSettings: strict),

@@ -18,6 +18,7 @@ enum BenchMain {
             path: /syncky
             auth: {type: bearer, token: \(token)}
             hmac: {secret: \(secret)}
+            max_body: 2MB   # the research's 4,800-sample body is 1.05 MB; the app itself stops at 1,000,000 bytes
         routes:
           - {name: archive, from: ["*"], to: [archive]}
         sinks:
@@ -140,7 +141,7 @@ enum BenchMain {
             s += #"{"uuid":""#
             uuidOffsets.append(s.utf8.count)
             s += String(format: "00000000-0000-4000-8000-%012d", i)
-            s += String(format: #"","type":"%@","value":%@,"unit":"%@","start":"2026-10-14T%02d:%02d:00Z","end":"2026-10-14T%02d:%02d:59Z","source":{"app":"com.apple.Health","device":"Apple Watch"},"metadata":{"HKWasUserEntered":false}}"#,
+            s += String(format: #"","type":"%@","value":%@,"unit":"%@","start":"2026-10-14T%02d:%02d:00Z","end":"2026-10-14T%02d:%02d:59Z","source":{"app":"com.apple.Health","device":"Apple Watch"}}"#,
                         type, value, unit, hour, minute, hour, minute)
         }
         s += #"],"deleted":[],"acks":[],"more":false,"delivery":{"destination":"wh_bench","id":""#

@@ -11,6 +11,7 @@ struct BenchOptions {
     var connections = 8
     var seconds = 10.0
     var samplesPerBody = 4_800
+    var micro = false
 
     init(_ args: [String]) {
         var i = 1
@@ -21,6 +22,7 @@ struct BenchOptions {
             case "--connections": connections = Int(v) ?? connections
             case "--seconds": seconds = Double(v) ?? seconds
             case "--samples": samplesPerBody = Int(v) ?? samplesPerBody
+            case "--micro": micro = true; i -= 1
             default: break
             }
             i += 2
@@ -28,4 +30,5 @@ struct BenchOptions {
     }
 }
 
-BenchMain.run(BenchOptions(CommandLine.arguments))
+let benchOptions = BenchOptions(CommandLine.arguments)
+if benchOptions.micro { Micro.run(samples: benchOptions.samplesPerBody) } else { BenchMain.run(benchOptions) }

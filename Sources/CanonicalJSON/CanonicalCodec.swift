@@ -1,4 +1,5 @@
 import FastJSON
+import Glibc
 import HealthgateCore
 
 /// The canonical record as one JSON object per line: the journal's payload, the file sink's
@@ -61,21 +62,55 @@ public enum CanonicalCodec {
         return w.bytes
     }
 
+    /// Reads NDJSON canonical records with the byte range of each one's line (line feed
+    /// included). The ranges are nil when some line did not decode (records and lines would not
+    /// pair up).
+    public static func decodeLinesWithRanges(_ bytes: [UInt8], parser: JSONParser,
+                                             onError: (Int, CanonicalDecodeError) -> Void = { _, _ in })
+        -> ([CanonicalRecord], [Range<Int>]?) {
+        var failed = false
+        let records = decodeLines(bytes, parser: parser) { line, error in
+            failed = true
+            onError(line, error)
+        }
+        if failed { return (records, nil) }
+        var ranges: [Range<Int>] = []
+        ranges.reserveCapacity(records.count)
+        bytes.withUnsafeBytes { all in
+            guard let base = all.baseAddress else { return }
+            var start = 0
+            while start < all.count {
+                let end = memchr(base + start, 0x0A, all.count - start).map { base.distance(to: UnsafeRawPointer($0)) + 1 }
+                    ?? all.count
+                if end - start > 1 || (end == all.count && end > start) { ranges.append(start..<end) }
+                start = end
+            }
+        }
+        return (records, ranges.count == records.count ? ranges : nil)
+    }
+
     /// Reads NDJSON canonical records. Blank lines are skipped; a line that is not a canonical
     /// record is reported with its 1-based line number.
     public static func decodeLines(_ bytes: [UInt8], parser: JSONParser,
                                    onError: (Int, CanonicalDecodeError) -> Void = { _, _ in }) -> [CanonicalRecord] {
+        if let all = decodeAsArray(bytes, parser: parser) { return all }
         var out: [CanonicalRecord] = []
         bytes.withUnsafeBytes { all in
+            guard let base = all.baseAddress else { return }
             var lineStart = 0
             var lineNumber = 0
             while lineStart < all.count {
                 lineNumber += 1
-                var lineEnd = lineStart
-                if let p = memchrIndex(all, from: lineStart, byte: 0x0A) { lineEnd = p } else { lineEnd = all.count }
-                let line = UnsafeRawBufferPointer(rebasing: all[lineStart..<lineEnd])
+                let rest = all.count - lineStart
+                let lineEnd: Int
+                if let nl = memchr(base + lineStart, 0x0A, rest) {
+                    lineEnd = base.distance(to: UnsafeRawPointer(nl))
+                } else {
+                    lineEnd = all.count
+                }
+                let line = UnsafeRawBufferPointer(start: base + lineStart, count: lineEnd - lineStart)
                 lineStart = lineEnd + 1
-                if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
+                if line.isEmpty || (line.count <= 2 && line.allSatisfy { $0 == 0x20 || $0 == 0x0D }) { continue }
                 do {
                     let doc = try parser.parse(line)
                     out.append(try decode(doc.root))
@@ -91,83 +126,155 @@ public enum CanonicalCodec {
         return out
     }
 
-    private static func memchrIndex(_ buf: UnsafeRawBufferPointer, from: Int, byte: UInt8) -> Int? {
-        var i = from
-        while i < buf.count {
-            if buf[i] == byte { return i }
-            i += 1
+    /// The fast path for well-formed NDJSON: raw line feeds only ever separate records (JSON
+    /// escapes them inside strings), so `[` + the lines joined by `,` + `]` is one JSON array,
+    /// parsed in one go instead of one parse per line. Nil when anything is off; the caller
+    /// then reads line by line and reports each bad line.
+    static func decodeAsArray(_ bytes: [UInt8], parser: JSONParser) -> [CanonicalRecord]? {
+        guard let last = bytes.last, last == 0x0A, bytes.count > 1 else { return nil }
+        var joined = [UInt8](repeating: 0, count: bytes.count + 1)
+        let ok = joined.withUnsafeMutableBytes { out -> Bool in
+            bytes.withUnsafeBytes { src -> Bool in
+                out[0] = 0x5B
+                UnsafeMutableRawBufferPointer(rebasing: out[1..<bytes.count]).copyMemory(
+                    from: UnsafeRawBufferPointer(rebasing: src[0..<(bytes.count - 1)]))
+                // Every line feed but the last becomes a comma; two in a row (a blank line) would
+                // make `,,`, which the parser refuses, sending us to the careful path.
+                var p = out.baseAddress! + 1
+                var left = bytes.count - 1
+                while left > 0, let nl = memchr(p, 0x0A, left) {
+                    nl.storeBytes(of: 0x2C, as: UInt8.self)
+                    let advance = p.distance(to: nl) + 1
+                    p += advance
+                    left -= advance
+                }
+                out[bytes.count] = 0x5D
+                return true
+            }
         }
-        return nil
+        guard ok, let doc = try? parser.parse(joined), doc.root.kind == .array else { return nil }
+        var out: [CanonicalRecord] = []
+        out.reserveCapacity(doc.root.count)
+        var reuse = JSONStringReuse(slots: Key.allCases.count + 2)
+        for element in doc.root.elements {
+            guard let r = try? decode(element, reuse: &reuse) else { return nil }
+            out.append(r)
+        }
+        return out
     }
 
-    static let known: Set<String> = [
-        "op", "kind", "device", "receiver", "uuid", "type", "part", "parts", "start", "end", "utc_offset",
-        "value", "unit", "code", "activity", "duration_s", "energy_kcal", "distance_m", "source", "metadata", "extra",
-    ]
+    /// The canonical field names, in the order of `Key`.
+    enum Key: Int, CaseIterable {
+        case op, kind, device, receiver, uuid, type, part, parts, start, end, utcOffset, value, unit, code
+        case activity, durationS, energyKcal, distanceM, source, metadata, extra, other
+    }
 
-    /// One canonical record from a parsed JSON object.
+    static let keys = JSONKeyTable([
+        "op", "kind", "device", "receiver", "uuid", "type", "part", "parts", "start", "end", "utc_offset", "value",
+        "unit", "code", "activity", "duration_s", "energy_kcal", "distance_m", "source", "metadata", "extra",
+    ])
+
+    /// One canonical record from a parsed JSON object, in one pass over its members.
     public static func decode(_ o: JSONRef) throws(CanonicalDecodeError) -> CanonicalRecord {
+        var reuse = JSONStringReuse(slots: Key.allCases.count + 2)
+        return try decode(o, reuse: &reuse)
+    }
+
+    /// As `decode(_:)`, sharing repeated strings with the previous records through `reuse`.
+    public static func decode(_ o: JSONRef, reuse: inout JSONStringReuse) throws(CanonicalDecodeError) -> CanonicalRecord {
         guard o.kind == .object else { throw CanonicalDecodeError("a record must be a JSON object") }
-        func str(_ k: String, required: Bool = true) throws(CanonicalDecodeError) -> String? {
-            guard let v = o[k], !v.isNull else {
-                if required { throw CanonicalDecodeError("\"\(k)\" is missing") }
-                return nil
-            }
+        var op: CanonicalRecord.Op?
+        var kind: String?, device: String?, receiver: String?, uuid: String?, type: String?
+        var r = CanonicalRecord(kind: "", device: "", receiver: "", uuid: "", type: "")
+        func str(_ v: JSONRef, _ k: StaticString) throws(CanonicalDecodeError) -> String? {
+            if v.isNull { return nil }
             guard let s = v.string else { throw CanonicalDecodeError("\"\(k)\" must be a string") }
             return s
         }
-        func num(_ k: String) throws(CanonicalDecodeError) -> Double? {
-            guard let v = o[k], !v.isNull else { return nil }
+        func shared(_ v: JSONRef, _ key: Key, _ k: StaticString) throws(CanonicalDecodeError) -> String? {
+            if v.isNull { return nil }
+            guard let s = reuse.string(v, slot: key.rawValue) else { throw CanonicalDecodeError("\"\(k)\" must be a string") }
+            return s
+        }
+        func num(_ v: JSONRef, _ k: StaticString) throws(CanonicalDecodeError) -> Double? {
+            if v.isNull { return nil }
             guard let d = v.double else { throw CanonicalDecodeError("\"\(k)\" must be a number") }
             return d
         }
-        func int(_ k: String) throws(CanonicalDecodeError) -> Int? {
-            guard let v = o[k], !v.isNull else { return nil }
+        func int(_ v: JSONRef, _ k: StaticString) throws(CanonicalDecodeError) -> Int? {
+            if v.isNull { return nil }
             guard let i = v.int64 else { throw CanonicalDecodeError("\"\(k)\" must be an integer") }
             return Int(i)
         }
-        func time(_ k: String) throws(CanonicalDecodeError) -> Timestamp? {
-            guard let s = try str(k, required: false) else { return nil }
-            guard let (t, _) = Timestamp.parseRFC3339(s) else {
-                throw CanonicalDecodeError("\"\(k)\" is not an RFC 3339 time: \(s)")
+        func time(_ v: JSONRef, _ k: StaticString) throws(CanonicalDecodeError) -> Timestamp? {
+            if v.isNull { return nil }
+            guard let parsed = v.withStringBytes({ Timestamp.parseRFC3339($0) }), let (t, _) = parsed else {
+                throw CanonicalDecodeError("\"\(k)\" is not an RFC 3339 time")
             }
             return t
         }
-        guard let op = CanonicalRecord.Op(rawValue: try str("op")!) else {
-            throw CanonicalDecodeError("\"op\" must be \"upsert\" or \"delete\"")
-        }
-        var r = CanonicalRecord(op: op, kind: try str("kind")!, device: try str("device")!,
-                                receiver: try str("receiver")!, uuid: try str("uuid")!, type: try str("type")!)
-        r.part = try int("part")
-        r.parts = try int("parts")
-        r.start = try time("start")
-        r.end = try time("end")
-        if let off = try str("utc_offset", required: false) {
-            guard let secs = Timestamp.parseOffset(off) else { throw CanonicalDecodeError("\"utc_offset\" is not ±hh:mm") }
-            r.utcOffset = secs
-        }
-        if let v = o["value"], !v.isNull {
-            if let s = v.string { r.value = .string(s) } else if let d = v.double { r.value = .number(d) } else {
-                throw CanonicalDecodeError("\"value\" must be a number or a string")
+        for (k, v) in o.members {
+            switch keys.index(of: k).map({ Key(rawValue: $0)! }) ?? .other {
+            case .op:
+                guard let s = try str(v, "op"), let parsed = CanonicalRecord.Op(rawValue: s) else {
+                    throw CanonicalDecodeError("\"op\" must be \"upsert\" or \"delete\"")
+                }
+                op = parsed
+            case .kind: kind = try shared(v, .kind, "kind")
+            case .device: device = try shared(v, .device, "device")
+            case .receiver: receiver = try shared(v, .receiver, "receiver")
+            case .uuid: uuid = try str(v, "uuid")
+            case .type: type = try str(v, "type")
+            case .part: r.part = try int(v, "part")
+            case .parts: r.parts = try int(v, "parts")
+            case .start: r.start = try time(v, "start")
+            case .end: r.end = try time(v, "end")
+            case .utcOffset:
+                if let off = try str(v, "utc_offset") {
+                    guard let secs = Timestamp.parseOffset(off) else {
+                        throw CanonicalDecodeError("\"utc_offset\" is not ±hh:mm")
+                    }
+                    r.utcOffset = secs
+                }
+            case .value:
+                if v.isNull { break }
+                if let s = v.string { r.value = .string(s) } else if let d = v.double { r.value = .number(d) } else {
+                    throw CanonicalDecodeError("\"value\" must be a number or a string")
+                }
+            case .unit: r.unit = try str(v, "unit")
+            case .code: r.code = try int(v, "code")
+            case .activity: r.activity = try str(v, "activity")
+            case .durationS: r.durationS = try num(v, "duration_s")
+            case .energyKcal: r.energyKcal = try num(v, "energy_kcal")
+            case .distanceM: r.distanceM = try num(v, "distance_m")
+            case .source:
+                if v.kind == .object {
+                    let app = v["app"].flatMap { reuse.string($0, slot: Key.allCases.count) }
+                    let dev = v["device"].flatMap { reuse.string($0, slot: Key.allCases.count + 1) }
+                    r.source = RecordSource(app: app, device: dev)
+                }
+            case .metadata:
+                if !v.isNull { r.metadata = raw(v) }
+            case .extra:
+                if v.kind == .object {
+                    for (ek, ev) in v.members { r.extra.append(RecordField(ek.string, raw(ev))) }
+                }
+            case .other:
+                r.fields.append(RecordField(k.string, raw(v)))
             }
         }
-        r.unit = try str("unit", required: false)
-        r.code = try int("code")
-        r.activity = try str("activity", required: false)
-        r.durationS = try num("duration_s")
-        r.energyKcal = try num("energy_kcal")
-        r.distanceM = try num("distance_m")
-        if let s = o["source"], s.kind == .object {
-            r.source = RecordSource(app: s["app"]?.string, device: s["device"]?.string)
-        }
-        if let m = o["metadata"], !m.isNull { r.metadata = raw(m) }
-        for (k, v) in o.members {
-            let name = k.string
-            if !known.contains(name) { r.fields.append(RecordField(name, raw(v))) }
-        }
-        if let e = o["extra"], e.kind == .object {
-            for (k, v) in e.members { r.extra.append(RecordField(k.string, raw(v))) }
-        }
+        guard let op else { throw CanonicalDecodeError("\"op\" is missing") }
+        guard let kind else { throw CanonicalDecodeError("\"kind\" is missing") }
+        guard let device else { throw CanonicalDecodeError("\"device\" is missing") }
+        guard let receiver else { throw CanonicalDecodeError("\"receiver\" is missing") }
+        guard let uuid else { throw CanonicalDecodeError("\"uuid\" is missing") }
+        guard let type else { throw CanonicalDecodeError("\"type\" is missing") }
+        r.op = op
+        r.kind = kind
+        r.device = device
+        r.receiver = receiver
+        r.uuid = uuid
+        r.type = type
         return r
     }
 
@@ -185,12 +292,13 @@ public struct CanonicalDecodeError: Error, Sendable, Equatable, CustomStringConv
 }
 
 extension JSONWriter {
+    /// A time as a JSON string, formatted on the stack.
     mutating func timestamp(_ t: Timestamp) {
-        var buf = [UInt8]()
-        buf.reserveCapacity(32)
-        buf.append(0x22)
-        t.appendRFC3339(to: &buf)
-        buf.append(0x22)
-        raw(buf)
+        withUnsafeTemporaryAllocation(byteCount: 40, alignment: 1) { buf in
+            buf[0] = 0x22
+            let n = t.formatRFC3339(into: UnsafeMutableRawBufferPointer(rebasing: buf[1...]))
+            buf[n + 1] = 0x22
+            raw(UnsafeRawBufferPointer(rebasing: buf[0..<(n + 2)]))
+        }
     }
 }

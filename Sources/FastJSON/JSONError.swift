@@ -86,6 +86,14 @@ enum StructureDiagnosis {
         var escaped = false
         var endOfValue = -1
         let first = b[i]
+        let startsValue = first == UInt8(ascii: "-") || (first >= UInt8(ascii: "0") && first <= UInt8(ascii: "9"))
+            || first == UInt8(ascii: "t") || first == UInt8(ascii: "f") || first == UInt8(ascii: "n")
+            || first == UInt8(ascii: "{") || first == UInt8(ascii: "[") || first == UInt8(ascii: "\"")
+        if !startsValue {
+            return first >= 0x21 && first < 0x7F
+                ? "a value cannot start with '\(Character(UnicodeScalar(first)))'"
+                : "a value cannot start with byte 0x" + String(first, radix: 16)
+        }
         if first == UInt8(ascii: "{") || first == UInt8(ascii: "[") || first == UInt8(ascii: "\"") {
             scan: while i < n {
                 let c = b[i]

@@ -6,10 +6,11 @@ import Synchronization
 /// One parser per thread: it is not `Sendable`, and its buffers are reused from one `parse` to the next.
 ///
 /// **Lifetime rule.** A ``JSONDocument``, and every ``JSONRef``, ``JSONKey`` and string pointer obtained from it,
-/// is valid only until the next `parse` call on the same parser (successful or not). Copy out what you need
-/// (`String`s, numbers, or `JSONRef.write(to:)` into a ``JSONWriter``) before parsing the next body.
-/// Using a stale ref is a programming error and stops the program with a clear message
-/// (check `isValid` if in doubt); it never reads another document's data.
+/// is valid only until the next `parse` call on the same parser (successful or not), and only while the
+/// parser exists. A document keeps its parser alive; refs and keys do not, so hold the parser (or the
+/// document) while using refs. Copy out what you need (`String`s, numbers, or `JSONRef.write(to:)` into a
+/// ``JSONWriter``) before parsing the next body. Using a stale ref is a programming error and stops the
+/// program with a clear message (check `isValid` if in doubt); it never reads another document's data.
 ///
 /// **Padding.** simdjson reads up to 64 bytes past the end of its input. The parser copies every input into a
 /// padded buffer it owns (one buffer, grown as needed and reused), so callers pass any memory, unpadded.
@@ -18,7 +19,8 @@ import Synchronization
 /// **Limits.** Objects and arrays may nest at most `maxDepth` levels (`[]` is one level, `[[]]` two).
 /// Integers must fit in 64 bits (`Int64`, or `UInt64` for positive values); larger integers, and numbers
 /// such as `1e400`, are rejected as out of range. Input must be UTF-8 (simdjson validates it).
-/// Memory kept between parses grows to about 12× the largest body seen and is freed with the parser.
+/// Memory kept between parses grows with the largest body seen (about 6.7 MB resident after a 1.09 MB body)
+/// and is freed with the parser.
 public final class JSONParser {
     /// The deepest nesting a parser can be configured for. The flattening step recurses once per level,
     /// so the bound keeps stack use small on any thread.

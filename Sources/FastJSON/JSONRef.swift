@@ -1,9 +1,12 @@
 import CSimdJSON
 
-/// A cheap view of one value in a ``JSONDocument`` (the document plus a node index).
+/// A cheap view of one value in a ``JSONDocument``: a plain value (pointers plus a node index), so copying
+/// it costs no reference counting.
 ///
-/// Valid until the next `parse` on the document's parser (see ``JSONParser``); using it later stops the
-/// program with a clear message. Accessors for the wrong kind return `nil` (or an empty sequence).
+/// Valid until the next `parse` on the document's parser, and only while that parser exists (a ref does
+/// not keep its parser alive; the ``JSONDocument`` does). Using a stale ref stops the program with a clear
+/// message instead of reading another document's memory; `isValid` tells without stopping.
+/// Accessors for the wrong kind return `nil` (or an empty sequence).
 public struct JSONRef {
     /// The kind of a JSON value. Integers that fit in `Int64` are `.int`; only integers above
     /// `Int64.max` are `.uint`; numbers with a fraction or an exponent are `.double`.
@@ -28,10 +31,15 @@ public struct JSONRef {
 
         @inlinable var isValid: Bool { cell.pointee == generation }
 
+        /// Printed in optimized builds too (unlike a `precondition` message).
+        @usableFromInline @inline(never)
+        static func staleFailure() -> Never {
+            fatalError("FastJSON: a JSONRef was used after its parser parsed another document or was deallocated")
+        }
+
         @inlinable @inline(__always)
         func check() {
-            precondition(cell.pointee == generation,
-                         "FastJSON: a JSONRef was used after its parser parsed another document or was deallocated")
+            if cell.pointee != generation { Base.staleFailure() }
         }
     }
 
@@ -53,7 +61,7 @@ public struct JSONRef {
         }
     }
 
-    /// False once the parser has parsed another document.
+    /// False once the parser has parsed another document or has been deallocated.
     @inlinable public var isValid: Bool { base.isValid }
 
     @inlinable public var kind: Kind {
@@ -320,6 +328,8 @@ public struct JSONKey {
     }
 
     @inlinable func equals(_ s: String) -> Bool {
+        // Lengths first: `utf8.count` is O(1) for native strings, and most keys differ in length.
+        guard s.utf8.count == Int(ref.node.pointee.count) else { return false }
         if let result = s.utf8.withContiguousStorageIfAvailable({ equals(UnsafeRawBufferPointer($0)) }) {
             return result
         }

@@ -70,8 +70,8 @@ public struct JSONWriter {
 
     @inlinable
     public mutating func endObject() {
-        precondition(inObject, "JSONWriter: endObject() without an open object")
-        precondition(state != .afterKey, "JSONWriter: endObject() right after key(_:) (the member has no value)")
+        if !inObject { JSONWriter.misuse("JSONWriter: endObject() without an open object") }
+        if state == .afterKey { JSONWriter.misuse("JSONWriter: endObject() right after key(_:) (the member has no value)") }
         bytes.append(UInt8(ascii: "}"))
         inObject = stack.removeLast()
         state = .afterValue
@@ -88,7 +88,7 @@ public struct JSONWriter {
 
     @inlinable
     public mutating func endArray() {
-        precondition(!inObject && !stack.isEmpty, "JSONWriter: endArray() without an open array")
+        if inObject || stack.isEmpty { JSONWriter.misuse("JSONWriter: endArray() without an open array") }
         bytes.append(UInt8(ascii: "]"))
         inObject = stack.removeLast()
         state = .afterValue
@@ -127,11 +127,17 @@ public struct JSONWriter {
         state = .afterKey
     }
 
+    /// A key from raw bytes; invalid UTF-8 is replaced with U+FFFD.
+    @inlinable
+    public mutating func key(utf8 bytes: [UInt8]) {
+        bytes.withUnsafeBytes { key(utf8: $0) }
+    }
+
     /// Checks that a key may come now; returns whether a comma must precede it.
-    @usableFromInline @inline(__always)
+    @inlinable @inline(__always)
     func commaBeforeKey() -> Bool {
-        precondition(inObject, "JSONWriter: key(_:) outside an object")
-        precondition(state != .afterKey, "JSONWriter: key(_:) twice in a row (the first member has no value)")
+        if !inObject { JSONWriter.misuse("JSONWriter: key(_:) outside an object") }
+        if state == .afterKey { JSONWriter.misuse("JSONWriter: key(_:) twice in a row (the first member has no value)") }
         return state == .afterValue
     }
 
@@ -218,7 +224,7 @@ public struct JSONWriter {
     /// they must be exactly one valid JSON value.
     @inlinable
     public mutating func raw(_ json: UnsafeRawBufferPointer) {
-        precondition(!json.isEmpty, "JSONWriter: raw(_:) needs one JSON value, got no bytes")
+        if json.isEmpty { JSONWriter.misuse("JSONWriter: raw(_:) needs one JSON value, got no bytes") }
         beforeValue()
         bytes.append(contentsOf: json)
         state = .afterValue
@@ -228,27 +234,34 @@ public struct JSONWriter {
     /// they must be exactly one valid JSON value.
     @inlinable
     public mutating func raw(_ json: [UInt8]) {
-        precondition(!json.isEmpty, "JSONWriter: raw(_:) needs one JSON value, got no bytes")
+        if json.isEmpty { JSONWriter.misuse("JSONWriter: raw(_:) needs one JSON value, got no bytes") }
         beforeValue()
         bytes.append(contentsOf: json)
         state = .afterValue
     }
 
-    @usableFromInline @inline(__always)
+    @inlinable @inline(__always)
     mutating func beforeValue() {
         if commaBeforeValue() { bytes.append(UInt8(ascii: ",")) }
     }
 
     /// Checks that a value may come now; returns whether a comma must precede it.
-    @usableFromInline @inline(__always)
+    @inlinable @inline(__always)
     func commaBeforeValue() -> Bool {
         if state == .afterKey { return false }
-        precondition(!inObject, "JSONWriter: a value inside an object needs key(_:) first")
+        if inObject { JSONWriter.misuse("JSONWriter: a value inside an object needs key(_:) first") }
         if state == .afterValue {
-            precondition(!stack.isEmpty, "JSONWriter: a second top-level value needs newline() before it")
+            if stack.isEmpty { JSONWriter.misuse("JSONWriter: a second top-level value needs newline() before it") }
             return true
         }
         return false
+    }
+
+    /// Stops the program on misuse that would produce invalid JSON. Unlike `precondition`, the message is
+    /// also printed in optimized builds.
+    @usableFromInline @inline(never)
+    static func misuse(_ message: StaticString) -> Never {
+        fatalError("\(message)")
     }
 
     // MARK: Low level

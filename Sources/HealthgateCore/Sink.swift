@@ -11,9 +11,25 @@
 /// `write` returns `.accepted` for a record, that record is durably in the destination.
 public protocol Sink: AnyObject, Sendable {
     var name: String { get }
-    func write(_ records: [CanonicalRecord]) -> SinkWriteResult
+    func write(_ batch: SinkBatch) -> SinkWriteResult
     /// Releases connections and files. Called once, after the last `write`.
     func close()
+}
+
+/// The records of one `write`, in journal order.
+public struct SinkBatch: Sendable {
+    public var records: [CanonicalRecord]
+    /// Per record, its canonical NDJSON line (with the line feed) as the journal holds it, when
+    /// no transform changed the record on its way; nil otherwise. Sinks that write canonical
+    /// NDJSON copy these bytes instead of encoding the record again.
+    public var lines: [ArraySlice<UInt8>?]
+
+    public init(records: [CanonicalRecord], lines: [ArraySlice<UInt8>?]? = nil) {
+        self.records = records
+        self.lines = lines ?? Array(repeating: nil, count: records.count)
+    }
+
+    public var count: Int { records.count }
 }
 
 /// The outcome of one `write`.

@@ -62,10 +62,9 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     /// Parses RFC 3339 (`YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; `t`, `z` and a space for `T`
     /// are accepted). Returns the UTC instant and the offset the text carried, in seconds
     /// (nil for `Z`). Nil when the text is not such a time or a field is out of range.
-    public static func parseRFC3339<S: Collection>(_ s: S) -> (Timestamp, offsetSeconds: Int?)?
-    where S.Element == UInt8, S.Index == Int {
-        var i = s.startIndex
-        let end = s.endIndex
+    public static func parseRFC3339(_ s: UnsafeRawBufferPointer) -> (Timestamp, offsetSeconds: Int?)? {
+        var i = 0
+        let end = s.count
         @inline(__always) func num(_ n: Int) -> Int? {
             guard end - i >= n else { return nil }
             var v = 0
@@ -122,7 +121,38 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
 
     public static func parseRFC3339(_ s: String) -> (Timestamp, offsetSeconds: Int?)? {
         var s = s
-        return s.withUTF8 { parseRFC3339($0) }
+        return s.withUTF8 { parseRFC3339(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Formats into `out` (at least 32 bytes) and returns the length written.
+    public func formatRFC3339(into out: UnsafeMutableRawBufferPointer) -> Int {
+        let days = Timestamp.floorDiv(seconds, 86_400)
+        let secOfDay = Int(seconds - days * 86_400)
+        let (y, m, d) = Timestamp.civil(fromDays: days)
+        var i = 0
+        @inline(__always) func digits(_ v: Int, _ width: Int) {
+            var v = max(v, 0)
+            for k in stride(from: width - 1, through: 0, by: -1) {
+                out[i + k] = UInt8(truncatingIfNeeded: 0x30 + v % 10)
+                v /= 10
+            }
+            i += width
+        }
+        @inline(__always) func byte(_ b: UInt8) {
+            out[i] = b
+            i += 1
+        }
+        digits(y, 4); byte(0x2D); digits(m, 2); byte(0x2D); digits(d, 2); byte(0x54)
+        digits(secOfDay / 3600, 2); byte(0x3A); digits(secOfDay / 60 % 60, 2); byte(0x3A); digits(secOfDay % 60, 2)
+        if nanoseconds > 0 {
+            var frac = Int(nanoseconds)
+            var width = 9
+            while frac % 10 == 0 { frac /= 10; width -= 1 }
+            byte(0x2E)
+            digits(frac, width)
+        }
+        byte(0x5A)
+        return i
     }
 
     /// `+02:00` / `-05:30` for an offset in seconds.

@@ -162,21 +162,65 @@ struct RoundTripTests {
         #expect(doc.root[0]?.bool == true)
     }
 
-    @Test func usingAStaleRefStopsTheProgram() async {
+    @Test func mutatedInputNeverCrashesAndValidResultsRoundTrip() throws {
+        let seed = Array(variedDocument.utf8)
+        let parser = JSONParser(), other = JSONParser()
+        var rng = SplitMix(state: 2026)
+        let interesting: [UInt8] = Array(#"{}[]":,\-+.eE0119tfnu "#.utf8) + [0x00, 0x1F, 0x80, 0xC3, 0xE2, 0xFF]
+        var parsed = 0, rejected = 0
+        for _ in 0..<3000 {
+            var bytes = seed
+            for _ in 0..<Int.random(in: 1...4, using: &rng) {
+                let at = Int.random(in: 0..<bytes.count, using: &rng)
+                switch Int.random(in: 0..<4, using: &rng) {
+                case 0: bytes[at] = interesting[Int.random(in: 0..<interesting.count, using: &rng)]
+                case 1: bytes.remove(at: at)
+                case 2: bytes.insert(interesting[Int.random(in: 0..<interesting.count, using: &rng)], at: at)
+                default: bytes.removeSubrange(at..<bytes.count)  // truncate
+                }
+                if bytes.isEmpty { break }
+            }
+            do throws(JSONError) {
+                let doc = try parser.parse(bytes)
+                parsed += 1
+                var w = JSONWriter()
+                doc.root.write(to: &w)
+                let back = try other.parse(w.bytes)
+                #expect(sameTree(doc.root, back.root))
+            } catch {
+                rejected += 1
+                #expect(!error.message.isEmpty)
+            }
+        }
+        #expect(parsed + rejected == 3000)
+        #expect(rejected > 1000)
+    }
+
+    @Test func invalidMaxDepthStopsTheProgram() async {
         await #expect(processExitsWith: .failure) {
+            _ = JSONParser(maxDepth: 0)
+        }
+    }
+
+    @Test func usingAStaleRefStopsTheProgram() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let parser = JSONParser()
             let old = try parser.parse(#"{"a":1}"#).root
             _ = try parser.parse("[]")
             _ = old["a"]  // stale: must trap, not read the new document
         }
+        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(stderr.contains("FastJSON: a JSONRef was used after its parser parsed another document"))
     }
 
     @Test func writerMisuseStopsTheProgram() async {
-        await #expect(processExitsWith: .failure) {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             var w = JSONWriter()
             w.beginObject()
             w.int(1)  // a value without a key
         }
+        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(stderr.contains("JSONWriter: a value inside an object needs key(_:) first"))
         await #expect(processExitsWith: .failure) {
             var w = JSONWriter()
             w.int(1)

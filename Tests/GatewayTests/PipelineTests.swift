@@ -101,7 +101,7 @@ import CanonicalJSON
     @Test func theFileSinkRotatesBySize() throws {
         let dir = ServeProcess.makeTempDir("rotate")
         let sink = FileSink(name: "s", pathTemplate: "x.ndjson", baseDir: dir, rotateBytes: 600, logger: logger)
-        for i in 0..<10 { #expect(sink.write([Self.record("r\(i)"), Self.record("q\(i)")]) == .accepted) }
+        for i in 0..<10 { #expect(sink.write(SinkBatch(records: [Self.record("r\(i)"), Self.record("q\(i)")])) == .accepted) }
         let files = try FileIO.list(dir)
         #expect(files.count > 2)
         #expect(files.contains("x.1.ndjson"))
@@ -123,7 +123,8 @@ final class ScriptedSink: Sink, @unchecked Sendable {
         return accepted
     }
 
-    func write(_ records: [CanonicalRecord]) -> SinkWriteResult {
+    func write(_ batch: SinkBatch) -> SinkWriteResult {
+        let records = batch.records
         lock.lock()
         defer { lock.unlock() }
         calls += 1

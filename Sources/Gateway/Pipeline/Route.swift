@@ -16,6 +16,9 @@ public struct Route: Sendable {
 
     public func takes(receiver: String) -> Bool { from.contains { $0.matches(receiver) } }
 
+    /// True when records come out of this route exactly as they went in (or not at all).
+    public var keepsRecordsUnchanged: Bool { !transforms.contains { $0.changesRecords } }
+
     /// The record as this route delivers it, or nil when a transform drops it.
     public func apply(_ record: CanonicalRecord) -> CanonicalRecord? {
         var r = record

@@ -106,10 +106,15 @@ public final class SinkDrainer: @unchecked Sendable {
 
     struct Item {
         var record: CanonicalRecord
+        /// The record's journal line, when no transform changed it.
+        var line: ArraySlice<UInt8>?
         var seq: UInt64
         var index: Int
         var entryCount: Int
     }
+
+    /// How much journal a drainer reads ahead of its sink: bounds its memory.
+    let readAheadBytes = 4 << 20
 
     func run(from start: Cursor) {
         let reader = journal.makeReader(from: start.seq)
@@ -124,7 +129,7 @@ public final class SinkDrainer: @unchecked Sendable {
         while !isStopping {
             // Fill the buffer from the journal.
             if buffer.count - bufferHead < maxItems {
-                let entries = reader.read(maxEntries: 64, corrupt: { [logger, name] in
+                let entries = reader.read(maxEntries: 64, maxBytes: readAheadBytes, corrupt: { [logger, name] in
                     logger.error("sink \(name): \($0)")
                 })
                 for e in entries {
@@ -149,7 +154,7 @@ public final class SinkDrainer: @unchecked Sendable {
                     while buffer.count - bufferHead < maxItems && !isStopping {
                         let left = deadline - monotonicSeconds()
                         if left <= 0 || !journal.waitForEntries(after: reader.nextSeq - 1, timeout: left) { break }
-                        for e in reader.read(maxEntries: 64) { decodeEntry(e, skip: 0, into: &buffer) }
+                        for e in reader.read(maxEntries: 64, maxBytes: readAheadBytes) { decodeEntry(e, skip: 0, into: &buffer) }
                     }
                 }
             }
@@ -185,7 +190,7 @@ public final class SinkDrainer: @unchecked Sendable {
 
     private func decodeEntry(_ e: JournalEntry, skip: Int, into buffer: inout [Item]) {
         var index = 0
-        let records = CanonicalCodec.decodeLines(e.payload, parser: parser) { [logger, name] line, error in
+        let (records, ranges) = CanonicalCodec.decodeLinesWithRanges(e.payload, parser: parser) { [logger, name] line, error in
             logger.error("sink \(name): journal entry \(e.seq) line \(line) is not a canonical record: \(error)")
         }
         for r in records {
@@ -194,7 +199,8 @@ public final class SinkDrainer: @unchecked Sendable {
             var delivered = false
             for route in routes where route.takes(receiver: r.receiver) {
                 if let out = route.apply(r) {
-                    buffer.append(Item(record: out, seq: e.seq, index: index, entryCount: records.count))
+                    let line = route.keepsRecordsUnchanged ? ranges.map { e.payload[$0[index]] } : nil
+                    buffer.append(Item(record: out, line: line, seq: e.seq, index: index, entryCount: records.count))
                     delivered = true
                 }
             }
@@ -208,7 +214,7 @@ public final class SinkDrainer: @unchecked Sendable {
         var attempt = 0
         while !pending.isEmpty {
             if isStopping { return false }
-            let result = sink.write(pending.map(\.record))
+            let result = sink.write(SinkBatch(records: pending.map(\.record), lines: pending.map(\.line)))
             metrics.batches.add(1, ordering: .relaxed)
             var retryAfter: Double?
             var reason = ""

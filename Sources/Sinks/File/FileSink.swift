@@ -17,7 +17,8 @@ public final class FileSink: Sink, @unchecked Sendable {
 
     // Used only from the drainer thread (one write at a time, per the Sink contract).
     private var open: [String: OpenFile] = [:]
-    private var writer = JSONWriter(capacity: 1 << 20)
+    private var writer = JSONWriter(capacity: 4096)
+    private var out: [UInt8] = []
 
     struct OpenFile {
         var fd: Int32
@@ -47,13 +48,21 @@ public final class FileSink: Sink, @unchecked Sendable {
                          summary: "file \(FileIO.join(context.dataDir, c.path))")
     }
 
-    public func write(_ records: [CanonicalRecord]) -> SinkWriteResult {
+    public func write(_ batch: SinkBatch) -> SinkWriteResult {
+        let records = batch.records
         // Group lines by file, keeping record order within each file.
         var groups: [String: [Int]] = [:]
         var order: [String] = []
         let today = clock.now().utcDate()
+        var last: (PathTemplate.Key, String)?
         for (i, r) in records.enumerated() {
-            let path = template.render(r, fallbackDate: today)
+            // Consecutive records mostly share device, receiver and day: render once for them.
+            let key = template.key(r)
+            let path: String
+            if let last, last.0 == key { path = last.1 } else {
+                path = template.render(r, fallbackDate: today)
+                last = (key, path)
+            }
             if groups[path] == nil { order.append(path) }
             groups[path, default: []].append(i)
         }
@@ -65,11 +74,19 @@ public final class FileSink: Sink, @unchecked Sendable {
                     try rotate(path)
                     file = try openFile(path)
                 }
-                writer.reset()
-                for i in groups[path]! { CanonicalCodec.encode(records[i], into: &writer) }
+                out.removeAll(keepingCapacity: true)
+                for i in groups[path]! {
+                    if let line = batch.lines[i] {
+                        out.append(contentsOf: line)
+                    } else {
+                        writer.reset()
+                        CanonicalCodec.encode(records[i], into: &writer)
+                        out.append(contentsOf: writer.bytes)
+                    }
+                }
                 touched.append((path, file.size))
-                try FileIO.writeAll(file.fd, writer.bytes, path: path)
-                open[path]!.size = file.size + Int64(writer.bytes.count)
+                try FileIO.writeAll(file.fd, out, path: path)
+                open[path]!.size = file.size + Int64(out.count)
             }
             for t in touched where fdatasync(open[t.path]!.fd) != 0 {
                 throw IOError("fdatasync", t.path)
@@ -150,6 +167,31 @@ struct PathTemplate: Sendable {
     }
 
     static let placeholders = ["device", "receiver", "date", "type", "kind"]
+
+    /// What a rendered path depends on, for the placeholders this template uses.
+    struct Key: Equatable {
+        var device: String?
+        var receiver: String?
+        var day: Int64?
+        var hasStart: Bool
+        var type: String?
+        var kind: String?
+    }
+
+    func key(_ r: CanonicalRecord) -> Key {
+        var k = Key(hasStart: r.start != nil)
+        for p in parts {
+            switch p {
+            case .text: break
+            case .device: k.device = r.device
+            case .receiver: k.receiver = r.receiver
+            case .date: k.day = r.start.map { ($0.seconds >= 0 ? $0.seconds : $0.seconds - 86_399) / 86_400 }
+            case .type: k.type = r.type
+            case .kind: k.kind = r.kind
+            }
+        }
+        return k
+    }
 
     func render(_ r: CanonicalRecord, fallbackDate: String) -> String {
         var out = ""

@@ -12,6 +12,8 @@ public struct FilterTransform: Transform {
         exclude = (excludeTypes ?? []).map(Glob.init)
     }
 
+    public var changesRecords: Bool { false }
+
     public func apply(_ record: inout CanonicalRecord) -> Bool {
         if !include.isEmpty && !include.contains(where: { $0.matches(record.type) }) { return false }
         return !exclude.contains { $0.matches(record.type) }

@@ -3,12 +3,8 @@ import HealthgateCore
 
 /// Syncky's native JSON body (guide section 4) into canonical records.
 enum SynckyNative {
-    /// Fields that map onto the canonical record itself; everything else of a sample is kept
-    /// under `fields` (named kinds) or `extra` (quantities and categories).
-    static let common: Set<String> = [
-        "uuid", "type", "value", "unit", "start", "end", "source", "metadata", "part", "parts",
-    ]
-    static let workoutFields: Set<String> = ["activity", "duration_s", "energy_kcal", "distance_m"]
+    // Fields that map onto the canonical record itself are read by name; everything else of a
+    // sample is kept under `fields` (named kinds) or `extra` (quantities and categories).
 
     static func read(_ body: [UInt8], parser: JSONParser, receiver: String, device fallbackDevice: String?) -> Reception {
         let doc: JSONDocument
@@ -38,10 +34,10 @@ enum SynckyNative {
                 return .unreadable(status: 400, reason: "\"samples\" must be an array")
             }
             batch.records.reserveCapacity(samples.count)
+            var reuse = JSONStringReuse(slots: 2)
             for s in samples.elements {
-                switch sample(s, receiver: receiver, device: device) {
-                case .success(let r): batch.records.append(r)
-                case .failure(let q): batch.quarantined.append(q)
+                if let q = sample(s, receiver: receiver, device: device, reuse: &reuse, into: &batch.records) {
+                    batch.quarantined.append(q)
                 }
             }
         }
@@ -70,6 +66,10 @@ enum SynckyNative {
         case failure(String)
     }
 
+    static func setAside(_ reason: String, _ s: JSONRef) -> QuarantinedRecord {
+        QuarantinedRecord(reason: reason, raw: raw(s))
+    }
+
     static func bad(_ reason: String, _ s: JSONRef) -> Mapped {
         .failure(QuarantinedRecord(reason: reason, raw: raw(s)))
     }
@@ -89,83 +89,139 @@ enum SynckyNative {
         return .success(p)
     }
 
-    static func sample(_ s: JSONRef, receiver: String, device: String) -> Mapped {
-        guard s.kind == .object else { return bad("a sample must be a JSON object", s) }
-        guard let uuid = s["uuid"]?.string, !uuid.isEmpty else { return bad("the sample has no uuid", s) }
-        guard let type = s["type"]?.string, !type.isEmpty else { return bad("the sample has no type", s) }
-        let valueRef = s["value"]
+    /// The sample members read by name, in the order `sample` switches on them.
+    static let sampleKeys = JSONKeyTable([
+        "uuid", "type", "value", "unit", "start", "end", "source", "metadata", "part", "parts",
+        "activity", "duration_s", "energy_kcal", "distance_m",
+    ])
+
+    /// Appends the sample's record to `records`, or returns why it is set aside.
+    static func sample(_ s: JSONRef, receiver: String, device: String, reuse: inout JSONStringReuse,
+                       into records: inout [CanonicalRecord]) -> QuarantinedRecord? {
+        guard s.kind == .object else { return setAside("a sample must be a JSON object", s) }
+        // One pass over the members: the known ones by name, the rest kept for `fields`/`extra`.
+        var uuidRef, typeRef, valueRef, unitRef, startRef, endRef, sourceRef, metadataRef: JSONRef?
+        var partRef, partsRef, activityRef, durationRef, energyRef, distanceRef: JSONRef?
+        var others: [(key: JSONKey, value: JSONRef)] = []
+        for (k, v) in s.members {
+            switch sampleKeys.index(of: k) {
+            case 0: uuidRef = v
+            case 1: typeRef = v
+            case 2: valueRef = v
+            case 3: unitRef = v
+            case 4: startRef = v
+            case 5: endRef = v
+            case 6: sourceRef = v
+            case 7: metadataRef = v
+            case 8: partRef = v
+            case 9: partsRef = v
+            case 10: activityRef = v
+            case 11: durationRef = v
+            case 12: energyRef = v
+            case 13: distanceRef = v
+            default: others.append((k, v))
+            }
+        }
+        guard let uuid = uuidRef?.string, !uuid.isEmpty else { return setAside("the sample has no uuid", s) }
+        guard let type = typeRef?.string, !type.isEmpty else {
+            return setAside("the sample has no type", s)
+        }
+        let named = RecordKind.namedKinds.contains(type)
         let kind: String
-        if RecordKind.namedKinds.contains(type) {
+        if named {
             kind = type
         } else if valueRef?.kind == .string {
             kind = RecordKind.category
         } else if let vk = valueRef?.kind, vk == .int || vk == .uint || vk == .double {
             kind = RecordKind.quantity
         } else {
-            return bad("the sample has no value (a number, or a category's name)", s)
+            return setAside("the sample has no value (a number, or a category's name)", s)
         }
         var r = CanonicalRecord(kind: kind, device: device, receiver: receiver, uuid: uuid, type: type)
-        switch time(s["start"]) {
-        case .failure(let why): return bad("\"start\" \(why)", s)
+        switch time(startRef) {
+        case .failure(let why): return setAside("\"start\" \(why)", s)
         case .success(let t): r.start = t?.0; r.utcOffset = t?.1
         }
-        switch time(s["end"]) {
-        case .failure(let why): return bad("\"end\" \(why)", s)
+        switch time(endRef) {
+        case .failure(let why): return setAside("\"end\" \(why)", s)
         case .success(let t): r.end = t?.0
         }
         let timed = kind == RecordKind.quantity || kind == RecordKind.category || kind == RecordKind.workout
-        if timed && r.start == nil { return bad("the sample has no \"start\" time", s) }
-        if let a = r.start, let b = r.end, b < a { return bad("\"end\" is before \"start\"", s) }
+        if timed && r.start == nil { return setAside("the sample has no \"start\" time", s) }
+        if let a = r.start, let b = r.end, b < a { return setAside("\"end\" is before \"start\"", s) }
         if let v = valueRef, !v.isNull {
             if let str = v.string {
                 r.value = .string(str)
                 if kind == RecordKind.category { r.code = RecordKind.categoryCode(type: type, name: str) }
             } else if let d = v.double {
                 r.value = .number(d)
-            } else if RecordKind.namedKinds.contains(type) {
+            } else if named {
                 r.fields.append(RecordField("value", raw(v)))
             }
         }
-        if let u = s["unit"], !u.isNull {
-            guard let unit = u.string else { return bad("\"unit\" must be a string", s) }
+        if let u = unitRef, !u.isNull {
+            guard let unit = u.string else { return setAside("\"unit\" must be a string", s) }
             r.unit = unit
         }
-        if let src = s["source"], src.kind == .object {
-            r.source = RecordSource(app: src["app"]?.string, device: src["device"]?.string)
-            if src.members.contains(where: { !($0.key == "app" || $0.key == "device") }) {
+        if let src = sourceRef, !src.isNull {
+            if src.kind == .object {
+                var app: String?, dev: String?
+                var more = false
+                for (k, v) in src.members {
+                    switch k {
+                    case "app": app = reuse.string(v, slot: 0)
+                    case "device": dev = reuse.string(v, slot: 1)
+                    default: more = true
+                    }
+                }
+                r.source = RecordSource(app: app, device: dev)
+                if more { r.extra.append(RecordField("source", raw(src))) }
+            } else {
                 r.extra.append(RecordField("source", raw(src)))
             }
-        } else if let src = s["source"], !src.isNull {
-            r.extra.append(RecordField("source", raw(src)))
         }
-        if let m = s["metadata"], !m.isNull { r.metadata = raw(m) }
-        if let p = s["part"], !p.isNull {
-            guard let n = p.int64, n >= 0 else { return bad("\"part\" must be a whole number from 0", s) }
+        if let m = metadataRef, !m.isNull { r.metadata = raw(m) }
+        if let p = partRef, !p.isNull {
+            guard let n = p.int64, n >= 0 else { return setAside("\"part\" must be a whole number from 0", s) }
             r.part = Int(n)
         }
-        if let p = s["parts"], !p.isNull {
-            guard let n = p.int64, n >= 1 else { return bad("\"parts\" must be a whole number from 1", s) }
+        if let p = partsRef, !p.isNull {
+            guard let n = p.int64, n >= 1 else { return setAside("\"parts\" must be a whole number from 1", s) }
             r.parts = Int(n)
         }
         if RecordKind.partedKinds.contains(kind) && (r.part == nil || r.parts == nil) {
-            return bad("a \(kind) needs \"part\" and \"parts\"", s)
+            return setAside("a \(kind) needs \"part\" and \"parts\"", s)
         }
+        // Workout fields belong to workouts; on any other kind they are kept as they came.
         if kind == RecordKind.workout {
-            r.activity = s["activity"]?.string
-            for (key, field) in [("duration_s", \CanonicalRecord.durationS), ("energy_kcal", \.energyKcal),
-                                 ("distance_m", \.distanceM)] {
-                guard let v = s[key], !v.isNull else { continue }
-                guard let d = v.double else { return bad("\"\(key)\" must be a number", s) }
-                r[keyPath: field] = d
+            r.activity = activityRef?.string
+            guard let duration = optionalNumber(durationRef) else { return setAside("\"duration_s\" must be a number", s) }
+            guard let energy = optionalNumber(energyRef) else { return setAside("\"energy_kcal\" must be a number", s) }
+            guard let distance = optionalNumber(distanceRef) else { return setAside("\"distance_m\" must be a number", s) }
+            r.durationS = duration
+            r.energyKcal = energy
+            r.distanceM = distance
+        } else {
+            for (key, ref) in [("activity", activityRef), ("duration_s", durationRef), ("energy_kcal", energyRef),
+                               ("distance_m", distanceRef)] {
+                guard let v = ref else { continue }
+                let field = RecordField(key, raw(v))
+                if named { r.fields.append(field) } else { r.extra.append(field) }
             }
         }
-        let named = RecordKind.namedKinds.contains(kind)
-        for (k, v) in s.members {
-            let key = k.string
-            if common.contains(key) || (kind == RecordKind.workout && workoutFields.contains(key)) { continue }
-            if named { r.fields.append(RecordField(key, raw(v))) } else { r.extra.append(RecordField(key, raw(v))) }
+        for (k, v) in others {
+            let field = RecordField(k.string, raw(v))
+            if named { r.fields.append(field) } else { r.extra.append(field) }
         }
-        return .success(r)
+        records.append(r)
+        return nil
+    }
+
+    /// `.some(nil)` when absent or null, `.some(d)` for a number, nil when it is something else.
+    static func optionalNumber(_ ref: JSONRef?) -> Double?? {
+        guard let v = ref, !v.isNull else { return .some(nil) }
+        guard let d = v.double else { return nil }
+        return .some(d)
     }
 
     static func deletion(_ d: JSONRef, receiver: String, device: String) -> Mapped {
