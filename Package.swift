@@ -15,6 +15,7 @@ let package = Package(
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        .systemLibrary(name: "CLinux"),   // glibc declarations missing from the Glibc module (header only)
         .target(
             name: "CSimdJSON",
             cxxSettings: [.define("SIMDJSON_THREADS_ENABLED", to: "1"), .unsafeFlags(["-O3"])],
@@ -36,7 +37,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: ["HealthgateCore", "Posix", "FastJSON", "CanonicalJSON", "YAMLConfig", "Transforms", "Sinks",
-                           "CMicroHTTPD", "CCrypto", "CZlib"],
+                           "CMicroHTTPD", "CCrypto", "CZlib", "CLinux"],
             swiftSettings: strict
         ),
         .executableTarget(name: "healthgate", dependencies: ["Gateway"], swiftSettings: strict),

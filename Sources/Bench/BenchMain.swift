@@ -105,6 +105,9 @@ enum BenchMain {
                          sorted[sorted.count / 2], sorted[min(sorted.count - 1, sorted.count * 99 / 100)], sorted.last!))
         }
         print("server RSS: idle \(idleRSS / 1024) MB, peak \(peakRSS / 1024) MB; failed requests: \(failures.count)")
+        print(String(format: "server CPU: %.1f s over %.1f s (%.0f%% of the machine's %d cores)", cpuSeconds(pid), endToEnd,
+                     cpuSeconds(pid) / endToEnd / Double(ProcessInfo.processInfo.activeProcessorCount) * 100,
+                     ProcessInfo.processInfo.activeProcessorCount))
         kill(pid, SIGTERM)
         server.waitUntilExit()
         try? FileManager.default.removeItem(atPath: dir)
@@ -116,6 +119,15 @@ enum BenchMain {
             return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
         }
         return 0
+    }
+
+    /// User plus system CPU time of a process, in seconds.
+    static func cpuSeconds(_ pid: Int32) -> Double {
+        guard let s = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = s.lastIndex(of: ")") else { return 0 }
+        let fields = s[s.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let u = Double(fields[11]), let k = Double(fields[12]) else { return 0 }
+        return (u + k) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     static func sinkSent(port: UInt16) -> Int {

@@ -20,6 +20,7 @@ struct ServeCommand {
             logger.warning("HEALTHGATE_NOW is set: signatures are checked against \(Timestamp(seconds: secs)), not the real clock. This is for tests only.")
         }
 
+
         // Block the stop signals in every thread; this one waits for them.
         var set = sigset_t()
         sigemptyset(&set)

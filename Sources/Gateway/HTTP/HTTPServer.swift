@@ -1,3 +1,4 @@
+import CLinux
 import CMicroHTTPD
 import Glibc
 import Posix
@@ -122,6 +123,9 @@ enum MHDCallbacks {
         let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
 
         guard let stateRaw = conCls.pointee else {
+            // Intake runs a little below the sink drainers, so delivery keeps pace with it
+            // when the CPU is short instead of falling ever further behind.
+            hg_nice_this_thread_once(2)
             // First call: the headers are in, the body is not.
             let path = url.map { String(cString: $0) } ?? "/"
             let m = method.map { String(cString: $0) } ?? "GET"

@@ -21,6 +21,7 @@ public struct Route: Sendable {
 
     /// The record as this route delivers it, or nil when a transform drops it.
     public func apply(_ record: CanonicalRecord) -> CanonicalRecord? {
+        if transforms.isEmpty { return record }
         var r = record
         for t in transforms where !t.apply(&r) { return nil }
         return r

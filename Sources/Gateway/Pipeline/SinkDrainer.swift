@@ -104,13 +104,47 @@ public final class SinkDrainer: @unchecked Sendable {
         }
     }
 
-    struct Item {
-        var record: CanonicalRecord
-        /// The record's journal line, when no transform changed it.
-        var line: ArraySlice<UInt8>?
+    /// Where a record came from in the journal.
+    struct Position {
         var seq: UInt64
         var index: Int
         var entryCount: Int
+    }
+
+    /// Records waiting for the sink, as parallel arrays so that a batch is handed to the sink
+    /// without copying records one by one.
+    struct Pending {
+        var records: [CanonicalRecord] = []
+        /// The record's journal line, when no transform changed it.
+        var lines: [ArraySlice<UInt8>?] = []
+        var positions: [Position] = []
+
+        var count: Int { records.count }
+        var isEmpty: Bool { records.isEmpty }
+
+        mutating func append(_ r: CanonicalRecord, line: ArraySlice<UInt8>?, at p: Position) {
+            records.append(r)
+            lines.append(line)
+            positions.append(p)
+        }
+
+        /// The first `n` records, and the rest left here.
+        mutating func takeFirst(_ n: Int) -> Pending {
+            if n >= count {
+                defer { self = Pending() }
+                return self
+            }
+            let head = Pending(records: Array(records[..<n]), lines: Array(lines[..<n]), positions: Array(positions[..<n]))
+            records.removeFirst(n)
+            lines.removeFirst(n)
+            positions.removeFirst(n)
+            return head
+        }
+
+        func picking(_ indices: [Int]) -> Pending {
+            Pending(records: indices.map { records[$0] }, lines: indices.map { lines[$0] },
+                    positions: indices.map { positions[$0] })
+        }
     }
 
     /// How much journal a drainer reads ahead of its sink: bounds its memory.
@@ -119,24 +153,22 @@ public final class SinkDrainer: @unchecked Sendable {
     func run(from start: Cursor) {
         let reader = journal.makeReader(from: start.seq)
         var skip = start.skip
-        var buffer: [Item] = []
-        var bufferHead = 0
+        var buffer = Pending()
         var committed = start
         var lastSavedAt = monotonicSeconds()
         let maxItems = common.batch.maxItems
         let maxWait = common.batch.maxWaitSeconds
+        let onCorrupt: (String) -> Void = { [logger, name] in logger.error("sink \(name): \($0)") }
 
         while !isStopping {
             // Fill the buffer from the journal.
-            if buffer.count - bufferHead < maxItems {
-                let entries = reader.read(maxEntries: 64, maxBytes: readAheadBytes, corrupt: { [logger, name] in
-                    logger.error("sink \(name): \($0)")
-                })
+            if buffer.count < maxItems {
+                let entries = reader.read(maxEntries: 64, maxBytes: readAheadBytes, corrupt: onCorrupt)
                 for e in entries {
                     decodeEntry(e, skip: skip, into: &buffer)
                     skip = 0
                 }
-                if entries.isEmpty && buffer.count == bufferHead {
+                if entries.isEmpty && buffer.isEmpty {
                     // Nothing waiting: note how far the filtered-out entries got us, then wait.
                     let idle = Cursor(seq: reader.nextSeq, skip: 0)
                     if idle != committed && monotonicSeconds() - lastSavedAt > 1 {
@@ -148,29 +180,27 @@ public final class SinkDrainer: @unchecked Sendable {
                     journal.waitForEntries(after: reader.nextSeq - 1, timeout: 0.5)
                     continue
                 }
-                if entries.isEmpty == false && buffer.count - bufferHead < maxItems {
+                if !entries.isEmpty && buffer.count < maxItems {
                     // Give concurrent requests a moment to fill the batch, up to max_wait.
                     let deadline = monotonicSeconds() + maxWait
-                    while buffer.count - bufferHead < maxItems && !isStopping {
+                    while buffer.count < maxItems && !isStopping {
                         let left = deadline - monotonicSeconds()
                         if left <= 0 || !journal.waitForEntries(after: reader.nextSeq - 1, timeout: left) { break }
-                        for e in reader.read(maxEntries: 64, maxBytes: readAheadBytes) { decodeEntry(e, skip: 0, into: &buffer) }
+                        for e in reader.read(maxEntries: 64, maxBytes: readAheadBytes, corrupt: onCorrupt) {
+                            decodeEntry(e, skip: 0, into: &buffer)
+                        }
                     }
                 }
             }
-            let end = min(buffer.count, bufferHead + maxItems)
-            if end == bufferHead {
-                // Everything read so far was filtered out.
-                continue
-            }
-            let batch = Array(buffer[bufferHead..<end])
+            // Everything read so far may have been filtered out.
+            if buffer.isEmpty { continue }
+            let batch = buffer.takeFirst(maxItems)
             guard deliver(batch) else { break }
-            bufferHead = end
-            let last = batch[batch.count - 1]
+            let last = batch.positions[batch.count - 1]
             let next = last.index + 1 >= last.entryCount ? Cursor(seq: last.seq + 1, skip: 0)
                                                          : Cursor(seq: last.seq, skip: last.index + 1)
-            // When the rest of the buffer is empty, everything the reader consumed is done.
-            let cursor = bufferHead == buffer.count && next.skip == 0 ? Cursor(seq: reader.nextSeq, skip: 0) : next
+            // When nothing is left in the buffer, everything the reader consumed is done.
+            let cursor = buffer.isEmpty && next.skip == 0 ? Cursor(seq: reader.nextSeq, skip: 0) : next
             do {
                 try saveCursor(cursor)
                 committed = cursor
@@ -178,29 +208,23 @@ public final class SinkDrainer: @unchecked Sendable {
             } catch {
                 logger.error("sink \(name): cannot save its cursor (\(error)); delivered records may be sent again after a restart")
             }
-            if bufferHead == buffer.count {
-                buffer.removeAll(keepingCapacity: true)
-                bufferHead = 0
-            } else if bufferHead > 4096 {
-                buffer.removeFirst(bufferHead)
-                bufferHead = 0
-            }
         }
     }
 
-    private func decodeEntry(_ e: JournalEntry, skip: Int, into buffer: inout [Item]) {
-        var index = 0
+    private func decodeEntry(_ e: JournalEntry, skip: Int, into buffer: inout Pending) {
         let (records, ranges) = CanonicalCodec.decodeLinesWithRanges(e.payload, parser: parser) { [logger, name] line, error in
             logger.error("sink \(name): journal entry \(e.seq) line \(line) is not a canonical record: \(error)")
         }
-        for r in records {
-            defer { index += 1 }
-            if index < skip { continue }
+        buffer.records.reserveCapacity(buffer.count + records.count)
+        buffer.lines.reserveCapacity(buffer.count + records.count)
+        buffer.positions.reserveCapacity(buffer.count + records.count)
+        for index in skip..<max(skip, records.count) {
             var delivered = false
-            for route in routes where route.takes(receiver: r.receiver) {
-                if let out = route.apply(r) {
+            let position = Position(seq: e.seq, index: index, entryCount: records.count)
+            for route in routes where route.takes(receiver: records[index].receiver) {
+                if let out = route.apply(records[index]) {
                     let line = route.keepsRecordsUnchanged ? ranges.map { e.payload[$0[index]] } : nil
-                    buffer.append(Item(record: out, line: line, seq: e.seq, index: index, entryCount: records.count))
+                    buffer.append(out, line: line, at: position)
                     delivered = true
                 }
             }
@@ -209,48 +233,48 @@ public final class SinkDrainer: @unchecked Sendable {
     }
 
     /// Writes a batch until every record is accepted or rejected. Returns false only when stopping.
-    private func deliver(_ batch: [Item]) -> Bool {
+    private func deliver(_ batch: Pending) -> Bool {
         var pending = batch
         var attempt = 0
         while !pending.isEmpty {
             if isStopping { return false }
-            let result = sink.write(SinkBatch(records: pending.map(\.record), lines: pending.map(\.line)))
+            let result = sink.write(SinkBatch(records: pending.records, lines: pending.lines))
             metrics.batches.add(1, ordering: .relaxed)
             var retryAfter: Double?
             var reason = ""
-            var stillPending: [Item] = []
+            var keep: [Int] = []
             switch result {
             case .accepted:
                 metrics.sent.add(pending.count, ordering: .relaxed)
             case .keep(let why, let after):
-                stillPending = pending
+                keep = Array(0..<pending.count)
                 reason = why
                 retryAfter = after
             case .perRecord(let outcomes):
-                for (item, outcome) in zip(pending, outcomes) {
+                for (i, outcome) in outcomes.prefix(pending.count).enumerated() {
                     switch outcome {
                     case .accepted:
                         metrics.sent.add(1, ordering: .relaxed)
                     case .keep(let why):
-                        stillPending.append(item)
+                        keep.append(i)
                         reason = why
                     case .rejected(let why):
-                        deadLetter(item.record, reason: why)
+                        deadLetter(pending.records[i], reason: why)
                     }
                 }
                 if outcomes.count < pending.count {
-                    stillPending.append(contentsOf: pending[outcomes.count...])
+                    keep.append(contentsOf: outcomes.count..<pending.count)
                     reason = "the sink answered for fewer records than it was given"
                 }
             }
-            pending = stillPending
-            if pending.isEmpty {
+            if keep.isEmpty {
                 if attempt > 0 {
                     logger.info("sink \(name): delivering again after \(attempt) failed attempt(s)")
                     metrics.lastError = nil
                 }
                 return true
             }
+            pending = keep.count == pending.count ? pending : pending.picking(keep)
             metrics.kept.add(pending.count, ordering: .relaxed)
             metrics.lastError = reason
             attempt += 1
@@ -270,9 +294,7 @@ public final class SinkDrainer: @unchecked Sendable {
         w.key("sink"); w.string(name)
         w.key("reason"); w.string(reason)
         w.key("record")
-        var line = JSONWriter(capacity: 256)
-        CanonicalCodec.encode(r, into: &line)
-        w.raw(Array(line.bytes.dropLast()))
+        w.raw(CanonicalCodec.encodeLine(r))
         w.endObject()
         w.newline()
         do {

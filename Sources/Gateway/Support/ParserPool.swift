@@ -1,22 +1,35 @@
 import FastJSON
-import Synchronization
+import Glibc
+import Posix
 
-/// simdjson parsers are not thread-safe and are costly to create (their buffers grow to the
-/// largest document), so each worker borrows one for a request and gives it back.
-public final class ParserPool: Sendable {
-    private let free = Mutex<[UnsafeSendableParser]>([])
+/// simdjson parsers are not thread-safe and hold buffers as large as the largest document
+/// they parsed (several MB for a 1 MB body). Parsing is pure CPU work, so more parsers than
+/// cores only costs memory: the pool lends at most `limit` at once and makes the rest wait.
+public final class ParserPool: @unchecked Sendable {
+    private let monitor = Monitor()
+    private var free: [JSONParser] = []
+    private var lent = 0
+    public let limit: Int
 
-    public init() {}
+    public init(limit: Int = ParserPool.cores) {
+        self.limit = max(1, limit)
+    }
+
+    public static var cores: Int { max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
 
     public func withParser<R>(_ body: (JSONParser) throws -> R) rethrows -> R {
-        let p = free.withLock { $0.popLast() } ?? UnsafeSendableParser(JSONParser())
-        defer { free.withLock { $0.append(p) } }
-        return try body(p.parser)
+        monitor.lock()
+        while lent >= limit { monitor.wait() }
+        lent += 1
+        let parser = free.popLast() ?? JSONParser()
+        monitor.unlock()
+        defer {
+            monitor.withLock {
+                free.append(parser)
+                lent -= 1
+                monitor.broadcast()
+            }
+        }
+        return try body(parser)
     }
-}
-
-/// A parser is only used by one thread at a time: the pool hands it out exclusively.
-struct UnsafeSendableParser: @unchecked Sendable {
-    let parser: JSONParser
-    init(_ p: JSONParser) { parser = p }
 }

@@ -17,7 +17,6 @@ public final class FileSink: Sink, @unchecked Sendable {
 
     // Used only from the drainer thread (one write at a time, per the Sink contract).
     private var open: [String: OpenFile] = [:]
-    private var writer = JSONWriter(capacity: 4096)
     private var out: [UInt8] = []
 
     struct OpenFile {
@@ -50,38 +49,42 @@ public final class FileSink: Sink, @unchecked Sendable {
 
     public func write(_ batch: SinkBatch) -> SinkWriteResult {
         let records = batch.records
-        // Group lines by file, keeping record order within each file.
-        var groups: [String: [Int]] = [:]
-        var order: [String] = []
+        // Group lines by file, keeping record order within each file. Consecutive records
+        // mostly share device, receiver and day: the path is rendered and looked up once a run.
+        var groups: [String: Int] = [:]
+        var order: [(path: String, indices: [Int])] = []
         let today = clock.now().utcDate()
-        var last: (PathTemplate.Key, String)?
+        var last: (key: PathTemplate.Key, group: Int)?
         for (i, r) in records.enumerated() {
-            // Consecutive records mostly share device, receiver and day: render once for them.
             let key = template.key(r)
-            let path: String
-            if let last, last.0 == key { path = last.1 } else {
-                path = template.render(r, fallbackDate: today)
-                last = (key, path)
+            if let last, last.key == key {
+                order[last.group].indices.append(i)
+                continue
             }
-            if groups[path] == nil { order.append(path) }
-            groups[path, default: []].append(i)
+            let path = template.render(r, fallbackDate: today)
+            let g: Int
+            if let existing = groups[path] { g = existing } else {
+                g = order.count
+                groups[path] = g
+                order.append((path, []))
+            }
+            order[g].indices.append(i)
+            last = (key, g)
         }
         var touched: [(path: String, sizeBefore: Int64)] = []
         do {
-            for path in order {
+            for (path, indices) in order {
                 var file = try openFile(path)
                 if file.size >= rotateBytes {
                     try rotate(path)
                     file = try openFile(path)
                 }
                 out.removeAll(keepingCapacity: true)
-                for i in groups[path]! {
+                for i in indices {
                     if let line = batch.lines[i] {
                         out.append(contentsOf: line)
                     } else {
-                        writer.reset()
-                        CanonicalCodec.encode(records[i], into: &writer)
-                        out.append(contentsOf: writer.bytes)
+                        CanonicalCodec.encode(records[i], into: &out)
                     }
                 }
                 touched.append((path, file.size))

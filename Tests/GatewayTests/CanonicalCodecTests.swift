@@ -1,0 +1,63 @@
+import CanonicalJSON
+import FastJSON
+import Foundation
+import HealthgateCore
+import Testing
+
+@Suite struct CanonicalCodecTests {
+    static let full = CanonicalRecord(
+        op: .upsert, kind: "workout", device: "d_1", receiver: "phone", uuid: "U-1", type: "workout",
+        part: 0, parts: 2, start: Timestamp(seconds: 1_791_954_000, nanoseconds: 500_000_000),
+        end: Timestamp(seconds: 1_791_955_870), utcOffset: 7200, value: .number(0.25), unit: "L", code: 3,
+        activity: "running", durationS: 1870, energyKcal: 312.4, distanceM: 5020,
+        source: RecordSource(app: "com.apple.Health", device: "Apple \"Watch\"\n\u{1}é"),
+        metadata: RawJSON(#"{"HKIndoorWorkout":false}"#),
+        fields: [RecordField("events", RawJSON("[]"))],
+        extra: [RecordField("x", RawJSON(#"{"a":[1,null]}"#))])
+
+    @Test func encodesTheDocumentedLine() {
+        let r = CanonicalRecord(kind: "quantity", device: "d_zsOZnTQUz_juWFVljuOOBQ", receiver: "syncky",
+                                uuid: "5E1D0000-0000-4000-8000-000000000001", type: "steps",
+                                start: Timestamp.parseRFC3339("2026-10-14T07:01:00Z")!.0,
+                                end: Timestamp.parseRFC3339("2026-10-14T07:01:59Z")!.0, value: .number(412), unit: "count",
+                                source: RecordSource(app: "com.apple.Health", device: "Apple Watch"))
+        // The line the README shows.
+        #expect(String(decoding: CanonicalCodec.encodeLine(r), as: UTF8.self) ==
+            #"{"op":"upsert","kind":"quantity","device":"d_zsOZnTQUz_juWFVljuOOBQ","receiver":"syncky","uuid":"5E1D0000-0000-4000-8000-000000000001","type":"steps","start":"2026-10-14T07:01:00Z","end":"2026-10-14T07:01:59Z","value":412,"unit":"count","source":{"app":"com.apple.Health","device":"Apple Watch"}}"#)
+    }
+
+    @Test func roundTripsEveryField() throws {
+        let line = CanonicalCodec.encodeLines([Self.full, Self.full])
+        // Valid JSON to a third-party parser, with the escapes in place.
+        let first = try #require(String(decoding: line, as: UTF8.self).split(separator: "\n").first)
+        let obj = try #require(try JSONSerialization.jsonObject(with: Data(first.utf8)) as? [String: Any])
+        #expect((obj["source"] as? [String: Any])?["device"] as? String == "Apple \"Watch\"\n\u{1}é")
+        #expect(obj["utc_offset"] as? String == "+02:00")
+        #expect(obj["start"] as? String == "2026-10-14T05:00:00.5Z")
+        let back = CanonicalCodec.decodeLines(line, parser: JSONParser())
+        #expect(back == [Self.full, Self.full])
+    }
+
+    @Test func reportsABadLineAndKeepsTheOthers() {
+        var bytes = CanonicalCodec.encodeLines([Self.full])
+        bytes += Array("{\"op\":\"upsert\"}\nnot json\n\n".utf8)
+        bytes += CanonicalCodec.encodeLines([Self.full])
+        var errors: [Int] = []
+        let (records, ranges) = CanonicalCodec.decodeLinesWithRanges(bytes, parser: JSONParser()) { line, _ in
+            errors.append(line)
+        }
+        #expect(records.count == 2)
+        #expect(errors == [2, 3])
+        #expect(ranges == nil)
+    }
+
+    @Test func givesEachRecordItsLine() throws {
+        let a = CanonicalCodec.encodeLines([Self.full])
+        let b = CanonicalCodec.encodeLines([PipelineTests.record("z")])
+        let (records, ranges) = CanonicalCodec.decodeLinesWithRanges(a + b, parser: JSONParser())
+        let r = try #require(ranges)
+        #expect(records.count == 2)
+        #expect(Array((a + b)[r[0]]) == a)
+        #expect(Array((a + b)[r[1]]) == b)
+    }
+}
