@@ -30,7 +30,7 @@ func editDistance(_ a: String, _ b: String) -> Int {
 /// characters (so "to" is never "corrected" to "id"). Ties go to the earlier candidate.
 /// Failing that, the only candidate that starts with `word` (at least 3 characters),
 /// so that an abbreviation such as "warn" finds "warning".
-func closestMatch(to word: String, in candidates: [String]) -> String? {
+public func closestMatch(to word: String, in candidates: [String]) -> String? {
     var best: (candidate: String, distance: Int)?
     for candidate in candidates where candidate != word {
         let distance = editDistance(word, candidate)

@@ -219,26 +219,5 @@ public enum ConfigLoader {
 
 /// ` — did you mean "x"?` when a known name is close, else empty.
 func suggestion(_ given: String, _ known: [String]) -> String {
-    var best: (String, Int)?
-    for k in known {
-        let d = levenshtein(given, k)
-        if d <= max(2, k.count / 3), best == nil || d < best!.1 { best = (k, d) }
-    }
-    return best.map { " — did you mean \"\($0.0)\"?" } ?? ""
-}
-
-func levenshtein(_ a: String, _ b: String) -> Int {
-    let a = Array(a.utf8), b = Array(b.utf8)
-    if a.isEmpty { return b.count }
-    if b.isEmpty { return a.count }
-    var prev = Array(0...b.count)
-    var cur = [Int](repeating: 0, count: b.count + 1)
-    for i in 1...a.count {
-        cur[0] = i
-        for j in 1...b.count {
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
-        }
-        swap(&prev, &cur)
-    }
-    return prev[b.count]
+    closestMatch(to: given, in: known).map { " — did you mean \"\($0)\"?" } ?? ""
 }
