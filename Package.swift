@@ -25,7 +25,7 @@ let package = Package(
         // The core: canonical record, protocols, time. No C imports, no I/O.
         .target(name: "HealthgateCore", swiftSettings: strict),
         // POSIX file and thread helpers shared by the gateway and the sinks.
-        .target(name: "Posix", swiftSettings: strict),
+        .target(name: "Posix", dependencies: ["HealthgateCore"], swiftSettings: strict),
         // JSON reading (simdjson) and writing.
         .target(name: "FastJSON", dependencies: ["CSimdJSON"], swiftSettings: strict),
         // YAML (libyaml) into Decodable types, with located errors.
@@ -41,7 +41,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .executableTarget(name: "healthgate", dependencies: ["Gateway"], swiftSettings: strict),
-        .executableTarget(name: "healthgate-bench", dependencies: ["Gateway", "CanonicalJSON", "FastJSON"], path: "Sources/Bench", swiftSettings: strict),
+        .executableTarget(name: "healthgate-bench", dependencies: ["Gateway", "CanonicalJSON", "FastJSON", "Posix"], path: "Sources/Bench", swiftSettings: strict),
 
         .testTarget(name: "HealthgateCoreTests", dependencies: ["HealthgateCore"], swiftSettings: strict),
         .testTarget(name: "FastJSONTests", dependencies: ["FastJSON"], swiftSettings: strict),

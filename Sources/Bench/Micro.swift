@@ -3,6 +3,7 @@ import FastJSON
 import Foundation
 import Gateway
 import HealthgateCore
+import Posix
 
 /// `healthgate-bench --micro`: the hot path's stages, one at a time, on one core.
 enum Micro {

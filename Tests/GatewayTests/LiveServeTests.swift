@@ -149,14 +149,25 @@ import Testing
 
     @Test func aChunkedBodyOverTheLimitIsRefusedToo() throws {
         let serve = try ServeProcess(config: Self.config)
-        let c = serve.client()
         let chunk = String(repeating: "y", count: 50_000)
-        var raw = "POST /hook HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nAuthorization: Bearer \(Vectors.token)\r\n\r\n"
-        for _ in 0..<6 { raw += String(chunk.utf8.count, radix: 16) + "\r\n" + chunk + "\r\n" }
-        raw += "0\r\n\r\n"
-        try c.sendRaw(Array(raw.utf8))
-        let r = try c.readResponse()
-        #expect(r.status == 413)
+        let head = "POST /hook HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nAuthorization: Bearer \(Vectors.token)\r\n\r\n"
+        func chunks(_ n: Int) -> String {
+            String(repeating: String(chunk.utf8.count, radix: 16) + "\r\n" + chunk + "\r\n", count: n)
+        }
+        // Over the 200 KB limit and finished: 413.
+        let c = serve.client()
+        try c.sendRaw(Array((head + chunks(6) + "0\r\n\r\n").utf8))
+        #expect(try c.readResponse().status == 413)
+        // A client that goes on sending far past the limit is cut off, not read forever.
+        let endless = serve.client()
+        try endless.sendRaw(Array(head.utf8))
+        var cutOff = false
+        for _ in 0..<100 where !cutOff {
+            do { try endless.sendRaw(Array(chunks(1).utf8)) } catch { cutOff = true }
+        }
+        #expect(cutOff, "5 MB past the limit and the connection is still open")
+        #expect(try serve.client().request("GET", "/metrics").text
+                    .contains(#"healthgate_requests_refused_total{receiver="phone",reason="too_large"} 2"#))
     }
 
     @Test func shutsDownCleanlyOnSIGTERM() throws {

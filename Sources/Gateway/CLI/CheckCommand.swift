@@ -1,4 +1,5 @@
 import HealthgateCore
+import Posix
 
 /// `healthgate check`: validates the config and prints what it builds.
 struct CheckCommand {

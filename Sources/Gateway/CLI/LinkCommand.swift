@@ -1,5 +1,6 @@
 import Glibc
 import HealthgateCore
+import Posix
 
 /// `healthgate link`: the Syncky setup link of a receiver (guide section 9).
 struct LinkCommand {

@@ -1,5 +1,6 @@
 import Glibc
 import HealthgateCore
+import Posix
 
 /// `healthgate serve`: runs until SIGTERM or SIGINT, then shuts down gracefully.
 struct ServeCommand {

@@ -45,6 +45,8 @@ public final class HTTPServer: @unchecked Sendable {
 
     let handler: any HTTPHandler
     let options: Options
+    /// How far past its limit a chunked body is read (and discarded) to answer 413 at its end.
+    static let discardAllowance = 1 << 20
     let isTLS: Bool
     private var daemon: OpaquePointer?
     private var keyCopy: UnsafeMutablePointer<CChar>?
@@ -102,6 +104,7 @@ final class RequestState {
     let limit: Int
     var body: [UInt8] = []
     var tooLarge = false
+    var discarded = 0
     var answered = false
 
     init(method: String, path: String, limit: Int) {
@@ -150,9 +153,19 @@ enum MHDCallbacks {
         }
         if uploadSize.pointee > 0 {
             let n = uploadSize.pointee
-            if !state.tooLarge {
+            if state.tooLarge {
+                // libmicrohttpd 0.9.75 sends no response before the body ends, so the rest is
+                // read and thrown away for the 413; a client that keeps sending far past the
+                // limit is cut off instead.
+                state.discarded += n
+                if state.discarded > state.limit + HTTPServer.discardAllowance {
+                    _ = server.handler.bodyTooLarge(path: state.path, limit: state.limit)
+                    return .NO
+                }
+            } else {
                 if state.body.count + n > state.limit {
                     state.tooLarge = true
+                    state.discarded = state.body.count + n
                     state.body = []
                 } else if let uploadData {
                     if state.body.capacity == 0 { state.body.reserveCapacity(min(state.limit, max(n, 65_536))) }
