@@ -39,14 +39,28 @@ public enum Reception: Sendable {
     case unreadable(status: Int, reason: String)
 }
 
+/// What a receiver accepted from one request. Records are encoded into the journal's
+/// payload as they are added, so a large body never holds all its records at once.
 public struct ReceivedBatch: Sendable {
-    public var records: [CanonicalRecord]
-    public var quarantined: [QuarantinedRecord]
+    /// The accepted records as canonical NDJSON.
+    public private(set) var payload: [UInt8] = []
+    /// How many records `payload` holds.
+    public private(set) var count = 0
+    public var quarantined: [QuarantinedRecord] = []
 
-    public init(records: [CanonicalRecord] = [], quarantined: [QuarantinedRecord] = []) {
-        self.records = records
-        self.quarantined = quarantined
+    public init() {}
+
+    /// Room for about `records` more records.
+    public mutating func reserve(records: Int) {
+        payload.reserveCapacity(payload.count + records * 320)
     }
+
+    public mutating func append(_ record: CanonicalRecord) {
+        record.appendNDJSON(to: &payload)
+        count += 1
+    }
+
+    public var isEmpty: Bool { count == 0 }
 }
 
 /// A record that made no sense, kept with the reason beside the good ones.

@@ -1,3 +1,5 @@
+import CanonicalJSON
+import FastJSON
 @testable import Gateway
 import HealthgateCore
 import Testing
@@ -162,5 +164,14 @@ import Testing
         }
         #expect(resp.status == 401)
         #expect(resp.bodyText.contains("X-Syncky-Signature"))
+    }
+}
+
+extension ReceivedBatch {
+    /// The accepted records, read back from the payload the journal would get.
+    var records: [CanonicalRecord] {
+        CanonicalCodec.decodeLines(payload, parser: JSONParser()) { line, error in
+            Issue.record("payload line \(line) does not decode: \(error)")
+        }
     }
 }

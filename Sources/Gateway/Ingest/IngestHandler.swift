@@ -127,15 +127,14 @@ public final class IngestHandler: HTTPHandler, Sendable {
                 logger.warning("\(receiver.name): \(batch.quarantined.count) record(s) set aside in quarantine, "
                                + "first reason: \(batch.quarantined[0].reason)")
             }
-            if !batch.records.isEmpty {
-                let payload = CanonicalCodec.encodeLines(batch.records)
+            if !batch.isEmpty {
                 do {
-                    try journal.append(payload: payload, count: batch.records.count, time: clock.now())
+                    try journal.append(payload: batch.payload, count: batch.count, time: clock.now())
                 } catch {
                     m.unavailable.add(1, ordering: .relaxed)
                     return unavailable(error.isNoSpace)
                 }
-                m.accepted.add(batch.records.count, ordering: .relaxed)
+                m.accepted.add(batch.count, ordering: .relaxed)
             }
             return reply
         }

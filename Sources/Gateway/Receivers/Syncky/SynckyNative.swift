@@ -33,10 +33,10 @@ enum SynckyNative {
             guard samples.kind == .array else {
                 return .unreadable(status: 400, reason: "\"samples\" must be an array")
             }
-            batch.records.reserveCapacity(samples.count)
+            batch.reserve(records: samples.count)
             var reuse = JSONStringReuse(slots: 2)
             for s in samples.elements {
-                if let q = sample(s, receiver: receiver, device: device, reuse: &reuse, into: &batch.records) {
+                if let q = sample(s, receiver: receiver, device: device, reuse: &reuse, into: &batch) {
                     batch.quarantined.append(q)
                 }
             }
@@ -47,7 +47,7 @@ enum SynckyNative {
             }
             for d in deleted.elements {
                 switch deletion(d, receiver: receiver, device: device) {
-                case .success(let r): batch.records.append(r)
+                case .success(let r): batch.append(r)
                 case .failure(let q): batch.quarantined.append(q)
                 }
             }
@@ -95,9 +95,9 @@ enum SynckyNative {
         "activity", "duration_s", "energy_kcal", "distance_m",
     ])
 
-    /// Appends the sample's record to `records`, or returns why it is set aside.
+    /// Adds the sample's record to `batch`, or returns why it is set aside.
     static func sample(_ s: JSONRef, receiver: String, device: String, reuse: inout JSONStringReuse,
-                       into records: inout [CanonicalRecord]) -> QuarantinedRecord? {
+                       into batch: inout ReceivedBatch) -> QuarantinedRecord? {
         guard s.kind == .object else { return setAside("a sample must be a JSON object", s) }
         // One pass over the members: the known ones by name, the rest kept for `fields`/`extra`.
         var uuidRef, typeRef, valueRef, unitRef, startRef, endRef, sourceRef, metadataRef: JSONRef?
@@ -213,7 +213,7 @@ enum SynckyNative {
             let field = RecordField(k.string, raw(v))
             if named { r.fields.append(field) } else { r.extra.append(field) }
         }
-        records.append(r)
+        batch.append(r)
         return nil
     }
 
