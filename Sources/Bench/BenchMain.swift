@@ -49,7 +49,11 @@ enum BenchMain {
 
         let template = makeBody(samples: o.samplesPerBody)
         print("healthgate bench: \(o.connections) connections × \(Int(o.seconds)) s, bodies of "
-              + "\(template.bytes.count) bytes with \(o.samplesPerBody) samples, file sink with fsync")
+              + "\(template.bytes.count) bytes with \(o.samplesPerBody) samples, file sink with fsync"
+              + (o.rate > 0 ? ", paced to \(Int(o.rate)) samples/s" : ", each sending as soon as it is answered"))
+        // Paced: each connection sends on its own fixed schedule (an open loop), so the time
+        // to 2xx is what one phone sees while the server carries that load.
+        let interval = o.rate > 0 ? Double(o.samplesPerBody * o.connections) / o.rate : 0
         let latencies = LatencyLog()
         let stopAt = Date().addingTimeInterval(o.seconds)
         let group = DispatchGroup()
@@ -63,7 +67,13 @@ enum BenchMain {
                 var body = template
                 let conn = Connection(port: serverPort)
                 var n = 0
+                var next = Date().addingTimeInterval(interval * Double(c) / Double(max(1, o.connections)))
                 while Date() < stopAt {
+                    if interval > 0 {
+                        let wait = next.timeIntervalSinceNow
+                        if wait > 0 { usleep(useconds_t(wait * 1e6)) }
+                        next = next.addingTimeInterval(interval)
+                    }
                     body.stamp(connection: c, request: n)
                     n += 1
                     let t = Int64(Date().timeIntervalSince1970)

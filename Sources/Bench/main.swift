@@ -10,6 +10,8 @@ struct BenchOptions {
     var binary = ".build/release/healthgate"
     var connections = 8
     var seconds = 10.0
+    /// Samples per second for all connections together; 0 sends as fast as answers come back.
+    var rate = 0.0
     var samplesPerBody = 4_800
     var micro = false
 
@@ -21,6 +23,7 @@ struct BenchOptions {
             case "--healthgate": binary = v
             case "--connections": connections = Int(v) ?? connections
             case "--seconds": seconds = Double(v) ?? seconds
+            case "--rate": rate = Double(v) ?? rate
             case "--samples": samplesPerBody = Int(v) ?? samplesPerBody
             case "--micro": micro = true; i -= 1
             default: break
