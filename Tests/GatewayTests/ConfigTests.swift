@@ -143,3 +143,23 @@ import YAMLConfig
         #expect(ConfigLoader.parseListen("h:99999") == nil)
     }
 }
+
+@Suite struct SetupLinkTests {
+    /// The guide's section 9 example, byte for byte, from a receiver's config.
+    @Test func buildsTheGuidesExampleLink() throws {
+        let t = try ConfigLoader.load(text: """
+        receivers:
+          header:
+            kind: syncky
+            path: /hook/header
+            name: Vector header
+            public_url: https://receiver.example/hook/header
+            auth: {type: header, header: X-Api-Key, token: vec_key_x9VHBdwKQo-KwlcOB9v4cwlAawCa0nF2NWQRO1qLDlI}
+            types: [heart_rate, steps]
+        """, file: "t.yaml", environment: [:], logger: Logger(component: "t", sink: MemoryLogSink()))
+        let r = t.receivers[0]
+        let link = try SetupLink.build(receiver: r.name, config: r.config, topology: t, host: nil, format: "native",
+                                       scheme: "syncky")
+        #expect(link == "syncky://webhook?v=1&name=Vector%20header&url=https%3A%2F%2Freceiver.example%2Fhook%2Fheader&format=native&auth=header&header=X-Api-Key&token=vec_key_x9VHBdwKQo-KwlcOB9v4cwlAawCa0nF2NWQRO1qLDlI&types=heart_rate,steps")
+    }
+}
