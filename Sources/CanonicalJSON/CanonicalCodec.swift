@@ -30,12 +30,12 @@ public enum CanonicalCodec {
     /// included). The ranges are nil when some line did not decode (records and lines would not
     /// pair up).
     public static func decodeLinesWithRanges(_ bytes: [UInt8], parser: JSONParser,
-                                             onError: (Int, CanonicalDecodeError) -> Void = { _, _ in })
+                                             onError: (Int, CanonicalDecodeError, Range<Int>) -> Void = { _, _, _ in })
         -> ([CanonicalRecord], [Range<Int>]?) {
         var failed = false
-        let records = decodeLines(bytes, parser: parser) { line, error in
+        let records = decodeLines(bytes, parser: parser) { line, error, range in
             failed = true
-            onError(line, error)
+            onError(line, error, range)
         }
         if failed { return (records, nil) }
         var ranges: [Range<Int>] = []
@@ -54,9 +54,9 @@ public enum CanonicalCodec {
     }
 
     /// Reads NDJSON canonical records. Blank lines are skipped; a line that is not a canonical
-    /// record is reported with its 1-based line number.
+    /// record is reported with its 1-based line number and its byte range.
     public static func decodeLines(_ bytes: [UInt8], parser: JSONParser,
-                                   onError: (Int, CanonicalDecodeError) -> Void = { _, _ in }) -> [CanonicalRecord] {
+                                   onError: (Int, CanonicalDecodeError, Range<Int>) -> Void = { _, _, _ in }) -> [CanonicalRecord] {
         if let all = decodeAsArray(bytes, parser: parser) { return all }
         var out: [CanonicalRecord] = []
         bytes.withUnsafeBytes { all in
@@ -73,17 +73,18 @@ public enum CanonicalCodec {
                     lineEnd = all.count
                 }
                 let line = UnsafeRawBufferPointer(start: base + lineStart, count: lineEnd - lineStart)
+                let range = lineStart..<lineEnd
                 lineStart = lineEnd + 1
                 if line.isEmpty || (line.count <= 2 && line.allSatisfy { $0 == 0x20 || $0 == 0x0D }) { continue }
                 do {
                     let doc = try parser.parse(line)
                     out.append(try decode(doc.root))
                 } catch let e as JSONError {
-                    onError(lineNumber, CanonicalDecodeError("\(e)"))
+                    onError(lineNumber, CanonicalDecodeError("\(e)"), range)
                 } catch let e as CanonicalDecodeError {
-                    onError(lineNumber, e)
+                    onError(lineNumber, e, range)
                 } catch {
-                    onError(lineNumber, CanonicalDecodeError("\(error)"))
+                    onError(lineNumber, CanonicalDecodeError("\(error)"), range)
                 }
             }
         }

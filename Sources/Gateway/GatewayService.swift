@@ -65,7 +65,7 @@ public final class GatewayService: @unchecked Sendable {
 
     public func stop() {
         server.stop()
-        journal.close()
         for d in drainers { d.stop() }
+        journal.close()
     }
 }

@@ -72,6 +72,25 @@ public struct CanonicalRecord: Sendable, Equatable {
     }
 }
 
+extension CanonicalRecord {
+    /// The names the canonical record itself uses at its top level.
+    public static let canonicalFieldNames: Set<String> = [
+        "op", "kind", "device", "receiver", "uuid", "type", "part", "parts", "start", "end", "utc_offset",
+        "value", "unit", "code", "activity", "duration_s", "energy_kcal", "distance_m", "source", "metadata", "extra",
+    ]
+
+    /// Keeps a field of the record's kind at the top level (`fields`), unless its name is one the
+    /// canonical record uses for something else: then it goes under `extra`, so a sender's
+    /// `"kind"` or `"code"` can never change or break the record.
+    public mutating func addKindField(_ name: String, _ value: RawJSON) {
+        if CanonicalRecord.canonicalFieldNames.contains(name) {
+            extra.append(RecordField(name, value))
+        } else {
+            fields.append(RecordField(name, value))
+        }
+    }
+}
+
 public enum RecordValue: Sendable, Equatable {
     case number(Double)
     case string(String)

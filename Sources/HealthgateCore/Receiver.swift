@@ -18,6 +18,13 @@ public protocol Receiver: Sendable {
     var paths: [String] { get }
     var maxBodyBytes: Int { get }
     func receive(_ request: HTTPRequest, context: ReceiveContext) -> Reception
+    /// Checks what can be checked from the headers alone (the token), before the body is read,
+    /// so an unauthenticated client cannot make the gateway buffer its body. nil to go on.
+    func authorize(_ headersOnly: HTTPRequest) -> HTTPResponse?
+}
+
+extension Receiver {
+    public func authorize(_ headersOnly: HTTPRequest) -> HTTPResponse? { nil }
 }
 
 /// What a receiver needs from the gateway for one request.

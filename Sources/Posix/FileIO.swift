@@ -14,6 +14,12 @@ public struct IOError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var isNoSpace: Bool { code == ENOSPC || code == EDQUOT }
 
+    /// Errors that the same call will meet again however often it is retried (a name too long,
+    /// a file where a directory should be): retrying cannot help.
+    public var isPermanent: Bool {
+        code == ENAMETOOLONG || code == ENOTDIR || code == EISDIR || code == EINVAL || code == ELOOP
+    }
+
     public var description: String {
         "\(operation) \(path): \(String(cString: strerror(code)))"
     }
@@ -21,12 +27,20 @@ public struct IOError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// Small, explicit file helpers over POSIX calls: every durable write says where it fsyncs.
 public enum FileIO {
-    /// Creates a directory and its parents (like `mkdir -p`).
-    public static func makeDirectories(_ path: String, mode: mode_t = 0o755) throws(IOError) {
-        if path.isEmpty || isDirectory(path) { return }
+    /// Creates a directory and its parents (like `mkdir -p`); returns the ones it created,
+    /// outermost first (their parents need an fsync for the new entries to be durable).
+    @discardableResult
+    public static func makeDirectories(_ path: String, mode: mode_t = 0o755) throws(IOError) -> [String] {
+        if path.isEmpty || isDirectory(path) { return [] }
+        var created: [String] = []
         let parent = dirname(path)
-        if parent != path { try makeDirectories(parent, mode: mode) }
-        if mkdir(path, mode) != 0 && errno != EEXIST { throw IOError("mkdir", path) }
+        if parent != path { created = try makeDirectories(parent, mode: mode) }
+        if mkdir(path, mode) == 0 {
+            created.append(path)
+        } else if errno != EEXIST {
+            throw IOError("mkdir", path)
+        }
+        return created
     }
 
     public static func isDirectory(_ path: String) -> Bool {

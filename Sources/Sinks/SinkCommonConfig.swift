@@ -60,6 +60,30 @@ public struct QueueConfig: Decodable, Sendable, Equatable {
     }
 }
 
+extension SinkCommonConfig {
+    /// The common keys as a sink kind decoded them, checked: `queue` limits are not built yet,
+    /// and a limit that does nothing would be a promise broken silently.
+    public static func checked(batch: BatchConfig?, retry: RetryConfig?, queue: QueueConfig?, node: YAMLNode,
+                               path: String, defaultMaxItems: Int) throws(ConfigProblems) -> SinkCommonConfig {
+        var problems: [ConfigProblem] = []
+        if queue != nil {
+            problems.append(ConfigProblem(location: node["queue"]?.location ?? node.location, path: path + ".queue",
+                                          message: "queue limits (max_bytes, when_full) are not available in this version; "
+                                              + "remove the key: the journal keeps every record until this sink has it"))
+        }
+        if let n = batch?.max_items, n < 1 {
+            problems.append(ConfigProblem(location: node["batch"]?.location ?? node.location, path: path + ".batch.max_items",
+                                          message: "max_items must be at least 1"))
+        }
+        if let i = retry?.initial, let m = retry?.max, i > m {
+            problems.append(ConfigProblem(location: node["retry"]?.location ?? node.location, path: path + ".retry",
+                                          message: "retry.initial (\(i)) is longer than retry.max (\(m))"))
+        }
+        if !problems.isEmpty { throw ConfigProblems(problems: problems) }
+        return SinkCommonConfig(batch: batch, retry: retry, queue: queue, defaultMaxItems: defaultMaxItems)
+    }
+}
+
 /// What a sink builder gets besides its config.
 public struct SinkBuildContext: Sendable {
     /// Relative sink paths are resolved against the data dir.

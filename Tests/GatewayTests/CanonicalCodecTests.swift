@@ -43,11 +43,14 @@ import Testing
         bytes += Array("{\"op\":\"upsert\"}\nnot json\n\n".utf8)
         bytes += CanonicalCodec.encodeLines([Self.full])
         var errors: [Int] = []
-        let (records, ranges) = CanonicalCodec.decodeLinesWithRanges(bytes, parser: JSONParser()) { line, _ in
+        var badLines: [String] = []
+        let (records, ranges) = CanonicalCodec.decodeLinesWithRanges(bytes, parser: JSONParser()) { line, _, range in
             errors.append(line)
+            badLines.append(String(decoding: bytes[range], as: UTF8.self))
         }
         #expect(records.count == 2)
         #expect(errors == [2, 3])
+        #expect(badLines == [#"{"op":"upsert"}"#, "not json"])
         #expect(ranges == nil)
     }
 

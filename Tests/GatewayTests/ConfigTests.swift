@@ -106,7 +106,30 @@ import YAMLConfig
           b: {kind: syncky, path: /hook}
         """)
         #expect(p.contains { $0.contains("already the path of receiver \"a\"") }, "\(p)")
-        #expect(p.contains { $0.contains("HOST:PORT") }, "\(p)")
+        #expect(p.contains { $0.contains("IP:PORT") }, "\(p)")
+    }
+
+    @Test func receiverPathsMatchWithOrWithoutATrailingSlash() throws {
+        let t = try load("""
+        receivers:
+          a: {kind: syncky, path: /syncky/}
+        """)
+        #expect(t.receivers[0].receiver.paths == ["/syncky"])
+        #expect(problems("""
+        receivers:
+          a: {kind: syncky, path: /hook/}
+          b: {kind: syncky, path: /hook}
+        """).count == 1)
+    }
+
+    @Test func sinkSettingsThatWouldDoNothingAreRefused() {
+        let p = problems("""
+        sinks:
+          s: {kind: file, path: x.ndjson, queue: {max_bytes: 1GB}, retry: {initial: 10s, max: 1s}}
+        """)
+        #expect(p.count == 2, "\(p)")
+        #expect(p.contains { $0.contains("queue limits") })
+        #expect(p.contains { $0.contains("retry.initial") })
     }
 
     @Test func warnsAboutSinksAndReceiversNoRouteUses() throws {
@@ -140,6 +163,9 @@ import YAMLConfig
         #expect(ConfigLoader.parseListen("[::1]:9000")! == ("::1", 9000))
         #expect(ConfigLoader.parseListen(":8080")! == ("0.0.0.0", 8080))
         #expect(ConfigLoader.parseListen("8080") == nil)
+        #expect(ConfigLoader.parseListen("localhost:8080")! == ("127.0.0.1", 8080))
+        // libmicrohttpd binds to an address, not a name: say so at check time, not at start.
+        #expect(ConfigLoader.parseListen("myhost.local:8080") == nil)
         #expect(ConfigLoader.parseListen("h:99999") == nil)
     }
 }

@@ -108,3 +108,37 @@ import Testing
         #expect(j.waitForEntries(after: 0, timeout: 5))
     }
 }
+
+@Suite struct JournalDamageTests {
+    let logger = Logger(component: "test", sink: MemoryLogSink())
+
+    func payload(_ i: Int) -> [UInt8] { Array("{\"entry\":\(i)}\n".utf8) }
+
+    /// A bit flipped in the middle of the newest segment is damage, not a torn tail: the
+    /// entries after it are acknowledged and must survive a restart; readers skip only the
+    /// damaged entry and go on reading new ones.
+    @Test func damageInTheMiddleLosesOnlyTheDamagedEntry() throws {
+        let dir = ServeProcess.makeTempDir("journal")
+        let sizes: [Int]
+        do {
+            let j = try Journal(directory: dir, logger: logger)
+            for i in 1...3 { try j.append(payload: payload(i), count: 1, time: Timestamp(seconds: 0)) }
+            sizes = (1...3).map { Journal.headerSize + payload($0).count }
+        }
+        let segment = dir + "/" + Journal.segmentName(1)
+        var bytes = try FileIO.readAll(segment)
+        bytes[sizes[0] + Journal.headerSize + 3] ^= 0x20   // inside entry 2's payload
+        try FileIO.writeAtomically(segment, bytes)
+
+        let j = try Journal(directory: dir, logger: logger)
+        #expect(j.lastDurableSeq == 3)
+        #expect(j.damagedEntries == 1)
+        #expect(j.truncatedBytes == 0)
+        var reports: [String] = []
+        let reader = j.makeReader(from: 1)
+        #expect(reader.read(maxEntries: 10, corrupt: { reports.append($0) }).map(\.seq) == [1, 3])
+        #expect(reports.count == 1)
+        #expect(try j.append(payload: payload(4), count: 1, time: Timestamp(seconds: 0)) == 4)
+        #expect(reader.read(maxEntries: 10).map(\.seq) == [4])
+    }
+}

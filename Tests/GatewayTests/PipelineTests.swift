@@ -142,3 +142,140 @@ final class ScriptedSink: Sink, @unchecked Sendable {
 enum ConfigDurationFor {
     static func ms(_ n: Int64) -> ConfigDuration { ConfigDuration(nanoseconds: n * 1_000_000) }
 }
+
+/// Faults in the queue machinery found in review, each with the test that would have caught it.
+@Suite struct DrainerFaultTests {
+    let logger = Logger(component: "test", sink: MemoryLogSink())
+
+    func append(_ j: Journal, _ records: [CanonicalRecord]) throws {
+        try j.append(payload: CanonicalCodec.encodeLines(records), count: records.count, time: Timestamp(seconds: 0))
+    }
+
+    func drainer(_ sink: any Sink, _ j: Journal, dir: String, routes: Int = 1, maxItems: Int = 1000) -> SinkDrainer {
+        let rs = (0..<routes).map { Route(name: "r\($0)", from: [Glob("*")], transforms: [], to: [sink.name]) }
+        let common = SinkCommonConfig(batch: BatchConfig(max_items: maxItems),
+                                      retry: RetryConfig(initial: ConfigDurationFor.ms(5), max: ConfigDurationFor.ms(10)))
+        return SinkDrainer(name: sink.name, built: BuiltSink(sink: sink, common: common, summary: ""), routes: rs,
+                           journal: j, dataDir: dir, logger: logger)
+    }
+
+    /// Two routes deliver each record twice; a batch that ends between the two copies must not
+    /// move the cursor past the second.
+    @Test func aBatchEndingBetweenTwoCopiesKeepsTheSecond() throws {
+        let dir = ServeProcess.makeTempDir("pipe")
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        try append(j, [PipelineTests.record("a"), PipelineTests.record("b")])
+        let sink = GateSink(acceptFirst: 3)
+        let d = drainer(sink, j, dir: dir, routes: 2, maxItems: 3)
+        try d.start()
+        #expect(ServeProcess.eventually { sink.calls >= 2 })
+        d.stop()
+        // Delivered: a, a, b (first copy). Still owed: b's second copy, so b is not done.
+        #expect(sink.accepted == ["a", "a", "b"])
+        #expect(try d.loadCursor() == SinkDrainer.Cursor(seq: 1, skip: 1))
+    }
+
+    @Test func aCursorAheadOfTheJournalStartsOver() throws {
+        let dir = ServeProcess.makeTempDir("pipe")
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        try append(j, [PipelineTests.record("a")])
+        try FileIO.makeDirectories(dir + "/sinks/gate")
+        try FileIO.writeAtomically(dir + "/sinks/gate/cursor", Array("5000 0\n".utf8))
+        let sink = GateSink(acceptFirst: 100)
+        let d = drainer(sink, j, dir: dir)
+        try d.start()
+        #expect(ServeProcess.eventually { sink.accepted == ["a"] })
+        d.stop()
+    }
+
+    /// A rejected record whose dead letter cannot be written is tried again, not dropped.
+    @Test func aDeadLetterThatCannotBeWrittenKeepsTheRecord() throws {
+        let dir = ServeProcess.makeTempDir("pipe")
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        try append(j, [PipelineTests.record("poison")])
+        // A directory where the dead-letter file should be: appending to it fails.
+        try FileIO.makeDirectories(dir + "/sinks/scripted/dead-letters.ndjson")
+        let sink = ScriptedSink()
+        let d = drainer(sink, j, dir: dir)
+        try d.start()
+        #expect(ServeProcess.eventually { d.metrics.kept.load(ordering: .relaxed) >= 4 })
+        #expect(d.metrics.rejected.load(ordering: .relaxed) == 0)
+        // Once the dead letters can be written, the record lands there.
+        try FileManager.default.removeItem(atPath: dir + "/sinks/scripted/dead-letters.ndjson")
+        #expect(ServeProcess.eventually { d.metrics.rejected.load(ordering: .relaxed) == 1 })
+        d.stop()
+        #expect(try String(contentsOfFile: dir + "/sinks/scripted/dead-letters.ndjson", encoding: .utf8).contains("poison"))
+    }
+
+    @Test func aJournalLineThatIsNotARecordIsKeptAsADeadLetter() throws {
+        let dir = ServeProcess.makeTempDir("pipe")
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        try j.append(payload: Array("{\"op\":\"upsert\"}\n".utf8) + CanonicalCodec.encodeLines([PipelineTests.record("ok")]),
+                     count: 2, time: Timestamp(seconds: 0))
+        let sink = GateSink(acceptFirst: 100)
+        let d = drainer(sink, j, dir: dir)
+        try d.start()
+        #expect(ServeProcess.eventually { sink.accepted == ["ok"] })
+        d.stop()
+        let dead = try String(contentsOfFile: dir + "/sinks/gate/dead-letters.ndjson", encoding: .utf8)
+        #expect(dead.contains(#""line":"{\"op\":\"upsert\"}""#))
+    }
+
+    @Test func theFileSinkSurvivesManyFilesAndOverlongNames() throws {
+        let dir = ServeProcess.makeTempDir("files")
+        let sink = FileSink(name: "s", pathTemplate: "{device}/x.ndjson", baseDir: dir, rotateBytes: 1 << 20, logger: logger)
+        // More files in one batch than the sink keeps open, and a device name far too long for
+        // a file name: everything is written, nothing is refused.
+        var records = (0..<150).map { PipelineTests.record("r\($0)", device: "phone-\($0)") }
+        records.append(PipelineTests.record("long", device: String(repeating: "d", count: 400)))
+        records.append(PipelineTests.record("long2", device: String(repeating: "d", count: 399) + "e"))
+        #expect(sink.write(SinkBatch(records: records)) == .accepted)
+        #expect(ServeProcess.ndjson(under: dir).count == 152)
+        #expect(try FileIO.list(dir).count == 152)
+        sink.close()
+    }
+
+    @Test func anUnwritablePathRejectsOnlyItsRecords() throws {
+        let dir = ServeProcess.makeTempDir("files")
+        // A file where the sink needs a directory: ENOTDIR for that device, forever.
+        try FileIO.writeAtomically(dir + "/blocked", Array("x".utf8))
+        let sink = FileSink(name: "s", pathTemplate: "{device}/x.ndjson", baseDir: dir, rotateBytes: 1 << 20, logger: logger)
+        let result = sink.write(SinkBatch(records: [PipelineTests.record("a", device: "fine"),
+                                                   PipelineTests.record("b", device: "blocked")]))
+        guard case .perRecord(let outcomes) = result else {
+            Issue.record("expected per-record outcomes, got \(result)")
+            return
+        }
+        #expect(outcomes[0] == .accepted)
+        if case .rejected(let why) = outcomes[1] { #expect(why.contains("blocked")) } else { Issue.record("b was not rejected") }
+        sink.close()
+    }
+}
+
+/// Accepts the first `acceptFirst` records it is given, then keeps everything.
+final class GateSink: Sink, @unchecked Sendable {
+    let name = "gate"
+    private let lock = NSLock()
+    private var left: Int
+    private var _accepted: [String] = []
+    private var _calls = 0
+
+    init(acceptFirst: Int) { left = acceptFirst }
+
+    var accepted: [String] { lock.lock(); defer { lock.unlock() }; return _accepted }
+    var calls: Int { lock.lock(); defer { lock.unlock() }; return _calls }
+
+    func write(_ batch: SinkBatch) -> SinkWriteResult {
+        lock.lock()
+        defer { lock.unlock() }
+        _calls += 1
+        if left >= batch.count {
+            left -= batch.count
+            _accepted += batch.records.map(\.uuid)
+            return .accepted
+        }
+        return .keep(reason: "closed for the test", retryAfterSeconds: 60)
+    }
+
+    func close() {}
+}

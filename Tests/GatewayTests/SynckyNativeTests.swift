@@ -170,8 +170,30 @@ import Testing
 extension ReceivedBatch {
     /// The accepted records, read back from the payload the journal would get.
     var records: [CanonicalRecord] {
-        CanonicalCodec.decodeLines(payload, parser: JSONParser()) { line, error in
+        CanonicalCodec.decodeLines(payload, parser: JSONParser()) { line, error, _ in
             Issue.record("payload line \(line) does not decode: \(error)")
         }
+    }
+}
+
+@Suite struct SynckyNativeFieldNameTests {
+    /// A sender's field named like a canonical one must not change the record or break it
+    /// downstream: it is kept under `extra`.
+    @Test func fieldsWithCanonicalNamesGoUnderExtra() throws {
+        let s = #"{"uuid":"m1","type":"state_of_mind","start":"2026-10-14T07:00:00Z","kind":"daily_mood","code":{"x":1},"op":"delete","valence":0.4,"activity":7}"#
+        let logs = MemoryLogSink()
+        let r = SynckyReceiver(name: "phone", path: "/s", maxBodyBytes: 1 << 20, auth: Authenticator(kind: .none),
+                               hmacSecret: nil, device: nil, parsers: ParserPool(), logger: Logger(component: "t", sink: logs))
+        let req = HTTPRequest(method: "POST", path: "/s", headers: [(name: "X-Syncky-Format", value: "native")],
+                              body: Array(Vectors.syncBody(samples: [s]).utf8))
+        guard case .accept(let batch, _) = r.receive(req, context: ReceiveContext(now: Timestamp(seconds: 0))) else {
+            Issue.record("not accepted")
+            return
+        }
+        let rec = try #require(batch.records.first)
+        #expect(rec.kind == "state_of_mind")
+        #expect(rec.op == .upsert)
+        #expect(rec.fields.map(\.name) == ["valence"])
+        #expect(Set(rec.extra.map(\.name)) == ["kind", "code", "op", "activity"])
     }
 }

@@ -40,11 +40,17 @@ struct ServeCommand {
         }
         var t = topology
         t.listenPort = port
-        if let s = topology.receivers.first(where: { $0.config.kind == "syncky" }),
-           let link = try? SetupLink.build(receiver: s.name, config: s.config, topology: t, host: nil,
-                                           format: "native", scheme: "syncky") {
-            print("Syncky setup link for receiver \(s.name) (it holds the token and secret; show it only to the phone's owner):")
-            print("  \(link)")
+        // The link holds the token and the secret: print it for the embedded default (a first
+        // run at a terminal) or to a terminal, never into a service's log.
+        if let s = topology.receivers.first(where: { $0.config.kind == "syncky" }) {
+            if source.isEmbedded || isatty(1) == 1,
+               let link = try? SetupLink.build(receiver: s.name, config: s.config, topology: t, host: nil,
+                                               format: "native", scheme: "syncky") {
+                print("Syncky setup link for receiver \(s.name) (it holds the token and secret; show it only to the phone's owner):")
+                print("  \(link)")
+            } else {
+                print("Syncky setup link: `healthgate link --receiver \(s.name)\(options.config.map { " --config \($0)" } ?? "")`")
+            }
         }
         fflush(nil)
 

@@ -1,3 +1,4 @@
+import Glibc
 import HealthgateCore
 import Posix
 import Sinks
@@ -56,7 +57,7 @@ public enum ConfigLoader {
             port = p
         } else {
             problems.append(ConfigProblem(location: root["listen"]?.location, path: "listen",
-                                          message: "\"\(listen)\" is not HOST:PORT (e.g. 0.0.0.0:8080 or [::]:8080)"))
+                                          message: "\"\(listen)\" is not IP:PORT (e.g. 0.0.0.0:8080, 127.0.0.1:8080 or [::]:8080)"))
         }
         let dataDir = top.data_dir ?? defaultDataDir
 
@@ -85,6 +86,8 @@ public enum ConfigLoader {
             do {
                 var c = try YAMLDecoder().decode(ReceiverConfig.self, from: entry.value, path: path)
                 if c.path == nil { c.path = registered.defaultPath }
+                // Requests match with or without a trailing slash; so does the config.
+                while c.path!.count > 1 && c.path!.hasSuffix("/") { c.path!.removeLast() }
                 if !(c.path!.hasPrefix("/")) {
                     problems.append(ConfigProblem(location: entry.value["path"]?.location, path: path + ".path",
                                                   message: "a path starts with /, e.g. /syncky"))
@@ -171,17 +174,26 @@ public enum ConfigLoader {
                         warnings: warnings)
     }
 
-    /// `host:port`, `[v6]:port` or `:port`.
+    /// `host:port`, `[v6]:port` or `:port`; the host is an IP address (or `localhost`).
     static func parseListen(_ s: String) -> (String, UInt16)? {
+        var host: String
+        let port: UInt16
         if s.hasPrefix("["), let close = s.firstIndex(of: "]") {
-            let host = String(s[s.index(after: s.startIndex)..<close])
+            host = String(s[s.index(after: s.startIndex)..<close])
             let rest = s[s.index(after: close)...]
             guard rest.hasPrefix(":"), let p = UInt16(rest.dropFirst()) else { return nil }
-            return (host, p)
+            port = p
+        } else {
+            guard let colon = s.lastIndex(of: ":"), let p = UInt16(s[s.index(after: colon)...]) else { return nil }
+            host = String(s[..<colon])
+            port = p
         }
-        guard let colon = s.lastIndex(of: ":"), let p = UInt16(s[s.index(after: colon)...]) else { return nil }
-        let host = String(s[..<colon])
-        return (host.isEmpty ? "0.0.0.0" : host, p)
+        if host.isEmpty { host = "0.0.0.0" }
+        if host == "localhost" { host = "127.0.0.1" }
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1 else { return nil }
+        return (host, port)
     }
 
     static func mappingEntries(_ node: YAMLNode?, path: String, problems: inout [ConfigProblem]) -> [YAMLMappingEntry] {

@@ -11,6 +11,9 @@ public protocol HTTPHandler: Sendable {
     func maxBodyBytes(forPath path: String) -> Int
     /// The 413 for a body over the path's limit (counted: no refusal is silent).
     func bodyTooLarge(path: String, limit: Int) -> HTTPResponse
+    /// An answer decided from the request line and headers alone (wrong path or method, no
+    /// token), sent before the body is read; nil to read the body and call `handle`.
+    func preflight(_ headersOnly: HTTPRequest) -> HTTPResponse?
 }
 
 public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
@@ -134,11 +137,17 @@ enum MHDCallbacks {
             let m = method.map { String(cString: $0) } ?? "GET"
             let state = RequestState(method: m, path: path, limit: server.handler.maxBodyBytes(forPath: path))
             conCls.pointee = Unmanaged.passRetained(state).toOpaque()
-            let lengths = values(connection, .HEADER_KIND).filter { $0.name == "content-length" }
+            let headers = values(connection, .HEADER_KIND)
+            let lengths = headers.filter { $0.name == "content-length" }
             if lengths.count > 1 && Set(lengths.map(\.value)).count > 1 {
                 state.answered = true
                 return queue(connection, problem(400, "Conflicting Content-Length headers",
                                                   "The request has several different Content-Length headers."))
+            }
+            if let early = server.handler.preflight(HTTPRequest(method: m, path: path, headers: headers,
+                                                                isTLS: server.isTLS)) {
+                state.answered = true
+                return queue(connection, early)
             }
             if let cl = lengths.first.flatMap({ Int($0.value.trimmingSpaces) }) {
                 if cl > state.limit {

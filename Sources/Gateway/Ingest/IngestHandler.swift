@@ -49,6 +49,21 @@ public final class IngestHandler: HTTPHandler, Sendable {
                        "The body is larger than this receiver's limit of \(limit) bytes. The app halves its request size after a 413.")
     }
 
+    public func preflight(_ request: HTTPRequest) -> HTTPResponse? {
+        let path = normalize(request.path)
+        guard let receiver = receiversByPath[path] else {
+            // GETs of /healthz and /metrics, and unknown paths, are answered by `handle`.
+            return nil
+        }
+        guard request.method == "POST" else { return nil }
+        if let refusal = receiver.authorize(request) {
+            metricsByName[receiver.name]!.requests.add(1, ordering: .relaxed)
+            metricsByName[receiver.name]!.refused.add(1, ordering: .relaxed)
+            return refusal
+        }
+        return nil
+    }
+
     /// Paths match with or without a trailing slash.
     private func normalize(_ path: String) -> String {
         path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path

@@ -42,6 +42,8 @@ public final class Journal: @unchecked Sendable {
     private var queue: [Pending] = []
     private var syncing = false
     private var durableSeq: UInt64 = 0
+    /// Where the newest durable entry ends: its segment and that segment's durable length.
+    private var durableEnd: (segment: UInt64, size: Int) = (1, 0)
     private var closed = false
     private var segmentStarts: [UInt64] = []
 
@@ -50,10 +52,14 @@ public final class Journal: @unchecked Sendable {
     private var segmentFirstSeq: UInt64 = 1
     private var segmentSize: Int = 0
     private var nextSeq: UInt64 = 1
+    /// Set when a failed group could not be cut back off the segment: nothing is appended
+    /// until it is, or the half-written entries would sit between good ones.
+    private var tailToCut: Int?
 
     /// What start-up recovery found, for the log and for tests.
     public private(set) var recoveredEntries = 0
     public private(set) var truncatedBytes = 0
+    public private(set) var damagedEntries = 0
 
     public init(directory: String, segmentBytes: Int = 64 << 20, logger: Logger) throws(JournalError) {
         self.directory = directory
@@ -109,8 +115,17 @@ public final class Journal: @unchecked Sendable {
                   let h = Journal.decodeHeader(header), h.seq == expected,
                   offset + Journal.headerSize + h.length <= size else { break }
             payload = [UInt8](repeating: 0, count: h.length)
-            guard Journal.readExact(rfd, &payload, count: h.length, at: offset + Journal.headerSize),
-                  Journal.crc(payload) == h.payloadCRC else { break }
+            guard Journal.readExact(rfd, &payload, count: h.length, at: offset + Journal.headerSize) else { break }
+            if Journal.crc(payload) != h.payloadCRC {
+                // A torn tail is the end of the file; a bad entry followed by the next good one is
+                // damage in the middle, and cutting there would throw away acknowledged entries.
+                let next = offset + Journal.headerSize + h.length
+                guard Journal.readExact(rfd, &header, count: Journal.headerSize, at: next),
+                      let following = Journal.decodeHeader(header), following.seq == expected + 1 else { break }
+                logger.error("journal entry \(expected) in \(Journal.segmentName(last)) fails its checksum (disk damage); "
+                             + "the entries after it are kept, readers skip it")
+                damagedEntries += 1
+            }
             offset += Journal.headerSize + h.length
             expected += 1
             recoveredEntries += 1
@@ -130,6 +145,7 @@ public final class Journal: @unchecked Sendable {
         segmentSize = offset
         nextSeq = expected
         durableSeq = expected - 1
+        durableEnd = (last, offset)
     }
 
     private func createSegment(firstSeq: UInt64) throws(IOError) {
@@ -196,7 +212,10 @@ public final class Journal: @unchecked Sendable {
                 p.done = true
                 if case .failure(let e) = result { p.error = e }
             }
-            if case .success = result { durableSeq = group[group.count - 1].seq }
+            if case .success = result {
+                durableSeq = group[group.count - 1].seq
+                durableEnd = (segmentFirstSeq, segmentSize)
+            }
             syncing = false
             monitor.broadcast()
         }
@@ -207,6 +226,15 @@ public final class Journal: @unchecked Sendable {
 
     /// Writes a group with one pwritev series and one fdatasync. Leader only.
     private func writeGroup(_ group: [Pending]) -> Result<Void, JournalError> {
+        if let cut = tailToCut {
+            let path = segmentPath(segmentFirstSeq)
+            guard ftruncate(fd, off_t(cut)) == 0, fdatasync(fd) == 0 else {
+                let e = IOError("ftruncate", path)
+                logger.error("journal: still cannot cut \(path) back to \(cut) bytes (\(e)); refusing appends until it can")
+                return .failure(JournalError(e))
+            }
+            tailToCut = nil
+        }
         var total = 0
         for p in group { total += Journal.headerSize + p.payload.count }
         if segmentSize > 0 && segmentSize + total > segmentBytes {
@@ -250,10 +278,10 @@ public final class Journal: @unchecked Sendable {
         if failure == nil, fdatasync(fd) != 0 { failure = IOError("fdatasync", path) }
         if let failure {
             // Cut back to the last durable length so no half-written entry stays behind.
-            if ftruncate(fd, off_t(startSize)) != 0 {
+            if ftruncate(fd, off_t(startSize)) != 0 || fdatasync(fd) != 0 {
                 logger.error("journal: cannot cut \(path) back after a failed write: \(IOError("ftruncate", path))")
+                tailToCut = startSize
             }
-            _ = fdatasync(fd)
             logger.error("journal: \(failure); \(group.count) request(s) answered 503, nothing of them kept")
             return .failure(JournalError(failure))
         }
@@ -313,6 +341,11 @@ public final class Journal: @unchecked Sendable {
             monitor.wait(seconds: left)
         }
         return durableSeq > seq
+    }
+
+    /// The newest durable entry's sequence number, segment and the segment's durable length.
+    var durablePosition: (seq: UInt64, segment: UInt64, size: Int) {
+        monitor.withLock { (durableSeq, durableEnd.segment, durableEnd.size) }
     }
 
     /// First sequence numbers of the segments on disk, oldest first.
@@ -462,10 +495,16 @@ public final class JournalReader: @unchecked Sendable {
                 continue
             }
             var payload = [UInt8](repeating: 0, count: h.length)
-            guard Journal.readExact(fd, &payload, count: h.length, at: offset + Journal.headerSize),
-                  Journal.crc(payload) == h.payloadCRC else {
-                corrupt("journal entry \(h.seq) fails its checksum; skipping the rest of its segment")
+            guard Journal.readExact(fd, &payload, count: h.length, at: offset + Journal.headerSize) else {
+                corrupt("journal entry \(h.seq) is shorter than its header says; skipping the rest of its segment")
                 skipDamaged()
+                continue
+            }
+            guard Journal.crc(payload) == h.payloadCRC else {
+                // The header has its own checksum, so its length is good: skip just this entry.
+                corrupt("journal entry \(h.seq) (\(h.count) records) fails its checksum (disk damage); it is skipped")
+                offset += Journal.headerSize + h.length
+                nextSeq += 1
                 continue
             }
             out.append(JournalEntry(seq: h.seq, timeNanos: h.timeNanos, count: h.count, payload: payload))
@@ -480,11 +519,15 @@ public final class JournalReader: @unchecked Sendable {
     private func seek(to seq: UInt64, corrupt: (String) -> Void) -> Bool {
         let starts = journal.segmentFirstSeqs
         guard let start = starts.last(where: { $0 <= seq }) ?? starts.first else { return false }
-        if !open(segment: start) { return false }
+        if !open(segment: start) {
+            corrupt("cannot open journal segment \(Journal.segmentName(start)): \(IOError("open", journal.segmentPath(start)))")
+            return false
+        }
         var s = start
         while s < seq {
             guard Journal.readExact(fd, &header, count: Journal.headerSize, at: offset),
                   let h = Journal.decodeHeader(header) else {
+                corrupt("journal segment \(Journal.segmentName(start)) is damaged at byte \(offset), before entry \(seq)")
                 close(fd)
                 fd = -1
                 return false
@@ -509,17 +552,34 @@ public final class JournalReader: @unchecked Sendable {
 
     private func moveToNextSegment(corrupt: (String) -> Void) -> Bool {
         let starts = journal.segmentFirstSeqs
-        guard let next = starts.first(where: { $0 > segmentStart }), next == nextSeq else { return false }
-        return open(segment: next)
+        guard let next = starts.first(where: { $0 > segmentStart }) else { return false }
+        if next > nextSeq {
+            // This segment ends early (damage): the entries up to the next segment are gone.
+            corrupt("journal entries \(nextSeq)..<\(next) are missing from \(Journal.segmentName(segmentStart)) (disk damage)")
+            nextSeq = next
+        } else if next < nextSeq {
+            return false
+        }
+        if !open(segment: next) {
+            corrupt("cannot open journal segment \(Journal.segmentName(next)): \(IOError("open", journal.segmentPath(next)))")
+            return false
+        }
+        return true
     }
 
+    /// Past damage that cannot be read through: to the next segment, or in the newest one to
+    /// its durable end, so that entries appended after the damage are read.
     private func skipDamaged() {
         let starts = journal.segmentFirstSeqs
         if let next = starts.first(where: { $0 > segmentStart }) {
             nextSeq = next
             _ = open(segment: next)
         } else {
-            nextSeq = journal.lastDurableSeq + 1
+            let end = journal.durablePosition
+            if end.segment == segmentStart {
+                offset = end.size
+            }
+            nextSeq = end.seq + 1
         }
     }
 }

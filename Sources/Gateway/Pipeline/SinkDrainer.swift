@@ -65,7 +65,17 @@ public final class SinkDrainer: @unchecked Sendable {
     }
 
     public func start() throws(IOError) {
-        let cursor = try loadCursor()
+        var cursor = try loadCursor()
+        let newest = journal.lastDurableSeq
+        if cursor.seq > newest + 1 {
+            // The journal was replaced or restored from an older copy: waiting for our old
+            // position would skip everything it holds.
+            let first = journal.segmentFirstSeqs.first ?? 1
+            logger.error("sink \(name): its cursor (entry \(cursor.seq)) is ahead of the journal (newest entry \(newest)); "
+                         + "the journal was replaced, so the sink starts again from entry \(first)")
+            cursor = Cursor(seq: first, skip: 0)
+            try saveCursor(cursor)
+        }
         metrics.cursorSeq.store(cursor.seq, ordering: .relaxed)
         let box = Unmanaged.passRetained(DrainerBox(self, cursor))
         var t = pthread_t()
@@ -159,6 +169,7 @@ public final class SinkDrainer: @unchecked Sendable {
         let maxItems = common.batch.maxItems
         let maxWait = common.batch.maxWaitSeconds
         let onCorrupt: (String) -> Void = { [logger, name] in logger.error("sink \(name): \($0)") }
+        var stuckSince: Double?
 
         while !isStopping {
             // Fill the buffer from the journal.
@@ -168,6 +179,17 @@ public final class SinkDrainer: @unchecked Sendable {
                     decodeEntry(e, skip: skip, into: &buffer)
                     skip = 0
                 }
+                if entries.isEmpty && buffer.isEmpty && journal.lastDurableSeq >= reader.nextSeq {
+                    // There are entries, but the reader cannot get at them (it said why through
+                    // onCorrupt): try again a little later rather than spin.
+                    if stuckSince == nil {
+                        stuckSince = monotonicSeconds()
+                        logger.error("sink \(name): cannot read journal entry \(reader.nextSeq); retrying every second")
+                    }
+                    if !sleep(1) { break }
+                    continue
+                }
+                stuckSince = nil
                 if entries.isEmpty && buffer.isEmpty {
                     // Nothing waiting: note how far the filtered-out entries got us, then wait.
                     let idle = Cursor(seq: reader.nextSeq, skip: 0)
@@ -196,11 +218,12 @@ public final class SinkDrainer: @unchecked Sendable {
             if buffer.isEmpty { continue }
             let batch = buffer.takeFirst(maxItems)
             guard deliver(batch) else { break }
-            let last = batch.positions[batch.count - 1]
-            let next = last.index + 1 >= last.entryCount ? Cursor(seq: last.seq + 1, skip: 0)
-                                                         : Cursor(seq: last.seq, skip: last.index + 1)
-            // When nothing is left in the buffer, everything the reader consumed is done.
-            let cursor = buffer.isEmpty && next.skip == 0 ? Cursor(seq: reader.nextSeq, skip: 0) : next
+            // Everything before the first record still waiting is done; with nothing waiting,
+            // everything the reader consumed is. (A record that two routes deliver to this sink
+            // sits in the buffer twice with one position: a batch may end between the copies,
+            // so the position of the last delivered record would skip the second.)
+            let cursor = buffer.isEmpty ? Cursor(seq: reader.nextSeq, skip: 0)
+                                        : Cursor(seq: buffer.positions[0].seq, skip: buffer.positions[0].index)
             do {
                 try saveCursor(cursor)
                 committed = cursor
@@ -212,8 +235,9 @@ public final class SinkDrainer: @unchecked Sendable {
     }
 
     private func decodeEntry(_ e: JournalEntry, skip: Int, into buffer: inout Pending) {
-        let (records, ranges) = CanonicalCodec.decodeLinesWithRanges(e.payload, parser: parser) { [logger, name] line, error in
-            logger.error("sink \(name): journal entry \(e.seq) line \(line) is not a canonical record: \(error)")
+        let (records, ranges) = CanonicalCodec.decodeLinesWithRanges(e.payload, parser: parser) { line, error, range in
+            // Only a damaged disk or a bug gets here: the line is kept, not dropped.
+            deadLetter(line: e.payload[range], reason: "journal entry \(e.seq) line \(line) is not a canonical record: \(error)")
         }
         buffer.records.reserveCapacity(buffer.count + records.count)
         buffer.lines.reserveCapacity(buffer.count + records.count)
@@ -259,7 +283,11 @@ public final class SinkDrainer: @unchecked Sendable {
                         keep.append(i)
                         reason = why
                     case .rejected(let why):
-                        deadLetter(pending.records[i], reason: why)
+                        if !deadLetter(pending.records[i], reason: why) {
+                            // Not kept anywhere yet: try the record again rather than lose it.
+                            keep.append(i)
+                            reason = "a rejected record could not be written to the dead letters"
+                        }
                     }
                 }
                 if outcomes.count < pending.count {
@@ -286,8 +314,9 @@ public final class SinkDrainer: @unchecked Sendable {
         return true
     }
 
-    private func deadLetter(_ r: CanonicalRecord, reason: String) {
-        metrics.rejected.add(1, ordering: .relaxed)
+    /// Keeps a record the sink rejected for good, with the reason. False when it could not be
+    /// written (then the caller keeps the record for another try).
+    private func deadLetter(_ r: CanonicalRecord, reason: String) -> Bool {
         var w = JSONWriter(capacity: 512)
         w.beginObject()
         w.key("time"); w.string(SystemClock().now().rfc3339())
@@ -299,9 +328,31 @@ public final class SinkDrainer: @unchecked Sendable {
         w.newline()
         do {
             try FileIO.append(deadLetterPath, w.bytes)
-            logger.warning("sink \(name): a \(r.type) record (uuid \(r.uuid)) was rejected and is kept in \(deadLetterPath): \(reason)")
         } catch {
-            logger.error("sink \(name): cannot write a dead letter (\(error)); the record stays in the journal")
+            logger.error("sink \(name): cannot write a dead letter (\(error)); the record will be tried again")
+            return false
+        }
+        metrics.rejected.add(1, ordering: .relaxed)
+        logger.warning("sink \(name): a \(r.type) record (uuid \(r.uuid)) was rejected and is kept in \(deadLetterPath): \(reason)")
+        return true
+    }
+
+    /// Keeps a journal line that is not a canonical record (its text as a JSON string).
+    private func deadLetter(line: ArraySlice<UInt8>, reason: String) {
+        var w = JSONWriter(capacity: 512)
+        w.beginObject()
+        w.key("time"); w.string(SystemClock().now().rfc3339())
+        w.key("sink"); w.string(name)
+        w.key("reason"); w.string(reason)
+        w.key("line"); w.string(utf8: Array(line))
+        w.endObject()
+        w.newline()
+        metrics.rejected.add(1, ordering: .relaxed)
+        logger.error("sink \(name): \(reason); the line is kept in \(deadLetterPath)")
+        do {
+            try FileIO.append(deadLetterPath, w.bytes)
+        } catch {
+            logger.error("sink \(name): cannot write a dead letter (\(error))")
         }
     }
 }

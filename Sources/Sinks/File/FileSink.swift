@@ -42,8 +42,10 @@ public final class FileSink: Sink, @unchecked Sendable {
         let rotate = c.rotate_bytes?.bytes ?? FileSinkConfig.defaultRotateBytes
         let sink = FileSink(name: name, pathTemplate: c.path, baseDir: context.dataDir, rotateBytes: rotate,
                             logger: context.logger.child("sink \(name)"))
+        let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
+                                                  defaultMaxItems: 10_000)
         return BuiltSink(sink: sink,
-                         common: SinkCommonConfig(batch: c.batch, retry: c.retry, queue: c.queue, defaultMaxItems: 10_000),
+                         common: common,
                          summary: "file \(FileIO.join(context.dataDir, c.path))")
     }
 
@@ -71,13 +73,28 @@ public final class FileSink: Sink, @unchecked Sendable {
             order[g].indices.append(i)
             last = (key, g)
         }
-        var touched: [(path: String, sizeBefore: Int64)] = []
+        // Written so far: open files still to fsync, and files already synced and closed (to
+        // keep the number of open files bounded); on failure each is cut back to its old size.
+        var written: [(path: String, sizeBefore: Int64)] = []
+        var closedWritten: [(path: String, sizeBefore: Int64)] = []
+        var changedDirs: Set<String> = []
+        var rejected: [Int: String] = [:]
         do {
             for (path, indices) in order {
-                var file = try openFile(path)
-                if file.size >= rotateBytes {
-                    try rotate(path)
-                    file = try openFile(path)
+                if open.count >= FileSink.maxOpenFiles {
+                    try sync(written.map(\.path))
+                    closedWritten += written
+                    written.removeAll()
+                    closeAll()
+                }
+                let file: OpenFile
+                do {
+                    file = try prepare(path, changedDirs: &changedDirs)
+                } catch where error.isPermanent {
+                    // This file can never be written (a name too long, say): its records go to
+                    // the dead letters instead of blocking the sink forever.
+                    for i in indices { rejected[i] = "cannot write \(path): \(error)" }
+                    continue
                 }
                 out.removeAll(keepingCapacity: true)
                 for i in indices {
@@ -87,32 +104,56 @@ public final class FileSink: Sink, @unchecked Sendable {
                         CanonicalCodec.encode(records[i], into: &out)
                     }
                 }
-                touched.append((path, file.size))
+                written.append((path, file.size))
                 try FileIO.writeAll(file.fd, out, path: path)
                 open[path]!.size = file.size + Int64(out.count)
             }
-            for t in touched where fdatasync(open[t.path]!.fd) != 0 {
-                throw IOError("fdatasync", t.path)
-            }
+            try sync(written.map(\.path))
+            // New files and directories are durable only once their directory is.
+            for dir in changedDirs { try FileIO.syncDirectory(dir) }
         } catch {
-            for t in touched {
-                if let f = open[t.path] {
-                    _ = ftruncate(f.fd, off_t(t.sizeBefore))
-                    open[t.path]!.size = t.sizeBefore
-                }
+            for t in written {
+                if let f = open[t.path] { _ = ftruncate(f.fd, off_t(t.sizeBefore)) }
             }
+            for t in closedWritten { _ = truncate(t.path, off_t(t.sizeBefore)) }
             closeAll()
             return .keep(reason: "\(error)", retryAfterSeconds: nil)
         }
-        if open.count > 64 { closeAll() }
-        return .accepted
+        if open.count > FileSink.maxOpenFiles { closeAll() }
+        if rejected.isEmpty { return .accepted }
+        return .perRecord((0..<records.count).map { i in rejected[i].map { .rejected(reason: $0) } ?? .accepted })
     }
 
-    private func openFile(_ path: String) throws(IOError) -> OpenFile {
+    /// Files kept open between batches (and within one, before they are synced and closed).
+    static let maxOpenFiles = 64
+
+    /// fsyncs the given open files.
+    private func sync(_ paths: [String]) throws(IOError) {
+        for p in paths {
+            guard let f = open[p] else { continue }
+            if fdatasync(f.fd) != 0 { throw IOError("fdatasync", p) }
+        }
+    }
+
+    /// Opens the file for `path`, rotating it first when it is full, and notes the directories
+    /// whose entries change.
+    private func prepare(_ path: String, changedDirs: inout Set<String>) throws(IOError) -> OpenFile {
+        var file = try openFile(path, changedDirs: &changedDirs)
+        if file.size >= rotateBytes {
+            try rotate(path)
+            file = try openFile(path, changedDirs: &changedDirs)
+        }
+        return file
+    }
+
+    private func openFile(_ path: String, changedDirs: inout Set<String>) throws(IOError) -> OpenFile {
         if let f = open[path] { return f }
-        try FileIO.makeDirectories(FileIO.dirname(path), mode: 0o750)
+        let dir = FileIO.dirname(path)
+        for created in try FileIO.makeDirectories(dir, mode: 0o750) { changedDirs.insert(FileIO.dirname(created)) }
+        let existed = FileIO.exists(path)
         let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
         if fd < 0 { throw IOError("open", path) }
+        if !existed { changedDirs.insert(dir) }
         var st = stat()
         fstat(fd, &st)
         let f = OpenFile(fd: fd, size: Int64(st.st_size))
@@ -211,7 +252,9 @@ struct PathTemplate: Sendable {
         return out
     }
 
-    /// A value from a request, made harmless as one path component.
+    /// A value from a request, made harmless as one path component: no separators, no control
+    /// characters, no leading dot, and at most ~200 bytes (a long value keeps a prefix and a
+    /// hash of the whole, so different values stay different files).
     static func safe(_ s: String) -> String {
         if s.isEmpty { return "_" }
         var out = ""
@@ -221,6 +264,17 @@ struct PathTemplate: Sendable {
             } else {
                 out.unicodeScalars.append(c)
             }
+        }
+        if out.utf8.count > 200 {
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
+            for b in s.utf8 { hash = (hash ^ UInt64(b)) &* 0x100_0000_01b3 }
+            var prefix = ""
+            for c in out.unicodeScalars {
+                if prefix.utf8.count + String(c).utf8.count > 180 { break }
+                prefix.unicodeScalars.append(c)
+            }
+            let hex = String(hash, radix: 16)
+            out = prefix + "~" + String(repeating: "0", count: 16 - hex.count) + hex
         }
         return out
     }

@@ -156,7 +156,8 @@ enum SynckyNative {
             } else if let d = v.double {
                 r.value = .number(d)
             } else if named {
-                r.fields.append(RecordField("value", raw(v)))
+                // A value that is neither a number nor a string (an object, say) is kept as it came.
+                r.extra.append(RecordField("value", raw(v)))
             }
         }
         if let u = unitRef, !u.isNull {
@@ -205,13 +206,11 @@ enum SynckyNative {
             for (key, ref) in [("activity", activityRef), ("duration_s", durationRef), ("energy_kcal", energyRef),
                                ("distance_m", distanceRef)] {
                 guard let v = ref else { continue }
-                let field = RecordField(key, raw(v))
-                if named { r.fields.append(field) } else { r.extra.append(field) }
+                r.extra.append(RecordField(key, raw(v)))
             }
         }
         for (k, v) in others {
-            let field = RecordField(k.string, raw(v))
-            if named { r.fields.append(field) } else { r.extra.append(field) }
+            if named { r.addKindField(k.string, raw(v)) } else { r.extra.append(RecordField(k.string, raw(v))) }
         }
         batch.append(r)
         return nil

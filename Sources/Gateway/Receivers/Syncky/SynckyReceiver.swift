@@ -26,6 +26,10 @@ public struct SynckyReceiver: Receiver {
         self.logger = logger
     }
 
+    public func authorize(_ headersOnly: HTTPRequest) -> HTTPResponse? {
+        auth.check(headersOnly)
+    }
+
     public func receive(_ request: HTTPRequest, context: ReceiveContext) -> Reception {
         if let refusal = auth.check(request) { return .answer(refusal) }
         if let signature {
