@@ -14,6 +14,7 @@ let package = Package(
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         .systemLibrary(name: "CLinux"),   // glibc declarations missing from the Glibc module (header only)
         .target(
@@ -30,23 +31,26 @@ let package = Package(
         .target(name: "FastJSON", dependencies: ["CSimdJSON"], swiftSettings: strict),
         // YAML (libyaml) into Decodable types, with located errors.
         .target(name: "YAMLConfig", dependencies: ["CYAML"], swiftSettings: strict),
+        // HMAC-SHA256, constant-time comparison and random secrets over libcrypto.
+        .target(name: "HealthgateCrypto", dependencies: ["CCrypto"], swiftSettings: strict),
         // The canonical record as NDJSON: the journal payload, the file sink's lines, replay's input.
         .target(name: "CanonicalJSON", dependencies: ["HealthgateCore", "FastJSON"], swiftSettings: strict),
         .target(name: "Transforms", dependencies: ["HealthgateCore", "YAMLConfig"], swiftSettings: strict),
-        .target(name: "Sinks", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "YAMLConfig"], swiftSettings: strict),
+        .target(name: "Sinks", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "YAMLConfig", "CCurl", "HealthgateCrypto"], swiftSettings: strict),
         .target(
             name: "Gateway",
             dependencies: ["HealthgateCore", "Posix", "FastJSON", "CanonicalJSON", "YAMLConfig", "Transforms", "Sinks",
-                           "CMicroHTTPD", "CCrypto", "CZlib", "CLinux"],
+                           "CMicroHTTPD", "HealthgateCrypto", "CZlib", "CLinux"],
+            exclude: ["Journal/JOURNAL.md"],
             swiftSettings: strict
         ),
         .executableTarget(name: "healthgate", dependencies: ["Gateway"], swiftSettings: strict),
-        .executableTarget(name: "healthgate-bench", dependencies: ["Gateway", "CanonicalJSON", "FastJSON", "Posix"], path: "Sources/Bench", swiftSettings: strict),
+        .executableTarget(name: "healthgate-bench", dependencies: ["Gateway", "CanonicalJSON", "FastJSON", "Posix", "HealthgateCrypto"], path: "Sources/Bench", swiftSettings: strict),
 
         .testTarget(name: "HealthgateCoreTests", dependencies: ["HealthgateCore"], swiftSettings: strict),
         .testTarget(name: "FastJSONTests", dependencies: ["FastJSON"], swiftSettings: strict),
         .testTarget(name: "YAMLConfigTests", dependencies: ["YAMLConfig"], swiftSettings: strict),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "CanonicalJSON", "Sinks", "Transforms"],
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "CanonicalJSON", "Sinks", "Transforms", "HealthgateCrypto"],
                     swiftSettings: strict),
     ],
     cxxLanguageStandard: .cxx17

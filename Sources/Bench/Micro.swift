@@ -1,3 +1,4 @@
+import HealthgateCrypto
 import CanonicalJSON
 import FastJSON
 import Foundation

@@ -1,3 +1,4 @@
+import HealthgateCrypto
 import Foundation
 import Gateway
 import Glibc

@@ -1,4 +1,5 @@
 @testable import Gateway
+import HealthgateCrypto
 import HealthgateCore
 import Testing
 

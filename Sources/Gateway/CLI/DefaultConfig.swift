@@ -1,3 +1,4 @@
+import HealthgateCrypto
 import Glibc
 import HealthgateCore
 import Posix

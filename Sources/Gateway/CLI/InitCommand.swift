@@ -1,3 +1,4 @@
+import HealthgateCrypto
 import HealthgateCore
 import Posix
 

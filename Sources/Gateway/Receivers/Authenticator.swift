@@ -1,3 +1,4 @@
+import HealthgateCrypto
 import HealthgateCore
 
 /// How a receiver checks who is sending: none, Bearer, Basic or a custom header.

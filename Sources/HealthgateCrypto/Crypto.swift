@@ -1,5 +1,5 @@
 import CCrypto
-import HealthgateCore
+
 
 /// HMAC-SHA256, constant-time comparison and random secrets, over libcrypto.
 public enum Crypto {
@@ -74,6 +74,24 @@ public enum Crypto {
         } else if bytes.count - i == 2 {
             let v = Int(bytes[i]) << 16 | Int(bytes[i + 1]) << 8
             out += [table[v >> 18], table[v >> 12 & 63], table[v >> 6 & 63]]
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Standard base64 with padding (RFC 4648 §4).
+    public static func base64(_ bytes: [UInt8]) -> String {
+        let table = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+        var out = [UInt8]()
+        var i = 0
+        while i < bytes.count {
+            let n = min(3, bytes.count - i)
+            var v = 0
+            for k in 0..<3 { v = v << 8 | (k < n ? Int(bytes[i + k]) : 0) }
+            out.append(table[v >> 18 & 63])
+            out.append(table[v >> 12 & 63])
+            out.append(n > 1 ? table[v >> 6 & 63] : 0x3D)
+            out.append(n > 2 ? table[v & 63] : 0x3D)
+            i += 3
         }
         return String(decoding: out, as: UTF8.self)
     }

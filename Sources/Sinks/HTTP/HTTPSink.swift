@@ -1,0 +1,210 @@
+import CanonicalJSON
+import Glibc
+import HealthgateCore
+import HealthgateCrypto
+import Posix
+import YAMLConfig
+
+/// POSTs batches of canonical records to a URL and says per record what happened:
+/// - 2xx: accepted.
+/// - no connection, timeout, 5xx, 408, 429: kept (tried again later; `Retry-After` honoured).
+/// - 401/403: kept — a config problem, not bad data — and said loudly with what to fix.
+/// - 3xx: kept and said loudly: the URL moved, and data is never sent where nobody configured.
+/// - 413: the batch is halved until it fits; a single record that does not fit is rejected.
+/// - other 4xx: the batch is halved to find the records the endpoint refuses; those are
+///   rejected (to the dead letters, with the endpoint's answer), the rest accepted.
+/// With `hmac`, each request carries `X-Healthgate-Timestamp` and `X-Healthgate-Signature:
+/// v1=<hex HMAC-SHA256(secret, timestamp + "." + body)>`, the scheme of Syncky's requests.
+public final class HTTPSink: Sink, @unchecked Sendable {
+    public let name: String
+    let url: String
+    let format: HTTPSinkConfig.Format
+    let headers: [(String, String)]
+    let hmacSecret: [UInt8]?
+    let client: CurlClient
+    let logger: Logger
+    let clock: any Clock
+
+    public init(name: String, url: String, format: HTTPSinkConfig.Format, headers: [(String, String)],
+                hmacSecret: String?, options: CurlClient.Options, logger: Logger, clock: any Clock = SystemClock()) {
+        self.name = name
+        self.url = url
+        self.format = format
+        self.headers = headers
+        self.hmacSecret = hmacSecret.map { Array($0.utf8) }
+        self.client = CurlClient(options: options)
+        self.logger = logger
+        self.clock = clock
+    }
+
+    public static let build: SinkRegistry.Builder = { name, node, path, context throws(ConfigProblems) in
+        let c = try YAMLDecoder().decode(HTTPSinkConfig.self, from: node, path: path)
+        var problems: [ConfigProblem] = []
+        func problem(_ key: String, _ message: String) {
+            problems.append(ConfigProblem(location: node[key]?.location ?? node.location, path: "\(path).\(key)",
+                                          message: message))
+        }
+        if !(c.url.hasPrefix("http://") || c.url.hasPrefix("https://")) {
+            problem("url", "the url must start with http:// or https://")
+        }
+        var headers: [(String, String)] = []
+        for (k, v) in (c.headers ?? [:]).sorted(by: { $0.key < $1.key }) {
+            if ["content-type", "content-length", "authorization", "host"].contains(k.lowercased())
+                || k.lowercased().hasPrefix("x-healthgate-") {
+                problem("headers", "\"\(k)\" is set by healthgate itself; use `auth` for credentials")
+            }
+            headers.append((k, v))
+        }
+        switch c.auth {
+        case nil:
+            break
+        case let a? where a.type == .bearer:
+            if a.token?.isEmpty ?? true { problem("auth", "auth type bearer needs \"token\"") }
+            if a.user != nil || a.password != nil { problem("auth", "bearer auth takes only \"token\"") }
+            headers.append(("Authorization", "Bearer \(a.token ?? "")"))
+        case let a?:
+            if a.user?.isEmpty ?? true || a.password == nil { problem("auth", "auth type basic needs \"user\" and \"password\"") }
+            if a.token != nil { problem("auth", "basic auth takes \"user\" and \"password\", not \"token\"") }
+            let pair = Array("\(a.user ?? ""):\(a.password ?? "")".utf8)
+            headers.append(("Authorization", "Basic \(Crypto.base64(pair))"))
+        }
+        let format = c.format ?? .json
+        headers.append(("Content-Type", format == .json ? "application/json" : "application/x-ndjson"))
+        let common: SinkCommonConfig
+        do throws(ConfigProblems) {
+            common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
+                                                  defaultMaxItems: 1000)
+        } catch {
+            throw ConfigProblems(problems: problems + error.problems)
+        }
+        if !problems.isEmpty { throw ConfigProblems(problems: problems) }
+        let sink = HTTPSink(name: name, url: c.url, format: format, headers: headers, hmacSecret: c.hmac?.secret,
+                            options: CurlClient.Options(timeoutSeconds: c.timeout?.seconds ?? 30, caFile: c.ca_file),
+                            logger: context.logger.child("sink \(name)"))
+        return BuiltSink(sink: sink, common: common, summary: "http POST \(c.url) (\(format.rawValue))")
+    }
+
+    public func write(_ batch: SinkBatch) -> SinkWriteResult {
+        var outcomes = [DeliveryOutcome](repeating: .accepted, count: batch.count)
+        var retryAfter: Double?
+        let whole = send(batch, 0..<batch.count, into: &outcomes, retryAfter: &retryAfter)
+        switch whole {
+        case .allAccepted:
+            return .accepted
+        case .allKept(let reason):
+            return .keep(reason: reason, retryAfterSeconds: retryAfter)
+        case .mixed:
+            return .perRecord(outcomes)
+        }
+    }
+
+    enum Sent {
+        case allAccepted
+        case allKept(String)
+        case mixed
+    }
+
+    /// Sends `range`, splitting it when the endpoint refuses a part (4xx) or its size (413).
+    private func send(_ batch: SinkBatch, _ range: Range<Int>, into outcomes: inout [DeliveryOutcome],
+                      retryAfter: inout Double?) -> Sent {
+        let body = encode(batch, range)
+        var requestHeaders = headers
+        if let secret = hmacSecret {
+            let t = clock.now().seconds
+            let mac = Crypto.hmacSHA256(key: secret, Array("\(t).".utf8), body)
+            requestHeaders.append(("X-Healthgate-Timestamp", "\(t)"))
+            requestHeaders.append(("X-Healthgate-Signature", "v1=" + Crypto.lowercaseHex(mac)))
+        }
+        requestHeaders.append(("X-Healthgate-Records", "\(range.count)"))
+        let response: CurlClient.Response
+        do {
+            response = try client.send("POST", url: url, headers: requestHeaders, body: body)
+        } catch {
+            return keep(range, "\(url): \(error)", &outcomes)
+        }
+        let status = response.status
+        switch status {
+        case 200..<300:
+            return .allAccepted
+        case 401, 403:
+            let why = "\(status) from \(url): the endpoint refused healthgate's credentials; check sinks.\(name).auth "
+                + "(and headers). The records wait in the queue and go out once it is fixed"
+            logger.error(why)
+            return keep(range, why, &outcomes)
+        case 300..<400:
+            let why = "\(status) from \(url): it redirects to \(response.header("location") ?? "elsewhere"); "
+                + "set sinks.\(name).url to the final URL (healthgate does not follow redirects)"
+            logger.error(why)
+            return keep(range, why, &outcomes)
+        case 408, 429, 500..<600:
+            if let after = response.header("retry-after").flatMap(HTTPSink.parseRetryAfter(now: clock.now())) {
+                retryAfter = max(retryAfter ?? 0, after)
+            }
+            return keep(range, "\(status) from \(url)\(snippet(response))", &outcomes)
+        default:
+            // 413 or another 4xx: find the part the endpoint will not take.
+            if range.count == 1 {
+                outcomes[range.lowerBound] = .rejected(reason: "\(status) from \(url)\(snippet(response))")
+                return .mixed
+            }
+            let mid = range.lowerBound + range.count / 2
+            let a = send(batch, range.lowerBound..<mid, into: &outcomes, retryAfter: &retryAfter)
+            let b = send(batch, mid..<range.upperBound, into: &outcomes, retryAfter: &retryAfter)
+            if case .allAccepted = a, case .allAccepted = b { return .allAccepted }
+            if case .allKept(let r) = a, case .allKept = b { return .allKept(r) }
+            return .mixed
+        }
+    }
+
+    private func keep(_ range: Range<Int>, _ reason: String, _ outcomes: inout [DeliveryOutcome]) -> Sent {
+        for i in range { outcomes[i] = .keep(reason: reason) }
+        return .allKept(reason)
+    }
+
+    private func snippet(_ r: CurlClient.Response) -> String {
+        let text = r.bodyText.split(whereSeparator: \.isNewline).joined(separator: " ")
+        return text.isEmpty ? "" : ": " + String(text.prefix(300))
+    }
+
+    private func encode(_ batch: SinkBatch, _ range: Range<Int>) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(range.count * 320)
+        if format == .json { out.append(0x5B) }
+        for i in range {
+            if format == .json && i > range.lowerBound { out.append(0x2C) }
+            if let line = batch.lines[i] { out.append(contentsOf: line) } else { CanonicalCodec.encode(batch.records[i], into: &out) }
+            if format == .json { out.removeLast() }   // the line feed
+        }
+        if format == .json { out.append(0x5D) }
+        return out
+    }
+
+    /// `Retry-After` as seconds (at most a day): a number, or an HTTP date
+    /// (`Wed, 21 Oct 2015 07:28:00 GMT`).
+    static func parseRetryAfter(now: Timestamp) -> (String) -> Double? {
+        { value in
+            let v = value.trimmingCharacters(in: " ")
+            if let s = Double(v), s >= 0 { return min(s, 86_400) }
+            let parts = v.split(separator: " ")
+            let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+            guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]),
+                  let month = months.firstIndex(of: String(parts[2])), let year = Int(parts[3]) else { return nil }
+            let hms = parts[4].split(separator: ":").compactMap { Int($0) }
+            guard hms.count == 3 else { return nil }
+            let days = Timestamp.daysFromCivil(year: year, month: month + 1, day: day)
+            let at = Int64(days) * 86_400 + Int64(hms[0] * 3600 + hms[1] * 60 + hms[2])
+            return Double(max(0, min(at - now.seconds, 86_400)))
+        }
+    }
+
+    public func close() {}
+}
+
+extension String {
+    func trimmingCharacters(in set: Character) -> String {
+        var s = Substring(self)
+        while s.first == set { s.removeFirst() }
+        while s.last == set { s.removeLast() }
+        return String(s)
+    }
+}

@@ -1,0 +1,138 @@
+import CCurl
+import Glibc
+
+/// An HTTP client over libcurl for sinks: one reused handle (keep-alive, TLS session reuse),
+/// used by one drainer thread at a time. Redirects are never followed (a redirect is a
+/// config problem: the data would go somewhere nobody configured).
+public final class CurlClient: @unchecked Sendable {
+    public struct Response: Sendable {
+        public var status: Int
+        public var headers: [(name: String, value: String)]
+        public var body: [UInt8]
+
+        public func header(_ name: String) -> String? {
+            let n = name.lowercased()
+            return headers.first { $0.name == n }?.value
+        }
+
+        public var bodyText: String { String(decoding: body.prefix(4096), as: UTF8.self) }
+    }
+
+    public struct TransportError: Error, Sendable, CustomStringConvertible {
+        public var description: String
+    }
+
+    public struct Options: Sendable {
+        public var timeoutSeconds: Double
+        public var connectTimeoutSeconds: Double
+        public var caFile: String?
+
+        public init(timeoutSeconds: Double = 30, connectTimeoutSeconds: Double = 10, caFile: String? = nil) {
+            self.timeoutSeconds = timeoutSeconds
+            self.connectTimeoutSeconds = connectTimeoutSeconds
+            self.caFile = caFile
+        }
+    }
+
+    private let handle: UnsafeMutableRawPointer
+    private let options: Options
+
+    /// libcurl's global state, set up once before any handle.
+    private static let global: Void = { _ = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
+
+    public init(options: Options = Options()) {
+        _ = CurlClient.global
+        handle = curl_easy_init()!
+        self.options = options
+    }
+
+    deinit { curl_easy_cleanup(handle) }
+
+    /// Collects the response body and headers through libcurl's callbacks.
+    final class Sink {
+        var body: [UInt8] = []
+        var headers: [(name: String, value: String)] = []
+        let maxBody = 1 << 20
+    }
+
+    /// Sends `body` with `method` to `url`; a transport failure (no connection, TLS, timeout)
+    /// throws, any HTTP status returns.
+    public func send(_ method: String, url: String, headers: [(String, String)], body: [UInt8]) throws(TransportError) -> Response {
+        curl_easy_reset(handle)
+        let sink = Sink()
+        var list: UnsafeMutablePointer<curl_slist>?
+        for (k, v) in headers { list = curl_slist_append(list, "\(k): \(v)") }
+        // No "Expect: 100-continue" round trip for large bodies.
+        list = curl_slist_append(list, "Expect:")
+        defer { curl_slist_free_all(list) }
+        var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        let rc: CURLcode = withExtendedLifetime(sink) {
+            body.withUnsafeBytes { b in
+                errorBuffer.withUnsafeMutableBufferPointer { eb in
+                    _ = hg_curl_setopt_str(handle, CURLOPT_URL, url)
+                    _ = hg_curl_setopt_str(handle, CURLOPT_CUSTOMREQUEST, method)
+                    if method != "GET" {
+                        _ = hg_curl_setopt_long(handle, CURLOPT_POST, 1)
+                        _ = hg_curl_setopt_ptr(handle, CURLOPT_POSTFIELDS, UnsafeMutableRawPointer(mutating: b.baseAddress))
+                        _ = hg_curl_setopt_off(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(b.count))
+                    }
+                    _ = hg_curl_setopt_ptr(handle, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list))
+                    _ = hg_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
+                    _ = hg_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
+                    _ = hg_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(options.timeoutSeconds * 1000))
+                    _ = hg_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeoutSeconds * 1000))
+                    _ = hg_curl_setopt_str(handle, CURLOPT_USERAGENT, "healthgate")
+                    _ = hg_curl_setopt_ptr(handle, CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(eb.baseAddress))
+                    if let ca = options.caFile { _ = hg_curl_setopt_str(handle, CURLOPT_CAINFO, ca) }
+                    let ctx = Unmanaged.passUnretained(sink).toOpaque()
+                    _ = hg_curl_setopt_writefn(handle, CurlCallbacks.body, ctx)
+                    _ = hg_curl_setopt_headerfn(handle, CurlCallbacks.header, ctx)
+                    return curl_easy_perform(handle)
+                }
+            }
+        }
+        guard rc == CURLE_OK else {
+            let detail = errorBuffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            throw TransportError(description: detail.isEmpty ? String(cString: curl_easy_strerror(rc)) : detail)
+        }
+        var status = 0
+        _ = hg_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        return Response(status: status, headers: sink.headers, body: sink.body)
+    }
+}
+
+/// libcurl's data callbacks, outside main.swift so they are not main-actor isolated.
+enum CurlCallbacks {
+    static let body: hg_curl_data_cb = { data, size, count, ctx in
+        guard let data, let ctx else { return 0 }
+        let n = size * count
+        let sink = Unmanaged<CurlClient.Sink>.fromOpaque(ctx).takeUnretainedValue()
+        // Keep the first megabyte of an error body; the rest is read and dropped.
+        let room = max(0, sink.maxBody - sink.body.count)
+        if room > 0 {
+            data.withMemoryRebound(to: UInt8.self, capacity: n) {
+                sink.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: min(n, room)))
+            }
+        }
+        return n
+    }
+
+    static let header: hg_curl_data_cb = { data, size, count, ctx in
+        guard let data, let ctx else { return 0 }
+        let n = size * count
+        let sink = Unmanaged<CurlClient.Sink>.fromOpaque(ctx).takeUnretainedValue()
+        let line = data.withMemoryRebound(to: UInt8.self, capacity: n) {
+            String(decoding: UnsafeBufferPointer(start: $0, count: n), as: UTF8.self)
+        }
+        if line.hasPrefix("HTTP/") { sink.headers.removeAll() }   // a new response (after 100 Continue)
+        if let colon = line.firstIndex(of: ":") {
+            let name = line[..<colon].lowercased()
+            var value = line[line.index(after: colon)...]
+            while value.first == " " || value.first == "\t" { value.removeFirst() }
+            // ("\r\n" is one Character in Swift, so test for line breaks, not for "\r" and "\n".)
+            while let c = value.last, c.isNewline || c == " " || c == "\t" { value.removeLast() }
+            sink.headers.append((name, String(value)))
+        }
+        return n
+    }
+}

@@ -1,0 +1,191 @@
+import Foundation
+@testable import Gateway
+import HealthgateCore
+import HealthgateCrypto
+@testable import Sinks
+import Testing
+import YAMLConfig
+
+/// The HTTP sink against a real endpoint that answers as scripted: every class of failure.
+@Suite(.serialized) struct HTTPSinkTests {
+    let logs = MemoryLogSink()
+
+    func sink(_ url: String, format: HTTPSinkConfig.Format = .json, timeout: Double = 5,
+              headers: [(String, String)] = [("Content-Type", "application/json")], hmac: String? = nil) -> HTTPSink {
+        HTTPSink(name: "hook", url: url, format: format, headers: headers, hmacSecret: hmac,
+                 options: CurlClient.Options(timeoutSeconds: timeout), logger: Logger(component: "t", sink: logs),
+                 clock: FixedClock(Timestamp(seconds: 1_791_961_500)))
+    }
+
+    func batch(_ uuids: [String]) -> SinkBatch {
+        SinkBatch(records: uuids.map { PipelineTests.record($0) })
+    }
+
+    @Test func deliversAJSONArrayWithItsHeadersAndSignature() throws {
+        let endpoint = try ScriptedEndpoint { _ in HTTPResponse(status: 204) }
+        let s = sink(endpoint.url, headers: [("Authorization", "Bearer t0k"), ("X-Source", "healthgate"),
+                                             ("Content-Type", "application/json")], hmac: "whsec_test")
+        #expect(s.write(batch(["a", "b", "c"])) == .accepted)
+        let r = try #require(endpoint.requests.first)
+        #expect(ScriptedEndpoint.uuids(r) == ["a", "b", "c"])
+        #expect(r.header("authorization") == "Bearer t0k")
+        #expect(r.header("x-source") == "healthgate")
+        #expect(r.header("x-healthgate-records") == "3")
+        #expect(r.header("x-healthgate-timestamp") == "1791961500")
+        let mac = Crypto.hmacSHA256(key: Array("whsec_test".utf8), Array("1791961500.".utf8), r.body)
+        #expect(r.header("x-healthgate-signature") == "v1=" + Crypto.lowercaseHex(mac))
+    }
+
+    @Test func deliversNDJSON() throws {
+        let endpoint = try ScriptedEndpoint { _ in HTTPResponse(status: 200) }
+        #expect(sink(endpoint.url, format: .ndjson).write(batch(["a", "b"])) == .accepted)
+        let body = String(decoding: try #require(endpoint.requests.first).body, as: UTF8.self)
+        #expect(body.split(separator: "\n").count == 2)
+        #expect(ScriptedEndpoint.uuids(endpoint.requests[0]) == ["a", "b"])
+    }
+
+    @Test func keepsEverythingWhenNobodyListens() {
+        let url = "http://127.0.0.1:\(ScriptedEndpoint.freePort())/hook"
+        guard case .keep(let reason, _) = sink(url).write(batch(["a"])) else {
+            Issue.record("a refused connection must keep the batch")
+            return
+        }
+        #expect(reason.contains(url))
+    }
+
+    @Test(arguments: [500, 502, 503, 408])
+    func keepsOnServerErrors(_ status: Int) throws {
+        let endpoint = try ScriptedEndpoint { _ in HTTPResponse(status: status, body: Array("busy".utf8)) }
+        guard case .keep(let reason, _) = sink(endpoint.url).write(batch(["a", "b"])) else {
+            Issue.record("\(status) must keep the batch")
+            return
+        }
+        #expect(reason.contains("\(status)"))
+        #expect(endpoint.requests.count == 1)
+    }
+
+    @Test func honoursRetryAfterInSecondsAndAsADate() throws {
+        let endpoint = try ScriptedEndpoint { _ in
+            HTTPResponse(status: 429, headers: [HTTPHeader("Retry-After", "7")])
+        }
+        // The header's value as the sink sees it, without its line break.
+        #expect(try CurlClient().send("POST", url: endpoint.url, headers: [], body: [1]).header("retry-after") == "7")
+        #expect(sink(endpoint.url).write(batch(["a"])) == .keep(reason: "429 from \(endpoint.url)", retryAfterSeconds: 7))
+        endpoint.answer { _ in
+            // 90 s after the sink's clock (1791961500 = Mon, 14 Oct 2026 07:05:00 GMT).
+            HTTPResponse(status: 503, headers: [HTTPHeader("Retry-After", "Wed, 14 Oct 2026 07:06:30 GMT")])
+        }
+        guard case .keep(_, let after) = sink(endpoint.url).write(batch(["a"])) else {
+            Issue.record("503 must keep")
+            return
+        }
+        #expect(after == 90)
+    }
+
+    @Test(arguments: [401, 403])
+    func keepsAndSaysSoLoudlyWhenCredentialsAreRefused(_ status: Int) throws {
+        let endpoint = try ScriptedEndpoint { _ in HTTPResponse(status: status) }
+        guard case .keep(let reason, _) = sink(endpoint.url).write(batch(["a"])) else {
+            Issue.record("\(status) must keep")
+            return
+        }
+        #expect(reason.contains("sinks.hook.auth"))
+        #expect(logs.all.contains { $0.level == .error && $0.message.contains("\(status)") })
+    }
+
+    @Test func neverFollowsARedirect() throws {
+        let target = try ScriptedEndpoint { _ in HTTPResponse(status: 200) }
+        let endpoint = try ScriptedEndpoint { _ in
+            HTTPResponse(status: 307, headers: [HTTPHeader("Location", target.url)])
+        }
+        guard case .keep(let reason, _) = sink(endpoint.url).write(batch(["a"])) else {
+            Issue.record("a redirect must keep")
+            return
+        }
+        #expect(reason.contains("does not follow redirects"))
+        #expect(target.requests.isEmpty)
+    }
+
+    /// The endpoint refuses any request that holds the poison record: the sink narrows it down,
+    /// rejects that one with the endpoint's answer and delivers the rest.
+    @Test func rejectsOnlyTheRecordsTheEndpointRefuses() throws {
+        let endpoint = try ScriptedEndpoint { r in
+            ScriptedEndpoint.uuids(r).contains("poison")
+                ? HTTPResponse(status: 400, body: Array(#"{"error":"bad value"}"#.utf8)) : HTTPResponse(status: 200)
+        }
+        let uuids = (0..<16).map { $0 == 11 ? "poison" : "r\($0)" }
+        guard case .perRecord(let outcomes) = sink(endpoint.url).write(batch(uuids)) else {
+            Issue.record("expected per-record outcomes")
+            return
+        }
+        for (i, o) in outcomes.enumerated() {
+            if i == 11 {
+                #expect(o == .rejected(reason: #"400 from \#(endpoint.url): {"error":"bad value"}"#))
+            } else {
+                #expect(o == .accepted)
+            }
+        }
+        let delivered = endpoint.requests.filter { !ScriptedEndpoint.uuids($0).contains("poison") }.flatMap(ScriptedEndpoint.uuids)
+        #expect(Set(delivered) == Set(uuids.filter { $0 != "poison" }))
+        #expect(endpoint.requests.count <= 2 * 5 + 1)   // a binary search, not one request per record
+    }
+
+    @Test func halvesABatchTheEndpointFindsTooLarge() throws {
+        let endpoint = try ScriptedEndpoint { r in
+            ScriptedEndpoint.uuids(r).count > 3 ? HTTPResponse(status: 413) : HTTPResponse(status: 200)
+        }
+        let uuids = (0..<10).map { "r\($0)" }
+        #expect(sink(endpoint.url).write(batch(uuids)) == .accepted)
+        let delivered = endpoint.requests.filter { ScriptedEndpoint.uuids($0).count <= 3 }.flatMap(ScriptedEndpoint.uuids)
+        #expect(delivered.sorted() == uuids.sorted())
+    }
+
+    @Test func keepsWhenTheEndpointHangs() throws {
+        let endpoint = try ScriptedEndpoint { _ in
+            usleep(2_500_000)
+            return HTTPResponse(status: 200)
+        }
+        let started = Date()
+        guard case .keep(let reason, _) = sink(endpoint.url, timeout: 0.5).write(batch(["a"])) else {
+            Issue.record("a hang must keep")
+            return
+        }
+        #expect(Date().timeIntervalSince(started) < 2)
+        #expect(reason.lowercased().contains("timed out") || reason.lowercased().contains("timeout"), "\(reason)")
+    }
+
+    @Test func decodesFromConfigAndRefusesWhatItCannotDo() throws {
+        let logger = Logger(component: "t", sink: logs)
+        let ok = try ConfigLoader.load(text: """
+        sinks:
+          hook:
+            kind: http
+            url: https://n8n.example.net/webhook/health
+            format: ndjson
+            auth: {type: basic, user: me, password: pw}
+            headers: {X-Source: healthgate}
+            hmac: {secret: whsec_x}
+            timeout: 5s
+        """, file: "t.yaml", environment: [:], logger: logger)
+        #expect(ok.sinks[0].built.summary == "http POST https://n8n.example.net/webhook/health (ndjson)")
+        do {
+            _ = try ConfigLoader.load(text: """
+            sinks:
+              hook: {kind: http, url: "ftp://x", auth: {type: bearer}, headers: {Authorization: x}, format: xml}
+            """, file: "t.yaml", environment: [:], logger: logger)
+            Issue.record("a bad http sink must be refused")
+        } catch {
+            let text = error.description
+            #expect(text.contains("format"), "\(text)")
+        }
+        do {
+            _ = try ConfigLoader.load(text: """
+            sinks:
+              hook: {kind: http, url: "ftp://x", auth: {type: bearer}, headers: {Authorization: x}}
+            """, file: "t.yaml", environment: [:], logger: logger)
+            Issue.record("a bad http sink must be refused")
+        } catch {
+            #expect(error.problems.count == 3, "\(error)")
+        }
+    }
+}
