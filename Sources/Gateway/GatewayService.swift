@@ -13,12 +13,20 @@ public final class GatewayService: @unchecked Sendable {
     public let handler: IngestHandler
     let server: HTTPServer
     let logger: Logger
+    let clock: any Clock
+    /// Held for the service's life: one `serve` per data dir.
+    private let lockFD: Int32
+    private let statusMonitor = Monitor()
+    private var statusThread: pthread_t?
+    private var stopping = false
 
     public init(topology: Topology, logger: Logger, clock: any Clock = SystemClock(),
                 signatureClock: any Clock = SystemClock()) throws {
         self.topology = topology
         self.logger = logger
+        self.clock = clock
         try FileIO.makeDirectories(topology.dataDir, mode: 0o700)
+        lockFD = try GatewayService.lock(dataDir: topology.dataDir)
         journal = try Journal(directory: FileIO.join(topology.dataDir, "journal"), logger: logger.child("journal"))
         if journal.truncatedBytes > 0 || journal.recoveredEntries > 0 {
             logger.info("journal: \(journal.recoveredEntries) entries in the newest segment, up to #\(journal.lastDurableSeq)")
@@ -57,15 +65,101 @@ public final class GatewayService: @unchecked Sendable {
         }
     }
 
+    deinit {
+        close(lockFD)
+    }
+
+    static func lockPath(dataDir: String) -> String { FileIO.join(dataDir, "lock") }
+
+    /// Takes the data dir's lock, or says which process holds it.
+    static func lock(dataDir: String) throws -> Int32 {
+        let path = lockPath(dataDir: dataDir)
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        if fd < 0 { throw IOError("open", path) }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let holder = (try? FileIO.readAll(path)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+            close(fd)
+            throw ServiceError("another healthgate serve is using the data dir \(dataDir)"
+                             + (holder.isEmpty ? "" : " (pid \(holder.split(separator: "\n").first ?? ""))")
+                             + "; stop it first, or give this one its own data_dir")
+        }
+        _ = ftruncate(fd, 0)
+        let pid = Array("\(getpid())\n".utf8)
+        _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        return fd
+    }
+
+    /// True when a `serve` holds the data dir's lock.
+    public static func isServing(dataDir: String) -> Bool {
+        let fd = open(lockPath(dataDir: dataDir), O_RDWR | O_CLOEXEC)
+        if fd < 0 { return false }
+        defer { close(fd) }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 { return true }
+        flock(fd, LOCK_UN)
+        return false
+    }
+
+    var statusPath: String { FileIO.join(topology.dataDir, "status.json") }
+
     /// Starts everything; returns the HTTP port.
     public func start() throws -> UInt16 {
         for d in drainers { try d.start() }
-        return try server.start()
+        let port = try server.start()
+        writeStatus()
+        let box = Unmanaged.passRetained(self)
+        var t = pthread_t()
+        if pthread_create(&t, nil, { raw in
+            Unmanaged<GatewayService>.fromOpaque(raw!).takeRetainedValue().statusLoop()
+            return nil
+        }, box.toOpaque()) == 0 {
+            statusThread = t
+        } else {
+            box.release()
+        }
+        return port
+    }
+
+    /// Writes `status.json` once a second until stopped.
+    private func statusLoop() {
+        while true {
+            let stop: Bool = statusMonitor.withLock {
+                if !stopping { statusMonitor.wait(seconds: 1) }
+                return stopping
+            }
+            if stop { return }
+            writeStatus()
+        }
+    }
+
+    /// Informational, so not fsynced: a crash leaves the previous or the new file.
+    private func writeStatus() {
+        let tmp = statusPath + ".tmp"
+        let bytes = StatusReport.json(service: self, now: clock.now())
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }
+        let ok = (try? FileIO.writeAll(fd, bytes, path: tmp)) != nil
+        close(fd)
+        if ok { rename(tmp, statusPath) }
     }
 
     public func stop() {
         server.stop()
         for d in drainers { d.stop() }
         journal.close()
+        statusMonitor.withLock {
+            stopping = true
+            statusMonitor.broadcast()
+        }
+        if let t = statusThread {
+            pthread_join(t, nil)
+            statusThread = nil
+        }
+        writeStatus()
     }
+}
+
+/// A runtime failure of the service (exit code 1), said in words.
+public struct ServiceError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ d: String) { description = d }
 }

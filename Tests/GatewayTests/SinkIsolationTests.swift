@@ -35,6 +35,23 @@ import Testing
         #expect(metrics.contains(#"healthgate_sink_records_sent_total{sink="hook"} 0"#))
         #expect(!metrics.contains(#"healthgate_sink_records_kept_total{sink="hook"} 0"#))
         #expect(serve.stderrText.contains("sink hook"))
+        #expect(metrics.contains(#"healthgate_sink_records_waiting{sink="hook"} 100"#))
+        #expect(metrics.contains(#"healthgate_sink_records_waiting{sink="archive"} 0"#))
+        #expect(metrics.contains(#"healthgate_sink_retrying{sink="hook"} 1"#))
+        // `healthgate status` says the same, from the data dir, while serve runs.
+        var status = ""
+        #expect(ServeProcess.eventually(5) {
+            status = (try? CLITests.run(["status", "--config", serve.configPath]).out) ?? ""
+            return status.contains("hook: RETRYING; 100 record(s) waiting")
+        }, "\(status)")
+        #expect(status.contains("serve is running"))
+        #expect(status.contains("archive: up to date; 0 record(s) waiting"))
+        #expect(status.contains("last error: http://127.0.0.1:\(port)/hook"))
+        #expect(status.contains("next try: "))
+        // A second serve on the same data dir is refused.
+        let second = try CLITests.run(["serve", "--config", serve.configPath])
+        #expect(second.status == 1)
+        #expect(second.err.contains("another healthgate serve is using the data dir"))
         // The endpoint comes up: the webhook catches up with everything, in order.
         let endpoint = try ScriptedEndpoint(port: port) { _ in HTTPResponse(status: 200) }
         var delivered: [String] = []
@@ -43,5 +60,11 @@ import Testing
             return Set(delivered) == Set(sent)
         }, "the webhook got \(Set(delivered).count) of \(sent.count)")
         #expect(delivered == sent)
+        #expect(ServeProcess.eventually(5) {
+            ((try? CLITests.run(["status", "--config", serve.configPath]).out) ?? "").contains("hook: up to date")
+        })
+        serve.stop()
+        let after = try CLITests.run(["status", "--config", serve.configPath])
+        #expect(after.out.contains("serve is not running"))
     }
 }

@@ -18,6 +18,7 @@ public enum CLI {
       healthgate check [--config FILE]     validate the config; print receivers, routes and sinks
       healthgate link  [--receiver NAME] [--host HOST] [--format F] [--scheme S] [--config FILE]
                                            print the Syncky setup link
+      healthgate status [--config FILE]    per sink: records waiting, oldest, sent/kept/rejected, last error
       healthgate version
 
     environment:
@@ -40,17 +41,18 @@ public enum CLI {
             case "init": return try InitCommand(try Options(args, allowed: ["--force"])).run()
             case "check": return try CheckCommand(try Options(args, allowed: [])).run()
             case "link": return try LinkCommand(try Options(args, allowed: ["--receiver", "--host", "--format", "--scheme"])).run()
+            case "status": return try StatusCommand(try Options(args, allowed: [])).run()
             case "version", "--version", "-V":
                 print("healthgate \(version)")
                 return 0
             case "help", "--help", "-h":
                 print(usage)
                 return 0
-            case "write", "delete", "status", "replay":
+            case "write", "delete", "replay":
                 printErr("healthgate \(command): not in this version yet (see the README's roadmap)")
                 return 2
             default:
-                printErr("healthgate: unknown command \"\(command)\"\(suggestion(command, ["serve", "init", "check", "link", "version"]))\n\n\(usage)")
+                printErr("healthgate: unknown command \"\(command)\"\(suggestion(command, ["serve", "init", "check", "link", "status", "version"]))\n\n\(usage)")
                 return 2
             }
         } catch let e as UsageError {

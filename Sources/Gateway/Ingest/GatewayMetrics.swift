@@ -18,8 +18,9 @@ public final class ReceiverMetrics: Sendable {
 
 /// Renders the Prometheus text format for the receivers, the journal and the sinks.
 enum PrometheusText {
-    static func render(receivers: [ReceiverMetrics], sinks: [SinkMetrics], journalSeq: UInt64,
-                       journalSegments: Int) -> String {
+    static func render(receivers: [ReceiverMetrics], sinks: [SinkMetrics], journal: Journal, now: Timestamp) -> String {
+        let journalSeq = journal.lastDurableSeq
+        let journalSegments = journal.segmentFirstSeqs.count
         var out = ""
         func family(_ name: String, _ help: String, _ type: String = "counter") {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
@@ -55,11 +56,22 @@ enum PrometheusText {
         for s in sinks { line("healthgate_sink_records_rejected_total", [("sink", s.name)], s.rejected.load(ordering: .relaxed)) }
         family("healthgate_sink_records_filtered_total", "Journaled records no route delivers to this sink.")
         for s in sinks { line("healthgate_sink_records_filtered_total", [("sink", s.name)], s.filtered.load(ordering: .relaxed)) }
-        family("healthgate_sink_entries_waiting", "Journal entries not yet read by the sink.", "gauge")
-        for s in sinks {
-            let c = s.cursorSeq.load(ordering: .relaxed)
-            line("healthgate_sink_entries_waiting", [("sink", s.name)], Int(journalSeq >= c ? journalSeq + 1 - c : 0))
+        family("healthgate_journal_bytes", "Journal bytes on disk.", "gauge")
+        out += "healthgate_journal_bytes \(journal.bytesOnDisk)\n"
+        let backlogs = sinks.map { s in
+            journal.backlog(fromSeq: s.cursorSeq.load(ordering: .relaxed), skip: s.cursorSkip.load(ordering: .relaxed))
         }
+        family("healthgate_sink_records_waiting", "Records in the journal this sink has not delivered yet.", "gauge")
+        for (s, b) in zip(sinks, backlogs) { line("healthgate_sink_records_waiting", [("sink", s.name)], b.records) }
+        family("healthgate_sink_bytes_waiting", "Journal bytes this sink has not delivered yet.", "gauge")
+        for (s, b) in zip(sinks, backlogs) { line("healthgate_sink_bytes_waiting", [("sink", s.name)], b.bytes) }
+        family("healthgate_sink_oldest_waiting_seconds", "Age of the oldest record this sink has not delivered.", "gauge")
+        for (s, b) in zip(sinks, backlogs) {
+            let age = b.oldestNanos.map { max(0, Int(now.seconds - $0 / 1_000_000_000)) } ?? 0
+            line("healthgate_sink_oldest_waiting_seconds", [("sink", s.name)], age)
+        }
+        family("healthgate_sink_retrying", "1 while the sink's last attempt failed and it waits to try again.", "gauge")
+        for s in sinks { line("healthgate_sink_retrying", [("sink", s.name)], s.nextRetryAt.load(ordering: .relaxed) > 0 ? 1 : 0) }
         return out
     }
 

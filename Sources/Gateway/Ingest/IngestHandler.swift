@@ -82,9 +82,8 @@ public final class IngestHandler: HTTPHandler, Sendable {
         case ("GET", "/healthz"), ("HEAD", "/healthz"):
             return health()
         case ("GET", "/metrics"):
-            let text = PrometheusText.render(receivers: receiverMetrics, sinks: sinkMetrics(),
-                                             journalSeq: journal.lastDurableSeq,
-                                             journalSegments: journal.segmentFirstSeqs.count)
+            let text = PrometheusText.render(receivers: receiverMetrics, sinks: sinkMetrics(), journal: journal,
+                                             now: clock.now())
             return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "text/plain; version=0.0.4")],
                                 body: Array(text.utf8))
         default:

@@ -46,6 +46,8 @@ public final class Journal: @unchecked Sendable {
     private var durableEnd: (segment: UInt64, size: Int) = (1, 0)
     private var closed = false
     private var segmentStarts: [UInt64] = []
+    /// One row per entry on disk, oldest first, for sinks' backlog figures.
+    private var index = BacklogIndex()
 
     // Owned by the group-commit leader (the one thread with `syncing == true`).
     private var fd: Int32 = -1
@@ -101,6 +103,8 @@ public final class Journal: @unchecked Sendable {
             return
         }
         segmentStarts = starts
+        // Sealed segments: their headers alone, for the backlog index.
+        for start in starts.dropLast() { indexHeaders(ofSegment: start) }
         let last = starts[starts.count - 1]
         let path = segmentPath(last)
         let rfd = open(path, O_RDWR | O_CLOEXEC)
@@ -129,6 +133,7 @@ public final class Journal: @unchecked Sendable {
             offset += Journal.headerSize + h.length
             expected += 1
             recoveredEntries += 1
+            index.append(seq: h.seq, records: h.count, bytes: Journal.headerSize + h.length, time: h.timeNanos)
         }
         if offset < size {
             truncatedBytes = size - offset
@@ -215,6 +220,9 @@ public final class Journal: @unchecked Sendable {
             if case .success = result {
                 durableSeq = group[group.count - 1].seq
                 durableEnd = (segmentFirstSeq, segmentSize)
+                for p in group {
+                    index.append(seq: p.seq, records: p.count, bytes: Journal.headerSize + p.payload.count, time: p.timeNanos)
+                }
             }
             syncing = false
             monitor.broadcast()
@@ -348,6 +356,29 @@ public final class Journal: @unchecked Sendable {
         monitor.withLock { (durableSeq, durableEnd.segment, durableEnd.size) }
     }
 
+    /// What waits for a reader whose cursor is `seq` with `skip` records of it done: records,
+    /// bytes of journal, and the receive time (Unix ns) of the oldest waiting entry.
+    public func backlog(fromSeq seq: UInt64, skip: Int) -> (records: Int, bytes: Int, oldestNanos: Int64?) {
+        monitor.withLock { index.backlog(from: seq, skip: skip) }
+    }
+
+    /// Journal bytes on disk in all segments.
+    public var bytesOnDisk: Int { monitor.withLock { index.totalBytes } }
+
+    /// Records the headers of a sealed segment in the index (a pread per entry, no payloads).
+    private func indexHeaders(ofSegment start: UInt64) {
+        let path = segmentPath(start)
+        let rfd = open(path, O_RDONLY | O_CLOEXEC)
+        guard rfd >= 0 else { return }
+        defer { Glibc.close(rfd) }
+        var header = [UInt8](repeating: 0, count: Journal.headerSize)
+        var offset = 0
+        while Journal.readExact(rfd, &header, count: Journal.headerSize, at: offset), let h = Journal.decodeHeader(header) {
+            index.append(seq: h.seq, records: h.count, bytes: Journal.headerSize + h.length, time: h.timeNanos)
+            offset += Journal.headerSize + h.length
+        }
+    }
+
     /// First sequence numbers of the segments on disk, oldest first.
     public var segmentFirstSeqs: [UInt64] { monitor.withLock { segmentStarts } }
 
@@ -358,6 +389,7 @@ public final class Journal: @unchecked Sendable {
             while segmentStarts.count > 1 && segmentStarts[1] <= seq {
                 out.append(segmentStarts.removeFirst())
             }
+            if let first = segmentStarts.first { index.drop(below: first) }
             return out
         }
         guard !victims.isEmpty else { return }

@@ -60,6 +60,7 @@ public final class SinkDrainer: @unchecked Sendable {
 
     func saveCursor(_ c: Cursor) throws(IOError) {
         try FileIO.writeAtomically(cursorPath, Array("\(c.seq) \(c.skip)\n".utf8), mode: 0o600)
+        metrics.cursorSkip.store(c.skip, ordering: .relaxed)
         metrics.cursorSeq.store(c.seq, ordering: .relaxed)
         onCommit?()
     }
@@ -77,6 +78,7 @@ public final class SinkDrainer: @unchecked Sendable {
             try saveCursor(cursor)
         }
         metrics.cursorSeq.store(cursor.seq, ordering: .relaxed)
+        metrics.cursorSkip.store(cursor.skip, ordering: .relaxed)
         let box = Unmanaged.passRetained(DrainerBox(self, cursor))
         var t = pthread_t()
         let rc = pthread_create(&t, nil, { raw in
@@ -299,6 +301,7 @@ public final class SinkDrainer: @unchecked Sendable {
                 if attempt > 0 {
                     logger.info("sink \(name): delivering again after \(attempt) failed attempt(s)")
                     metrics.lastError = nil
+                    metrics.nextRetryAt.store(0, ordering: .relaxed)
                 }
                 return true
             }
@@ -308,6 +311,7 @@ public final class SinkDrainer: @unchecked Sendable {
             attempt += 1
             let cap = min(common.retry.maxSeconds, common.retry.initialSeconds * pow(2, Double(min(attempt - 1, 30))))
             let wait = retryAfter ?? Double.random(in: 0...cap, using: &rng)
+            metrics.nextRetryAt.store(SystemClock().now().seconds + Int64(wait.rounded(.up)), ordering: .relaxed)
             logger.warning("sink \(name): \(reason); \(pending.count) record(s) kept, retrying in \(formatSeconds(wait))")
             if !sleep(max(wait, 0.001)) { return false }
         }

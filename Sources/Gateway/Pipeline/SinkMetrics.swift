@@ -9,8 +9,11 @@ public final class SinkMetrics: Sendable {
     public let rejected = Atomic<Int>(0)
     public let filtered = Atomic<Int>(0)
     public let batches = Atomic<Int>(0)
-    /// The next journal entry this sink will read.
+    /// The next journal entry this sink will read, and how many of its records are done.
     public let cursorSeq = Atomic<UInt64>(0)
+    public let cursorSkip = Atomic<Int>(0)
+    /// When the next try of a failed batch is due (Unix seconds; 0 when not retrying).
+    public let nextRetryAt = Atomic<Int64>(0)
     private let lastErrorText = Mutex<String?>(nil)
 
     public init(name: String) { self.name = name }

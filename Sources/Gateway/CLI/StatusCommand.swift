@@ -1,0 +1,81 @@
+import FastJSON
+import Glibc
+import HealthgateCore
+import Posix
+
+/// `healthgate status`: what waits where and why, from the data dir (works while `serve`
+/// runs: it reads the status `serve` writes every second).
+struct StatusCommand {
+    let options: Options
+    init(_ o: Options) { options = o }
+
+    func run() throws -> Int32 {
+        let source = try ConfigSource.resolve(options)
+        let t = try source.load(logger: Logger(component: "status", sink: StderrLogSink(minimum: .error)))
+        let running = GatewayService.isServing(dataDir: t.dataDir)
+        let statusPath = FileIO.join(t.dataDir, "status.json")
+        guard FileIO.exists(statusPath) else {
+            print("data dir \(t.dataDir): no status yet (serve has not run on it)\(running ? "" : "; serve is not running")")
+            return running ? 1 : 0
+        }
+        let bytes = try FileIO.readAll(statusPath)
+        let parser = JSONParser()
+        let doc: JSONDocument
+        do { doc = try parser.parse(bytes) } catch {
+            throw UsageError("\(statusPath) is unreadable (\(error)); it is rewritten every second while serve runs")
+        }
+        let s = doc.root
+        let time = s["time"]?.string ?? "?"
+        if running {
+            print("serve is running (pid \(s["pid"]?.int64 ?? 0)) on \(t.dataDir); figures as of \(time)")
+        } else {
+            print("serve is not running on \(t.dataDir); figures from its last status, \(time) (counters are since that start)")
+        }
+        if let j = s["journal"] {
+            print("journal: up to entry #\(j["last_seq"]?.int64 ?? 0), \(j["segments"]?.int64 ?? 0) segment(s), "
+                  + Self.size(Int(j["bytes"]?.int64 ?? 0)))
+        }
+        print("receivers:")
+        for r in s["receivers"].map({ Array($0.elements) }) ?? [] {
+            let name = r["name"]?.string ?? "?"
+            func n(_ k: String) -> Int64 { r[k]?.int64 ?? 0 }
+            var line = "  \(name): \(n("requests")) request(s), \(n("records_accepted")) record(s) taken"
+            if n("records_quarantined") > 0 {
+                line += ", \(n("records_quarantined")) set aside in quarantine/\(name).ndjson"
+            }
+            let refused = [("auth", n("refused_auth")), ("unreadable", n("refused_unreadable")),
+                           ("too large", n("refused_too_large")), ("503", n("unavailable"))].filter { $0.1 > 0 }
+            if !refused.isEmpty { line += "; refused: " + refused.map { "\($0.1) \($0.0)" }.joined(separator: ", ") }
+            print(line)
+        }
+        print("sinks:")
+        for k in s["sinks"].map({ Array($0.elements) }) ?? [] {
+            let name = k["name"]?.string ?? "?"
+            func n(_ key: String) -> Int64 { k[key]?.int64 ?? 0 }
+            let waiting = n("waiting_records")
+            let retrying = k["next_retry"]?.string
+            var line = "  \(name): "
+            line += retrying != nil ? "RETRYING" : (waiting > 0 ? "delivering" : "up to date")
+            line += "; \(waiting) record(s) waiting (\(Self.size(Int(n("waiting_bytes")))) of journal)"
+            if waiting > 0, let oldest = k["oldest_waiting"]?.string { line += ", oldest received \(oldest)" }
+            line += "; sent \(n("sent")), kept for retry \(n("kept")), rejected \(n("rejected"))"
+            let dead = Self.lines(FileIO.join(t.dataDir, "sinks/\(name)/dead-letters.ndjson"))
+            if dead > 0 { line += "; \(dead) dead letter(s) in sinks/\(name)/dead-letters.ndjson" }
+            print(line)
+            if let e = k["last_error"]?.string { print("    last error: \(e)") }
+            if let r = retrying { print("    next try: \(r)") }
+        }
+        return 0
+    }
+
+    static func size(_ bytes: Int) -> String {
+        if bytes < 10_000 { return "\(bytes) B" }
+        if bytes < 10_000_000 { return "\(bytes / 1000) kB" }
+        return "\(bytes / 1_000_000) MB"
+    }
+
+    static func lines(_ path: String) -> Int {
+        guard let bytes = try? FileIO.readAll(path) else { return 0 }
+        return bytes.reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) }
+    }
+}

@@ -1,0 +1,63 @@
+import FastJSON
+import Glibc
+import HealthgateCore
+import Posix
+
+/// What `serve` says about itself every second in `<data_dir>/status.json`, for
+/// `healthgate status` (which works while `serve` runs, without a connection to it).
+enum StatusReport {
+    static func json(service: GatewayService, now: Timestamp) -> [UInt8] {
+        let journal = service.journal
+        var w = JSONWriter(capacity: 2048)
+        w.beginObject()
+        w.key("time"); w.string(Timestamp(seconds: now.seconds).rfc3339())
+        w.key("pid"); w.int(Int(getpid()))
+        w.key("journal")
+        w.beginObject()
+        w.key("last_seq"); w.uint(journal.lastDurableSeq)
+        w.key("segments"); w.int(journal.segmentFirstSeqs.count)
+        w.key("bytes"); w.int(journal.bytesOnDisk)
+        w.endObject()
+        w.key("receivers")
+        w.beginArray()
+        for r in service.handler.receiverMetrics {
+            w.beginObject()
+            w.key("name"); w.string(r.name)
+            w.key("requests"); w.int(r.requests.load(ordering: .relaxed))
+            w.key("records_accepted"); w.int(r.accepted.load(ordering: .relaxed))
+            w.key("records_quarantined"); w.int(r.quarantined.load(ordering: .relaxed))
+            w.key("refused_auth"); w.int(r.refused.load(ordering: .relaxed))
+            w.key("refused_unreadable"); w.int(r.unreadable.load(ordering: .relaxed))
+            w.key("refused_too_large"); w.int(r.tooLarge.load(ordering: .relaxed))
+            w.key("unavailable"); w.int(r.unavailable.load(ordering: .relaxed))
+            w.endObject()
+        }
+        w.endArray()
+        w.key("sinks")
+        w.beginArray()
+        for d in service.drainers {
+            let m = d.metrics
+            let b = journal.backlog(fromSeq: m.cursorSeq.load(ordering: .relaxed), skip: m.cursorSkip.load(ordering: .relaxed))
+            w.beginObject()
+            w.key("name"); w.string(m.name)
+            w.key("waiting_records"); w.int(b.records)
+            w.key("waiting_bytes"); w.int(b.bytes)
+            w.key("oldest_waiting")
+            if let ns = b.oldestNanos { w.string(Timestamp(seconds: ns / 1_000_000_000).rfc3339()) } else { w.null() }
+            w.key("sent"); w.int(m.sent.load(ordering: .relaxed))
+            w.key("kept"); w.int(m.kept.load(ordering: .relaxed))
+            w.key("rejected"); w.int(m.rejected.load(ordering: .relaxed))
+            w.key("filtered"); w.int(m.filtered.load(ordering: .relaxed))
+            w.key("last_error")
+            if let e = m.lastError { w.string(e) } else { w.null() }
+            w.key("next_retry")
+            let next = m.nextRetryAt.load(ordering: .relaxed)
+            if next > 0 { w.string(Timestamp(seconds: next).rfc3339()) } else { w.null() }
+            w.endObject()
+        }
+        w.endArray()
+        w.endObject()
+        w.newline()
+        return w.bytes
+    }
+}
