@@ -27,7 +27,9 @@ public final class GatewayService: @unchecked Sendable {
         self.clock = clock
         try FileIO.makeDirectories(topology.dataDir, mode: 0o700)
         lockFD = try GatewayService.lock(dataDir: topology.dataDir)
-        journal = try Journal(directory: FileIO.join(topology.dataDir, "journal"), logger: logger.child("journal"))
+        journal = try Journal(directory: FileIO.join(topology.dataDir, "journal"),
+                              segmentBytes: Int(topology.journal.segment_bytes?.bytes ?? 64 << 20),
+                              logger: logger.child("journal"))
         if journal.truncatedBytes > 0 || journal.recoveredEntries > 0 {
             logger.info("journal: \(journal.recoveredEntries) entries in the newest segment, up to #\(journal.lastDurableSeq)")
         }
@@ -40,9 +42,20 @@ public final class GatewayService: @unchecked Sendable {
         self.drainers = drainers
         let quarantine = Quarantine(directory: FileIO.join(topology.dataDir, "quarantine"), clock: clock)
         let metrics = drainers.map(\.metrics)
+        // Intake stops (503) for a receiver whose data would go to a blocking sink that is over
+        // its queue limit, and for everyone once the journal's budget is spent.
+        var limits: [String: [IngestHandler.QueueLimit]] = [:]
+        for (d, s) in zip(drainers, topology.sinks) {
+            guard let max = s.built.common.queue.max_bytes?.bytes,
+                  (s.built.common.queue.when_full ?? .block) == .block else { continue }
+            for r in topology.receivers where topology.routes.contains(where: { $0.to.contains(s.name) && $0.takes(receiver: r.name) }) {
+                limits[r.name, default: []].append(IngestHandler.QueueLimit(sink: d.metrics, maxBytes: Int(max)))
+            }
+        }
         handler = IngestHandler(receivers: topology.receivers.map(\.receiver), journal: journal, quarantine: quarantine,
                                 clock: clock, signatureClock: signatureClock, logger: logger.child("ingest"),
-                                sinkMetrics: { metrics })
+                                sinkMetrics: { metrics }, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
+                                queueLimits: limits)
         var keyPEM: String?
         var certPEM: String?
         if let tls = topology.tls {
@@ -56,11 +69,13 @@ public final class GatewayService: @unchecked Sendable {
                                            tlsKeyPEM: keyPEM, tlsCertPEM: certPEM),
                             handler: handler)
         let journal = self.journal
+        let retention = topology.journal.retention?.seconds ?? 0
         for d in drainers {
-            d.onCommit = {
+            d.onCommit = { [clock] in
                 // Every sink has passed the entries below the smallest cursor.
                 let lowest = metrics.map { $0.cursorSeq.load(ordering: .relaxed) }.min() ?? 0
-                if lowest > 1 { journal.deleteSegments(below: lowest) }
+                let keepAfter = clock.now().seconds - Int64(retention)
+                if lowest > 1 { journal.deleteSegments(below: lowest, lastEntryBefore: retention > 0 ? keepAfter : nil) }
             }
         }
     }

@@ -45,8 +45,11 @@ public struct RetryConfig: Decodable, Sendable, Equatable {
     public var maxSeconds: Double { self.max?.seconds ?? 300 }
 }
 
+/// How much may wait for a sink, and what happens beyond it: `block` (the default) answers 503
+/// with Retry-After to the receivers that feed the sink, so phones keep their data; `drop_oldest`
+/// drops the oldest waiting records unsent (for live-only sinks), counting every one.
 public struct QueueConfig: Decodable, Sendable, Equatable {
-    public enum WhenFull: String, Decodable, Sendable {
+    public enum WhenFull: String, Decodable, Sendable, CaseIterable {
         case block
         case drop_oldest
     }
@@ -61,15 +64,14 @@ public struct QueueConfig: Decodable, Sendable, Equatable {
 }
 
 extension SinkCommonConfig {
-    /// The common keys as a sink kind decoded them, checked: `queue` limits are not built yet,
-    /// and a limit that does nothing would be a promise broken silently.
+    /// The common keys as a sink kind decoded them, checked: settings that would do nothing
+    /// are refused rather than ignored.
     public static func checked(batch: BatchConfig?, retry: RetryConfig?, queue: QueueConfig?, node: YAMLNode,
                                path: String, defaultMaxItems: Int) throws(ConfigProblems) -> SinkCommonConfig {
         var problems: [ConfigProblem] = []
-        if queue != nil {
+        if let q = queue, q.when_full != nil, q.max_bytes == nil {
             problems.append(ConfigProblem(location: node["queue"]?.location ?? node.location, path: path + ".queue",
-                                          message: "queue limits (max_bytes, when_full) are not available in this version; "
-                                              + "remove the key: the journal keeps every record until this sink has it"))
+                                          message: "when_full applies once max_bytes is reached: set queue.max_bytes too"))
         }
         if let n = batch?.max_items, n < 1 {
             problems.append(ConfigProblem(location: node["batch"]?.location ?? node.location, path: path + ".batch.max_items",

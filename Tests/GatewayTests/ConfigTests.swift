@@ -125,10 +125,10 @@ import YAMLConfig
     @Test func sinkSettingsThatWouldDoNothingAreRefused() {
         let p = problems("""
         sinks:
-          s: {kind: file, path: x.ndjson, queue: {max_bytes: 1GB}, retry: {initial: 10s, max: 1s}}
+          s: {kind: file, path: x.ndjson, queue: {when_full: drop_oldest}, retry: {initial: 10s, max: 1s}}
         """)
         #expect(p.count == 2, "\(p)")
-        #expect(p.contains { $0.contains("queue limits") })
+        #expect(p.contains { $0.contains("set queue.max_bytes too") })
         #expect(p.contains { $0.contains("retry.initial") })
     }
 

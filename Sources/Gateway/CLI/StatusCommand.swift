@@ -59,6 +59,7 @@ struct StatusCommand {
             line += "; \(waiting) record(s) waiting (\(Self.size(Int(n("waiting_bytes")))) of journal)"
             if waiting > 0, let oldest = k["oldest_waiting"]?.string { line += ", oldest received \(oldest)" }
             line += "; sent \(n("sent")), kept for retry \(n("kept")), rejected \(n("rejected"))"
+            if n("dropped") > 0 { line += ", DROPPED \(n("dropped")) (queue.max_bytes with drop_oldest)" }
             let dead = Self.lines(FileIO.join(t.dataDir, "sinks/\(name)/dead-letters.ndjson"))
             if dead > 0 { line += "; \(dead) dead letter(s) in sinks/\(name)/dead-letters.ndjson" }
             print(line)

@@ -38,6 +38,20 @@ public struct TLSConfig: Decodable, Sendable {
     public var key: String
 }
 
+/// The journal's limits (an extension of DESIGN.md's config).
+public struct JournalConfig: Decodable, Sendable {
+    /// The journal's disk budget: once it is reached, receivers answer 503 with Retry-After
+    /// (phones keep their data and retry) until sinks catch up and segments are deleted.
+    public var max_bytes: ByteSize?
+    /// Segments are kept at least this long after their last entry, even once every sink has
+    /// passed them (for looking back at what came in).
+    public var retention: ConfigDuration?
+    /// The size at which a new segment file is started (default 64 MiB).
+    public var segment_bytes: ByteSize?
+
+    public init() {}
+}
+
 /// HTTP server tuning (an extension of DESIGN.md's config).
 public struct HTTPTuning: Decodable, Sendable {
     /// Worker threads of the HTTP server (default 8); each may wait on a journal fsync.

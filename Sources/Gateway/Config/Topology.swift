@@ -18,6 +18,7 @@ public struct Topology: Sendable {
     public var sinks: [(name: String, built: BuiltSink)]
     /// Things that work but are probably not what was meant (a sink nothing feeds).
     public var warnings: [String]
+    public var journal: JournalConfig = JournalConfig()
 }
 
 struct TopLevelConfig: Decodable {
@@ -25,6 +26,7 @@ struct TopLevelConfig: Decodable {
     var data_dir: String?
     var tls: TLSConfig?
     var http: HTTPTuning?
+    var journal: JournalConfig?
     var receivers: YAMLNode?
     var routes: YAMLNode?
     var sinks: YAMLNode?
@@ -171,7 +173,7 @@ public enum ConfigLoader {
         }
         return Topology(file: file, listenHost: host, listenPort: port, dataDir: dataDir, tls: top.tls,
                         http: top.http ?? HTTPTuning(), receivers: receivers, routes: routes, sinks: sinks,
-                        warnings: warnings)
+                        warnings: warnings, journal: top.journal ?? JournalConfig())
     }
 
     /// `host:port`, `[v6]:port` or `:port`; the host is an IP address (or `localhost`).

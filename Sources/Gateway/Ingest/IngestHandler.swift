@@ -15,10 +15,26 @@ public final class IngestHandler: HTTPHandler, Sendable {
     let signatureClock: any Clock
     let logger: Logger
     let sinkMetrics: @Sendable () -> [SinkMetrics]
+    let journalMaxBytes: Int?
+    let queueLimits: [String: [QueueLimit]]
     static let unknownPathLimit = 64 * 1024
 
+    /// A blocking sink's queue limit, as it applies to the receivers that feed the sink.
+    public struct QueueLimit: Sendable {
+        public var sink: SinkMetrics
+        public var maxBytes: Int
+
+        public init(sink: SinkMetrics, maxBytes: Int) {
+            self.sink = sink
+            self.maxBytes = maxBytes
+        }
+    }
+
     public init(receivers: [any Receiver], journal: Journal, quarantine: Quarantine, clock: any Clock,
-                signatureClock: any Clock, logger: Logger, sinkMetrics: @escaping @Sendable () -> [SinkMetrics]) {
+                signatureClock: any Clock, logger: Logger, sinkMetrics: @escaping @Sendable () -> [SinkMetrics],
+                journalMaxBytes: Int? = nil, queueLimits: [String: [QueueLimit]] = [:]) {
+        self.journalMaxBytes = journalMaxBytes
+        self.queueLimits = queueLimits
         var byPath: [String: any Receiver] = [:]
         var metrics: [ReceiverMetrics] = []
         for r in receivers {
@@ -141,6 +157,10 @@ public final class IngestHandler: HTTPHandler, Sendable {
                 logger.warning("\(receiver.name): \(batch.quarantined.count) record(s) set aside in quarantine, "
                                + "first reason: \(batch.quarantined[0].reason)")
             }
+            if !batch.isEmpty, let full = admission(receiver.name, adding: batch.payload.count) {
+                m.unavailable.add(1, ordering: .relaxed)
+                return full
+            }
             if !batch.isEmpty {
                 do {
                     try journal.append(payload: batch.payload, count: batch.count, time: clock.now())
@@ -152,6 +172,32 @@ public final class IngestHandler: HTTPHandler, Sendable {
             }
             return reply
         }
+    }
+
+    /// 503 when taking `bytes` more would pass the journal's budget, or a blocking sink this
+    /// receiver feeds is over its queue limit; nil to go on.
+    func admission(_ receiver: String, adding bytes: Int) -> HTTPResponse? {
+        if let max = journalMaxBytes, journal.bytesOnDisk + bytes > max {
+            logger.warning("\(receiver): journal.max_bytes (\(max) bytes) is reached; answering 503 until sinks catch up "
+                           + "(see `healthgate status`)")
+            return problem(503, "Storage budget reached",
+                           "The gateway's journal is at its configured size while a sink catches up. "
+                           + "Nothing of this request was kept; send it again later.",
+                           headers: [HTTPHeader("Retry-After", "60")])
+        }
+        for limit in queueLimits[receiver] ?? [] {
+            let b = journal.backlog(fromSeq: limit.sink.cursorSeq.load(ordering: .relaxed),
+                                    skip: limit.sink.cursorSkip.load(ordering: .relaxed))
+            if b.bytes + bytes > limit.maxBytes {
+                logger.warning("\(receiver): sink \(limit.sink.name) has \(b.bytes) bytes waiting, over its queue.max_bytes "
+                               + "(\(limit.maxBytes)); answering 503 until it catches up")
+                return problem(503, "A destination is behind",
+                               "Sink \(limit.sink.name) has more waiting than its queue limit allows. "
+                               + "Nothing of this request was kept; send it again later.",
+                               headers: [HTTPHeader("Retry-After", "60")])
+            }
+        }
+        return nil
     }
 
     func unavailable(_ noSpace: Bool) -> HTTPResponse {

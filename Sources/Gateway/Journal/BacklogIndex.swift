@@ -45,6 +45,26 @@ struct BacklogIndex {
         }
     }
 
+    /// The receive time (Unix ns) of entry `seq`, if it is in the index.
+    func time(ofSeq seq: UInt64) -> Int64? {
+        guard seq >= firstSeq else { return nil }
+        let i = Int(seq - firstSeq)
+        return i >= dropped && i < times.count ? times[i] : nil
+    }
+
+    /// The oldest entry from which at most `maxBytes` remain to the end.
+    func seqKeeping(lastBytes maxBytes: Int) -> UInt64 {
+        let end = times.count
+        let total = bytesBefore[end]
+        // The first i with total - bytesBefore[i] <= maxBytes (bytesBefore grows with i).
+        var lo = dropped, hi = end
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if total - bytesBefore[mid] <= maxBytes { hi = mid } else { lo = mid + 1 }
+        }
+        return firstSeq + UInt64(lo)
+    }
+
     func backlog(from seq: UInt64, skip: Int) -> (records: Int, bytes: Int, oldestNanos: Int64?) {
         let end = times.count
         let start = max(dropped, Int(clamping: Int64(bitPattern: seq &- firstSeq)))

@@ -362,6 +362,12 @@ public final class Journal: @unchecked Sendable {
         monitor.withLock { index.backlog(from: seq, skip: skip) }
     }
 
+    /// The first entry to keep so that at most `maxBytes` of journal wait from it to the end
+    /// (for a sink that drops its oldest records when over its limit).
+    public func seqKeeping(lastBytes maxBytes: Int) -> UInt64 {
+        monitor.withLock { index.seqKeeping(lastBytes: maxBytes) }
+    }
+
     /// Journal bytes on disk in all segments.
     public var bytesOnDisk: Int { monitor.withLock { index.totalBytes } }
 
@@ -383,10 +389,13 @@ public final class Journal: @unchecked Sendable {
     public var segmentFirstSeqs: [UInt64] { monitor.withLock { segmentStarts } }
 
     /// Deletes every segment all of whose entries are below `seq`; never the newest segment.
-    public func deleteSegments(below seq: UInt64) {
+    /// With `lastEntryBefore` (Unix seconds), only segments whose newest entry came before it.
+    public func deleteSegments(below seq: UInt64, lastEntryBefore: Int64? = nil) {
         let victims: [UInt64] = monitor.withLock {
             var out: [UInt64] = []
             while segmentStarts.count > 1 && segmentStarts[1] <= seq {
+                if let cutoff = lastEntryBefore,
+                   let newest = index.time(ofSeq: segmentStarts[1] - 1), newest / 1_000_000_000 >= cutoff { break }
                 out.append(segmentStarts.removeFirst())
             }
             if let first = segmentStarts.first { index.drop(below: first) }

@@ -162,8 +162,38 @@ public final class SinkDrainer: @unchecked Sendable {
     /// How much journal a drainer reads ahead of its sink: bounds its memory.
     let readAheadBytes = 4 << 20
 
+    /// For `when_full: drop_oldest`: the limit past which the oldest waiting records are dropped.
+    var dropOldestAbove: Int? {
+        guard let max = common.queue.max_bytes?.bytes, common.queue.when_full == .drop_oldest else { return nil }
+        return Int(max)
+    }
+
+    /// True when the sink is over its drop_oldest limit (and so should shed).
+    private func overLimit() -> Bool {
+        guard let max = dropOldestAbove else { return false }
+        return journal.backlog(fromSeq: metrics.cursorSeq.load(ordering: .relaxed),
+                               skip: metrics.cursorSkip.load(ordering: .relaxed)).bytes > max
+    }
+
+    /// Drops the oldest waiting records so that at most the limit waits, and moves the cursor.
+    private func shed(_ reader: inout JournalReader, _ buffer: inout Pending) -> Cursor? {
+        guard let max = dropOldestAbove else { return nil }
+        let before = journal.backlog(fromSeq: metrics.cursorSeq.load(ordering: .relaxed),
+                                     skip: metrics.cursorSkip.load(ordering: .relaxed))
+        let keepFrom = journal.seqKeeping(lastBytes: max)
+        let after = journal.backlog(fromSeq: keepFrom, skip: 0)
+        let dropped = before.records - after.records
+        guard dropped > 0 else { return nil }
+        metrics.dropped.add(dropped, ordering: .relaxed)
+        logger.warning("sink \(name): \(before.bytes) bytes waiting, over queue.max_bytes (\(max)) with drop_oldest: "
+                       + "dropped the \(dropped) oldest record(s) unsent")
+        buffer = Pending()
+        reader = journal.makeReader(from: keepFrom)
+        return Cursor(seq: keepFrom, skip: 0)
+    }
+
     func run(from start: Cursor) {
-        let reader = journal.makeReader(from: start.seq)
+        var reader = journal.makeReader(from: start.seq)
         var skip = start.skip
         var buffer = Pending()
         var committed = start
@@ -174,6 +204,10 @@ public final class SinkDrainer: @unchecked Sendable {
         var stuckSince: Double?
 
         while !isStopping {
+            if overLimit(), let moved = shed(&reader, &buffer) {
+                skip = 0
+                if (try? saveCursor(moved)) != nil { committed = moved }
+            }
             // Fill the buffer from the journal.
             if buffer.count < maxItems {
                 let entries = reader.read(maxEntries: 64, maxBytes: readAheadBytes, corrupt: onCorrupt)
@@ -219,7 +253,11 @@ public final class SinkDrainer: @unchecked Sendable {
             // Everything read so far may have been filtered out.
             if buffer.isEmpty { continue }
             let batch = buffer.takeFirst(maxItems)
-            guard deliver(batch) else { break }
+            switch deliver(batch) {
+            case .delivered: break
+            case .stopping: return
+            case .overLimit: continue   // shed at the top of the loop, the batch included
+            }
             // Everything before the first record still waiting is done; with nothing waiting,
             // everything the reader consumed is. (A record that two routes deliver to this sink
             // sits in the buffer twice with one position: a batch may end between the copies,
@@ -258,12 +296,20 @@ public final class SinkDrainer: @unchecked Sendable {
         }
     }
 
-    /// Writes a batch until every record is accepted or rejected. Returns false only when stopping.
-    private func deliver(_ batch: Pending) -> Bool {
+    enum Delivery {
+        case delivered
+        case stopping
+        /// Gave up on the batch: the sink is over its drop_oldest limit.
+        case overLimit
+    }
+
+    /// Writes a batch until every record is accepted or rejected (or the sink is stopped, or
+    /// it must shed its oldest records).
+    private func deliver(_ batch: Pending) -> Delivery {
         var pending = batch
         var attempt = 0
         while !pending.isEmpty {
-            if isStopping { return false }
+            if isStopping { return .stopping }
             let result = sink.write(SinkBatch(records: pending.records, lines: pending.lines))
             metrics.batches.add(1, ordering: .relaxed)
             var retryAfter: Double?
@@ -303,7 +349,7 @@ public final class SinkDrainer: @unchecked Sendable {
                     metrics.lastError = nil
                     metrics.nextRetryAt.store(0, ordering: .relaxed)
                 }
-                return true
+                return .delivered
             }
             pending = keep.count == pending.count ? pending : pending.picking(keep)
             metrics.kept.add(pending.count, ordering: .relaxed)
@@ -313,9 +359,17 @@ public final class SinkDrainer: @unchecked Sendable {
             let wait = retryAfter ?? Double.random(in: 0...cap, using: &rng)
             metrics.nextRetryAt.store(SystemClock().now().seconds + Int64(wait.rounded(.up)), ordering: .relaxed)
             logger.warning("sink \(name): \(reason); \(pending.count) record(s) kept, retrying in \(formatSeconds(wait))")
-            if !sleep(max(wait, 0.001)) { return false }
+            // While waiting to retry, a drop_oldest sink watches its limit.
+            let until = monotonicSeconds() + max(wait, 0.001)
+            while monotonicSeconds() < until {
+                if !sleep(max(0.001, min(0.5, until - monotonicSeconds()))) { return .stopping }
+                if overLimit() {
+                    metrics.nextRetryAt.store(0, ordering: .relaxed)
+                    return .overLimit
+                }
+            }
         }
-        return true
+        return .delivered
     }
 
     /// Keeps a record the sink rejected for good, with the reason. False when it could not be

@@ -8,6 +8,8 @@ public final class SinkMetrics: Sendable {
     public let kept = Atomic<Int>(0)
     public let rejected = Atomic<Int>(0)
     public let filtered = Atomic<Int>(0)
+    /// Records dropped unsent because the sink was over `queue.max_bytes` with `drop_oldest`.
+    public let dropped = Atomic<Int>(0)
     public let batches = Atomic<Int>(0)
     /// The next journal entry this sink will read, and how many of its records are done.
     public let cursorSeq = Atomic<UInt64>(0)

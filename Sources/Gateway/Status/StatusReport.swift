@@ -48,6 +48,7 @@ enum StatusReport {
             w.key("kept"); w.int(m.kept.load(ordering: .relaxed))
             w.key("rejected"); w.int(m.rejected.load(ordering: .relaxed))
             w.key("filtered"); w.int(m.filtered.load(ordering: .relaxed))
+            w.key("dropped"); w.int(m.dropped.load(ordering: .relaxed))
             w.key("last_error")
             if let e = m.lastError { w.string(e) } else { w.null() }
             w.key("next_retry")
