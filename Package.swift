@@ -41,7 +41,7 @@ let package = Package(
             name: "Gateway",
             dependencies: ["HealthgateCore", "Posix", "FastJSON", "CanonicalJSON", "YAMLConfig", "Transforms", "Sinks",
                            "CMicroHTTPD", "HealthgateCrypto", "CZlib", "CLinux"],
-            exclude: ["Journal/JOURNAL.md"],
+            exclude: ["Journal/JOURNAL.md", "Pipeline/QUEUES.md"],
             swiftSettings: strict
         ),
         .executableTarget(name: "healthgate", dependencies: ["Gateway"], swiftSettings: strict),

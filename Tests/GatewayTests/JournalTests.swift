@@ -68,17 +68,28 @@ import Testing
         }
         let segment = dir + "/" + Journal.segmentName(1)
         let full = try FileIO.readAll(segment)
-        let lastEntrySize = Journal.headerSize + payload(3).count
-        let goodLength = full.count - lastEntrySize
-        for cut in goodLength..<full.count {
+        // Where each entry ends: a cut anywhere keeps exactly the entries that end before it.
+        var ends: [Int] = []
+        var at = 0
+        for i in 1...3 {
+            at += Journal.headerSize + payload(i).count
+            ends.append(at)
+        }
+        #expect(ends.last == full.count)
+        for cut in 0..<full.count {
             let copy = ServeProcess.makeTempDir("torn")
             try Data(full[0..<cut]).write(to: URL(fileURLWithPath: copy + "/" + Journal.segmentName(1)))
             let j = try Journal(directory: copy, logger: logger)
-            #expect(j.lastDurableSeq == 2, "cut at \(cut)")
+            let whole = ends.filter { $0 <= cut }.count
+            let goodLength = whole == 0 ? 0 : ends[whole - 1]
+            #expect(j.lastDurableSeq == UInt64(whole), "cut at \(cut)")
             #expect(j.truncatedBytes == cut - goodLength)
             #expect(FileIO.fileSize(copy + "/" + Journal.segmentName(1)) == goodLength)
-            #expect(try j.append(payload: payload(9), count: 1, time: Timestamp(seconds: 0)) == 3)
-            #expect(j.makeReader(from: 1).read(maxEntries: 10).map(\.payload) == [payload(1), payload(2), payload(9)])
+            #expect(try j.append(payload: payload(9), count: 1, time: Timestamp(seconds: 0)) == UInt64(whole + 1))
+            var expected: [[UInt8]] = (0..<whole).map { payload($0 + 1) }
+            expected.append(payload(9))
+            let readBack: [[UInt8]] = j.makeReader(from: 1).read(maxEntries: 10).map(\.payload)
+            #expect(readBack == expected)
             try? FileManager.default.removeItem(atPath: copy)
         }
     }

@@ -19,6 +19,8 @@ public enum CLI {
       healthgate link  [--receiver NAME] [--host HOST] [--format F] [--scheme S] [--config FILE]
                                            print the Syncky setup link
       healthgate status [--config FILE]    per sink: records waiting, oldest, sent/kept/rejected, last error
+      healthgate replay FILE.ndjson [--sink NAME] [--config FILE]
+                                           deliver an archive, or a sink's dead letters, again
       healthgate version
 
     environment:
@@ -42,17 +44,22 @@ public enum CLI {
             case "check": return try CheckCommand(try Options(args, allowed: [])).run()
             case "link": return try LinkCommand(try Options(args, allowed: ["--receiver", "--host", "--format", "--scheme"])).run()
             case "status": return try StatusCommand(try Options(args, allowed: [])).run()
+            case "replay":
+                guard let file = args.first, !file.hasPrefix("-") else {
+                    throw UsageError("which file? `healthgate replay FILE.ndjson [--sink NAME]`")
+                }
+                return try ReplayCommand(try Options(Array(args.dropFirst()), allowed: ["--sink"]), file: file).run()
             case "version", "--version", "-V":
                 print("healthgate \(version)")
                 return 0
             case "help", "--help", "-h":
                 print(usage)
                 return 0
-            case "write", "delete", "replay":
+            case "write", "delete":
                 printErr("healthgate \(command): not in this version yet (see the README's roadmap)")
                 return 2
             default:
-                printErr("healthgate: unknown command \"\(command)\"\(suggestion(command, ["serve", "init", "check", "link", "status", "version"]))\n\n\(usage)")
+                printErr("healthgate: unknown command \"\(command)\"\(suggestion(command, ["serve", "init", "check", "link", "status", "replay", "version"]))\n\n\(usage)")
                 return 2
             }
         } catch let e as UsageError {
@@ -80,7 +87,7 @@ struct Options {
     var values: [String: String] = [:]
     var flags: Set<String> = []
 
-    static let valueOptions: Set<String> = ["--config", "--receiver", "--host", "--format", "--scheme"]
+    static let valueOptions: Set<String> = ["--config", "--receiver", "--host", "--format", "--scheme", "--sink"]
 
     init(_ args: [String], allowed: Set<String>) throws(UsageError) {
         var i = 0
@@ -111,9 +118,9 @@ struct Options {
     }
 }
 
-func printErr(_ s: String) {
+func printErr(_ s: String, newline: Bool = true) {
     var line = Array(s.utf8)
-    line.append(0x0A)
+    if newline { line.append(0x0A) }
     line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
 }
 

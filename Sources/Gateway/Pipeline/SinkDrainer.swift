@@ -22,9 +22,10 @@ public final class SinkDrainer: @unchecked Sendable {
     private var stopping = false
     private var thread: pthread_t?
     private let parser = JSONParser()
+    private var delivery: BatchDelivery
+    private let deadLetters: DeadLetters
     /// Called after the cursor was saved, so the journal can drop segments every sink has passed.
     var onCommit: (@Sendable () -> Void)?
-    private var rng = SystemRandomNumberGenerator()
 
     /// Where the sink stands: the next entry to read and how many of its records are done.
     public struct Cursor: Equatable, Sendable {
@@ -41,10 +42,12 @@ public final class SinkDrainer: @unchecked Sendable {
         self.dir = FileIO.join(FileIO.join(dataDir, "sinks"), name)
         self.logger = logger
         self.metrics = SinkMetrics(name: name)
+        deadLetters = DeadLetters(sink: name, dataDir: dataDir, metrics: metrics, logger: logger)
+        delivery = BatchDelivery(sink: built.sink, retry: built.common.retry, metrics: metrics, deadLetters: deadLetters,
+                                 logger: logger)
     }
 
     var cursorPath: String { FileIO.join(dir, "cursor") }
-    var deadLetterPath: String { FileIO.join(dir, "dead-letters.ndjson") }
 
     public func loadCursor() throws(IOError) -> Cursor {
         try FileIO.makeDirectories(dir, mode: 0o700)
@@ -277,7 +280,7 @@ public final class SinkDrainer: @unchecked Sendable {
     private func decodeEntry(_ e: JournalEntry, skip: Int, into buffer: inout Pending) {
         let (records, ranges) = CanonicalCodec.decodeLinesWithRanges(e.payload, parser: parser) { line, error, range in
             // Only a damaged disk or a bug gets here: the line is kept, not dropped.
-            deadLetter(line: e.payload[range], reason: "journal entry \(e.seq) line \(line) is not a canonical record: \(error)")
+            deadLetters.keep(line: e.payload[range], reason: "journal entry \(e.seq) line \(line) is not a canonical record: \(error)")
         }
         buffer.records.reserveCapacity(buffer.count + records.count)
         buffer.lines.reserveCapacity(buffer.count + records.count)
@@ -306,111 +309,13 @@ public final class SinkDrainer: @unchecked Sendable {
     /// Writes a batch until every record is accepted or rejected (or the sink is stopped, or
     /// it must shed its oldest records).
     private func deliver(_ batch: Pending) -> Delivery {
-        var pending = batch
-        var attempt = 0
-        while !pending.isEmpty {
-            if isStopping { return .stopping }
-            let result = sink.write(SinkBatch(records: pending.records, lines: pending.lines))
-            metrics.batches.add(1, ordering: .relaxed)
-            var retryAfter: Double?
-            var reason = ""
-            var keep: [Int] = []
-            switch result {
-            case .accepted:
-                metrics.sent.add(pending.count, ordering: .relaxed)
-            case .keep(let why, let after):
-                keep = Array(0..<pending.count)
-                reason = why
-                retryAfter = after
-            case .perRecord(let outcomes):
-                for (i, outcome) in outcomes.prefix(pending.count).enumerated() {
-                    switch outcome {
-                    case .accepted:
-                        metrics.sent.add(1, ordering: .relaxed)
-                    case .keep(let why):
-                        keep.append(i)
-                        reason = why
-                    case .rejected(let why):
-                        if !deadLetter(pending.records[i], reason: why) {
-                            // Not kept anywhere yet: try the record again rather than lose it.
-                            keep.append(i)
-                            reason = "a rejected record could not be written to the dead letters"
-                        }
-                    }
-                }
-                if outcomes.count < pending.count {
-                    keep.append(contentsOf: outcomes.count..<pending.count)
-                    reason = "the sink answered for fewer records than it was given"
-                }
-            }
-            if keep.isEmpty {
-                if attempt > 0 {
-                    logger.info("sink \(name): delivering again after \(attempt) failed attempt(s)")
-                    metrics.lastError = nil
-                    metrics.nextRetryAt.store(0, ordering: .relaxed)
-                }
-                return .delivered
-            }
-            pending = keep.count == pending.count ? pending : pending.picking(keep)
-            metrics.kept.add(pending.count, ordering: .relaxed)
-            metrics.lastError = reason
-            attempt += 1
-            let cap = min(common.retry.maxSeconds, common.retry.initialSeconds * pow(2, Double(min(attempt - 1, 30))))
-            let wait = retryAfter ?? Double.random(in: 0...cap, using: &rng)
-            metrics.nextRetryAt.store(SystemClock().now().seconds + Int64(wait.rounded(.up)), ordering: .relaxed)
-            logger.warning("sink \(name): \(reason); \(pending.count) record(s) kept, retrying in \(formatSeconds(wait))")
-            // While waiting to retry, a drop_oldest sink watches its limit.
-            let until = monotonicSeconds() + max(wait, 0.001)
-            while monotonicSeconds() < until {
-                if !sleep(max(0.001, min(0.5, until - monotonicSeconds()))) { return .stopping }
-                if overLimit() {
-                    metrics.nextRetryAt.store(0, ordering: .relaxed)
-                    return .overLimit
-                }
-            }
-        }
-        return .delivered
-    }
-
-    /// Keeps a record the sink rejected for good, with the reason. False when it could not be
-    /// written (then the caller keeps the record for another try).
-    private func deadLetter(_ r: CanonicalRecord, reason: String) -> Bool {
-        var w = JSONWriter(capacity: 512)
-        w.beginObject()
-        w.key("time"); w.string(SystemClock().now().rfc3339())
-        w.key("sink"); w.string(name)
-        w.key("reason"); w.string(reason)
-        w.key("record")
-        w.raw(CanonicalCodec.encodeLine(r))
-        w.endObject()
-        w.newline()
-        do {
-            try FileIO.append(deadLetterPath, w.bytes)
-        } catch {
-            logger.error("sink \(name): cannot write a dead letter (\(error)); the record will be tried again")
-            return false
-        }
-        metrics.rejected.add(1, ordering: .relaxed)
-        logger.warning("sink \(name): a \(r.type) record (uuid \(r.uuid)) was rejected and is kept in \(deadLetterPath): \(reason)")
-        return true
-    }
-
-    /// Keeps a journal line that is not a canonical record (its text as a JSON string).
-    private func deadLetter(line: ArraySlice<UInt8>, reason: String) {
-        var w = JSONWriter(capacity: 512)
-        w.beginObject()
-        w.key("time"); w.string(SystemClock().now().rfc3339())
-        w.key("sink"); w.string(name)
-        w.key("reason"); w.string(reason)
-        w.key("line"); w.string(utf8: Array(line))
-        w.endObject()
-        w.newline()
-        metrics.rejected.add(1, ordering: .relaxed)
-        logger.error("sink \(name): \(reason); the line is kept in \(deadLetterPath)")
-        do {
-            try FileIO.append(deadLetterPath, w.bytes)
-        } catch {
-            logger.error("sink \(name): cannot write a dead letter (\(error))")
+        let outcome = delivery.deliver(records: batch.records, lines: batch.lines,
+                                       wait: { [self] seconds in sleep(seconds) },
+                                       abandon: { [self] in overLimit() })
+        switch outcome {
+        case .delivered: return .delivered
+        case .stopped: return .stopping
+        case .abandoned: return .overLimit
         }
     }
 }
@@ -422,8 +327,4 @@ final class DrainerBox {
         drainer = d
         cursor = c
     }
-}
-
-func formatSeconds(_ s: Double) -> String {
-    s < 1 ? "\(Int(s * 1000)) ms" : s < 120 ? "\(Int(s.rounded())) s" : "\(Int((s / 60).rounded())) min"
 }

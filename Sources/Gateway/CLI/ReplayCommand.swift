@@ -1,0 +1,191 @@
+import CanonicalJSON
+import FastJSON
+import Glibc
+import HealthgateCore
+import Posix
+import Sinks
+
+/// `healthgate replay FILE [--sink NAME]`: delivers the records of an NDJSON file again — an
+/// archive of canonical records, or a sink's dead letters once their cause is fixed — with
+/// each sink's own batching, retries and dead letters. Works while `serve` runs: it does not
+/// touch the journal. Without `--sink`, records take their routes (transforms included) as if
+/// they had just come in; with it, they go to that sink as they are.
+struct ReplayCommand {
+    let options: Options
+    let file: String
+    init(_ o: Options, file: String) {
+        options = o
+        self.file = file
+    }
+
+    struct Target {
+        var name: String
+        var built: BuiltSink
+        var routes: [Route]?   // nil: every record, as it is
+        var delivery: BatchDelivery
+        var deadLetters: DeadLetters
+        var metrics: SinkMetrics
+    }
+
+    func run() throws -> Int32 {
+        let source = try ConfigSource.resolve(options)
+        let logSink = StderrLogSink(minimum: .warning)
+        let logger = Logger(component: "replay", sink: logSink)
+        let t = try source.load(logger: logger)
+        guard FileIO.exists(file) else { throw UsageError("\(file): no such file") }
+        var chosen = t.sinks
+        if let only = options.values["--sink"] {
+            chosen = t.sinks.filter { $0.name == only }
+            if chosen.isEmpty {
+                throw UsageError("no sink is named \"\(only)\"\(suggestion(only, t.sinks.map(\.name)))")
+            }
+        }
+        if chosen.isEmpty { throw UsageError("the config has no sinks to replay to") }
+        // Replaying a sink's own dead letters: move them aside first, so that what is rejected
+        // again starts a new file instead of being read again.
+        var input = file
+        for s in t.sinks where realPath(file) == realPath(DeadLetters.path(sink: s.name, dataDir: t.dataDir)) {
+            input = file + ".replaying-\(SystemClock().now().seconds)"
+            if rename(file, input) != 0 { throw IOError("rename", file) }
+            print("moved \(file) to \(input) while it is replayed")
+        }
+        var targets: [Target] = chosen.map { s in
+            let metrics = SinkMetrics(name: s.name)
+            let dead = DeadLetters(sink: s.name, dataDir: t.dataDir, metrics: metrics, logger: logger)
+            return Target(name: s.name, built: s.built,
+                          routes: options.values["--sink"] == nil ? t.routes.filter { $0.to.contains(s.name) } : nil,
+                          delivery: BatchDelivery(sink: s.built.sink, retry: s.built.common.retry, metrics: metrics,
+                                                  deadLetters: dead, logger: logger),
+                          deadLetters: dead, metrics: metrics)
+        }
+        let total = FileIO.fileSize(input) ?? 0
+        let progress = Progress(total: total, tty: isatty(2) == 1)
+        let parser = JSONParser()
+        var unreadable = 0
+        var read = 0
+        var lineNumber = 0
+        try forEachChunk(input) { lines, bytesSoFar in
+            var records: [CanonicalRecord] = []
+            for line in lines {
+                lineNumber += 1
+                if line.allSatisfy({ $0 == 0x20 || $0 == 0x0D || $0 == 0x09 }) { continue }
+                if let r = decode(line, parser: parser) {
+                    records.append(r)
+                } else {
+                    unreadable += 1
+                    logSink.log(.warning, "replay", "\(input):\(lineNumber): not a canonical record or a dead letter with one; skipped")
+                }
+            }
+            read += records.count
+            for i in targets.indices {
+                var batch: [CanonicalRecord] = []
+                for r in records {
+                    guard let routes = targets[i].routes else { batch.append(r); continue }
+                    for route in routes where route.takes(receiver: r.receiver) {
+                        if let out = route.apply(r) { batch.append(out) }
+                    }
+                }
+                let size = targets[i].built.common.batch.maxItems
+                var start = 0
+                while start < batch.count {
+                    let part = Array(batch[start..<min(batch.count, start + size)])
+                    _ = targets[i].delivery.deliver(records: part, lines: Array(repeating: nil, count: part.count),
+                                                    wait: { seconds in usleep(useconds_t(seconds * 1e6)); return true })
+                    start += size
+                }
+            }
+            progress.update(bytes: bytesSoFar, records: read)
+        }
+        progress.finish(records: read)
+        for target in targets {
+            target.built.sink.close()
+            let rejected = target.metrics.rejected.load(ordering: .relaxed)
+            print("\(target.name): \(target.metrics.sent.load(ordering: .relaxed)) record(s) delivered"
+                  + (rejected > 0 ? ", \(rejected) rejected again (in \(target.deadLetters.path))" : ""))
+        }
+        if unreadable > 0 { print("\(unreadable) line(s) of \(input) were not records and were skipped") }
+        if input != file {
+            unlink(input)
+        }
+        return 0
+    }
+
+    /// A canonical record, or the record inside a dead letter.
+    private func decode(_ line: ArraySlice<UInt8>, parser: JSONParser) -> CanonicalRecord? {
+        let bytes = Array(line)
+        guard let doc = try? parser.parse(bytes) else { return nil }
+        let root = doc.root
+        if let inner = root["record"], inner.kind == .object, root["reason"] != nil {
+            return try? CanonicalCodec.decode(inner)
+        }
+        return try? CanonicalCodec.decode(root)
+    }
+
+    /// Calls `body` with the complete lines of each 4 MB chunk of the file.
+    private func forEachChunk(_ path: String, _ body: ([ArraySlice<UInt8>], Int) throws -> Void) throws {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw IOError("open", path) }
+        defer { close(fd) }
+        var carry: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4 << 20)
+        var done = 0
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw IOError("read", path)
+            }
+            done += max(n, 0)
+            var data = carry
+            data.append(contentsOf: buffer[0..<max(n, 0)])
+            var lines: [ArraySlice<UInt8>] = []
+            var start = 0
+            for i in data.indices where data[i] == 0x0A {
+                lines.append(data[start..<i])
+                start = i + 1
+            }
+            if n == 0 {
+                if start < data.count { lines.append(data[start...]) }
+                try body(lines, done)
+                return
+            }
+            carry = Array(data[start...])
+            try body(lines, done)
+        }
+    }
+
+    private func realPath(_ p: String) -> String {
+        guard let r = realpath(p, nil) else { return p }
+        defer { free(r) }
+        return String(cString: r)
+    }
+}
+
+/// A progress bar on a terminal, a line per tenth otherwise.
+final class Progress {
+    let total: Int
+    let tty: Bool
+    private var lastTenth = -1
+
+    init(total: Int, tty: Bool) {
+        self.total = total
+        self.tty = tty
+    }
+
+    func update(bytes: Int, records: Int) {
+        let fraction = total > 0 ? min(1, Double(bytes) / Double(total)) : 1
+        if tty {
+            let width = 30
+            let filled = Int(fraction * Double(width))
+            let bar = String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled)
+            printErr("\r[\(bar)] \(Int(fraction * 100))%  \(records) records", newline: false)
+        } else if Int(fraction * 10) > lastTenth {
+            lastTenth = Int(fraction * 10)
+            printErr("replay: \(Int(fraction * 100))%, \(records) records")
+        }
+    }
+
+    func finish(records: Int) {
+        if tty { printErr("") }
+    }
+}

@@ -1,0 +1,109 @@
+import Glibc
+import HealthgateCore
+import Posix
+import Sinks
+
+/// Writes one batch to a sink until every record is accepted or rejected: what the sink keeps
+/// is tried again after an exponential backoff with full jitter (`Retry-After` honoured), what
+/// it rejects goes to the dead letters. Shared by the sink drainers and `healthgate replay`.
+struct BatchDelivery {
+    let sink: any Sink
+    let retry: RetryConfig
+    let metrics: SinkMetrics
+    let deadLetters: DeadLetters
+    let logger: Logger
+    private var rng = SystemRandomNumberGenerator()
+
+    init(sink: any Sink, retry: RetryConfig, metrics: SinkMetrics, deadLetters: DeadLetters, logger: Logger) {
+        self.sink = sink
+        self.retry = retry
+        self.metrics = metrics
+        self.deadLetters = deadLetters
+        self.logger = logger
+    }
+
+    enum Outcome {
+        case delivered
+        /// `wait` said to stop.
+        case stopped
+        /// `abandon` said to give the batch up.
+        case abandoned
+    }
+
+    /// `wait(seconds)` sleeps and returns false to stop; `abandon()` is asked while waiting.
+    mutating func deliver(records: [CanonicalRecord], lines: [ArraySlice<UInt8>?], wait: (Double) -> Bool,
+                          abandon: () -> Bool = { false }) -> Outcome {
+        var records = records
+        var lines = lines
+        var attempt = 0
+        let name = sink.name
+        while !records.isEmpty {
+            let result = sink.write(SinkBatch(records: records, lines: lines))
+            metrics.batches.add(1, ordering: .relaxed)
+            var retryAfter: Double?
+            var reason = ""
+            var keep: [Int] = []
+            switch result {
+            case .accepted:
+                metrics.sent.add(records.count, ordering: .relaxed)
+            case .keep(let why, let after):
+                keep = Array(0..<records.count)
+                reason = why
+                retryAfter = after
+            case .perRecord(let outcomes):
+                for (i, outcome) in outcomes.prefix(records.count).enumerated() {
+                    switch outcome {
+                    case .accepted:
+                        metrics.sent.add(1, ordering: .relaxed)
+                    case .keep(let why):
+                        keep.append(i)
+                        reason = why
+                    case .rejected(let why):
+                        if !deadLetters.keep(records[i], reason: why) {
+                            // Not kept anywhere yet: try the record again rather than lose it.
+                            keep.append(i)
+                            reason = "a rejected record could not be written to the dead letters"
+                        }
+                    }
+                }
+                if outcomes.count < records.count {
+                    keep.append(contentsOf: outcomes.count..<records.count)
+                    reason = "the sink answered for fewer records than it was given"
+                }
+            }
+            if keep.isEmpty {
+                if attempt > 0 {
+                    logger.info("sink \(name): delivering again after \(attempt) failed attempt(s)")
+                    metrics.lastError = nil
+                    metrics.nextRetryAt.store(0, ordering: .relaxed)
+                }
+                return .delivered
+            }
+            if keep.count != records.count {
+                records = keep.map { records[$0] }
+                lines = keep.map { lines[$0] }
+            }
+            metrics.kept.add(records.count, ordering: .relaxed)
+            metrics.lastError = reason
+            attempt += 1
+            let cap = min(retry.maxSeconds, retry.initialSeconds * pow(2, Double(min(attempt - 1, 30))))
+            let pause = retryAfter ?? Double.random(in: 0...cap, using: &rng)
+            metrics.nextRetryAt.store(SystemClock().now().seconds + Int64(pause.rounded(.up)), ordering: .relaxed)
+            logger.warning("sink \(name): \(reason); \(records.count) record(s) kept, retrying in \(formatSeconds(pause))")
+            // Wait in short steps, so that a sink asked to give the batch up can do so.
+            let until = monotonicSeconds() + max(pause, 0.001)
+            while monotonicSeconds() < until {
+                if !wait(max(0.001, min(0.5, until - monotonicSeconds()))) { return .stopped }
+                if abandon() {
+                    metrics.nextRetryAt.store(0, ordering: .relaxed)
+                    return .abandoned
+                }
+            }
+        }
+        return .delivered
+    }
+}
+
+func formatSeconds(_ s: Double) -> String {
+    s < 1 ? "\(Int(s * 1000)) ms" : s < 120 ? "\(Int(s.rounded())) s" : "\(Int((s / 60).rounded())) min"
+}

@@ -1,0 +1,67 @@
+import CanonicalJSON
+import FastJSON
+import HealthgateCore
+import Posix
+
+/// A sink's dead letters, `<data_dir>/sinks/<name>/dead-letters.ndjson`: one JSON object per
+/// line with the time, the sink, the reason, and the record (or, for a journal line that is
+/// not a record, the line as text). `healthgate replay` sends them again.
+struct DeadLetters: Sendable {
+    let sink: String
+    let path: String
+    let metrics: SinkMetrics
+    let logger: Logger
+
+    init(sink: String, dataDir: String, metrics: SinkMetrics, logger: Logger) {
+        self.sink = sink
+        self.path = DeadLetters.path(sink: sink, dataDir: dataDir)
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    static func path(sink: String, dataDir: String) -> String {
+        FileIO.join(dataDir, "sinks/\(sink)/dead-letters.ndjson")
+    }
+
+    /// Keeps a record the sink rejected for good. False when it could not be written (then
+    /// the caller keeps the record for another try).
+    func keep(_ r: CanonicalRecord, reason: String) -> Bool {
+        var w = JSONWriter(capacity: 512)
+        w.beginObject()
+        w.key("time"); w.string(Timestamp(seconds: SystemClock().now().seconds).rfc3339())
+        w.key("sink"); w.string(sink)
+        w.key("reason"); w.string(reason)
+        w.key("record")
+        w.raw(CanonicalCodec.encodeLine(r))
+        w.endObject()
+        w.newline()
+        do {
+            try FileIO.append(path, w.bytes)
+        } catch {
+            logger.error("sink \(sink): cannot write a dead letter (\(error)); the record will be tried again")
+            return false
+        }
+        metrics.rejected.add(1, ordering: .relaxed)
+        logger.warning("sink \(sink): a \(r.type) record (uuid \(r.uuid)) was rejected and is kept in \(path): \(reason)")
+        return true
+    }
+
+    /// Keeps a journal line that is not a canonical record (its text as a JSON string).
+    func keep(line: ArraySlice<UInt8>, reason: String) {
+        var w = JSONWriter(capacity: 512)
+        w.beginObject()
+        w.key("time"); w.string(Timestamp(seconds: SystemClock().now().seconds).rfc3339())
+        w.key("sink"); w.string(sink)
+        w.key("reason"); w.string(reason)
+        w.key("line"); w.string(utf8: Array(line))
+        w.endObject()
+        w.newline()
+        metrics.rejected.add(1, ordering: .relaxed)
+        logger.error("sink \(sink): \(reason); the line is kept in \(path)")
+        do {
+            try FileIO.append(path, w.bytes)
+        } catch {
+            logger.error("sink \(sink): cannot write a dead letter (\(error))")
+        }
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+@testable import Gateway
+import HealthgateCore
+import Testing
+
+/// `healthgate replay`: dead letters go out again once their cause is fixed; archives can be
+/// delivered again to any sink; both while serve runs.
+@Suite(.serialized) struct ReplayTests {
+    @Test func deadLettersAreSentAgainOnceTheCauseIsFixed() throws {
+        let endpoint = try ScriptedEndpoint { r in
+            ScriptedEndpoint.uuids(r).contains("poison") ? HTTPResponse(status: 422, body: Array("no".utf8)) : HTTPResponse(status: 200)
+        }
+        let config = QueueLimitTests.config(port: endpoint.port, queue: "")
+        let serve = try ServeProcess(config: config)
+        let body = Vectors.syncBody(samples: ["good-1", "poison", "good-2"].map(CrashTests.sample))
+        #expect(try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body),
+                                            body: Array(body.utf8)).status == 200)
+        let deadPath = serve.dataDir + "/sinks/hook/dead-letters.ndjson"
+        #expect(ServeProcess.eventually { FileManager.default.fileExists(atPath: deadPath) })
+        #expect(Set(endpoint.requests.flatMap(ScriptedEndpoint.uuids)).isSuperset(of: ["good-1", "good-2"]))
+        // The endpoint is fixed; the dead letters go out again, while serve runs.
+        endpoint.answer { _ in HTTPResponse(status: 200) }
+        let r = try CLITests.run(["replay", deadPath, "--sink", "hook", "--config", serve.configPath])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out.contains("hook: 1 record(s) delivered"), "\(r.out)")
+        #expect(endpoint.requests.last.map(ScriptedEndpoint.uuids) == ["poison"])
+        #expect(!FileManager.default.fileExists(atPath: deadPath))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: serve.dataDir + "/sinks/hook").allSatisfy { !$0.contains("replaying") })
+    }
+
+    @Test func anArchiveCanBeDeliveredAgainToOneSink() throws {
+        let endpoint = try ScriptedEndpoint { _ in HTTPResponse(status: 200) }
+        let serve = try ServeProcess(config: QueueLimitTests.config(port: endpoint.port, queue: ""))
+        var sent: [String] = []
+        for i in 0..<3 {
+            let uuids = (0..<30).map { "arch-\(i)-\($0)" }
+            sent += uuids
+            let body = Vectors.syncBody(samples: uuids.map(CrashTests.sample))
+            #expect(try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body),
+                                                body: Array(body.utf8)).status == 200)
+        }
+        #expect(ServeProcess.eventually { serve.ndjson(under: "").compactMap { $0["uuid"] as? String }.count == 90 })
+        let before = endpoint.requests.count
+        let r = try CLITests.run(["replay", serve.dataDir + "/archive.ndjson", "--sink", "hook", "--config", serve.configPath])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out.contains("hook: 90 record(s) delivered"), "\(r.out)")
+        #expect(Array(endpoint.requests.dropFirst(before).flatMap(ScriptedEndpoint.uuids)) == sent)
+        // Asking for a sink that does not exist says which ones do.
+        let wrong = try CLITests.run(["replay", serve.dataDir + "/archive.ndjson", "--sink", "hok", "--config", serve.configPath])
+        #expect(wrong.status == 2)
+        #expect(wrong.err.contains("did you mean \"hook\""))
+    }
+}
