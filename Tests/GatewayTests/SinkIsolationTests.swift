@@ -68,3 +68,61 @@ import Testing
         #expect(after.out.contains("serve is not running"))
     }
 }
+
+/// Every failure class in a row, against a live serve: nothing good is lost, nothing stalls,
+/// the one bad record ends in the dead letters.
+@Suite(.serialized) struct FaultSequenceTests {
+    final class Script: @unchecked Sendable {
+        let lock = NSLock()
+        var step = 0
+        func next() -> Int {
+            lock.lock()
+            defer { lock.unlock() }
+            step += 1
+            return step
+        }
+    }
+
+    @Test func everyFailureClassInARowLosesNothing() throws {
+        let script = Script()
+        let endpoint = try ScriptedEndpoint { r in
+            switch script.next() {
+            case 1: return HTTPResponse(status: 500)
+            case 2: return HTTPResponse(status: 429, headers: [HTTPHeader("Retry-After", "1")])
+            case 3: return HTTPResponse(status: 401)
+            case 4:
+                usleep(1_500_000)   // longer than the sink's timeout
+                return HTTPResponse(status: 200)
+            case 5: return HTTPResponse(status: 503)
+            default:
+                return ScriptedEndpoint.uuids(r).contains("poison") ? HTTPResponse(status: 400) : HTTPResponse(status: 200)
+            }
+        }
+        let config = QueueLimitTests.config(port: endpoint.port, queue: "")
+            .replacingOccurrences(of: "retry: {initial: 50ms, max: 100ms}", with: "retry: {initial: 50ms, max: 100ms}, timeout: 500ms")
+        #expect(config.contains("timeout: 500ms"))
+        let serve = try ServeProcess(config: config)
+        var good: [String] = []
+        for i in 0..<4 {
+            var uuids = (0..<10).map { "seq-\(i)-\($0)" }
+            good += uuids
+            if i == 2 { uuids.insert("poison", at: 5) }
+            let body = Vectors.syncBody(samples: uuids.map(CrashTests.sample))
+            #expect(try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body),
+                                                body: Array(body.utf8)).status == 200)
+        }
+        var delivered = Set<String>()
+        #expect(ServeProcess.eventually(20) {
+            delivered = Set(endpoint.requests.filter { !ScriptedEndpoint.uuids($0).contains("poison") }
+                .flatMap(ScriptedEndpoint.uuids))
+            return delivered.isSuperset(of: good)
+        }, "\(Set(good).subtracting(delivered).count) good records never arrived")
+        let dead = serve.dataDir + "/sinks/hook/dead-letters.ndjson"
+        #expect(ServeProcess.eventually { (try? String(contentsOfFile: dead, encoding: .utf8))?.contains("\"uuid\":\"poison\"") == true })
+        #expect(serve.stderrText.contains("401 from"))
+        #expect(serve.stderrText.contains("sinks.hook.auth"))
+        let metrics = try serve.client().request("GET", "/metrics").text
+        #expect(metrics.contains(#"healthgate_sink_records_rejected_total{sink="hook"} 1"#))
+        #expect(metrics.contains(#"healthgate_sink_records_waiting{sink="hook"} 0"#))
+    }
+}
