@@ -45,6 +45,15 @@ import Testing
         #expect(r.status == 0, "\(r.err)")
         #expect(r.out.contains("hook: 90 record(s) delivered"), "\(r.out)")
         #expect(Array(endpoint.requests.dropFirst(before).flatMap(ScriptedEndpoint.uuids)) == sent)
+        // The journal still holds them too (the newest segment is always kept; journal.retention
+        // keeps older ones): replay from there, or only what came after a time.
+        let fromJournal = try CLITests.run(["replay", "--journal", "--sink", "hook", "--config", serve.configPath])
+        #expect(fromJournal.status == 0, "\(fromJournal.err)")
+        #expect(fromJournal.out.contains("hook: 90 record(s) delivered"), "\(fromJournal.out)")
+        let none = try CLITests.run(["replay", "--journal", "--since", "2100-01-01T00:00:00Z", "--sink", "hook",
+                                     "--config", serve.configPath])
+        #expect(none.out.contains("hook: 0 record(s) delivered"), "\(none.out)")
+        #expect(try CLITests.run(["replay", "--config", serve.configPath]).status == 2)
         // Asking for a sink that does not exist says which ones do.
         let wrong = try CLITests.run(["replay", serve.dataDir + "/archive.ndjson", "--sink", "hok", "--config", serve.configPath])
         #expect(wrong.status == 2)

@@ -21,6 +21,8 @@ public enum CLI {
       healthgate status [--config FILE]    per sink: records waiting, oldest, sent/kept/rejected, last error
       healthgate replay FILE.ndjson [--sink NAME] [--config FILE]
                                            deliver an archive, or a sink's dead letters, again
+      healthgate replay --journal [--since TIME] [--sink NAME]
+                                           deliver again what the journal still holds
       healthgate version
 
     environment:
@@ -45,10 +47,15 @@ public enum CLI {
             case "link": return try LinkCommand(try Options(args, allowed: ["--receiver", "--host", "--format", "--scheme"])).run()
             case "status": return try StatusCommand(try Options(args, allowed: [])).run()
             case "replay":
-                guard let file = args.first, !file.hasPrefix("-") else {
-                    throw UsageError("which file? `healthgate replay FILE.ndjson [--sink NAME]`")
+                let file = args.first.flatMap { $0.hasPrefix("-") ? nil : $0 }
+                let o = try Options(file == nil ? args : Array(args.dropFirst()), allowed: ["--sink", "--journal", "--since"])
+                if file == nil && !o.flags.contains("--journal") {
+                    throw UsageError("which file? `healthgate replay FILE.ndjson [--sink NAME]`, or `--journal [--since TIME]`")
                 }
-                return try ReplayCommand(try Options(Array(args.dropFirst()), allowed: ["--sink"]), file: file).run()
+                if file != nil && (o.flags.contains("--journal") || o.values["--since"] != nil) {
+                    throw UsageError("give a FILE or --journal, not both (--since goes with --journal)")
+                }
+                return try ReplayCommand(o, file: file).run()
             case "version", "--version", "-V":
                 print("healthgate \(version)")
                 return 0
@@ -87,7 +94,7 @@ struct Options {
     var values: [String: String] = [:]
     var flags: Set<String> = []
 
-    static let valueOptions: Set<String> = ["--config", "--receiver", "--host", "--format", "--scheme", "--sink"]
+    static let valueOptions: Set<String> = ["--config", "--receiver", "--host", "--format", "--scheme", "--sink", "--since"]
 
     init(_ args: [String], allowed: Set<String>) throws(UsageError) {
         var i = 0

@@ -7,13 +7,15 @@ import Sinks
 
 /// `healthgate replay FILE [--sink NAME]`: delivers the records of an NDJSON file again — an
 /// archive of canonical records, or a sink's dead letters once their cause is fixed — with
-/// each sink's own batching, retries and dead letters. Works while `serve` runs: it does not
-/// touch the journal. Without `--sink`, records take their routes (transforms included) as if
-/// they had just come in; with it, they go to that sink as they are.
+/// each sink's own batching, retries and dead letters. `healthgate replay --journal [--since T]`
+/// does the same with what the journal still holds (see `journal.retention`). Works while
+/// `serve` runs: it only reads the journal. Without `--sink`, records take their routes
+/// (transforms included) as if they had just come in; with it, they go to that sink as they are.
 struct ReplayCommand {
     let options: Options
-    let file: String
-    init(_ o: Options, file: String) {
+    /// nil: the journal.
+    let file: String?
+    init(_ o: Options, file: String?) {
         options = o
         self.file = file
     }
@@ -32,7 +34,14 @@ struct ReplayCommand {
         let logSink = StderrLogSink(minimum: .warning)
         let logger = Logger(component: "replay", sink: logSink)
         let t = try source.load(logger: logger)
-        guard FileIO.exists(file) else { throw UsageError("\(file): no such file") }
+        if let file, !FileIO.exists(file) { throw UsageError("\(file): no such file") }
+        var since: Timestamp?
+        if let s = options.values["--since"] {
+            guard let (t, _) = Timestamp.parseRFC3339(s) else {
+                throw UsageError("--since takes an RFC 3339 time, e.g. 2026-11-29T00:00:00Z")
+            }
+            since = t
+        }
         var chosen = t.sinks
         if let only = options.values["--sink"] {
             chosen = t.sinks.filter { $0.name == only }
@@ -43,11 +52,13 @@ struct ReplayCommand {
         if chosen.isEmpty { throw UsageError("the config has no sinks to replay to") }
         // Replaying a sink's own dead letters: move them aside first, so that what is rejected
         // again starts a new file instead of being read again.
-        var input = file
-        for s in t.sinks where realPath(file) == realPath(DeadLetters.path(sink: s.name, dataDir: t.dataDir)) {
-            input = file + ".replaying-\(SystemClock().now().seconds)"
-            if rename(file, input) != 0 { throw IOError("rename", file) }
-            print("moved \(file) to \(input) while it is replayed")
+        var input = file ?? FileIO.join(t.dataDir, "journal")
+        if let file {
+            for s in t.sinks where realPath(file) == realPath(DeadLetters.path(sink: s.name, dataDir: t.dataDir)) {
+                input = file + ".replaying-\(SystemClock().now().seconds)"
+                if rename(file, input) != 0 { throw IOError("rename", file) }
+                print("moved \(file) to \(input) while it is replayed")
+            }
         }
         var targets: [Target] = chosen.map { s in
             let metrics = SinkMetrics(name: s.name)
@@ -58,13 +69,23 @@ struct ReplayCommand {
                                                   deadLetters: dead, logger: logger),
                           deadLetters: dead, metrics: metrics)
         }
-        let total = FileIO.fileSize(input) ?? 0
+        let total = file == nil ? 0 : FileIO.fileSize(input) ?? 0
         let progress = Progress(total: total, tty: isatty(2) == 1)
         let parser = JSONParser()
         var unreadable = 0
         var read = 0
         var lineNumber = 0
-        try forEachChunk(input) { lines, bytesSoFar in
+        let chunks: (([ArraySlice<UInt8>], Int) throws -> Void) throws -> Void = file != nil
+            ? { body in try forEachChunk(input, body) }
+            : { body in
+                var bytes = 0
+                try Journal.scan(directory: input) { entry in
+                    bytes += entry.payload.count
+                    if let since, entry.timeNanos < since.unixNanoseconds { return }
+                    try body(entry.payload.split(separator: 0x0A, omittingEmptySubsequences: true), bytes)
+                }
+            }
+        try chunks { lines, bytesSoFar in
             var records: [CanonicalRecord] = []
             for line in lines {
                 lineNumber += 1
@@ -104,7 +125,7 @@ struct ReplayCommand {
                   + (rejected > 0 ? ", \(rejected) rejected again (in \(target.deadLetters.path))" : ""))
         }
         if unreadable > 0 { print("\(unreadable) line(s) of \(input) were not records and were skipped") }
-        if input != file {
+        if let file, input != file {
             unlink(input)
         }
         return 0

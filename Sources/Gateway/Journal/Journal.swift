@@ -420,6 +420,31 @@ public final class Journal: @unchecked Sendable {
 
     public var isClosed: Bool { monitor.withLock { closed } }
 
+    /// Reads every intact entry of the journal in `directory` without opening it for writing
+    /// (safe while `serve` runs: segments are append-only). Stops at the first entry that is
+    /// incomplete (being written, or a torn tail).
+    public static func scan(directory: String, visit: (JournalEntry) throws -> Void) throws {
+        let starts = try FileIO.list(directory).compactMap { name -> UInt64? in
+            guard name.hasSuffix(".seg"), name.count == 24 else { return nil }
+            return UInt64(name.dropLast(4))
+        }.sorted()
+        var header = [UInt8](repeating: 0, count: headerSize)
+        for start in starts {
+            let path = FileIO.join(directory, segmentName(start))
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            if fd < 0 { continue }   // deleted meanwhile
+            defer { Glibc.close(fd) }
+            var offset = 0
+            while readExact(fd, &header, count: headerSize, at: offset), let h = decodeHeader(header) {
+                var payload = [UInt8](repeating: 0, count: h.length)
+                guard readExact(fd, &payload, count: h.length, at: offset + headerSize) else { break }
+                offset += headerSize + h.length
+                guard crc(payload) == h.payloadCRC else { continue }
+                try visit(JournalEntry(seq: h.seq, timeNanos: h.timeNanos, count: h.count, payload: payload))
+            }
+        }
+    }
+
     public func makeReader(from seq: UInt64) -> JournalReader {
         JournalReader(journal: self, nextSeq: max(seq, 1))
     }
