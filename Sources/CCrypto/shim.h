@@ -32,6 +32,12 @@ static inline int hg_hmac_sha256(const void *key, size_t keylen,
     return ok;
 }
 
+/* SHA-256 of a buffer into out[32]; returns 1 on success. */
+static inline int hg_sha256(const void *data, size_t len, unsigned char out[32]) {
+    unsigned int n = 0;
+    return EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) == 1 && n == 32;
+}
+
 static inline int hg_random_bytes(unsigned char *buf, int n) { return RAND_bytes(buf, n); }
 static inline int hg_memeq(const void *a, const void *b, size_t n) { return CRYPTO_memcmp(a, b, n) == 0; }
 #endif

@@ -34,6 +34,30 @@ public enum Crypto {
         return out
     }
 
+    public static func sha256(_ bytes: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        bytes.withUnsafeBytes { b in
+            precondition(hg_sha256(b.baseAddress, b.count, &out) == 1, "libcrypto SHA-256 failed")
+        }
+        return out
+    }
+
+    /// A stable UUID-shaped key (version 8, RFC 9562) from the parts that identify a data point,
+    /// for formats whose records carry no id: the same point sent again gets the same key.
+    public static func derivedKey(_ parts: [String]) -> String {
+        var input: [UInt8] = []
+        for p in parts {
+            input.append(contentsOf: p.utf8)
+            input.append(0x1F)   // unit separator: ("ab","c") and ("a","bc") differ
+        }
+        var h = Array(sha256(input).prefix(16))
+        h[6] = (h[6] & 0x0F) | 0x80
+        h[8] = (h[8] & 0x3F) | 0x80
+        let hex = lowercaseHex(h)
+        let c = Array(hex)
+        return String(c[0..<8]) + "-" + String(c[8..<12]) + "-" + String(c[12..<16]) + "-" + String(c[16..<20]) + "-" + String(c[20..<32])
+    }
+
     /// Equal length and equal bytes, in time that depends only on the length.
     public static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }

@@ -51,10 +51,15 @@ public struct SynckyReceiver: Receiver {
         switch format {
         case "native":
             return parsers.withParser { SynckyNative.read(request.body, parser: $0, receiver: name, device: device) }
-        case "hae", "csv", "influx":
+        case "csv":
+            return SynckyCSV.read(request.body, receiver: name, device: device ?? name)
+        case "influx":
+            return SynckyInflux.read(request.body, precision: request.queryParameter("precision"), receiver: name,
+                                     device: device ?? name)
+        case "hae":
             return .answer(problem(415, "Format not supported yet",
-                                   "This healthgate reads Syncky's native format; set the server's format to "
-                                   + "\"Syncky JSON\" in the app. \(format) support is on the way."))
+                                   "This healthgate reads Syncky's native, CSV and InfluxDB formats; set the server's "
+                                   + "format to one of them in the app. Health Auto Export support is on the way."))
         default:
             return .unreadable(status: 400, reason: "unknown X-Syncky-Format \"\(format)\" (native, hae, csv or influx)")
         }

@@ -1,0 +1,180 @@
+import CanonicalJSON
+import FastJSON
+@testable import Gateway
+import HealthgateCore
+import Testing
+
+/// The guide's CSV and line-protocol bodies, and the same facts in every format.
+@Suite struct SynckyFormatsTests {
+    static let csv = "type,uuid,start,end,value,unit,value_name,source,device,user_entered\r\n"
+        + "steps,5E1D0000-0000-4000-8000-000000000001,2026-10-14T09:01:00+02:00,2026-10-14T09:01:59+02:00,412,count,,com.apple.Health,Apple Watch,false\r\n"
+        + "sleep_analysis,51EE0000-0000-4000-8000-000000000001,2026-10-14T01:10:00+02:00,2026-10-14T02:40:00+02:00,3,,asleep_core,com.apple.Health,Apple Watch,false\r\n"
+        + "workout,0B6F0000-0000-4000-8000-000000000001,2026-10-14T07:00:00+02:00,2026-10-14T07:31:10+02:00,1870,s,running,com.apple.Health,Apple Watch,false\r\n"
+        + "characteristic,characteristic:blood_type,,,1,,a_positive,,,\r\n"
+        + "steps,5E1D0000-0000-4000-8000-000000000099,,,,,deleted,,,\r\n"
+
+    static let influx = #"""
+    steps,device=Apple\ Watch,source=com.apple.Health,unit=count value=412 1791961260000000000
+    sleep_analysis,device=Apple\ Watch,source=com.apple.Health value=3,value_name="asleep_core" 1791933000000000000
+    workout,activity=running,device=Apple\ Watch,source=com.apple.Health duration_s=1870,energy_kcal=312.4,distance_m=5020 1791954000000000000
+
+    """#
+
+    func receive(_ body: String, format: String, query: String = "") -> Reception {
+        let r = SynckyReceiver(name: "phone", path: "/s", maxBodyBytes: 1 << 20, auth: Authenticator(kind: .none),
+                               hmacSecret: nil, device: "my-iphone", parsers: ParserPool(),
+                               logger: Logger(component: "t", sink: MemoryLogSink()))
+        let req = HTTPRequest(method: "POST", path: "/s", query: query, headers: [(name: "X-Syncky-Format", value: format)],
+                              body: Array(body.utf8))
+        return r.receive(req, context: ReceiveContext(now: Timestamp(seconds: 0)))
+    }
+
+    func batch(_ body: String, format: String, query: String = "") throws -> ReceivedBatch {
+        guard case .accept(let b, let reply) = receive(body, format: format, query: query) else {
+            Issue.record("not accepted: \(receive(body, format: format))")
+            throw CancellationError()
+        }
+        #expect(reply.status / 100 == 2)
+        return b
+    }
+
+    @Test func readsTheGuidesCSV() throws {
+        let b = try batch(Self.csv, format: "csv")
+        #expect(b.quarantined.isEmpty, "\(b.quarantined)")
+        let r = b.records
+        #expect(r.count == 5)
+        #expect(r[0].type == "steps" && r[0].kind == "quantity" && r[0].value == .number(412) && r[0].unit == "count")
+        #expect(r[0].start?.rfc3339() == "2026-10-14T07:01:00Z" && r[0].end?.rfc3339() == "2026-10-14T07:01:59Z")
+        #expect(r[0].utcOffset == 7200)
+        #expect(r[0].device == "my-iphone")
+        #expect(r[0].source == RecordSource(app: "com.apple.Health", device: "Apple Watch"))
+        #expect(r[1].kind == "category" && r[1].value == .string("asleep_core") && r[1].code == 3)
+        #expect(r[2].kind == "workout" && r[2].activity == "running" && r[2].durationS == 1870)
+        #expect(r[3].kind == "characteristic" && r[3].value == .string("a_positive") && r[3].code == 1)
+        #expect(r[3].fields == [RecordField("name", RawJSON("\"blood_type\""))])
+        #expect(r[4].op == .delete && r[4].uuid == "5E1D0000-0000-4000-8000-000000000099" && r[4].type == "steps")
+    }
+
+    @Test func readsQuotedFieldsAndUndoesTheFormulaGuard() throws {
+        let body = "type,uuid,start,end,value,unit,value_name,source,device,user_entered\r\n"
+            + "steps,u1,2026-10-14T09:01:00+02:00,,5,count,,\"My, \"\"odd\"\"\napp\",'=SUM(A1),true\r\n"
+            + "steps,u2,2026-10-14T09:01:00Z,,6,count,,'+plus,'hello,false\r\n"
+        let r = try batch(body, format: "csv").records
+        #expect(r.count == 2)
+        #expect(r[0].source == RecordSource(app: "My, \"odd\"\napp", device: "=SUM(A1)"))
+        #expect(r[0].extra == [RecordField("user_entered", RawJSON("true"))])
+        // Only the guard before a formula character is removed.
+        #expect(r[1].source == RecordSource(app: "+plus", device: "'hello"))
+    }
+
+    @Test func theCheckConnectionBodiesStoreNothing() throws {
+        #expect(try batch("type,uuid,start,end,value,unit,value_name,source,device,user_entered\r\n", format: "csv").isEmpty)
+        #expect(try batch("", format: "influx").isEmpty)
+    }
+
+    @Test func refusesCSVWithoutTheHeaderAndSetsAsideBadRows() throws {
+        guard case .unreadable(let status, let reason) = receive("a,b\r\n1,2\r\n", format: "csv") else {
+            Issue.record("a wrong header must be refused")
+            return
+        }
+        #expect(status == 400)
+        #expect(reason.contains("header row"))
+        guard case .unreadable = receive("type,uuid\r\n\"open", format: "csv") else {
+            Issue.record("an unclosed quote must be refused")
+            return
+        }
+        let b = try batch(Self.csv.replacingOccurrences(of: ",412,", with: ",four,")
+                            + "steps,u9,yesterday,,1,count,,,,\r\nsteps,u10\r\n", format: "csv")
+        #expect(b.count == 4)
+        #expect(b.quarantined.map(\.reason) == ["line 2: value \"four\" is not a number",
+                                               "line 7: start \"yesterday\" is not an RFC 3339 time",
+                                               "line 8: 2 fields; a row has 10"])
+    }
+
+    @Test func readsTheGuidesLineProtocol() throws {
+        let b = try batch(Self.influx, format: "influx")
+        #expect(b.quarantined.isEmpty)
+        let r = b.records
+        #expect(r.count == 3)
+        #expect(r[0].type == "steps" && r[0].value == .number(412) && r[0].unit == "count")
+        #expect(r[0].start?.rfc3339() == "2026-10-14T07:01:00Z")
+        #expect(r[0].source == RecordSource(app: "com.apple.Health", device: "Apple Watch"))
+        #expect(r[1].kind == "category" && r[1].value == .string("asleep_core") && r[1].code == 3)
+        #expect(r[1].start?.rfc3339() == "2026-10-13T23:10:00Z")
+        #expect(r[2].kind == "workout" && r[2].activity == "running" && r[2].durationS == 1870
+                && r[2].energyKcal == 312.4 && r[2].distanceM == 5020)
+        #expect(r[2].end?.rfc3339() == "2026-10-14T05:31:10Z")
+        // No uuid in line protocol: a key from the point's identity, the same when sent again.
+        let again = try batch(Self.influx, format: "influx").records
+        #expect(r.map(\.uuid) == again.map(\.uuid))
+        #expect(Set(r.map(\.uuid)).count == 3)
+    }
+
+    @Test func honoursThePrecisionParameter() throws {
+        let r = try batch("steps,unit=count value=1 1791961260\n", format: "influx", query: "precision=s").records
+        #expect(r.first?.start?.rfc3339() == "2026-10-14T07:01:00Z")
+        guard case .unreadable = receive("x value=1 1\n", format: "influx", query: "precision=h") else {
+            Issue.record("an unknown precision must be refused")
+            return
+        }
+    }
+
+    /// The same four facts sent as native, CSV and line protocol: the same type, value, UTC
+    /// start, and kind (line protocol has no end for samples, nor uuids).
+    @Test func theSameFactsInEveryFormatGiveTheSameRecords() throws {
+        let native = try batch(Vectors.syncBody(samples: [Vectors.stepsSample, Vectors.sleepSample, Vectors.workoutSample]),
+                               format: "native").records
+        let csv = try batch(Self.csv, format: "csv").records.prefix(3)
+        let lp = try batch(Self.influx, format: "influx").records
+        for (a, b) in zip(native, csv) {
+            #expect(a.type == b.type && a.kind == b.kind && a.value == b.value && a.start == b.start && a.end == b.end
+                    && a.uuid == b.uuid && a.code == b.code && a.durationS == b.durationS && a.activity == b.activity, "\(a.type)")
+        }
+        for (a, b) in zip(native, lp) {
+            #expect(a.type == b.type && a.kind == b.kind && a.value == b.value && a.start == b.start && a.code == b.code
+                    && a.durationS == b.durationS && a.activity == b.activity, "\(a.type)")
+        }
+    }
+}
+
+@Suite struct LineProtocolTests {
+    @Test func readsInfluxDBsEscapes() throws {
+        let (points, failures) = LineProtocol.parse(Array(#"comma\,1,equals\==e\,x,two=val2 field\=x="fir\"\n,st\\""#.utf8))
+        #expect(failures.isEmpty)
+        let p = try #require(points.first)
+        #expect(p.measurement == "comma,1")
+        #expect(p.tags.map(\.key) == ["equals=", "two"])
+        #expect(p.tag("equals=") == "e,x")
+        #expect(p.field("field=x") == .string("fir\"\n,st\\"))
+        #expect(p.timestamp == nil)
+    }
+
+    @Test(arguments: [
+        ("m f=1", LineProtocol.FieldValue.float(1)), ("m f=-1.5e3", .float(-1500)), ("m f=.5", .float(0.5)),
+        ("m f=12i", .int(12)), ("m f=-9223372036854775808i", .int(.min)), ("m f=18446744073709551615u", .uint(.max)),
+        ("m f=t", .bool(true)), ("m f=FALSE", .bool(false)), (#"m f="a b""#, .string("a b")),
+    ])
+    func readsEveryFieldType(_ line: String, _ value: LineProtocol.FieldValue) {
+        let (points, failures) = LineProtocol.parse(Array(line.utf8))
+        #expect(failures.isEmpty, "\(failures)")
+        #expect(points.first?.field("f") == value)
+    }
+
+    @Test(arguments: [
+        "m", "m f", "m f=", "m f=Happy", "m f=1 12x", "m f=1 1 2", "m, f=1", "m,t= f=1", ",t=1 f=1",
+        #"m f="open"#, "m f=-1u", "m f=NaN", "m,\u{1}=x f=1",
+    ])
+    func refusesWhatInfluxDBRefuses(_ line: String) {
+        let (points, failures) = LineProtocol.parse(Array(line.utf8))
+        #expect(points.isEmpty, "\(line) should not parse")
+        #expect(failures.count == 1)
+    }
+
+    @Test func skipsCommentsAndBlankLinesAndKeepsGoingPastABadLine() {
+        let body = "# a comment\n\n  m f=1 1\r\nbad line\nm f=2 2\nm s=\"two\nlines\" 3\n"
+        let (points, failures) = LineProtocol.parse(Array(body.utf8))
+        #expect(points.map(\.timestamp) == [1, 2, 3])
+        #expect(points[2].field("s") == .string("two\nlines"))
+        #expect(failures.map(\.line) == [4])
+    }
+}
