@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+@testable import Gateway
 
 /// The commands as a user types them, with their output and exit codes.
 @Suite struct CLITests {
@@ -116,5 +117,40 @@ import Testing
         #expect(link1.split(separator: "&").filter { $0.hasPrefix("token=") || $0.hasPrefix("hmac=") }
                 == link2.split(separator: "&").filter { $0.hasPrefix("token=") || $0.hasPrefix("hmac=") })
         second.stop()
+    }
+}
+
+/// The terminal QR code decodes back to the setup link (zbarimg, from Debian's zbar-tools,
+/// reads the code as a phone camera would).
+@Suite struct TerminalQRTests {
+    @Test func theQRCodeDecodesToTheLink() throws {
+        let link = "syncky://webhook?v=1&name=Vector%20header&url=https%3A%2F%2Freceiver.example%2Fhook%2Fheader&format=native&auth=header&header=X-Api-Key&token=vec_key_x9VHBdwKQo-KwlcOB9v4cwlAawCa0nF2NWQRO1qLDlI&types=heart_rate,steps"
+        let grid = try TerminalQR.modules(link, quietZone: 4)
+        // A portable bitmap, 8 pixels a module.
+        let scale = 8
+        var pbm = "P1\n\(grid.count * scale) \(grid.count * scale)\n"
+        for row in grid {
+            let line = row.flatMap { Array(repeating: $0 ? "1" : "0", count: scale) }.joined(separator: " ")
+            for _ in 0..<scale { pbm += line + "\n" }
+        }
+        let path = ServeProcess.makeTempDir("qr") + "/link.pbm"
+        try pbm.write(toFile: path, atomically: true, encoding: .utf8)
+        let (rc, out) = try HTTPServerTests.shell("zbarimg --quiet --raw \(path) 2>/dev/null")
+        #expect(rc == 0, "\(out)")
+        #expect(out.trimmingCharacters(in: .whitespacesAndNewlines) == link)
+        // The terminal text: two module rows a line, colours reset at each line's end.
+        let text = try TerminalQR.render(link)
+        #expect(text.split(separator: "\n").count == (grid.count - 2 * 4 + 2 * 2 + 1) / 2)
+        #expect(text.split(separator: "\n").allSatisfy { $0.hasSuffix("\u{1B}[0m") })
+    }
+
+    @Test func linkPrintsTheQRCodeOnRequest() throws {
+        let dir = ServeProcess.makeTempDir("cli")
+        #expect(try CLITests.run(["init"], cwd: dir).status == 0)
+        let plain = try CLITests.run(["link"], cwd: dir)
+        let qr = try CLITests.run(["link", "--qr"], cwd: dir)
+        #expect(plain.out.split(separator: "\n").count == 1)
+        #expect(qr.out.contains("█"))
+        #expect(qr.out.hasPrefix(plain.out))
     }
 }

@@ -16,8 +16,8 @@ public enum CLI {
       healthgate init  [--config FILE] [--force]
                                            write a config with a fresh token and HMAC secret
       healthgate check [--config FILE]     validate the config; print receivers, routes and sinks
-      healthgate link  [--receiver NAME] [--host HOST] [--format F] [--scheme S] [--config FILE]
-                                           print the Syncky setup link
+      healthgate link  [--receiver NAME] [--host HOST] [--format F] [--scheme S] [--qr] [--config FILE]
+                                           print the Syncky setup link (--qr: and its QR code)
       healthgate status [--config FILE]    per sink: records waiting, oldest, sent/kept/rejected, last error
       healthgate replay FILE.ndjson [--sink NAME] [--config FILE]
                                            deliver an archive, or a sink's dead letters, again
@@ -44,7 +44,7 @@ public enum CLI {
             case "serve": return try ServeCommand(try Options(args, allowed: [])).run()
             case "init": return try InitCommand(try Options(args, allowed: ["--force"])).run()
             case "check": return try CheckCommand(try Options(args, allowed: [])).run()
-            case "link": return try LinkCommand(try Options(args, allowed: ["--receiver", "--host", "--format", "--scheme"])).run()
+            case "link": return try LinkCommand(try Options(args, allowed: ["--receiver", "--host", "--format", "--scheme", "--qr"])).run()
             case "status": return try StatusCommand(try Options(args, allowed: [])).run()
             case "replay":
                 let file = args.first.flatMap { $0.hasPrefix("-") ? nil : $0 }

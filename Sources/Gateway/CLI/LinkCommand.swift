@@ -25,6 +25,7 @@ struct LinkCommand {
                                        host: options.values["--host"], format: options.values["--format"] ?? "native",
                                        scheme: options.values["--scheme"] ?? "syncky")
         print(link)
+        if options.flags.contains("--qr") { print(try TerminalQR.render(link), terminator: "") }
         return 0
     }
 }

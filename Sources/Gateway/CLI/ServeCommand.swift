@@ -48,6 +48,10 @@ struct ServeCommand {
                                                format: "native", scheme: "syncky") {
                 print("Syncky setup link for receiver \(s.name) (it holds the token and secret; show it only to the phone's owner):")
                 print("  \(link)")
+                if isatty(1) == 1, let qr = try? TerminalQR.render(link) {
+                    print("Scan it in Syncky (Settings › Connections › + › Paste a setup link):")
+                    print(qr, terminator: "")
+                }
             } else {
                 print("Syncky setup link: `healthgate link --receiver \(s.name)\(options.config.map { " --config \($0)" } ?? "")`")
             }
