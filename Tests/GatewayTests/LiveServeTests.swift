@@ -64,14 +64,22 @@ import Testing
         let replay = try c.request("POST", "/hook", headers: Vectors.checkHeaders, body: Array(Vectors.checkBody.utf8))
         #expect(replay.status == 401)
         #expect(replay.text.contains("replay"))
-        // Nothing was stored: the journal is empty and the archive does not exist.
-        let metrics = try c.request("GET", "/metrics")
-        #expect(metrics.text.contains("healthgate_journal_last_seq 0"))
-        #expect(metrics.text.contains(#"healthgate_check_requests_total{receiver="phone"} 1"#))
-        #expect(!FileManager.default.fileExists(atPath: serve.dataDir + "/archive"))
-        #expect(serve.stderrText.contains("HEALTHGATE_NOW is set"))
-        // The results request of section 10 verifies too (with its own clock).
+        #expect(try c.request("GET", "/metrics").text.contains(#"healthgate_check_requests_total{receiver="phone"} 1"#))
+        // The replay check survives a restart within the window.
         serve.stop()
+        let restarted = try ServeProcess(config: Self.config, dataDir: serve.dataDir,
+                                         environment: ["HEALTHGATE_NOW": Vectors.checkTimestamp])
+        let again = try restarted.client().request("POST", "/hook", headers: Vectors.checkHeaders, body: Array(Vectors.checkBody.utf8))
+        #expect(again.status == 401)
+        #expect(again.text.contains("replay"))
+        // Nothing was stored: the journal is empty and the archive does not exist.
+        let metrics = try restarted.client().request("GET", "/metrics")
+        #expect(metrics.text.contains("healthgate_journal_last_seq 0"))
+        #expect(metrics.text.contains(#"healthgate_requests_refused_total{receiver="phone",reason="auth"} 1"#))
+        #expect(!FileManager.default.fileExists(atPath: serve.dataDir + "/archive"))
+        #expect(restarted.stderrText.contains("HEALTHGATE_NOW is set"))
+        restarted.stop()
+        // The results request of section 10 verifies too (with its own clock).
         let serve2 = try ServeProcess(config: Self.config, dataDir: serve.dataDir,
                                       environment: ["HEALTHGATE_NOW": Vectors.resultsTimestamp])
         var rh = Self.replacing(Vectors.checkHeaders, "X-Syncky-Format", nil)

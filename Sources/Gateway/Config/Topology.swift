@@ -78,7 +78,7 @@ public enum ConfigLoader {
         }
 
         var receivers: [(name: String, config: ReceiverConfig, receiver: any Receiver)] = []
-        let receiverContext = ReceiverBuildContext(parsers: ParserPool(), logger: logger)
+        let receiverContext = ReceiverBuildContext(parsers: ParserPool(), logger: logger, dataDir: dataDir)
         var paths: [String: String] = [:]
         for entry in mappingEntries(top.receivers, path: "receivers", problems: &problems) {
             let path = "receivers.\(entry.key)"

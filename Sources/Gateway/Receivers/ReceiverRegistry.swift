@@ -1,10 +1,12 @@
 import HealthgateCore
+import Posix
 import YAMLConfig
 
 /// What a receiver builder gets besides its config.
 public struct ReceiverBuildContext: Sendable {
     public var parsers: ParserPool
     public var logger: Logger
+    public var dataDir: String
 }
 
 /// Every receiver kind, by its `kind:` in the config. A new receiver is one folder and one line here.
@@ -30,7 +32,8 @@ extension SynckyReceiver {
         return SynckyReceiver(name: name, path: c.path ?? "/syncky",
                               maxBodyBytes: Int(c.max_body?.bytes ?? Int64(ReceiverConfig.defaultMaxBody)),
                               auth: auth, hmacSecret: c.hmac?.secret, device: c.device,
-                              parsers: context.parsers, logger: context.logger.child("receiver \(name)"))
+                              parsers: context.parsers, logger: context.logger.child("receiver \(name)"),
+                              replays: ReplayCache(path: FileIO.join(context.dataDir, "replay/\(name)")))
     }
 }
 

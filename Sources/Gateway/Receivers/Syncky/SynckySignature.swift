@@ -1,5 +1,7 @@
 import HealthgateCrypto
+import Glibc
 import HealthgateCore
+import Posix
 import Synchronization
 
 /// Syncky's request signatures (guide section 6): `v1=` and the lowercase hex HMAC-SHA256,
@@ -56,27 +58,69 @@ public struct SynckySignature: Sendable {
     }
 }
 
-/// The signatures of the last 300 s, shared by every request of a receiver.
+/// The signatures of the last 300 s, shared by every request of a receiver. With a file, they
+/// survive a restart: each accepted signature is appended (one write, no fsync — a process crash
+/// or restart keeps it, a power cut within the window may not), and the file is read back at
+/// the first check after a start.
 public final class ReplayCache: Sendable {
     private struct State {
         var seen: [String: Int64] = [:]
         var lastPrune: Int64 = 0
+        var loaded = false
+        var appended = 0
     }
 
     private let state = Mutex(State())
+    let path: String?
 
-    public init() {}
+    public init(path: String? = nil) {
+        self.path = path
+    }
 
     /// Remembers `signature`; false when it was already seen within the window.
     public func insert(_ signature: String, time: Int64, now: Int64) -> Bool {
         state.withLock { s in
+            if !s.loaded {
+                s.loaded = true
+                load(into: &s.seen, now: now)
+            }
             if now - s.lastPrune > 30 || s.seen.count > 100_000 {
                 s.seen = s.seen.filter { now - $0.value <= SynckySignature.window }
                 s.lastPrune = now
             }
             if let seenAt = s.seen[signature], now - seenAt <= SynckySignature.window { return false }
-            s.seen[signature] = max(time, now)
+            let at = max(time, now)
+            s.seen[signature] = at
+            persist(signature, at: at, state: &s)
             return true
         }
+    }
+
+    private func load(into seen: inout [String: Int64], now: Int64) {
+        guard let path, let bytes = try? FileIO.readAll(path) else { return }
+        for line in bytes.split(separator: 0x0A) {
+            let parts = line.split(separator: 0x20, maxSplits: 1)
+            guard parts.count == 2, let at = Int64(String(decoding: parts[0], as: UTF8.self)),
+                  now - at <= SynckySignature.window else { continue }
+            seen[String(decoding: parts[1], as: UTF8.self)] = at
+        }
+    }
+
+    private func persist(_ signature: String, at: Int64, state s: inout State) {
+        guard let path else { return }
+        s.appended += 1
+        if s.appended > 10_000 {
+            // Rewrite with what is still in the window, so the file stays small.
+            s.appended = 0
+            var text = ""
+            for (sig, t) in s.seen { text += "\(t) \(sig)\n" }
+            try? FileIO.writeAtomically(path, Array(text.utf8), mode: 0o600)
+            return
+        }
+        _ = try? FileIO.makeDirectories(FileIO.dirname(path), mode: 0o700)
+        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }
+        _ = try? FileIO.writeAll(fd, Array("\(at) \(signature)\n".utf8), path: path)
+        close(fd)
     }
 }
