@@ -15,6 +15,7 @@ let package = Package(
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+        .systemLibrary(name: "CSQLite3", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         .systemLibrary(name: "CLinux"),   // glibc declarations missing from the Glibc module (header only)
@@ -41,7 +42,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: ["HealthgateCore", "Posix", "FastJSON", "CanonicalJSON", "YAMLConfig", "Transforms", "Sinks",
-                           "CMicroHTTPD", "HealthgateCrypto", "CZlib", "CLinux", "CQREncode"],
+                           "CMicroHTTPD", "HealthgateCrypto", "CZlib", "CLinux", "CQREncode", "CSQLite3"],
             exclude: ["Journal/JOURNAL.md", "Pipeline/QUEUES.md"],
             swiftSettings: strict
         ),

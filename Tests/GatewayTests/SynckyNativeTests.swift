@@ -73,6 +73,7 @@ import Testing
         #expect(c.kind == "characteristic")
         #expect(c.uuid == "characteristic:blood_type")
         #expect(c.value == .string("a_positive"))
+        #expect(c.code == 1)
         #expect(c.fields == [RecordField("name", RawJSON("\"blood_type\""))])
         let h = b.records[1]
         #expect(h.kind == "heartbeat_series")
@@ -107,6 +108,8 @@ import Testing
             #"{"uuid":"u5","type":"steps","value":1}"#,
             #"{"uuid":"u6","type":"steps","start":"2026-10-14T07:01:00Z"}"#,
             #"[1,2]"#,
+            #"{"uuid":"u7","type":"steps","value":"many","start":"2026-10-14T07:01:00Z"}"#,
+            #"{"uuid":"u8","type":"sleep_analysis","value":3,"start":"2026-10-14T07:01:00Z"}"#,
         ]
         let b = try accepted(Vectors.syncBody(samples: [Vectors.stepsSample] + bad + [Vectors.sleepSample]))
         #expect(b.records.map(\.type) == ["steps", "sleep_analysis"])
@@ -115,6 +118,8 @@ import Testing
         #expect(b.quarantined[2].reason.contains("start"))
         #expect(b.quarantined[3].reason == "\"end\" is before \"start\"")
         #expect(b.quarantined[6].raw == RawJSON("[1,2]"))
+        #expect(b.quarantined[7].reason == "steps takes a number in count, not a name")
+        #expect(b.quarantined[8].reason == "sleep_analysis takes the name of one of its values, not a number")
     }
 
     @Test func theCheckConnectionRequestStoresNothing() {

@@ -18,6 +18,10 @@ public enum CLI {
       healthgate check [--config FILE]     validate the config; print receivers, routes and sinks
       healthgate link  [--receiver NAME] [--host HOST] [--format F] [--scheme S] [--qr] [--config FILE]
                                            print the Syncky setup link (--qr: and its QR code)
+      healthgate write TYPE VALUE [UNIT] --at TIME [--end TIME] [--receiver NAME] [--id ID] [--force]
+                                           queue a write-back command (sent in the reply to the next data request)
+      healthgate delete COMMAND_ID [--receiver NAME]
+                                           queue the delete of what a command wrote
       healthgate status [--config FILE]    per sink: records waiting, oldest, sent/kept/rejected, last error
       healthgate replay FILE.ndjson [--sink NAME] [--config FILE]
                                            deliver an archive, or a sink's dead letters, again
@@ -62,15 +66,22 @@ public enum CLI {
             case "help", "--help", "-h":
                 print(usage)
                 return 0
-            case "write", "delete":
-                printErr("healthgate \(command): not in this version yet (see the README's roadmap)")
-                return 2
+            case "write":
+                let (positional, rest) = Options.split(args)
+                return try WriteCommandCLI(options: try Options(rest, allowed: ["--at", "--end", "--receiver", "--id", "--force"]),
+                                           arguments: positional).run()
+            case "delete":
+                let (positional, rest) = Options.split(args)
+                return try DeleteCommandCLI(options: try Options(rest, allowed: ["--receiver"]), arguments: positional).run()
             default:
-                printErr("healthgate: unknown command \"\(command)\"\(suggestion(command, ["serve", "init", "check", "link", "status", "replay", "version"]))\n\n\(usage)")
+                printErr("healthgate: unknown command \"\(command)\"\(suggestion(command, ["serve", "init", "check", "link", "write", "delete", "status", "replay", "version"]))\n\n\(usage)")
                 return 2
             }
         } catch let e as UsageError {
             printErr("healthgate \(command): \(e.message)")
+            return 2
+        } catch let e as CommandCheck.Failure {
+            printErr("healthgate \(command): \(e.description)")
             return 2
         } catch let e as ConfigProblems {
             printErr(e.description)
@@ -94,7 +105,29 @@ struct Options {
     var values: [String: String] = [:]
     var flags: Set<String> = []
 
-    static let valueOptions: Set<String> = ["--config", "--receiver", "--host", "--format", "--scheme", "--sink", "--since"]
+    static let valueOptions: Set<String> = ["--config", "--receiver", "--host", "--format", "--scheme", "--sink", "--since",
+                                            "--at", "--end", "--id"]
+
+    /// Positional arguments (before, between or after options) and the options.
+    static func split(_ args: [String]) -> ([String], [String]) {
+        var positional: [String] = []
+        var rest: [String] = []
+        var i = 0
+        while i < args.count {
+            let a = args[i]
+            if a.hasPrefix("--") {
+                rest.append(a)
+                if valueOptions.contains(a), i + 1 < args.count, !a.contains("=") {
+                    rest.append(args[i + 1])
+                    i += 1
+                }
+            } else {
+                positional.append(a)
+            }
+            i += 1
+        }
+        return (positional, rest)
+    }
 
     init(_ args: [String], allowed: Set<String>) throws(UsageError) {
         var i = 0

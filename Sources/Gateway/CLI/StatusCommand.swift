@@ -66,7 +66,40 @@ struct StatusCommand {
             if let e = k["last_error"]?.string { print("    last error: \(e)") }
             if let r = retrying { print("    next try: \(r)") }
         }
+        try printCommands(t)
         return 0
+    }
+
+    /// Write-back commands and their results, from the command store.
+    func printCommands(_ t: Topology) throws {
+        let path = FileIO.join(t.dataDir, "commands.sqlite")
+        guard FileIO.exists(path) else { return }
+        let all = try CommandStore(dataDir: t.dataDir).all()
+        guard !all.isEmpty else { return }
+        print("write-back commands:")
+        for c in all {
+            var line = "  \(c.receiver) \(c.id) v\(c.version) \(c.op) \(c.type)"
+            switch c.value {
+            case .number(let d)?: line += " \(WriteCommandCLI.number(d))\(c.unit.map { " \($0)" } ?? "")"
+            case .name(let n)?: line += " \(n)"
+            case nil: break
+            }
+            if let s = c.start { line += " at \(s.rfc3339())" }
+            if c.isDone {
+                line += ": \(c.resultStatus ?? "done")\(c.resultReason.map { " (\($0))" } ?? "")"
+            } else {
+                line += ": waiting"
+                if c.sentCount > 0, let at = c.lastSentAt {
+                    line += " (sent \(c.sentCount) time(s), last \(Timestamp(seconds: at).rfc3339()))"
+                } else {
+                    line += " (not sent yet: the phone has made no data request since)"
+                }
+                if let v = c.resultVersion { line += "; version \(v) was \(c.resultStatus ?? "?")" }
+            }
+            print(line)
+        }
+        let waiting = all.filter { !$0.isDone }.count
+        print("\(waiting) command(s) waiting, \(all.count - waiting) done")
     }
 
     static func size(_ bytes: Int) -> String {

@@ -33,7 +33,10 @@ extension SynckyReceiver {
                               maxBodyBytes: Int(c.max_body?.bytes ?? Int64(ReceiverConfig.defaultMaxBody)),
                               auth: auth, hmacSecret: c.hmac?.secret, device: c.device,
                               parsers: context.parsers, logger: context.logger.child("receiver \(name)"),
-                              replays: ReplayCache(path: FileIO.join(context.dataDir, "replay/\(name)")))
+                              replays: ReplayCache(path: FileIO.join(context.dataDir, "replay/\(name)")),
+                              writeBack: c.write_back == true
+                                  ? WriteBack(receiver: name, dataDir: context.dataDir, logger: context.logger.child("receiver \(name)"))
+                                  : nil)
     }
 }
 

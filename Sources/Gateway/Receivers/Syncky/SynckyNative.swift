@@ -137,6 +137,15 @@ enum SynckyNative {
         } else {
             return setAside("the sample has no value (a number, or a category's name)", s)
         }
+        // A known type says what its value is: a number for a quantity, a name for a category.
+        if let known = HealthTypes.named(type) {
+            if known.kind == .quantity && kind == RecordKind.category {
+                return setAside("\(type) takes a number in \(known.unit ?? "its unit"), not a name", s)
+            }
+            if known.kind == .category && kind == RecordKind.quantity {
+                return setAside("\(type) takes the name of one of its values, not a number", s)
+            }
+        }
         var r = CanonicalRecord(kind: kind, device: device, receiver: receiver, uuid: uuid, type: type)
         switch time(startRef) {
         case .failure(let why): return setAside("\"start\" \(why)", s)
@@ -211,6 +220,11 @@ enum SynckyNative {
         }
         for (k, v) in others {
             if named { r.addKindField(k.string, raw(v)) } else { r.extra.append(RecordField(k.string, raw(v))) }
+        }
+        if kind == RecordKind.characteristic, case .string(let value)? = r.value,
+           let field = r.fields.first(where: { $0.name == "name" }),
+           let c = HealthTypes.characteristic(named: String(decoding: field.value.bytes.dropFirst().dropLast(), as: UTF8.self)) {
+            r.code = c.code(forValue: value)
         }
         batch.append(r)
         return nil

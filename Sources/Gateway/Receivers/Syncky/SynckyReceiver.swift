@@ -13,9 +13,13 @@ public struct SynckyReceiver: Receiver {
     let device: String?
     let parsers: ParserPool
     let logger: Logger
+    /// Set when `write_back: true`.
+    let writeBack: WriteBack?
 
     public init(name: String, path: String, maxBodyBytes: Int, auth: Authenticator, hmacSecret: String?,
-                device: String?, parsers: ParserPool, logger: Logger, replays: ReplayCache = ReplayCache()) {
+                device: String?, parsers: ParserPool, logger: Logger, replays: ReplayCache = ReplayCache(),
+                writeBack: WriteBack? = nil) {
+        self.writeBack = writeBack
         self.name = name
         self.paths = [path]
         self.maxBodyBytes = maxBodyBytes
@@ -43,19 +47,20 @@ public struct SynckyReceiver: Receiver {
             }
         }
         if request.header("x-syncky-kind")?.lowercased() == "results" {
-            return receiveResults(request)
+            return receiveResults(request, now: context.now)
         }
         guard let format = request.header("x-syncky-format")?.trimmingSpaces.lowercased() else {
             return .unreadable(status: 400, reason: "the X-Syncky-Format header is missing (native, hae, csv or influx)")
         }
+        let reception: Reception
         switch format {
         case "native":
-            return parsers.withParser { SynckyNative.read(request.body, parser: $0, receiver: name, device: device) }
+            reception = parsers.withParser { SynckyNative.read(request.body, parser: $0, receiver: name, device: device) }
         case "csv":
-            return SynckyCSV.read(request.body, receiver: name, device: device ?? name)
+            reception = SynckyCSV.read(request.body, receiver: name, device: device ?? name)
         case "influx":
-            return SynckyInflux.read(request.body, precision: request.queryParameter("precision"), receiver: name,
-                                     device: device ?? name)
+            reception = SynckyInflux.read(request.body, precision: request.queryParameter("precision"), receiver: name,
+                                          device: device ?? name)
         case "hae":
             return .answer(problem(415, "Format not supported yet",
                                    "This healthgate reads Syncky's native, CSV and InfluxDB formats; set the server's "
@@ -63,18 +68,40 @@ public struct SynckyReceiver: Receiver {
         default:
             return .unreadable(status: 400, reason: "unknown X-Syncky-Format \"\(format)\" (native, hae, csv or influx)")
         }
+        // A data request's reply carries the pending write-back commands (never the Check
+        // connection request's, which is answered without storing).
+        if case .accept(let batch, let reply) = reception, let writeBack {
+            return .accept(batch, reply: writeBack.reply(to: request, default: reply, signature: signature, now: context.now))
+        }
+        return reception
     }
 
     /// Results of write-back commands. Write-back is not built yet: the request is verified
     /// (above), its body must be a results message, and it is acknowledged without storing.
-    func receiveResults(_ request: HTTPRequest) -> Reception {
+    /// Results of write-back commands (guide section 10): verified like any request above,
+    /// recorded in the command store, answered 200 with no body.
+    func receiveResults(_ request: HTTPRequest, now: Timestamp) -> Reception {
         parsers.withParser { parser in
-            let ok = request.body.withUnsafeBytes { bytes -> Bool in
-                guard let doc = try? parser.parse(bytes) else { return false }
-                return doc.root["type"]?.string == "results"
+            let results: [(id: String, version: Int, status: String, reason: String?)]? = request.body.withUnsafeBytes { bytes in
+                guard let doc = try? parser.parse(bytes), doc.root["type"]?.string == "results",
+                      let list = doc.root["results"], list.kind == .array else { return nil }
+                var out: [(id: String, version: Int, status: String, reason: String?)] = []
+                for r in list.elements {
+                    guard let id = r["command_id"]?.string, let v = r["version"]?.int64, let status = r["status"]?.string else {
+                        continue
+                    }
+                    out.append((id, Int(v), status, r["reason"]?.string))
+                }
+                return out
             }
-            if !ok { return .unreadable(status: 400, reason: "a results request must be a JSON results message") }
-            logger.info("\(name): results request acknowledged (write-back commands are not sent by this version)")
+            guard let results else {
+                return .unreadable(status: 400, reason: "a results request must be a JSON results message")
+            }
+            guard let writeBack else {
+                logger.warning("\(name): a results request came, but write_back is off for this receiver; nothing recorded")
+                return .answer(HTTPResponse(status: 200))
+            }
+            writeBack.record(results, now: now)
             return .answer(HTTPResponse(status: 200))
         }
     }

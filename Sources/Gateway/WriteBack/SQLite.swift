@@ -1,0 +1,104 @@
+import CSQLite3
+
+/// A small, safe wrapper over one SQLite connection: prepared statements with bound values,
+/// errors with SQLite's message. One connection per process part; not shared across threads
+/// without the owner's lock.
+final class SQLite: @unchecked Sendable {
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    enum Value: Equatable {
+        case null
+        case int(Int64)
+        case double(Double)
+        case text(String)
+
+        var text: String? { if case .text(let s) = self { return s }; return nil }
+        var int: Int64? { if case .int(let i) = self { return i }; return nil }
+        var double: Double? {
+            switch self {
+            case .double(let d): return d
+            case .int(let i): return Double(i)
+            default: return nil
+            }
+        }
+    }
+
+    private var db: OpaquePointer?
+    let path: String
+
+    init(path: String) throws(Failure) {
+        self.path = path
+        var handle: OpaquePointer?
+        let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nil)
+        guard rc == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            sqlite3_close(handle)
+            throw Failure(description: "cannot open \(path): \(message)")
+        }
+        db = handle
+        sqlite3_busy_timeout(handle, 5000)
+        // WAL: `healthgate write` and `serve` use the store at once; NORMAL sync is durable at
+        // each transaction's end in WAL mode for process crashes.
+        try execute("PRAGMA journal_mode=WAL")
+        try execute("PRAGMA synchronous=FULL")
+    }
+
+    deinit { sqlite3_close(db) }
+
+    func execute(_ sql: String, _ values: [Value] = []) throws(Failure) {
+        _ = try query(sql, values)
+    }
+
+    /// Runs one statement and returns its rows.
+    @discardableResult
+    func query(_ sql: String, _ values: [Value] = []) throws(Failure) -> [[Value]] {
+        var stmt: OpaquePointer?
+        guard sqlite3_prepare_v2(db, sql, -1, &stmt, nil) == SQLITE_OK else {
+            throw Failure(description: "\(path): \(String(cString: sqlite3_errmsg(db))) in \(sql)")
+        }
+        defer { sqlite3_finalize(stmt) }
+        for (i, v) in values.enumerated() {
+            let index = Int32(i + 1)
+            switch v {
+            case .null: sqlite3_bind_null(stmt, index)
+            case .int(let x): sqlite3_bind_int64(stmt, index, x)
+            case .double(let x): sqlite3_bind_double(stmt, index, x)
+            case .text(let s): sqlite3_bind_text(stmt, index, s, -1, hg_sqlite_transient())
+            }
+        }
+        var rows: [[Value]] = []
+        while true {
+            let rc = sqlite3_step(stmt)
+            if rc == SQLITE_DONE { break }
+            guard rc == SQLITE_ROW else {
+                throw Failure(description: "\(path): \(String(cString: sqlite3_errmsg(db)))")
+            }
+            var row: [Value] = []
+            for c in 0..<sqlite3_column_count(stmt) {
+                switch sqlite3_column_type(stmt, c) {
+                case SQLITE_INTEGER: row.append(.int(sqlite3_column_int64(stmt, c)))
+                case SQLITE_FLOAT: row.append(.double(sqlite3_column_double(stmt, c)))
+                case SQLITE_TEXT: row.append(.text(String(cString: sqlite3_column_text(stmt, c))))
+                default: row.append(.null)
+                }
+            }
+            rows.append(row)
+        }
+        return rows
+    }
+
+    /// Runs `body` in one transaction (BEGIN IMMEDIATE: writers queue instead of failing).
+    func transaction<R>(_ body: () throws -> R) throws -> R {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let r = try body()
+            try execute("COMMIT")
+            return r
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+}

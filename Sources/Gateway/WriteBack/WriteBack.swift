@@ -1,0 +1,82 @@
+import HealthgateCore
+import Posix
+import Synchronization
+
+/// Write-back for one Syncky receiver: the pending commands go out in the reply to each data
+/// request (signed over the request's delivery id, guide section 10) until a result for their
+/// latest version comes back.
+public final class WriteBack: Sendable {
+    let receiver: String
+    let dataDir: String
+    let logger: Logger
+    /// Opened at the first use, so that `check` and `link` do not create the store.
+    private let store = Mutex<CommandStore?>(nil)
+    private let warnedUnsigned = Atomic<Bool>(false)
+
+    public init(receiver: String, dataDir: String, logger: Logger) {
+        self.receiver = receiver
+        self.dataDir = dataDir
+        self.logger = logger
+    }
+
+    func withStore<R>(_ body: (CommandStore) throws -> R) throws -> R {
+        try store.withLock { s in
+            if s == nil { s = try CommandStore(dataDir: dataDir) }
+            return try body(s!)
+        }
+    }
+
+    /// The reply to a data request: `fallback` when nothing is pending, else a signed commands
+    /// message. Over plain HTTP the app only reads signed replies, so without a secret nothing
+    /// is sent (and that is said once).
+    func reply(to request: HTTPRequest, default fallback: HTTPResponse, signature: SynckySignature?,
+               now: Timestamp) -> HTTPResponse {
+        do {
+            return try withStore { store in
+                let pending = try store.pending(receiver: receiver)
+                guard !pending.isEmpty else { return fallback }
+                if signature == nil && !request.isTLS {
+                    if !warnedUnsigned.exchange(true, ordering: .relaxed) {
+                        logger.warning("\(receiver): \(pending.count) write-back command(s) wait, but over plain HTTP the app "
+                                       + "reads only signed replies: set receivers.\(receiver).hmac (and the same secret in the app)")
+                    }
+                    return fallback
+                }
+                // The reply signature covers the request's delivery id.
+                let delivery = request.header("x-syncky-delivery") ?? ""
+                if signature != nil && delivery.isEmpty {
+                    logger.warning("\(receiver): a data request without X-Syncky-Delivery; commands wait for the next one")
+                    return fallback
+                }
+                let (body, included) = CommandsMessage.encode(pending)
+                guard !included.isEmpty else { return fallback }
+                var headers = [HTTPHeader("Content-Type", "application/json")]
+                if let signature {
+                    headers.append(HTTPHeader("X-Syncky-Signature",
+                                              signature.signReply(delivery: delivery, t: now.seconds, body: body)))
+                }
+                try store.markSent(receiver: receiver, ids: included.map(\.id), at: now.seconds)
+                logger.info("\(receiver): sent \(included.count) write-back command(s) in a reply")
+                return HTTPResponse(status: 200, headers: headers, body: body)
+            }
+        } catch {
+            logger.error("\(receiver): cannot read the write-back commands (\(error)); the reply carries none")
+            return fallback
+        }
+    }
+
+    func record(_ results: [(id: String, version: Int, status: String, reason: String?)], now: Timestamp) {
+        do {
+            try withStore { store in
+                for r in results {
+                    let known = try store.record(receiver: receiver, id: r.id, version: r.version, status: r.status,
+                                                 reason: r.reason, at: now.seconds)
+                    if !known { logger.warning("\(receiver): a result for unknown command \(r.id) (kept in the results log)") }
+                    logger.info("\(receiver): command \(r.id) version \(r.version): \(r.status)\(r.reason.map { " (\($0))" } ?? "")")
+                }
+            }
+        } catch {
+            logger.error("\(receiver): cannot record write-back results (\(error))")
+        }
+    }
+}
