@@ -121,8 +121,12 @@ import Testing
         #expect(ServeProcess.eventually { (try? String(contentsOfFile: dead, encoding: .utf8))?.contains("\"uuid\":\"poison\"") == true })
         #expect(serve.stderrText.contains("401 from"))
         #expect(serve.stderrText.contains("sinks.hook.auth"))
-        let metrics = try serve.client().request("GET", "/metrics").text
+        // The counters follow the dead letter and the cursor by a moment.
+        var metrics = ""
+        #expect(ServeProcess.eventually {
+            metrics = (try? serve.client().request("GET", "/metrics").text) ?? ""
+            return metrics.contains(#"healthgate_sink_records_waiting{sink="hook"} 0"#)
+        }, "\(metrics)")
         #expect(metrics.contains(#"healthgate_sink_records_rejected_total{sink="hook"} 1"#))
-        #expect(metrics.contains(#"healthgate_sink_records_waiting{sink="hook"} 0"#))
     }
 }
