@@ -178,3 +178,82 @@ import Testing
         #expect(failures.map(\.line) == [4])
     }
 }
+
+/// Health Auto Export's body, as Syncky sends it (and as the app itself does).
+@Suite struct HAEFormatTests {
+    let base = SynckyFormatsTests()
+
+    static let body = #"""
+    {"data":{"metrics":[
+      {"name": "heart_rate", "units": "count/min", "data": [{"date": "2026-10-14 09:01:03 +0200", "Min": 64, "Avg": 64, "Max": 64, "source": "Apple Watch"}]},
+      {"name": "step_count", "units": "count", "data": [{"date": "2026-10-14 09:01:00 +0200", "qty": 412, "source": "Apple Watch"}]},
+      {"name": "blood_oxygen_saturation", "units": "%", "data": [{"date": "2026-10-14 09:05:00 +0200", "qty": 95}]},
+      {"name": "weight_body_mass", "units": "lb", "data": [{"date": "2026-10-14 08:00:00 +0200", "qty": 154}]},
+      {"name": "blood_pressure", "units": "mmHg", "data": [{"date": "2026-10-14 08:10:00 +0200", "systolic": 120, "diastolic": 80}]},
+      {"name": "sleep_analysis", "units": "hr", "data": [{"startDate": "2026-10-14 01:10:00 +0200", "endDate": "2026-10-14 02:40:00 +0200", "qty": 1.5, "value": "InBed", "source": "Apple Watch"}]},
+      {"name": "a_metric_nobody_knows", "units": "zz", "data": [{"date": "2026-10-14 08:00:00 +0200", "qty": 7}]}
+    ],
+    "workouts":[{"id": "0B6F0000-0000-4000-8000-000000000001", "name": "Running", "start": "2026-10-14 07:00:00 +0200", "end": "2026-10-14 07:31:10 +0200", "duration": 1870, "activeEnergyBurned": {"qty": 312.4, "units": "kcal"}, "distance": {"qty": 5.02, "units": "km"}}]}}
+    """#
+
+    @Test func readsEveryShape() throws {
+        let b = try base.batch(Self.body, format: "hae")
+        #expect(b.quarantined.isEmpty, "\(b.quarantined)")
+        let r = b.records
+        let byType = Dictionary(grouping: r, by: \.type)
+        let hr = try #require(byType["heart_rate"]?.first)
+        #expect(hr.value == .number(64) && hr.unit == "count/min")
+        #expect(hr.start?.rfc3339() == "2026-10-14T07:01:03Z" && hr.utcOffset == 7200)
+        #expect(hr.source == RecordSource(app: nil, device: "Apple Watch"))
+        #expect(Set(hr.extra.map(\.name)) == ["min", "max"])
+        #expect(byType["steps"]?.first?.value == .number(412))
+        // Percent ×100 undone; pounds into the canonical kilograms.
+        #expect(byType["oxygen_saturation"]?.first?.value == .number(0.95))
+        let kg = try #require(byType["body_mass"]?.first?.value?.number)
+        #expect(abs(kg - 69.853) < 0.001)
+        #expect(byType["body_mass"]?.first?.unit == "kg")
+        #expect(byType["blood_pressure_systolic"]?.first?.value == .number(120))
+        #expect(byType["blood_pressure_diastolic"]?.first?.value == .number(80))
+        let sleep = try #require(byType["sleep_analysis"]?.first)
+        #expect(sleep.kind == "category" && sleep.value == .string("in_bed") && sleep.code == 0)
+        #expect(sleep.end?.rfc3339() == "2026-10-14T00:40:00Z")
+        // An unknown metric is kept as it came.
+        #expect(byType["a_metric_nobody_knows"]?.first?.unit == "zz")
+        let w = try #require(byType["workout"]?.first)
+        #expect(w.uuid == "0B6F0000-0000-4000-8000-000000000001" && w.activity == "running")
+        #expect(w.durationS == 1870 && w.energyKcal == 312.4 && w.distanceM == 5020)
+    }
+
+    @Test func recordsWithoutAnIdGetTheSameKeyWhenSentAgain() throws {
+        let first = try base.batch(Self.body, format: "hae").records
+        let again = try base.batch(Self.body, format: "hae").records
+        #expect(first.map(\.uuid) == again.map(\.uuid))
+        #expect(Set(first.map(\.uuid)).count == first.count)
+    }
+
+    @Test func theCheckConnectionBodyStoresNothingAndBadBodiesAreRefused() throws {
+        #expect(try base.batch(#"{"data":{"metrics":[],"workouts":[]}}"#, format: "hae").isEmpty)
+        guard case .unreadable(let status, _) = base.receive(#"{"metrics":[]}"#, format: "hae") else {
+            Issue.record("a body without data must be refused")
+            return
+        }
+        #expect(status == 400)
+        let b = try base.batch(#"{"data":{"metrics":[{"name":"step_count","data":[{"date":"yesterday","qty":1},{"date":"2026-10-14 09:01:00 +0200","qty":2}]}]}}"#,
+                               format: "hae")
+        #expect(b.count == 1)
+        #expect(b.quarantined.count == 1)
+    }
+
+    /// The guide's facts in HAE come out as in the native format: type, value in the canonical
+    /// unit, UTC start, and for the workout its key and figures.
+    @Test func theSameFactsAsNative() throws {
+        let native = try base.batch(Vectors.syncBody(samples: [Vectors.stepsSample, Vectors.workoutSample]), format: "native").records
+        let hae = try base.batch(Self.body, format: "hae").records
+        let steps = try #require(hae.first { $0.type == "steps" })
+        #expect(steps.value == native[0].value && steps.start == native[0].start && steps.unit == native[0].unit)
+        let w = try #require(hae.first { $0.type == "workout" })
+        let n = native[1]
+        #expect(w.uuid == n.uuid && w.start == n.start && w.end == n.end && w.activity == n.activity
+                && w.durationS == n.durationS && w.energyKcal == n.energyKcal && w.distanceM == n.distanceM)
+    }
+}

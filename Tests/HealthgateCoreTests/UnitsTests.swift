@@ -197,3 +197,16 @@ private func close(_ a: Double?, _ b: Double, tolerance: Double = 1e-9) -> Bool 
         for (spelling, symbols) in owners { #expect(symbols.count == 1, "\(spelling) → \(symbols)") }
     }
 }
+
+@Suite struct UnitsExactnessTests {
+    /// Values that people read back must not pick up binary noise: 95 % is 0.95, not
+    /// 0.9500000000000001; 250 mL is 0.25 L.
+    @Test func commonConversionsAreExact() {
+        #expect(Units.convert(95, from: "percent", to: "%") == 0.95)
+        #expect(Units.convert(0.95, from: "%", to: "percent") == 95)
+        #expect(Units.convert(250, from: "mL", to: "L") == 0.25)
+        #expect(Units.convert(5.02, from: "km", to: "m") == 5020)
+        #expect(Units.convert(1500, from: "ms", to: "s") == 1.5)
+    }
+}
+

@@ -46,8 +46,16 @@ public enum Units {
               source.dimension == target.dimension
         else { return nil }
         if source.symbol == target.symbol { return value }
-        let base = (value + source.offset) * source.scale
-        return base / target.scale - target.offset
+        let base = scaled(value + source.offset, by: source.scale)
+        return scaled(base, by: 1 / target.scale) - target.offset
+    }
+
+    /// `value * factor`, but for a factor that is 1/n with a whole n, `value / n`: 95 × 0.01 is
+    /// 0.9500000000000001 in binary floating point, 95 / 100 is 0.95.
+    static func scaled(_ value: Double, by factor: Double) -> Double {
+        let inverse = 1 / factor
+        if factor < 1, inverse == inverse.rounded(.towardZero) { return value / inverse }
+        return value * factor
     }
 
     /// The units a write command may use for a type of this family, in their normalised spelling, the family's

@@ -62,9 +62,7 @@ public struct SynckyReceiver: Receiver {
             reception = SynckyInflux.read(request.body, precision: request.queryParameter("precision"), receiver: name,
                                           device: device ?? name)
         case "hae":
-            return .answer(problem(415, "Format not supported yet",
-                                   "This healthgate reads Syncky's native, CSV and InfluxDB formats; set the server's "
-                                   + "format to one of them in the app. Health Auto Export support is on the way."))
+            reception = parsers.withParser { HAEBody.read(request.body, parser: $0, receiver: name, device: device ?? name) }
         default:
             return .unreadable(status: 400, reason: "unknown X-Syncky-Format \"\(format)\" (native, hae, csv or influx)")
         }

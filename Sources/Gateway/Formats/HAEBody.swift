@@ -1,0 +1,266 @@
+import FastJSON
+import HealthgateCore
+import HealthgateCrypto
+
+/// Health Auto Export's REST API body, `{"data":{"metrics":[…],"workouts":[…],…}}` — as the
+/// app itself sends it and as Syncky's `hae` format copies it — into canonical records:
+/// metric names through the type registry, values into each type's canonical unit (HAE's
+/// percent ×100 undone), `2026-10-14 09:01:03 +0200` dates to UTC with the offset kept,
+/// workouts keyed by their `id` (a later copy with its route replaces the first), and a
+/// deterministic key for everything that has no id, so a resend yields the same key.
+enum HAEBody {
+    static func read(_ body: [UInt8], parser: JSONParser, receiver: String, device: String) -> Reception {
+        let doc: JSONDocument
+        do {
+            doc = try body.withUnsafeBytes { (b: UnsafeRawBufferPointer) throws(JSONError) in try parser.parse(b) }
+        } catch {
+            return .unreadable(status: 400, reason: "the body is not valid JSON: \(error)")
+        }
+        // Some exports wrap the object in an array.
+        var root = doc.root
+        if root.kind == .array, root.count == 1, let only = root[0] { root = only }
+        guard root.kind == .object, let data = root["data"], data.kind == .object else {
+            return .unreadable(status: 400, reason: "a Health Auto Export body is {\"data\": {\"metrics\": [...], \"workouts\": [...]}}")
+        }
+        var batch = ReceivedBatch()
+        var ctx = Context(receiver: receiver, device: device)
+        for (k, v) in data.members {
+            guard v.kind == .array else {
+                if !v.isNull { batch.quarantined.append(QuarantinedRecord(reason: "data.\(k.string) is not a list", raw: raw(v))) }
+                continue
+            }
+            switch k.string {
+            case "metrics": for m in v.elements { metric(m, &ctx, &batch) }
+            case "workouts": for w in v.elements { workout(w, &ctx, &batch) }
+            default: for item in v.elements { other(kind: k.string, item, &ctx, &batch) }
+            }
+        }
+        return .accept(batch, reply: HTTPResponse(status: 200))
+    }
+
+    struct Context {
+        var receiver: String
+        var device: String
+    }
+
+    static func raw(_ v: JSONRef) -> RawJSON {
+        var w = JSONWriter(capacity: 128)
+        v.write(to: &w)
+        return RawJSON(bytes: w.bytes)
+    }
+
+    /// `2026-10-14 09:01:03 +0200`, `… +02:00`, with a fraction, RFC 3339, or a bare date
+    /// (midnight UTC). Returns the instant and the offset in seconds.
+    static func date(_ s: String) -> (Timestamp, Int?)? {
+        if let r = Timestamp.parseRFC3339(s) { return r }
+        let parts = s.split(separator: " ")
+        if parts.count == 1, parts[0].count == 10, let r = Timestamp.parseRFC3339(parts[0] + "T00:00:00Z") { return r }
+        guard parts.count == 3 else { return nil }
+        var zone = String(parts[2])
+        if zone.count == 5, zone.first == "+" || zone.first == "-" {
+            zone = String(zone.prefix(3)) + ":" + String(zone.suffix(2))
+        }
+        return Timestamp.parseRFC3339("\(parts[0])T\(parts[1])\(zone)")
+    }
+
+    static func source(_ v: JSONRef?) -> RecordSource? {
+        guard let s = v?.string, !s.isEmpty else { return nil }
+        return RecordSource(app: nil, device: s)
+    }
+
+    static func bad(_ reason: String, _ v: JSONRef, _ batch: inout ReceivedBatch) {
+        batch.quarantined.append(QuarantinedRecord(reason: reason, raw: raw(v)))
+    }
+
+    /// A value in `unit` into the type's canonical unit; HAE writes percents on 0–100.
+    static func canonical(_ value: Double, unit: String?, type: HealthType?) -> (Double, String?) {
+        guard let type, let target = type.unit else { return (value, unit) }
+        guard let unit, !unit.isEmpty else { return (value, target) }
+        let from = unit == "%" && target == "%" ? "percent" : unit
+        if let v = Units.convert(value, from: from, to: target) { return (v, target) }
+        return (value, unit)
+    }
+
+    static func metric(_ m: JSONRef, _ ctx: inout Context, _ batch: inout ReceivedBatch) {
+        guard m.kind == .object, let name = m["name"]?.string, !name.isEmpty else {
+            return bad("a metric needs a name", m, &batch)
+        }
+        let units = m["units"]?.string
+        let known = HealthTypes.hae(name)
+        guard let data = m["data"], data.kind == .array else { return bad("metric \(name) has no data list", m, &batch) }
+        for point in data.elements {
+            guard point.kind == .object else { bad("a \(name) point must be an object", point, &batch); continue }
+            switch name {
+            case "blood_pressure":
+                for (field, typeName) in [("systolic", "blood_pressure_systolic"), ("diastolic", "blood_pressure_diastolic")] {
+                    quantity(point, type: HealthTypes.named(typeName), typeName: typeName, valueKey: field, units: units,
+                             skip: ["systolic", "diastolic"], ctx: &ctx, batch: &batch)
+                }
+            case "sleep_analysis" where point["startDate"] != nil:
+                sleepSegment(point, ctx: &ctx, batch: &batch)
+            case "heart_rate" where point["qty"] == nil:
+                quantity(point, type: known, typeName: "heart_rate", valueKey: "Avg", units: units, skip: ["Avg"],
+                         ctx: &ctx, batch: &batch)
+            default:
+                if let known, known.kind == .category {
+                    categoryPoint(point, type: known, ctx: &ctx, batch: &batch)
+                } else if point["qty"] != nil {
+                    quantity(point, type: known, typeName: known?.name ?? name, valueKey: "qty", units: units, skip: [],
+                             ctx: &ctx, batch: &batch)
+                } else {
+                    // A shape this mapping does not know (aggregated sleep, say): kept whole.
+                    summary(point, type: known?.name ?? name, metric: name, ctx: &ctx, batch: &batch)
+                }
+            }
+        }
+    }
+
+    static func quantity(_ p: JSONRef, type: HealthType?, typeName: String, valueKey: String, units: String?,
+                         skip: Set<String>, ctx: inout Context, batch: inout ReceivedBatch) {
+        guard let dateText = p["date"]?.string, let (start, offset) = date(dateText) else {
+            return bad("a \(typeName) point needs a date like 2026-10-14 09:01:03 +0200", p, &batch)
+        }
+        guard let number = p[valueKey]?.double else {
+            return bad("a \(typeName) point needs a number in \"\(valueKey)\"", p, &batch)
+        }
+        let (value, unit) = canonical(number, unit: units, type: type)
+        var r = CanonicalRecord(kind: RecordKind.quantity, device: ctx.device, receiver: ctx.receiver,
+                                uuid: Crypto.derivedKey(["hae", typeName, "\(start.unixNanoseconds)", p["source"]?.string ?? ""]),
+                                type: typeName, start: start, utcOffset: offset, value: .number(value), unit: unit)
+        r.source = source(p["source"])
+        for (k, v) in p.members {
+            let key = k.string
+            if key == "date" || key == "source" || key == valueKey || skip.contains(key) { continue }
+            if let n = v.double, ["Min", "Max", "Avg"].contains(key) {
+                let (converted, _) = canonical(n, unit: units, type: type)
+                r.extra.append(RecordField(key.lowercased(), RawJSON(String(converted))))
+            } else {
+                r.extra.append(RecordField(key, raw(v)))
+            }
+        }
+        batch.append(r)
+    }
+
+    static let sleepValues: [String: String] = [
+        "awake": "awake", "asleep": "asleep_unspecified", "in bed": "in_bed", "inbed": "in_bed", "core": "asleep_core",
+        "deep": "asleep_deep", "rem": "asleep_rem", "unspecified": "asleep_unspecified",
+    ]
+
+    static func sleepSegment(_ p: JSONRef, ctx: inout Context, batch: inout ReceivedBatch) {
+        guard let s = p["startDate"]?.string, let (start, offset) = date(s), let e = p["endDate"]?.string, let (end, _) = date(e) else {
+            return bad("a sleep segment needs startDate and endDate", p, &batch)
+        }
+        guard end >= start else { return bad("the sleep segment ends before it starts", p, &batch) }
+        let given = p["value"]?.string ?? "unspecified"
+        let value = sleepValues[given.lowercased()] ?? given
+        var r = CanonicalRecord(kind: RecordKind.category, device: ctx.device, receiver: ctx.receiver,
+                                uuid: Crypto.derivedKey(["hae", "sleep_analysis", "\(start.unixNanoseconds)", "\(end.unixNanoseconds)",
+                                                         p["source"]?.string ?? ""]),
+                                type: "sleep_analysis", start: start, end: end, utcOffset: offset, value: .string(value))
+        r.code = RecordKind.categoryCode(type: "sleep_analysis", name: value)
+        r.source = source(p["source"])
+        for (k, v) in p.members where !["startDate", "endDate", "value", "source"].contains(k.string) {
+            r.extra.append(RecordField(k.string, raw(v)))
+        }
+        batch.append(r)
+    }
+
+    static func categoryPoint(_ p: JSONRef, type: HealthType, ctx: inout Context, batch: inout ReceivedBatch) {
+        guard let dateText = p["date"]?.string ?? p["startDate"]?.string, let (start, offset) = date(dateText) else {
+            return bad("a \(type.name) point needs a date", p, &batch)
+        }
+        let name = p["value"]?.string ?? type.categoryValues.first?.name ?? "not_applicable"
+        let normalized = type.code(forValue: name).flatMap { type.valueName(forCode: $0) } ?? name
+        var r = CanonicalRecord(kind: RecordKind.category, device: ctx.device, receiver: ctx.receiver,
+                                uuid: Crypto.derivedKey(["hae", type.name, "\(start.unixNanoseconds)", p["source"]?.string ?? ""]),
+                                type: type.name, start: start, utcOffset: offset, value: .string(normalized))
+        r.code = type.code(forValue: normalized)
+        if let e = p["endDate"]?.string, let (end, _) = date(e) { r.end = end }
+        r.source = source(p["source"])
+        for (k, v) in p.members where !["date", "startDate", "endDate", "value", "source"].contains(k.string) {
+            r.extra.append(RecordField(k.string, raw(v)))
+        }
+        batch.append(r)
+    }
+
+    static func summary(_ p: JSONRef, type: String, metric: String, ctx: inout Context, batch: inout ReceivedBatch) {
+        guard let dateText = p["date"]?.string, let (start, offset) = date(dateText) else {
+            return bad("a \(metric) point needs a date", p, &batch)
+        }
+        var r = CanonicalRecord(kind: "summary", device: ctx.device, receiver: ctx.receiver,
+                                uuid: Crypto.derivedKey(["hae", "summary", metric, "\(start.unixNanoseconds)", p["source"]?.string ?? ""]),
+                                type: type, start: start, utcOffset: offset)
+        r.source = source(p["source"])
+        for (k, v) in p.members where !["date", "source"].contains(k.string) { r.addKindField(k.string, raw(v)) }
+        batch.append(r)
+    }
+
+    static func workout(_ w: JSONRef, _ ctx: inout Context, _ batch: inout ReceivedBatch) {
+        guard w.kind == .object else { return bad("a workout must be an object", w, &batch) }
+        guard let s = w["start"]?.string, let (start, offset) = date(s) else { return bad("a workout needs a start", w, &batch) }
+        var end: Timestamp?
+        if let e = w["end"]?.string {
+            guard let (t, _) = date(e) else { return bad("the workout's end is not a date", w, &batch) }
+            end = t
+        }
+        if let end, end < start { return bad("the workout ends before it starts", w, &batch) }
+        let name = w["name"]?.string ?? "Other"
+        let activity = HealthTypes.workout(haeName: name)?.name
+            ?? name.lowercased().split(whereSeparator: { !$0.isLetter && !$0.isNumber }).joined(separator: "_")
+        let id = w["id"]?.string
+        var r = CanonicalRecord(kind: RecordKind.workout, device: ctx.device, receiver: ctx.receiver,
+                                uuid: id ?? Crypto.derivedKey(["hae", "workout", "\(start.unixNanoseconds)", name]),
+                                type: "workout", start: start, end: end, utcOffset: offset, activity: activity)
+        r.durationS = w["duration"]?.double
+        func quantity(_ key: String, _ unit: String) -> Double? {
+            guard let q = w[key], let v = q["qty"]?.double else { return nil }
+            let from = q["units"]?.string ?? unit
+            return Units.convert(v, from: from, to: unit) ?? v
+        }
+        r.energyKcal = quantity("activeEnergyBurned", "kcal") ?? quantity("activeEnergy", "kcal")
+        r.distanceM = quantity("distance", "m")
+        let used: Set<String> = ["id", "name", "start", "end", "duration", "activeEnergyBurned", "distance"]
+        for (k, v) in w.members where !used.contains(k.string) { r.addKindField(k.string, raw(v)) }
+        if r.energyKcal == nil, let v = w["activeEnergy"] { r.addKindField("activeEnergy", raw(v)) }
+        batch.append(r)
+    }
+
+    /// stateOfMind, symptoms, medications, ecg, …: kept whole as their own kind, keyed by
+    /// their id or by what identifies them.
+    static func other(kind: String, _ item: JSONRef, _ ctx: inout Context, _ batch: inout ReceivedBatch) {
+        guard item.kind == .object else { return bad("an item of \(kind) must be an object", item, &batch) }
+        let startText = item["start"]?.string ?? item["date"]?.string
+        let start = startText.flatMap(date)
+        let canonicalKind: String
+        switch kind {
+        case "stateOfMind": canonicalKind = "state_of_mind"
+        case "heartRateNotifications": canonicalKind = "heart_rate_notification"
+        case "cycleTracking": canonicalKind = "cycle_tracking"
+        default: canonicalKind = kind.lowercased() == "symptoms" ? "symptom" : kind
+        }
+        var type = canonicalKind
+        var r = CanonicalRecord(kind: canonicalKind, device: ctx.device, receiver: ctx.receiver, uuid: "", type: type,
+                                start: start?.0, utcOffset: start?.1)
+        if kind == "symptoms", let name = item["name"]?.string {
+            // A symptom is a HealthKit category with a severity.
+            let snake = name.lowercased().split(whereSeparator: { !$0.isLetter && !$0.isNumber }).joined(separator: "_")
+            if let t = HealthTypes.named(snake), t.kind == .category {
+                type = t.name
+                r.kind = RecordKind.category
+                let severity = (item["severity"]?.string ?? "unspecified").lowercased()
+                    .split(whereSeparator: { !$0.isLetter }).joined(separator: "_")
+                r.value = .string(t.code(forValue: severity).flatMap { t.valueName(forCode: $0) } ?? severity)
+                r.code = t.code(forValue: severity)
+            } else {
+                type = snake
+            }
+            r.type = type
+        }
+        if let e = item["end"]?.string, let (end, _) = date(e) { r.end = end }
+        r.uuid = item["id"]?.string ?? Crypto.derivedKey(["hae", kind, type, startText ?? "", item["source"]?.string ?? ""])
+        for (k, v) in item.members where !["id", "start", "end", "date"].contains(k.string) {
+            if r.kind == RecordKind.category { r.extra.append(RecordField(k.string, raw(v))) } else { r.addKindField(k.string, raw(v)) }
+        }
+        batch.append(r)
+    }
+}
