@@ -90,6 +90,27 @@ import Testing
         #expect(results.status == 200, "\(results.text)")
     }
 
+    /// The Check connection request of each format (guide section 4) over HTTP: 2xx, nothing stored.
+    @Test func theCheckConnectionRequestOfEveryFormatStoresNothing() throws {
+        let serve = try ServeProcess(config: Self.config)
+        let bodies: [(String, String, String)] = [
+            ("native", "application/json", Vectors.checkBody),
+            ("hae", "application/json", #"{"data":{"metrics":[],"workouts":[]}}"#),
+            ("csv", "text/csv; charset=utf-8", "type,uuid,start,end,value,unit,value_name,source,device,user_entered\r\n"),
+            ("influx", "text/plain; charset=utf-8", ""),
+        ]
+        for (format, contentType, body) in bodies {
+            var h = Self.signedHeaders(body)
+            h = Self.replacing(h, "X-Syncky-Format", format)
+            h = Self.replacing(h, "Content-Type", contentType)
+            let r = try serve.client().request("POST", "/hook", headers: h, body: Array(body.utf8))
+            #expect(r.status / 100 == 2, "\(format): \(r.status) \(r.text)")
+        }
+        let metrics = try serve.client().request("GET", "/metrics").text
+        #expect(metrics.contains("healthgate_journal_last_seq 0"))
+        #expect(metrics.contains(#"healthgate_records_quarantined_total{receiver="phone"} 0"#))
+    }
+
     @Test func acceptedSamplesArriveInTheArchive() throws {
         let serve = try ServeProcess(config: Self.config)
         let body = Vectors.syncBody(samples: [Vectors.stepsSample, Vectors.sleepSample, Vectors.workoutSample,
