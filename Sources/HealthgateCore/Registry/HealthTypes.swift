@@ -89,6 +89,13 @@ public enum HealthTypes {
         byName[name]
     }
 
+    /// Just the kind of a type (no copy of its row): for checks on every sample.
+    public static func kind(of name: String) -> HealthTypeKind? {
+        kindByName[name]
+    }
+
+    private static let kindByName: [String: HealthTypeKind] = byName.mapValues(\.kind)
+
     /// Accepts "HKQuantityTypeIdentifierStepCount", "StepCount", "stepCount" (lowerCamelCase, as HealthSync and
     /// /v1/ingest send), case-sensitive apart from the first letter. Swift's import spelling of identifiers that
     /// start with an acronym is accepted too ("vo2Max", "uvExposure"). A full identifier must carry the prefix of

@@ -34,7 +34,7 @@ enum SynckyNative {
                 return .unreadable(status: 400, reason: "\"samples\" must be an array")
             }
             batch.reserve(records: samples.count)
-            var reuse = JSONStringReuse(slots: 2)
+            var reuse = SampleCache()
             for s in samples.elements {
                 if let q = sample(s, receiver: receiver, device: device, reuse: &reuse, into: &batch) {
                     batch.quarantined.append(q)
@@ -96,7 +96,22 @@ enum SynckyNative {
     ])
 
     /// Adds the sample's record to `batch`, or returns why it is set aside.
-    static func sample(_ s: JSONRef, receiver: String, device: String, reuse: inout JSONStringReuse,
+    /// What one body's samples share: repeated strings, and the kind of the last type seen.
+    struct SampleCache {
+        var strings = JSONStringReuse(slots: 2)
+        private var types: [(name: String, kind: HealthTypeKind?)] = []
+        private var next = 0
+
+        /// The registry's kind of `type`, from the last eight types seen before asking it.
+        mutating func kind(of type: String) -> HealthTypeKind? {
+            for t in types where t.name == type { return t.kind }
+            let kind = HealthTypes.kind(of: type)
+            if types.count < 8 { types.append((type, kind)) } else { types[next] = (type, kind); next = (next + 1) % 8 }
+            return kind
+        }
+    }
+
+    static func sample(_ s: JSONRef, receiver: String, device: String, reuse: inout SampleCache,
                        into batch: inout ReceivedBatch) -> QuarantinedRecord? {
         guard s.kind == .object else { return setAside("a sample must be a JSON object", s) }
         // One pass over the members: the known ones by name, the rest kept for `fields`/`extra`.
@@ -138,11 +153,12 @@ enum SynckyNative {
             return setAside("the sample has no value (a number, or a category's name)", s)
         }
         // A known type says what its value is: a number for a quantity, a name for a category.
-        if let known = HealthTypes.named(type) {
-            if known.kind == .quantity && kind == RecordKind.category {
-                return setAside("\(type) takes a number in \(known.unit ?? "its unit"), not a name", s)
+        // (A body holds a few types: their answers are kept for the next samples.)
+        if let known = reuse.kind(of: type) {
+            if known == .quantity && kind == RecordKind.category {
+                return setAside("\(type) takes a number in \(HealthTypes.named(type)?.unit ?? "its unit"), not a name", s)
             }
-            if known.kind == .category && kind == RecordKind.quantity {
+            if known == .category && kind == RecordKind.quantity {
                 return setAside("\(type) takes the name of one of its values, not a number", s)
             }
         }
@@ -179,8 +195,8 @@ enum SynckyNative {
                 var more = false
                 for (k, v) in src.members {
                     switch k {
-                    case "app": app = reuse.string(v, slot: 0)
-                    case "device": dev = reuse.string(v, slot: 1)
+                    case "app": app = reuse.strings.string(v, slot: 0)
+                    case "device": dev = reuse.strings.string(v, slot: 1)
                     default: more = true
                     }
                 }
