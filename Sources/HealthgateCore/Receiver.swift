@@ -62,9 +62,19 @@ public struct ReceivedBatch: Sendable {
         payload.reserveCapacity(payload.count + records * 320)
     }
 
+    /// Records whose type, or whose unit, the type registry does not know: kept as they came,
+    /// and counted (`/metrics`), so a new iOS type shows up instead of vanishing.
+    public private(set) var unknownTypes = 0
+    public private(set) var unknownUnits = 0
+    private var known = KnownCache()
+
     public mutating func append(_ record: CanonicalRecord) {
         record.appendNDJSON(to: &payload)
         count += 1
+        if record.op == .upsert {
+            if !known.typeIsKnown(record.type) { unknownTypes += 1 }
+            if let unit = record.unit, !known.unitIsKnown(unit) { unknownUnits += 1 }
+        }
     }
 
     public var isEmpty: Bool { count == 0 }
@@ -79,5 +89,30 @@ public struct QuarantinedRecord: Sendable, Equatable {
     public init(reason: String, raw: RawJSON) {
         self.reason = reason
         self.raw = raw
+    }
+}
+
+/// The last few answers of the registry, for checks on every record of a body.
+struct KnownCache: Sendable {
+    private var types: [(String, Bool)] = []
+    private var units: [(String, Bool)] = []
+
+    mutating func typeIsKnown(_ type: String) -> Bool {
+        for (t, k) in types where t == type { return k }
+        let k = RecordKind.namedKinds.contains(type) || HealthTypes.kind(of: type) != nil
+        remember(&types, type, k)
+        return k
+    }
+
+    mutating func unitIsKnown(_ unit: String) -> Bool {
+        for (u, k) in units where u == unit { return k }
+        let k = Units.family(of: unit) != nil
+        remember(&units, unit, k)
+        return k
+    }
+
+    private func remember(_ list: inout [(String, Bool)], _ key: String, _ value: Bool) {
+        if list.count >= 8 { list.removeFirst() }
+        list.append((key, value))
     }
 }

@@ -217,8 +217,9 @@ import Testing
         let sleep = try #require(byType["sleep_analysis"]?.first)
         #expect(sleep.kind == "category" && sleep.value == .string("in_bed") && sleep.code == 0)
         #expect(sleep.end?.rfc3339() == "2026-10-14T00:40:00Z")
-        // An unknown metric is kept as it came.
+        // An unknown metric is kept as it came, and counted.
         #expect(byType["a_metric_nobody_knows"]?.first?.unit == "zz")
+        #expect(b.unknownTypes == 1 && b.unknownUnits == 1)
         let w = try #require(byType["workout"]?.first)
         #expect(w.uuid == "0B6F0000-0000-4000-8000-000000000001" && w.activity == "running")
         #expect(w.durationS == 1870 && w.energyKcal == 312.4 && w.distanceM == 5020)

@@ -32,6 +32,14 @@ enum DefaultConfig {
             auth: {type: bearer, token: "\(token)"}
             hmac: {secret: "\(secret)"}
             name: healthgate
+          health-auto-export:
+            kind: hae
+            path: /api/data
+            auth: {type: bearer, token: "\(token)"}
+          influx:
+            kind: influx
+            path: /api/v2/write      # answers /write too
+            auth: {type: bearer, token: "\(token)"}   # Authorization: Token … or Bearer …
         routes:
           - name: archive
             from: ["*"]

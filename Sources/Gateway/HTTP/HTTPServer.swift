@@ -144,8 +144,8 @@ enum MHDCallbacks {
                 return queue(connection, problem(400, "Conflicting Content-Length headers",
                                                   "The request has several different Content-Length headers."))
             }
-            if let early = server.handler.preflight(HTTPRequest(method: m, path: path, headers: headers,
-                                                                isTLS: server.isTLS)) {
+            if let early = server.handler.preflight(HTTPRequest(method: m, path: path, query: queryString(connection),
+                                                                headers: headers, isTLS: server.isTLS)) {
                 state.answered = true
                 return queue(connection, early)
             }
@@ -192,9 +192,7 @@ enum MHDCallbacks {
         // The whole body is in.
         state.answered = true
         if state.tooLarge { return queue(connection, server.handler.bodyTooLarge(path: state.path, limit: state.limit)) }
-        let query = values(connection, .GET_ARGUMENT_KIND)
-            .map { PercentEncoding.encode($0.name) + "=" + PercentEncoding.encode($0.value) }
-            .joined(separator: "&")
+        let query = queryString(connection)
         var remote = [CChar](repeating: 0, count: 64)
         let remoteAddress = hg_mhd_client_address(connection, &remote, remote.count) != 0
             ? remote.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } : ""
@@ -224,6 +222,13 @@ enum MHDCallbacks {
             _ = MHD_get_connection_values(connection, kind, collect, Unmanaged.passUnretained(box).toOpaque())
         }
         return box.values
+    }
+
+    /// The query string, rebuilt from the arguments libmicrohttpd parsed.
+    static func queryString(_ connection: OpaquePointer) -> String {
+        values(connection, .GET_ARGUMENT_KIND)
+            .map { PercentEncoding.encode($0.name) + "=" + PercentEncoding.encode($0.value) }
+            .joined(separator: "&")
     }
 
     static func queue(_ connection: OpaquePointer, _ response: HTTPResponse) -> MHD_Result {

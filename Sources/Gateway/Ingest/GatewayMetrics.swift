@@ -12,6 +12,8 @@ public final class ReceiverMetrics: Sendable {
     public let refused = Atomic<Int>(0)
     public let unavailable = Atomic<Int>(0)
     public let checks = Atomic<Int>(0)
+    public let unknownTypes = Atomic<Int>(0)
+    public let unknownUnits = Atomic<Int>(0)
 
     public init(name: String) { self.name = name }
 }
@@ -42,6 +44,10 @@ enum PrometheusText {
             line("healthgate_requests_refused_total", [("receiver", r.name), ("reason", "too_large")], r.tooLarge.load(ordering: .relaxed))
             line("healthgate_requests_refused_total", [("receiver", r.name), ("reason", "unavailable")], r.unavailable.load(ordering: .relaxed))
         }
+        family("healthgate_records_unknown_type_total", "Records of a type the registry does not know (kept as they came).")
+        for r in receivers { line("healthgate_records_unknown_type_total", [("receiver", r.name)], r.unknownTypes.load(ordering: .relaxed)) }
+        family("healthgate_records_unknown_unit_total", "Records in a unit the registry does not know (kept as they came).")
+        for r in receivers { line("healthgate_records_unknown_unit_total", [("receiver", r.name)], r.unknownUnits.load(ordering: .relaxed)) }
         family("healthgate_check_requests_total", "Check connection requests per receiver.")
         for r in receivers { line("healthgate_check_requests_total", [("receiver", r.name)], r.checks.load(ordering: .relaxed)) }
         family("healthgate_journal_last_seq", "Sequence number of the newest durable journal entry.", "gauge")

@@ -169,6 +169,8 @@ public final class IngestHandler: HTTPHandler, Sendable {
                     return unavailable(error.isNoSpace)
                 }
                 m.accepted.add(batch.count, ordering: .relaxed)
+                if batch.unknownTypes > 0 { m.unknownTypes.add(batch.unknownTypes, ordering: .relaxed) }
+                if batch.unknownUnits > 0 { m.unknownUnits.add(batch.unknownUnits, ordering: .relaxed) }
             }
             return reply
         }

@@ -16,6 +16,8 @@ public enum ReceiverRegistry {
 
     public static let builders: [(kind: String, defaultPath: String, build: Builder)] = [
         ("syncky", "/syncky", SynckyReceiver.build),
+        ("hae", "/api/data", HAEReceiver.build),
+        ("influx", "/api/v2/write", InfluxReceiver.build),
     ]
 
     public static var kinds: [String] { builders.map(\.kind) }
