@@ -40,6 +40,10 @@ enum DefaultConfig {
             kind: influx
             path: /api/v2/write      # answers /write too
             auth: {type: bearer, token: "\(token)"}   # Authorization: Token … or Bearer …
+          ingest:
+            kind: ingest
+            path: /v1/ingest
+            auth: {type: bearer, token: "\(token)"}
         routes:
           - name: archive
             from: ["*"]

@@ -18,6 +18,8 @@ public struct ReceiverConfig: Decodable, Sendable {
     public var types: [String]?
     /// The largest body taken; larger ones get 413. Default 1 MB (the app's first limit).
     public var max_body: ByteSize?
+    /// `kind: ingest`: most items in one chunk (default 50,000); more is 413.
+    public var max_items: Int?
 
     public static let defaultMaxBody = 1_000_000
 }

@@ -18,6 +18,7 @@ public enum ReceiverRegistry {
         ("syncky", "/syncky", SynckyReceiver.build),
         ("hae", "/api/data", HAEReceiver.build),
         ("influx", "/api/v2/write", InfluxReceiver.build),
+        ("ingest", "/v1/ingest", IngestReceiver.build),
     ]
 
     public static var kinds: [String] { builders.map(\.kind) }

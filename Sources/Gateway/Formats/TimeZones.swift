@@ -1,0 +1,77 @@
+import Glibc
+import HealthgateCore
+import Posix
+import Synchronization
+
+/// UTC offsets of IANA time zones ("Europe/Budapest") at a given instant, from the system's
+/// tz database (`/usr/share/zoneinfo`, Debian's tzdata) in its TZif format (RFC 8536), read
+/// once per zone. Past the last transition the zone's last offset holds (the footer's rule,
+/// which only matters for instants past 2037, is not evaluated).
+enum TimeZones {
+    struct Zone: Sendable {
+        var transitions: [Int64]
+        var offsetAfter: [Int32]
+        var initialOffset: Int32
+    }
+
+    private static let cache = Mutex<[String: Zone?]>([:])
+
+    static func offset(_ name: String, at instant: Int64) -> Int? {
+        guard valid(name) else { return nil }
+        let zone = cache.withLock { c -> Zone? in
+            if let z = c[name] { return z }
+            let z = load(name)
+            c[name] = z
+            return z
+        }
+        guard let zone else { return nil }
+        // The last transition at or before the instant.
+        var lo = 0, hi = zone.transitions.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if zone.transitions[mid] <= instant { lo = mid + 1 } else { hi = mid }
+        }
+        return Int(lo == 0 ? zone.initialOffset : zone.offsetAfter[lo - 1])
+    }
+
+    /// Names like `Europe/Budapest`, `UTC`, `America/Argentina/Buenos_Aires`; no `..`.
+    static func valid(_ name: String) -> Bool {
+        !name.isEmpty && name.count < 64 && !name.contains("..") && !name.hasPrefix("/")
+            && name.utf8.allSatisfy { ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39)
+                || $0 == 0x2F || $0 == 0x5F || $0 == 0x2D || $0 == 0x2B }
+    }
+
+    static func load(_ name: String) -> Zone? {
+        guard let b = try? FileIO.readAll("/usr/share/zoneinfo/" + name), b.count >= 44,
+              b[0] == 0x54, b[1] == 0x5A, b[2] == 0x69, b[3] == 0x66 else { return nil }
+        func u32(_ at: Int) -> Int { Int(b[at]) << 24 | Int(b[at + 1]) << 16 | Int(b[at + 2]) << 8 | Int(b[at + 3]) }
+        func i32(_ at: Int) -> Int32 { Int32(bitPattern: UInt32(u32(at))) }
+        func i64(_ at: Int) -> Int64 { Int64(bitPattern: UInt64(u32(at)) << 32 | UInt64(u32(at + 4))) }
+        // Header: isutcnt, isstdcnt, leapcnt, timecnt, typecnt, charcnt at 20…43.
+        func counts(_ at: Int) -> (Int, Int, Int, Int, Int, Int) {
+            (u32(at + 20), u32(at + 24), u32(at + 28), u32(at + 32), u32(at + 36), u32(at + 40))
+        }
+        var (isut, isstd, leap, timecnt, typecnt, charcnt) = counts(0)
+        var base = 44
+        var timeSize = 4
+        if b[4] >= 0x32 {   // version 2+: skip the 32-bit block, read the 64-bit one
+            base += timecnt * 4 + timecnt + typecnt * 6 + charcnt + leap * 8 + isstd + isut
+            guard b.count >= base + 44 else { return nil }
+            (isut, isstd, leap, timecnt, typecnt, charcnt) = counts(base)
+            base += 44
+            timeSize = 8
+        }
+        _ = (isut, isstd, leap, charcnt)
+        let typesAt = base + timecnt * timeSize + timecnt
+        guard b.count >= typesAt + typecnt * 6, typecnt > 0 else { return nil }
+        var transitions: [Int64] = []
+        var offsets: [Int32] = []
+        for i in 0..<timecnt {
+            transitions.append(timeSize == 8 ? i64(base + i * 8) : Int64(i32(base + i * 4)))
+            let type = Int(b[base + timecnt * timeSize + i])
+            guard type < typecnt else { return nil }
+            offsets.append(i32(typesAt + type * 6))
+        }
+        return Zone(transitions: transitions, offsetAfter: offsets, initialOffset: i32(typesAt))
+    }
+}

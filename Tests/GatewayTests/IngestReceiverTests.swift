@@ -1,0 +1,106 @@
+import Foundation
+@testable import Gateway
+import HealthgateCore
+import Testing
+
+/// `POST /v1/ingest` as its spec describes it, through serve.
+@Suite(.serialized) struct IngestReceiverTests {
+    static let config = """
+    listen: 127.0.0.1:0
+    data_dir: DATA_DIR
+    receivers:
+      chunks:
+        kind: ingest
+        auth: {type: bearer, token: device-token-1}
+        max_items: 12
+    routes:
+      - {name: all, from: ["*"], to: [archive]}
+    sinks:
+      archive: {kind: file, path: "archive.ndjson", batch: {max_wait: 10ms}}
+    """
+
+    static let chunk = """
+    {
+      "device_id": "9a1f-phone",
+      "time_zone": "Europe/Budapest",
+      "samples": [
+        {"source_uuid": "0B2C-1", "data_type": "stepCount", "ts": "2026-08-11T07:15:00Z", "value": 412, "unit": "count",
+         "source_device": "watch", "source_bundle": "com.apple.health", "workout_source_uuid": "7F31-1"},
+        {"source_uuid": "0B2C-2", "data_type": "bodyMass", "ts": "2026-01-11T07:15:00Z", "value": 70500, "unit": "g"},
+        {"source_uuid": "0B2C-3", "data_type": "distanceWalkingRunning", "ts": "2026-08-11T07:15:00Z", "value": 1.2, "unit": "km"},
+        {"source_uuid": "0B2C-4", "data_type": "brandNewType", "ts": "2026-08-11T07:15:00Z", "value": 3, "unit": "zz"}
+      ],
+      "workouts": [
+        {"source_uuid": "7F31-1", "activity_type": "running", "started_at": "2026-08-10T16:02:00Z", "ended_at": "2026-08-10T16:47:00Z",
+         "total_energy_kcal": 421.5, "total_distance_m": 8120,
+         "route": [{"ts": "2026-08-10T16:02:05Z", "lat": 47.4979, "lon": 19.0402, "accuracy_m": 4.1}]}
+      ],
+      "sleep_segments": [{"source_uuid": "C4A9-1", "started_at": "2026-08-10T22:41:00Z", "ended_at": "2026-08-11T05:58:00Z", "stage": "asleepCore"}],
+      "activity_summaries": [{"day": "2026-08-10", "active_energy": 512, "active_energy_goal": 600, "exercise_minutes": 34,
+                              "exercise_goal": 30, "stand_hours": 11, "stand_goal": 12}],
+      "deletions": ["1D77-1"]
+    }
+    """
+
+    @Test func takesAChunkAndAnswers202WithWhatItTook() throws {
+        let serve = try ServeProcess(config: Self.config)
+        let c = serve.client()
+        let auth = [("Authorization", "Bearer device-token-1"), ("Content-Type", "application/json")]
+        let r = try c.request("POST", "/v1/ingest", headers: auth, body: Array(Self.chunk.utf8))
+        #expect(r.status == 202, "\(r.text)")
+        let json = try #require(r.json)
+        #expect((json["batch_id"] as? String)?.count == 36)
+        #expect(json["max_items"] as? Int == 12)
+        let received = try #require(json["received"] as? [String: Int])
+        #expect(received == ["samples": 4, "workouts": 1, "sleep_segments": 1, "activity_summaries": 1, "deletions": 1])
+        var got: [[String: Any]] = []
+        #expect(ServeProcess.eventually { got = serve.ndjson(under: ""); return got.count == 8 }, "\(got.count)")
+        func rec(_ uuid: String) -> [String: Any]? { got.first { $0["uuid"] as? String == uuid } }
+        #expect(rec("0B2C-1")?["type"] as? String == "steps")
+        #expect(rec("0B2C-1")?["device"] as? String == "9a1f-phone")
+        #expect(rec("0B2C-1")?["utc_offset"] as? String == "+02:00")            // summer time in Budapest
+        #expect((rec("0B2C-1")?["extra"] as? [String: Any])?["workout_uuid"] as? String == "7F31-1")
+        #expect(rec("0B2C-2")?["value"] as? Double == 70.5 && rec("0B2C-2")?["unit"] as? String == "kg")
+        #expect(rec("0B2C-2")?["utc_offset"] as? String == "+01:00")            // winter time
+        #expect(rec("0B2C-3")?["value"] as? Int == 1200 && rec("0B2C-3")?["unit"] as? String == "m")
+        #expect(rec("0B2C-4")?["type"] as? String == "brandNewType" && rec("0B2C-4")?["unit"] as? String == "zz")
+        let w = try #require(rec("7F31-1"))
+        #expect(w["activity"] as? String == "running" && w["duration_s"] as? Int == 2700 && w["distance_m"] as? Int == 8120)
+        #expect((w["route"] as? [[String: Any]])?.first?["lat"] as? Double == 47.4979)
+        #expect(rec("C4A9-1")?["value"] as? String == "asleep_core" && rec("C4A9-1")?["code"] as? Int == 3)
+        #expect(rec("activity_summary:2026-08-10")?["stand_goal"] as? Int == 12)
+        #expect(rec("1D77-1")?["op"] as? String == "delete")
+        #expect(try c.request("GET", "/metrics").text.contains(#"healthgate_records_unknown_type_total{receiver="chunks"} 1"#))
+    }
+
+    @Test func refusesWhatTheSpecRefuses() throws {
+        let serve = try ServeProcess(config: Self.config)
+        let c = serve.client()
+        let auth = [("Authorization", "Bearer device-token-1")]
+        #expect(try c.request("POST", "/v1/ingest", headers: [("Authorization", "Bearer nope")], body: Array(Self.chunk.utf8)).status == 401)
+        let bad = try c.request("POST", "/v1/ingest", headers: auth, body: Array("{not json".utf8))
+        #expect(bad.status == 400 && bad.header("Content-Type") == "application/problem+json")
+        #expect(try c.request("POST", "/v1/ingest", headers: auth, body: Array(#"{"samples":[]}"#.utf8)).status == 400)
+        // 13 items counting route points: over max_items 12 → 413 with a problem document.
+        let points = (0..<9).map { _ in #"{"ts":"2026-08-10T16:02:05Z","lat":1,"lon":2}"# }.joined(separator: ",")
+        let big = Self.chunk.replacingOccurrences(of: #""route": [{"ts": "2026-08-10T16:02:05Z", "lat": 47.4979, "lon": 19.0402, "accuracy_m": 4.1}]"#,
+                                                  with: #""route": [\#(points)]"#)
+        #expect(big != Self.chunk)
+        let tooMany = try c.request("POST", "/v1/ingest", headers: auth, body: Array(big.utf8))
+        #expect(tooMany.status == 413)
+        #expect(tooMany.header("Content-Type") == "application/problem+json")
+        #expect(tooMany.text.contains("Halve it"))
+        // A chunk with only deletions is valid.
+        let onlyDeletions = try c.request("POST", "/v1/ingest", headers: auth, body: Array(#"{"device_id":"p","deletions":["x"]}"#.utf8))
+        #expect(onlyDeletions.status == 202)
+    }
+
+    @Test func timeZoneOffsetsFollowDaylightSaving() {
+        #expect(TimeZones.offset("Europe/Budapest", at: 1_786_432_500) == 7200)   // 2026-08-11
+        #expect(TimeZones.offset("Europe/Budapest", at: 1_768_115_700) == 3600)   // 2026-01-11
+        #expect(TimeZones.offset("America/New_York", at: 1_786_432_500) == -4 * 3600)
+        #expect(TimeZones.offset("UTC", at: 0) == 0)
+        #expect(TimeZones.offset("../../etc/passwd", at: 0) == nil)
+        #expect(TimeZones.offset("Mars/Olympus_Mons", at: 0) == nil)
+    }
+}
