@@ -54,6 +54,9 @@ public struct ReceivedBatch: Sendable {
     /// How many records `payload` holds.
     public private(set) var count = 0
     public var quarantined: [QuarantinedRecord] = []
+    /// Run by the gateway once the records are durable (and only then): for a receiver that
+    /// remembers what it took, such as a batch id to recognise a resend.
+    public var afterCommit: [@Sendable () -> Void] = []
 
     public init() {}
 

@@ -22,8 +22,9 @@ import YAMLConfig
     @Test func theEmbeddedDefaultLoads() throws {
         let t = try load(DefaultConfig.render(listen: "0.0.0.0:8080", dataDir: "/tmp/x", token: "hg_t", secret: "whsec_s"))
         #expect(t.listenHost == "0.0.0.0" && t.listenPort == 8080)
-        #expect(t.receivers.map(\.name) == ["syncky", "health-auto-export", "influx", "ingest"])
-        #expect(t.receivers.map(\.receiver.paths) == [["/syncky"], ["/api/data"], ["/api/v2/write", "/write"], ["/v1/ingest"]])
+        #expect(t.receivers.map(\.name) == ["syncky", "health-auto-export", "influx", "ingest", "healthsync"])
+        #expect(t.receivers.map(\.receiver.paths) == [["/syncky"], ["/api/data"], ["/api/v2/write", "/write"], ["/v1/ingest"],
+                                                    ["/api/apple-health/sync"]])
         #expect(t.sinks.map(\.name) == ["archive"])
         #expect(t.routes.count == 1)
         #expect(t.warnings.isEmpty)

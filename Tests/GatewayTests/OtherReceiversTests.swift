@@ -98,3 +98,44 @@ import Testing
         #expect(why.description.contains("gzip"))
     }
 }
+
+/// One fact — 412 steps at 2026-10-14T07:01:00Z — through every sender comes out as the same
+/// canonical type, value in the canonical unit and UTC start.
+@Suite struct EverySenderTests {
+    func records(_ receiver: any Receiver, _ body: String, headers: [(String, String)] = [], query: String = "") -> [CanonicalRecord] {
+        let req = HTTPRequest(method: "POST", path: receiver.paths[0], query: query,
+                              headers: headers.map { (name: $0.0, value: $0.1) }, body: Array(body.utf8))
+        guard case .accept(let batch, _) = receiver.receive(req, context: ReceiveContext(now: Timestamp(seconds: 0))) else {
+            Issue.record("\(receiver.name) did not accept the body")
+            return []
+        }
+        return batch.records
+    }
+
+    @Test func theSameStepsThroughEverySender() throws {
+        let pool = ParserPool()
+        let log = Logger(component: "t", sink: MemoryLogSink())
+        let none = Authenticator(kind: .none)
+        let syncky = SynckyReceiver(name: "s", path: "/s", maxBodyBytes: 1 << 20, auth: none, hmacSecret: nil, device: nil,
+                                    parsers: pool, logger: log)
+        let hae = HAEReceiver(name: "h", paths: ["/api/data"], maxBodyBytes: 1 << 20, auth: none, device: "d", parsers: pool)
+        let influx = InfluxReceiver(name: "i", paths: ["/write"], maxBodyBytes: 1 << 20, auth: none, device: "d")
+        let ingest = IngestReceiver(name: "g", paths: ["/v1/ingest"], maxBodyBytes: 1 << 20, auth: none, maxItems: 100, parsers: pool)
+        let healthsync = HealthSyncReceiver(name: "y", paths: ["/sync"], maxBodyBytes: 1 << 20, auth: none, fallbackDevice: nil,
+                                            parsers: pool, exports: ExportLog(path: ServeProcess.makeTempDir("x") + "/e"), logger: log)
+        let all: [[CanonicalRecord]] = [
+            records(syncky, Vectors.syncBody(samples: [Vectors.stepsSample]), headers: [("X-Syncky-Format", "native")]),
+            records(syncky, SynckyFormatsTests.csv, headers: [("X-Syncky-Format", "csv")]),
+            records(hae, #"{"data":{"metrics":[{"name":"step_count","units":"count","data":[{"date":"2026-10-14 09:01:00 +0200","qty":412}]}]}}"#),
+            records(influx, "steps,unit=count value=412 1791961260\n", query: "precision=s"),
+            records(ingest, #"{"device_id":"d","samples":[{"source_uuid":"u","data_type":"stepCount","ts":"2026-10-14T07:01:00Z","value":412,"unit":"count"}]}"#),
+            records(healthsync, #"{"metrics":[{"id":"healthkit:u","type":"stepCount","value":412,"unit":"count","start_date":"2026-10-14T09:01:00+02:00"}]}"#,
+                    headers: [("X-Device-Id", "d")]),
+        ]
+        for (i, recs) in all.enumerated() {
+            let r = try #require(recs.first, "sender \(i)")
+            #expect(r.type == "steps" && r.kind == "quantity" && r.value == .number(412) && r.unit == "count", "sender \(i)")
+            #expect(r.start?.rfc3339() == "2026-10-14T07:01:00Z", "sender \(i)")
+        }
+    }
+}

@@ -44,6 +44,10 @@ enum DefaultConfig {
             kind: ingest
             path: /v1/ingest
             auth: {type: bearer, token: "\(token)"}
+          healthsync:
+            kind: healthsync
+            path: /api/apple-health/sync
+            auth: {type: bearer, token: "\(token)"}
         routes:
           - name: archive
             from: ["*"]

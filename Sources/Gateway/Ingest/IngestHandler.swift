@@ -172,6 +172,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
                 if batch.unknownTypes > 0 { m.unknownTypes.add(batch.unknownTypes, ordering: .relaxed) }
                 if batch.unknownUnits > 0 { m.unknownUnits.add(batch.unknownUnits, ordering: .relaxed) }
             }
+            for action in batch.afterCommit { action() }
             return reply
         }
     }

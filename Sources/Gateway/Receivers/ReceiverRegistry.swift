@@ -19,6 +19,7 @@ public enum ReceiverRegistry {
         ("hae", "/api/data", HAEReceiver.build),
         ("influx", "/api/v2/write", InfluxReceiver.build),
         ("ingest", "/v1/ingest", IngestReceiver.build),
+        ("healthsync", "/api/apple-health/sync", HealthSyncReceiver.build),
     ]
 
     public static var kinds: [String] { builders.map(\.kind) }

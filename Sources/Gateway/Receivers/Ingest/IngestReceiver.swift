@@ -164,8 +164,9 @@ struct IngestMapper {
                 }
             } else if let s = value.string {
                 r.kind = RecordKind.category
-                r.value = .string(s)
-                r.code = known?.code(forValue: s)
+                let code = known?.code(forValue: s)
+                r.value = .string(code.flatMap { known?.valueName(forCode: $0) } ?? s)
+                r.code = code
             } else {
                 return bad("\"value\" must be a number or a name", v)
             }
