@@ -258,3 +258,51 @@ import Testing
                 && w.durationS == n.durationS && w.energyKcal == n.energyKcal && w.distanceM == n.distanceM)
     }
 }
+
+/// The other shapes Health Auto Export's own automation sends.
+@Suite struct HAEShapesTests {
+    let base = SynckyFormatsTests()
+
+    @Test func keepsEveryShape() throws {
+        let body = #"""
+        {"data":{
+          "metrics":[
+            {"name":"blood_glucose","units":"mmol/L","data":[{"date":"2026-10-14 08:00:00 +0200","qty":5.5,"mealTime":"Before Meal"}]},
+            {"name":"sleep_analysis","units":"hr","data":[
+              {"date":"2026-10-14 00:00:00 +0200","totalSleep":7.1,"asleep":0,"core":4,"deep":1.2,"rem":1.9,"awake":0.3,"sleepStart":"2026-10-13 23:10:00 +0200","sleepEnd":"2026-10-14 06:40:00 +0200","inBed":7.5,"inBedStart":"2026-10-13 23:00:00 +0200","inBedEnd":"2026-10-14 06:45:00 +0200"},
+              {"date":"2026-10-15","asleep":6.5,"sleepStart":"2026-10-14 23:00:00 +0200","sleepEnd":"2026-10-15 05:30:00 +0200","sleepSource":"Watch","inBed":7,"inBedStart":"2026-10-14 22:50:00 +0200","inBedEnd":"2026-10-15 05:50:00 +0200","inBedSource":"Phone"},
+              {"startDate":"2026-10-14 01:10:00 +0200","endDate":"2026-10-14 02:40:00 +0200","qty":1.5,"value":"In Bed"}]}
+          ],
+          "workouts":[{"name":"Outdoor Walk","start":"2026-10-14 18:00:00 +0200","end":"2026-10-14 18:30:00 +0200",
+                       "heartRateData":[{"date":"2026-10-14 18:01:00 +0200","qty":98,"units":"bpm"}],
+                       "route":[{"lat":47.5,"lon":19.04,"altitude":110,"timestamp":"2026-10-14 18:01:00 +0200"}],
+                       "distance":{"qty":1.9,"units":"mi"}}],
+          "stateOfMind":[{"id":"SOM-1","start":"2026-10-14 12:00:00 +0200","end":"2026-10-14 12:00:00 +0200","kind":"momentaryEmotion","labels":["happy"],"valence":0.6}],
+          "symptoms":[{"start":"2026-10-14 09:00:00 +0200","end":"2026-10-14 10:00:00 +0200","name":"Headache","severity":"Mild","userEntered":true,"source":"Health"}],
+          "medications":[{"displayText":"Ibuprofen","start":"2026-10-14 09:05:00 +0200","status":"taken"}],
+          "ecg":[{"start":"2026-10-14 11:00:00 +0200","end":"2026-10-14 11:00:30 +0200","classification":"Sinus Rhythm","averageHeartRate":64}],
+          "heartRateNotifications":[{"start":"2026-10-14 03:00:00 +0200","end":"2026-10-14 03:10:00 +0200","threshold":120}]
+        }}
+        """#
+        let b = try base.batch(body, format: "hae")
+        #expect(b.quarantined.isEmpty, "\(b.quarantined)")
+        let r = b.records
+        let glucose = try #require(r.first { $0.type == "blood_glucose" })
+        #expect(abs((glucose.value?.number ?? 0) - 99.09) < 0.01 && glucose.unit == "mg/dL")
+        #expect(glucose.extra.contains { $0.name == "mealTime" })
+        let summaries = r.filter { $0.kind == "summary" }
+        #expect(summaries.count == 2)   // the aggregated and the pre-6.6.2 forms, kept whole
+        #expect(summaries[0].fields.contains { $0.name == "totalSleep" })
+        #expect(r.contains { $0.type == "sleep_analysis" && $0.value == .string("in_bed") })
+        let walk = try #require(r.first { $0.type == "workout" })
+        #expect(walk.activity == "outdoor_walk" || walk.activity == "walking")
+        #expect(abs((walk.distanceM ?? 0) - 3057.746) < 0.01)
+        #expect(walk.fields.map(\.name).contains("route") && walk.fields.map(\.name).contains("heartRateData"))
+        #expect(r.contains { $0.kind == "state_of_mind" && $0.uuid == "SOM-1" && $0.fields.contains { $0.name == "valence" } })
+        let headache = try #require(r.first { $0.type == "headache" })
+        #expect(headache.kind == "category" && headache.value == .string("mild") && headache.code == 2)
+        #expect(r.contains { $0.kind == "medications" })
+        #expect(r.contains { $0.kind == "ecg" })
+        #expect(r.contains { $0.kind == "heart_rate_notification" })
+    }
+}

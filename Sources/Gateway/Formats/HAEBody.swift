@@ -98,6 +98,10 @@ enum HAEBody {
                 }
             case "sleep_analysis" where point["startDate"] != nil:
                 sleepSegment(point, ctx: &ctx, batch: &batch)
+            case "sleep_analysis":
+                // The aggregated forms (with or without stages, before and after HAE 6.6.2):
+                // nightly totals, not HealthKit samples; kept whole.
+                summary(point, type: "sleep_analysis", metric: name, ctx: &ctx, batch: &batch)
             case "heart_rate" where point["qty"] == nil:
                 quantity(point, type: known, typeName: "heart_rate", valueKey: "Avg", units: units, skip: ["Avg"],
                          ctx: &ctx, batch: &batch)
