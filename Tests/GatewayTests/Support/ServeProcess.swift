@@ -85,6 +85,8 @@ final class ServeProcess {
         process.waitUntilExit()
         stdoutPipe.fileHandleForReading.readabilityHandler = nil
         stderrPipe.fileHandleForReading.readabilityHandler = nil
+        // What the process wrote last may not have reached the handler yet.
+        stderrBuffer.append(stderrPipe.fileHandleForReading.readDataToEndOfFile())
     }
 
     deinit { stop(signal: SIGKILL) }
