@@ -38,7 +38,7 @@ let package = Package(
         // The canonical record as NDJSON: the journal payload, the file sink's lines, replay's input.
         .target(name: "CanonicalJSON", dependencies: ["HealthgateCore", "FastJSON"], swiftSettings: strict),
         .target(name: "Transforms", dependencies: ["HealthgateCore", "YAMLConfig"], swiftSettings: strict),
-        .target(name: "Sinks", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "YAMLConfig", "CCurl", "HealthgateCrypto"], swiftSettings: strict),
+        .target(name: "Sinks", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "YAMLConfig", "CCurl", "HealthgateCrypto", "CZlib"], swiftSettings: strict),
         .target(
             name: "Gateway",
             dependencies: ["HealthgateCore", "Posix", "FastJSON", "CanonicalJSON", "YAMLConfig", "Transforms", "Sinks",
@@ -52,7 +52,7 @@ let package = Package(
         .testTarget(name: "HealthgateCoreTests", dependencies: ["HealthgateCore"], swiftSettings: strict),
         .testTarget(name: "FastJSONTests", dependencies: ["FastJSON"], swiftSettings: strict),
         .testTarget(name: "YAMLConfigTests", dependencies: ["YAMLConfig"], swiftSettings: strict),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "CanonicalJSON", "Sinks", "Transforms", "HealthgateCrypto"],
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "CanonicalJSON", "Sinks", "Transforms", "HealthgateCrypto", "CZlib"],
                     swiftSettings: strict),
     ],
     cxxLanguageStandard: .cxx17

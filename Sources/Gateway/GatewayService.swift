@@ -37,7 +37,7 @@ public final class GatewayService: @unchecked Sendable {
         for s in topology.sinks {
             let routes = topology.routes.filter { $0.to.contains(s.name) }
             drainers.append(SinkDrainer(name: s.name, built: s.built, routes: routes, journal: journal,
-                                        dataDir: topology.dataDir, logger: logger.child("sink \(s.name)")))
+                                        dataDir: topology.dataDir, logger: logger.child("queue")))
         }
         self.drainers = drainers
         let quarantine = Quarantine(directory: FileIO.join(topology.dataDir, "quarantine"), clock: clock)

@@ -9,6 +9,7 @@ public enum SinkRegistry {
     public static let builders: [(kind: String, build: Builder)] = [
         ("file", FileSink.build),
         ("http", HTTPSink.build),
+        ("influxdb", InfluxDBSink.build),
     ]
 
     public static var kinds: [String] { builders.map(\.kind) }

@@ -85,85 +85,23 @@ public final class HTTPSink: Sink, @unchecked Sendable {
     }
 
     public func write(_ batch: SinkBatch) -> SinkWriteResult {
-        var outcomes = [DeliveryOutcome](repeating: .accepted, count: batch.count)
-        var retryAfter: Double?
-        let whole = send(batch, 0..<batch.count, into: &outcomes, retryAfter: &retryAfter)
-        switch whole {
-        case .allAccepted:
-            return .accepted
-        case .allKept(let reason):
-            return .keep(reason: reason, retryAfterSeconds: retryAfter)
-        case .mixed:
-            return .perRecord(outcomes)
-        }
-    }
-
-    enum Sent {
-        case allAccepted
-        case allKept(String)
-        case mixed
-    }
-
-    /// Sends `range`, splitting it when the endpoint refuses a part (4xx) or its size (413).
-    private func send(_ batch: SinkBatch, _ range: Range<Int>, into outcomes: inout [DeliveryOutcome],
-                      retryAfter: inout Double?) -> Sent {
-        let body = encode(batch, range)
-        var requestHeaders = headers
-        if let secret = hmacSecret {
-            let t = clock.now().seconds
-            let mac = Crypto.hmacSHA256(key: secret, Array("\(t).".utf8), body)
-            requestHeaders.append(("X-Healthgate-Timestamp", "\(t)"))
-            requestHeaders.append(("X-Healthgate-Signature", "v1=" + Crypto.lowercaseHex(mac)))
-        }
-        requestHeaders.append(("X-Healthgate-Records", "\(range.count)"))
-        let response: CurlClient.Response
-        do {
-            response = try client.send("POST", url: url, headers: requestHeaders, body: body)
-        } catch {
-            return keep(range, "\(url): \(error)", &outcomes)
-        }
-        let status = response.status
-        switch status {
-        case 200..<300:
-            return .allAccepted
-        case 401, 403:
-            let why = "\(status) from \(url): the endpoint refused healthgate's credentials; check sinks.\(name).auth "
-                + "(and headers). The records wait in the queue and go out once it is fixed"
-            logger.error(why)
-            return keep(range, why, &outcomes)
-        case 300..<400:
-            let why = "\(status) from \(url): it redirects to \(response.header("location") ?? "elsewhere"); "
-                + "set sinks.\(name).url to the final URL (healthgate does not follow redirects)"
-            logger.error(why)
-            return keep(range, why, &outcomes)
-        case 408, 429, 500..<600:
-            if let after = response.header("retry-after").flatMap(HTTPSink.parseRetryAfter(now: clock.now())) {
-                retryAfter = max(retryAfter ?? 0, after)
+        poster.post(count: batch.count) { range in
+            let body = encode(batch, range)
+            var requestHeaders = headers
+            if let secret = hmacSecret {
+                let t = clock.now().seconds
+                let mac = Crypto.hmacSHA256(key: secret, Array("\(t).".utf8), body)
+                requestHeaders.append(("X-Healthgate-Timestamp", "\(t)"))
+                requestHeaders.append(("X-Healthgate-Signature", "v1=" + Crypto.lowercaseHex(mac)))
             }
-            return keep(range, "\(status) from \(url)\(snippet(response))", &outcomes)
-        default:
-            // 413 or another 4xx: find the part the endpoint will not take.
-            if range.count == 1 {
-                outcomes[range.lowerBound] = .rejected(reason: "\(status) from \(url)\(snippet(response))")
-                return .mixed
-            }
-            let mid = range.lowerBound + range.count / 2
-            let a = send(batch, range.lowerBound..<mid, into: &outcomes, retryAfter: &retryAfter)
-            let b = send(batch, mid..<range.upperBound, into: &outcomes, retryAfter: &retryAfter)
-            if case .allAccepted = a, case .allAccepted = b { return .allAccepted }
-            if case .allKept(let r) = a, case .allKept = b { return .allKept(r) }
-            return .mixed
+            requestHeaders.append(("X-Healthgate-Records", "\(range.count)"))
+            return (url, requestHeaders, body)
         }
     }
 
-    private func keep(_ range: Range<Int>, _ reason: String, _ outcomes: inout [DeliveryOutcome]) -> Sent {
-        for i in range { outcomes[i] = .keep(reason: reason) }
-        return .allKept(reason)
-    }
-
-    private func snippet(_ r: CurlClient.Response) -> String {
-        let text = r.bodyText.split(whereSeparator: \.isNewline).joined(separator: " ")
-        return text.isEmpty ? "" : ": " + String(text.prefix(300))
+    var poster: BatchPoster {
+        BatchPoster(sinkName: name, url: url, credentialsHint: "sinks.\(name).auth (and headers)", client: client,
+                    logger: logger, clock: clock)
     }
 
     private func encode(_ batch: SinkBatch, _ range: Range<Int>) -> [UInt8] {
@@ -179,32 +117,5 @@ public final class HTTPSink: Sink, @unchecked Sendable {
         return out
     }
 
-    /// `Retry-After` as seconds (at most a day): a number, or an HTTP date
-    /// (`Wed, 21 Oct 2015 07:28:00 GMT`).
-    static func parseRetryAfter(now: Timestamp) -> (String) -> Double? {
-        { value in
-            let v = value.trimmingCharacters(in: " ")
-            if let s = Double(v), s >= 0 { return min(s, 86_400) }
-            let parts = v.split(separator: " ")
-            let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-            guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]),
-                  let month = months.firstIndex(of: String(parts[2])), let year = Int(parts[3]) else { return nil }
-            let hms = parts[4].split(separator: ":").compactMap { Int($0) }
-            guard hms.count == 3 else { return nil }
-            let days = Timestamp.daysFromCivil(year: year, month: month + 1, day: day)
-            let at = Int64(days) * 86_400 + Int64(hms[0] * 3600 + hms[1] * 60 + hms[2])
-            return Double(max(0, min(at - now.seconds, 86_400)))
-        }
-    }
-
     public func close() {}
-}
-
-extension String {
-    func trimmingCharacters(in set: Character) -> String {
-        var s = Substring(self)
-        while s.first == set { s.removeFirst() }
-        while s.last == set { s.removeLast() }
-        return String(s)
-    }
 }

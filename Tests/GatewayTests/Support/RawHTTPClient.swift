@@ -113,6 +113,9 @@ final class RawHTTPClient {
             guard let colon = l.firstIndex(of: ":") else { continue }
             headers.append((String(l[..<colon]), l[l.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
         }
+        if headers.contains(where: { $0.0.lowercased() == "transfer-encoding" && $0.1.lowercased().contains("chunked") }) {
+            return Response(status: status, headers: headers, body: try readChunked())
+        }
         let length = headers.first { $0.0.lowercased() == "content-length" }.flatMap { Int($0.1) } ?? 0
         while pending.count < length {
             guard try fill() else { throw ClientError(description: "connection closed in the body") }
@@ -121,6 +124,29 @@ final class RawHTTPClient {
         pending.removeFirst(length)
         if headers.contains(where: { $0.0.lowercased() == "connection" && $0.1.lowercased() == "close" }) { close() }
         return Response(status: status, headers: headers, body: body)
+    }
+
+    /// A chunked body (InfluxDB answers queries so).
+    private func readChunked() throws -> [UInt8] {
+        var body: [UInt8] = []
+        while true {
+            var lineEnd: Int?
+            while lineEnd == nil {
+                if let r = find([13, 10], in: pending) { lineEnd = r; break }
+                guard try fill() else { throw ClientError(description: "connection closed in a chunked body") }
+            }
+            let sizeText = String(decoding: pending[0..<lineEnd!], as: UTF8.self).split(separator: ";").first ?? ""
+            guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16) else {
+                throw ClientError(description: "bad chunk size \(sizeText)")
+            }
+            pending.removeFirst(lineEnd! + 2)
+            while pending.count < size + 2 {
+                guard try fill() else { throw ClientError(description: "connection closed in a chunk") }
+            }
+            body.append(contentsOf: pending[0..<size])
+            pending.removeFirst(size + 2)
+            if size == 0 { return body }
+        }
     }
 
     private func find(_ needle: [UInt8], in hay: [UInt8]) -> Int? {

@@ -1,0 +1,156 @@
+import CZlib
+import Foundation
+@testable import Gateway
+import HealthgateCore
+@testable import Sinks
+import Testing
+import YAMLConfig
+
+/// The InfluxDB sink against real InfluxDB 1.x and VictoriaMetrics (Debian packages), and
+/// against a scripted endpoint for what they will not do.
+@Suite(.serialized) struct InfluxDBSinkTests {
+    static func config(_ sink: String) -> String {
+        """
+        listen: 127.0.0.1:0
+        data_dir: DATA_DIR
+        receivers:
+          phone:
+            kind: syncky
+            path: /hook
+            auth: {type: bearer, token: \(Vectors.token)}
+            device: my-iphone
+        routes:
+          - {name: all, from: ["*"], to: [influx]}
+        sinks:
+          influx: \(sink)
+        """
+    }
+
+    static func post(_ serve: ServeProcess, _ body: String) throws -> Int {
+        try serve.client().request("POST", "/hook", headers: [("X-Syncky-Format", "native"), ("Authorization", "Bearer \(Vectors.token)")],
+                                   body: Array(body.utf8)).status
+    }
+
+    @Test func writesToInfluxDB1AndAResendAddsNoPoint() throws {
+        let db = try DatabaseProcess.influxDB()
+        let serve = try ServeProcess(config: Self.config(
+            "{kind: influxdb, url: \"\(db.url)\", api: v1, database: health, precision: s, batch: {max_wait: 10ms}, tags: {person: me}}"))
+        let body = Vectors.syncBody(samples: [Vectors.stepsSample, Vectors.sleepSample, Vectors.workoutSample])
+        #expect(try Self.post(serve, body) == 200)
+        var steps: [[String: Any]] = []
+        #expect(ServeProcess.eventually(15) { steps = (try? db.influxRows("SELECT * FROM steps")) ?? []; return steps.count == 1 },
+                "\(serve.stderrText.suffix(1500)) \((try? db.influxQuery("SHOW DATABASES")) ?? [:])")
+        let p = try #require(steps.first)
+        #expect(p["time"] as? String == "2026-10-14T07:01:00Z")
+        #expect(p["value"] as? Double == 412 || p["value"] as? Int == 412)
+        #expect(p["unit"] as? String == "count" && p["device"] as? String == "Apple Watch" && p["source"] as? String == "com.apple.Health")
+        #expect(p["phone"] as? String == "d_zsOZnTQUz_juWFVljuOOBQ" && p["person"] as? String == "me")
+        var sleep: [[String: Any]] = []
+        #expect(ServeProcess.eventually { sleep = (try? db.influxRows("SELECT * FROM sleep_analysis")) ?? []; return sleep.count == 1 })
+        #expect(sleep.first?["value_name"] as? String == "asleep_core")
+        let workout = try db.influxRows("SELECT * FROM workout")
+        #expect(workout.first?["activity"] as? String == "running" && workout.first?["distance_m"] != nil)
+        // The same samples again: the same points, not new ones.
+        #expect(try Self.post(serve, body) == 200)
+        #expect(ServeProcess.eventually {
+            (try? serve.client().request("GET", "/metrics").text.contains(#"healthgate_sink_records_sent_total{sink="influx"} 6"#)) == true
+        })
+        #expect(try db.influxRows("SELECT * FROM steps").count == 1)
+    }
+
+    @Test func writesToVictoriaMetricsThroughTheV2API() throws {
+        let vm = try DatabaseProcess.victoriaMetrics()
+        let serve = try ServeProcess(config: Self.config(
+            "{kind: influxdb, url: \"\(vm.url)\", api: v2, org: home, bucket: health, token: t0k, batch: {max_wait: 10ms}}"))
+        #expect(try Self.post(serve, Vectors.syncBody(samples: [Vectors.stepsSample])) == 200)
+        var series: [[String: Any]] = []
+        #expect(ServeProcess.eventually(20) {
+            series = (try? vm.vmExport(#"{__name__="steps_value"}"#)) ?? []
+            return !series.isEmpty
+        }, "VictoriaMetrics never showed the point")
+        let metric = series.first?["metric"] as? [String: String]
+        #expect(metric?["unit"] == "count" && metric?["phone"] == "d_zsOZnTQUz_juWFVljuOOBQ")
+        #expect((series.first?["values"] as? [Double])?.first == 412)
+        #expect((series.first?["timestamps"] as? [Int])?.first == 1_791_961_260_000)
+    }
+
+    func sink(_ url: String, api: String = "v2", extra: String = "") throws -> InfluxDBSink {
+        let node = try parseYAML("{kind: influxdb, url: \"\(url)\", api: \(api)\(extra)}", file: "t", environment: [:])
+        let built = try InfluxDBSink.build("influx", node, "sinks.influx",
+                                           SinkBuildContext(dataDir: ServeProcess.makeTempDir("s"),
+                                                            logger: Logger(component: "t", sink: MemoryLogSink())))
+        return try #require(built.sink as? InfluxDBSink)
+    }
+
+    static func inflate(_ data: [UInt8]) -> String {
+        guard case .success(let b) = InfluxReceiver.gunzip(data, limit: 1 << 20) else { return "" }
+        return String(decoding: b, as: UTF8.self)
+    }
+
+    @Test func speaksEachAPIWithItsAuthAndGzip() throws {
+        let endpoint = try ScriptedEndpoint { _ in HTTPResponse(status: 204) }
+        let base = "http://127.0.0.1:\(endpoint.port)"
+        let records = [PipelineTests.record("a")]
+        #expect(try sink(base, extra: ", org: home, bucket: health, token: secret").write(SinkBatch(records: records)) == .accepted)
+        #expect(try sink(base, api: "v3", extra: ", database: health, token: secret").write(SinkBatch(records: records)) == .accepted)
+        #expect(try sink(base, api: "v1", extra: ", database: health, retention_policy: week, username: u, password: p, gzip: false")
+                    .write(SinkBatch(records: records)) == .accepted)
+        let r = endpoint.requests
+        #expect(r[0].path == "/api/v2/write" && r[0].queryParameter("org") == "home" && r[0].queryParameter("bucket") == "health")
+        #expect(r[0].header("authorization") == "Token secret" && r[0].header("content-encoding") == "gzip")
+        #expect(Self.inflate(r[0].body) == "steps,phone=phone-1,unit=count value=412 1791961260000000000\n")
+        #expect(r[1].path == "/api/v3/write_lp" && r[1].queryParameter("db") == "health" && r[1].header("authorization") == "Bearer secret")
+        #expect(r[2].path == "/write" && r[2].queryParameter("rp") == "week" && r[2].queryParameter("precision") == "n")
+        #expect(r[2].header("authorization") == "Basic dTpw")
+        #expect(String(decoding: r[2].body, as: UTF8.self).hasPrefix("steps,"))
+    }
+
+    @Test func refusesOnlyTheLinesInfluxDBRefusesAndKeepsTheRestMoving() throws {
+        let endpoint = try ScriptedEndpoint { req in
+            Self.inflate(req.body).contains("poison")
+                ? HTTPResponse(status: 400, body: Array(#"{"error":"partial write: field type conflict"}"#.utf8))
+                : HTTPResponse(status: 204)
+        }
+        let s = try sink("http://127.0.0.1:\(endpoint.port)", extra: ", org: o, bucket: b, token: t")
+        var records = (0..<8).map { PipelineTests.record("r\($0)") }
+        records[5].type = "poison"
+        var characteristic = CanonicalRecord(kind: "characteristic", device: "d", receiver: "r", uuid: "characteristic:blood_type",
+                                             type: "characteristic", value: .string("a_positive"))
+        characteristic.code = 1
+        records.append(characteristic)
+        records.append(CanonicalRecord(op: .delete, kind: "quantity", device: "d", receiver: "r", uuid: "gone", type: "steps"))
+        guard case .perRecord(let outcomes) = s.write(SinkBatch(records: records)) else {
+            Issue.record("expected per-record outcomes")
+            return
+        }
+        for (i, o) in outcomes.enumerated() {
+            switch i {
+            case 5: #expect(o == .rejected(reason: #"400 from http://127.0.0.1:\#(endpoint.port)/api/v2/write: {"error":"partial write: field type conflict"}"#))
+            case 8: #expect(o == .rejected(reason: "a characteristic without a start time has no place in a time series"))
+            case 9:
+                if case .rejected(let why) = o { #expect(why.contains("deletions")) } else { Issue.record("the delete was not set aside") }
+            default: #expect(o == .accepted, "record \(i)")
+            }
+        }
+        // 401 keeps everything and says what to fix.
+        endpoint.answer { _ in HTTPResponse(status: 401) }
+        guard case .keep(let why, _) = s.write(SinkBatch(records: [PipelineTests.record("x")])) else {
+            Issue.record("401 must keep")
+            return
+        }
+        #expect(why.contains("sinks.influx.token"))
+    }
+
+    @Test func configNamesWhatEachAPINeeds() {
+        do {
+            _ = try sink("http://x", api: "v2", extra: ", database: nope")
+            Issue.record("a v2 sink without org, bucket and token must be refused")
+        } catch let e as ConfigProblems {
+            let text = e.description
+            #expect(text.contains("needs \"org\"") && text.contains("needs \"bucket\"") && text.contains("needs \"token\""))
+            #expect(text.contains("\"database\" has no meaning for api v2"))
+        } catch {
+            Issue.record("\(error)")
+        }
+    }
+}
