@@ -1,3 +1,4 @@
+import CanonicalJSON
 import FastJSON
 import HealthgateCore
 import HealthgateCrypto
@@ -43,11 +44,8 @@ enum HAEBody {
         var device: String
     }
 
-    static func raw(_ v: JSONRef) -> RawJSON {
-        var w = JSONWriter(capacity: 128)
-        v.write(to: &w)
-        return RawJSON(bytes: w.bytes)
-    }
+    /// A subtree as compact JSON text.
+    static func raw(_ v: JSONRef) -> RawJSON { CanonicalCodec.raw(v) }
 
     /// `2026-10-14 09:01:03 +0200`, `… +02:00`, with a fraction, RFC 3339, or a bare date
     /// (midnight UTC). Returns the instant and the offset in seconds.

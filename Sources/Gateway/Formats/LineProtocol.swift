@@ -206,19 +206,4 @@ enum LineProtocol {
         guard allowed, let d = Double(s), d.isFinite else { return nil }
         return .float(d)
     }
-
-    /// Escapes for writing: measurement (`,` and space), tag keys/values and field keys
-    /// (`,`, `=`, space); tabs and line breaks become spaces, as Syncky's encoder does.
-    static func escape(_ s: String, measurement: Bool = false) -> String {
-        var out = ""
-        for c in s.unicodeScalars {
-            switch c {
-            case ",", " ": out += "\\"; out.unicodeScalars.append(c)
-            case "=" where !measurement: out += "\\="
-            case "\t", "\n", "\r": out += "\\ "
-            default: out.unicodeScalars.append(c)
-            }
-        }
-        return out
-    }
 }

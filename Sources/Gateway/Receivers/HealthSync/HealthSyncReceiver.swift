@@ -1,3 +1,4 @@
+import CanonicalJSON
 import FastJSON
 import Glibc
 import HealthgateCore
@@ -180,11 +181,7 @@ struct HealthSyncMapper {
         case failure(QuarantinedRecord)
     }
 
-    func raw(_ v: JSONRef) -> RawJSON {
-        var w = JSONWriter(capacity: 128)
-        v.write(to: &w)
-        return RawJSON(bytes: w.bytes)
-    }
+    func raw(_ v: JSONRef) -> RawJSON { CanonicalCodec.raw(v) }
 
     func bad(_ reason: String, _ v: JSONRef) -> Mapped { .failure(QuarantinedRecord(reason: reason, raw: raw(v))) }
 

@@ -1,4 +1,5 @@
 import CZlib
+import HealthgateCrypto
 import HealthgateCore
 import YAMLConfig
 
@@ -22,7 +23,7 @@ public struct InfluxReceiver: Receiver {
         if let a = r.header("authorization"), a.lowercased().hasPrefix("token ") {
             r.headers = r.headers.map { $0.name == "authorization" ? ($0.name, "Bearer " + a.dropFirst(6)) : $0 }
         } else if r.header("authorization") == nil, let u = r.queryParameter("u"), let p = r.queryParameter("p") {
-            r.headers.append(("authorization", "Basic " + InfluxReceiver.base64(Array("\(u):\(p)".utf8))))
+            r.headers.append(("authorization", "Basic " + Crypto.base64(Array("\(u):\(p)".utf8))))
         }
         return r
     }
@@ -91,20 +92,6 @@ public struct InfluxReceiver: Receiver {
             }
         }
         return result
-    }
-
-    static func base64(_ bytes: [UInt8]) -> String {
-        let table = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-        var out = [UInt8]()
-        var i = 0
-        while i < bytes.count {
-            let n = min(3, bytes.count - i)
-            var v = 0
-            for k in 0..<3 { v = v << 8 | (k < n ? Int(bytes[i + k]) : 0) }
-            out += [table[v >> 18 & 63], table[v >> 12 & 63], n > 1 ? table[v >> 6 & 63] : 0x3D, n > 2 ? table[v & 63] : 0x3D]
-            i += 3
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 
     static let build: ReceiverRegistry.Builder = { name, c, node, path, context throws(ConfigProblems) in

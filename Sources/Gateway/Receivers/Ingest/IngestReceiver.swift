@@ -1,3 +1,4 @@
+import CanonicalJSON
 import FastJSON
 import HealthgateCore
 import HealthgateCrypto
@@ -98,11 +99,8 @@ struct IngestMapper {
         case failure(QuarantinedRecord)
     }
 
-    static func raw(_ v: JSONRef) -> RawJSON {
-        var w = JSONWriter(capacity: 128)
-        v.write(to: &w)
-        return RawJSON(bytes: w.bytes)
-    }
+    /// A subtree as compact JSON text.
+    static func raw(_ v: JSONRef) -> RawJSON { CanonicalCodec.raw(v) }
 
     func bad(_ reason: String, _ v: JSONRef) -> Mapped { .failure(QuarantinedRecord(reason: reason, raw: IngestMapper.raw(v))) }
 

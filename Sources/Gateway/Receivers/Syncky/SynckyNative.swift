@@ -1,3 +1,4 @@
+import CanonicalJSON
 import FastJSON
 import HealthgateCore
 
@@ -74,11 +75,8 @@ enum SynckyNative {
         .failure(QuarantinedRecord(reason: reason, raw: raw(s)))
     }
 
-    static func raw(_ v: JSONRef) -> RawJSON {
-        var w = JSONWriter(capacity: 128)
-        v.write(to: &w)
-        return RawJSON(bytes: w.bytes)
-    }
+    /// A subtree as compact JSON text.
+    static func raw(_ v: JSONRef) -> RawJSON { CanonicalCodec.raw(v) }
 
     static func time(_ v: JSONRef?) -> TimeField {
         guard let v, !v.isNull else { return .success(nil) }
