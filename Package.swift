@@ -33,16 +33,19 @@ let package = Package(
         .target(name: "FastJSON", dependencies: ["CSimdJSON"], swiftSettings: strict),
         // YAML (libyaml) into Decodable types, with located errors.
         .target(name: "YAMLConfig", dependencies: ["CYAML"], swiftSettings: strict),
+        // SQLite, for the write-back commands and the sinks' indexes.
+        .target(name: "Storage", dependencies: ["CSQLite3"], swiftSettings: strict),
         // HMAC-SHA256, constant-time comparison and random secrets over libcrypto.
         .target(name: "HealthgateCrypto", dependencies: ["CCrypto"], swiftSettings: strict),
         // The canonical record as NDJSON: the journal payload, the file sink's lines, replay's input.
         .target(name: "CanonicalJSON", dependencies: ["HealthgateCore", "FastJSON"], swiftSettings: strict),
         .target(name: "Transforms", dependencies: ["HealthgateCore", "YAMLConfig"], swiftSettings: strict),
-        .target(name: "Sinks", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "YAMLConfig", "CCurl", "HealthgateCrypto", "CZlib"], swiftSettings: strict),
+        .target(name: "Sinks", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "YAMLConfig", "CCurl", "HealthgateCrypto", "CZlib", "Storage"],
+                exclude: ["InfluxDB/README.md"], swiftSettings: strict),
         .target(
             name: "Gateway",
             dependencies: ["HealthgateCore", "Posix", "FastJSON", "CanonicalJSON", "YAMLConfig", "Transforms", "Sinks",
-                           "CMicroHTTPD", "HealthgateCrypto", "CZlib", "CLinux", "CQREncode", "CSQLite3"],
+                           "CMicroHTTPD", "HealthgateCrypto", "CZlib", "CLinux", "CQREncode", "Storage"],
             exclude: ["Journal/JOURNAL.md", "Pipeline/QUEUES.md"],
             swiftSettings: strict
         ),

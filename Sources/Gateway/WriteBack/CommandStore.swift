@@ -2,6 +2,7 @@ import FastJSON
 import Glibc
 import HealthgateCore
 import Posix
+import Storage
 
 /// One write-back command (guide section 10) as the store keeps it.
 public struct WriteCommand: Sendable, Equatable {

@@ -2,6 +2,7 @@ import CZlib
 import HealthgateCore
 import HealthgateCrypto
 import Posix
+import Storage
 import YAMLConfig
 
 /// Writes canonical records to InfluxDB (v1 `/write`, v2 `/api/v2/write`, v3 `/api/v3/write_lp`)
@@ -18,15 +19,28 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
     let client: CurlClient
     let logger: Logger
     let clock: any Clock
+    /// How deletes reach the database: the API and what it needs.
+    let deletes: Deletes
+    let index: PointIndex
+
+    struct Deletes: Sendable {
+        var api: InfluxDBSinkConfig.API
+        var base: String
+        /// v1: `db` (and `rp`); v2: `org` and `bucket`.
+        var query: [(String, String)]
+        var headers: [(String, String)]
+    }
 
     init(name: String, writeURL: String, headers: [(String, String)], encoder: LineProtocolEncoder, gzip: Bool,
-         options: CurlClient.Options, logger: Logger, clock: any Clock = SystemClock()) {
+         options: CurlClient.Options, deletes: Deletes, indexPath: String, logger: Logger, clock: any Clock = SystemClock()) {
         self.name = name
         self.writeURL = writeURL
         self.headers = headers
         self.encoder = encoder
         self.gzip = gzip
         self.client = CurlClient(options: options)
+        self.deletes = deletes
+        self.index = PointIndex(path: indexPath)
         self.logger = logger
         self.clock = clock
     }
@@ -89,54 +103,157 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
         let encoder = LineProtocolEncoder(measurement: c.measurement ?? "{type}", phoneTag: c.phone_tag ?? "phone",
                                           staticTags: (c.tags ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
                                           precision: precision)
+        var deleteQuery: [(String, String)] = []
+        switch api {
+        case .v1: deleteQuery = [("db", c.database ?? "")] + (c.retention_policy.map { [("rp", $0)] } ?? [])
+        case .v2: deleteQuery = [("org", c.org ?? ""), ("bucket", c.bucket ?? "")]
+        case .v3: deleteQuery = []
+        }
         let sink = InfluxDBSink(name: name, writeURL: url, headers: headers, encoder: encoder, gzip: gzip,
                                 options: CurlClient.Options(timeoutSeconds: c.timeout?.seconds ?? 30, caFile: c.ca_file),
+                                deletes: Deletes(api: api, base: base, query: deleteQuery,
+                                                 headers: headers.filter { $0.0 == "Authorization" }),
+                                indexPath: FileIO.join(context.dataDir, "sinks/\(name)/points.sqlite"),
                                 logger: context.logger.child("sink \(name)"))
         return BuiltSink(sink: sink, common: common, summary: "influxdb \(api.rawValue) \(base)\(endpoint)")
     }
 
+    /// Upserts go out in runs; a delete is applied where it stands, after the upserts before
+    /// it, so "write, then delete" and "delete, then write again" both end as they should. Once
+    /// something must wait (a keep), everything after it waits too, to keep the order.
     public func write(_ batch: SinkBatch) -> SinkWriteResult {
         var outcomes = [DeliveryOutcome](repeating: .accepted, count: batch.count)
-        var lines: [[UInt8]] = []
-        var sent: [Int] = []   // batch index of each line
-        lines.reserveCapacity(batch.count)
+        var run: [(index: Int, line: [UInt8], point: PointIndex.Point)] = []
+        var halted: String?
+
+        func flush() {
+            guard !run.isEmpty, halted == nil else { return }
+            let sent = run
+            run.removeAll()
+            let poster = BatchPoster(sinkName: name, url: writeURL.split(separator: "?").first.map(String.init) ?? writeURL,
+                                     credentialsHint: "sinks.\(name).token (or username/password)", client: client,
+                                     logger: logger, clock: clock)
+            let result = poster.post(count: sent.count) { range in
+                var body: [UInt8] = []
+                for k in range { body += sent[k].line }
+                return (writeURL, headers, gzip ? InfluxDBSink.gzip(body) : body)
+            }
+            var written: [(record: CanonicalRecord, point: PointIndex.Point)] = []
+            switch result {
+            case .accepted:
+                written = sent.map { (batch.records[$0.index], $0.point) }
+            case .keep(let reason, _):
+                halted = reason
+                for e in sent { outcomes[e.index] = .keep(reason: reason) }
+            case .perRecord(let perLine):
+                for (k, o) in perLine.enumerated() {
+                    outcomes[sent[k].index] = o
+                    if o == .accepted { written.append((batch.records[sent[k].index], sent[k].point)) }
+                    if case .keep(let why) = o, halted == nil { halted = why }
+                }
+            }
+            do {
+                try index.record(written)
+            } catch {
+                logger.error("cannot note where \(written.count) point(s) went (\(error)); deleting them later will not find them")
+            }
+        }
+
         for (i, r) in batch.records.enumerated() {
+            if let halted {
+                outcomes[i] = .keep(reason: halted)
+                continue
+            }
             if r.op == .delete {
-                // Deleting a point needs where it was written (measurement, tags, time), which a
-                // delete does not carry: kept in the dead letters, where `healthgate replay` can
-                // apply it once this sink keeps that index.
-                outcomes[i] = .rejected(reason: "the influxdb sink does not apply deletions yet (delete of \(r.type) \(r.uuid))")
+                flush()
+                if let halted {
+                    outcomes[i] = .keep(reason: halted)
+                    continue
+                }
+                outcomes[i] = delete(r)
+                if case .keep(let why) = outcomes[i] { halted = why }
                 continue
             }
             var line: [UInt8] = []
             switch encoder.encode(r, into: &line) {
-            case .line:
-                lines.append(line)
-                sent.append(i)
-            case .cannot(let why):
-                outcomes[i] = .rejected(reason: why)
+            case .line(let point): run.append((i, line, point))
+            case .cannot(let why): outcomes[i] = .rejected(reason: why)
             }
         }
-        if sent.isEmpty { return outcomes.allSatisfy({ $0 == .accepted }) ? .accepted : .perRecord(outcomes) }
-        let poster = BatchPoster(sinkName: name, url: writeURL.split(separator: "?").first.map(String.init) ?? writeURL,
-                                 credentialsHint: "sinks.\(name).token (or username/password)", client: client,
-                                 logger: logger, clock: clock)
-        let result = poster.post(count: sent.count) { range in
-            var body: [UInt8] = []
-            for k in range { body += lines[k] }
-            return (writeURL, headers, gzip ? InfluxDBSink.gzip(body) : body)
+        flush()
+        if outcomes.allSatisfy({ $0 == .accepted }) { return .accepted }
+        if let halted, outcomes.allSatisfy({ if case .keep = $0 { return true }; return false }) {
+            return .keep(reason: halted, retryAfterSeconds: nil)
         }
-        switch result {
-        case .accepted:
-            return outcomes.allSatisfy({ $0 == .accepted }) ? .accepted : .perRecord(outcomes)
-        case .keep(let reason, let after):
-            if sent.count == batch.count { return .keep(reason: reason, retryAfterSeconds: after) }
-            for i in sent { outcomes[i] = .keep(reason: reason) }
-            return .perRecord(outcomes)
-        case .perRecord(let perLine):
-            for (k, o) in perLine.enumerated() { outcomes[sent[k]] = o }
-            return .perRecord(outcomes)
+        return .perRecord(outcomes)
+    }
+
+    /// Removes every point written under the record's key (all parts), then forgets them.
+    func delete(_ r: CanonicalRecord) -> DeliveryOutcome {
+        let points: [PointIndex.Point]
+        do {
+            points = try index.points(device: r.device, uuid: r.uuid)
+        } catch {
+            return .keep(reason: "cannot read the point index: \(error)")
         }
+        // A delete of something this sink never wrote (deleted before it was sent, say) has
+        // nothing to do.
+        if points.isEmpty { return .accepted }
+        for p in points {
+            let request: (url: String, body: [UInt8], headers: [(String, String)])
+            switch deletes.api {
+            case .v3:
+                return .rejected(reason: "InfluxDB 3 has no API to delete single points; delete \(p.measurement) at \(p.timeNanos) by hand")
+            case .v1:
+                var where_ = ["time = \(p.timeNanos)"]
+                for (k, v) in p.tags { where_.append("\"\(k.replacingAll("\"", with: "\\\""))\" = '\(v.replacingAll("\\", with: "\\\\").replacingAll("'", with: "\\'"))'") }
+                let q = "DELETE FROM \"\(p.measurement.replacingAll("\"", with: "\\\""))\" WHERE " + where_.joined(separator: " AND ")
+                let query = (deletes.query + [("q", q)]).map { "\(PercentEncoding.encode($0.0))=\(PercentEncoding.encode($0.1))" }
+                request = (deletes.base + "/query?" + query.joined(separator: "&"), [], deletes.headers)
+            case .v2:
+                let start = Timestamp(seconds: p.timeNanos / 1_000_000_000, nanoseconds: Int32(p.timeNanos % 1_000_000_000))
+                let stop = Timestamp(seconds: (p.timeNanos + 1) / 1_000_000_000, nanoseconds: Int32((p.timeNanos + 1) % 1_000_000_000))
+                var predicate = "_measurement=\"\(p.measurement.replacingAll("\"", with: "\\\""))\""
+                for (k, v) in p.tags { predicate += " AND \(k)=\"\(v.replacingAll("\"", with: "\\\""))\"" }
+                var w = "{\"start\":\"\(start.rfc3339())\",\"stop\":\"\(stop.rfc3339())\",\"predicate\":"
+                w += jsonString(predicate) + "}"
+                let query = deletes.query.map { "\(PercentEncoding.encode($0.0))=\(PercentEncoding.encode($0.1))" }
+                request = (deletes.base + "/api/v2/delete?" + query.joined(separator: "&"), Array(w.utf8),
+                           deletes.headers + [("Content-Type", "application/json")])
+            }
+            let response: CurlClient.Response
+            do {
+                response = try client.send("POST", url: request.url, headers: request.headers, body: request.body)
+            } catch {
+                return .keep(reason: "\(deletes.base): \(error)")
+            }
+            switch response.status {
+            case 200..<300 where !response.bodyText.contains("\"error\""):
+                continue
+            case 401, 403, 408, 429, 500..<600:
+                return .keep(reason: "\(response.status) from \(deletes.base) deleting \(p.measurement)\(BatchPoster.snippet(response))")
+            default:
+                return .rejected(reason: "\(response.status) from \(deletes.base) deleting \(p.measurement)\(BatchPoster.snippet(response))")
+            }
+        }
+        do {
+            try index.remove(device: r.device, uuid: r.uuid)
+        } catch {
+            logger.error("deleted the points of \(r.uuid) but cannot forget them in the index (\(error))")
+        }
+        return .accepted
+    }
+
+    private func jsonString(_ s: String) -> String {
+        var out = "\""
+        for c in s.unicodeScalars {
+            switch c {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out + "\""
     }
 
     /// gzip (RFC 1952) of a body.
@@ -162,4 +279,10 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
     }
 
     public func close() {}
+}
+
+extension String {
+    func replacingAll(_ target: String, with replacement: String) -> String {
+        split(separator: Substring(target), omittingEmptySubsequences: false).joined(separator: replacement)
+    }
 }

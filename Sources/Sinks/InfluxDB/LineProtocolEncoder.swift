@@ -12,7 +12,8 @@ struct LineProtocolEncoder: Sendable {
     let precision: InfluxDBSinkConfig.Precision
 
     enum Encoded {
-        case line
+        /// The line was appended; where the point lives.
+        case line(PointIndex.Point)
         /// What the sink cannot represent, and why (it goes to the dead letters).
         case cannot(String)
     }
@@ -46,14 +47,16 @@ struct LineProtocolEncoder: Sendable {
         if let a = r.activity, !a.isEmpty, r.kind == RecordKind.workout { tags.append(("activity", a)) }
         if !phoneTag.isEmpty { tags.append((phoneTag, r.device)) }
         tags.sort { $0.0 < $1.0 }
-        var line = LineProtocolEncoder.escape(render(r), measurement: true)
-        for (k, v) in tags where !v.isEmpty {
+        let name = render(r)
+        var line = LineProtocolEncoder.escape(name, measurement: true)
+        tags.removeAll { $0.1.isEmpty }
+        for (k, v) in tags {
             line += "," + LineProtocolEncoder.escape(k) + "=" + LineProtocolEncoder.escape(v)
         }
         line += " " + fields.map { LineProtocolEncoder.escape($0.0) + "=" + $0.1 }.joined(separator: ",")
         line += " \(timestamp(start))\n"
         out.append(contentsOf: line.utf8)
-        return .line
+        return .line(PointIndex.Point(measurement: name, tags: tags, timeNanos: start.unixNanoseconds))
     }
 
     func render(_ r: CanonicalRecord) -> String {

@@ -3,20 +3,20 @@ import CSQLite3
 /// A small, safe wrapper over one SQLite connection: prepared statements with bound values,
 /// errors with SQLite's message. One connection per process part; not shared across threads
 /// without the owner's lock.
-final class SQLite: @unchecked Sendable {
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
+public final class SQLite: @unchecked Sendable {
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
     }
 
-    enum Value: Equatable {
+    public enum Value: Equatable {
         case null
         case int(Int64)
         case double(Double)
         case text(String)
 
-        var text: String? { if case .text(let s) = self { return s }; return nil }
-        var int: Int64? { if case .int(let i) = self { return i }; return nil }
-        var double: Double? {
+        public var text: String? { if case .text(let s) = self { return s }; return nil }
+        public var int: Int64? { if case .int(let i) = self { return i }; return nil }
+        public var double: Double? {
             switch self {
             case .double(let d): return d
             case .int(let i): return Double(i)
@@ -26,9 +26,9 @@ final class SQLite: @unchecked Sendable {
     }
 
     private var db: OpaquePointer?
-    let path: String
+    public let path: String
 
-    init(path: String) throws(Failure) {
+    public init(path: String) throws(Failure) {
         self.path = path
         var handle: OpaquePointer?
         let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nil)
@@ -47,13 +47,13 @@ final class SQLite: @unchecked Sendable {
 
     deinit { sqlite3_close(db) }
 
-    func execute(_ sql: String, _ values: [Value] = []) throws(Failure) {
+    public func execute(_ sql: String, _ values: [Value] = []) throws(Failure) {
         _ = try query(sql, values)
     }
 
     /// Runs one statement and returns its rows.
     @discardableResult
-    func query(_ sql: String, _ values: [Value] = []) throws(Failure) -> [[Value]] {
+    public func query(_ sql: String, _ values: [Value] = []) throws(Failure) -> [[Value]] {
         var stmt: OpaquePointer?
         guard sqlite3_prepare_v2(db, sql, -1, &stmt, nil) == SQLITE_OK else {
             throw Failure(description: "\(path): \(String(cString: sqlite3_errmsg(db))) in \(sql)")
@@ -90,7 +90,7 @@ final class SQLite: @unchecked Sendable {
     }
 
     /// Runs `body` in one transaction (BEGIN IMMEDIATE: writers queue instead of failing).
-    func transaction<R>(_ body: () throws -> R) throws -> R {
+    public func transaction<R>(_ body: () throws -> R) throws -> R {
         try execute("BEGIN IMMEDIATE")
         do {
             let r = try body()
