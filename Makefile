@@ -33,11 +33,13 @@ test: deps
 	HEALTHGATE_BIN=$(CURDIR)/$(BIN) $(SWIFT) test --parallel --num-workers 2
 
 ## Throughput and latency of the whole path, into the file sink with fsync on: once as fast
-## as the server answers (throughput), once paced at 400,000 samples/s (latency under load).
+## as the server answers (throughput), once paced at 400,000 samples/s (latency under load),
+## and once into a real InfluxDB 1.x.
 bench: build
 	$(SWIFT) build -c release --product healthgate-bench
 	.build/release/healthgate-bench --healthgate $(BIN)
 	.build/release/healthgate-bench --healthgate $(BIN) --rate 400000
+	.build/release/healthgate-bench --healthgate $(BIN) --influx --seconds 5
 
 clean:
 	rm -rf .build

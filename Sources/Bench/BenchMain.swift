@@ -10,6 +10,14 @@ enum BenchMain {
     static func run(_ o: BenchOptions) {
         let dir = NSTemporaryDirectory() + "healthgate-bench-\(getpid())"
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        // --influx: the sink is a real InfluxDB 1.x (Debian's influxd) on a free port.
+        var influxd: Process?
+        var sinkLine = #"archive: {kind: file, path: "archive/{device}/{date}.ndjson"}"#
+        if o.influx {
+            let (p, port) = startInfluxd(dir: dir + "/influxd")
+            influxd = p
+            sinkLine = #"archive: {kind: influxdb, url: "http://127.0.0.1:\#(port)", api: v1, database: health, precision: s}"#
+        }
         let config = """
         listen: 127.0.0.1:0
         data_dir: \(dir)/data
@@ -23,7 +31,7 @@ enum BenchMain {
         routes:
           - {name: archive, from: ["*"], to: [archive]}
         sinks:
-          archive: {kind: file, path: "archive/{device}/{date}.ndjson"}
+          \(sinkLine)
         """
         try! config.write(toFile: dir + "/bench.yaml", atomically: true, encoding: .utf8)
         let server = Process()
@@ -50,7 +58,8 @@ enum BenchMain {
 
         let template = makeBody(samples: o.samplesPerBody)
         print("healthgate bench: \(o.connections) connections × \(Int(o.seconds)) s, bodies of "
-              + "\(template.bytes.count) bytes with \(o.samplesPerBody) samples, file sink with fsync"
+              + "\(template.bytes.count) bytes with \(o.samplesPerBody) samples, "
+              + (o.influx ? "into InfluxDB 1.x (influxd on loopback)" : "file sink with fsync")
               + (o.rate > 0 ? ", paced to \(Int(o.rate)) samples/s" : ", each sending as soon as it is answered"))
         // Paced: each connection sends on its own fixed schedule (an open loop), so the time
         // to 2xx is what one phone sees while the server carries that load.
@@ -121,7 +130,45 @@ enum BenchMain {
                      ProcessInfo.processInfo.activeProcessorCount))
         kill(pid, SIGTERM)
         server.waitUntilExit()
+        if let influxd {
+            kill(influxd.processIdentifier, SIGTERM)
+            influxd.waitUntilExit()
+        }
         try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    static func startInfluxd(dir: String) -> (Process, UInt16) {
+        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let port = UInt16.random(in: 20_000...40_000)
+        let rpc = port + 1
+        try! """
+        reporting-disabled = true
+        bind-address = "127.0.0.1:\(rpc)"
+        [meta]
+          dir = "\(dir)/meta"
+        [data]
+          dir = "\(dir)/data"
+          wal-dir = "\(dir)/wal"
+        [http]
+          bind-address = "127.0.0.1:\(port)"
+          log-enabled = false
+        [monitor]
+          store-enabled = false
+        """.write(toFile: dir + "/influxdb.conf", atomically: true, encoding: .utf8)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/influxd")
+        p.arguments = ["-config", dir + "/influxdb.conf"]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try! p.run()
+        let c = Connection(port: port)
+        for _ in 0..<300 {
+            if c.get("/ping") != nil { break }
+            usleep(100_000)
+        }
+        let create = "POST /query?q=CREATE%20DATABASE%20health HTTP/1.1\r\nHost: b\r\nContent-Length: 0\r\n\r\n"
+        _ = c.post(Array(create.utf8), [])
+        return (p, port)
     }
 
     static func rssKiB(_ pid: Int32, _ field: String) -> Int {

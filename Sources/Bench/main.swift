@@ -14,6 +14,7 @@ struct BenchOptions {
     var rate = 0.0
     var samplesPerBody = 4_800
     var micro = false
+    var influx = false
 
     init(_ args: [String]) {
         var i = 1
@@ -26,6 +27,7 @@ struct BenchOptions {
             case "--rate": rate = Double(v) ?? rate
             case "--samples": samplesPerBody = Int(v) ?? samplesPerBody
             case "--micro": micro = true; i -= 1
+            case "--influx": influx = true; i -= 1
             default: break
             }
             i += 2
