@@ -167,6 +167,35 @@ import YAMLConfig
         #expect(why.contains("sinks.influx.token"))
     }
 
+    /// Every status class InfluxDB answers with, against a scripted endpoint. (A 429 or 503
+    /// once lost its Retry-After on the way out of the sink; this caught it.)
+    @Test(arguments: [(500, "keep"), (502, "keep"), (503, "keep-after"), (429, "keep-after"), (401, "keep"), (403, "keep"),
+                      (400, "reject"), (404, "reject")])
+    func handlesEveryStatusClass(_ status: Int, _ expected: String) throws {
+        let endpoint = try ScriptedEndpoint { _ in
+            HTTPResponse(status: status, headers: status == 503 || status == 429 ? [HTTPHeader("Retry-After", "12")] : [])
+        }
+        let s = try sink("http://127.0.0.1:\(endpoint.port)", extra: ", org: o, bucket: b, token: t")
+        let result = s.write(SinkBatch(records: [PipelineTests.record("one")]))
+        switch (expected, result) {
+        case ("keep", .keep(_, let after)): #expect(after == nil)
+        case ("keep-after", .keep(_, let after)): #expect(after == 12)
+        case ("reject", .perRecord(let o)):
+            if case .rejected(let why) = o[0] { #expect(why.hasPrefix("\(status) from")) } else { Issue.record("\(o)") }
+        default: Issue.record("\(status): expected \(expected), got \(result)")
+        }
+    }
+
+    @Test func halvesWhatInfluxDBFindsTooLarge() throws {
+        let endpoint = try ScriptedEndpoint { r in
+            Self.inflate(r.body).split(separator: "\n").count > 2 ? HTTPResponse(status: 413) : HTTPResponse(status: 204)
+        }
+        let s = try sink("http://127.0.0.1:\(endpoint.port)", extra: ", org: o, bucket: b, token: t")
+        #expect(s.write(SinkBatch(records: (0..<7).map { PipelineTests.record("r\($0)") })) == .accepted)
+        let written = endpoint.requests.filter { Self.inflate($0.body).split(separator: "\n").count <= 2 }
+        #expect(written.reduce(0) { $0 + Self.inflate($1.body).split(separator: "\n").count } == 7)
+    }
+
     @Test func configNamesWhatEachAPINeeds() {
         do {
             _ = try sink("http://x", api: "v2", extra: ", database: nope")

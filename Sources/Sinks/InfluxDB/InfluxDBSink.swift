@@ -125,6 +125,7 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
         var outcomes = [DeliveryOutcome](repeating: .accepted, count: batch.count)
         var run: [(index: Int, line: [UInt8], point: PointIndex.Point)] = []
         var halted: String?
+        var retryAfter: Double?
 
         func flush() {
             guard !run.isEmpty, halted == nil else { return }
@@ -142,8 +143,9 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
             switch result {
             case .accepted:
                 written = sent.map { (batch.records[$0.index], $0.point) }
-            case .keep(let reason, _):
+            case .keep(let reason, let after):
                 halted = reason
+                retryAfter = after
                 for e in sent { outcomes[e.index] = .keep(reason: reason) }
             case .perRecord(let perLine):
                 for (k, o) in perLine.enumerated() {
@@ -183,7 +185,7 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
         flush()
         if outcomes.allSatisfy({ $0 == .accepted }) { return .accepted }
         if let halted, outcomes.allSatisfy({ if case .keep = $0 { return true }; return false }) {
-            return .keep(reason: halted, retryAfterSeconds: nil)
+            return .keep(reason: halted, retryAfterSeconds: retryAfter)
         }
         return .perRecord(outcomes)
     }
