@@ -196,6 +196,32 @@ import YAMLConfig
         #expect(written.reduce(0) { $0 + Self.inflate($1.body).split(separator: "\n").count } == 7)
     }
 
+    @Test func measurementAndTagTemplatesRenderPerRecord() throws {
+        let endpoint = try ScriptedEndpoint { _ in HTTPResponse(status: 204) }
+        let s = try sink("http://127.0.0.1:\(endpoint.port)",
+                         extra: ", org: o, bucket: b, token: t, gzip: false, measurement: \"health_{kind}\", phone_tag: \"\","
+                             + " tags: {metric: \"{type}\", who: \"{phone}@{receiver}\", app: \"{source}\", person: alice}")
+        #expect(s.write(SinkBatch(records: [PipelineTests.record("a"), PipelineTests.record("b", type: "heart rate", device: "ph,2")])) == .accepted)
+        // {source} is empty for these records, so the app tag is left off; tag values are escaped.
+        #expect(String(decoding: endpoint.requests[0].body, as: UTF8.self) == """
+            health_quantity,metric=steps,person=alice,unit=count,who=phone-1@r value=412 1791961260000000000
+            health_quantity,metric=heart\\ rate,person=alice,unit=count,who=ph\\,2@r value=412 1791961260000000000
+
+            """)
+    }
+
+    @Test func anUnknownPlaceholderIsAConfigError() {
+        do {
+            _ = try sink("http://x", extra: ", org: o, bucket: b, token: t, measurement: \"{typ}\", tags: {a: \"{devise}\"}")
+            Issue.record("an unknown placeholder must be refused")
+        } catch let e as ConfigProblems {
+            #expect(e.description.contains("sinks.influx.measurement: unknown placeholder {typ}; a template may use {type}"))
+            #expect(e.description.contains("sinks.influx.tags.a: unknown placeholder {devise}"))
+        } catch {
+            Issue.record("\(error)")
+        }
+    }
+
     @Test func configNamesWhatEachAPINeeds() {
         do {
             _ = try sink("http://x", api: "v2", extra: ", database: nope")

@@ -64,6 +64,18 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
             problems.append(ConfigProblem(location: node["url"]?.location, path: path + ".url",
                                           message: "the url must start with http:// or https:// (e.g. http://localhost:8086)"))
         }
+        let known = LineProtocolEncoder.placeholders
+        var templates = [("measurement", c.measurement ?? "")]
+        for (k, v) in (c.tags ?? [:]).sorted(by: { $0.key < $1.key }) { templates.append(("tags.\(k)", v)) }
+        for (key, template) in templates {
+            let unknown = template.unknownPlaceholders(known)
+            if !unknown.isEmpty {
+                problems.append(ConfigProblem(location: node[key.split(separator: ".").first.map(String.init) ?? key]?.location,
+                                              path: path + "." + key,
+                                              message: "unknown placeholder " + unknown.map { "{\($0)}" }.joined(separator: ", ")
+                                                  + "; a template may use " + known.map { "{\($0)}" }.joined(separator: ", ")))
+            }
+        }
         let api = c.api ?? .v2
         let precision = c.precision ?? .ns
         let base = c.url.hasSuffix("/") ? String(c.url.dropLast()) : c.url

@@ -17,8 +17,8 @@ import YAMLConfig
 ///   precision: s                 # ns | us | ms | s (default ns)
 ///   gzip: true                   # default true
 ///   phone_tag: phone             # the tag naming the phone (the record's device); "" for none
-///   tags: {person: me}           # static tags on every point
-///   measurement: "{type}"        # template: {type}, {kind}, {receiver}
+///   tags: {person: me, app: "{source}"}  # tags on every point; values may be templates
+///   measurement: "{type}"        # template: {type}, {kind}, {receiver}, {phone}, {source}, {unit}
 /// ```
 public struct InfluxDBSinkConfig: Decodable, Sendable {
     public enum API: String, Decodable, Sendable, CaseIterable {

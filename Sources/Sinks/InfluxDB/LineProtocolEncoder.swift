@@ -41,6 +41,7 @@ struct LineProtocolEncoder: Sendable {
         }
         if fields.isEmpty { return .cannot("a \(r.kind) record with no value has no field to write") }
         var tags: [(String, String)] = staticTags
+        if templated { for i in tags.indices where tags[i].1.contains("{") { tags[i].1 = render(tags[i].1, r) } }
         if let u = r.unit, !u.isEmpty { tags.append(("unit", u)) }
         if let a = r.source?.app, !a.isEmpty { tags.append(("source", a)) }
         if let d = r.source?.device, !d.isEmpty { tags.append(("device", d)) }
@@ -59,8 +60,19 @@ struct LineProtocolEncoder: Sendable {
         return .line(PointIndex.Point(measurement: name, tags: tags, timeNanos: start.unixNanoseconds))
     }
 
+    /// The placeholders a measurement or tag template may use.
+    static let placeholders = ["type", "kind", "receiver", "phone", "source", "unit"]
+
+    /// Whether any static tag is a template (so plain tags cost nothing per record).
+    var templated: Bool { staticTags.contains { $0.1.contains("{") } }
+
     func render(_ r: CanonicalRecord) -> String {
-        measurement.replacingPlaceholders(["type": r.type, "kind": r.kind, "receiver": r.receiver])
+        measurement.contains("{") ? render(measurement, r) : measurement
+    }
+
+    func render(_ template: String, _ r: CanonicalRecord) -> String {
+        template.replacingPlaceholders(["type": r.type, "kind": r.kind, "receiver": r.receiver, "phone": r.device,
+                                        "source": r.source?.app ?? "", "unit": r.unit ?? ""])
     }
 
     func timestamp(_ t: Timestamp) -> Int64 {
@@ -107,6 +119,18 @@ struct LineProtocolEncoder: Sendable {
 }
 
 extension String {
+    /// The `{name}`s in a template that are not among `known`.
+    func unknownPlaceholders(_ known: [String]) -> [String] {
+        var unknown: [String] = []
+        var rest = Substring(self)
+        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+            let key = String(rest[rest.index(after: open)..<close])
+            if !known.contains(key) { unknown.append(key) }
+            rest = rest[rest.index(after: close)...]
+        }
+        return unknown
+    }
+
     func replacingPlaceholders(_ values: [String: String]) -> String {
         var out = ""
         var rest = Substring(self)
