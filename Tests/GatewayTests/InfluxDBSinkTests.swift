@@ -222,6 +222,24 @@ import YAMLConfig
         }
     }
 
+    /// TLS against a real InfluxDB serving HTTPS with a self-signed certificate: trusted through
+    /// `ca_file`, refused (and kept, with the reason) without it.
+    @Test func writesOverTLSTrustingTheCAFile() throws {
+        let db = try DatabaseProcess.influxDB(tls: true)
+        let url = "https://127.0.0.1:\(db.port)"
+        let untrusted = try sink(url, api: "v1", extra: ", database: health")
+        guard case .keep(let why, _) = untrusted.write(SinkBatch(records: [PipelineTests.record("a")])) else {
+            Issue.record("a certificate nobody vouched for must not be trusted")
+            return
+        }
+        #expect(why.contains("certificate"), "\(why)")
+        let trusted = try sink(url, api: "v1", extra: ", database: health, ca_file: \"\(db.dir)/cert.pem\"")
+        #expect(trusted.write(SinkBatch(records: [PipelineTests.record("a")])) == .accepted)
+        let answer = try CurlClient(options: .init(caFile: db.dir + "/cert.pem"))
+            .send("GET", url: url + "/query?db=health&q=SELECT%20count(value)%20FROM%20steps", headers: [], body: [])
+        #expect(String(decoding: answer.body, as: UTF8.self).contains(#""values":[["1970-01-01T00:00:00Z",1]]"#))
+    }
+
     @Test func configNamesWhatEachAPINeeds() {
         do {
             _ = try sink("http://x", api: "v2", extra: ", database: nope")

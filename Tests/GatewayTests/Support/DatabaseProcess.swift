@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Sinks
 
 /// A real database server from Debian's packages (influxd 1.x, VictoriaMetrics) on a free
 /// loopback port in a temporary dir, stopped when the test is done.
@@ -8,7 +9,8 @@ final class DatabaseProcess {
     let port: UInt16
     let dir: String
 
-    private init(executable: String, arguments: [String], port: UInt16, dir: String) throws {
+    private init(executable: String, arguments: [String], port: UInt16, dir: String,
+                 ready: @escaping () -> Bool = { false }) throws {
         self.port = port
         self.dir = dir
         process.executableURL = URL(fileURLWithPath: executable)
@@ -19,10 +21,10 @@ final class DatabaseProcess {
         process.standardError = FileHandle(forWritingAtPath: dir + "/server.log")
         try process.run()
         // Ready once it answers over HTTP.
-        let ready = ServeProcess.eventually(30) {
-            (try? RawHTTPClient(port: port).request("GET", "/ping").status) != nil
+        let up = ServeProcess.eventually(30) {
+            (try? RawHTTPClient(port: port).request("GET", "/ping").status) != nil || ready()
         }
-        if !ready {
+        if !up {
             let log = (try? String(contentsOfFile: dir + "/server.log", encoding: .utf8)) ?? ""
             throw ServeError(description: "\(executable) did not start: \(log.suffix(2000))")
         }
@@ -37,11 +39,24 @@ final class DatabaseProcess {
 
     var url: String { "http://127.0.0.1:\(port)" }
 
-    /// InfluxDB 1.x with a database `health`.
-    static func influxDB() throws -> DatabaseProcess {
+    /// InfluxDB 1.x with a database `health`; with `tls`, it serves HTTPS only, with a
+    /// self-signed certificate for 127.0.0.1 at `dir/cert.pem` (made by openssl).
+    static func influxDB(tls: Bool = false) throws -> DatabaseProcess {
         let dir = ServeProcess.makeTempDir("influxd")
         let port = ScriptedEndpoint.freePort()
         let rpc = ScriptedEndpoint.freePort()
+        var https = ""
+        if tls {
+            let openssl = Process()
+            openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+            openssl.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                                 "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem", "-days", "2", "-subj", "/CN=127.0.0.1",
+                                 "-addext", "subjectAltName=IP:127.0.0.1"]
+            openssl.standardError = FileHandle(forWritingAtPath: "/dev/null")
+            try openssl.run()
+            openssl.waitUntilExit()
+            https = "https-enabled = true\n  https-certificate = \"\(dir)/cert.pem\"\n  https-private-key = \"\(dir)/key.pem\""
+        }
         try """
         reporting-disabled = true
         bind-address = "127.0.0.1:\(rpc)"
@@ -53,12 +68,21 @@ final class DatabaseProcess {
         [http]
           bind-address = "127.0.0.1:\(port)"
           log-enabled = false
+          \(https)
         [monitor]
           store-enabled = false
         """.write(toFile: dir + "/influxdb.conf", atomically: true, encoding: .utf8)
+        let caFile = dir + "/cert.pem"
         let db = try DatabaseProcess(executable: "/usr/bin/influxd", arguments: ["-config", dir + "/influxdb.conf"],
-                                     port: port, dir: dir)
-        _ = try db.influxQuery("CREATE DATABASE health", method: "POST")
+                                     port: port, dir: dir) {
+            tls && (try? CurlClient(options: .init(caFile: caFile)).send("GET", url: "https://127.0.0.1:\(port)/ping", headers: [], body: [])) != nil
+        }
+        if tls {
+            _ = try CurlClient(options: .init(caFile: caFile))
+                .send("POST", url: "https://127.0.0.1:\(port)/query?q=CREATE%20DATABASE%20health", headers: [], body: [])
+        } else {
+            _ = try db.influxQuery("CREATE DATABASE health", method: "POST")
+        }
         return db
     }
 
