@@ -11,32 +11,28 @@ import HealthgateCrypto
 /// deterministic key for everything that has no id, so a resend yields the same key.
 enum HAEBody {
     static func read(_ body: [UInt8], parser: JSONParser, receiver: String, device: String) -> Reception {
-        let doc: JSONDocument
-        do {
-            doc = try body.withUnsafeBytes { (b: UnsafeRawBufferPointer) throws(JSONError) in try parser.parse(b) }
-        } catch {
-            return .unreadable(status: 400, reason: "the body is not valid JSON: \(error)")
-        }
-        // Some exports wrap the object in an array.
-        var root = doc.root
-        if root.kind == .array, root.count == 1, let only = root[0] { root = only }
-        guard root.kind == .object, let data = root["data"], data.kind == .object else {
-            return .unreadable(status: 400, reason: "a Health Auto Export body is {\"data\": {\"metrics\": [...], \"workouts\": [...]}}")
-        }
-        var batch = ReceivedBatch()
-        var ctx = Context(receiver: receiver, device: device)
-        for (k, v) in data.members {
-            guard v.kind == .array else {
-                if !v.isNull { batch.quarantined.append(QuarantinedRecord(reason: "data.\(k.string) is not a list", raw: raw(v))) }
-                continue
+        return parser.withBody(body) { doc in
+            // Some exports wrap the object in an array.
+            var root = doc.root
+            if root.kind == .array, root.count == 1, let only = root[0] { root = only }
+            guard root.kind == .object, let data = root["data"], data.kind == .object else {
+                return .unreadable(status: 400, reason: "a Health Auto Export body is {\"data\": {\"metrics\": [...], \"workouts\": [...]}}")
             }
-            switch k.string {
-            case "metrics": for m in v.elements { metric(m, &ctx, &batch) }
-            case "workouts": for w in v.elements { workout(w, &ctx, &batch) }
-            default: for item in v.elements { other(kind: k.string, item, &ctx, &batch) }
+            var batch = ReceivedBatch()
+            var ctx = Context(receiver: receiver, device: device)
+            for (k, v) in data.members {
+                guard v.kind == .array else {
+                    if !v.isNull { batch.quarantined.append(QuarantinedRecord(reason: "data.\(k.string) is not a list", raw: raw(v))) }
+                    continue
+                }
+                switch k.string {
+                case "metrics": for m in v.elements { metric(m, &ctx, &batch) }
+                case "workouts": for w in v.elements { workout(w, &ctx, &batch) }
+                default: for item in v.elements { other(kind: k.string, item, &ctx, &batch) }
+                }
             }
+            return .accept(batch, reply: HTTPResponse(status: 200))
         }
-        return .accept(batch, reply: HTTPResponse(status: 200))
     }
 
     struct Context {

@@ -1,5 +1,6 @@
 import FastJSON
 import Glibc
+import HealthgateCore
 import Posix
 
 /// simdjson parsers are not thread-safe and hold buffers as large as the largest document
@@ -31,5 +32,19 @@ public final class ParserPool: @unchecked Sendable {
             }
         }
         return try body(parser)
+    }
+}
+
+extension JSONParser {
+    /// Parses a request body and hands the document on; a body that is not JSON gets the 400
+    /// every JSON receiver answers, with simdjson's reason.
+    func withBody(_ body: [UInt8], _ then: (JSONDocument) -> Reception) -> Reception {
+        let doc: JSONDocument
+        do {
+            doc = try body.withUnsafeBytes { (b: UnsafeRawBufferPointer) throws(JSONError) in try parse(b) }
+        } catch {
+            return .unreadable(status: 400, reason: "the body is not valid JSON: \(error)")
+        }
+        return then(doc)
     }
 }

@@ -38,13 +38,7 @@ public struct HealthSyncReceiver: Receiver {
         guard let device = request.header("x-device-id").flatMap({ $0.isEmpty ? nil : $0 }) ?? fallbackDevice else {
             return .unreadable(status: 400, reason: "the X-Device-Id header is missing (HealthSync sends its stable device id there)")
         }
-        return parsers.withParser { parser in
-            let doc: JSONDocument
-            do {
-                doc = try request.body.withUnsafeBytes { (b: UnsafeRawBufferPointer) throws(JSONError) in try parser.parse(b) }
-            } catch {
-                return .unreadable(status: 400, reason: "the body is not valid JSON: \(error)")
-            }
+        return parsers.withParser { parser in parser.withBody(request.body) { doc in
             let root = doc.root
             guard root.kind == .object else { return .unreadable(status: 400, reason: "the body must be a JSON object") }
             let version = (root["schema_version"] ?? root["version"])?.int64 ?? 1
@@ -85,7 +79,7 @@ public struct HealthSyncReceiver: Receiver {
                 batch.afterCommit.append { exports.remember(device: device, exportID: exportID) }
             }
             return .accept(batch, reply: reply(exportID: exportID, counts: counts, duplicate: false))
-        }
+        } }
     }
 
     func reply(exportID: String?, counts: (metrics: Int, workouts: Int, deletions: Int), duplicate: Bool) -> HTTPResponse {

@@ -20,13 +20,7 @@ public struct IngestReceiver: Receiver {
 
     public func receive(_ request: HTTPRequest, context: ReceiveContext) -> Reception {
         if let refusal = auth.check(request) { return .answer(refusal) }
-        return parsers.withParser { parser in
-            let doc: JSONDocument
-            do {
-                doc = try request.body.withUnsafeBytes { (b: UnsafeRawBufferPointer) throws(JSONError) in try parser.parse(b) }
-            } catch {
-                return .unreadable(status: 400, reason: "the body is not valid JSON: \(error)")
-            }
+        return parsers.withParser { parser in parser.withBody(request.body) { doc in
             let root = doc.root
             guard root.kind == .object else { return .unreadable(status: 400, reason: "the body must be a JSON object") }
             guard let deviceID = root["device_id"]?.string, !deviceID.isEmpty else {
@@ -75,7 +69,7 @@ public struct IngestReceiver: Receiver {
             w.endObject()
             return .accept(batch, reply: HTTPResponse(status: 202, headers: [HTTPHeader("Content-Type", "application/json")],
                                                      body: w.bytes))
-        }
+        } }
     }
 
     public static let defaultMaxItems = 50_000

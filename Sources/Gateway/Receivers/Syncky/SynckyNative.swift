@@ -8,52 +8,48 @@ enum SynckyNative {
     // sample is kept under `fields` (named kinds) or `extra` (quantities and categories).
 
     static func read(_ body: [UInt8], parser: JSONParser, receiver: String, device fallbackDevice: String?) -> Reception {
-        let doc: JSONDocument
-        do {
-            doc = try body.withUnsafeBytes { (b: UnsafeRawBufferPointer) throws(JSONError) in try parser.parse(b) }
-        } catch {
-            return .unreadable(status: 400, reason: "the body is not valid JSON: \(error)")
-        }
-        let root = doc.root
-        guard root.kind == .object else {
-            return .unreadable(status: 400, reason: "the body must be a JSON object (a Syncky sync message)")
-        }
-        guard root["type"]?.string == "sync" else {
-            return .unreadable(status: 400, reason: "\"type\" must be \"sync\" in a native Syncky body")
-        }
-        guard let v = root["v"]?.int64, v == 1 else {
-            return .unreadable(status: 400, reason: "\"v\" must be 1: this is not a version of the native format healthgate reads")
-        }
-        let device = root["device"]?.string ?? fallbackDevice ?? receiver
-        if root["delivery"]?["test"]?.bool == true {
-            // Check connection: verified above, stores nothing.
-            return .answer(HTTPResponse(status: 200))
-        }
-        var batch = ReceivedBatch()
-        if let samples = root["samples"], !samples.isNull {
-            guard samples.kind == .array else {
-                return .unreadable(status: 400, reason: "\"samples\" must be an array")
+        return parser.withBody(body) { doc in
+            let root = doc.root
+            guard root.kind == .object else {
+                return .unreadable(status: 400, reason: "the body must be a JSON object (a Syncky sync message)")
             }
-            batch.reserve(records: samples.count)
-            var reuse = SampleCache()
-            for s in samples.elements {
-                if let q = sample(s, receiver: receiver, device: device, reuse: &reuse, into: &batch) {
-                    batch.quarantined.append(q)
+            guard root["type"]?.string == "sync" else {
+                return .unreadable(status: 400, reason: "\"type\" must be \"sync\" in a native Syncky body")
+            }
+            guard let v = root["v"]?.int64, v == 1 else {
+                return .unreadable(status: 400, reason: "\"v\" must be 1: this is not a version of the native format healthgate reads")
+            }
+            let device = root["device"]?.string ?? fallbackDevice ?? receiver
+            if root["delivery"]?["test"]?.bool == true {
+                // Check connection: verified above, stores nothing.
+                return .answer(HTTPResponse(status: 200))
+            }
+            var batch = ReceivedBatch()
+            if let samples = root["samples"], !samples.isNull {
+                guard samples.kind == .array else {
+                    return .unreadable(status: 400, reason: "\"samples\" must be an array")
+                }
+                batch.reserve(records: samples.count)
+                var reuse = SampleCache()
+                for s in samples.elements {
+                    if let q = sample(s, receiver: receiver, device: device, reuse: &reuse, into: &batch) {
+                        batch.quarantined.append(q)
+                    }
                 }
             }
-        }
-        if let deleted = root["deleted"], !deleted.isNull {
-            guard deleted.kind == .array else {
-                return .unreadable(status: 400, reason: "\"deleted\" must be an array")
-            }
-            for d in deleted.elements {
-                switch deletion(d, receiver: receiver, device: device) {
-                case .success(let r): batch.append(r)
-                case .failure(let q): batch.quarantined.append(q)
+            if let deleted = root["deleted"], !deleted.isNull {
+                guard deleted.kind == .array else {
+                    return .unreadable(status: 400, reason: "\"deleted\" must be an array")
+                }
+                for d in deleted.elements {
+                    switch deletion(d, receiver: receiver, device: device) {
+                    case .success(let r): batch.append(r)
+                    case .failure(let q): batch.quarantined.append(q)
+                    }
                 }
             }
+            return .accept(batch, reply: HTTPResponse(status: 200))
         }
-        return .accept(batch, reply: HTTPResponse(status: 200))
     }
 
     /// One sample's outcome: a record, or the reason it is set aside.
