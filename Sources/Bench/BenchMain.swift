@@ -103,7 +103,7 @@ enum BenchMain {
         while group.wait(timeout: .now() + 0.1) == .timedOut { peakRSS = max(peakRSS, rssKiB(pid, "VmRSS")) }
         let elapsed = Date().timeIntervalSince(started)
         let acked = latencies.count * o.samplesPerBody
-        // End to end: until the file sink has written every acknowledged sample.
+        // End to end: until the sink has written every acknowledged sample.
         var sent = 0
         let drainDeadline = Date().addingTimeInterval(120)
         while Date() < drainDeadline {
@@ -118,8 +118,8 @@ enum BenchMain {
         let mb = Double(latencies.count * template.bytes.count) / 1e6
         print(String(format: "acknowledged: %d requests, %d samples in %.1f s: %.0f samples/s, %.1f MB/s",
                      latencies.count, acked, elapsed, Double(acked) / elapsed, mb / elapsed))
-        print(String(format: "end to end (archived and fsynced): %d samples in %.1f s: %.0f samples/s",
-                     sent, endToEnd, Double(sent) / endToEnd))
+        print("end to end (\(o.influx ? "written to InfluxDB" : "archived and fsynced")): "
+              + String(format: "%d samples in %.1f s: %.0f samples/s", sent, endToEnd, Double(sent) / endToEnd))
         if !sorted.isEmpty {
             print(String(format: "time to 2xx: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
                          sorted[sorted.count / 2], sorted[min(sorted.count - 1, sorted.count * 99 / 100)], sorted.last!))
