@@ -210,6 +210,33 @@ import YAMLConfig
             """)
     }
 
+    /// The bytes the encoder writes, for the awkward cases: escapes, an empty or backslash-ended
+    /// name, negative and fractional numbers, nanosecond times, a category's code and name.
+    @Test func encodesTheAwkwardCasesByteForByte() {
+        let e = LineProtocolEncoder(measurement: "{type}", phoneTag: "phone", staticTags: [("k=1", "a b,c")], precision: .ns)
+        var r = CanonicalRecord(kind: "quantity", device: "ph one", receiver: "r", uuid: "u", type: "weird,type x=1",
+                                start: Timestamp(seconds: 1_791_961_260, nanoseconds: 123_456_789), value: .number(-2.5), unit: "tab\tend\\")
+        r.source = RecordSource(app: "\\", device: "Watch=2")
+        var out: [UInt8] = []
+        _ = e.encode(r, into: &out)
+        r.kind = "category"
+        r.value = .string("in \"bed\"\n\\")
+        r.code = 0
+        r.start = Timestamp(seconds: -1, nanoseconds: 0)
+        r.unit = nil
+        _ = e.encode(r, into: &out)
+        r.kind = "quantity"
+        r.value = .number(1e20)
+        r.code = nil
+        _ = e.encode(r, into: &out)
+        #expect(String(decoding: out, as: UTF8.self) == #"""
+            weird\,type\ x=1,device=Watch\=2,k\=1=a\ b\,c,phone=ph\ one,source=_,unit=tab\ end value=-2.5 1791961260123456789
+            weird\,type\ x=1,device=Watch\=2,k\=1=a\ b\,c,phone=ph\ one,source=_ value=0,value_name="in \"bed\"\n\\" -1000000000
+            weird\,type\ x=1,device=Watch\=2,k\=1=a\ b\,c,phone=ph\ one,source=_ value=1e+20 -1000000000
+
+            """#)
+    }
+
     @Test func anUnknownPlaceholderIsAConfigError() {
         do {
             _ = try sink("http://x", extra: ", org: o, bucket: b, token: t, measurement: \"{typ}\", tags: {a: \"{devise}\"}")

@@ -18,45 +18,65 @@ struct LineProtocolEncoder: Sendable {
         case cannot(String)
     }
 
-    /// Appends the record's line (with its line feed) to `out`.
+    /// Appends the record's line (with its line feed) to `out`, byte by byte (no string is
+    /// built per record: this runs once per sample on the sink's thread).
     func encode(_ r: CanonicalRecord, into out: inout [UInt8]) -> Encoded {
         guard let start = r.start else { return .cannot("a \(r.kind) without a start time has no place in a time series") }
-        var fields: [(String, String)] = []
-        switch r.kind {
-        case RecordKind.workout:
-            if let d = r.durationS { fields.append(("duration_s", LineProtocolEncoder.float(d))) }
-            if let e = r.energyKcal { fields.append(("energy_kcal", LineProtocolEncoder.float(e))) }
-            if let d = r.distanceM { fields.append(("distance_m", LineProtocolEncoder.float(d))) }
-        default:
+        let isWorkout = r.kind == RecordKind.workout
+        if isWorkout {
+            if r.durationS == nil && r.energyKcal == nil && r.distanceM == nil {
+                return .cannot("a workout record with no value has no field to write")
+            }
+        } else {
             switch r.value {
-            case .number(let d)?:
-                guard d.isFinite else { return .cannot("the value is not a finite number") }
-                fields.append(("value", LineProtocolEncoder.float(d)))
-            case .string(let s)?:
-                if let code = r.code { fields.append(("value", LineProtocolEncoder.float(Double(code)))) }
-                fields.append(("value_name", LineProtocolEncoder.string(s)))
-            case nil:
-                break
+            case .number(let d)?: if !d.isFinite { return .cannot("the value is not a finite number") }
+            case .string?: break
+            case nil: return .cannot("a \(r.kind) record with no value has no field to write")
             }
         }
-        if fields.isEmpty { return .cannot("a \(r.kind) record with no value has no field to write") }
         var tags: [(String, String)] = staticTags
         if templated { for i in tags.indices where tags[i].1.contains("{") { tags[i].1 = render(tags[i].1, r) } }
         if let u = r.unit, !u.isEmpty { tags.append(("unit", u)) }
         if let a = r.source?.app, !a.isEmpty { tags.append(("source", a)) }
         if let d = r.source?.device, !d.isEmpty { tags.append(("device", d)) }
-        if let a = r.activity, !a.isEmpty, r.kind == RecordKind.workout { tags.append(("activity", a)) }
+        if let a = r.activity, !a.isEmpty, isWorkout { tags.append(("activity", a)) }
         if !phoneTag.isEmpty { tags.append((phoneTag, r.device)) }
         tags.sort { $0.0 < $1.0 }
-        let name = render(r)
-        var line = LineProtocolEncoder.escape(name, measurement: true)
         tags.removeAll { $0.1.isEmpty }
+        let name = render(r)
+        LineProtocolEncoder.appendEscaped(name, measurement: true, to: &out)
         for (k, v) in tags {
-            line += "," + LineProtocolEncoder.escape(k) + "=" + LineProtocolEncoder.escape(v)
+            out.append(UInt8(ascii: ","))
+            LineProtocolEncoder.appendEscaped(k, to: &out)
+            out.append(UInt8(ascii: "="))
+            LineProtocolEncoder.appendEscaped(v, to: &out)
         }
-        line += " " + fields.map { LineProtocolEncoder.escape($0.0) + "=" + $0.1 }.joined(separator: ",")
-        line += " \(timestamp(start))\n"
-        out.append(contentsOf: line.utf8)
+        var separator = UInt8(ascii: " ")
+        func field(_ key: StaticString, _ write: (inout [UInt8]) -> Void) {
+            out.append(separator)
+            separator = UInt8(ascii: ",")
+            key.withUTF8Buffer { out.append(contentsOf: $0) }
+            out.append(UInt8(ascii: "="))
+            write(&out)
+        }
+        if isWorkout {
+            if let d = r.durationS { field("duration_s") { LineProtocolEncoder.appendFloat(d, to: &$0) } }
+            if let e = r.energyKcal { field("energy_kcal") { LineProtocolEncoder.appendFloat(e, to: &$0) } }
+            if let d = r.distanceM { field("distance_m") { LineProtocolEncoder.appendFloat(d, to: &$0) } }
+        } else {
+            switch r.value {
+            case .number(let d)?:
+                field("value") { LineProtocolEncoder.appendFloat(d, to: &$0) }
+            case .string(let s)?:
+                if let code = r.code { field("value") { LineProtocolEncoder.appendInt(Int64(code), to: &$0) } }
+                field("value_name") { LineProtocolEncoder.appendString(s, to: &$0) }
+            case nil:
+                break
+            }
+        }
+        out.append(UInt8(ascii: " "))
+        LineProtocolEncoder.appendInt(timestamp(start), to: &out)
+        out.append(UInt8(ascii: "\n"))
         return .line(PointIndex.Point(measurement: name, tags: tags, timeNanos: start.unixNanoseconds))
     }
 
@@ -71,8 +91,18 @@ struct LineProtocolEncoder: Sendable {
     }
 
     func render(_ template: String, _ r: CanonicalRecord) -> String {
-        template.replacingPlaceholders(["type": r.type, "kind": r.kind, "receiver": r.receiver, "phone": r.device,
-                                        "source": r.source?.app ?? "", "unit": r.unit ?? ""])
+        if template == "{type}" { return r.type }   // the default measurement, once per record
+        return template.replacingPlaceholders { key in
+            switch key {
+            case "type": r.type
+            case "kind": r.kind
+            case "receiver": r.receiver
+            case "phone": r.device
+            case "source": r.source?.app ?? ""
+            case "unit": r.unit ?? ""
+            default: nil
+            }
+        }
     }
 
     func timestamp(_ t: Timestamp) -> Int64 {
@@ -84,37 +114,59 @@ struct LineProtocolEncoder: Sendable {
         }
     }
 
-    static func float(_ d: Double) -> String {
-        d == d.rounded(.towardZero) && d.magnitude < 1e15 ? String(Int64(d)) : String(d)
+    /// A whole number as an integer literal without a fraction (as Syncky writes it: `value=412`),
+    /// anything else in Swift's shortest round-trip form.
+    static func appendFloat(_ d: Double, to out: inout [UInt8]) {
+        if d == d.rounded(.towardZero) && d.magnitude < 1e15 {
+            appendInt(Int64(d), to: &out)
+        } else {
+            out.append(contentsOf: d.description.utf8)
+        }
     }
 
-    static func string(_ s: String) -> String {
-        var out = "\""
-        for c in s.unicodeScalars {
+    static func appendInt(_ v: Int64, to out: inout [UInt8]) {
+        if v < 0 { out.append(UInt8(ascii: "-")) }
+        var m = v.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)   // 24 bytes; an Int64 has at most 19 digits
+        withUnsafeMutableBytes(of: &digits) { buf in
+            var i = buf.count
+            repeat {
+                i -= 1
+                buf[i] = UInt8(truncatingIfNeeded: m % 10) + UInt8(ascii: "0")
+                m /= 10
+            } while m > 0
+            out.append(contentsOf: buf[i...])
+        }
+    }
+
+    /// A string field value: quoted, `"`, `\\` and line feeds escaped.
+    static func appendString(_ s: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for c in s.utf8 {
             switch c {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            default: out.unicodeScalars.append(c)
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\")); out.append(c)
+            case UInt8(ascii: "\n"): out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "n"))
+            default: out.append(c)
             }
         }
-        return out + "\""
+        out.append(UInt8(ascii: "\""))
     }
 
     /// Measurement: `,` and space; tag keys and values, field keys: `,`, `=` and space. Tabs and
-    /// line breaks become spaces; a trailing backslash (which cannot round-trip) is dropped.
-    static func escape(_ s: String, measurement: Bool = false) -> String {
-        var out = ""
-        for c in s.unicodeScalars {
+    /// line breaks become spaces; a trailing backslash (which cannot round-trip) is dropped; an
+    /// empty name becomes `_`. (UTF-8 continuation bytes are never ASCII, so bytewise is safe.)
+    static func appendEscaped(_ s: String, measurement: Bool = false, to out: inout [UInt8]) {
+        let start = out.count
+        for c in s.utf8 {
             switch c {
-            case ",", " ": out += "\\"; out.unicodeScalars.append(c)
-            case "=" where !measurement: out += "\\="
-            case "\t", "\n", "\r": out += "\\ "
-            default: out.unicodeScalars.append(c)
+            case UInt8(ascii: ","), UInt8(ascii: " "): out.append(UInt8(ascii: "\\")); out.append(c)
+            case UInt8(ascii: "=") where !measurement: out.append(UInt8(ascii: "\\")); out.append(c)
+            case 9, 10, 13: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: " "))
+            default: out.append(c)
             }
         }
-        while out.hasSuffix("\\") && !out.hasSuffix("\\ ") && !out.hasSuffix("\\,") && !out.hasSuffix("\\=") { out.removeLast() }
-        return out.isEmpty ? "_" : out
+        while out.count > start, out.last == UInt8(ascii: "\\") { out.removeLast() }
+        if out.count == start { out.append(UInt8(ascii: "_")) }
     }
 }
 
@@ -131,13 +183,12 @@ extension String {
         return unknown
     }
 
-    func replacingPlaceholders(_ values: [String: String]) -> String {
+    func replacingPlaceholders(_ value: (Substring) -> String?) -> String {
         var out = ""
         var rest = Substring(self)
         while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
             out += rest[..<open]
-            let key = String(rest[rest.index(after: open)..<close])
-            out += values[key] ?? String(rest[open...close])
+            out += value(rest[rest.index(after: open)..<close]) ?? String(rest[open...close])
             rest = rest[rest.index(after: close)...]
         }
         return out + rest
