@@ -21,7 +21,12 @@ import Testing
         #expect(Self.sh("mount -t tmpfs -o size=6m tmpfs \(mountPoint)") == 0)
         defer { _ = Self.sh("umount -l \(mountPoint)") }
         let dataDir = mountPoint + "/data"
-        let serve = try ServeProcess(config: LiveServeTests.config, dataDir: dataDir)
+        // Short retries: the archive fails while the disk is full, and the default backoff (up to
+        // 5 min) would make "recovers by itself" a matter of minutes under a loaded CI machine.
+        let config = LiveServeTests.config.replacingOccurrences(of: "batch: {max_wait: 10ms}}",
+                                                                with: "batch: {max_wait: 10ms}, retry: {initial: 100ms, max: 1s}}")
+        #expect(config != LiveServeTests.config)
+        let serve = try ServeProcess(config: config, dataDir: dataDir)
         // Leave about 1.5 MB: the journal and the archive both need room.
         #expect(Self.sh("head -c 3000000 /dev/zero > \(mountPoint)/filler") == 0)
         let c = serve.client()
@@ -57,7 +62,7 @@ import Testing
         }, "\(want.subtracting(archived).count) acknowledged samples are missing")
         // And a restart finds a journal with no damage.
         serve.stop(signal: SIGKILL)
-        let again = try ServeProcess(config: LiveServeTests.config, dataDir: dataDir)
+        let again = try ServeProcess(config: config, dataDir: dataDir)
         #expect(!again.stderrText.contains("damage"))
         again.stop()
     }
