@@ -213,7 +213,7 @@ import YAMLConfig
     /// The bytes the encoder writes, for the awkward cases: escapes, an empty or backslash-ended
     /// name, negative and fractional numbers, nanosecond times, a category's code and name.
     @Test func encodesTheAwkwardCasesByteForByte() {
-        let e = LineProtocolEncoder(measurement: "{type}", phoneTag: "phone", staticTags: [("k=1", "a b,c")], precision: .ns)
+        let e = LineProtocolEncoder(measurement: "{type}", phoneTag: "phone", tags: [("k=1", "a b,c")], precision: .ns)
         var r = CanonicalRecord(kind: "quantity", device: "ph one", receiver: "r", uuid: "u", type: "weird,type x=1",
                                 start: Timestamp(seconds: 1_791_961_260, nanoseconds: 123_456_789), value: .number(-2.5), unit: "tab\tend\\")
         r.source = RecordSource(app: "\\", device: "Watch=2")

@@ -182,35 +182,13 @@ public final class FileSink: Sink, @unchecked Sendable {
 
 /// A path with `{device}`, `{receiver}`, `{date}`, `{type}`, `{kind}` placeholders.
 struct PathTemplate: Sendable {
-    enum Part: Sendable {
-        case text(String)
-        case device, receiver, date, type, kind
-    }
+    static let fields: [RecordTemplate.Field] = [.device, .receiver, .date, .type, .kind]
 
-    let parts: [Part]
+    let template: RecordTemplate
 
     init(_ template: String) {
-        var parts: [Part] = []
-        var rest = Substring(template)
-        while let open = rest.firstIndex(of: "{") {
-            if open > rest.startIndex { parts.append(.text(String(rest[..<open]))) }
-            guard let close = rest[open...].firstIndex(of: "}") else { break }
-            let name = rest[rest.index(after: open)..<close]
-            switch name {
-            case "device": parts.append(.device)
-            case "receiver": parts.append(.receiver)
-            case "date": parts.append(.date)
-            case "type": parts.append(.type)
-            case "kind": parts.append(.kind)
-            default: parts.append(.text(String(rest[open...close])))
-            }
-            rest = rest[rest.index(after: close)...]
-        }
-        if !rest.isEmpty { parts.append(.text(String(rest))) }
-        self.parts = parts
+        self.template = RecordTemplate(template, allowed: PathTemplate.fields)
     }
-
-    static let placeholders = ["device", "receiver", "date", "type", "kind"]
 
     /// What a rendered path depends on, for the placeholders this template uses.
     struct Key: Equatable {
@@ -224,32 +202,30 @@ struct PathTemplate: Sendable {
 
     func key(_ r: CanonicalRecord) -> Key {
         var k = Key(hasStart: r.start != nil)
-        for p in parts {
-            switch p {
-            case .text: break
-            case .device: k.device = r.device
+        for case .field(let f) in template.parts {
+            switch f {
+            case .device, .phone: k.device = r.device
             case .receiver: k.receiver = r.receiver
             case .date: k.day = r.start.map { ($0.seconds >= 0 ? $0.seconds : $0.seconds - 86_399) / 86_400 }
             case .type: k.type = r.type
             case .kind: k.kind = r.kind
+            case .source, .unit: break   // not allowed in a path
             }
         }
         return k
     }
 
     func render(_ r: CanonicalRecord, fallbackDate: String) -> String {
-        var out = ""
-        for p in parts {
-            switch p {
-            case .text(let t): out += t
-            case .device: out += PathTemplate.safe(r.device)
-            case .receiver: out += PathTemplate.safe(r.receiver)
-            case .date: out += r.start?.utcDate() ?? fallbackDate
-            case .type: out += PathTemplate.safe(r.type)
-            case .kind: out += PathTemplate.safe(r.kind)
+        template.render(r) { f, r in
+            switch f {
+            case .device, .phone: PathTemplate.safe(r.device)
+            case .receiver: PathTemplate.safe(r.receiver)
+            case .date: r.start?.utcDate() ?? fallbackDate
+            case .type: PathTemplate.safe(r.type)
+            case .kind: PathTemplate.safe(r.kind)
+            case .source, .unit: ""   // not allowed in a path
             }
         }
-        return out
     }
 
     /// A value from a request, made harmless as one path component: no separators, no control

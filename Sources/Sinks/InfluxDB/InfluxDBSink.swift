@@ -64,16 +64,14 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
             problems.append(ConfigProblem(location: node["url"]?.location, path: path + ".url",
                                           message: "the url must start with http:// or https:// (e.g. http://localhost:8086)"))
         }
-        let known = LineProtocolEncoder.placeholders
         var templates = [("measurement", c.measurement ?? "")]
         for (k, v) in (c.tags ?? [:]).sorted(by: { $0.key < $1.key }) { templates.append(("tags.\(k)", v)) }
         for (key, template) in templates {
-            let unknown = template.unknownPlaceholders(known)
+            let unknown = RecordTemplate(template, allowed: LineProtocolEncoder.fields).unknown
             if !unknown.isEmpty {
                 problems.append(ConfigProblem(location: node[key.split(separator: ".").first.map(String.init) ?? key]?.location,
                                               path: path + "." + key,
-                                              message: "unknown placeholder " + unknown.map { "{\($0)}" }.joined(separator: ", ")
-                                                  + "; a template may use " + known.map { "{\($0)}" }.joined(separator: ", ")))
+                                              message: RecordTemplate.problem(unknown, allowed: LineProtocolEncoder.fields)))
             }
         }
         let api = c.api ?? .v2
@@ -113,7 +111,7 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
         }
         if !problems.isEmpty { throw ConfigProblems(problems: problems) }
         let encoder = LineProtocolEncoder(measurement: c.measurement ?? "{type}", phoneTag: c.phone_tag ?? "phone",
-                                          staticTags: (c.tags ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+                                          tags: (c.tags ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
                                           precision: precision)
         var deleteQuery: [(String, String)] = []
         switch api {

@@ -6,10 +6,24 @@ import HealthgateCore
 /// tags, sorted by key; fields `value` (and `value_name` for categories), `duration_s`,
 /// `energy_kcal`, `distance_m` for workouts; time = the record's start.
 struct LineProtocolEncoder: Sendable {
-    let measurement: String
+    /// The fields a measurement or tag template may use.
+    static let fields: [RecordTemplate.Field] = [.type, .kind, .receiver, .phone, .source, .unit]
+
+    let measurement: RecordTemplate
     let phoneTag: String
+    /// Tags whose value is the same on every point, and tags whose value is a template.
     let staticTags: [(String, String)]
+    let templatedTags: [(String, RecordTemplate)]
     let precision: InfluxDBSinkConfig.Precision
+
+    init(measurement: String, phoneTag: String, tags: [(String, String)], precision: InfluxDBSinkConfig.Precision) {
+        self.measurement = RecordTemplate(measurement, allowed: LineProtocolEncoder.fields)
+        self.phoneTag = phoneTag
+        let compiled = tags.map { ($0.0, $0.1, RecordTemplate($0.1, allowed: LineProtocolEncoder.fields)) }
+        staticTags = compiled.filter { $0.2.isConstant }.map { ($0.0, $0.1) }
+        templatedTags = compiled.filter { !$0.2.isConstant }.map { ($0.0, $0.2) }
+        self.precision = precision
+    }
 
     enum Encoded {
         /// The line was appended; where the point lives.
@@ -35,7 +49,7 @@ struct LineProtocolEncoder: Sendable {
             }
         }
         var tags: [(String, String)] = staticTags
-        if templated { for i in tags.indices where tags[i].1.contains("{") { tags[i].1 = render(tags[i].1, r) } }
+        for (k, t) in templatedTags { tags.append((k, t.render(r, LineProtocolEncoder.value))) }
         if let u = r.unit, !u.isEmpty { tags.append(("unit", u)) }
         if let a = r.source?.app, !a.isEmpty { tags.append(("source", a)) }
         if let d = r.source?.device, !d.isEmpty { tags.append(("device", d)) }
@@ -43,7 +57,7 @@ struct LineProtocolEncoder: Sendable {
         if !phoneTag.isEmpty { tags.append((phoneTag, r.device)) }
         tags.sort { $0.0 < $1.0 }
         tags.removeAll { $0.1.isEmpty }
-        let name = render(r)
+        let name = measurement.render(r, LineProtocolEncoder.value)
         LineProtocolEncoder.appendEscaped(name, measurement: true, to: &out)
         for (k, v) in tags {
             out.append(UInt8(ascii: ","))
@@ -80,28 +94,15 @@ struct LineProtocolEncoder: Sendable {
         return .line(PointIndex.Point(measurement: name, tags: tags, timeNanos: start.unixNanoseconds))
     }
 
-    /// The placeholders a measurement or tag template may use.
-    static let placeholders = ["type", "kind", "receiver", "phone", "source", "unit"]
-
-    /// Whether any static tag is a template (so plain tags cost nothing per record).
-    var templated: Bool { staticTags.contains { $0.1.contains("{") } }
-
-    func render(_ r: CanonicalRecord) -> String {
-        measurement.contains("{") ? render(measurement, r) : measurement
-    }
-
-    func render(_ template: String, _ r: CanonicalRecord) -> String {
-        if template == "{type}" { return r.type }   // the default measurement, once per record
-        return template.replacingPlaceholders { key in
-            switch key {
-            case "type": r.type
-            case "kind": r.kind
-            case "receiver": r.receiver
-            case "phone": r.device
-            case "source": r.source?.app ?? ""
-            case "unit": r.unit ?? ""
-            default: nil
-            }
+    static func value(_ f: RecordTemplate.Field, _ r: CanonicalRecord) -> String {
+        switch f {
+        case .type: r.type
+        case .kind: r.kind
+        case .receiver: r.receiver
+        case .phone, .device: r.device
+        case .source: r.source?.app ?? ""
+        case .unit: r.unit ?? ""
+        case .date: ""   // not allowed here
         }
     }
 
@@ -167,30 +168,5 @@ struct LineProtocolEncoder: Sendable {
         }
         while out.count > start, out.last == UInt8(ascii: "\\") { out.removeLast() }
         if out.count == start { out.append(UInt8(ascii: "_")) }
-    }
-}
-
-extension String {
-    /// The `{name}`s in a template that are not among `known`.
-    func unknownPlaceholders(_ known: [String]) -> [String] {
-        var unknown: [String] = []
-        var rest = Substring(self)
-        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
-            let key = String(rest[rest.index(after: open)..<close])
-            if !known.contains(key) { unknown.append(key) }
-            rest = rest[rest.index(after: close)...]
-        }
-        return unknown
-    }
-
-    func replacingPlaceholders(_ value: (Substring) -> String?) -> String {
-        var out = ""
-        var rest = Substring(self)
-        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
-            out += rest[..<open]
-            out += value(rest[rest.index(after: open)..<close]) ?? String(rest[open...close])
-            rest = rest[rest.index(after: close)...]
-        }
-        return out + rest
     }
 }
