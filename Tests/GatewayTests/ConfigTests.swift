@@ -133,6 +133,16 @@ import YAMLConfig
         #expect(p.contains { $0.contains("retry.initial") })
     }
 
+    /// A mistyped placeholder once became a literal `{phone}` directory in the archive.
+    @Test func aFilePathWithAnUnknownPlaceholderIsRefused() {
+        let p = problems("""
+        sinks:
+          s: {kind: file, path: "archive/{phone}/{date}.ndjson"}
+        """)
+        #expect(p.count == 1, "\(p)")
+        #expect(p.first?.contains("sinks.s.path: unknown placeholder {phone}; a template may use {device}, {receiver}, {date}, {type}, {kind}") == true, "\(p)")
+    }
+
     @Test func warnsAboutSinksAndReceiversNoRouteUses() throws {
         let t = try load("""
         receivers:

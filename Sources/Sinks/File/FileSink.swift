@@ -39,6 +39,11 @@ public final class FileSink: Sink, @unchecked Sendable {
             throw ConfigProblems(problems: [ConfigProblem(location: node.location, path: path + ".path",
                                                           message: "the file path must not be empty")])
         }
+        let unknown = RecordTemplate(c.path, allowed: PathTemplate.fields).unknown
+        if !unknown.isEmpty {
+            throw ConfigProblems(problems: [ConfigProblem(location: node["path"]?.location ?? node.location, path: path + ".path",
+                                                          message: RecordTemplate.problem(unknown, allowed: PathTemplate.fields))])
+        }
         let rotate = c.rotate_bytes?.bytes ?? FileSinkConfig.defaultRotateBytes
         let sink = FileSink(name: name, pathTemplate: c.path, baseDir: context.dataDir, rotateBytes: rotate,
                             logger: context.logger.child("sink \(name)"))
