@@ -55,7 +55,7 @@ let package = Package(
         .testTarget(name: "HealthgateCoreTests", dependencies: ["HealthgateCore"], swiftSettings: strict),
         .testTarget(name: "FastJSONTests", dependencies: ["FastJSON"], swiftSettings: strict),
         .testTarget(name: "YAMLConfigTests", dependencies: ["YAMLConfig"], swiftSettings: strict),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "CanonicalJSON", "Sinks", "Transforms", "HealthgateCrypto", "CZlib"],
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Posix", "CanonicalJSON", "Sinks", "Transforms", "HealthgateCrypto", "CZlib"],
                     swiftSettings: strict),
     ],
     cxxLanguageStandard: .cxx17

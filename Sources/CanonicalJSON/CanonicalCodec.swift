@@ -247,7 +247,7 @@ public enum CanonicalCodec {
     public static func raw(_ v: JSONRef) -> RawJSON {
         var w = JSONWriter(capacity: 32)
         v.write(to: &w)
-        return RawJSON(bytes: w.bytes)
+        return RawJSON(encoded: w.bytes)
     }
 }
 

@@ -128,11 +128,48 @@ public struct RecordField: Sendable, Equatable {
 }
 
 /// A JSON value kept as its compact text (UTF-8), written back out unchanged.
+///
+/// There is no way to make one from a run-time `String`: text that came from a sender becomes
+/// JSON only through `string(_:)` (which escapes every byte that needs it) or through the JSON
+/// parser and writer (`CanonicalCodec.raw`). Literal JSON in the source is a `StaticString`,
+/// which cannot hold interpolated text. So no record can carry JSON built by concatenation.
 public struct RawJSON: Sendable, Equatable, CustomStringConvertible {
-    public var bytes: [UInt8]
+    public private(set) var bytes: [UInt8]
 
-    public init(bytes: [UInt8]) { self.bytes = bytes }
-    public init(_ text: String) { self.bytes = Array(text.utf8) }
+    /// Bytes that a JSON writer produced or a JSON parser validated — nothing else.
+    public init(encoded bytes: [UInt8]) { self.bytes = bytes }
+
+    /// JSON written in the source as a literal, e.g. `RawJSON("{}")`.
+    public init(_ literal: StaticString) {
+        bytes = Array(UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+
+    /// A JSON string holding `text`, escaped as RFC 8259 asks.
+    public static func string(_ text: String) -> RawJSON {
+        var o = JSONBytes(out: [])
+        o.out.reserveCapacity(text.utf8.count + 2)
+        o.str(text)
+        return RawJSON(encoded: o.out)
+    }
+
+    /// A JSON number in its shortest exact form (`null` for NaN and infinities).
+    public static func number(_ d: Double) -> RawJSON {
+        var o = JSONBytes(out: [])
+        o.double(d)
+        return RawJSON(encoded: o.out)
+    }
+
+    public static func integer(_ i: Int64) -> RawJSON {
+        var o = JSONBytes(out: [])
+        o.int(i)
+        return RawJSON(encoded: o.out)
+    }
+
+    public static func unsigned(_ u: UInt64) -> RawJSON {
+        RawJSON(encoded: Array(String(u).utf8))
+    }
+
+    public static func bool(_ b: Bool) -> RawJSON { b ? RawJSON("true") : RawJSON("false") }
 
     public var description: String { String(decoding: bytes, as: UTF8.self) }
 

@@ -131,7 +131,7 @@ enum HAEBody {
             if key == "date" || key == "source" || key == valueKey || skip.contains(key) { continue }
             if let n = v.double, ["Min", "Max", "Avg"].contains(key) {
                 let (converted, _) = canonical(n, unit: units, type: type)
-                r.extra.append(RecordField(key.lowercased(), RawJSON(String(converted))))
+                r.extra.append(RecordField(key.lowercased(), .number(converted)))
             } else {
                 r.extra.append(RecordField(key, raw(v)))
             }

@@ -112,8 +112,12 @@ public final class IngestHandler: HTTPHandler, Sendable {
         if journal.isClosed {
             return problem(503, "Shutting down", "The journal is closed.")
         }
-        return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "application/json")],
-                            body: Array("{\"status\":\"ok\",\"journal_seq\":\(journal.lastDurableSeq)}".utf8))
+        var w = JSONWriter(capacity: 48)
+        w.beginObject()
+        w.key("status"); w.string("ok")
+        w.key("journal_seq"); w.int(Int(journal.lastDurableSeq))
+        w.endObject()
+        return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "application/json")], body: w.bytes)
     }
 
     func ingest(_ request: HTTPRequest, _ receiver: any Receiver) -> HTTPResponse {

@@ -200,7 +200,7 @@ struct HealthSyncMapper {
             if k.string == "metadata" { r.metadata = raw(value); continue }
             r.extra.append(RecordField(k.string, raw(value)))
         }
-        if let exportID { r.extra.append(RecordField("export_id", RawJSON("\"\(exportID)\""))) }
+        if let exportID { r.extra.append(RecordField("export_id", .string(exportID))) }
     }
 
     static let startKeys = ["start", "start_date", "startDate", "date", "timestamp"]
@@ -236,6 +236,7 @@ struct HealthSyncMapper {
             let code = known?.code(forValue: name)
             r.value = .string(code.flatMap { known?.valueName(forCode: $0) } ?? name)
             r.code = code
+            r.unit = v[unitKey]?.string   // kept as sent: nothing a sender gave is dropped
         } else {
             return bad("the metric has no value", v)
         }

@@ -114,7 +114,7 @@ struct IngestMapper {
         for (k, value) in v.members where !used.contains(k.string) {
             if asKindFields { r.addKindField(k.string, IngestMapper.raw(value)) } else { r.extra.append(RecordField(k.string, IngestMapper.raw(value))) }
         }
-        if let tz = timeZone { r.extra.append(RecordField("time_zone", RawJSON("\"\(tz)\""))) }
+        if let tz = timeZone { r.extra.append(RecordField("time_zone", .string(tz))) }
     }
 
     mutating func map(_ key: String, _ v: JSONRef) -> Mapped {
@@ -159,6 +159,7 @@ struct IngestMapper {
                 let code = known?.code(forValue: s)
                 r.value = .string(code.flatMap { known?.valueName(forCode: $0) } ?? s)
                 r.code = code
+                r.unit = v["unit"]?.string   // kept as sent: nothing a sender gave is dropped
             } else {
                 return bad("\"value\" must be a number or a name", v)
             }
@@ -169,7 +170,7 @@ struct IngestMapper {
             r.source = RecordSource(app: v["source_bundle"]?.string, device: v["source_device"]?.string)
         }
         // The link to its workout, resolved by whoever stores both (the workout may come later).
-        if let w = v["workout_source_uuid"]?.string { r.extra.append(RecordField("workout_uuid", RawJSON("\"\(w)\""))) }
+        if let w = v["workout_source_uuid"]?.string { r.extra.append(RecordField("workout_uuid", .string(w))) }
         keepRest(v, used: ["source_uuid", "data_type", "ts", "end_ts", "value", "unit", "source_device", "source_bundle",
                            "workout_source_uuid"], into: &r, asKindFields: false)
         return .success(r)

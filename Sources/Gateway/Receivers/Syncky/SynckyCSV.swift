@@ -41,7 +41,7 @@ enum SynckyCSV {
         for f in row.fields { w.string(f) }
         w.endArray()
         w.endObject()
-        return RawJSON(bytes: w.bytes)
+        return RawJSON(encoded: w.bytes)
     }
 
     /// Undoes the spreadsheet formula guard: a `'` put before `=`, `+`, `-`, `@`, a tab or a CR.
@@ -73,12 +73,12 @@ enum SynckyCSV {
         }
         if !userEntered.isEmpty {
             guard userEntered == "true" || userEntered == "false" else { return bad("user_entered is \"\(userEntered)\", not true or false") }
-            r.extra.append(RecordField("user_entered", RawJSON(userEntered)))
+            r.extra.append(RecordField("user_entered", .bool(userEntered == "true")))
         }
         if type == "characteristic" {
             r.kind = RecordKind.characteristic
             let name = uuid.hasPrefix("characteristic:") ? String(uuid.dropFirst("characteristic:".count)) : uuid
-            r.addKindField("name", RawJSON("\"\(name)\""))
+            r.addKindField("name", .string(name))
             if !valueName.isEmpty {
                 r.value = .string(valueName)
                 r.code = Int(valueText)

@@ -32,7 +32,7 @@ enum SynckyInflux {
     static func rawLine(_ text: String) -> RawJSON {
         var w = JSONWriter(capacity: text.utf8.count + 16)
         w.string(text)
-        return RawJSON(bytes: w.bytes)
+        return RawJSON(encoded: w.bytes)
     }
 
     static func record(_ p: LineProtocol.Point, scale: Int64, receiver: String, device: String) -> SynckyNative.Mapped {
@@ -86,13 +86,13 @@ enum SynckyInflux {
             let json: RawJSON
             switch f.value {
             case .string(let s): json = rawLine(s)
-            case .bool(let b): json = RawJSON(b ? "true" : "false")
-            case .int(let i): json = RawJSON("\(i)")
-            case .uint(let u): json = RawJSON("\(u)")
+            case .bool(let b): json = .bool(b)
+            case .int(let i): json = .integer(i)
+            case .uint(let u): json = .unsigned(u)
             case .float(let d):
                 var w = JSONWriter(capacity: 24)
                 w.double(d)
-                json = RawJSON(bytes: w.bytes)
+                json = RawJSON(encoded: w.bytes)
             }
             r.extra.append(RecordField(f.key, json))
         }
