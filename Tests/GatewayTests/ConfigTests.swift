@@ -19,6 +19,40 @@ import YAMLConfig
         }
     }
 
+    /// A setting a receiver kind cannot honour is refused, not accepted and then ignored:
+    /// `hmac` on a hae receiver used to print "HMAC signatures required" while unsigned
+    /// requests were stored.
+    @Test func eachReceiverKindRefusesKeysItDoesNotTake() {
+        let cases: [(kind: String, key: String)] = [
+            ("hae", "hmac: {secret: s}"), ("healthsync", "hmac: {secret: s}"), ("ingest", "hmac: {secret: s}"),
+            ("influx", "hmac: {secret: s}"), ("hae", "write_back: true"), ("influx", "max_items: 5"),
+            ("healthsync", "public_url: https://x"), ("ingest", "types: [steps]"), ("ingest", "device: x"),
+            ("syncky", "max_items: 3"), ("hae", "name: Phone"),
+        ]
+        for c in cases {
+            let p = problems("""
+            data_dir: /tmp/x
+            receivers:
+              r:
+                kind: \(c.kind)
+                \(c.key)
+            """)
+            let key = String(c.key.prefix { $0 != ":" })
+            #expect(p.count == 1, "\(c): \(p)")
+            #expect(p.first?.contains("healthgate.yaml:5:5: receivers.r.\(key): a \(c.kind) receiver does not take \"\(key)\"") == true,
+                    "\(p)")
+            #expect(p.first?.contains("it takes: kind, path, auth, max_body") == true, "\(p)")
+        }
+        // What each kind does take still loads.
+        #expect(problems("""
+        data_dir: /tmp/x
+        receivers:
+          s: {kind: syncky, path: /s, hmac: {secret: s}, write_back: true, name: P, public_url: "https://x/s", types: [steps], device: d}
+          g: {kind: ingest, max_items: 10, max_body: 1MB}
+          y: {kind: healthsync, device: d}
+        """) == [])
+    }
+
     @Test func theEmbeddedDefaultLoads() throws {
         let t = try load(DefaultConfig.render(listen: "0.0.0.0:8080", dataDir: "/tmp/x", token: "hg_t", secret: "whsec_s"))
         #expect(t.listenHost == "0.0.0.0" && t.listenPort == 8080)

@@ -85,6 +85,8 @@ public enum ConfigLoader {
             guard let kind = kindOf(entry.value, path: path, known: ReceiverRegistry.kinds, what: "receiver",
                                     problems: &problems),
                   let registered = ReceiverRegistry.entry(kind: kind) else { continue }
+            let unsupported = ReceiverRegistry.unsupportedKeys(entry.value, entry: registered, path: path)
+            guard unsupported.isEmpty else { problems += unsupported; continue }
             do {
                 var c = try YAMLDecoder().decode(ReceiverConfig.self, from: entry.value, path: path)
                 if c.path == nil { c.path = registered.defaultPath }

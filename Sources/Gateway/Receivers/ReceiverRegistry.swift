@@ -14,18 +14,46 @@ public enum ReceiverRegistry {
     public typealias Builder = @Sendable (_ name: String, _ config: ReceiverConfig, _ node: YAMLNode, _ path: String,
                                           _ context: ReceiverBuildContext) throws(ConfigProblems) -> any Receiver
 
-    public static let builders: [(kind: String, defaultPath: String, build: Builder)] = [
-        ("syncky", "/syncky", SynckyReceiver.build),
-        ("hae", "/api/data", HAEReceiver.build),
-        ("influx", "/api/v2/write", InfluxReceiver.build),
-        ("ingest", "/v1/ingest", IngestReceiver.build),
-        ("healthsync", "/api/apple-health/sync", HealthSyncReceiver.build),
+    public typealias Entry = (kind: String, defaultPath: String, keys: [String], build: Builder)
+
+    /// Each kind names the config keys it takes; any other key is a config error, so a setting
+    /// (`hmac` on a kind that cannot check signatures) is never accepted and then ignored.
+    public static let builders: [Entry] = [
+        ("syncky", "/syncky", common + ["device", "hmac", "write_back", "name", "public_url", "types"], SynckyReceiver.build),
+        ("hae", "/api/data", common + ["device"], HAEReceiver.build),
+        ("influx", "/api/v2/write", common + ["device"], InfluxReceiver.build),
+        ("ingest", "/v1/ingest", common + ["max_items"], IngestReceiver.build),
+        ("healthsync", "/api/apple-health/sync", common + ["device"], HealthSyncReceiver.build),
     ]
+
+    /// The keys every receiver kind takes.
+    static let common = ["kind", "path", "auth", "max_body"]
 
     public static var kinds: [String] { builders.map(\.kind) }
 
-    public static func entry(kind: String) -> (kind: String, defaultPath: String, build: Builder)? {
+    public static func entry(kind: String) -> Entry? {
         builders.first { $0.kind == kind }
+    }
+
+    /// A problem for each key of `node` that receivers of `kind` do not take.
+    static func unsupportedKeys(_ node: YAMLNode, entry: Entry, path: String) -> [ConfigProblem] {
+        guard case .mapping(let entries, _) = node else { return [] }
+        return entries.filter { !entry.keys.contains($0.key) }.map { e in
+            ConfigProblem(location: e.keyLocation, path: path + "." + e.key,
+                          message: "a \(entry.kind) receiver does not take \"\(e.key)\"\(hint(e.key, kind: entry.kind)); "
+                              + "it takes: \(entry.keys.joined(separator: ", "))")
+        }
+    }
+
+    static func hint(_ key: String, kind: String) -> String {
+        switch key {
+        case "hmac": " (only syncky receivers check signatures: the other senders cannot sign)"
+        case "write_back": " (write-back is a Syncky feature)"
+        case "name", "public_url", "types": " (setup links are made for syncky receivers only)"
+        case "max_items": " (only ingest chunks have an item limit)"
+        case "device" where kind == "ingest": " (an ingest chunk names its device in device_id)"
+        default: ""
+        }
     }
 }
 
