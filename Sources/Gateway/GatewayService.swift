@@ -26,6 +26,7 @@ public final class GatewayService: @unchecked Sendable {
         self.logger = logger
         self.clock = clock
         try FileIO.makeDirectories(topology.dataDir, mode: 0o700)
+        try GatewayService.keepPrivate(topology.dataDir, logger: logger)
         lockFD = try GatewayService.lock(dataDir: topology.dataDir)
         journal = try Journal(directory: FileIO.join(topology.dataDir, "journal"),
                               segmentBytes: Int(topology.journal.segment_bytes?.bytes ?? 64 << 20),
@@ -82,6 +83,20 @@ public final class GatewayService: @unchecked Sendable {
 
     deinit {
         close(lockFD)
+    }
+
+    /// The data dir holds health records and secrets: an existing one that others may read or
+    /// enter is set to 0700 (said in the log), and one that cannot be is refused.
+    static func keepPrivate(_ dir: String, logger: Logger) throws {
+        var st = stat()
+        guard stat(dir, &st) == 0 else { throw IOError("stat", dir) }
+        let mode = st.st_mode & 0o777
+        guard mode & 0o077 != 0 else { return }
+        guard chmod(dir, 0o700) == 0 else {
+            throw ServiceError("data_dir \(dir) has mode \(String(mode, radix: 8)) (others may read it) and cannot be made "
+                               + "0700 by this user; run `chmod 700 \(dir)` as its owner")
+        }
+        logger.warning("data_dir \(dir) had mode \(String(mode, radix: 8)); set to 700 so that only this user reads health data")
     }
 
     static func lockPath(dataDir: String) -> String { FileIO.join(dataDir, "lock") }

@@ -95,6 +95,23 @@ import Testing
 
     /// `serve` with no config: makes the data dir, a token and a secret once (0600), and
     /// prints the setup link; a second start reuses them.
+    /// An existing data dir that others may read (archives would be group readable) is set to
+    /// 0700 when serve starts, and the log says so.
+    @Test func anExistingDataDirOthersCanReadIsMadePrivate() throws {
+        let dir = ServeProcess.makeTempDir("open")
+        #expect(chmod(dir, 0o755) == 0)
+        let serve = try ServeProcess(config: """
+        listen: 127.0.0.1:0
+        data_dir: DATA_DIR
+        receivers:
+          hae: {kind: hae, auth: {type: bearer, token: t}}
+        """, dataDir: dir)
+        var st = stat()
+        #expect(stat(dir, &st) == 0 && st.st_mode & 0o777 == 0o700)
+        serve.stop()
+        #expect(serve.stderrText.contains("had mode 755; set to 700"), "\(serve.stderrText)")
+    }
+
     @Test func theEmbeddedDefaultKeepsItsCredentials() throws {
         let dir = ServeProcess.makeTempDir("default")
         let env = ["HEALTHGATE_DATA_DIR": dir + "/data", "HEALTHGATE_LISTEN": "127.0.0.1:0"]

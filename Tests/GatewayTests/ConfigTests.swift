@@ -53,6 +53,36 @@ import YAMLConfig
         """) == [])
     }
 
+    /// Names become file names under data_dir; `../` once put a replay cache, an export log and
+    /// a sink cursor outside it.
+    @Test func namesThatAreNotSafeFileNamesAreRefused() {
+        for bad in ["../up", "a/b", ".hidden", "x\\y", "-dash", String(repeating: "n", count: 65), "sp ace"] {
+            let quoted = "\"" + bad.replacingOccurrences(of: "\\", with: "\\\\") + "\""
+            let r = problems("""
+            data_dir: /tmp/x
+            receivers:
+              \(quoted): {kind: hae}
+            """)
+            #expect(r.count == 1 && r[0].contains("a name is 1 to 64 letters"), "\(bad): \(r)")
+            let s = problems("""
+            data_dir: /tmp/x
+            sinks:
+              \(quoted): {kind: file, path: a.ndjson}
+            """)
+            #expect(s.count == 1 && s[0].contains("a name is 1 to 64 letters"), "\(bad): \(s)")
+        }
+        #expect(problems("data_dir: /tmp/x\nreceivers:\n  my-iphone_2.home: {kind: hae}\n") == [])
+    }
+
+    @Test func systemDirectoriesAreNotADataDir() {
+        for dir in ["/", "//", "/etc", "/var/lib/", "/usr/../etc", "/tmp/..", "/home"] {
+            let p = problems("data_dir: \(dir)\n")
+            #expect(p.count == 1 && p[0].contains("is a system directory"), "\(dir): \(p)")
+        }
+        #expect(problems("data_dir: /var/lib/healthgate\n") == [])
+        #expect(problems("data_dir: /tmp/hg-data\n") == [])
+    }
+
     @Test func theEmbeddedDefaultLoads() throws {
         let t = try load(DefaultConfig.render(listen: "0.0.0.0:8080", dataDir: "/tmp/x", token: "hg_t", secret: "whsec_s"))
         #expect(t.listenHost == "0.0.0.0" && t.listenPort == 8080)

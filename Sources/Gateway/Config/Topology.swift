@@ -62,12 +62,19 @@ public enum ConfigLoader {
                                           message: "\"\(listen)\" is not IP:PORT (e.g. 0.0.0.0:8080, 127.0.0.1:8080 or [::]:8080)"))
         }
         let dataDir = top.data_dir ?? defaultDataDir
+        if let why = ConfigLoader.unsafeDataDir(dataDir) {
+            problems.append(ConfigProblem(location: root["data_dir"]?.location, path: "data_dir", message: why))
+        }
 
         // Sinks first: routes name them.
         var sinks: [(name: String, built: BuiltSink)] = []
         let sinkContext = SinkBuildContext(dataDir: dataDir, logger: logger)
         for entry in mappingEntries(top.sinks, path: "sinks", problems: &problems) {
             let path = "sinks.\(entry.key)"
+            if let why = ConfigLoader.unsafeName(entry.key) {
+                problems.append(ConfigProblem(location: entry.keyLocation, path: path, message: why))
+                continue
+            }
             guard let kind = kindOf(entry.value, path: path, known: SinkRegistry.kinds, what: "sink", problems: &problems),
                   let build = SinkRegistry.builder(kind: kind) else { continue }
             do {
@@ -82,6 +89,10 @@ public enum ConfigLoader {
         var paths: [String: String] = [:]
         for entry in mappingEntries(top.receivers, path: "receivers", problems: &problems) {
             let path = "receivers.\(entry.key)"
+            if let why = ConfigLoader.unsafeName(entry.key) {
+                problems.append(ConfigProblem(location: entry.keyLocation, path: path, message: why))
+                continue
+            }
             guard let kind = kindOf(entry.value, path: path, known: ReceiverRegistry.kinds, what: "receiver",
                                     problems: &problems),
                   let registered = ReceiverRegistry.entry(kind: kind) else { continue }
@@ -206,6 +217,53 @@ public enum ConfigLoader {
         if case .scalar(let s) = node, s.isNull { return [] }
         problems.append(ConfigProblem(location: node.location, path: path, message: "\(path) is a mapping of names to settings"))
         return []
+    }
+
+    /// Receiver and sink names become file names under data_dir (cursors, replay caches,
+    /// export logs): only names that cannot leave it, or hide, are taken.
+    static func unsafeName(_ name: String) -> String? {
+        let ok = name.utf8.count <= 64 && name.utf8.first.map { Self.isAlnum($0) } == true
+            && name.utf8.allSatisfy { Self.isAlnum($0) || $0 == 0x2D || $0 == 0x5F || $0 == 0x2E }
+        return ok ? nil : "a name is 1 to 64 letters, digits, \"-\", \"_\" or \".\", starting with a letter or digit "
+            + "(it names files under data_dir)"
+    }
+
+    static func isAlnum(_ b: UInt8) -> Bool { (b >= 0x30 && b <= 0x39) || (b | 0x20 >= 0x61 && b | 0x20 <= 0x7A) }
+
+    /// Directories that are never a data dir: the root, the system's own, and their parents.
+    static let systemDirectories: Set<String> = [
+        "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/media", "/mnt", "/opt",
+        "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/usr/bin", "/usr/lib", "/usr/local",
+        "/usr/sbin", "/usr/share", "/var", "/var/lib", "/var/log", "/var/tmp",
+    ]
+
+    static func unsafeDataDir(_ dir: String) -> String? {
+        guard !dir.isEmpty else { return "data_dir is empty; give a directory of its own, e.g. ./healthgate-data" }
+        let normal = ConfigLoader.normalizedAbsolute(dir)
+        guard !systemDirectories.contains(normal) else {
+            return "data_dir \(normal) is a system directory; healthgate keeps health data, cursors and secrets there "
+                + "with mode 0700 — give a directory of its own, e.g. /var/lib/healthgate"
+        }
+        return nil
+    }
+
+    /// `dir` as an absolute path with `.`, `..` and repeated slashes resolved (no symlinks).
+    static func normalizedAbsolute(_ dir: String) -> String {
+        var base: [Substring] = []
+        if !dir.hasPrefix("/") {
+            var buf = [CChar](repeating: 0, count: 4096)
+            if getcwd(&buf, buf.count) != nil {
+                base = buf.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }.split(separator: "/").map { Substring($0) }
+            }
+        }
+        for part in dir.split(separator: "/") {
+            switch part {
+            case ".": continue
+            case "..": _ = base.popLast()
+            default: base.append(part)
+            }
+        }
+        return "/" + base.joined(separator: "/")
     }
 
     static func mappingKeys(_ node: YAMLNode) -> [String] {
