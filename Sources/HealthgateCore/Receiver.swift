@@ -89,6 +89,12 @@ public struct QuarantinedRecord: Sendable, Equatable {
     /// The record as it came, as compact JSON (or a JSON string holding a CSV/line-protocol line).
     public var raw: RawJSON
 
+    /// A sender's text, described without quoting it: reasons reach the log, and a log never
+    /// holds a health value ("a text of 7 characters").
+    public static func describe(_ text: some StringProtocol) -> String {
+        text.isEmpty ? "empty" : "a text of \(text.count) character\(text.count == 1 ? "" : "s")"
+    }
+
     public init(reason: String, raw: RawJSON) {
         self.reason = reason
         self.raw = raw

@@ -112,28 +112,47 @@ import Testing
         #expect(serve.stderrText.contains("had mode 755; set to 700"), "\(serve.stderrText)")
     }
 
+    /// The embedded default makes its token and secret once and keeps them. Its setup link
+    /// holds both: `serve` prints it on a terminal only (stdout here is a pipe, as under
+    /// systemd or with `> file`); `healthgate link` prints it on request.
     @Test func theEmbeddedDefaultKeepsItsCredentials() throws {
         let dir = ServeProcess.makeTempDir("default")
         let env = ["HEALTHGATE_DATA_DIR": dir + "/data", "HEALTHGATE_LISTEN": "127.0.0.1:0"]
         func start() throws -> (ServeProcess, String) {
             let s = try ServeProcess(arguments: ["serve"], cwd: dir, environment: env)
-            let link = try #require(s.stdoutText.split(separator: "\n").first { $0.contains("syncky://webhook") })
-            return (s, String(link))
+            #expect(!s.stdoutText.contains("token="), "\(s.stdoutText)")
+            #expect(!s.stdoutText.contains("whsec_"))
+            #expect(s.stdoutText.contains("run `healthgate link --qr --receiver syncky`"), "\(s.stdoutText)")
+            let link = try CLITests.run(["link"], cwd: dir, env: env)
+            #expect(link.status == 0, "\(link.err)")
+            return (s, link.out.trimmingCharacters(in: .whitespacesAndNewlines))
         }
         let (first, link1) = try start()
         var st = stat()
         #expect(stat(dir + "/data/credentials", &st) == 0)
         #expect(st.st_mode & 0o777 == 0o600)
         #expect(stat(dir + "/data", &st) == 0 && st.st_mode & 0o777 == 0o700)
+        #expect(link1.hasPrefix("syncky://webhook?"))
         #expect(link1.contains("&auth=bearer&token=hg_"))
         #expect(link1.contains("&hmac=whsec_"))
         #expect(first.stdoutText.contains("config (embedded default)"))
         first.stop()
+        #expect(!first.stderrText.contains("token=") && !first.stderrText.contains("whsec_"))
         let (second, link2) = try start()
-        // The port differs (port 0); the credentials do not.
         #expect(link1.split(separator: "&").filter { $0.hasPrefix("token=") || $0.hasPrefix("hmac=") }
                 == link2.split(separator: "&").filter { $0.hasPrefix("token=") || $0.hasPrefix("hmac=") })
         second.stop()
+    }
+
+    /// On a terminal, serve shows the link and its QR code (`script` gives it a pseudo-terminal).
+    @Test func onATerminalServeShowsTheLinkAndQRCode() throws {
+        let dir = ServeProcess.makeTempDir("tty")
+        let out = dir + "/typescript"
+        let cmd = "HEALTHGATE_DATA_DIR=\(dir)/data HEALTHGATE_LISTEN=127.0.0.1:0 timeout -s INT 3 script -qfec "
+            + "'\(ServeProcess.binary) serve' \(out) >/dev/null 2>&1; cat \(out)"
+        let (_, text) = try HTTPServerTests.shell("cd \(dir) && " + cmd)
+        #expect(text.contains("syncky://webhook?") && text.contains("token=hg_"), "\(text)")
+        #expect(text.contains("█"))
     }
 }
 

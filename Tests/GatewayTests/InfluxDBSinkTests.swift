@@ -150,7 +150,7 @@ import YAMLConfig
         }
         for (i, o) in outcomes.enumerated() {
             switch i {
-            case 5: #expect(o == .rejected(reason: #"400 from http://127.0.0.1:\#(endpoint.port)/api/v2/write: {"error":"partial write: field type conflict"}"#))
+            case 5: #expect(o == .rejected(reason: "400 from http://127.0.0.1:\(endpoint.port)/api/v2/write: partial write: field type conflict"))
             case 8: #expect(o == .rejected(reason: "a characteristic without a start time has no place in a time series"))
             case 9:
                 // A delete of a point this sink never wrote has nothing to do.

@@ -40,10 +40,10 @@ struct ServeCommand {
         }
         var t = topology
         t.listenPort = port
-        // The link holds the token and the secret: print it for the embedded default (a first
-        // run at a terminal) or to a terminal, never into a service's log.
+        // The link holds the token and the secret: print it to a terminal only, never into a
+        // file, a pipe or a service's log (journald).
         if let s = topology.receivers.first(where: { $0.config.kind == "syncky" }) {
-            if source.isEmbedded || isatty(1) == 1,
+            if isatty(1) == 1,
                let link = try? SetupLink.build(receiver: s.name, config: s.config, topology: t, host: nil,
                                                format: "native", scheme: "syncky") {
                 print("Syncky setup link for receiver \(s.name) (it holds the token and secret; show it only to the phone's owner):")
@@ -53,7 +53,9 @@ struct ServeCommand {
                     print(qr, terminator: "")
                 }
             } else {
-                print("Syncky setup link: `healthgate link --receiver \(s.name)\(options.config.map { " --config \($0)" } ?? "")`")
+                // The embedded default finds its data dir the same way `link` will.
+                print("Syncky setup link (it holds the token and secret, so it is printed on a terminal only): "
+                      + "run `healthgate link --qr --receiver \(s.name)\(options.config.map { " --config \($0)" } ?? "")`")
             }
         }
         fflush(nil)

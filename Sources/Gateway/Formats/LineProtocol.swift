@@ -1,3 +1,4 @@
+import HealthgateCore
 /// InfluxDB line protocol, read with the rules of InfluxDB's own parser:
 /// `measurement[,tag=value…] field=value[,…] [timestamp]`.
 /// - Escapes: measurement `\,` `\ `; tag keys, tag values and field keys `\,` `\=` `\ `; string
@@ -172,7 +173,7 @@ enum LineProtocol {
                 let start = i
                 while i < n && b[i] != 0x2C && b[i] != 0x20 { i += 1 }
                 let raw = String(decoding: b[start..<i], as: UTF8.self)
-                guard let v = scalar(raw) else { throw fail("field \(key): \"\(raw)\" is not a number, a boolean or a quoted string") }
+                guard let v = scalar(raw) else { throw fail("field \(key): \(QuarantinedRecord.describe(raw)) is not a number, a boolean or a quoted string") }
                 value = v
             }
             fields.append((key, value))
@@ -185,7 +186,7 @@ enum LineProtocol {
             let start = i
             while i < n && b[i] != 0x20 { i += 1 }
             let raw = String(decoding: b[start..<i], as: UTF8.self)
-            guard let t = Int64(raw) else { throw fail("\"\(raw)\" is not a timestamp") }
+            guard let t = Int64(raw) else { throw fail("the timestamp is not an integer (\(QuarantinedRecord.describe(raw)))") }
             timestamp = t
             while i < n && b[i] == 0x20 { i += 1 }
             if i < n { throw fail("unexpected text after the timestamp") }

@@ -81,7 +81,7 @@ public final class HTTPSink: Sink, @unchecked Sendable {
         let sink = HTTPSink(name: name, url: c.url, format: format, headers: headers, hmacSecret: c.hmac?.secret,
                             options: CurlClient.Options(timeoutSeconds: c.timeout?.seconds ?? 30, caFile: c.ca_file),
                             logger: context.logger.child("sink \(name)"))
-        return BuiltSink(sink: sink, common: common, summary: "http POST \(c.url) (\(format.rawValue))")
+        return BuiltSink(sink: sink, common: common, summary: "http POST \(SafeText.url(c.url)) (\(format.rawValue))")
     }
 
     public func write(_ batch: SinkBatch) -> SinkWriteResult {
@@ -100,7 +100,7 @@ public final class HTTPSink: Sink, @unchecked Sendable {
     }
 
     var poster: BatchPoster {
-        BatchPoster(sinkName: name, url: url, credentialsHint: "sinks.\(name).auth (and headers)", client: client,
+        BatchPoster(sinkName: name, url: SafeText.url(url), credentialsHint: "sinks.\(name).auth (and headers)", client: client,
                     logger: logger, clock: clock)
     }
 

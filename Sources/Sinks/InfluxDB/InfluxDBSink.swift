@@ -125,7 +125,7 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
                                                  headers: headers.filter { $0.0 == "Authorization" }),
                                 indexPath: FileIO.join(context.dataDir, "sinks/\(name)/points.sqlite"),
                                 logger: context.logger.child("sink \(name)"))
-        return BuiltSink(sink: sink, common: common, summary: "influxdb \(api.rawValue) \(base)\(endpoint)")
+        return BuiltSink(sink: sink, common: common, summary: "influxdb \(api.rawValue) \(SafeText.url(base + endpoint))")
     }
 
     /// Upserts go out in runs; a delete is applied where it stands, after the upserts before
@@ -141,7 +141,7 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
             guard !run.isEmpty, halted == nil else { return }
             let sent = run
             run.removeAll()
-            let poster = BatchPoster(sinkName: name, url: writeURL.split(separator: "?").first.map(String.init) ?? writeURL,
+            let poster = BatchPoster(sinkName: name, url: SafeText.url(writeURL.split(separator: "?").first.map(String.init) ?? writeURL),
                                      credentialsHint: "sinks.\(name).token (or username/password)", client: client,
                                      logger: logger, clock: clock)
             let result = poster.post(count: sent.count) { range in
@@ -237,15 +237,15 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
             do {
                 response = try client.send("POST", url: request.url, headers: request.headers, body: request.body)
             } catch {
-                return .keep(reason: "\(deletes.base): \(error)")
+                return .keep(reason: "\(SafeText.url(deletes.base)): \(error)")
             }
             switch response.status {
             case 200..<300 where !response.bodyText.contains("\"error\""):
                 continue
             case 401, 403, 408, 429, 500..<600:
-                return .keep(reason: "\(response.status) from \(deletes.base) deleting \(p.measurement)\(BatchPoster.snippet(response))")
+                return .keep(reason: "\(response.status) from \(SafeText.url(deletes.base)) deleting \(p.measurement)\(BatchPoster.snippet(response))")
             default:
-                return .rejected(reason: "\(response.status) from \(deletes.base) deleting \(p.measurement)\(BatchPoster.snippet(response))")
+                return .rejected(reason: "\(response.status) from \(SafeText.url(deletes.base)) deleting \(p.measurement)\(BatchPoster.snippet(response))")
             }
         }
         do {

@@ -12,6 +12,7 @@ import HealthgateCore
 ///   repeats this causes without harm.
 struct BatchPoster {
     let sinkName: String
+    /// The URL as shown in reasons and the log: `SafeText.url` of the real one.
     let url: String
     /// What to fix when credentials are refused, e.g. "sinks.influx.token".
     let credentialsHint: String
@@ -85,9 +86,10 @@ struct BatchPoster {
         return .allKept(reason)
     }
 
+    /// The endpoint's answer, capped and scrubbed (`SafeText.answer`).
     static func snippet(_ r: CurlClient.Response) -> String {
-        let text = r.bodyText.split(whereSeparator: \.isNewline).joined(separator: " ")
-        return text.isEmpty ? "" : ": " + String(text.prefix(300))
+        let text = SafeText.answer(r.bodyText)
+        return text.isEmpty ? "" : ": " + text
     }
 
     /// `Retry-After` as seconds (at most a day): a number, or an HTTP date

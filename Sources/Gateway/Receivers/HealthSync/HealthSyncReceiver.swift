@@ -270,7 +270,7 @@ struct HealthSyncMapper {
     func deletion(_ v: JSONRef) -> Mapped {
         guard let id = v["id"]?.string, !id.isEmpty else { return bad("a deletion needs an id", v) }
         let kind = v["kind"]?.string ?? "metric"
-        guard kind == "metric" || kind == "workout" else { return bad("a deletion's kind is metric or workout, not \(kind)", v) }
+        guard kind == "metric" || kind == "workout" else { return bad("a deletion's kind is metric or workout, not \(QuarantinedRecord.describe(kind))", v) }
         // Scoped to the sending device: the record's device is X-Device-Id.
         return .success(CanonicalRecord(op: .delete, kind: kind == "workout" ? RecordKind.workout : "metric", device: device,
                                         receiver: receiver, uuid: HealthSyncMapper.uuid(id), type: kind == "workout" ? "workout" : "any"))

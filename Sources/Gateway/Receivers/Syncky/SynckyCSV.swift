@@ -19,7 +19,7 @@ enum SynckyCSV {
             return .unreadable(status: 400, reason: "the body is empty: a Syncky CSV body starts with its header row")
         }
         guard first.fields == header else {
-            return .unreadable(status: 400, reason: "the first row is not Syncky's header row (\(header.joined(separator: ",")))")
+            return .unreadable(status: 400, reason: "the first row is not Syncky's header row (type,uuid,start,end,value,unit,value_name,source,device,user_entered)")
         }
         var batch = ReceivedBatch()
         batch.reserve(records: rows.count - 1)
@@ -72,7 +72,7 @@ enum SynckyCSV {
             r.source = RecordSource(app: app.isEmpty ? nil : app, device: sourceDevice.isEmpty ? nil : sourceDevice)
         }
         if !userEntered.isEmpty {
-            guard userEntered == "true" || userEntered == "false" else { return bad("user_entered is \"\(userEntered)\", not true or false") }
+            guard userEntered == "true" || userEntered == "false" else { return bad("user_entered is \(QuarantinedRecord.describe(userEntered)), not true or false") }
             r.extra.append(RecordField("user_entered", .bool(userEntered == "true")))
         }
         if type == "characteristic" {
@@ -89,7 +89,7 @@ enum SynckyCSV {
         }
         for (text, isStart) in [(startText, true), (endText, false)] where !text.isEmpty {
             guard let (t, offset) = Timestamp.parseRFC3339(text) else {
-                return bad("\(isStart ? "start" : "end") \"\(text)\" is not an RFC 3339 time")
+                return bad("\(isStart ? "start" : "end") is not an RFC 3339 time (\(QuarantinedRecord.describe(text)))")
             }
             if isStart { r.start = t; r.utcOffset = offset } else { r.end = t }
         }
@@ -98,19 +98,19 @@ enum SynckyCSV {
         if type == "workout" {
             r.kind = RecordKind.workout
             r.activity = valueName.isEmpty ? nil : valueName
-            guard let d = Double(valueText) else { return bad("a workout's value is its duration in seconds, not \"\(valueText)\"") }
+            guard let d = Double(valueText) else { return bad("a workout's value is its duration in seconds, not \(QuarantinedRecord.describe(valueText))") }
             r.durationS = d
             return .success(r)
         }
         if !valueName.isEmpty {
             r.kind = RecordKind.category
             r.value = .string(valueName)
-            guard let code = Int(valueText) else { return bad("a category's value is its HealthKit number, not \"\(valueText)\"") }
+            guard let code = Int(valueText) else { return bad("a category's value is its HealthKit number, not \(QuarantinedRecord.describe(valueText))") }
             r.code = code
             return .success(r)
         }
         r.kind = RecordKind.quantity
-        guard let v = Double(valueText), v.isFinite else { return bad("value \"\(valueText)\" is not a number") }
+        guard let v = Double(valueText), v.isFinite else { return bad("value is not a number (\(QuarantinedRecord.describe(valueText)))") }
         r.value = .number(v)
         r.unit = unit.isEmpty ? nil : unit
         return .success(r)

@@ -1,0 +1,76 @@
+/// The one place a sink's settings and its endpoint's answers are made safe to show: in the
+/// log, in `healthgate check` and `status`, and in dead-letter reasons.
+public enum SafeText {
+    /// Query parameters whose values are names, not secrets, and help to read a log.
+    static let plainQueryKeys: Set<String> = ["db", "rp", "precision", "org", "bucket", "consistency"]
+
+    /// `url` without its `user:password@` and with every query value but a few plain ones
+    /// masked: `https://u:pw@host/hook?apikey=abc&db=h` → `https://***@host/hook?apikey=***&db=h`.
+    public static func url(_ url: String) -> String {
+        var rest = Substring(url)
+        var out = ""
+        if let scheme = rest.firstRange(of: "://") {
+            out += rest[..<scheme.upperBound]
+            rest = rest[scheme.upperBound...]
+        }
+        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+        var authority = rest[..<authorityEnd]
+        if let at = authority.lastIndex(of: "@") {
+            out += "***@"
+            authority = authority[authority.index(after: at)...]
+        }
+        out += authority
+        rest = rest[authorityEnd...]
+        // The fragment never goes over the wire; drop it too.
+        if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }
+        guard let q = rest.firstIndex(of: "?") else { return out + rest }
+        out += rest[...q]
+        let pairs = rest[rest.index(after: q)...].split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
+            guard let eq = pair.firstIndex(of: "=") else { return String(pair) }
+            let key = pair[..<eq]
+            return plainQueryKeys.contains(String(key)) ? String(pair) : key + "=***"
+        }
+        return out + pairs.joined(separator: "&")
+    }
+
+    /// What an endpoint answered, fit for a log line: an error message field when the answer is
+    /// JSON, at most `limit` characters, every quoted passage and every number replaced, so an
+    /// endpoint that echoes what it was sent cannot put health records or values in the log.
+    public static func answer(_ body: String, limit: Int = 160) -> String {
+        var text = Substring(body)
+        for key in ["\"error\"", "\"message\"", "\"detail\"", "\"title\""] {
+            if let k = body.firstRange(of: key), let open = body[k.upperBound...].firstIndex(of: "\"") {
+                let after = body.index(after: open)
+                var i = after
+                var escaped = false
+                while i < body.endIndex {
+                    let c = body[i]
+                    if escaped { escaped = false } else if c == "\\" { escaped = true } else if c == "\"" { break }
+                    i = body.index(after: i)
+                }
+                text = body[after..<i]
+                break
+            }
+        }
+        var out = ""
+        var quote: Character?
+        var lastWasDigit = false
+        for c in text {
+            if let q = quote {
+                if c == q { quote = nil; out += "…" + String(q) }
+                continue
+            }
+            if c == "'" || c == "\"" { quote = c; out.append(c); lastWasDigit = false; continue }
+            if c.isNumber {
+                if !lastWasDigit { out += "#" }
+                lastWasDigit = true
+                continue
+            }
+            lastWasDigit = false
+            out.append(c.isNewline || c.asciiValue.map { $0 < 0x20 || $0 == 0x7F } == true ? " " : c)
+            if out.count >= limit { out += "…"; break }
+        }
+        if quote != nil { out += "…" }
+        return out
+    }
+}
