@@ -5,7 +5,19 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <microhttpd.h>
+
+/* libmicrohttpd's own messages, formatted here (Swift cannot take a va_list callback) and
+   handed to `sink` as one line. */
+typedef void (*hg_mhd_log_sink)(const char *message);
+
+static void hg_mhd_log_trampoline(void *cls, const char *fmt, va_list ap) {
+    char buf[512];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    if (cls) ((hg_mhd_log_sink)cls)(buf);
+}
 
 /* MHD_start_daemon is variadic and so not imported into Swift: this typed wrapper builds the options.
    bind_host: an IPv4 or IPv6 literal ("0.0.0.0", "127.0.0.1", "::"); port 0 picks a free port.
@@ -15,7 +27,7 @@ static inline struct MHD_Daemon *hg_mhd_start(const char *bind_host, uint16_t po
         MHD_AccessHandlerCallback handler, void *handler_cls,
         MHD_RequestCompletedCallback completed, void *completed_cls,
         unsigned pool_size, unsigned conn_limit, unsigned timeout_s, size_t conn_memory_limit,
-        const char *key_pem, const char *cert_pem) {
+        const char *key_pem, const char *cert_pem, hg_mhd_log_sink log_sink) {
     struct sockaddr_in a4;
     struct sockaddr *sa = NULL;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
@@ -33,6 +45,7 @@ static inline struct MHD_Daemon *hg_mhd_start(const char *bind_host, uint16_t po
     if (key_pem && cert_pem) flags |= MHD_USE_TLS;
     struct MHD_OptionItem ops[12];
     int n = 0;
+    if (log_sink) ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)&hg_mhd_log_trampoline, (void *)log_sink };
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, sa };
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, completed_cls };
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_THREAD_POOL_SIZE, pool_size, NULL };

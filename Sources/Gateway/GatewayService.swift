@@ -67,7 +67,7 @@ public final class GatewayService: @unchecked Sendable {
                                            threads: topology.http.threads ?? 8,
                                            connectionTimeoutSeconds: Int(topology.http.connection_timeout?.seconds ?? 30),
                                            connectionLimit: topology.http.max_connections ?? 1024,
-                                           tlsKeyPEM: keyPEM, tlsCertPEM: certPEM),
+                                           tlsKeyPEM: keyPEM, tlsCertPEM: certPEM, logger: logger.child("http")),
                             handler: handler)
         let journal = self.journal
         let retention = topology.journal.retention?.seconds ?? 0
@@ -158,6 +158,7 @@ public final class GatewayService: @unchecked Sendable {
             }
             if stop { return }
             writeStatus()
+            handler.refusals.flush(now: clock.now())
         }
     }
 

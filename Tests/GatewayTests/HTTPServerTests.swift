@@ -37,6 +37,8 @@ import Testing
         // Plain HTTP to the HTTPS port gets nowhere.
         let (_, plain) = try Self.shell("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:\(serve.port)/healthz")
         #expect(plain != "200")
+        // libmicrohttpd's own complaint about it is in our log, in our format.
+        #expect(ServeProcess.eventually(5) { serve.stderrText.contains(" warning http: ") }, "\(serve.stderrText)")
     }
 
     @Test func closesConnectionsThatStallMidRequest() throws {

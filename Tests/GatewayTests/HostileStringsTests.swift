@@ -232,3 +232,38 @@ import Testing
         #expect(!line.contains(0x0A) && !line.contains(0x0D))
     }
 }
+
+/// Refused credentials are logged, as a summary: a client trying tokens cannot flood the log.
+@Suite struct RefusalLogTests {
+    @Test func theFirstRefusalIsSaidThenTheRestOnceAMinute() {
+        let sink = MemoryLogSink()
+        let log = RefusalLog(logger: Logger(component: "ingest", sink: sink))
+        for i in 0..<100 { log.note(receiver: "hae", status: 401, address: "10.0.0.\(i % 3)", now: Timestamp(seconds: 1000 + Int64(i / 10))) }
+        #expect(sink.all.count == 1)
+        #expect(sink.all[0].message.contains("hae: refused a request from 10.0.0.0 (401: missing or wrong credentials)"))
+        log.flush(now: Timestamp(seconds: 1030))
+        #expect(sink.all.count == 1, "not before a minute has passed")
+        log.flush(now: Timestamp(seconds: 1060))
+        #expect(sink.all.count == 2)
+        #expect(sink.all[1].message == "hae: refused 99 more request(s) in the last minute (401: missing or wrong credentials) "
+                + "from 10.0.0.0, 10.0.0.1, 10.0.0.2")
+        log.flush(now: Timestamp(seconds: 1200))
+        #expect(sink.all.count == 2, "nothing more to say")
+    }
+
+    @Test func aRefusedRequestReachesTheLogOfServeWithoutItsToken() throws {
+        let serve = try ServeProcess(config: """
+        listen: 127.0.0.1:0
+        data_dir: DATA_DIR
+        receivers:
+          hae: {kind: hae, auth: {type: bearer, token: right-token}}
+        """)
+        for _ in 0..<5 {
+            #expect(try serve.client().request("POST", "/api/data", headers: [("Authorization", "Bearer guess-Zq81")], body: Array("{}".utf8)).status == 401)
+        }
+        #expect(ServeProcess.eventually { serve.stderrText.contains("hae: refused a request from 127.0.0.1 (401") }, "\(serve.stderrText)")
+        #expect(try serve.client().request("GET", "/metrics").text.contains(#"healthgate_requests_refused_total{receiver="hae",reason="auth"} 5"#))
+        serve.stop()
+        #expect(!serve.stderrText.contains("guess-Zq81") && !serve.stderrText.contains("right-token"))
+    }
+}

@@ -33,9 +33,13 @@ public final class HTTPServer: @unchecked Sendable {
         public var connectionLimit: Int
         public var tlsKeyPEM: String?
         public var tlsCertPEM: String?
+        /// Where libmicrohttpd's own messages go (rate-limited); nil leaves them out.
+        public var logger: Logger?
 
         public init(host: String, port: UInt16, threads: Int = 8, connectionTimeoutSeconds: Int = 30,
-                    connectionLimit: Int = 1024, tlsKeyPEM: String? = nil, tlsCertPEM: String? = nil) {
+                    connectionLimit: Int = 1024, tlsKeyPEM: String? = nil, tlsCertPEM: String? = nil,
+                    logger: Logger? = nil) {
+            self.logger = logger
             self.host = host
             self.port = port
             self.threads = threads
@@ -74,11 +78,13 @@ public final class HTTPServer: @unchecked Sendable {
             certCopy = strdup(c)
         }
         let cls = Unmanaged.passUnretained(self).toOpaque()
+        if let l = options.logger { MHDLog.shared.use(l) }
         errno = 0
         let d = hg_mhd_start(options.host, options.port, MHDCallbacks.access, cls, MHDCallbacks.completed, cls,
                              UInt32(max(1, options.threads)), UInt32(options.connectionLimit),
                              UInt32(options.connectionTimeoutSeconds), 128 * 1024,
-                             keyCopy.map { UnsafePointer($0) }, certCopy.map { UnsafePointer($0) })
+                             keyCopy.map { UnsafePointer($0) }, certCopy.map { UnsafePointer($0) },
+                             options.logger == nil ? nil : MHDLog.sink)
         guard let d else {
             let why = errno != 0 ? String(cString: strerror(errno)) : "invalid address or TLS key/certificate"
             throw HTTPServerError(description: "cannot listen on \(options.host):\(options.port): \(why)")
@@ -252,5 +258,44 @@ extension String {
         while s.first == " " || s.first == "\t" { s.removeFirst() }
         while s.last == " " || s.last == "\t" { s.removeLast() }
         return String(s)
+    }
+}
+
+/// libmicrohttpd's own messages (a TLS handshake gone wrong, a connection limit reached), in
+/// our log and our format. A client can cause many, so at most 20 lines a minute are said and
+/// the rest counted in one line.
+final class MHDLog: @unchecked Sendable {
+    static let shared = MHDLog()
+    static let sink: hg_mhd_log_sink = { message in
+        guard let message else { return }
+        MHDLog.shared.say(String(cString: message))
+    }
+
+    private let monitor = Monitor()
+    private var logger: Logger?
+    private var windowStart: Int64 = 0
+    private var said = 0
+    private var suppressed = 0
+    static let perMinute = 20
+
+    func use(_ l: Logger) { monitor.withLock { logger = l } }
+
+    func say(_ text: String) {
+        var message = Substring(text)
+        while message.last == "\n" || message.last == " " { message.removeLast() }
+        let now = SystemClock().now().seconds
+        let (logger, line): (Logger?, String?) = monitor.withLock {
+            var prefix = ""
+            if now - windowStart >= 60 {
+                if suppressed > 0 { prefix = "(\(suppressed) more libmicrohttpd message(s) in the last minute were not logged) " }
+                windowStart = now
+                said = 0
+                suppressed = 0
+            }
+            guard said < MHDLog.perMinute else { suppressed += 1; return (nil, nil) }
+            said += 1
+            return (self.logger, prefix + message)
+        }
+        if let logger, let line { logger.warning(line) }
     }
 }

@@ -17,6 +17,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
     let sinkMetrics: @Sendable () -> [SinkMetrics]
     let journalMaxBytes: Int?
     let queueLimits: [String: [QueueLimit]]
+    let refusals: RefusalLog
     static let unknownPathLimit = 64 * 1024
 
     /// A blocking sink's queue limit, as it applies to the receivers that feed the sink.
@@ -34,6 +35,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
                 signatureClock: any Clock, logger: Logger, sinkMetrics: @escaping @Sendable () -> [SinkMetrics],
                 journalMaxBytes: Int? = nil, queueLimits: [String: [QueueLimit]] = [:]) {
         self.journalMaxBytes = journalMaxBytes
+        self.refusals = RefusalLog(logger: logger)
         self.queueLimits = queueLimits
         var byPath: [String: any Receiver] = [:]
         var metrics: [ReceiverMetrics] = []
@@ -75,6 +77,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
         if let refusal = receiver.authorize(request) {
             metricsByName[receiver.name]!.requests.add(1, ordering: .relaxed)
             metricsByName[receiver.name]!.refused.add(1, ordering: .relaxed)
+            refusals.note(receiver: receiver.name, status: refusal.status, address: request.remoteAddress, now: clock.now())
             return refusal
         }
         return nil
