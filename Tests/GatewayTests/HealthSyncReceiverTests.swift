@@ -83,6 +83,27 @@ import Testing
         #expect(ServeProcess.eventually { restarted.ndjson(under: "").count == 18 })
     }
 
+    /// An empty batch does not register its export id: the real batch sent later with that
+    /// id used to be answered `duplicate: true` and never stored.
+    @Test func anEmptyBatchDoesNotMarkItsExportIDAsSeen() throws {
+        let serve = try ServeProcess(config: Self.config)
+        let c = serve.client()
+        let headers = [("Authorization", "Bearer hs-token"), ("X-Device-Id", "phone-E")]
+        let empty = try c.request("POST", "/api/apple-health/sync", headers: headers,
+                                  body: Array(#"{"export_id":"exp-9","metrics":[],"workouts":[]}"#.utf8))
+        #expect(empty.status == 200 && empty.json?["duplicate"] as? Bool == false)
+        let real = #"{"export_id":"exp-9","metrics":[{"id":"healthkit:E1","type":"stepCount","value":5,"unit":"count","start_date":"2026-10-14T07:00:00Z"}]}"#
+        let first = try c.request("POST", "/api/apple-health/sync", headers: headers, body: Array(real.utf8))
+        #expect(first.json?["duplicate"] as? Bool == false, "\(first.text)")
+        #expect(ServeProcess.eventually { serve.ndjson(under: "").contains { $0["uuid"] as? String == "E1" } })
+        // Now it has stored records, a resend is recognised; an id with a line break in it too.
+        #expect(try c.request("POST", "/api/apple-health/sync", headers: headers, body: Array(real.utf8)).json?["duplicate"] as? Bool == true)
+        let odd = real.replacingOccurrences(of: "exp-9", with: #"exp\n10"#)
+        #expect(try c.request("POST", "/api/apple-health/sync", headers: headers, body: Array(odd.utf8)).json?["duplicate"] as? Bool == false)
+        #expect(ServeProcess.eventually { serve.ndjson(under: "").filter { $0["uuid"] as? String == "E1" }.count == 2 })
+        #expect(try c.request("POST", "/api/apple-health/sync", headers: headers, body: Array(odd.utf8)).json?["duplicate"] as? Bool == true)
+    }
+
     @Test func refusesWhatItCannotTake() throws {
         let serve = try ServeProcess(config: Self.config)
         let c = serve.client()

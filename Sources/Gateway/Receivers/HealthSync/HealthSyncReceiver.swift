@@ -1,6 +1,7 @@
 import CanonicalJSON
 import FastJSON
 import Glibc
+import HealthgateCrypto
 import HealthgateCore
 import Posix
 import Synchronization
@@ -74,7 +75,9 @@ public struct HealthSyncReceiver: Receiver {
                 case .failure(let q): batch.quarantined.append(q)
                 }
             }
-            if let exportID {
+            // Only a batch that stored records marks its id as seen: an empty one sent first
+            // must not make the real batch with that id look like a resend.
+            if let exportID, batch.count > 0 {
                 let exports = self.exports
                 batch.afterCommit.append { exports.remember(device: device, exportID: exportID) }
             }
@@ -124,7 +127,8 @@ final class ExportLog: Sendable {
 
     init(path: String) { self.path = path }
 
-    private func key(_ device: String, _ id: String) -> String { device + "\u{1F}" + id }
+    /// A digest of device and id: one line of the file whatever bytes the sender put in them.
+    private func key(_ device: String, _ id: String) -> String { Crypto.derivedKey(["export", device, id]) }
 
     private func load(_ s: inout State) {
         guard !s.loaded else { return }
