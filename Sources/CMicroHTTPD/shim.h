@@ -66,6 +66,12 @@ static inline uint16_t hg_mhd_port(struct MHD_Daemon *d) {
     return info ? info->port : 0;
 }
 
+/* The connection's socket, or -1. */
+static inline int hg_mhd_connection_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info ? info->connect_fd : -1;
+}
+
 /* Whether the connection came over TLS, and the client's address as text. */
 static inline int hg_mhd_client_address(struct MHD_Connection *c, char *buf, size_t len) {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);

@@ -1,3 +1,6 @@
+#include <unordered_set>
+#include <string_view>
+#include <cstring>
 // C++ shim over simdjson's DOM parser, exporting the plain C API of CSimdJSON.h.
 //
 // simdjson parses into its internal tape; this file then flattens the DOM into a
@@ -229,3 +232,34 @@ int csj_parse(csj_parser *p, const void *buf, size_t len, const csj_node **nodes
 }
 
 } // extern "C"
+
+/* Objects with few members (nearly all of them) are compared pairwise; large ones through a
+   hash set of views into the parser's string buffer. */
+extern "C" int64_t csj_find_duplicate_key(const csj_node *nodes, size_t count) {
+    std::unordered_set<std::string_view> seen;
+    for (size_t i = 0; i < count; i++) {
+        const csj_node &n = nodes[i];
+        if (n.kind != CSJ_OBJECT || n.count < 2) continue;
+        if (n.count <= 16) {
+            size_t keys[16];
+            size_t k = i + 1;
+            for (uint32_t m = 0; m < n.count; m++) {
+                const csj_node &key = nodes[k];
+                for (uint32_t j = 0; j < m; j++) {
+                    const csj_node &other = nodes[keys[j]];
+                    if (other.count == key.count && memcmp(other.v.str, key.v.str, key.count) == 0) return (int64_t)k;
+                }
+                keys[m] = k;
+                k = nodes[k + 1].next;
+            }
+        } else {
+            seen.clear();
+            size_t k = i + 1;
+            for (uint32_t m = 0; m < n.count; m++) {
+                if (!seen.insert(std::string_view(nodes[k].v.str, nodes[k].count)).second) return (int64_t)k;
+                k = nodes[k + 1].next;
+            }
+        }
+    }
+    return -1;
+}

@@ -115,6 +115,14 @@ public struct JSONDocument {
 
     /// False once the parser has parsed another document; a stale document must not be read.
     @inlinable public var isValid: Bool { base.isValid }
+
+    /// The first key that appears twice in one object, or nil. JSON leaves such documents to
+    /// the reader, and readers disagree (first wins here, last there): a gateway refuses them.
+    public var duplicateKey: String? {
+        base.check()
+        let i = csj_find_duplicate_key(base.nodes, nodeCount)
+        return i < 0 ? nil : JSONRef(base: base, index: Int(i)).string
+    }
 }
 
 @available(*, unavailable, message: "documents belong to their parser's thread")

@@ -97,7 +97,15 @@ struct EnvironmentInterpolator {
         let value = environment[name]
         if let defaultValue {
             if let value, !value.isEmpty { return value }
-            return String(defaultValue)
+            // `$$` is a literal `$` in a default as everywhere else.
+            var out: [UInt8] = []
+            var previousWasDollar = false
+            for b in defaultValue.utf8 {
+                if b == Self.dollar && previousWasDollar { previousWasDollar = false; continue }
+                previousWasDollar = b == Self.dollar
+                out.append(b)
+            }
+            return String(decoding: out, as: UTF8.self)
         }
         guard let value else {
             problems.append(ConfigProblem(

@@ -15,6 +15,11 @@ struct InterpolationTests {
         #expect(node["c"]?.scalar?.value == "user-ann")
     }
 
+    @Test("$$ in a default is a literal $") func dollarsInDefaults() throws {
+        #expect(try parseYAML("p: ${PW:-a$$b}\n", file: "t", environment: [:])["p"]?.scalar?.value == "a$b")
+        #expect(try parseYAML("p: ${PW:-$$$$}\n", file: "t", environment: [:])["p"]?.scalar?.value == "$$")
+    }
+
     @Test("${VAR:-default} uses the default when the variable is unset or empty")
     func defaults() throws {
         let yaml = "level: ${LEVEL:-info}\nempty_default: ${LEVEL:-}\n"

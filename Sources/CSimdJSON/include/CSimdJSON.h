@@ -100,6 +100,10 @@ void csj_parser_free(csj_parser *parser);
 int csj_parse(csj_parser *parser, const void *buf, size_t len,
               const csj_node **nodes, size_t *count);
 
+/* The index of the first object key that repeats an earlier key of the same object, or -1
+ * when no object has two equal keys. One pass over the nodes of a parsed document. */
+int64_t csj_find_duplicate_key(const csj_node *nodes, size_t count);
+
 #ifdef __cplusplus
 }
 #endif

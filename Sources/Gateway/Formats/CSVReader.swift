@@ -5,6 +5,8 @@ struct CSVReader {
         /// 1-based line where the row starts.
         var line: Int
         var fields: [String]
+        /// A field held bytes that are not UTF-8 (they read as U+FFFD in `fields`).
+        var invalidUTF8 = false
     }
 
     struct Failure: Error, Equatable, CustomStringConvertible {
@@ -25,18 +27,25 @@ struct CSVReader {
         var quoted = false
         var afterQuote = false
         var rowHasContent = false
+        var rowInvalid = false
 
         func endField() {
-            fields.append(String(decoding: field, as: UTF8.self))
+            if let s = String(validating: field, as: UTF8.self) {
+                fields.append(s)
+            } else {
+                fields.append(String(decoding: field, as: UTF8.self))
+                rowInvalid = true
+            }
             field.removeAll(keepingCapacity: true)
             afterQuote = false
         }
         func endRow() {
             endField()
             // A line with nothing on it (the end of the body) is not a row.
-            if rowHasContent || fields.count > 1 { rows.append(Row(line: rowLine, fields: fields)) }
+            if rowHasContent || fields.count > 1 { rows.append(Row(line: rowLine, fields: fields, invalidUTF8: rowInvalid)) }
             fields.removeAll(keepingCapacity: true)
             rowHasContent = false
+            rowInvalid = false
         }
 
         while i < n {

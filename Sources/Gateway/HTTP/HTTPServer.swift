@@ -126,6 +126,41 @@ final class RequestState {
 /// Collects header or query values through MHD's iterator callback.
 final class ValueCollector {
     var values: [(name: String, value: String)] = []
+    /// Where each header's name starts and its value ends, in libmicrohttpd's read buffer.
+    var spans: [(key: UnsafeRawPointer, valueEnd: UnsafeRawPointer?)] = []
+}
+
+extension HTTPServer {
+    /// Headers that say one thing once: two of them (which one wins?) are refused, as is a
+    /// request that frames its body twice.
+    static let singleHeaders: Set<String> = [
+        "authorization", "x-syncky-signature", "x-syncky-timestamp", "x-syncky-format", "x-syncky-delivery",
+        "x-device-id", "content-type", "content-encoding", "transfer-encoding", "host",
+    ]
+
+    static func refusal(headers: [(name: String, value: String)], hasNUL: Bool) -> HTTPResponse? {
+        if hasNUL {
+            return problem(400, "NUL in a header", "A header name or value holds a NUL byte; no client sends one.")
+        }
+        var seen: Set<String> = []
+        var lengths: Set<String> = []
+        var chunked = false
+        for h in headers {
+            if h.name == "content-length" { lengths.insert(h.value.trimmingSpaces); continue }
+            if h.name == "transfer-encoding" { chunked = true }
+            if singleHeaders.contains(h.name) && !seen.insert(h.name).inserted {
+                return problem(400, "Repeated header", "The request has more than one \(h.name) header; send it once.")
+            }
+        }
+        if lengths.count > 1 {
+            return problem(400, "Conflicting Content-Length headers", "The request has several different Content-Length headers.")
+        }
+        if chunked && !lengths.isEmpty {
+            return problem(400, "Conflicting body framing",
+                           "The request has both Transfer-Encoding and Content-Length; send one of them.")
+        }
+        return nil
+    }
 }
 
 /// The C callbacks live here, outside main.swift, so they are not main-actor isolated.
@@ -143,12 +178,11 @@ enum MHDCallbacks {
             let m = method.map { String(cString: $0) } ?? "GET"
             let state = RequestState(method: m, path: path, limit: server.handler.maxBodyBytes(forPath: path))
             conCls.pointee = Unmanaged.passRetained(state).toOpaque()
-            let headers = values(connection, .HEADER_KIND)
+            let (headers, hasNUL) = headerValues(connection)
             let lengths = headers.filter { $0.name == "content-length" }
-            if lengths.count > 1 && Set(lengths.map(\.value)).count > 1 {
+            if let refusal = HTTPServer.refusal(headers: headers, hasNUL: hasNUL) {
                 state.answered = true
-                return queue(connection, problem(400, "Conflicting Content-Length headers",
-                                                  "The request has several different Content-Length headers."))
+                return queue(connection, refusal)
             }
             if let early = server.handler.preflight(HTTPRequest(method: m, path: path, query: queryString(connection),
                                                                 headers: headers, isTLS: server.isTLS)) {
@@ -175,10 +209,11 @@ enum MHDCallbacks {
             if state.tooLarge {
                 // libmicrohttpd 0.9.75 sends no response before the body ends, so the rest is
                 // read and thrown away for the 413; a client that keeps sending far past the
-                // limit is cut off instead.
+                // limit gets the 413 written straight to its socket (plain HTTP) and is cut off.
                 state.discarded += n
                 if state.discarded > state.limit + HTTPServer.discardAllowance {
-                    _ = server.handler.bodyTooLarge(path: state.path, limit: state.limit)
+                    let answer = server.handler.bodyTooLarge(path: state.path, limit: state.limit)
+                    if !server.isTLS { writeAndClose(connection, answer) }
                     return .NO
                 }
             } else {
@@ -220,6 +255,55 @@ enum MHDCallbacks {
         let box = Unmanaged<ValueCollector>.fromOpaque(cls).takeUnretainedValue()
         box.values.append((String(cString: key).lowercased(), value.map { String(cString: $0) } ?? ""))
         return .YES
+    }
+
+    static let collectN: MHD_KeyValueIteratorN = { cls, _, key, keySize, value, valueSize in
+        guard let cls, let key else { return .YES }
+        let box = Unmanaged<ValueCollector>.fromOpaque(cls).takeUnretainedValue()
+        box.values.append((String(cString: key).lowercased(), value.map { String(cString: $0) } ?? ""))
+        box.spans.append((UnsafeRawPointer(key), value.map { UnsafeRawPointer($0) + valueSize }))
+        return .YES
+    }
+
+    /// The request's headers, and whether any value hid bytes behind a NUL.
+    ///
+    /// libmicrohttpd 0.9.75 keeps header values as C strings in its read buffer, with every CR
+    /// and LF overwritten by NUL, so `Bearer <token>\0junk` reads as `Bearer <token>`. What
+    /// lies between a value's end and the next header's name must be those NULs and nothing
+    /// else; after the last value, the NULs of its line end and of the blank line.
+    static func headerValues(_ connection: OpaquePointer) -> ([(name: String, value: String)], Bool) {
+        let box = ValueCollector()
+        withExtendedLifetime(box) {
+            _ = MHD_get_connection_values_n(connection, .HEADER_KIND, collectN, Unmanaged.passUnretained(box).toOpaque())
+        }
+        var hidden = false
+        var lineEnd = 1
+        for (i, span) in box.spans.enumerated() {
+            guard let end = span.valueEnd else { continue }
+            if i + 1 < box.spans.count {
+                let next = box.spans[i + 1].key
+                guard next > end, next - end <= 4096 else { continue }   // not laid out in order: nothing to tell
+                let gap = next - end
+                if (0..<gap).contains(where: { end.load(fromByteOffset: $0, as: UInt8.self) != 0 }) { hidden = true }
+                lineEnd = max(lineEnd, min(gap, 2))
+            } else {
+                // The last line's terminator and the blank line: 2 NULs (LF) or 4 (CRLF).
+                if (0..<(2 * lineEnd)).contains(where: { end.load(fromByteOffset: $0, as: UInt8.self) != 0 }) { hidden = true }
+            }
+        }
+        return (box.values, hidden)
+    }
+
+    /// Writes a whole response to a plain-HTTP connection's socket, for the moment libmicrohttpd
+    /// cannot answer (mid-body) before the connection is closed.
+    static func writeAndClose(_ connection: OpaquePointer, _ response: HTTPResponse) {
+        let fd = hg_mhd_connection_fd(connection)
+        guard fd >= 0 else { return }
+        var head = "HTTP/1.1 \(response.status) \(response.status == 413 ? "Content Too Large" : "Error")\r\n"
+        for h in response.headers { head += "\(h.name): \(h.value)\r\n" }
+        head += "Content-Length: \(response.body.count)\r\nConnection: close\r\n\r\n"
+        let bytes = Array(head.utf8) + response.body
+        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
     }
 
     static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [(name: String, value: String)] {

@@ -46,6 +46,9 @@ public struct Authenticator: Sendable {
                 : refuse("The user or password is not the one configured for this receiver.",
                          challenge: "Basic realm=\"healthgate\"")
         case .header:
+            guard request.headers.filter({ $0.name == headerName.lowercased() }).count <= 1 else {
+                return refuse("The \(headerName) header is sent more than once; send it once.", challenge: nil)
+            }
             guard let v = request.header(headerName) else {
                 return refuse("The \(headerName) header is required.", challenge: nil)
             }

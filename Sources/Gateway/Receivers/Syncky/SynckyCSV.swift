@@ -55,6 +55,7 @@ enum SynckyCSV {
         func bad(_ reason: String) -> SynckyNative.Mapped {
             .failure(QuarantinedRecord(reason: "line \(row.line): \(reason)", raw: raw(row)))
         }
+        guard !row.invalidUTF8 else { return bad("the row is not valid UTF-8") }
         guard row.fields.count == header.count else {
             return bad("\(row.fields.count) fields; a row has \(header.count)")
         }

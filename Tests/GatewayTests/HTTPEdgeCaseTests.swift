@@ -1,0 +1,128 @@
+import Foundation
+@testable import Gateway
+import HealthgateCore
+import Testing
+
+/// Requests that mean two things at once are refused, not read one way by us and another way
+/// by whoever checks them next.
+@Suite(.serialized) struct HTTPEdgeCaseTests {
+    static let config = """
+    listen: 127.0.0.1:0
+    data_dir: DATA_DIR
+    receivers:
+      hae: {kind: hae, auth: {type: bearer, token: tok-1}, max_body: 64KB}
+      key: {kind: hae, path: /k, auth: {type: header, header: api-key, token: tok-2}}
+      csv: {kind: syncky, path: /s, device: p, auth: {type: bearer, token: tok-3}}
+      lp: {kind: influx, device: p, auth: {type: bearer, token: tok-4}}
+    routes:
+      - {from: ["*"], to: [archive]}
+    sinks:
+      archive: {kind: file, path: "archive/{receiver}.ndjson", batch: {max_wait: 10ms}}
+    """
+
+    static let hae = #"{"data":{"metrics":[{"name":"step_count","units":"count","data":[{"date":"2026-10-14 09:00:00 +0200","qty":7}]}]}}"#
+
+    func raw(_ serve: ServeProcess, _ head: String, body: [UInt8] = []) throws -> RawHTTPClient.Response {
+        let c = serve.client()
+        try c.connect()
+        try c.sendRaw(Array(head.utf8) + body)
+        return try c.readResponse()
+    }
+
+    @Test func headersThatSayTwoThingsAreRefused() throws {
+        let serve = try ServeProcess(config: Self.config)
+        let body = Array(Self.hae.utf8)
+        let cl = "Content-Length: \(body.count)\r\n"
+        // A NUL inside the value used to end it: the token before it was enough.
+        var nul = Array("POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1".utf8)
+        nul += [0] + Array("junk\r\n\(cl)\r\n".utf8)
+        let c = serve.client()
+        try c.connect()
+        try c.sendRaw(nul + body)
+        let n = try c.readResponse()
+        #expect(n.status == 400, "\(n.status) \(n.text)")
+        // …also as the last header, behind one NUL or two, with CRLF or bare LF line ends.
+        for (tail, eol) in [([UInt8(0)], "\r\n"), ([0, 0], "\r\n"), ([0], "\n")] {
+            let head = Array("POST /api/data HTTP/1.1\(eol)Host: x\(eol)Content-Length: \(body.count)\(eol)Authorization: Bearer tok-1".utf8)
+            let c2 = serve.client()
+            try c2.connect()
+            try c2.sendRaw(head + tail + Array("junk\(eol)\(eol)".utf8) + body)
+            let r = try c2.readResponse()
+            #expect(r.status == 400 && r.text.contains("NUL"), "\(tail) \(r.status) \(r.text)")
+        }
+        // Bare LF line ends without a NUL are fine.
+        let lf = try raw(serve, "POST /api/data HTTP/1.1\nHost: x\nContent-Length: \(body.count)\nAuthorization: Bearer tok-1\n\n", body: body)
+        #expect(lf.status == 200, "\(lf.text)")
+        let twice = try raw(serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nAuthorization: Bearer other\r\n\(cl)\r\n", body: body)
+        #expect(twice.status == 400 && twice.text.contains("authorization"), "\(twice.text)")
+        let sig = try raw(serve, "POST /s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-3\r\nX-Syncky-Timestamp: 1\r\nX-Syncky-Timestamp: 2\r\n\(cl)\r\n", body: body)
+        #expect(sig.status == 400 && sig.text.contains("x-syncky-timestamp"))
+        let key = try raw(serve, "POST /k HTTP/1.1\r\nHost: x\r\napi-key: tok-2\r\napi-key: tok-2\r\n\(cl)\r\n", body: body)
+        #expect(key.status == 401 && key.text.contains("more than once"), "\(key.text)")
+        let both = try raw(serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nTransfer-Encoding: chunked\r\n\(cl)\r\n",
+                           body: Array("\(String(body.count, radix: 16))\r\n".utf8) + body + Array("\r\n0\r\n\r\n".utf8))
+        #expect(both.status == 400 && both.text.contains("Transfer-Encoding and Content-Length"), "\(both.status) \(both.text)")
+        // The same request sent properly is taken, once.
+        #expect(try raw(serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\n\(cl)\r\n", body: body).status == 200)
+        #expect(ServeProcess.eventually { serve.ndjson(under: "archive").count == 2 })
+        usleep(100_000)
+        #expect(serve.ndjson(under: "archive").count == 2)
+    }
+
+    /// A chunked body far past the limit gets its 413 before the connection is closed.
+    @Test func aChunkedBodyFarOverTheLimitIsAnswered413() throws {
+        let serve = try ServeProcess(config: Self.config)
+        let c = serve.client()
+        try c.connect()
+        try c.sendRaw(Array("POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nTransfer-Encoding: chunked\r\n\r\n".utf8))
+        let chunk = Array("10000\r\n".utf8) + [UInt8](repeating: 0x20, count: 0x10000) + Array("\r\n".utf8)
+        var sent = 0
+        // Keep sending (up to 4 MB) until the server stops reading.
+        while sent < 4 << 20 {
+            do { try c.sendRaw(chunk) } catch { break }
+            sent += chunk.count
+        }
+        let r = try c.readResponse()
+        #expect(r.status == 413, "\(r.status) after \(sent) bytes")
+        #expect(r.text.contains("limit of 64000 bytes"), "\(r.text)")
+    }
+
+    @Test func duplicateJSONKeysAreRefusedNamingTheKey() throws {
+        let serve = try ServeProcess(config: Self.config)
+        let c = serve.client()
+        let top = #"{"data":{"metrics":[]},"data":{"metrics":[{"name":"step_count","units":"count","data":[{"date":"2026-10-14 09:00:00 +0200","qty":7}]}]}}"#
+        let r1 = try c.request("POST", "/api/data", headers: [("Authorization", "Bearer tok-1")], body: Array(top.utf8))
+        #expect(r1.status == 400 && r1.text.contains(#"the key \"data\" twice"#), "\(r1.text)")
+        let inner = #"{"data":{"metrics":[{"name":"step_count","units":"count","data":[{"date":"2026-10-14 09:00:00 +0200","qty":7,"qty":9}]}]}}"#
+        let r2 = try c.request("POST", "/api/data", headers: [("Authorization", "Bearer tok-1")], body: Array(inner.utf8))
+        #expect(r2.status == 400 && r2.text.contains(#"the key \"qty\" twice"#), "\(r2.text)")
+        // Large objects go through the other path of the check.
+        let many = (0..<40).map { #""k\#($0)":1"# }.joined(separator: ",")
+        let big = #"{"data":{"metrics":[],\#(many),"k39":2}}"#
+        let r3 = try c.request("POST", "/api/data", headers: [("Authorization", "Bearer tok-1")], body: Array(big.utf8))
+        #expect(r3.status == 400 && r3.text.contains(#"the key \"k39\" twice"#), "\(r3.text)")
+        let fine = #"{"data":{"metrics":[],\#(many)}}"#
+        #expect(try c.request("POST", "/api/data", headers: [("Authorization", "Bearer tok-1")], body: Array(fine.utf8)).status == 200)
+    }
+
+    /// Invalid UTF-8 in CSV and line protocol sets the line aside; it used to be stored with U+FFFD.
+    @Test func invalidUTF8LinesGoToQuarantine() throws {
+        let serve = try ServeProcess(config: Self.config)
+        let c = serve.client()
+        let csv = Array("type,uuid,start,end,value,unit,value_name,source,device,user_entered\r\n".utf8)
+            + Array("steps,u1,2026-10-14T09:01:00+02:00,,412,count,,com.apple.Health,".utf8) + [0xC3, 0x28] + Array(",false\r\n".utf8)
+            + Array("steps,u2,2026-10-14T09:01:00+02:00,,413,count,,com.apple.Health,Watch,false\r\n".utf8)
+        let r = try c.request("POST", "/s", headers: [("Authorization", "Bearer tok-3"), ("X-Syncky-Format", "csv")], body: csv)
+        #expect(r.status == 200, "\(r.text)")
+        let lp = Array("steps,unit=count,source=".utf8) + [0xFF] + Array(" value=1 1791961260000000000\nsteps,unit=count value=2 1791961260000000000\n".utf8)
+        let l = try c.request("POST", "/api/v2/write", headers: [("Authorization", "Bearer tok-4")], body: lp)
+        #expect(l.status == 204 || l.status == 400, "\(l.text)")
+        #expect(ServeProcess.eventually { serve.ndjson(under: "archive").count == 2 })
+        let stored = serve.ndjson(under: "archive")
+        #expect(stored.contains { $0["uuid"] as? String == "u2" })
+        #expect(!stored.contains { $0["uuid"] as? String == "u1" })
+        let reasons = serve.ndjson(under: "quarantine").compactMap { $0["reason"] as? String }
+        #expect(reasons.contains("line 2: the row is not valid UTF-8"), "\(reasons)")
+        #expect(reasons.contains("line 1: the line is not valid UTF-8"), "\(reasons)")
+    }
+}
