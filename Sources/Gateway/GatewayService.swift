@@ -41,7 +41,9 @@ public final class GatewayService: @unchecked Sendable {
                                         dataDir: topology.dataDir, logger: logger.child("queue")))
         }
         self.drainers = drainers
-        let quarantine = Quarantine(directory: FileIO.join(topology.dataDir, "quarantine"), clock: clock)
+        let quarantine = Quarantine(directory: FileIO.join(topology.dataDir, "quarantine"),
+                                    maxBytes: topology.quarantine.max_bytes.map { Int($0.bytes) } ?? Quarantine.defaultMaxBytes,
+                                    clock: clock)
         let metrics = drainers.map(\.metrics)
         // Intake stops (503) for a receiver whose data would go to a blocking sink that is over
         // its queue limit, and for everyone once the journal's budget is spent.

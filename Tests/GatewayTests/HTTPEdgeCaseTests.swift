@@ -1,6 +1,7 @@
 import Foundation
 @testable import Gateway
 import HealthgateCore
+import Posix
 import Testing
 
 /// Requests that mean two things at once are refused, not read one way by us and another way
@@ -124,5 +125,69 @@ import Testing
         let reasons = serve.ndjson(under: "quarantine").compactMap { $0["reason"] as? String }
         #expect(reasons.contains("line 2: the row is not valid UTF-8"), "\(reasons)")
         #expect(reasons.contains("line 1: the line is not valid UTF-8"), "\(reasons)")
+    }
+}
+
+/// The quarantine has a budget: forty 1 MiB unreadable bodies once made 41 MB of it.
+@Suite struct QuarantineBudgetTests {
+    static func duSize(_ dir: String) -> Int {
+        var total = 0
+        if let e = FileManager.default.enumerator(atPath: dir) {
+            for case let rel as String in e {
+                guard let a = try? FileManager.default.attributesOfItem(atPath: dir + "/" + rel),
+                      a[.type] as? FileAttributeType == .typeRegular else { continue }
+                total += (a[.size] as? Int) ?? 0
+            }
+        }
+        return total
+    }
+
+    @Test func fortyBigUnreadableBodiesStayWithinTheBudget() throws {
+        let serve = try ServeProcess(config: """
+        listen: 127.0.0.1:0
+        data_dir: DATA_DIR
+        quarantine: {max_bytes: 5MB}
+        receivers:
+          hae: {kind: hae, auth: {type: bearer, token: t}, max_body: 2MB}
+        """)
+        let c = serve.client()
+        let junk = [UInt8](repeating: 0x7B, count: 1 << 20)   // "{{{{…": not JSON
+        for _ in 0..<40 {
+            #expect(try c.request("POST", "/api/data", headers: [("Authorization", "Bearer t")], body: junk).status == 400)
+        }
+        let size = Self.duSize(serve.dataDir + "/quarantine")
+        #expect(size <= 5_000_000, "\(size)")
+        // Every refusal keeps its reason line; the newest bodies are the ones kept.
+        let lines = serve.ndjson(under: "quarantine")
+        #expect(lines.count == 40)
+        let kept = lines.compactMap { $0["body_file"] as? String }.filter { FileManager.default.fileExists(atPath: $0) }
+        #expect(kept.count >= 3 && kept.count <= 4, "\(kept.count)")
+        #expect(lines.suffix(kept.count).allSatisfy { ($0["body_file"] as? String).map { kept.contains($0) } == true })
+        let metrics = try c.request("GET", "/metrics").text
+        #expect(metrics.contains("healthgate_quarantine_bodies_deleted_total \(40 - kept.count)"), "\(metrics)")
+        #expect(metrics.contains("healthgate_quarantine_bytes \(size)"), "\(metrics)")
+        // After a restart the budget holds: it counts what is already on disk.
+        serve.stop()
+        let again = try ServeProcess(config: """
+        listen: 127.0.0.1:0
+        data_dir: DATA_DIR
+        quarantine: {max_bytes: 5MB}
+        receivers:
+          hae: {kind: hae, auth: {type: bearer, token: t}, max_body: 2MB}
+        """, dataDir: serve.dataDir)
+        for _ in 0..<5 { _ = try again.client().request("POST", "/api/data", headers: [("Authorization", "Bearer t")], body: junk) }
+        #expect(Self.duSize(serve.dataDir + "/quarantine") <= 5_000_000)
+    }
+
+    @Test func whenOnlyReasonLinesFitTheRecordsAreLeftOut() throws {
+        let dir = ServeProcess.makeTempDir("q")
+        let q = Quarantine(directory: dir, maxBytes: 4000, clock: SystemClock())
+        let big = QuarantinedRecord(reason: "line 1: bad", raw: .string(String(repeating: "x", count: 3000)))
+        try q.keep(records: [big], receiver: "r")
+        try q.keep(records: [big], receiver: "r")
+        let u = q.usage
+        #expect(u.contentsLeftOut == 1 && u.bytes <= 4000, "\(u)")
+        for _ in 0..<100 { try q.keep(records: [big], receiver: "r") }
+        #expect(q.usage.bytes <= 4000 && q.usage.linesDropped > 0)
     }
 }

@@ -54,6 +54,15 @@ public struct JournalConfig: Decodable, Sendable {
     public init() {}
 }
 
+/// The quarantine's disk budget (an extension of DESIGN.md's config).
+public struct QuarantineConfig: Decodable, Sendable {
+    /// Bodies, records and reason lines together (default 100 MiB); past it the oldest kept
+    /// bodies go first, then new entries keep only their reason line.
+    public var max_bytes: ByteSize?
+
+    public init() {}
+}
+
 /// HTTP server tuning (an extension of DESIGN.md's config).
 public struct HTTPTuning: Decodable, Sendable {
     /// Worker threads of the HTTP server (default 8); each may wait on a journal fsync.

@@ -19,6 +19,7 @@ public struct Topology: Sendable {
     /// Things that work but are probably not what was meant (a sink nothing feeds).
     public var warnings: [String]
     public var journal: JournalConfig = JournalConfig()
+    public var quarantine: QuarantineConfig = QuarantineConfig()
 }
 
 struct TopLevelConfig: Decodable {
@@ -27,6 +28,7 @@ struct TopLevelConfig: Decodable {
     var tls: TLSConfig?
     var http: HTTPTuning?
     var journal: JournalConfig?
+    var quarantine: QuarantineConfig?
     var receivers: YAMLNode?
     var routes: YAMLNode?
     var sinks: YAMLNode?
@@ -186,7 +188,8 @@ public enum ConfigLoader {
         }
         return Topology(file: file, listenHost: host, listenPort: port, dataDir: dataDir, tls: top.tls,
                         http: top.http ?? HTTPTuning(), receivers: receivers, routes: routes, sinks: sinks,
-                        warnings: warnings, journal: top.journal ?? JournalConfig())
+                        warnings: warnings, journal: top.journal ?? JournalConfig(),
+                        quarantine: top.quarantine ?? QuarantineConfig())
     }
 
     /// `host:port`, `[v6]:port` or `:port`; the host is an IP address (or `localhost`).

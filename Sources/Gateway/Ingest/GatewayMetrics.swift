@@ -20,7 +20,8 @@ public final class ReceiverMetrics: Sendable {
 
 /// Renders the Prometheus text format for the receivers, the journal and the sinks.
 enum PrometheusText {
-    static func render(receivers: [ReceiverMetrics], sinks: [SinkMetrics], journal: Journal, now: Timestamp) -> String {
+    static func render(receivers: [ReceiverMetrics], sinks: [SinkMetrics], journal: Journal, quarantine: Quarantine.Usage,
+                       now: Timestamp) -> String {
         let journalSeq = journal.lastDurableSeq
         let journalSegments = journal.segmentFirstSeqs.count
         var out = ""
@@ -37,6 +38,14 @@ enum PrometheusText {
         for r in receivers { line("healthgate_records_accepted_total", [("receiver", r.name)], r.accepted.load(ordering: .relaxed)) }
         family("healthgate_records_quarantined_total", "Records kept in quarantine per receiver.")
         for r in receivers { line("healthgate_records_quarantined_total", [("receiver", r.name)], r.quarantined.load(ordering: .relaxed)) }
+        family("healthgate_quarantine_bytes", "Bytes the quarantine holds (bodies, records and reason lines).", "gauge")
+        out += "healthgate_quarantine_bytes \(quarantine.bytes)\n"
+        family("healthgate_quarantine_bodies_deleted_total", "Oldest kept bodies deleted to stay within quarantine.max_bytes.")
+        out += "healthgate_quarantine_bodies_deleted_total \(quarantine.bodiesDropped)\n"
+        family("healthgate_quarantine_left_out_total", "Bodies and records whose reason line was kept without them (quarantine full).")
+        out += "healthgate_quarantine_left_out_total \(quarantine.contentsLeftOut)\n"
+        family("healthgate_quarantine_lines_dropped_total", "Quarantine entries not written at all: not even the reason line fit.")
+        out += "healthgate_quarantine_lines_dropped_total \(quarantine.linesDropped)\n"
         family("healthgate_requests_refused_total", "Requests refused per receiver and reason.")
         for r in receivers {
             line("healthgate_requests_refused_total", [("receiver", r.name), ("reason", "auth")], r.refused.load(ordering: .relaxed))

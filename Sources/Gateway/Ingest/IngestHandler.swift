@@ -102,7 +102,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
             return health()
         case ("GET", "/metrics"):
             let text = PrometheusText.render(receivers: receiverMetrics, sinks: sinkMetrics(), journal: journal,
-                                             now: clock.now())
+                                             quarantine: quarantine.usage, now: clock.now())
             return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "text/plain; version=0.0.4")],
                                 body: Array(text.utf8))
         default:
@@ -142,8 +142,9 @@ public final class IngestHandler: HTTPHandler, Sendable {
             m.unreadable.add(1, ordering: .relaxed)
             var detail = reason
             do {
-                try quarantine.keep(body: request.body, reason: reason, receiver: receiver.name, request: request)
-                detail += ". The body is kept in the gateway's quarantine."
+                if try quarantine.keep(body: request.body, reason: reason, receiver: receiver.name, request: request) != nil {
+                    detail += ". The body is kept in the gateway's quarantine."
+                }
             } catch {
                 logger.error("\(receiver.name): cannot keep an unreadable body in quarantine: \(error)")
             }
