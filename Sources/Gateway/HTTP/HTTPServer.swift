@@ -304,6 +304,11 @@ enum MHDCallbacks {
         head += "Content-Length: \(response.body.count)\r\nConnection: close\r\n\r\n"
         let bytes = Array(head.utf8) + response.body
         _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        // FIN after the answer, and what already arrived read away, so that closing does not
+        // reset the connection before the client has read its 413.
+        _ = shutdown(fd, Int32(SHUT_WR))
+        var sink = [UInt8](repeating: 0, count: 65_536)
+        for _ in 0..<64 where sink.withUnsafeMutableBytes({ recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }) > 0 {}
     }
 
     static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [(name: String, value: String)] {
