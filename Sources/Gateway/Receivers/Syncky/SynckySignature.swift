@@ -62,12 +62,24 @@ public struct SynckySignature: Sendable {
 /// survive a restart: each accepted signature is appended (one write, no fsync — a process crash
 /// or restart keeps it, a power cut within the window may not), and the file is read back at
 /// the first check after a start.
+///
+/// Cheap at any size: a signature is remembered as 16 bytes of its SHA-256, expiry pops the
+/// oldest entries off a queue kept in arrival order (no scan of the whole set), and the file
+/// is rewritten with the live entries only once it holds twice as many lines as they are.
 public final class ReplayCache: Sendable {
+    struct Key: Hashable {
+        var a: UInt64
+        var b: UInt64
+    }
+
     private struct State {
-        var seen: [String: Int64] = [:]
-        var lastPrune: Int64 = 0
+        var seen: [Key: Int64] = [:]
+        /// Every insertion in arrival order, with the time it counts from.
+        var order: [(key: Key, at: Int64)] = []
+        var head = 0
         var loaded = false
-        var appended = 0
+        var fileLines = 0
+        var fd: Int32 = -1
     }
 
     private let state = Mutex(State())
@@ -77,50 +89,92 @@ public final class ReplayCache: Sendable {
         self.path = path
     }
 
+    deinit {
+        state.withLock { s in if s.fd >= 0 { close(s.fd) } }
+    }
+
+    static func key(_ signature: String) -> Key {
+        let d = Crypto.sha256(Array(signature.utf8))
+        var a: UInt64 = 0, b: UInt64 = 0
+        for i in 0..<8 { a = a << 8 | UInt64(d[i]); b = b << 8 | UInt64(d[8 + i]) }
+        return Key(a: a, b: b)
+    }
+
+    /// How many signatures are remembered (within the window, or about to expire).
+    public var count: Int { state.withLock { $0.seen.count } }
+
     /// Remembers `signature`; false when it was already seen within the window.
     public func insert(_ signature: String, time: Int64, now: Int64) -> Bool {
-        state.withLock { s in
+        let key = ReplayCache.key(signature)
+        return state.withLock { s in
             if !s.loaded {
                 s.loaded = true
-                load(into: &s.seen, now: now)
+                load(into: &s, now: now)
             }
-            if now - s.lastPrune > 30 || s.seen.count > 100_000 {
-                s.seen = s.seen.filter { now - $0.value <= SynckySignature.window }
-                s.lastPrune = now
-            }
-            if let seenAt = s.seen[signature], now - seenAt <= SynckySignature.window { return false }
+            expire(&s, now: now)
+            if let seenAt = s.seen[key], now - seenAt <= SynckySignature.window { return false }
             let at = max(time, now)
-            s.seen[signature] = at
-            persist(signature, at: at, state: &s)
+            s.seen[key] = at
+            s.order.append((key, at))
+            persist(key, at: at, state: &s)
             return true
         }
     }
 
-    private func load(into seen: inout [String: Int64], now: Int64) {
-        guard let path, let bytes = try? FileIO.readAll(path) else { return }
-        for line in bytes.split(separator: 0x0A) {
-            let parts = line.split(separator: 0x20, maxSplits: 1)
-            guard parts.count == 2, let at = Int64(String(decoding: parts[0], as: UTF8.self)),
-                  now - at <= SynckySignature.window else { continue }
-            seen[String(decoding: parts[1], as: UTF8.self)] = at
+    /// Drops the entries whose window has passed, oldest first; stops at the first live one.
+    private func expire(_ s: inout State, now: Int64) {
+        while s.head < s.order.count, now - s.order[s.head].at > SynckySignature.window {
+            let e = s.order[s.head]
+            if s.seen[e.key] == e.at { s.seen[e.key] = nil }
+            s.head += 1
+        }
+        if s.head > 4096 && s.head * 2 > s.order.count {
+            s.order.removeFirst(s.head)
+            s.head = 0
         }
     }
 
-    private func persist(_ signature: String, at: Int64, state s: inout State) {
-        guard let path else { return }
-        s.appended += 1
-        if s.appended > 10_000 {
-            // Rewrite with what is still in the window, so the file stays small.
-            s.appended = 0
-            var text = ""
-            for (sig, t) in s.seen { text += "\(t) \(sig)\n" }
-            try? FileIO.writeAtomically(path, Array(text.utf8), mode: 0o600)
-            return
+    static func line(_ key: Key, at: Int64) -> [UInt8] {
+        Array("\(at) \(String(key.a, radix: 16)) \(String(key.b, radix: 16))\n".utf8)
+    }
+
+    private func load(into s: inout State, now: Int64) {
+        guard let path, let bytes = try? FileIO.readAll(path) else { return }
+        var entries: [(key: Key, at: Int64)] = []
+        for line in bytes.split(separator: 0x0A) {
+            let parts = line.split(separator: 0x20)
+            guard parts.count == 3, let at = Int64(String(decoding: parts[0], as: UTF8.self)),
+                  let a = UInt64(String(decoding: parts[1], as: UTF8.self), radix: 16),
+                  let b = UInt64(String(decoding: parts[2], as: UTF8.self), radix: 16),
+                  now - at <= SynckySignature.window else { continue }
+            entries.append((Key(a: a, b: b), at))
         }
-        _ = try? FileIO.makeDirectories(FileIO.dirname(path), mode: 0o700)
-        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return }
-        _ = try? FileIO.writeAll(fd, Array("\(at) \(signature)\n".utf8), path: path)
-        close(fd)
+        s.fileLines = entries.count
+        for e in entries.sorted(by: { $0.at < $1.at }) {
+            s.seen[e.key] = max(s.seen[e.key] ?? e.at, e.at)
+            s.order.append(e)
+        }
+    }
+
+    private func persist(_ key: Key, at: Int64, state s: inout State) {
+        guard let path else { return }
+        if s.fileLines > 2 * s.seen.count + 10_000 {
+            // Rewrite with what is still in the window, so the file stays small.
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(s.seen.count * 40)
+            for e in s.order[s.head...] where s.seen[e.key] == e.at { bytes += ReplayCache.line(e.key, at: e.at) }
+            if (try? FileIO.writeAtomically(path, bytes, mode: 0o600)) != nil {
+                if s.fd >= 0 { close(s.fd) }
+                s.fd = -1
+                s.fileLines = s.seen.count
+                return
+            }
+        }
+        if s.fd < 0 {
+            _ = try? FileIO.makeDirectories(FileIO.dirname(path), mode: 0o700)
+            s.fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+            guard s.fd >= 0 else { return }
+        }
+        if (try? FileIO.writeAll(s.fd, ReplayCache.line(key, at: at), path: path)) != nil { s.fileLines += 1 }
     }
 }
