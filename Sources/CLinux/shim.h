@@ -4,6 +4,14 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <malloc.h>
+
+/* At most n malloc arenas: glibc's default (8 per core) lets every HTTP and sink thread keep
+   a heap of its own, and a big request's memory then stays spread over them. */
+static inline void hg_limit_malloc_arenas(int n) { mallopt(M_ARENA_MAX, n); }
+
+/* Gives freed heap memory back to the system (glibc keeps it otherwise). */
+static inline void hg_give_back_memory(void) { malloc_trim(0); }
 
 /* Lowers the calling thread's CPU priority by `n` nice steps, once per thread (unprivileged). */
 static inline void hg_nice_this_thread_once(int n) {

@@ -30,6 +30,8 @@ public final class JSONParser {
     public static var implementationName: String { String(cString: csj_implementation_name()) }
 
     public let maxDepth: Int
+    /// The size of the largest input this parser has parsed: what its buffers are sized for.
+    public private(set) var largestInput = 0
 
     @usableFromInline let handle: OpaquePointer
     /// This parser's generation counter, bumped on every parse and at deinit. Documents and refs remember
@@ -59,6 +61,7 @@ public final class JSONParser {
     /// Parses one JSON document. Invalidates the previous document of this parser.
     public func parse(_ bytes: UnsafeRawBufferPointer) throws(JSONError) -> JSONDocument {
         generation.pointee &+= 1
+        largestInput = max(largestInput, bytes.count)
         var nodes: UnsafePointer<csj_node>? = nil
         var count = 0
         let rc = csj_parse(handle, bytes.baseAddress, bytes.count, &nodes, &count)

@@ -69,7 +69,9 @@ public final class GatewayService: @unchecked Sendable {
                                            threads: topology.http.threads ?? 8,
                                            connectionTimeoutSeconds: Int(topology.http.connection_timeout?.seconds ?? 30),
                                            connectionLimit: topology.http.max_connections ?? 1024,
-                                           tlsKeyPEM: keyPEM, tlsCertPEM: certPEM, logger: logger.child("http")),
+                                           tlsKeyPEM: keyPEM, tlsCertPEM: certPEM, logger: logger.child("http"),
+                                           maxBufferedBytes: topology.http.max_buffered.map { Int($0.bytes) }
+                                               ?? HTTPServer.defaultMaxBuffered),
                             handler: handler)
         let journal = self.journal
         let retention = topology.journal.retention?.seconds ?? 0

@@ -65,6 +65,11 @@ public struct ReceivedBatch: Sendable {
         payload.reserveCapacity(payload.count + records * 320)
     }
 
+    /// Room for about `bytes` more bytes of records.
+    public mutating func reserve(bytes: Int) {
+        payload.reserveCapacity(payload.count + bytes)
+    }
+
     /// Records whose type, or whose unit, the type registry does not know: kept as they came,
     /// and counted (`/metrics`), so a new iOS type shows up instead of vanishing.
     public private(set) var unknownTypes = 0

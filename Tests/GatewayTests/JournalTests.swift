@@ -25,6 +25,57 @@ import Testing
         #expect(j.makeReader(from: 7).read(maxEntries: 100).map(\.seq) == [7, 8, 9, 10])
     }
 
+    /// A big request is several bounded entries, cut at record boundaries.
+    @Test func aBigRequestIsSplitAtRecordBoundaries() throws {
+        var big: [UInt8] = []
+        for i in 0..<100 { big += payload(i, size: 100) }   // 100 lines of ~115 bytes
+        let parts = Journal.parts(of: big, count: 100, limit: 1000)
+        #expect(parts.allSatisfy { $0.range.count <= 1000 })
+        #expect(parts.map(\.count).reduce(0, +) == 100)
+        #expect(parts.map(\.range.count).reduce(0, +) == big.count)
+        #expect(parts.allSatisfy { big[$0.range.upperBound - 1] == 0x0A })
+        // A line longer than the limit is an entry of its own.
+        let long = payload(1, size: 3000) + payload(2)
+        #expect(Journal.parts(of: long, count: 2, limit: 1000).map(\.count) == [1, 1])
+        let dir = ServeProcess.makeTempDir("journal")
+        let j = try Journal(directory: dir, logger: logger)
+        let last = try j.append(payload: big, parts: parts, time: Timestamp(seconds: 5))
+        #expect(last == UInt64(parts.count))
+        let entries = j.makeReader(from: 1).read(maxEntries: 100)
+        #expect(entries.count == parts.count)
+        #expect(entries.flatMap(\.payload) == big)
+        #expect(entries.map(\.count) == parts.map(\.count))
+    }
+
+    /// A crash that left only some entries of a split request: recovery cuts all of them (the
+    /// request was never acknowledged), and keeps the whole request before it.
+    @Test func recoveryCutsASplitRequestThatIsNotWhole() throws {
+        let dir = ServeProcess.makeTempDir("journal")
+        var big: [UInt8] = []
+        for i in 0..<30 { big += payload(i, size: 100) }
+        do {
+            let j = try Journal(directory: dir, logger: logger)
+            try j.append(payload: payload(0), count: 1, time: Timestamp(seconds: 1))
+            try j.append(payload: big, parts: Journal.parts(of: big, count: 30, limit: 1000), time: Timestamp(seconds: 2))
+        }
+        let seg = dir + "/" + Journal.segmentName(1)
+        let size = try #require(FileIO.fileSize(seg))
+        // Cut the file just after the second part of the big request ends: whole entries, one request not whole.
+        let j1 = try Journal(directory: dir, logger: logger)
+        let entries = j1.makeReader(from: 1).read(maxEntries: 100)
+        #expect(entries.count == 1 + Journal.parts(of: big, count: 30, limit: 1000).count)
+        let keep = Journal.headerSize * 3 + entries[0].payload.count + entries[1].payload.count + entries[2].payload.count
+        #expect(truncate(seg, off_t(keep)) == 0 && keep < size)
+        let sink = MemoryLogSink()
+        let j2 = try Journal(directory: dir, logger: Logger(component: "t", sink: sink))
+        #expect(j2.lastDurableSeq == 1)
+        #expect(j2.makeReader(from: 1).read(maxEntries: 100).map(\.seq) == [1])
+        #expect(sink.all.contains { $0.message.contains("split in several entries and only 2 of them are complete") })
+        #expect(FileIO.fileSize(seg) == Journal.headerSize + entries[0].payload.count)
+        // The sequence goes on from there.
+        #expect(try j2.append(payload: payload(9), count: 1, time: Timestamp(seconds: 3)) == 2)
+    }
+
     @Test func concurrentAppendsShareSyncsAndLoseNothing() throws {
         let dir = ServeProcess.makeTempDir("journal")
         let j = try Journal(directory: dir, logger: logger)

@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 import HealthgateCore
 import Posix
@@ -8,6 +9,9 @@ struct ServeCommand {
     init(_ o: Options) { options = o }
 
     func run() throws -> Int32 {
+        // One heap per core, not eight: memory a big request used is reused and given back
+        // (MALLOC_ARENA_MAX in the environment still wins, for whoever tunes it).
+        if DefaultConfig.env("MALLOC_ARENA_MAX") == nil { hg_limit_malloc_arenas(Int32(max(2, ParserPool.cores))) }
         let logSink = StderrLogSink(minimum: .info)
         let logger = Logger(component: "healthgate", sink: logSink)
         let source = try ConfigSource.resolve(options)

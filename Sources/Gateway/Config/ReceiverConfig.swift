@@ -22,6 +22,9 @@ public struct ReceiverConfig: Decodable, Sendable {
     public var max_items: Int?
 
     public static let defaultMaxBody = 1_000_000
+    /// The default for JSON bodies of the other senders: parsing costs about 13 times a body's
+    /// size while it lasts, so 16 MB keeps one request under 300 MB of memory.
+    public static let defaultMaxJSONBody = 16_000_000
 }
 
 public struct AuthConfig: Decodable, Sendable {
@@ -70,4 +73,6 @@ public struct HTTPTuning: Decodable, Sendable {
     /// Idle or slow connections are closed after this long (default 30s).
     public var connection_timeout: ConfigDuration?
     public var max_connections: Int?
+    /// Request bodies held at once across all connections (default 256 MiB); past it 503.
+    public var max_buffered: ByteSize?
 }

@@ -56,6 +56,18 @@ enum LineProtocol {
     static func parse(_ body: [UInt8]) -> (points: [Point], failures: [Failure]) {
         var points: [Point] = []
         var failures: [Failure] = []
+        forEachLine(body) { result in
+            switch result {
+            case .success(let p): points.append(p)
+            case .failure(let f): failures.append(f)
+            }
+        }
+        return (points, failures)
+    }
+
+    /// Each line of a body as a point or a failure, in order, without holding them all: a big
+    /// body costs one point at a time.
+    static func forEachLine(_ body: [UInt8], _ each: (Result<Point, Failure>) -> Void) {
         var i = 0
         var lineNumber = 0
         while i < body.count {
@@ -84,13 +96,12 @@ enum LineProtocol {
                 continue
             }
             do {
-                points.append(try parseLine(Array(trimmed), number: lineNumber))
+                each(.success(try parseLine(Array(trimmed), number: lineNumber)))
             } catch {
-                failures.append(error)
+                each(.failure(error))
             }
             lineNumber += extraLines
         }
-        return (points, failures)
     }
 
     static func parseLine(_ b: [UInt8], number: Int) throws(Failure) -> Point {

@@ -3,6 +3,7 @@ import CMicroHTTPD
 import Glibc
 import Posix
 import HealthgateCore
+import Synchronization
 
 /// What the HTTP server needs from the gateway: a plain function of the request, and the
 /// body limit of a path (so a body over it is refused with 413 before it is read).
@@ -11,6 +12,8 @@ public protocol HTTPHandler: Sendable {
     func maxBodyBytes(forPath path: String) -> Int
     /// The 413 for a body over the path's limit (counted: no refusal is silent).
     func bodyTooLarge(path: String, limit: Int) -> HTTPResponse
+    /// The 503 for a body that would pass the bytes buffered across all connections.
+    func tooMuchInFlight(path: String, limit: Int) -> HTTPResponse
     /// An answer decided from the request line and headers alone (wrong path or method, no
     /// token), sent before the body is read; nil to read the body and call `handle`.
     func preflight(_ headersOnly: HTTPRequest) -> HTTPResponse?
@@ -35,11 +38,14 @@ public final class HTTPServer: @unchecked Sendable {
         public var tlsCertPEM: String?
         /// Where libmicrohttpd's own messages go (rate-limited); nil leaves them out.
         public var logger: Logger?
+        /// Request bodies held at once across all connections; past it new bodies get 503.
+        public var maxBufferedBytes: Int = HTTPServer.defaultMaxBuffered
 
         public init(host: String, port: UInt16, threads: Int = 8, connectionTimeoutSeconds: Int = 30,
                     connectionLimit: Int = 1024, tlsKeyPEM: String? = nil, tlsCertPEM: String? = nil,
-                    logger: Logger? = nil) {
+                    logger: Logger? = nil, maxBufferedBytes: Int = HTTPServer.defaultMaxBuffered) {
             self.logger = logger
+            self.maxBufferedBytes = maxBufferedBytes
             self.host = host
             self.port = port
             self.threads = threads
@@ -52,6 +58,26 @@ public final class HTTPServer: @unchecked Sendable {
 
     let handler: any HTTPHandler
     let options: Options
+    public static let defaultMaxBuffered = 256 << 20
+    /// Bytes of request bodies held right now, across all connections.
+    let buffered = Atomic<Int>(0)
+
+    /// Takes `n` bytes of the buffer budget for `state`; false (and nothing taken) when they
+    /// would pass it.
+    func reserve(_ n: Int, for state: RequestState) -> Bool {
+        let after = buffered.add(n, ordering: .relaxed).newValue
+        if after > options.maxBufferedBytes && n > 0 {
+            buffered.subtract(n, ordering: .relaxed)
+            return false
+        }
+        state.reserved += n
+        return true
+    }
+
+    func release(_ state: RequestState) {
+        if state.reserved > 0 { buffered.subtract(state.reserved, ordering: .relaxed) }
+        state.reserved = 0
+    }
     /// How far past its limit a chunked body is read (and discarded) to answer 413 at its end.
     static let discardAllowance = 1 << 20
     let isTLS: Bool
@@ -115,6 +141,10 @@ final class RequestState {
     var tooLarge = false
     var discarded = 0
     var answered = false
+    /// Bytes of the server's buffer budget this request holds.
+    var reserved = 0
+    /// The body would have passed the budget: it is read and thrown away, then answered 503.
+    var overBudget = false
 
     init(method: String, path: String, limit: Int) {
         self.method = method
@@ -194,6 +224,10 @@ enum MHDCallbacks {
                     state.answered = true
                     return queue(connection, server.handler.bodyTooLarge(path: path, limit: state.limit))
                 }
+                guard server.reserve(cl, for: state) else {
+                    state.answered = true
+                    return queue(connection, server.handler.tooMuchInFlight(path: path, limit: server.options.maxBufferedBytes))
+                }
                 // The body's exact size is known: one allocation, no regrowth.
                 state.body.reserveCapacity(cl)
             }
@@ -216,7 +250,19 @@ enum MHDCallbacks {
                     if !server.isTLS { writeAndClose(connection, answer) }
                     return .NO
                 }
+            } else if state.overBudget {
+                state.discarded += n
+                if state.discarded > state.limit + HTTPServer.discardAllowance { return .NO }
             } else {
+                if state.body.count + n > state.reserved, !server.reserve(state.body.count + n - state.reserved, for: state) {
+                    // A chunked body growing past what all connections may hold at once.
+                    state.overBudget = true
+                    state.discarded = state.body.count + n
+                    state.body = []
+                    server.release(state)
+                    uploadSize.pointee = 0
+                    return .YES
+                }
                 if state.body.count + n > state.limit {
                     state.tooLarge = true
                     state.discarded = state.body.count + n
@@ -233,19 +279,29 @@ enum MHDCallbacks {
         // The whole body is in.
         state.answered = true
         if state.tooLarge { return queue(connection, server.handler.bodyTooLarge(path: state.path, limit: state.limit)) }
+        if state.overBudget {
+            return queue(connection, server.handler.tooMuchInFlight(path: state.path, limit: server.options.maxBufferedBytes))
+        }
         let query = queryString(connection)
         var remote = [CChar](repeating: 0, count: 64)
         let remoteAddress = hg_mhd_client_address(connection, &remote, remote.count) != 0
             ? remote.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } : ""
-        let request = HTTPRequest(method: state.method, path: state.path, query: query,
-                                  headers: values(connection, .HEADER_KIND), body: state.body,
-                                  isTLS: server.isTLS, remoteAddress: remoteAddress)
-        state.body = []
-        return queue(connection, server.handler.handle(request))
+        let bodyBytes = state.body.count
+        let response: HTTPResponse = {
+            let request = HTTPRequest(method: state.method, path: state.path, query: query,
+                                      headers: values(connection, .HEADER_KIND), body: state.body,
+                                      isTLS: server.isTLS, remoteAddress: remoteAddress)
+            state.body = []
+            return server.handler.handle(request)
+        }()
+        // The body and what was made of it are freed by now: give an outsized request's memory back.
+        if bodyBytes > 2 << 20 { MemoryRelief.giveBack() }
+        return queue(connection, response)
     }
 
-    static let completed: MHD_RequestCompletedCallback = { _, _, conCls, _ in
+    static let completed: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
         guard let conCls, let raw = conCls.pointee else { return }
+        if let cls { Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().release(Unmanaged<RequestState>.fromOpaque(raw).takeUnretainedValue()) }
         Unmanaged<RequestState>.fromOpaque(raw).release()
         conCls.pointee = nil
     }

@@ -67,6 +67,15 @@ public final class IngestHandler: HTTPHandler, Sendable {
                        "The body is larger than this receiver's limit of \(limit) bytes. The app halves its request size after a 413.")
     }
 
+    public func tooMuchInFlight(path: String, limit: Int) -> HTTPResponse {
+        if let r = receiversByPath[normalize(path)] {
+            metricsByName[r.name]!.unavailable.add(1, ordering: .relaxed)
+            logger.warning("\(r.name): refused a body: request bodies in flight would pass http.max_buffered (\(limit) bytes)")
+        }
+        return problem(503, "Busy", "The gateway holds as many request bodies as it may at once (http.max_buffered). "
+                       + "Nothing of this request was kept; send it again shortly.", headers: [HTTPHeader("Retry-After", "5")])
+    }
+
     public func preflight(_ request: HTTPRequest) -> HTTPResponse? {
         let path = normalize(request.path)
         guard let receiver = receiversByPath[path] else {
@@ -171,7 +180,9 @@ public final class IngestHandler: HTTPHandler, Sendable {
             }
             if !batch.isEmpty {
                 do {
-                    try journal.append(payload: batch.payload, count: batch.count, time: clock.now())
+                    // A big request becomes several bounded entries, kept or lost together.
+                    try journal.append(payload: batch.payload, parts: Journal.parts(of: batch.payload, count: batch.count),
+                                       time: clock.now())
                 } catch {
                     m.unavailable.add(1, ordering: .relaxed)
                     return unavailable(error.isNoSpace)

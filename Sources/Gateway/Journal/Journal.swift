@@ -114,6 +114,10 @@ public final class Journal: @unchecked Sendable {
         var expected = last
         var header = [UInt8](repeating: 0, count: Journal.headerSize)
         var payload = [UInt8]()
+        // The entries of a request split in several are kept only all together: those of a
+        // request still open when the scan ends are cut with the torn tail.
+        var group: [(seq: UInt64, records: Int, bytes: Int, time: Int64)] = []
+        var groupStart = 0
         while offset + Journal.headerSize <= size {
             guard Journal.readExact(rfd, &header, count: Journal.headerSize, at: offset),
                   let h = Journal.decodeHeader(header), h.seq == expected,
@@ -130,10 +134,21 @@ public final class Journal: @unchecked Sendable {
                              + "the entries after it are kept, readers skip it")
                 damagedEntries += 1
             }
+            if group.isEmpty { groupStart = offset }
             offset += Journal.headerSize + h.length
             expected += 1
-            recoveredEntries += 1
-            index.append(seq: h.seq, records: h.count, bytes: Journal.headerSize + h.length, time: h.timeNanos)
+            group.append((h.seq, h.count, Journal.headerSize + h.length, h.timeNanos))
+            if h.following == 0 {
+                for e in group { index.append(seq: e.seq, records: e.records, bytes: e.bytes, time: e.time) }
+                recoveredEntries += group.count
+                group.removeAll()
+            }
+        }
+        if !group.isEmpty {
+            logger.warning("journal: the last request in \(Journal.segmentName(last)) was split in several entries and only "
+                           + "\(group.count) of them are complete; cutting them (it was never acknowledged)")
+            offset = groupStart
+            expected = group[0].seq
         }
         if offset < size {
             truncatedBytes = size - offset
@@ -174,20 +189,56 @@ public final class Journal: @unchecked Sendable {
     // MARK: append (group commit)
 
     private final class Pending {
-        let payload: [UInt8]
+        let payload: ArraySlice<UInt8>
         let count: Int
         let timeNanos: Int64
         let payloadCRC: UInt32
+        /// Entries of the same request queued after this one.
+        let following: Int
         var seq: UInt64 = 0
         var error: JournalError?
         var done = false
 
-        init(payload: [UInt8], count: Int, timeNanos: Int64) {
+        init(payload: ArraySlice<UInt8>, count: Int, timeNanos: Int64, following: Int) {
             self.payload = payload
             self.count = count
             self.timeNanos = timeNanos
-            self.payloadCRC = Journal.crc(payload)
+            self.following = following
+            self.payloadCRC = payload.withUnsafeBytes { Journal.crc($0) }
         }
+    }
+
+    /// The largest payload one entry holds; a bigger request is split into several entries at
+    /// record boundaries, written together and kept or cut together (see JOURNAL.md).
+    public static let maxEntryPayload = 1 << 20
+
+    /// Where to cut `payload` (NDJSON, one record a line) into entries of at most `limit`
+    /// bytes each (a single longer line is an entry of its own), with each part's record count.
+    public static func parts(of payload: [UInt8], count: Int, limit: Int = Journal.maxEntryPayload) -> [(range: Range<Int>, count: Int)] {
+        if payload.count <= limit { return [(0..<payload.count, count)] }
+        var parts: [(range: Range<Int>, count: Int)] = []
+        var start = 0
+        var lastBreak = -1
+        var records = 0
+        var recordsAtBreak = 0
+        payload.withUnsafeBufferPointer { b in
+            var i = 0
+            while i < b.count {
+                if b[i] == 0x0A {
+                    records += 1
+                    if i + 1 - start > limit && lastBreak >= start {
+                        parts.append((start..<(lastBreak + 1), recordsAtBreak))
+                        start = lastBreak + 1
+                        records -= recordsAtBreak
+                    }
+                    lastBreak = i
+                    recordsAtBreak = records
+                }
+                i += 1
+            }
+        }
+        if start < payload.count { parts.append((start..<payload.count, records)) }
+        return parts
     }
 
     /// Appends one entry and returns once it is durable (written and fsynced), with its sequence
@@ -195,13 +246,25 @@ public final class Journal: @unchecked Sendable {
     /// durable; then nothing of it is kept.
     @discardableResult
     public func append(payload: [UInt8], count: Int, time: Timestamp) throws(JournalError) -> UInt64 {
-        let pending = Pending(payload: payload, count: count, timeNanos: time.unixNanoseconds)
+        try append(payload: payload, parts: [(0..<payload.count, count)], time: time)
+    }
+
+    /// Appends one request as one entry per part (`Journal.parts`), queued together so one
+    /// leader writes and syncs them together: durable together, or failed together, and cut
+    /// together by recovery when a crash left only some of them. Returns the last sequence.
+    @discardableResult
+    public func append(payload: [UInt8], parts: [(range: Range<Int>, count: Int)], time: Timestamp) throws(JournalError) -> UInt64 {
+        let nanos = time.unixNanoseconds
+        let all = parts.enumerated().map { i, p in
+            Pending(payload: payload[p.range], count: p.count, timeNanos: nanos, following: parts.count - 1 - i)
+        }
+        guard let pending = all.last else { return lastDurableSeq }
         monitor.lock()
         if closed {
             monitor.unlock()
             throw JournalError("the journal is closed (shutting down)")
         }
-        queue.append(pending)
+        queue.append(contentsOf: all)
         while !pending.done {
             if syncing {
                 monitor.wait()
@@ -261,7 +324,8 @@ public final class Journal: @unchecked Sendable {
         for (i, p) in group.enumerated() {
             p.seq = seq
             Journal.encodeHeader(into: &headers, at: i * Journal.headerSize, length: p.payload.count,
-                                 count: p.count, seq: seq, timeNanos: p.timeNanos, payloadCRC: p.payloadCRC)
+                                 count: p.count, seq: seq, timeNanos: p.timeNanos, payloadCRC: p.payloadCRC,
+                                 following: p.following)
             seq += 1
         }
         let path = segmentPath(segmentFirstSeq)
@@ -475,10 +539,12 @@ public final class Journal: @unchecked Sendable {
         var seq: UInt64
         var timeNanos: Int64
         var payloadCRC: UInt32
+        /// Entries of the same request after this one (0 for the last or only one).
+        var following: Int = 0
     }
 
     static func encodeHeader(into buf: inout [UInt8], at o: Int, length: Int, count: Int, seq: UInt64,
-                             timeNanos: Int64, payloadCRC: UInt32) {
+                             timeNanos: Int64, payloadCRC: UInt32, following: Int = 0) {
         buf.withUnsafeMutableBytes { b in
             b.storeBytes(of: magic.littleEndian, toByteOffset: o, as: UInt32.self)
             b.storeBytes(of: UInt32(length).littleEndian, toByteOffset: o + 8, as: UInt32.self)
@@ -486,7 +552,7 @@ public final class Journal: @unchecked Sendable {
             b.storeBytes(of: seq.littleEndian, toByteOffset: o + 16, as: UInt64.self)
             b.storeBytes(of: timeNanos.littleEndian, toByteOffset: o + 24, as: Int64.self)
             b.storeBytes(of: payloadCRC.littleEndian, toByteOffset: o + 32, as: UInt32.self)
-            b.storeBytes(of: UInt32(0), toByteOffset: o + 36, as: UInt32.self)
+            b.storeBytes(of: UInt32(following).littleEndian, toByteOffset: o + 36, as: UInt32.self)
             let hc = crc(UnsafeRawBufferPointer(rebasing: b[(o + 8)..<(o + headerSize)]))
             b.storeBytes(of: hc.littleEndian, toByteOffset: o + 4, as: UInt32.self)
         }
@@ -503,7 +569,8 @@ public final class Journal: @unchecked Sendable {
                 count: Int(UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 12, as: UInt32.self))),
                 seq: UInt64(littleEndian: b.loadUnaligned(fromByteOffset: 16, as: UInt64.self)),
                 timeNanos: Int64(littleEndian: b.loadUnaligned(fromByteOffset: 24, as: Int64.self)),
-                payloadCRC: UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 32, as: UInt32.self)))
+                payloadCRC: UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 32, as: UInt32.self)),
+                following: Int(UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 36, as: UInt32.self))))
         }
     }
 

@@ -163,7 +163,7 @@ public final class SinkDrainer: @unchecked Sendable {
     }
 
     /// How much journal a drainer reads ahead of its sink: bounds its memory.
-    let readAheadBytes = 4 << 20
+    let readAheadBytes = 2 << 20
 
     /// For `when_full: drop_oldest`: the limit past which the oldest waiting records are dropped.
     var dropOldestAbove: Int? {
@@ -205,6 +205,8 @@ public final class SinkDrainer: @unchecked Sendable {
         let maxWait = common.batch.maxWaitSeconds
         let onCorrupt: (String) -> Void = { [logger, name] in logger.error("sink \(name): \($0)") }
         var stuckSince: Double?
+        /// Journal bytes decoded since memory was last given back to the system.
+        var bytesSinceRelief = 0
 
         while !isStopping {
             if overLimit(), let moved = shed(&reader, &buffer) {
@@ -215,6 +217,7 @@ public final class SinkDrainer: @unchecked Sendable {
             if buffer.count < maxItems {
                 let entries = reader.read(maxEntries: 64, maxBytes: readAheadBytes, corrupt: onCorrupt)
                 for e in entries {
+                    bytesSinceRelief += e.payload.count
                     decodeEntry(e, skip: skip, into: &buffer)
                     skip = 0
                 }
@@ -230,6 +233,10 @@ public final class SinkDrainer: @unchecked Sendable {
                 }
                 stuckSince = nil
                 if entries.isEmpty && buffer.isEmpty {
+                    if bytesSinceRelief > 8 << 20 {
+                        bytesSinceRelief = 0
+                        MemoryRelief.giveBack()
+                    }
                     // Nothing waiting: note how far the filtered-out entries got us, then wait.
                     let idle = Cursor(seq: reader.nextSeq, skip: 0)
                     if idle != committed && monotonicSeconds() - lastSavedAt > 1 {

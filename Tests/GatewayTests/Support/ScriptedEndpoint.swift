@@ -45,6 +45,7 @@ final class ScriptedEndpoint: HTTPHandler, @unchecked Sendable {
 
     func maxBodyBytes(forPath path: String) -> Int { 64 << 20 }
     func bodyTooLarge(path: String, limit: Int) -> HTTPResponse { HTTPResponse(status: 413) }
+    func tooMuchInFlight(path: String, limit: Int) -> HTTPResponse { HTTPResponse(status: 503) }
     func preflight(_ headersOnly: HTTPRequest) -> HTTPResponse? { nil }
 
     /// The uuids of the canonical records in a request body (JSON array or NDJSON).

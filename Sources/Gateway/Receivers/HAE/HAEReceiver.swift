@@ -22,7 +22,7 @@ public struct HAEReceiver: Receiver {
         let auth = try c.auth.map { a throws(ConfigProblems) in try Authenticator(config: a, node: node, path: path + ".auth") }
             ?? Authenticator(kind: .none)
         return HAEReceiver(name: name, paths: [c.path ?? "/api/data"],
-                           maxBodyBytes: Int(c.max_body?.bytes ?? 50_000_000), auth: auth,
+                           maxBodyBytes: Int(c.max_body?.bytes ?? Int64(ReceiverConfig.defaultMaxJSONBody)), auth: auth,
                            device: c.device ?? name, parsers: context.parsers)
     }
 }

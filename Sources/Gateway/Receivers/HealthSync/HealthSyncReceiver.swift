@@ -105,7 +105,7 @@ public struct HealthSyncReceiver: Receiver {
         let auth = try c.auth.map { a throws(ConfigProblems) in try Authenticator(config: a, node: node, path: path + ".auth") }
             ?? Authenticator(kind: .none)
         return HealthSyncReceiver(name: name, paths: [c.path ?? "/api/apple-health/sync"],
-                                  maxBodyBytes: Int(c.max_body?.bytes ?? 50_000_000), auth: auth, fallbackDevice: c.device,
+                                  maxBodyBytes: Int(c.max_body?.bytes ?? Int64(ReceiverConfig.defaultMaxJSONBody)), auth: auth, fallbackDevice: c.device,
                                   parsers: context.parsers,
                                   exports: ExportLog(path: FileIO.join(context.dataDir, "healthsync/\(name).exports")),
                                   logger: context.logger.child("receiver \(name)"))

@@ -34,9 +34,10 @@ public struct InfluxReceiver: Receiver {
         if let refusal = auth.check(normalized(request)) { return .answer(refusal) }
         var body = request.body
         if request.header("content-encoding")?.lowercased() == "gzip" {
-            switch InfluxReceiver.gunzip(body, limit: maxBodyBytes * 20) {
+            // max_body holds for the inflated body: a small gzip body cannot become a big one.
+            switch InfluxReceiver.gunzip(body, limit: maxBodyBytes) {
             case .success(let b): body = b
-            case .failure(let why): return .unreadable(status: 400, reason: why.description)
+            case .failure(let why): return .unreadable(status: why.tooLarge ? 413 : 400, reason: why.description)
             }
         }
         let precision = InfluxReceiver.precision(request.queryParameter("precision"))
@@ -56,6 +57,7 @@ public struct InfluxReceiver: Receiver {
 
     struct GzipFailure: Error, CustomStringConvertible {
         var description: String
+        var tooLarge = false
     }
 
     /// Inflates a gzip body, refusing one that grows past `limit` (a compression bomb).
@@ -78,10 +80,13 @@ public struct InfluxReceiver: Receiver {
                     return inflate(&stream, Z_NO_FLUSH)
                 }
                 let produced = chunk.count - Int(stream.avail_out)
-                out.append(contentsOf: chunk[0..<produced])
-                if out.count > limit {
-                    return .failure(GzipFailure(description: "the gzip body inflates past \(limit) bytes"))
+                // Checked before it is kept: at most one chunk past the limit is ever held.
+                if out.count + produced > limit {
+                    return .failure(GzipFailure(description: "the gzip body inflates past this receiver's max_body of \(limit) bytes; "
+                                                + "send smaller batches", tooLarge: true))
                 }
+                if out.isEmpty { out.reserveCapacity(min(limit, max(data.count * 4, 1 << 16))) }
+                out.append(contentsOf: chunk[0..<produced])
                 if rc == Z_STREAM_END { return .success(out) }
                 if rc != Z_OK {
                     return .failure(GzipFailure(description: "the body is not valid gzip (zlib error \(rc))"))
@@ -100,7 +105,7 @@ public struct InfluxReceiver: Receiver {
         let configured = c.path ?? "/api/v2/write"
         // On the default path it answers both APIs' paths.
         let paths = configured == "/api/v2/write" ? ["/api/v2/write", "/write"] : [configured]
-        return InfluxReceiver(name: name, paths: paths, maxBodyBytes: Int(c.max_body?.bytes ?? 50_000_000), auth: auth,
+        return InfluxReceiver(name: name, paths: paths, maxBodyBytes: Int(c.max_body?.bytes ?? 25_000_000), auth: auth,
                               device: c.device ?? name)
     }
 }

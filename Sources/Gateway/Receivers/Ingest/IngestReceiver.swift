@@ -77,7 +77,7 @@ public struct IngestReceiver: Receiver {
     static let build: ReceiverRegistry.Builder = { name, c, node, path, context throws(ConfigProblems) in
         let auth = try c.auth.map { a throws(ConfigProblems) in try Authenticator(config: a, node: node, path: path + ".auth") }
             ?? Authenticator(kind: .none)
-        return IngestReceiver(name: name, paths: [c.path ?? "/v1/ingest"], maxBodyBytes: Int(c.max_body?.bytes ?? 64_000_000),
+        return IngestReceiver(name: name, paths: [c.path ?? "/v1/ingest"], maxBodyBytes: Int(c.max_body?.bytes ?? Int64(ReceiverConfig.defaultMaxJSONBody)),
                               auth: auth, maxItems: c.max_items ?? defaultMaxItems, parsers: context.parsers)
     }
 }

@@ -14,18 +14,22 @@ enum SynckyInflux {
         guard let scale = nanosPer[precision ?? "ns"] else {
             return .unreadable(status: 400, reason: "precision \"\(precision ?? "")\" is not ns, us, ms or s")
         }
-        let (points, failures) = LineProtocol.parse(body)
         var batch = ReceivedBatch()
-        batch.reserve(records: points.count)
-        for f in failures {
-            batch.quarantined.append(QuarantinedRecord(reason: f.description, raw: rawLine(f.text)))
-        }
-        for p in points {
-            switch record(p, scale: scale, receiver: receiver, device: device) {
-            case .success(let r): batch.append(r)
-            case .failure(let q): batch.quarantined.append(q)
+        // A canonical record is about four times its line.
+        batch.reserve(bytes: body.count * 4)
+        var failures: [QuarantinedRecord] = []
+        LineProtocol.forEachLine(body) { line in
+            switch line {
+            case .failure(let f):
+                failures.append(QuarantinedRecord(reason: f.description, raw: rawLine(f.text)))
+            case .success(let p):
+                switch record(p, scale: scale, receiver: receiver, device: device) {
+                case .success(let r): batch.append(r)
+                case .failure(let q): batch.quarantined.append(q)
+                }
             }
         }
+        batch.quarantined.insert(contentsOf: failures, at: 0)
         return .accept(batch, reply: HTTPResponse(status: 204))
     }
 
