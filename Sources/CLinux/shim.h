@@ -10,6 +10,14 @@
    a heap of its own, and a big request's memory then stays spread over them. */
 static inline void hg_limit_malloc_arenas(int n) { mallopt(M_ARENA_MAX, n); }
 
+/* Raises the soft limit on open files toward `wanted` (never past the hard limit). */
+static inline void hg_raise_open_files(unsigned long wanted) {
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= wanted) return;
+    r.rlim_cur = wanted < r.rlim_max ? wanted : r.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &r);
+}
+
 /* Gives freed heap memory back to the system (glibc keeps it otherwise). */
 static inline void hg_give_back_memory(void) { malloc_trim(0); }
 

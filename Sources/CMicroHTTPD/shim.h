@@ -27,7 +27,8 @@ static inline struct MHD_Daemon *hg_mhd_start(const char *bind_host, uint16_t po
         MHD_AccessHandlerCallback handler, void *handler_cls,
         MHD_RequestCompletedCallback completed, void *completed_cls,
         unsigned pool_size, unsigned conn_limit, unsigned timeout_s, size_t conn_memory_limit,
-        const char *key_pem, const char *cert_pem, hg_mhd_log_sink log_sink) {
+        const char *key_pem, const char *cert_pem, hg_mhd_log_sink log_sink,
+        MHD_NotifyConnectionCallback notify, void *notify_cls) {
     struct sockaddr_in a4;
     struct sockaddr *sa = NULL;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
@@ -43,7 +44,7 @@ static inline struct MHD_Daemon *hg_mhd_start(const char *bind_host, uint16_t po
         return NULL;
     }
     if (key_pem && cert_pem) flags |= MHD_USE_TLS;
-    struct MHD_OptionItem ops[12];
+    struct MHD_OptionItem ops[14];
     int n = 0;
     if (log_sink) ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)&hg_mhd_log_trampoline, (void *)log_sink };
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, sa };
@@ -52,6 +53,7 @@ static inline struct MHD_Daemon *hg_mhd_start(const char *bind_host, uint16_t po
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT, conn_limit, NULL };
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT, timeout_s, NULL };
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)conn_memory_limit, NULL };
+    if (notify) ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify, notify_cls };
     if (key_pem && cert_pem) {
         ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key_pem };
         ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cert_pem };
@@ -64,6 +66,12 @@ static inline struct MHD_Daemon *hg_mhd_start(const char *bind_host, uint16_t po
 static inline uint16_t hg_mhd_port(struct MHD_Daemon *d) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     return info ? info->port : 0;
+}
+
+/* What the connection-notify callback stored for the connection, or NULL. */
+static inline void *hg_mhd_socket_context(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
 }
 
 /* The connection's socket, or -1. */

@@ -55,10 +55,15 @@ public final class GatewayService: @unchecked Sendable {
                 limits[r.name, default: []].append(IngestHandler.QueueLimit(sink: d.metrics, maxBytes: Int(max)))
             }
         }
+        let connectionGuard = ConnectionGuard(
+            limits: .init(maxConnections: topology.http.max_connections ?? 1024,
+                          headerTimeout: topology.http.header_timeout?.seconds ?? 10,
+                          minBodyRate: Int(topology.http.min_body_rate?.bytes ?? 1024)),
+            logger: logger.child("http"))
         handler = IngestHandler(receivers: topology.receivers.map(\.receiver), journal: journal, quarantine: quarantine,
                                 clock: clock, signatureClock: signatureClock, logger: logger.child("ingest"),
                                 sinkMetrics: { metrics }, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
-                                queueLimits: limits)
+                                queueLimits: limits, connections: connectionGuard)
         var keyPEM: String?
         var certPEM: String?
         if let tls = topology.tls {
@@ -71,7 +76,8 @@ public final class GatewayService: @unchecked Sendable {
                                            connectionLimit: topology.http.max_connections ?? 1024,
                                            tlsKeyPEM: keyPEM, tlsCertPEM: certPEM, logger: logger.child("http"),
                                            maxBufferedBytes: topology.http.max_buffered.map { Int($0.bytes) }
-                                               ?? HTTPServer.defaultMaxBuffered),
+                                               ?? HTTPServer.defaultMaxBuffered,
+                                           connectionGuard: connectionGuard),
                             handler: handler)
         let journal = self.journal
         let retention = topology.journal.retention?.seconds ?? 0

@@ -75,4 +75,9 @@ public struct HTTPTuning: Decodable, Sendable {
     public var max_connections: Int?
     /// Request bodies held at once across all connections (default 256 MiB); past it 503.
     public var max_buffered: ByteSize?
+    /// A request's headers must be complete this soon after the connection opens or the
+    /// previous response (default 10s); it also bounds an idle kept-alive connection.
+    public var header_timeout: ConfigDuration?
+    /// A body slower than this, after 10 s, is cut off (default 1KB, bytes a second).
+    public var min_body_rate: ByteSize?
 }

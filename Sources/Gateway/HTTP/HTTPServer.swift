@@ -40,10 +40,14 @@ public final class HTTPServer: @unchecked Sendable {
         public var logger: Logger?
         /// Request bodies held at once across all connections; past it new bodies get 503.
         public var maxBufferedBytes: Int = HTTPServer.defaultMaxBuffered
+        /// Header deadline, body rate and making room at the connection limit.
+        public var connectionGuard: ConnectionGuard?
 
         public init(host: String, port: UInt16, threads: Int = 8, connectionTimeoutSeconds: Int = 30,
                     connectionLimit: Int = 1024, tlsKeyPEM: String? = nil, tlsCertPEM: String? = nil,
-                    logger: Logger? = nil, maxBufferedBytes: Int = HTTPServer.defaultMaxBuffered) {
+                    logger: Logger? = nil, maxBufferedBytes: Int = HTTPServer.defaultMaxBuffered,
+                    connectionGuard: ConnectionGuard? = nil) {
+            self.connectionGuard = connectionGuard
             self.logger = logger
             self.maxBufferedBytes = maxBufferedBytes
             self.host = host
@@ -58,6 +62,8 @@ public final class HTTPServer: @unchecked Sendable {
 
     let handler: any HTTPHandler
     let options: Options
+    /// Slow and idle clients; nil leaves it all to libmicrohttpd.
+    public let connections: ConnectionGuard?
     public static let defaultMaxBuffered = 256 << 20
     /// Bytes of request bodies held right now, across all connections.
     let buffered = Atomic<Int>(0)
@@ -89,6 +95,7 @@ public final class HTTPServer: @unchecked Sendable {
         self.options = options
         self.handler = handler
         self.isTLS = options.tlsKeyPEM != nil && options.tlsCertPEM != nil
+        self.connections = options.connectionGuard
     }
 
     deinit {
@@ -106,21 +113,33 @@ public final class HTTPServer: @unchecked Sendable {
         let cls = Unmanaged.passUnretained(self).toOpaque()
         if let l = options.logger { MHDLog.shared.use(l) }
         errno = 0
+        // With the guard, libmicrohttpd's own limit is set well above it (it splits its limit
+        // over the pool's threads, and refuses once a thread's share is full): the guard makes
+        // room at `maxConnections` by closing the idle ones first.
+        let limit = connections.map { max($0.limits.maxConnections * 2, $0.limits.maxConnections + 256) } ?? options.connectionLimit
+        Self.raiseOpenFileLimit(to: limit + 256)
         let d = hg_mhd_start(options.host, options.port, MHDCallbacks.access, cls, MHDCallbacks.completed, cls,
-                             UInt32(max(1, options.threads)), UInt32(options.connectionLimit),
+                             UInt32(max(1, options.threads)), UInt32(limit),
                              UInt32(options.connectionTimeoutSeconds), 128 * 1024,
                              keyCopy.map { UnsafePointer($0) }, certCopy.map { UnsafePointer($0) },
-                             options.logger == nil ? nil : MHDLog.sink)
+                             options.logger == nil ? nil : MHDLog.sink,
+                             connections == nil ? nil : MHDCallbacks.notify, cls)
         guard let d else {
             let why = errno != 0 ? String(cString: strerror(errno)) : "invalid address or TLS key/certificate"
             throw HTTPServerError(description: "cannot listen on \(options.host):\(options.port): \(why)")
         }
         daemon = d
+        connections?.start()
         return hg_mhd_port(d)
     }
 
+    /// Each connection is a file descriptor: the soft limit (often 1024) is raised toward the
+    /// hard one, so the connection limit, not the descriptor limit, is what clients meet.
+    static func raiseOpenFileLimit(to wanted: Int) { hg_raise_open_files(UInt(wanted)) }
+
     /// Stops accepting and closes every connection (in-flight handlers finish first).
     public func stop() {
+        connections?.stop()
         if let d = daemon {
             MHD_stop_daemon(d)
             daemon = nil
@@ -208,6 +227,7 @@ enum MHDCallbacks {
             let m = method.map { String(cString: $0) } ?? "GET"
             let state = RequestState(method: m, path: path, limit: server.handler.maxBodyBytes(forPath: path))
             conCls.pointee = Unmanaged.passRetained(state).toOpaque()
+            if let g = server.connections, let t = tracked(connection) { g.headComplete(t) }
             let (headers, hasNUL) = headerValues(connection)
             let lengths = headers.filter { $0.name == "content-length" }
             if let refusal = HTTPServer.refusal(headers: headers, hasNUL: hasNUL) {
@@ -240,6 +260,7 @@ enum MHDCallbacks {
         }
         if uploadSize.pointee > 0 {
             let n = uploadSize.pointee
+            if let g = server.connections, let t = tracked(connection) { g.bodyBytes(t, n) }
             if state.tooLarge {
                 // libmicrohttpd 0.9.75 sends no response before the body ends, so the rest is
                 // read and thrown away for the 413; a client that keeps sending far past the
@@ -278,6 +299,7 @@ enum MHDCallbacks {
         }
         // The whole body is in.
         state.answered = true
+        if let g = server.connections, let t = tracked(connection) { g.handling(t) }
         if state.tooLarge { return queue(connection, server.handler.bodyTooLarge(path: state.path, limit: state.limit)) }
         if state.overBudget {
             return queue(connection, server.handler.tooMuchInFlight(path: state.path, limit: server.options.maxBufferedBytes))
@@ -299,11 +321,34 @@ enum MHDCallbacks {
         return queue(connection, response)
     }
 
-    static let completed: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
+    static let completed: MHD_RequestCompletedCallback = { cls, connection, conCls, _ in
+        if let cls, let connection, let g = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().connections,
+           let t = tracked(connection) {
+            g.responded(t)
+        }
         guard let conCls, let raw = conCls.pointee else { return }
         if let cls { Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().release(Unmanaged<RequestState>.fromOpaque(raw).takeUnretainedValue()) }
         Unmanaged<RequestState>.fromOpaque(raw).release()
         conCls.pointee = nil
+    }
+
+    /// Connections opening and closing, for the guard.
+    static let notify: MHD_NotifyConnectionCallback = { cls, connection, socketContext, code in
+        guard let cls, let connection, let socketContext,
+              let g = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().connections else { return }
+        if code == .CONNECTION_NOTIFY_STARTED {
+            let t = g.started(fd: hg_mhd_connection_fd(connection))
+            socketContext.pointee = Unmanaged.passRetained(t).toOpaque()
+        } else if let raw = socketContext.pointee {
+            let t = Unmanaged<ConnectionGuard.Tracked>.fromOpaque(raw)
+            g.ended(t.takeUnretainedValue())
+            t.release()
+            socketContext.pointee = nil
+        }
+    }
+
+    static func tracked(_ connection: OpaquePointer) -> ConnectionGuard.Tracked? {
+        hg_mhd_socket_context(connection).map { Unmanaged<ConnectionGuard.Tracked>.fromOpaque($0).takeUnretainedValue() }
     }
 
     static let collect: MHD_KeyValueIterator = { cls, _, key, value in

@@ -21,7 +21,7 @@ public final class ReceiverMetrics: Sendable {
 /// Renders the Prometheus text format for the receivers, the journal and the sinks.
 enum PrometheusText {
     static func render(receivers: [ReceiverMetrics], sinks: [SinkMetrics], journal: Journal, quarantine: Quarantine.Usage,
-                       now: Timestamp) -> String {
+                       connections: ConnectionGuard? = nil, now: Timestamp) -> String {
         let journalSeq = journal.lastDurableSeq
         let journalSegments = journal.segmentFirstSeqs.count
         var out = ""
@@ -46,6 +46,15 @@ enum PrometheusText {
         out += "healthgate_quarantine_left_out_total \(quarantine.contentsLeftOut)\n"
         family("healthgate_quarantine_lines_dropped_total", "Quarantine entries not written at all: not even the reason line fit.")
         out += "healthgate_quarantine_lines_dropped_total \(quarantine.linesDropped)\n"
+        if let g = connections {
+            family("healthgate_http_connections", "Open HTTP connections.", "gauge")
+            out += "healthgate_http_connections \(g.openConnections)\n"
+            family("healthgate_http_connections_closed_total", "Connections the gateway closed, by reason.")
+            line("healthgate_http_connections_closed_total", [("reason", "slow_headers")], g.closedSlowHead.load(ordering: .relaxed))
+            line("healthgate_http_connections_closed_total", [("reason", "slow_body")], g.closedSlowBody.load(ordering: .relaxed))
+            line("healthgate_http_connections_closed_total", [("reason", "make_room")], g.closedToMakeRoom.load(ordering: .relaxed))
+            line("healthgate_http_connections_closed_total", [("reason", "full")], g.refusedFull.load(ordering: .relaxed))
+        }
         family("healthgate_requests_refused_total", "Requests refused per receiver and reason.")
         for r in receivers {
             line("healthgate_requests_refused_total", [("receiver", r.name), ("reason", "auth")], r.refused.load(ordering: .relaxed))

@@ -18,6 +18,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
     let journalMaxBytes: Int?
     let queueLimits: [String: [QueueLimit]]
     let refusals: RefusalLog
+    let connections: ConnectionGuard?
     static let unknownPathLimit = 64 * 1024
 
     /// A blocking sink's queue limit, as it applies to the receivers that feed the sink.
@@ -33,7 +34,8 @@ public final class IngestHandler: HTTPHandler, Sendable {
 
     public init(receivers: [any Receiver], journal: Journal, quarantine: Quarantine, clock: any Clock,
                 signatureClock: any Clock, logger: Logger, sinkMetrics: @escaping @Sendable () -> [SinkMetrics],
-                journalMaxBytes: Int? = nil, queueLimits: [String: [QueueLimit]] = [:]) {
+                journalMaxBytes: Int? = nil, queueLimits: [String: [QueueLimit]] = [:], connections: ConnectionGuard? = nil) {
+        self.connections = connections
         self.journalMaxBytes = journalMaxBytes
         self.refusals = RefusalLog(logger: logger)
         self.queueLimits = queueLimits
@@ -111,7 +113,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
             return health()
         case ("GET", "/metrics"):
             let text = PrometheusText.render(receivers: receiverMetrics, sinks: sinkMetrics(), journal: journal,
-                                             quarantine: quarantine.usage, now: clock.now())
+                                             quarantine: quarantine.usage, connections: connections, now: clock.now())
             return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "text/plain; version=0.0.4")],
                                 body: Array(text.utf8))
         default:
