@@ -146,16 +146,7 @@ public final class GatewayService: @unchecked Sendable {
         for d in drainers { try d.start() }
         let port = try server.start()
         writeStatus()
-        let box = Unmanaged.passRetained(self)
-        var t = pthread_t()
-        if pthread_create(&t, nil, { raw in
-            Unmanaged<GatewayService>.fromOpaque(raw!).takeRetainedValue().statusLoop()
-            return nil
-        }, box.toOpaque()) == 0 {
-            statusThread = t
-        } else {
-            box.release()
-        }
+        if case .success(let t) = startThread({ [self] in statusLoop() }) { statusThread = t }
         return port
     }
 

@@ -9,19 +9,10 @@ import Testing
 /// byte a second were never closed, and 2,000 idle ones filled max_connections, so every valid
 /// request timed out.
 @Suite(.serialized) struct ConnectionStarvationTests {
-    /// A raw TCP connection to the gateway; nil when the connect itself failed.
-    static func open(_ port: UInt16) -> Int32? {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = port.bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        if rc != 0 { close(fd); return nil }
-        return fd
+    /// A raw TCP connection to the gateway, kept open as long as the client lives.
+    static func open(_ port: UInt16) -> RawHTTPClient? {
+        let c = RawHTTPClient(port: port)
+        return (try? c.connect()) == nil ? nil : c
     }
 
     /// Whether the server has closed `fd` (a read sees the end, or an error).
@@ -34,17 +25,18 @@ import Testing
     @Test func aValidRequestIsAnsweredWhileThousandsOfSlowAndIdleConnectionsAreOpen() throws {
         let serve = try ServeProcess(config: LiveServeTests.config)
         let port = serve.port
-        var idle: [Int32] = []
-        var trickling: [Int32] = []
-        defer { for fd in idle + trickling { close(fd) } }
-        for _ in 0..<2000 { if let fd = Self.open(port) { idle.append(fd) } }
+        var idle: [RawHTTPClient] = []
+        var clients: [RawHTTPClient] = []
+        for _ in 0..<2000 { if let c = Self.open(port) { idle.append(c) } }
         for _ in 0..<1100 {
-            if let fd = Self.open(port) {
-                _ = send(fd, "P", 1, Int32(MSG_NOSIGNAL))
-                trickling.append(fd)
+            if let c = Self.open(port) {
+                _ = send(c.fd, "P", 1, Int32(MSG_NOSIGNAL))
+                clients.append(c)
             }
         }
+        let trickling = clients.map(\.fd)
         #expect(idle.count + trickling.count > 3000, "the connects themselves must succeed")
+        defer { withExtendedLifetime(idle + clients) {} }
         // One more header byte a second on each trickling connection, for up to 14 s.
         let stop = Atomic(false)
         let fds = trickling

@@ -142,14 +142,16 @@ import Testing
         return total
     }
 
+    static let config = """
+    listen: 127.0.0.1:0
+    data_dir: DATA_DIR
+    quarantine: {max_bytes: 5MB}
+    receivers:
+      hae: {kind: hae, auth: {type: bearer, token: t}, max_body: 2MB}
+    """
+
     @Test func fortyBigUnreadableBodiesStayWithinTheBudget() throws {
-        let serve = try ServeProcess(config: """
-        listen: 127.0.0.1:0
-        data_dir: DATA_DIR
-        quarantine: {max_bytes: 5MB}
-        receivers:
-          hae: {kind: hae, auth: {type: bearer, token: t}, max_body: 2MB}
-        """)
+        let serve = try ServeProcess(config: Self.config)
         let c = serve.client()
         let junk = [UInt8](repeating: 0x7B, count: 1 << 20)   // "{{{{…": not JSON
         for _ in 0..<40 {
@@ -168,13 +170,7 @@ import Testing
         #expect(metrics.contains("healthgate_quarantine_bytes \(size)"), "\(metrics)")
         // After a restart the budget holds: it counts what is already on disk.
         serve.stop()
-        let again = try ServeProcess(config: """
-        listen: 127.0.0.1:0
-        data_dir: DATA_DIR
-        quarantine: {max_bytes: 5MB}
-        receivers:
-          hae: {kind: hae, auth: {type: bearer, token: t}, max_body: 2MB}
-        """, dataDir: serve.dataDir)
+        let again = try ServeProcess(config: Self.config, dataDir: serve.dataDir)
         for _ in 0..<5 { _ = try again.client().request("POST", "/api/data", headers: [("Authorization", "Bearer t")], body: junk) }
         #expect(Self.duSize(serve.dataDir + "/quarantine") <= 5_000_000)
     }

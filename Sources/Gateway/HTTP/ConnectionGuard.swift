@@ -124,16 +124,7 @@ public final class ConnectionGuard: @unchecked Sendable {
     // MARK: the watchdog
 
     func start() {
-        let box = Unmanaged.passRetained(self)
-        var th = pthread_t()
-        if pthread_create(&th, nil, { raw in
-            Unmanaged<ConnectionGuard>.fromOpaque(raw!).takeRetainedValue().watch()
-            return nil
-        }, box.toOpaque()) == 0 {
-            thread = th
-        } else {
-            box.release()
-        }
+        if case .success(let t) = startThread({ [self] in watch() }) { thread = t }
     }
 
     func stop() {

@@ -82,18 +82,11 @@ public final class SinkDrainer: @unchecked Sendable {
         }
         metrics.cursorSeq.store(cursor.seq, ordering: .relaxed)
         metrics.cursorSkip.store(cursor.skip, ordering: .relaxed)
-        let box = Unmanaged.passRetained(DrainerBox(self, cursor))
-        var t = pthread_t()
-        let rc = pthread_create(&t, nil, { raw in
-            let box = Unmanaged<DrainerBox>.fromOpaque(raw!).takeRetainedValue()
-            box.drainer.run(from: box.cursor)
-            return nil
-        }, box.toOpaque())
-        if rc != 0 {
-            box.release()
-            throw IOError("pthread_create", name, code: rc)
+        let start = cursor
+        switch startThread({ [self] in run(from: start) }) {
+        case .success(let t): thread = t
+        case .failure(let e): throw IOError("pthread_create", name, code: e.code)
         }
-        thread = t
     }
 
     /// Asks the drainer to stop after the write in progress, and waits for it.
@@ -327,11 +320,3 @@ public final class SinkDrainer: @unchecked Sendable {
     }
 }
 
-final class DrainerBox {
-    let drainer: SinkDrainer
-    let cursor: SinkDrainer.Cursor
-    init(_ d: SinkDrainer, _ c: SinkDrainer.Cursor) {
-        drainer = d
-        cursor = c
-    }
-}
