@@ -68,6 +68,12 @@ static inline uint16_t hg_mhd_port(struct MHD_Daemon *d) {
     return info ? info->port : 0;
 }
 
+/* The size of the request line and headers (through the blank line), or 0 before they are in. */
+static inline size_t hg_mhd_header_size(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    return info ? info->header_size : 0;
+}
+
 /* What the connection-notify callback stored for the connection, or NULL. */
 static inline void *hg_mhd_socket_context(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);

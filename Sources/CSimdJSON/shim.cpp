@@ -1,4 +1,5 @@
-#include <unordered_set>
+#include <algorithm>
+#include <vector>
 #include <string_view>
 #include <cstring>
 // C++ shim over simdjson's DOM parser, exporting the plain C API of CSimdJSON.h.
@@ -233,10 +234,11 @@ int csj_parse(csj_parser *p, const void *buf, size_t len, const csj_node **nodes
 
 } // extern "C"
 
-/* Objects with few members (nearly all of them) are compared pairwise; large ones through a
-   hash set of views into the parser's string buffer. */
+/* Objects with few members (nearly all of them) are compared pairwise; large ones are sorted
+   (views into the parser's string buffer) and neighbours compared: O(k log k) whatever the keys,
+   where a hash set's fixed, public seed would let crafted keys make it quadratic. */
 extern "C" int64_t csj_find_duplicate_key(const csj_node *nodes, size_t count) {
-    std::unordered_set<std::string_view> seen;
+    std::vector<std::pair<std::string_view, size_t>> keys_of_big;
     for (size_t i = 0; i < count; i++) {
         const csj_node &n = nodes[i];
         if (n.kind != CSJ_OBJECT || n.count < 2) continue;
@@ -253,12 +255,16 @@ extern "C" int64_t csj_find_duplicate_key(const csj_node *nodes, size_t count) {
                 k = nodes[k + 1].next;
             }
         } else {
-            seen.clear();
+            keys_of_big.clear();
             size_t k = i + 1;
             for (uint32_t m = 0; m < n.count; m++) {
-                if (!seen.insert(std::string_view(nodes[k].v.str, nodes[k].count)).second) return (int64_t)k;
+                keys_of_big.emplace_back(std::string_view(nodes[k].v.str, nodes[k].count), k);
                 k = nodes[k + 1].next;
             }
+            /* Ties by position, so the later of two equal keys is the one reported. */
+            std::sort(keys_of_big.begin(), keys_of_big.end());
+            for (size_t j = 1; j < keys_of_big.size(); j++)
+                if (keys_of_big[j].first == keys_of_big[j - 1].first) return (int64_t)keys_of_big[j].second;
         }
     }
     return -1;

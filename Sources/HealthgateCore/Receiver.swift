@@ -100,6 +100,12 @@ public struct QuarantinedRecord: Sendable, Equatable {
         text.isEmpty ? "empty" : "a text of \(text.count) character\(text.count == 1 ? "" : "s")"
     }
 
+    /// A name a sender chose (a key, a header's value), fit for a reason line: at most 40
+    /// characters, so a long one cannot make a line of megabytes.
+    public static func name(_ text: some StringProtocol) -> String {
+        text.count <= 40 ? String(text) : String(text.prefix(40)) + "…"
+    }
+
     public init(reason: String, raw: RawJSON) {
         self.reason = reason
         self.raw = raw

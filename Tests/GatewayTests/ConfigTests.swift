@@ -1,4 +1,5 @@
 @testable import Gateway
+import Glibc
 import HealthgateCore
 import Testing
 import YAMLConfig
@@ -80,6 +81,10 @@ import YAMLConfig
             #expect(p.count == 1 && p[0].contains("is a system directory"), "\(dir): \(p)")
         }
         #expect(problems("data_dir: /var/lib/healthgate\n") == [])
+        // A link to a system directory is that directory.
+        let link = ServeProcess.makeTempDir("link") + "/etc"
+        #expect(symlink("/etc", link) == 0)
+        #expect(problems("data_dir: \(link)\n").first?.contains("data_dir /etc is a system directory") == true)
         #expect(problems("data_dir: /tmp/hg-data\n") == [])
     }
 

@@ -43,7 +43,7 @@ import Testing
         let n = try c.readResponse()
         #expect(n.status == 400, "\(n.status) \(n.text)")
         // …also as the last header, behind one NUL or two, with CRLF or bare LF line ends.
-        for (tail, eol) in [([UInt8(0)], "\r\n"), ([0, 0], "\r\n"), ([0], "\n")] {
+        for (tail, eol) in [([UInt8(0)], "\r\n"), ([0, 0], "\r\n"), ([0, 0, 0, 0], "\r\n"), ([0, 0, 0, 0, 0], "\r\n"), ([0], "\n")] {
             let head = Array("POST /api/data HTTP/1.1\(eol)Host: x\(eol)Content-Length: \(body.count)\(eol)Authorization: Bearer tok-1".utf8)
             let c2 = serve.client()
             try c2.connect()
@@ -60,6 +60,11 @@ import Testing
         #expect(sig.status == 400 && sig.text.contains("x-syncky-timestamp"))
         let key = try raw(serve, "POST /k HTTP/1.1\r\nHost: x\r\napi-key: tok-2\r\napi-key: tok-2\r\n\(cl)\r\n", body: body)
         #expect(key.status == 401 && key.text.contains("more than once"), "\(key.text)")
+        // White space before the colon: stored under another name, honoured by some proxies.
+        let spaced = try raw(serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nTransfer-Encoding : chunked\r\n\(cl)\r\n", body: body)
+        #expect(spaced.status == 400 && spaced.text.contains("white space"), "\(spaced.status) \(spaced.text)")
+        let spacedAuth = try raw(serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nAuthorization : Bearer x\r\n\(cl)\r\n", body: body)
+        #expect(spacedAuth.status == 400)
         let both = try raw(serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nTransfer-Encoding: chunked\r\n\(cl)\r\n",
                            body: Array("\(String(body.count, radix: 16))\r\n".utf8) + body + Array("\r\n0\r\n\r\n".utf8))
         #expect(both.status == 400 && both.text.contains("Transfer-Encoding and Content-Length"), "\(both.status) \(both.text)")

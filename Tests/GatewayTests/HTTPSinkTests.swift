@@ -198,6 +198,9 @@ import YAMLConfig
         #expect(SafeText.url("http://localhost:8086/api/v2/write?org=home&bucket=b&precision=ns")
                 == "http://localhost:8086/api/v2/write?org=home&bucket=b&precision=ns")
         #expect(SafeText.url("http://h/p") == "http://h/p")
+        // A password with `/`, `?` or `#` in it is masked all the same.
+        #expect(SafeText.url("https://u:pa/ss@h/x") == "https://***@h/x")
+        #expect(SafeText.url("https://u:p?ss#w@h:1/x?k=v") == "https://***@h:1/x?k=***")
     }
 
     @Test func endpointAnswersAreCappedAndEchoedValuesScrubbed() {

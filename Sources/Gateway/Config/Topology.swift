@@ -242,7 +242,12 @@ public enum ConfigLoader {
 
     static func unsafeDataDir(_ dir: String) -> String? {
         guard !dir.isEmpty else { return "data_dir is empty; give a directory of its own, e.g. ./healthgate-data" }
-        let normal = ConfigLoader.normalizedAbsolute(dir)
+        var normal = ConfigLoader.normalizedAbsolute(dir)
+        // An existing one is judged by where it leads: a link to /etc is /etc.
+        if let real = realpath(dir, nil) {
+            normal = String(cString: real)
+            free(real)
+        }
         guard !systemDirectories.contains(normal) else {
             return "data_dir \(normal) is a system directory; healthgate keeps health data, cursors and secrets there "
                 + "with mode 0700 — give a directory of its own, e.g. /var/lib/healthgate"

@@ -22,7 +22,7 @@ enum HAEBody {
             var ctx = Context(receiver: receiver, device: device)
             for (k, v) in data.members {
                 guard v.kind == .array else {
-                    if !v.isNull { batch.quarantined.append(QuarantinedRecord(reason: "data.\(k.string) is not a list", raw: raw(v))) }
+                    if !v.isNull { batch.quarantined.append(QuarantinedRecord(reason: "data.\(QuarantinedRecord.name(k.string)) is not a list", raw: raw(v))) }
                     continue
                 }
                 switch k.string {

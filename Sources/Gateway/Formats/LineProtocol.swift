@@ -144,7 +144,7 @@ enum LineProtocol {
             guard s1 == 0x3D, !key.isEmpty else { throw fail("a tag needs key=value") }
             i += 1
             let (value, s2) = token(stops: [0x2C, 0x20], escapable: [0x2C, 0x3D, 0x20])
-            if value.isEmpty { throw fail("tag \(key) has an empty value") }
+            if value.isEmpty { throw fail("tag \(QuarantinedRecord.name(key)) has an empty value") }
             try checkPrintable(key, "a tag key")
             try checkPrintable(value, "a tag value")
             tags.append((key, value))
@@ -158,7 +158,7 @@ enum LineProtocol {
             guard s == 0x3D, !key.isEmpty else { throw fail(fields.isEmpty ? "no fields (a line needs at least one field=value)" : "a field needs key=value") }
             try checkPrintable(key, "a field key")
             i += 1
-            guard i < n else { throw fail("field \(key) has no value") }
+            guard i < n else { throw fail("field \(QuarantinedRecord.name(key)) has no value") }
             let value: FieldValue
             if b[i] == 0x22 {
                 i += 1
@@ -180,13 +180,13 @@ enum LineProtocol {
                     out.append(c)
                     i += 1
                 }
-                if !closed { throw fail("field \(key): a string value is never closed") }
+                if !closed { throw fail("field \(QuarantinedRecord.name(key)): a string value is never closed") }
                 value = .string(String(decoding: out, as: UTF8.self))
             } else {
                 let start = i
                 while i < n && b[i] != 0x2C && b[i] != 0x20 { i += 1 }
                 let raw = String(decoding: b[start..<i], as: UTF8.self)
-                guard let v = scalar(raw) else { throw fail("field \(key): \(QuarantinedRecord.describe(raw)) is not a number, a boolean or a quoted string") }
+                guard let v = scalar(raw) else { throw fail("field \(QuarantinedRecord.name(key)): \(QuarantinedRecord.describe(raw)) is not a number, a boolean or a quoted string") }
                 value = v
             }
             fields.append((key, value))

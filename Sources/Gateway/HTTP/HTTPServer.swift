@@ -184,12 +184,17 @@ extension HTTPServer {
     /// request that frames its body twice.
     static let singleHeaders: Set<String> = [
         "authorization", "x-syncky-signature", "x-syncky-timestamp", "x-syncky-format", "x-syncky-delivery",
-        "x-device-id", "content-type", "content-encoding", "transfer-encoding", "host",
+        "x-syncky-kind", "x-device-id", "content-type", "content-encoding", "transfer-encoding", "host",
     ]
 
     static func refusal(headers: [(name: String, value: String)], hasNUL: Bool) -> HTTPResponse? {
         if hasNUL {
-            return problem(400, "NUL in a header", "A header name or value holds a NUL byte; no client sends one.")
+            return problem(400, "Malformed header", "A header holds a NUL byte, or is folded over several lines; no client sends either.")
+        }
+        // `Transfer-Encoding : chunked` is stored under "transfer-encoding " and framed by
+        // nobody here, while a proxy in front may honour it: a name with white space is refused.
+        if headers.contains(where: { $0.name.utf8.contains { $0 == 0x20 || $0 == 0x09 } }) {
+            return problem(400, "Malformed header", "A header name holds white space (before the colon, say); send `Name: value`.")
         }
         var seen: Set<String> = []
         var lengths: Set<String> = []
@@ -228,7 +233,10 @@ enum MHDCallbacks {
             let state = RequestState(method: m, path: path, limit: server.handler.maxBodyBytes(forPath: path))
             conCls.pointee = Unmanaged.passRetained(state).toOpaque()
             if let g = server.connections, let t = tracked(connection) { g.headComplete(t) }
-            let (headers, hasNUL) = headerValues(connection)
+            // The request line starts where `method` points; the header block ends `header_size` later.
+            let blockSize = hg_mhd_header_size(connection)
+            let blockEnd = method.flatMap { blockSize > 0 ? UnsafeRawPointer($0) + blockSize : nil }
+            let (headers, hasNUL) = headerValues(connection, blockEnd: blockEnd)
             let lengths = headers.filter { $0.name == "content-length" }
             if let refusal = HTTPServer.refusal(headers: headers, hasNUL: hasNUL) {
                 state.answered = true
@@ -244,11 +252,8 @@ enum MHDCallbacks {
                     state.answered = true
                     return queue(connection, server.handler.bodyTooLarge(path: path, limit: state.limit))
                 }
-                guard server.reserve(cl, for: state) else {
-                    state.answered = true
-                    return queue(connection, server.handler.tooMuchInFlight(path: path, limit: server.options.maxBufferedBytes))
-                }
-                // The body's exact size is known: one allocation, no regrowth.
+                // The body's exact size is known: one allocation, no regrowth (its pages count
+                // against http.max_buffered, and the memory, only as the bytes arrive).
                 state.body.reserveCapacity(cl)
             }
             return .YES
@@ -274,9 +279,14 @@ enum MHDCallbacks {
             } else if state.overBudget {
                 state.discarded += n
                 if state.discarded > state.limit + HTTPServer.discardAllowance { return .NO }
+            } else if state.body.count + n > state.limit {
+                state.tooLarge = true
+                state.discarded = state.body.count + n
+                state.body = []
+                server.release(state)
             } else {
+                // The budget is taken as the bytes arrive: a slow sender holds only what it sent.
                 if state.body.count + n > state.reserved, !server.reserve(state.body.count + n - state.reserved, for: state) {
-                    // A chunked body growing past what all connections may hold at once.
                     state.overBudget = true
                     state.discarded = state.body.count + n
                     state.body = []
@@ -284,11 +294,7 @@ enum MHDCallbacks {
                     uploadSize.pointee = 0
                     return .YES
                 }
-                if state.body.count + n > state.limit {
-                    state.tooLarge = true
-                    state.discarded = state.body.count + n
-                    state.body = []
-                } else if let uploadData {
+                if let uploadData {
                     if state.body.capacity == 0 { state.body.reserveCapacity(min(state.limit, max(n, 65_536))) }
                     // (Chunked bodies of unknown size grow by doubling, up to the limit.)
                     state.body.append(contentsOf: UnsafeRawBufferPointer(start: uploadData, count: n))
@@ -318,6 +324,7 @@ enum MHDCallbacks {
         }()
         // The body and what was made of it are freed by now: give an outsized request's memory back.
         if bodyBytes > 2 << 20 { MemoryRelief.giveBack() }
+        if let g = server.connections, let t = tracked(connection) { g.sending(t) }
         return queue(connection, response)
     }
 
@@ -372,7 +379,7 @@ enum MHDCallbacks {
     /// and LF overwritten by NUL, so `Bearer <token>\0junk` reads as `Bearer <token>`. What
     /// lies between a value's end and the next header's name must be those NULs and nothing
     /// else; after the last value, the NULs of its line end and of the blank line.
-    static func headerValues(_ connection: OpaquePointer) -> ([(name: String, value: String)], Bool) {
+    static func headerValues(_ connection: OpaquePointer, blockEnd: UnsafeRawPointer? = nil) -> ([(name: String, value: String)], Bool) {
         let box = ValueCollector()
         withExtendedLifetime(box) {
             _ = MHD_get_connection_values_n(connection, .HEADER_KIND, collectN, Unmanaged.passUnretained(box).toOpaque())
@@ -387,8 +394,11 @@ enum MHDCallbacks {
                 let gap = next - end
                 if (0..<gap).contains(where: { end.load(fromByteOffset: $0, as: UInt8.self) != 0 }) { hidden = true }
                 lineEnd = max(lineEnd, min(gap, 2))
+            } else if let blockEnd, blockEnd > end, blockEnd - end <= 1 << 20 {
+                // Up to the end of the header block: the last line's terminator and the blank line.
+                if (0..<(blockEnd - end)).contains(where: { end.load(fromByteOffset: $0, as: UInt8.self) != 0 }) { hidden = true }
             } else {
-                // The last line's terminator and the blank line: 2 NULs (LF) or 4 (CRLF).
+                // Without the block's end: at least the 2 NULs (LF) or 4 (CRLF) that must follow.
                 if (0..<(2 * lineEnd)).contains(where: { end.load(fromByteOffset: $0, as: UInt8.self) != 0 }) { hidden = true }
             }
         }

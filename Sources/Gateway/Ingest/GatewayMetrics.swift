@@ -52,6 +52,7 @@ enum PrometheusText {
             family("healthgate_http_connections_closed_total", "Connections the gateway closed, by reason.")
             line("healthgate_http_connections_closed_total", [("reason", "slow_headers")], g.closedSlowHead.load(ordering: .relaxed))
             line("healthgate_http_connections_closed_total", [("reason", "slow_body")], g.closedSlowBody.load(ordering: .relaxed))
+            line("healthgate_http_connections_closed_total", [("reason", "slow_reader")], g.closedSlowReader.load(ordering: .relaxed))
             line("healthgate_http_connections_closed_total", [("reason", "make_room")], g.closedToMakeRoom.load(ordering: .relaxed))
             line("healthgate_http_connections_closed_total", [("reason", "full")], g.refusedFull.load(ordering: .relaxed))
         }

@@ -54,7 +54,7 @@ extension JSONParser {
             return .unreadable(status: 400, reason: "the body is not valid JSON: \(error)")
         }
         if let key = doc.duplicateKey {
-            return .unreadable(status: 400, reason: "the body has the key \"\(key.prefix(64))\" twice in one object; "
+            return .unreadable(status: 400, reason: "the body has the key \"\(QuarantinedRecord.name(key))\" twice in one object; "
                                + "send each key once")
         }
         return then(doc)

@@ -13,13 +13,14 @@ public enum SafeText {
             out += rest[..<scheme.upperBound]
             rest = rest[scheme.upperBound...]
         }
-        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
-        var authority = rest[..<authorityEnd]
-        if let at = authority.lastIndex(of: "@") {
+        // A password may hold `/`, `?` or `#` (curl then fails, which is when a URL is logged):
+        // everything up to the last `@` goes, even if that masks a path with an `@` in it.
+        if let at = rest.lastIndex(of: "@") {
             out += "***@"
-            authority = authority[authority.index(after: at)...]
+            rest = rest[rest.index(after: at)...]
         }
-        out += authority
+        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+        out += rest[..<authorityEnd]
         rest = rest[authorityEnd...]
         // The fragment never goes over the wire; drop it too.
         if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }

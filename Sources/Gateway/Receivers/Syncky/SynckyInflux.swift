@@ -12,7 +12,7 @@ enum SynckyInflux {
 
     static func read(_ body: [UInt8], precision: String?, receiver: String, device: String) -> Reception {
         guard let scale = nanosPer[precision ?? "ns"] else {
-            return .unreadable(status: 400, reason: "precision \"\(precision ?? "")\" is not ns, us, ms or s")
+            return .unreadable(status: 400, reason: "precision \"\(QuarantinedRecord.name(precision ?? ""))\" is not ns, us, ms or s")
         }
         var batch = ReceivedBatch()
         // A canonical record is about four times its line.

@@ -64,7 +64,7 @@ public struct SynckyReceiver: Receiver {
         case "hae":
             reception = parsers.withParser { HAEBody.read(request.body, parser: $0, receiver: name, device: device ?? name) }
         default:
-            return .unreadable(status: 400, reason: "unknown X-Syncky-Format \"\(format)\" (native, hae, csv or influx)")
+            return .unreadable(status: 400, reason: "unknown X-Syncky-Format \"\(QuarantinedRecord.name(format))\" (native, hae, csv or influx)")
         }
         // A data request's reply carries the pending write-back commands (never the Check
         // connection request's, which is answered without storing).
