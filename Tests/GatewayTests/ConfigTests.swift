@@ -1,6 +1,7 @@
 @testable import Gateway
 import Glibc
 import HealthgateCore
+import Posix
 import Testing
 import YAMLConfig
 
@@ -86,6 +87,19 @@ import YAMLConfig
         #expect(symlink("/etc", link) == 0)
         #expect(problems("data_dir: \(link)\n").first?.contains("data_dir /etc is a system directory") == true)
         #expect(problems("data_dir: /tmp/hg-data\n") == [])
+    }
+
+    /// The example a newcomer copies first loads as it is, with every kind it shows.
+    @Test func theExampleConfigLoads() throws {
+        let root = #filePath.split(separator: "/").dropLast(3).joined(separator: "/")
+        let text = String(decoding: try FileIO.readAll("/" + root + "/config.example.yaml"), as: UTF8.self)
+        let env = ["PHONE_TOKEN", "PHONE_HMAC", "HAE_KEY", "INFLUX_IN_TOKEN", "DEVICE_TOKEN", "HEALTHSYNC_TOKEN",
+                   "INFLUX_TOKEN", "N8N_TOKEN"].reduce(into: [String: String]()) { $0[$1] = "x-\($1)" }
+        let t = try load(text, env: env)
+        #expect(Set(t.receivers.map(\.config.kind)) == Set(ReceiverRegistry.kinds))
+        #expect(Set(t.sinks.map(\.name)) == ["archive", "influx", "n8n"])
+        #expect(t.warnings.isEmpty, "\(t.warnings)")
+        #expect(t.quarantine.max_bytes != nil && t.http.header_timeout != nil && t.http.max_buffered != nil)
     }
 
     @Test func theEmbeddedDefaultLoads() throws {
