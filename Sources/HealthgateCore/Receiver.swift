@@ -77,6 +77,13 @@ public struct ReceivedBatch: Sendable {
     private var known = KnownCache()
 
     public mutating func append(_ record: CanonicalRecord) {
+        if record.end == nil, record.start != nil, record.op == .upsert, RecordKind.instantKinds.contains(record.kind) {
+            // A sample given as one instant ends when it starts (HealthKit's own convention),
+            // whichever sender it came from.
+            var r = record
+            r.end = r.start
+            return append(r)
+        }
         record.appendNDJSON(to: &payload)
         count += 1
         if record.op == .upsert {

@@ -16,6 +16,8 @@ public enum RecordKind {
 
     /// Kinds that come in parts, keyed by `(device, uuid, part)`.
     public static let partedKinds: Set<String> = ["workout_route", "heartbeat_series"]
+    /// Kinds whose samples may come as one instant: given a start and no end, they end at their start.
+    public static let instantKinds: Set<String> = [quantity, category, "state_of_mind"]
 
     /// The kind of a type named in a deletion or a body that gives no other hint.
     public static func kind(ofType type: String) -> String {

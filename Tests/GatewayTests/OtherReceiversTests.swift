@@ -112,6 +112,28 @@ import Testing
         return batch.records
     }
 
+    /// Pounds become kilograms and miles metres whatever the sender (line protocol kept 160 lb),
+    /// with exact factors, and a sample given as one instant ends at its start.
+    @Test func unitsAndInstantsAreTheSameWhateverTheSender() throws {
+        let pool = ParserPool()
+        let none = Authenticator(kind: .none)
+        let hae = HAEReceiver(name: "h", paths: ["/api/data"], maxBodyBytes: 1 << 20, auth: none, device: "d", parsers: pool)
+        let influx = InfluxReceiver(name: "i", paths: ["/write"], maxBodyBytes: 1 << 20, auth: none, device: "d")
+        let ingest = IngestReceiver(name: "g", paths: ["/v1/ingest"], maxBodyBytes: 1 << 20, auth: none, maxItems: 100, parsers: pool)
+        let lp = try #require(records(influx, "body_mass,unit=lb value=160 1791961260\ndistance_walking_running,unit=mi value=3.1 1791961260\n",
+                                      query: "precision=s").first)
+        #expect(lp.value == .number(160 * 0.45359237) && lp.unit == "kg", "\(lp)")
+        let h = try #require(records(hae, #"{"data":{"metrics":[{"name":"weight_body_mass","units":"lb","data":[{"date":"2026-10-14 09:01:00 +0200","qty":160}]}]}}"#).first)
+        #expect(h.value == lp.value && h.unit == "kg")
+        let miles = records(influx, "distance_walking_running,unit=mi value=3.1 1791961260\n", query: "precision=s").first
+        let metres = records(ingest, #"{"device_id":"d","samples":[{"source_uuid":"u","data_type":"distanceWalkingRunning","ts":"2026-10-14T07:01:00Z","value":4988.9664,"unit":"m"}]}"#).first
+        #expect(miles?.value?.number.map { abs($0 - 4988.9664) < 1e-9 } == true, "\(String(describing: miles))")
+        #expect(metres?.value?.number == 4988.9664 && miles?.unit == metres?.unit)
+        for r in [lp, h, try #require(miles), try #require(metres)] {
+            #expect(r.end != nil && r.end == r.start, "\(r.receiver) \(r.type): end \(String(describing: r.end))")
+        }
+    }
+
     @Test func theSameStepsThroughEverySender() throws {
         let pool = ParserPool()
         let log = Logger(component: "t", sink: MemoryLogSink())

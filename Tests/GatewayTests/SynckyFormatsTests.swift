@@ -114,7 +114,12 @@ import Testing
     @Test func honoursThePrecisionParameter() throws {
         let r = try batch("steps,unit=count value=1 1791961260\n", format: "influx", query: "precision=s").records
         #expect(r.first?.start?.rfc3339() == "2026-10-14T07:01:00Z")
-        guard case .unreadable = receive("x value=1 1\n", format: "influx", query: "precision=h") else {
+        // InfluxDB 1.x's minutes and hours are taken and scaled.
+        #expect(try batch("steps,unit=count value=1 29865960", format: "influx", query: "precision=m").records.first?.start?.rfc3339()
+                == "2026-10-14T06:00:00Z")
+        #expect(try batch("steps,unit=count value=1 497766", format: "influx", query: "precision=h").records.first?.start?.rfc3339()
+                == "2026-10-14T06:00:00Z")
+        guard case .unreadable = receive("x value=1 1\n", format: "influx", query: "precision=d") else {
             Issue.record("an unknown precision must be refused")
             return
         }

@@ -322,7 +322,10 @@ enum MHDCallbacks {
             state.body = []
             return server.handler.handle(request)
         }()
-        // The body and what was made of it are freed by now: give an outsized request's memory back.
+        // The body and what was made of it are freed by now: its share of the budget too (before
+        // the answer goes out, so a client that sends again at once finds it free), and an
+        // outsized request's memory goes back to the system.
+        server.release(state)
         if bodyBytes > 2 << 20 { MemoryRelief.giveBack() }
         if let g = server.connections, let t = tracked(connection) { g.sending(t) }
         return queue(connection, response)

@@ -84,14 +84,16 @@ enum HealthUnitTable {
             list.append(HealthUnitDefinition(symbol: symbol, family: family, dimension: dimension ?? family.rawValue,
                                              scale: scale, offset: offset, aliases: aliases))
         }
+        // Exact definitions: 1 lb = 0.45359237 kg, 1 oz = 1/16 lb, 1 st = 14 lb, 1 in = 0.0254 m,
+        // 1 ft = 0.3048 m, 1 yd = 0.9144 m, 1 mi = 1609.344 m, K = (°F + 459.67) × 5/9.
         // mass, base g
         add("g", .mass, 1, aliases: ["gram", "grams"])
         add("kg", .mass, 1000, aliases: ["kgs", "kilogram", "kilograms"])
         add("mg", .mass, 0.001, aliases: ["milligram", "milligrams"])
         add("mcg", .mass, 0.000001, aliases: ["µg", "μg", "ug", "microgram", "micrograms"])
-        add("oz", .mass, 28.3495, aliases: ["ounce", "ounces"])
-        add("lb", .mass, 453.592, aliases: ["lbs", "pound", "pounds"])
-        add("st", .mass, 6350, aliases: ["stone"])
+        add("oz", .mass, 28.349523125, aliases: ["ounce", "ounces"])
+        add("lb", .mass, 453.59237, aliases: ["lbs", "pound", "pounds"])
+        add("st", .mass, 6350.29318, aliases: ["stone"])
         // length, base m
         add("m", .length, 1, aliases: ["meter", "meters", "metre", "metres"])
         add("cm", .length, 0.01)
@@ -100,7 +102,7 @@ enum HealthUnitTable {
         add("in", .length, 0.0254, aliases: ["inch", "inches"])
         add("ft", .length, 0.3048, aliases: ["foot", "feet"])
         add("yd", .length, 0.9144, aliases: ["yard", "yards"])
-        add("mi", .length, 1609.34, aliases: ["mile", "miles"])
+        add("mi", .length, 1609.344, aliases: ["mile", "miles"])
         // volume, base L
         add("L", .volume, 1, aliases: ["l", "liter", "liters", "litre", "litres"])
         add("mL", .volume, 0.001, aliases: ["ml", "milliliter", "milliliters", "millilitre", "millilitres"])
@@ -139,7 +141,7 @@ enum HealthUnitTable {
         // speed, base m/s
         add("m/s", .speed, 1, aliases: ["mps"])
         add("km/hr", .speed, 1000.0 / 3600.0, aliases: ["km/h", "kmph", "kph", "kmh"])
-        add("mi/hr", .speed, 1609.34 / 3600.0, aliases: ["mi/h", "mph"])
+        add("mi/hr", .speed, 1609.344 / 3600.0, aliases: ["mi/h", "mph"])
         add("ft/s", .speed, 0.3048, aliases: ["ft/sec"])
         // fraction, base % (HealthKit's percent: 0-1)
         add("%", .fraction, 1, aliases: ["fraction"])

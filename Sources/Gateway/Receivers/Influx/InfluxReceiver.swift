@@ -51,6 +51,8 @@ public struct InfluxReceiver: Receiver {
         case "u", "us", "µs": return "us"
         case "ms": return "ms"
         case "s": return "s"
+        case "m": return "m"
+        case "h": return "h"
         default: return p
         }
     }

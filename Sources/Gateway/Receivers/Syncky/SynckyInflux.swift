@@ -8,11 +8,13 @@ import HealthgateCrypto
 /// key derived from what identifies it in InfluxDB (measurement, tags, timestamp), so a point
 /// sent again gets the same key.
 enum SynckyInflux {
-    static let nanosPer: [String: Int64] = ["ns": 1, "us": 1_000, "u": 1_000, "ms": 1_000_000, "s": 1_000_000_000]
+    /// v2's ns/us/ms/s, and v1's n/u/ms/s/m/h (InfluxDB 1.x takes minutes and hours too).
+    static let nanosPer: [String: Int64] = ["ns": 1, "n": 1, "us": 1_000, "u": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
+                                            "m": 60_000_000_000, "h": 3_600_000_000_000]
 
     static func read(_ body: [UInt8], precision: String?, receiver: String, device: String) -> Reception {
         guard let scale = nanosPer[precision ?? "ns"] else {
-            return .unreadable(status: 400, reason: "precision \"\(QuarantinedRecord.name(precision ?? ""))\" is not ns, us, ms or s")
+            return .unreadable(status: 400, reason: "precision \"\(QuarantinedRecord.name(precision ?? ""))\" is not ns, us, ms, s, m or h")
         }
         var batch = ReceivedBatch()
         // A canonical record is about four times its line.
@@ -80,6 +82,12 @@ enum SynckyInflux {
             r.kind = RecordKind.quantity
             r.value = .number(d)
             r.unit = p.tag("unit")
+            // Into the type's canonical unit, as every receiver does (160 lb → 72.57 kg).
+            if let unit = r.unit, let known = HealthTypes.named(p.measurement), known.kind == .quantity,
+               let target = known.unit, unit != target, let c = Units.convert(d, from: unit, to: target) {
+                r.value = .number(c)
+                r.unit = target
+            }
             used.insert("unit")
             usedFields.insert("value")
         }
