@@ -76,18 +76,19 @@ public struct ReceivedBatch: Sendable {
     public private(set) var unknownUnits = 0
     private var known = KnownCache()
 
-    public mutating func append(_ record: CanonicalRecord) {
+    /// `unmapped`: kept although its fields have no canonical place (counted with the unknown types).
+    public mutating func append(_ record: CanonicalRecord, unmapped: Bool = false) {
         if record.end == nil, record.start != nil, record.op == .upsert, RecordKind.instantKinds.contains(record.kind) {
             // A sample given as one instant ends when it starts (HealthKit's own convention),
             // whichever sender it came from.
             var r = record
             r.end = r.start
-            return append(r)
+            return append(r, unmapped: unmapped)
         }
         record.appendNDJSON(to: &payload)
         count += 1
         if record.op == .upsert {
-            if !known.typeIsKnown(record.type) { unknownTypes += 1 }
+            if unmapped || !known.typeIsKnown(record.type) { unknownTypes += 1 }
             if let unit = record.unit, !known.unitIsKnown(unit) { unknownUnits += 1 }
         }
     }

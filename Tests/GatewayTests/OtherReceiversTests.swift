@@ -74,9 +74,12 @@ import Testing
         let v1 = "heart_rate,unit=count/min value=61 1791961440000000000\n"
         #expect(try c.request("POST", "/v1/write?db=health&u=grafana&p=secret-pw", body: Array(v1.utf8)).status == 204)
         #expect(try c.request("POST", "/v1/write?db=health&u=grafana&p=nope", body: Array(v1.utf8)).status == 401)
-        // A bad line is set aside; the good ones of the same body are taken.
+        // A line InfluxDB would refuse is set aside and named in InfluxDB's own `partial write`
+        // answer (400); the good ones of the same body are stored.
         let mixed = "steps,unit=count value=1 1791961500000000000\nthis is not a point\n"
-        #expect(try c.request("POST", v2, headers: [("Authorization", "Token influx-token")], body: Array(mixed.utf8)).status == 204)
+        let partial = try c.request("POST", v2, headers: [("Authorization", "Token influx-token")], body: Array(mixed.utf8))
+        #expect(partial.status == 400 && partial.json?["code"] as? String == "invalid", "\(partial.text)")
+        #expect((partial.json?["message"] as? String)?.hasPrefix("partial write: unable to parse 'this is not a point'") == true)
         var got: [[String: Any]] = []
         #expect(ServeProcess.eventually { got = Self.records(serve, "influx"); return got.count == 6 }, "\(got.count)")
         #expect(got.contains { $0["type"] as? String == "steps" && $0["value"] as? Int == 200 })
@@ -84,6 +87,43 @@ import Testing
         #expect(got.contains { $0["type"] as? String == "sleep_analysis" && $0["code"] as? Int == 3 })
         #expect(ServeProcess.eventually { Self.records(serve, "influx-v1").count == 1 })
         #expect(serve.ndjson(under: "quarantine").contains { ($0["reason"] as? String)?.contains("line 2") == true })
+    }
+
+    /// What real writers send: data in fields named `qty`, `state`, `duration_min`, not `value`.
+    /// InfluxDB stores every such line, so healthgate keeps them all: the type as it came, the
+    /// fields under `extra`, counted as unmapped; points told apart only by a tag keep their own keys.
+    @Test func everyLineInfluxDBStoresIsKept() throws {
+        let serve = try ServeProcess(config: Self.config)
+        let c = serve.client()
+        var body = "step_count,source=HAE qty=412i 1791961260000000000\n"
+            + "sleep_state,source=Watch state=\"awake\",duration_min=12.5 1791933000000000000\n"
+            + "mindful,source=Watch value=\"a string\" 1791933000000000000\n"
+            + "body_mass,unit=lb qty=160 1791933000000000000\n"
+            + "no_timestamp qty=1\n"
+        for stage in ["awake", "rem", "core", "deep", "in_bed", "asleep"] {
+            body += "sleep_phase,stage=\(stage) minutes=5 1791933000000000000\n"
+        }
+        let r = try c.request("POST", "/api/v2/write?precision=ns", headers: [("Authorization", "Token influx-token")], body: Array(body.utf8))
+        #expect(r.status == 204, "\(r.text)")
+        var got: [[String: Any]] = []
+        #expect(ServeProcess.eventually { got = Self.records(serve, "influx"); return got.count == 11 }, "\(got.count)")
+        func extra(_ r: [String: Any]) -> [String: Any] { r["extra"] as? [String: Any] ?? [:] }
+        let steps = try #require(got.first { $0["type"] as? String == "step_count" })
+        #expect(extra(steps)["qty"] as? Int == 412 && steps["value"] == nil && steps["start"] as? String == "2026-10-14T07:01:00Z")
+        let sleep = try #require(got.first { $0["type"] as? String == "sleep_state" })
+        #expect(extra(sleep)["state"] as? String == "awake" && extra(sleep)["duration_min"] as? Double == 12.5)
+        #expect(extra(try #require(got.first { $0["type"] as? String == "mindful" }))["value"] as? String == "a string")
+        #expect(got.first { $0["type"] as? String == "body_mass" }?["unit"] as? String == "lb")
+        #expect(got.first { $0["type"] as? String == "no_timestamp" }?["start"] != nil)
+        let phases = got.filter { $0["type"] as? String == "sleep_phase" }
+        #expect(phases.count == 6 && Set(phases.compactMap { $0["uuid"] as? String }).count == 6)
+        #expect(try c.request("GET", "/metrics").text.contains(#"healthgate_records_unknown_type_total{receiver="influx"} 11"#))
+        #expect(serve.ndjson(under: "quarantine").isEmpty)
+        // v1 answers a refused line with InfluxDB 1.x's {"error": "partial write: …"}.
+        let v1 = try c.request("POST", "/write?db=h", headers: [("Authorization", "Token influx-token")],
+                               body: Array("steps value=1 1791961260000000000\nsteps value= 1\n".utf8))
+        #expect(v1.status == 400 && (v1.json?["error"] as? String)?.contains("partial write: unable to parse 'steps value= 1'") == true,
+                "\(v1.text)")
     }
 
     @Test func gzipBombsAndGarbageAreRefused() {

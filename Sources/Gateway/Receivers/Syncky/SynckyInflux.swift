@@ -12,7 +12,12 @@ enum SynckyInflux {
     static let nanosPer: [String: Int64] = ["ns": 1, "n": 1, "us": 1_000, "u": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
                                             "m": 60_000_000_000, "h": 3_600_000_000_000]
 
-    static func read(_ body: [UInt8], precision: String?, receiver: String, device: String) -> Reception {
+    /// How the answer is shaped: Syncky's (204, bad lines only quarantined) or InfluxDB's own
+    /// (204 when every line is stored, else 400 `partial write` naming the refused lines).
+    enum Answers { case syncky, influxV1, influxV2 }
+
+    static func read(_ body: [UInt8], precision: String?, receiver: String, device: String, now: Timestamp,
+                     answers: Answers = .syncky) -> Reception {
         guard let scale = nanosPer[precision ?? "ns"] else {
             return .unreadable(status: 400, reason: "precision \"\(QuarantinedRecord.name(precision ?? ""))\" is not ns, us, ms, s, m or h")
         }
@@ -20,19 +25,44 @@ enum SynckyInflux {
         // A canonical record is about four times its line.
         batch.reserve(bytes: body.count * 4)
         var failures: [QuarantinedRecord] = []
+        var refused: [(text: String, reason: String)] = []
         LineProtocol.forEachLine(body) { line in
             switch line {
             case .failure(let f):
                 failures.append(QuarantinedRecord(reason: f.description, raw: rawLine(f.text)))
+                refused.append((f.text, f.message))
             case .success(let p):
-                switch record(p, scale: scale, receiver: receiver, device: device) {
-                case .success(let r): batch.append(r)
-                case .failure(let q): batch.quarantined.append(q)
+                switch record(p, scale: scale, receiver: receiver, device: device, now: now) {
+                case .success(let r):
+                    // A line InfluxDB keeps is kept, even one without a field of ours: its type as
+                    // it came, its fields under `extra`, counted as a type we could not map.
+                    batch.append(r, unmapped: r.value == nil && r.kind != RecordKind.workout)
+                case .failure(let q):
+                    batch.quarantined.append(q)
+                    refused.append((p.text, String(q.reason.drop { $0 != ":" }.dropFirst(2))))
                 }
             }
         }
         batch.quarantined.insert(contentsOf: failures, at: 0)
-        return .accept(batch, reply: HTTPResponse(status: 204))
+        return .accept(batch, reply: answer(refused, answers))
+    }
+
+    /// InfluxDB's answer to a write: 204, or 400 naming each refused line (the good lines are stored).
+    static func answer(_ refused: [(text: String, reason: String)], _ answers: Answers) -> HTTPResponse {
+        guard answers != .syncky, !refused.isEmpty else { return HTTPResponse(status: 204) }
+        var lines = refused.prefix(10).map { "unable to parse '\($0.text.prefix(200))': \($0.reason)" }
+        if refused.count > 10 { lines.append("and \(refused.count - 10) more") }
+        let message = "partial write: " + lines.joined(separator: "\n") + " dropped=0"
+        var w = JSONWriter(capacity: 256)
+        w.beginObject()
+        if answers == .influxV2 {
+            w.key("code"); w.string("invalid")
+            w.key("message"); w.string(message)
+        } else {
+            w.key("error"); w.string(message)
+        }
+        w.endObject()
+        return HTTPResponse(status: 400, headers: [HTTPHeader("Content-Type", "application/json")], body: w.bytes)
     }
 
     static func rawLine(_ text: String) -> RawJSON {
@@ -41,13 +71,14 @@ enum SynckyInflux {
         return RawJSON(encoded: w.bytes)
     }
 
-    static func record(_ p: LineProtocol.Point, scale: Int64, receiver: String, device: String) -> SynckyNative.Mapped {
+    static func record(_ p: LineProtocol.Point, scale: Int64, receiver: String, device: String,
+                       now: Timestamp) -> SynckyNative.Mapped {
         func bad(_ reason: String) -> SynckyNative.Mapped {
             .failure(QuarantinedRecord(reason: "line \(p.line): \(reason)", raw: rawLine(p.text)))
         }
-        guard let ts = p.timestamp else { return bad("the line has no timestamp (the sample's start)") }
-        let (mult, overflow) = ts.multipliedReportingOverflow(by: scale)
-        guard !overflow else { return bad("timestamp \(ts) is out of range") }
+        // No timestamp: InfluxDB stamps the point with its own clock; so do we.
+        let (mult, overflow) = p.timestamp.map { $0.multipliedReportingOverflow(by: scale) } ?? (now.unixNanoseconds, false)
+        guard !overflow else { return bad("the timestamp is out of range for its precision") }
         let start = Timestamp(seconds: floorDiv(mult, 1_000_000_000), nanoseconds: Int32(mult - floorDiv(mult, 1_000_000_000) * 1_000_000_000))
         let sortedTags = p.tags.sorted { $0.key < $1.key }
         let key = Crypto.derivedKey(["influx", p.measurement] + sortedTags.flatMap { [$0.key, $0.value] } + ["\(mult)"])
@@ -62,23 +93,20 @@ enum SynckyInflux {
             r.activity = p.tag("activity")
             used.insert("activity")
             for (name, path) in [("duration_s", \CanonicalRecord.durationS), ("energy_kcal", \.energyKcal), ("distance_m", \.distanceM)] {
-                guard let v = p.field(name) else { continue }
-                guard let d = v.number else { return bad("\(name) must be a number") }
+                // A field that is not a number stays under `extra`, as it came.
+                guard let d = p.field(name)?.number else { continue }
                 r[keyPath: path] = d
                 usedFields.insert(name)
             }
             if let d = r.durationS {
                 r.end = Timestamp(seconds: start.seconds + Int64(d), nanoseconds: start.nanoseconds)
             }
-        } else if let name = p.field("value_name") {
-            guard case .string(let s) = name else { return bad("value_name must be a string") }
+        } else if case .string(let s)? = p.field("value_name") {
             r.kind = RecordKind.category
             r.value = .string(s)
             if let code = p.field("value")?.number { r.code = Int(code) }
             usedFields.formUnion(["value", "value_name"])
-        } else {
-            guard let v = p.field("value") else { return bad("the line has no value field") }
-            guard let d = v.number else { return bad("value must be a number") }
+        } else if let d = p.field("value")?.number {
             r.kind = RecordKind.quantity
             r.value = .number(d)
             r.unit = p.tag("unit")
@@ -90,6 +118,11 @@ enum SynckyInflux {
             }
             used.insert("unit")
             usedFields.insert("value")
+        } else {
+            // No number in `value` (`qty=5`, `state="awake"`, `value="x"`): every field goes under
+            // `extra`; the unit tag keeps its place.
+            r.unit = p.tag("unit")
+            used.insert("unit")
         }
         for t in p.tags where !used.contains(t.key) {
             r.extra.append(RecordField("tag:\(t.key)", rawLine(t.value)))

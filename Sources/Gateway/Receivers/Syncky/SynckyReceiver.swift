@@ -60,7 +60,7 @@ public struct SynckyReceiver: Receiver {
             reception = SynckyCSV.read(request.body, receiver: name, device: device ?? name)
         case "influx":
             reception = SynckyInflux.read(request.body, precision: request.queryParameter("precision"), receiver: name,
-                                          device: device ?? name)
+                                          device: device ?? name, now: context.now)
         case "hae":
             reception = parsers.withParser { HAEBody.read(request.body, parser: $0, receiver: name, device: device ?? name) }
         default:
