@@ -269,6 +269,36 @@ import Testing
 @Suite struct HAEShapesTests {
     let base = SynckyFormatsTests()
 
+    /// Health Auto Export as the app really sends it: v1 workouts without `duration`, workout
+    /// names in the phone's language, aggregated sleep timed by its night, a night without `date`.
+    @Test func takesTheShapesTheAppReallySends() throws {
+        let body = #"""
+        {"data":{
+          "metrics":[{"name":"sleep_analysis","units":"hr","data":[
+            {"date":"2026-10-14 07:12:00 +0200","totalSleep":7.1,"core":4,"deep":1.2,"rem":1.9,"awake":0.3,"sleepStart":"2026-10-13 23:10:00 +0200","sleepEnd":"2026-10-14 06:40:00 +0200","inBed":7.5,"inBedStart":"2026-10-13 23:00:00 +0200","inBedEnd":"2026-10-14 06:45:00 +0200"},
+            {"asleep":6.5,"inBed":7,"inBedStart":"2026-10-14 22:50:00 +0200","inBedEnd":"2026-10-15 05:50:00 +0200","inBedSource":"Phone"}]}],
+          "workouts":[
+            {"name":"Entraînement de Force Fonctionnelle","start":"2026-10-14 18:00:00 +0200","end":"2026-10-14 18:45:30 +0200"},
+            {"name":"Outdoor Walk","start":"2026-10-14 19:00:00 +0200","end":"2026-10-14 19:30:00 +0200","duration":1700}]
+        }}
+        """#
+        let b = try base.batch(body, format: "hae")
+        #expect(b.quarantined.isEmpty, "\(b.quarantined)")
+        let nights = b.records.filter { $0.kind == "summary" && $0.type == "sleep_analysis" }
+        #expect(nights.count == 2)
+        // Timed by the sleep window, in UTC; the window's local strings are UTC times too.
+        #expect(nights.first?.start?.rfc3339() == "2026-10-13T21:10:00Z" && nights.first?.end?.rfc3339() == "2026-10-14T04:40:00Z")
+        #expect(nights.first?.utcOffset == 7200)
+        #expect(nights.first?.fields.first { $0.name == "sleepStart" }?.value == RawJSON(#""2026-10-13T21:10:00Z""#))
+        // Without `date` and without a sleep window: timed by the time in bed, and kept.
+        #expect(nights.last?.start?.rfc3339() == "2026-10-14T20:50:00Z" && nights.last?.end?.rfc3339() == "2026-10-15T03:50:00Z")
+        let workouts = b.records.filter { $0.type == "workout" }
+        #expect(workouts.count == 2)
+        #expect(workouts[0].durationS == 2730, "v1 workouts have no duration: end − start")
+        #expect(workouts[0].extra.contains { $0.name == "name" && $0.value == .string("Entraînement de Force Fonctionnelle") })
+        #expect(workouts[1].durationS == 1700 && workouts[1].extra.contains { $0.name == "name" && $0.value == .string("Outdoor Walk") })
+    }
+
     @Test func keepsEveryShape() throws {
         let body = #"""
         {"data":{

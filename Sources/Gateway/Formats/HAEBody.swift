@@ -94,8 +94,8 @@ enum HAEBody {
                 sleepSegment(point, ctx: &ctx, batch: &batch)
             case "sleep_analysis":
                 // The aggregated forms (with or without stages, before and after HAE 6.6.2):
-                // nightly totals, not HealthKit samples; kept whole.
-                summary(point, type: "sleep_analysis", metric: name, ctx: &ctx, batch: &batch)
+                // nightly totals, not HealthKit samples; kept whole, timed by the night.
+                sleepNight(point, metric: name, ctx: &ctx, batch: &batch)
             case "heart_rate" where point["qty"] == nil:
                 quantity(point, type: known, typeName: "heart_rate", valueKey: "Avg", units: units, skip: ["Avg"],
                          ctx: &ctx, batch: &batch)
@@ -193,6 +193,31 @@ enum HAEBody {
         batch.append(r)
     }
 
+    /// An aggregated sleep night is timed by its sleep window (`sleepStart`…`sleepEnd`, else
+    /// `inBedStart`…`inBedEnd`), not by `date` (a moment in the night, or just after waking); its
+    /// local time strings become UTC times. A night without `date` is kept all the same.
+    static func sleepNight(_ p: JSONRef, metric: String, ctx: inout Context, batch: inout ReceivedBatch) {
+        func time(_ key: String) -> (Timestamp, Int?)? { p[key]?.string.flatMap(date) }
+        let window = [("sleepStart", "sleepEnd"), ("inBedStart", "inBedEnd")].lazy
+            .compactMap { s, e in time(s).map { ($0, time(e)) } }.first
+        guard let (from, offset) = window?.0 ?? p["date"]?.string.flatMap(date) else {
+            return bad("an aggregated \(metric) night needs sleepStart, inBedStart or date", p, &batch)
+        }
+        var r = CanonicalRecord(kind: "summary", device: ctx.device, receiver: ctx.receiver,
+                                uuid: Crypto.derivedKey(["hae", "summary", metric, "\(from.unixNanoseconds)", p["source"]?.string ?? ""]),
+                                type: "sleep_analysis", start: from, end: window?.1?.0, utcOffset: offset)
+        r.source = source(p["source"])
+        let times: Set<String> = ["sleepStart", "sleepEnd", "inBedStart", "inBedEnd", "date"]
+        for (k, v) in p.members where k.string != "source" {
+            if times.contains(k.string), let t = time(k.string) {
+                r.addKindField(k.string, .string(t.0.rfc3339()))
+            } else {
+                r.addKindField(k.string, raw(v))
+            }
+        }
+        batch.append(r)
+    }
+
     static func workout(_ w: JSONRef, _ ctx: inout Context, _ batch: inout ReceivedBatch) {
         guard w.kind == .object else { return bad("a workout must be an object", w, &batch) }
         guard let s = w["start"]?.string, let (start, offset) = date(s) else { return bad("a workout needs a start", w, &batch) }
@@ -209,7 +234,12 @@ enum HAEBody {
         var r = CanonicalRecord(kind: RecordKind.workout, device: ctx.device, receiver: ctx.receiver,
                                 uuid: id ?? Crypto.derivedKey(["hae", "workout", "\(start.unixNanoseconds)", name]),
                                 type: "workout", start: start, end: end, utcOffset: offset, activity: activity)
-        r.durationS = w["duration"]?.double
+        // HAE v1 workouts carry no duration: it is the time from start to end.
+        r.durationS = w["duration"]?.double ?? end.map {
+            Double($0.seconds - start.seconds) + Double($0.nanoseconds - start.nanoseconds) / 1e9
+        }
+        // The name as the app sent it (in the phone's language), whatever the mapping made of it.
+        if let given = w["name"]?.string { r.extra.append(RecordField("name", .string(given))) }
         func quantity(_ key: String, _ unit: String) -> Double? {
             guard let q = w[key], let v = q["qty"]?.double else { return nil }
             let from = q["units"]?.string ?? unit
