@@ -3,11 +3,12 @@
 
 SWIFT      ?= $(shell command -v swift 2>/dev/null || echo /opt/swift/usr/bin/swift)
 CONFIG     ?=
-DEB_PKGS   := pkg-config g++ curl openssl zbar-tools libmicrohttpd-dev libssl-dev libyaml-dev libsimdjson-dev zlib1g-dev libcurl4-openssl-dev libqrencode-dev libsqlite3-dev influxdb victoria-metrics
+DEB_PKGS   := pkg-config g++ curl openssl zbar-tools libmicrohttpd-dev libssl-dev libyaml-dev libsimdjson-dev zlib1g-dev libcurl4-openssl-dev libqrencode-dev libsqlite3-dev influxdb victoria-metrics python3-venv
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BIN        := .build/release/healthgate
+PYVENV     := .build/pyvenv
 
-.PHONY: run test bench build deps check-format clean
+.PHONY: run test bench build deps pyclients check-format clean
 
 ## Install the Debian packages that are missing (only those).
 deps:
@@ -27,10 +28,17 @@ build: deps
 run: build
 	$(BIN) serve $(if $(CONFIG),--config $(CONFIG),)
 
+## The official InfluxDB client libraries (PyPI) that a test drives the influx receiver with,
+## in a venv of their own (installed when missing).
+pyclients: deps
+	@$(PYVENV)/bin/python -c "import influxdb_client, influxdb" 2>/dev/null || { \
+	  echo "installing influxdb-client and influxdb into $(PYVENV)"; \
+	  python3 -m venv $(PYVENV) && $(PYVENV)/bin/pip install -q influxdb-client influxdb; }
+
 ## Build and run every test (unit, live HTTP against `healthgate serve`, crash tests).
-test: deps
+test: deps pyclients
 	$(SWIFT) build -c release --product healthgate
-	HEALTHGATE_BIN=$(CURDIR)/$(BIN) $(SWIFT) test --parallel --num-workers 2
+	HEALTHGATE_BIN=$(CURDIR)/$(BIN) HEALTHGATE_PYTHON=$(CURDIR)/$(PYVENV)/bin/python $(SWIFT) test --parallel --num-workers 2
 
 ## Throughput and latency of the whole path, into the file sink with fsync on: once as fast
 ## as the server answers (throughput), once paced at 400,000 samples/s (latency under load),

@@ -201,3 +201,66 @@ import Testing
         }
     }
 }
+
+/// The official InfluxDB client libraries from PyPI (`influxdb-client` for v2, `influxdb` for
+/// v1), installed into `.build/pyvenv` by `make test`, write to the influx receivers as they
+/// would to InfluxDB; what they wrote is read back from the archive.
+@Suite(.serialized) struct InfluxClientLibraryTests {
+    static var python: String {
+        if let p = ProcessInfo.processInfo.environment["HEALTHGATE_PYTHON"] { return p }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent(".build/pyvenv/bin/python").path
+    }
+
+    static let script = #"""
+    import sys
+    from influxdb_client import InfluxDBClient, Point, WritePrecision
+    from influxdb_client.client.write_api import SYNCHRONOUS
+    from influxdb_client.rest import ApiException
+    from influxdb import InfluxDBClient as V1Client
+
+    port = int(sys.argv[1])
+    with InfluxDBClient(url=f"http://127.0.0.1:{port}", token="influx-token", org="home", enable_gzip=True) as client:
+        write = client.write_api(write_options=SYNCHRONOUS)
+        write.write(bucket="health", write_precision=WritePrecision.S, record=[
+            Point("heart_rate").tag("unit", "count/min").tag("source", "py-v2").field("value", 61.0).time(1791961260, WritePrecision.S),
+            Point("body_mass").tag("unit", "lb").field("value", 160.0).time(1791961260, WritePrecision.S),
+            Point("mood").tag("source", "py-v2").field("state", "calm").field("score", 7).time(1791961260, WritePrecision.S),
+        ])
+        try:
+            write.write(bucket="health", record="steps,unit=count value=5 1791961260000000000\nsteps value= 1")
+            print("v2-partial: no error")
+        except ApiException as e:
+            print("v2-partial:", e.status, "partial write" in (e.body or ""))
+    v1 = V1Client(host="127.0.0.1", port=port, path="v1", username="grafana", password="secret-pw", database="health")
+    v1.write_points([{"measurement": "steps", "tags": {"unit": "count", "source": "py-v1"}, "time": 1791961320,
+                      "fields": {"value": 100}}], time_precision="s")
+    print("done")
+    """#
+
+    @Test func theOfficialPythonClientsWriteAndTheirPointsArrive() throws {
+        #expect(FileManager.default.isExecutableFile(atPath: Self.python),
+                "\(Self.python) is missing: `make test` installs influxdb-client and influxdb into .build/pyvenv")
+        let serve = try ServeProcess(config: OtherReceiversTests.config)
+        let dir = ServeProcess.makeTempDir("py")
+        try Self.script.write(toFile: dir + "/clients.py", atomically: true, encoding: .utf8)
+        let (rc, out) = try HTTPServerTests.shell("\(Self.python) \(dir)/clients.py \(serve.port)")
+        #expect(rc == 0, "\(out)")
+        #expect(out.contains("v2-partial: 400 True"), "\(out)")
+        #expect(out.contains("done"))
+        var v2: [[String: Any]] = []
+        #expect(ServeProcess.eventually { v2 = OtherReceiversTests.records(serve, "influx"); return v2.count == 4 }, "\(v2)")
+        let hr = v2.first { $0["type"] as? String == "heart_rate" }
+        #expect(hr?["value"] as? Int == 61 && hr?["start"] as? String == "2026-10-14T07:01:00Z" && hr?["end"] as? String == "2026-10-14T07:01:00Z")
+        #expect((hr?["source"] as? [String: Any])?["app"] as? String == "py-v2" && hr?["device"] as? String == "my-iphone")
+        let mass = v2.first { $0["type"] as? String == "body_mass" }
+        #expect((mass?["value"] as? Double).map { abs($0 - 72.5747792) < 1e-9 } == true && mass?["unit"] as? String == "kg")
+        let mood = (v2.first { $0["type"] as? String == "mood" })?["extra"] as? [String: Any]
+        #expect(mood?["state"] as? String == "calm" && mood?["score"] as? Int == 7)
+        #expect(v2.contains { $0["type"] as? String == "steps" && $0["value"] as? Int == 5 })
+        #expect(ServeProcess.eventually {
+            OtherReceiversTests.records(serve, "influx-v1").contains { $0["type"] as? String == "steps" && $0["value"] as? Int == 100
+                && $0["start"] as? String == "2026-10-14T07:02:00Z" }
+        })
+    }
+}
