@@ -78,13 +78,37 @@ public struct ReceivedBatch: Sendable {
 
     /// `unmapped`: kept although its fields have no canonical place (counted with the unknown types).
     public mutating func append(_ record: CanonicalRecord, unmapped: Bool = false) {
-        if record.end == nil, record.start != nil, record.op == .upsert, RecordKind.instantKinds.contains(record.kind) {
-            // A sample given as one instant ends when it starts (HealthKit's own convention),
-            // whichever sender it came from.
+        if needsCanonicalForm(record) {
             var r = record
-            r.end = r.start
-            return append(r, unmapped: unmapped)
+            canonicalize(&r)
+            encode(r, unmapped: unmapped)
+        } else {
+            encode(record, unmapped: unmapped)
         }
+    }
+
+    /// Whether `canonicalize` would change the record (checked without copying it).
+    private mutating func needsCanonicalForm(_ r: CanonicalRecord) -> Bool {
+        if r.end == nil, r.start != nil, r.op == .upsert, RecordKind.instantKinds.contains(r.kind) { return true }
+        if r.kind == RecordKind.quantity, let unit = r.unit, case .number? = r.value,
+           let target = known.canonicalUnit(r.type), unit != target { return true }
+        return false
+    }
+
+    /// The same fact, the same record, whichever sender it came from: a sample given as one
+    /// instant ends when it starts (HealthKit's own convention), and a quantity is in its type's
+    /// canonical unit (160 lb → 72.57 kg).
+    private mutating func canonicalize(_ r: inout CanonicalRecord) {
+        if r.end == nil, r.start != nil, r.op == .upsert, RecordKind.instantKinds.contains(r.kind) { r.end = r.start }
+        if r.kind == RecordKind.quantity, let unit = r.unit, case .number(let d)? = r.value,
+           let target = known.canonicalUnit(r.type), unit != target,
+           let converted = Units.convert(d, from: unit, to: target) {
+            r.value = .number(converted)
+            r.unit = target
+        }
+    }
+
+    private mutating func encode(_ record: CanonicalRecord, unmapped: Bool) {
         record.appendNDJSON(to: &payload)
         count += 1
         if record.op == .upsert {
@@ -124,6 +148,16 @@ public struct QuarantinedRecord: Sendable, Equatable {
 struct KnownCache: Sendable {
     private var types: [(String, Bool)] = []
     private var units: [(String, Bool)] = []
+    private var canonical: [(String, String?)] = []
+
+    /// The type's canonical unit (nil for types without one), from the last few asked.
+    mutating func canonicalUnit(_ type: String) -> String? {
+        for (t, u) in canonical where t == type { return u }
+        let u = HealthTypes.named(type)?.unit
+        if canonical.count >= 8 { canonical.removeFirst() }
+        canonical.append((type, u))
+        return u
+    }
 
     mutating func typeIsKnown(_ type: String) -> Bool {
         for (t, k) in types where t == type { return k }

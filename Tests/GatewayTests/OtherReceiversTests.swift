@@ -165,6 +165,15 @@ import Testing
         #expect(lp.value == .number(160 * 0.45359237) && lp.unit == "kg", "\(lp)")
         let h = try #require(records(hae, #"{"data":{"metrics":[{"name":"weight_body_mass","units":"lb","data":[{"date":"2026-10-14 09:01:00 +0200","qty":160}]}]}}"#).first)
         #expect(h.value == lp.value && h.unit == "kg")
+        // Syncky's own formats too.
+        let syncky = SynckyReceiver(name: "s", path: "/s", maxBodyBytes: 1 << 20, auth: none, hmacSecret: nil, device: "d",
+                                    parsers: pool, logger: Logger(component: "t", sink: MemoryLogSink()))
+        let native = records(syncky, Vectors.syncBody(samples: [#"{"uuid":"m1","type":"body_mass","value":160,"unit":"lb","start":"2026-10-14T07:01:00Z"}"#]),
+                             headers: [("X-Syncky-Format", "native")]).first
+        #expect(native?.value == lp.value && native?.unit == "kg", "\(String(describing: native))")
+        let csv = records(syncky, "type,uuid,start,end,value,unit,value_name,source,device,user_entered\r\nbody_mass,m2,2026-10-14T07:01:00Z,,160,lb,,,,\r\n",
+                          headers: [("X-Syncky-Format", "csv")]).first
+        #expect(csv?.value == lp.value && csv?.unit == "kg", "\(String(describing: csv))")
         let miles = records(influx, "distance_walking_running,unit=mi value=3.1 1791961260\n", query: "precision=s").first
         let metres = records(ingest, #"{"device_id":"d","samples":[{"source_uuid":"u","data_type":"distanceWalkingRunning","ts":"2026-10-14T07:01:00Z","value":4988.9664,"unit":"m"}]}"#).first
         #expect(miles?.value?.number.map { abs($0 - 4988.9664) < 1e-9 } == true, "\(String(describing: miles))")

@@ -109,13 +109,7 @@ enum SynckyInflux {
         } else if let d = p.field("value")?.number {
             r.kind = RecordKind.quantity
             r.value = .number(d)
-            r.unit = p.tag("unit")
-            // Into the type's canonical unit, as every receiver does (160 lb → 72.57 kg).
-            if let unit = r.unit, let known = HealthTypes.named(p.measurement), known.kind == .quantity,
-               let target = known.unit, unit != target, let c = Units.convert(d, from: unit, to: target) {
-                r.value = .number(c)
-                r.unit = target
-            }
+            r.unit = p.tag("unit")   // into the type's canonical unit as it is journaled (ReceivedBatch.append)
             used.insert("unit")
             usedFields.insert("value")
         } else {
