@@ -295,6 +295,8 @@ import Testing
         let workouts = b.records.filter { $0.type == "workout" }
         #expect(workouts.count == 2)
         #expect(workouts[0].durationS == 2730, "v1 workouts have no duration: end − start")
+        #expect(workouts[0].activity == "functional_strength_training", "a name in the phone's language that we know")
+        #expect(HealthTypes.workout(haeName: "Laufen")?.name == "running" && HealthTypes.workout(haeName: "Natación")?.name == "swimming")
         #expect(workouts[0].extra.contains { $0.name == "name" && $0.value == .string("Entraînement de Force Fonctionnelle") })
         #expect(workouts[1].durationS == 1700 && workouts[1].extra.contains { $0.name == "name" && $0.value == .string("Outdoor Walk") })
     }

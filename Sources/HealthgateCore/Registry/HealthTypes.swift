@@ -142,9 +142,34 @@ public enum HealthTypes {
 
     /// The activity Health Auto Export names so ("Traditional Strength Training"), case-insensitive; spaces,
     /// underscores and hyphens are interchangeable and "&" reads as "and".
+    /// Health Auto Export's name of a workout, in English or, for the most common ones, as the
+    /// Health app names them in French, German and Spanish (HAE sends the phone's language).
     public static func workout(haeName: String) -> WorkoutActivity? {
-        workoutByHAEKey[HealthNameStyle.displayKey(haeName)]
+        let key = HealthNameStyle.displayKey(haeName)
+        return workoutByHAEKey[key] ?? localizedWorkoutNames[key].flatMap { workout(named: $0) }
     }
+
+    /// Display names in other languages (keys as `HealthNameStyle.displayKey` makes them).
+    static let localizedWorkoutNames: [String: String] = {
+        let names: [(String, String)] = [
+            // French
+            ("Course à pied", "running"), ("Marche", "walking"), ("Vélo", "cycling"), ("Cyclisme", "cycling"),
+            ("Natation", "swimming"), ("Randonnée", "hiking"), ("Elliptique", "elliptical"), ("Rameur", "rowing"),
+            ("Entraînement de Force Fonctionnelle", "functional_strength_training"),
+            ("Entraînement de Force Traditionnel", "traditional_strength_training"),
+            // German
+            ("Laufen", "running"), ("Gehen", "walking"), ("Radfahren", "cycling"), ("Schwimmen", "swimming"),
+            ("Wandern", "hiking"), ("Crosstrainer", "elliptical"), ("Rudern", "rowing"),
+            ("Funktionelles Krafttraining", "functional_strength_training"),
+            ("Traditionelles Krafttraining", "traditional_strength_training"),
+            // Spanish
+            ("Correr", "running"), ("Caminar", "walking"), ("Ciclismo", "cycling"), ("Natación", "swimming"),
+            ("Senderismo", "hiking"), ("Remo", "rowing"),
+            ("Entrenamiento de fuerza funcional", "functional_strength_training"),
+            ("Entrenamiento de fuerza tradicional", "traditional_strength_training"),
+        ]
+        return Dictionary(names.map { (HealthNameStyle.displayKey($0.0), $0.1) }, uniquingKeysWith: { first, _ in first })
+    }()
 
     /// biological_sex, blood_type, fitzpatrick_skin_type, wheelchair_use, activity_move_mode, date_of_birth.
     public static let characteristics: [Characteristic] = HealthRegistryStore.contents.characteristics
