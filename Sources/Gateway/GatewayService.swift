@@ -55,11 +55,11 @@ public final class GatewayService: @unchecked Sendable {
                 limits[r.name, default: []].append(IngestHandler.QueueLimit(sink: d.metrics, maxBytes: Int(max)))
             }
         }
-        let connectionGuard = ConnectionGuard(
-            limits: .init(maxConnections: topology.http.max_connections ?? 1024,
-                          headerTimeout: topology.http.header_timeout?.seconds ?? 10,
-                          minBodyRate: Int(topology.http.min_body_rate?.bytes ?? 1024)),
-            logger: logger.child("http"))
+        var guardLimits = ConnectionGuard.Limits()
+        if let n = topology.http.max_connections { guardLimits.maxConnections = n }
+        if let t = topology.http.header_timeout { guardLimits.headerTimeout = t.seconds }
+        if let r = topology.http.min_body_rate { guardLimits.minBodyRate = Int(r.bytes) }
+        let connectionGuard = ConnectionGuard(limits: guardLimits, logger: logger.child("http"))
         handler = IngestHandler(receivers: topology.receivers.map(\.receiver), journal: journal, quarantine: quarantine,
                                 clock: clock, signatureClock: signatureClock, logger: logger.child("ingest"),
                                 sinkMetrics: { metrics }, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },

@@ -105,10 +105,12 @@ enum LineProtocol {
     }
 
     static func parseLine(_ b: [UInt8], number: Int) throws(Failure) -> Point {
-        let text = String(decoding: b, as: UTF8.self)
+        // InfluxDB refuses a line that is not UTF-8 too; stored, it would hold U+FFFD instead of
+        // what was sent. (One pass: the check gives the text.)
+        guard let text = String(validating: b, as: UTF8.self) else {
+            throw Failure(line: number, message: "the line is not valid UTF-8", text: String(decoding: b, as: UTF8.self))
+        }
         func fail(_ m: String) -> Failure { Failure(line: number, message: m, text: text) }
-        // InfluxDB refuses such lines too; stored, they would hold U+FFFD instead of what was sent.
-        if String(validating: b, as: UTF8.self) == nil { throw fail("the line is not valid UTF-8") }
         var i = 0
         let n = b.count
 

@@ -77,8 +77,8 @@ public final class Quarantine: Sendable {
         return s.bytes + needed <= maxBytes
     }
 
+    /// (`FileIO.append` makes the directories it needs.)
     private func append(_ receiver: String, _ bytes: [UInt8], _ s: inout State) throws(IOError) {
-        try FileIO.makeDirectories(directory, mode: 0o700)
         try FileIO.append(indexPath(receiver), bytes)
         s.bytes += bytes.count
     }
@@ -143,7 +143,6 @@ public final class Quarantine: Sendable {
             let file = FileIO.join(dir, "\(now.seconds)-\(now.nanoseconds)-\(s.sequence).body")
             let withBody = line(file: file)
             if makeRoom(kept.count + withBody.count, &s) {
-                try FileIO.makeDirectories(dir, mode: 0o700)
                 try FileIO.append(file, Array(kept))
                 s.bytes += kept.count
                 s.bodies.append((file, kept.count))

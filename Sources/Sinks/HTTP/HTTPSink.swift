@@ -18,6 +18,8 @@ import YAMLConfig
 public final class HTTPSink: Sink, @unchecked Sendable {
     public let name: String
     let url: String
+    /// The URL as shown in reasons and the log (made once).
+    let shownURL: String
     let format: HTTPSinkConfig.Format
     let headers: [(String, String)]
     let hmacSecret: [UInt8]?
@@ -29,6 +31,7 @@ public final class HTTPSink: Sink, @unchecked Sendable {
                 hmacSecret: String?, options: CurlClient.Options, logger: Logger, clock: any Clock = SystemClock()) {
         self.name = name
         self.url = url
+        self.shownURL = SafeText.url(url)
         self.format = format
         self.headers = headers
         self.hmacSecret = hmacSecret.map { Array($0.utf8) }
@@ -100,7 +103,7 @@ public final class HTTPSink: Sink, @unchecked Sendable {
     }
 
     var poster: BatchPoster {
-        BatchPoster(sinkName: name, url: SafeText.url(url), credentialsHint: "sinks.\(name).auth (and headers)", client: client,
+        BatchPoster(sinkName: name, url: shownURL, credentialsHint: "sinks.\(name).auth (and headers)", client: client,
                     logger: logger, clock: clock)
     }
 

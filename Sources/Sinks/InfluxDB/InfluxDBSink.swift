@@ -13,6 +13,8 @@ import YAMLConfig
 public final class InfluxDBSink: Sink, @unchecked Sendable {
     public let name: String
     let writeURL: String
+    /// The write URL as shown in reasons and the log (made once).
+    let shownURL: String
     let headers: [(String, String)]
     let encoder: LineProtocolEncoder
     let gzip: Bool
@@ -35,6 +37,7 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
          options: CurlClient.Options, deletes: Deletes, indexPath: String, logger: Logger, clock: any Clock = SystemClock()) {
         self.name = name
         self.writeURL = writeURL
+        self.shownURL = SafeText.url(writeURL.split(separator: "?").first.map(String.init) ?? writeURL)
         self.headers = headers
         self.encoder = encoder
         self.gzip = gzip
@@ -141,7 +144,7 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
             guard !run.isEmpty, halted == nil else { return }
             let sent = run
             run.removeAll()
-            let poster = BatchPoster(sinkName: name, url: SafeText.url(writeURL.split(separator: "?").first.map(String.init) ?? writeURL),
+            let poster = BatchPoster(sinkName: name, url: shownURL,
                                      credentialsHint: "sinks.\(name).token (or username/password)", client: client,
                                      logger: logger, clock: clock)
             let result = poster.post(count: sent.count) { range in

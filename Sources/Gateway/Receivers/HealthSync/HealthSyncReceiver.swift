@@ -226,14 +226,9 @@ struct HealthSyncMapper {
         let valueKey = v["value"] != nil ? "value" : "qty"
         let unitKey = v["unit"] != nil ? "unit" : "units"
         if let x = v[valueKey], let d = x.double {
-            let unit = v[unitKey]?.string
-            if let known, known.kind == .quantity, let target = known.unit, let unit, let c = Units.convert(d, from: unit, to: target) {
-                r.value = .number(c)
-                r.unit = target
-            } else {
-                r.value = .number(d)
-                r.unit = unit
-            }
+            // Into the type's canonical unit as it is journaled (ReceivedBatch.append).
+            r.value = .number(d)
+            r.unit = v[unitKey]?.string
         } else if let x = v[valueKey], let name = x.string {
             r.kind = RecordKind.category
             // HealthKit spellings ("asleepCore") to the registry's names ("asleep_core").

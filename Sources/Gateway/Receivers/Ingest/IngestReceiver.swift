@@ -145,15 +145,9 @@ struct IngestMapper {
         r.end = end
         if let value = v["value"] {
             if let d = value.double {
-                let unit = v["unit"]?.string
-                if let known, known.kind == .quantity, let target = known.unit, let unit,
-                   let converted = Units.convert(d, from: unit, to: target) {
-                    r.value = .number(converted)
-                    r.unit = target
-                } else {
-                    r.value = .number(d)
-                    r.unit = unit
-                }
+                // Into the type's canonical unit as it is journaled (ReceivedBatch.append).
+                r.value = .number(d)
+                r.unit = v["unit"]?.string
             } else if let s = value.string {
                 r.kind = RecordKind.category
                 let code = known?.code(forValue: s)

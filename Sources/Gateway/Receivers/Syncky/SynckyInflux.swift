@@ -29,7 +29,7 @@ enum SynckyInflux {
         LineProtocol.forEachLine(body) { line in
             switch line {
             case .failure(let f):
-                failures.append(QuarantinedRecord(reason: f.description, raw: rawLine(f.text)))
+                failures.append(QuarantinedRecord(reason: f.description, raw: RawJSON.string(f.text)))
                 refused.append((f.text, f.message))
             case .success(let p):
                 switch record(p, scale: scale, receiver: receiver, device: device, now: now) {
@@ -65,16 +65,10 @@ enum SynckyInflux {
         return HTTPResponse(status: 400, headers: [HTTPHeader("Content-Type", "application/json")], body: w.bytes)
     }
 
-    static func rawLine(_ text: String) -> RawJSON {
-        var w = JSONWriter(capacity: text.utf8.count + 16)
-        w.string(text)
-        return RawJSON(encoded: w.bytes)
-    }
-
     static func record(_ p: LineProtocol.Point, scale: Int64, receiver: String, device: String,
                        now: Timestamp) -> SynckyNative.Mapped {
         func bad(_ reason: String) -> SynckyNative.Mapped {
-            .failure(QuarantinedRecord(reason: "line \(p.line): \(reason)", raw: rawLine(p.text)))
+            .failure(QuarantinedRecord(reason: "line \(p.line): \(reason)", raw: RawJSON.string(p.text)))
         }
         // No timestamp: InfluxDB stamps the point with its own clock; so do we.
         let (mult, overflow) = p.timestamp.map { $0.multipliedReportingOverflow(by: scale) } ?? (now.unixNanoseconds, false)
@@ -119,12 +113,12 @@ enum SynckyInflux {
             used.insert("unit")
         }
         for t in p.tags where !used.contains(t.key) {
-            r.extra.append(RecordField("tag:\(t.key)", rawLine(t.value)))
+            r.extra.append(RecordField("tag:\(t.key)", RawJSON.string(t.value)))
         }
         for f in p.fields where !usedFields.contains(f.key) {
             let json: RawJSON
             switch f.value {
-            case .string(let s): json = rawLine(s)
+            case .string(let s): json = RawJSON.string(s)
             case .bool(let b): json = .bool(b)
             case .int(let i): json = .integer(i)
             case .uint(let u): json = .unsigned(u)
