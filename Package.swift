@@ -25,10 +25,10 @@ let package = Package(
             linkerSettings: [.linkedLibrary("simdjson")]
         ),
 
-        // The core: canonical record, protocols, time. No C imports, no I/O.
+        // The core: canonical record, Receiver/Transform protocols, time, the type registry. No C, no I/O.
         .target(name: "HealthgateCore", swiftSettings: strict),
-        // POSIX file and thread helpers shared by the gateway and the sinks.
-        .target(name: "Posix", dependencies: ["HealthgateCore"], swiftSettings: strict),
+        // POSIX files, threads, monitor, clocks, the tz database, the stderr log sink.
+        .target(name: "Posix", dependencies: ["HealthgateCore", "CLinux"], swiftSettings: strict),
         // JSON reading (simdjson) and writing.
         .target(name: "FastJSON", dependencies: ["CSimdJSON"], swiftSettings: strict),
         // YAML (libyaml) into Decodable types, with located errors.
@@ -39,23 +39,54 @@ let package = Package(
         .target(name: "HealthgateCrypto", dependencies: ["CCrypto"], swiftSettings: strict),
         // The canonical record as NDJSON: the journal payload, the file sink's lines, replay's input.
         .target(name: "CanonicalJSON", dependencies: ["HealthgateCore", "FastJSON"], swiftSettings: strict),
-        .target(name: "Transforms", dependencies: ["HealthgateCore", "YAMLConfig"], swiftSettings: strict),
-        .target(name: "Sinks", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "YAMLConfig", "CCurl", "HealthgateCrypto", "CZlib", "Storage"],
-                exclude: ["InfluxDB/README.md"], swiftSettings: strict),
+
+        // The sink framework: the Sink protocol and its lifecycle, batch/retry/queue config,
+        // outcomes, their classification and the halving that finds a refused record. No C.
+        .target(name: "SinkKit", dependencies: ["HealthgateCore", "YAMLConfig"], swiftSettings: strict),
+        // HTTP for sinks over libcurl: the client and the batch poster.
+        .target(name: "HTTPDelivery", dependencies: ["SinkKit", "HealthgateCore", "CCurl"], swiftSettings: strict),
+        // One target per sink, linking only what it needs; `Sinks` registers them.
+        .target(name: "SinkFile", dependencies: ["SinkKit", "HealthgateCore", "Posix", "CanonicalJSON", "YAMLConfig"],
+                path: "Sources/Sinks/File", swiftSettings: strict),
+        .target(name: "SinkHTTP", dependencies: ["SinkKit", "HTTPDelivery", "HealthgateCore", "CanonicalJSON", "HealthgateCrypto", "YAMLConfig"],
+                path: "Sources/Sinks/HTTP", swiftSettings: strict),
+        .target(name: "SinkInfluxDB", dependencies: ["SinkKit", "HTTPDelivery", "HealthgateCore", "Posix", "FastJSON", "Storage",
+                                                     "HealthgateCrypto", "CZlib", "YAMLConfig"],
+                path: "Sources/Sinks/InfluxDB", exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "Sinks", dependencies: ["SinkKit", "SinkFile", "SinkHTTP", "SinkInfluxDB", "YAMLConfig"],
+                path: "Sources/Sinks/Registry", swiftSettings: strict),
+        // One folder per transform, and their registry.
+        .target(name: "Transforms", dependencies: ["HealthgateCore", "YAMLConfig", "Posix"], swiftSettings: strict),
+        // The journal and the pipeline: drainers, routes, delivery, dead letters, cursors. No HTTP, no QR.
+        .target(name: "Pipeline", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "SinkKit", "CZlib"],
+                exclude: ["Journal/JOURNAL.md", "Delivery/QUEUES.md"], swiftSettings: strict),
+        // HTTP server, receivers and formats, ingest, write-back, config, the CLI.
         .target(
             name: "Gateway",
-            dependencies: ["HealthgateCore", "Posix", "FastJSON", "CanonicalJSON", "YAMLConfig", "Transforms", "Sinks",
-                           "CMicroHTTPD", "HealthgateCrypto", "CZlib", "CLinux", "CQREncode", "Storage"],
-            exclude: ["Journal/JOURNAL.md", "Pipeline/QUEUES.md"],
+            dependencies: ["HealthgateCore", "Posix", "FastJSON", "CanonicalJSON", "YAMLConfig", "Transforms", "SinkKit", "Sinks",
+                           "Pipeline", "CMicroHTTPD", "HealthgateCrypto", "CZlib", "CLinux", "CQREncode", "Storage"],
             swiftSettings: strict
         ),
         .executableTarget(name: "healthgate", dependencies: ["Gateway"], swiftSettings: strict),
-        .executableTarget(name: "healthgate-bench", dependencies: ["Gateway", "CanonicalJSON", "FastJSON", "Posix", "HealthgateCrypto"], path: "Sources/Bench", swiftSettings: strict),
+        .executableTarget(name: "healthgate-bench", dependencies: ["Gateway", "Pipeline", "CanonicalJSON", "FastJSON", "Posix", "HealthgateCrypto"],
+                          path: "Sources/Bench", swiftSettings: strict),
+
+        // Test doubles: scripted endpoint, real server processes, the fake clock, test transforms.
+        .target(name: "HealthgateTesting", dependencies: ["Gateway", "Pipeline", "SinkKit", "HTTPDelivery", "HealthgateCore", "Posix",
+                                                          "YAMLConfig", "Transforms"],
+                path: "Tests/HealthgateTesting", swiftSettings: strict),
+        // `healthgate` with the test transforms registered, for tests that kill a real serve.
+        .executableTarget(name: "healthgate-testserve", dependencies: ["Gateway", "HealthgateTesting"],
+                          path: "Tests/TestServe", swiftSettings: strict),
 
         .testTarget(name: "HealthgateCoreTests", dependencies: ["HealthgateCore"], swiftSettings: strict),
         .testTarget(name: "FastJSONTests", dependencies: ["FastJSON"], swiftSettings: strict),
         .testTarget(name: "YAMLConfigTests", dependencies: ["YAMLConfig"], swiftSettings: strict),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Posix", "CanonicalJSON", "Sinks", "Transforms", "HealthgateCrypto", "CZlib"],
+        // The journal, built and tested without the HTTP server.
+        .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "Posix", "HealthgateCore"], swiftSettings: strict),
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Pipeline", "SinkKit", "Sinks", "SinkFile", "SinkHTTP", "SinkInfluxDB",
+                                                         "HTTPDelivery", "HealthgateTesting", "Posix", "CanonicalJSON", "Transforms",
+                                                         "HealthgateCrypto", "CZlib", "YAMLConfig"],
                     swiftSettings: strict),
     ],
     cxxLanguageStandard: .cxx17

@@ -1,6 +1,8 @@
 import Glibc
 import HealthgateCore
+import Pipeline
 import Posix
+import SinkKit
 import Sinks
 
 /// The running gateway: journal, sink drainers and HTTP listener, started in that order and
@@ -34,17 +36,29 @@ public final class GatewayService: @unchecked Sendable {
         if journal.truncatedBytes > 0 || journal.recoveredEntries > 0 {
             logger.info("journal: \(journal.recoveredEntries) entries in the newest segment, up to #\(journal.lastDurableSeq)")
         }
+        // Every sink's metrics first: each drainer's commit looks at all cursors to let the
+        // journal drop the segments every sink has passed.
+        let metrics = topology.sinks.map { SinkMetrics(name: $0.name) }
+        let journal = self.journal
+        let retention = topology.journal.retention?.seconds ?? 0
+        let onCommit: @Sendable () -> Void = { [clock] in
+            let lowest = metrics.map { $0.cursorSeq.load(ordering: .relaxed) }.min() ?? 0
+            let keepAfter = clock.now().seconds - Int64(retention)
+            if lowest > 1 { journal.deleteSegments(below: lowest, lastEntryBefore: retention > 0 ? keepAfter : nil) }
+        }
         var drainers: [SinkDrainer] = []
-        for s in topology.sinks {
+        for (s, m) in zip(topology.sinks, metrics) {
             let routes = topology.routes.filter { $0.to.contains(s.name) }
-            drainers.append(SinkDrainer(name: s.name, built: s.built, routes: routes, journal: journal,
-                                        dataDir: topology.dataDir, logger: logger.child("queue")))
+            let inbox = try Journal(directory: FileIO.join(SinkDrainer.stateDirectory(sink: s.name, dataDir: topology.dataDir), "inbox"),
+                                    segmentBytes: 16 << 20, logger: logger.child("inbox \(s.name)"))
+            drainers.append(SinkDrainer(name: s.name, built: s.built, routes: routes, journal: journal, inbox: inbox,
+                                        dataDir: topology.dataDir, logger: logger.child("queue"), metrics: m,
+                                        onCommit: onCommit))
         }
         self.drainers = drainers
         let quarantine = Quarantine(directory: FileIO.join(topology.dataDir, "quarantine"),
                                     maxBytes: topology.quarantine.max_bytes.map { Int($0.bytes) } ?? Quarantine.defaultMaxBytes,
                                     clock: clock)
-        let metrics = drainers.map(\.metrics)
         // Intake stops (503) for a receiver whose data would go to a blocking sink that is over
         // its queue limit, and for everyone once the journal's budget is spent.
         var limits: [String: [IngestHandler.QueueLimit]] = [:]
@@ -79,16 +93,6 @@ public final class GatewayService: @unchecked Sendable {
                                                ?? HTTPServer.defaultMaxBuffered,
                                            connectionGuard: connectionGuard),
                             handler: handler)
-        let journal = self.journal
-        let retention = topology.journal.retention?.seconds ?? 0
-        for d in drainers {
-            d.onCommit = { [clock] in
-                // Every sink has passed the entries below the smallest cursor.
-                let lowest = metrics.map { $0.cursorSeq.load(ordering: .relaxed) }.min() ?? 0
-                let keepAfter = clock.now().seconds - Int64(retention)
-                if lowest > 1 { journal.deleteSegments(below: lowest, lastEntryBefore: retention > 0 ? keepAfter : nil) }
-            }
-        }
     }
 
     deinit {
@@ -177,6 +181,7 @@ public final class GatewayService: @unchecked Sendable {
     public func stop() {
         server.stop()
         for d in drainers { d.stop() }
+        for d in drainers { d.inbox?.close() }
         journal.close()
         statusMonitor.withLock {
             stopping = true

@@ -1,15 +1,69 @@
-/// A transform changes or drops records on their way from a route's receivers to its sinks.
-///
-/// `apply` is called from sink drainer threads, possibly concurrently for different sinks, so
-/// a transform holds no mutable state. Returning false drops the record from this route only;
-/// that is a choice of the config, not a loss, and is counted.
-public protocol Transform: Sendable {
-    func apply(_ record: inout CanonicalRecord) -> Bool
+/// A transform, as the config builds it: checked, `Sendable`, holding no state. Each sink
+/// drainer that a route leads to makes its own instance (`instantiate`), which may keep state.
+public protocol TransformSpec: Sendable {
+    /// The name in a route's `transforms` list ("filter").
+    var kind: String { get }
     /// False for transforms that only keep or drop records (a filter): records they pass are
     /// unchanged, so sinks may reuse their journal bytes. Default true.
     var changesRecords: Bool { get }
+    func instantiate(_ context: TransformContext) -> any Transform
+}
+
+extension TransformSpec {
+    public var changesRecords: Bool { true }
+}
+
+/// A transform at work on one sink's drainer thread (not `Sendable`: it never leaves it).
+///
+/// `process` passes a record on by calling `emit` — zero times (dropped from this route: a
+/// choice of the config, counted, not a loss), once (as it is, or changed), or more (derived
+/// records, e.g. an aggregate, each with a stable key so that a repeat overwrites). `tick` is
+/// called when no batch waits, with the clock's time, to emit what time alone decides (a
+/// day that has closed).
+///
+/// State: what `saveState` returns is written together with the sink's cursor, atomically,
+/// after the records it reflects were delivered; after a crash, `restoreState` gets the last
+/// one written and the records after it are processed again. So a crash at any moment neither
+/// drops a record from the state nor counts one twice. See Pipeline/Delivery/QUEUES.md.
+public protocol Transform: AnyObject {
+    func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void)
+    func tick(now: Timestamp, emit: (CanonicalRecord) -> Void)
+    /// The state to commit with the cursor; nil for a transform that keeps none (the default).
+    func saveState() -> [UInt8]?
+    /// The state committed last (only called when some was).
+    func restoreState(_ bytes: [UInt8]) throws(TransformStateError)
 }
 
 extension Transform {
-    public var changesRecords: Bool { true }
+    public func tick(now: Timestamp, emit: (CanonicalRecord) -> Void) {}
+    public func saveState() -> [UInt8]? { nil }
+    public func restoreState(_ bytes: [UInt8]) throws(TransformStateError) {}
+}
+
+public struct TransformStateError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    public init(_ d: String) { description = d }
+}
+
+/// What a transform instance gets: where it runs, the clock, the tz database, a logger.
+public struct TransformContext: Sendable {
+    public var route: String
+    public var sink: String
+    public var clock: any Clock
+    public var timeZones: any TimeZoneLookup
+    public var logger: Logger
+
+    public init(route: String, sink: String, clock: any Clock, timeZones: any TimeZoneLookup, logger: Logger) {
+        self.route = route
+        self.sink = sink
+        self.clock = clock
+        self.timeZones = timeZones
+        self.logger = logger
+    }
+}
+
+/// UTC offsets of IANA zones ("Europe/Budapest"); the system's is `Posix.SystemTimeZones`.
+public protocol TimeZoneLookup: Sendable {
+    /// Seconds east of UTC at the instant, or nil for an unknown zone.
+    func utcOffset(zone: String, at unixSeconds: Int64) -> Int?
 }

@@ -18,3 +18,19 @@ public func monotonicSeconds() -> Double {
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
+
+/// The time the pipeline waits by: the real one sleeps on a monitor; a test's fake clock
+/// moves its own time forward instead, so backoff tests do not sleep.
+public protocol WaitClock: Clock {
+    /// Seconds on a clock that only goes forward, for deadlines.
+    func monotonicSeconds() -> Double
+    /// Waits up to `seconds` on `monitor`, whose lock the caller holds (a broadcast ends the
+    /// wait early).
+    func wait(on monitor: Monitor, seconds: Double)
+}
+
+extension SystemClock: WaitClock {
+    public func monotonicSeconds() -> Double { Posix.monotonicSeconds() }
+
+    public func wait(on monitor: Monitor, seconds: Double) { monitor.wait(seconds: seconds) }
+}

@@ -4,7 +4,7 @@ import YAMLConfig
 /// Every transform kind, by the key that names it in a route's `transforms` list.
 /// A new transform is one folder and one line here.
 public enum TransformRegistry {
-    public typealias Builder = @Sendable (YAMLNode, String) throws(ConfigProblems) -> any Transform
+    public typealias Builder = @Sendable (YAMLNode, String) throws(ConfigProblems) -> any TransformSpec
 
     public static let builders: [(name: String, build: Builder)] = [
         ("filter", { node, path throws(ConfigProblems) in

@@ -1,7 +1,10 @@
 import Foundation
-import Glibc
-import Testing
 @testable import Gateway
+import Glibc
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
+import Testing
 
 /// The commands as a user types them, with their output and exit codes.
 @Suite struct CLITests {

@@ -2,6 +2,9 @@ import CanonicalJSON
 import FastJSON
 import Foundation
 import HealthgateCore
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
 import Testing
 
 @Suite struct CanonicalCodecTests {

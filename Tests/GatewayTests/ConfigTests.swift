@@ -1,7 +1,10 @@
 @testable import Gateway
 import Glibc
 import HealthgateCore
+@testable import HealthgateTesting
+@testable import Pipeline
 import Posix
+import SinkKit
 import Testing
 import YAMLConfig
 

@@ -2,6 +2,9 @@ import Foundation
 @testable import Gateway
 import Glibc
 import HealthgateCore
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
 import Synchronization
 import Testing
 

@@ -1,5 +1,8 @@
 import Foundation
 import Glibc
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
 import Testing
 
 /// The promise: a sample acknowledged with 2xx is never lost, whatever happens to the process.

@@ -1,5 +1,8 @@
 import Foundation
 import Glibc
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
 import Testing
 
 /// A full disk never corrupts anything: requests get 503 with Retry-After and keep their data

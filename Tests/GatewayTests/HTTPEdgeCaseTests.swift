@@ -1,7 +1,10 @@
 import Foundation
 @testable import Gateway
 import HealthgateCore
+@testable import HealthgateTesting
+@testable import Pipeline
 import Posix
+import SinkKit
 import Testing
 
 /// Requests that mean two things at once are refused, not read one way by us and another way

@@ -1,5 +1,8 @@
 import Foundation
 import Glibc
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
 import Testing
 
 /// What the HTTP layer promises beyond the receivers: HTTPS, idle-client limits, no redirects.

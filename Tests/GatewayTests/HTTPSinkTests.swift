@@ -2,6 +2,11 @@ import Foundation
 @testable import Gateway
 import HealthgateCore
 import HealthgateCrypto
+@testable import HealthgateTesting
+@testable import HTTPDelivery
+@testable import Pipeline
+@testable import SinkHTTP
+import SinkKit
 @testable import Sinks
 import Testing
 import YAMLConfig

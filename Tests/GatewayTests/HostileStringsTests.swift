@@ -1,7 +1,10 @@
 import Foundation
 @testable import Gateway
 import HealthgateCore
+@testable import HealthgateTesting
+@testable import Pipeline
 import Posix
+import SinkKit
 import Testing
 
 /// Every string a sender controls goes into the canonical record escaped: a quote, a backslash,

@@ -2,7 +2,13 @@ import CZlib
 import Foundation
 @testable import Gateway
 import HealthgateCore
+@testable import HealthgateTesting
+@testable import HTTPDelivery
+@testable import Pipeline
+@testable import SinkInfluxDB
+import SinkKit
 @testable import Sinks
+import Posix
 import Testing
 import YAMLConfig
 
@@ -101,10 +107,11 @@ import YAMLConfig
 
     func sink(_ url: String, api: String = "v2", extra: String = "") throws -> InfluxDBSink {
         let node = try parseYAML("{kind: influxdb, url: \"\(url)\", api: \(api)\(extra)}", file: "t", environment: [:])
-        let built = try InfluxDBSink.build("influx", node, "sinks.influx",
-                                           SinkBuildContext(dataDir: ServeProcess.makeTempDir("s"),
-                                                            logger: Logger(component: "t", sink: MemoryLogSink())))
-        return try #require(built.sink as? InfluxDBSink)
+        let dir = ServeProcess.makeTempDir("s")
+        let built = try InfluxDBSink.build(name: "influx", node: node, path: "sinks.influx", context: SinkBuildContext(dataDir: dir))
+        let opened = try built.open(SinkContext(name: "influx", dataDir: dir, stateDir: dir + "/sinks/influx", clock: SystemClock(),
+                                                logger: Logger(component: "t", sink: MemoryLogSink())))
+        return try #require(opened as? InfluxDBSink)
     }
 
     static func inflate(_ data: [UInt8]) -> String {

@@ -1,6 +1,10 @@
 import Foundation
 @testable import Gateway
 import HealthgateCore
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
+import Posix
 import Testing
 
 /// `POST /v1/ingest` as its spec describes it, through serve.

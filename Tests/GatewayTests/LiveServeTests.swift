@@ -1,7 +1,10 @@
-import HealthgateCrypto
 import Foundation
 import Gateway
 import Glibc
+import HealthgateCrypto
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
 import Testing
 
 /// `healthgate serve` as a user runs it: a child process, real HTTP over loopback, real files.

@@ -1,6 +1,9 @@
 import Foundation
 @testable import Gateway
 import HealthgateCore
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
 import Testing
 
 /// Memory stays bounded whatever a client sends: the largest bodies the default limits let in,

@@ -1,6 +1,9 @@
 import Foundation
 @testable import Gateway
 import HealthgateCore
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
 import Testing
 
 /// Health Auto Export's REST API and InfluxDB's write endpoints, through serve.

@@ -1,6 +1,9 @@
 import Foundation
 @testable import Gateway
 import HealthgateCore
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
 import Testing
 
 /// queue.max_bytes with when_full block and drop_oldest, and the journal's own budget, with a

@@ -1,6 +1,9 @@
 import Foundation
 @testable import Gateway
 import HealthgateCore
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
 import Testing
 
 /// `healthgate replay`: dead letters go out again once their cause is fixed; archives can be

@@ -1,6 +1,9 @@
 import Foundation
 import Gateway
 import HealthgateCore
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
 import Testing
 
 /// One sink down holds back nothing but itself, and catches up when its endpoint returns.

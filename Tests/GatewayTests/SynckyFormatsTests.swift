@@ -2,6 +2,9 @@ import CanonicalJSON
 import FastJSON
 @testable import Gateway
 import HealthgateCore
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
 import Testing
 
 /// The guide's CSV and line-protocol bodies, and the same facts in every format.

@@ -2,6 +2,9 @@ import CanonicalJSON
 import FastJSON
 @testable import Gateway
 import HealthgateCore
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
 import Testing
 
 /// Native bodies into canonical records, through the receiver as the gateway calls it.

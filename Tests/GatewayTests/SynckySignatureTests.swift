@@ -1,6 +1,9 @@
 @testable import Gateway
-import HealthgateCrypto
 import HealthgateCore
+import HealthgateCrypto
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
 import Testing
 
 /// The guide's section 6 rules, on its own worked examples.

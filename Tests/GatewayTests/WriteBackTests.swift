@@ -2,6 +2,9 @@ import Foundation
 @testable import Gateway
 import HealthgateCore
 import HealthgateCrypto
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
 import Testing
 
 /// The guide's section 11 walkthrough against `serve`, with the section 10 vectors byte for

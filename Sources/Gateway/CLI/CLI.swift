@@ -1,6 +1,7 @@
 import Glibc
 import HealthgateCore
 import Posix
+import Transforms
 import YAMLConfig
 
 /// The command line: one type per subcommand, shared options parsed once.
@@ -36,7 +37,14 @@ public enum CLI {
       HEALTHGATE_NOW        Unix seconds that replace the clock in signature checks (tests only)
     """
 
-    public static func main(_ arguments: [String]) -> Int32 {
+    /// `transforms`: the transform kinds routes may name (`healthgate-testserve` adds test ones).
+    public static func main(_ arguments: [String],
+                            transforms: [(name: String, build: TransformRegistry.Builder)] = TransformRegistry.builders) -> Int32 {
+        func Options(_ a: [String], allowed: Set<String>) throws(UsageError) -> Gateway.Options {
+            var o = try Gateway.Options(a, allowed: allowed)
+            o.transforms = transforms
+            return o
+        }
         var args = Array(arguments.dropFirst())
         guard let command = args.first else {
             printErr(usage)
@@ -67,11 +75,11 @@ public enum CLI {
                 print(usage)
                 return 0
             case "write":
-                let (positional, rest) = Options.split(args)
+                let (positional, rest) = Gateway.Options.split(args)
                 return try WriteCommandCLI(options: try Options(rest, allowed: ["--at", "--end", "--receiver", "--id", "--force"]),
                                            arguments: positional).run()
             case "delete":
-                let (positional, rest) = Options.split(args)
+                let (positional, rest) = Gateway.Options.split(args)
                 return try DeleteCommandCLI(options: try Options(rest, allowed: ["--receiver"]), arguments: positional).run()
             default:
                 printErr("healthgate: unknown command \"\(command)\"\(suggestion(command, ["serve", "init", "check", "link", "write", "delete", "status", "replay", "version"]))\n\n\(usage)")
@@ -102,6 +110,7 @@ public struct UsageError: Error {
 /// `--config FILE` and each command's own flags.
 struct Options {
     var config: String?
+    var transforms: [(name: String, build: TransformRegistry.Builder)] = TransformRegistry.builders
     var values: [String: String] = [:]
     var flags: Set<String> = []
 
@@ -181,10 +190,17 @@ struct ConfigSource {
     var text: String
     var file: String
     var isEmbedded: Bool
+    var transforms: [(name: String, build: TransformRegistry.Builder)] = TransformRegistry.builders
 
     static let conventionalPath = "healthgate.yaml"
 
     static func resolve(_ options: Options) throws -> ConfigSource {
+        var source = try find(options)
+        source.transforms = options.transforms
+        return source
+    }
+
+    private static func find(_ options: Options) throws -> ConfigSource {
         if let path = options.config {
             guard FileIO.exists(path) else {
                 throw UsageError("\(path): no such config file (create one with `healthgate init --config \(path)`)")
@@ -199,6 +215,6 @@ struct ConfigSource {
     }
 
     func load(logger: Logger) throws(ConfigProblems) -> Topology {
-        try ConfigLoader.load(text: text, file: file, environment: environment(), logger: logger)
+        try ConfigLoader.load(text: text, file: file, environment: environment(), logger: logger, transforms: transforms)
     }
 }

@@ -2,7 +2,9 @@ import CanonicalJSON
 import FastJSON
 import Glibc
 import HealthgateCore
+import Pipeline
 import Posix
+import SinkKit
 import Sinks
 
 /// `healthgate replay FILE [--sink NAME]`: delivers the records of an NDJSON file again — an
@@ -20,13 +22,25 @@ struct ReplayCommand {
         self.file = file
     }
 
-    struct Target {
+    final class Target {
         var name: String
         var built: BuiltSink
-        var routes: [Route]?   // nil: every record, as it is
+        var sink: any Sink
+        var routes: SinkRoutes?   // nil: every record, as it is
         var delivery: BatchDelivery
         var deadLetters: DeadLetters
         var metrics: SinkMetrics
+
+        init(name: String, built: BuiltSink, sink: any Sink, routes: SinkRoutes?, delivery: BatchDelivery,
+             deadLetters: DeadLetters, metrics: SinkMetrics) {
+            self.name = name
+            self.built = built
+            self.sink = sink
+            self.routes = routes
+            self.delivery = delivery
+            self.deadLetters = deadLetters
+            self.metrics = metrics
+        }
     }
 
     func run() throws -> Int32 {
@@ -60,13 +74,21 @@ struct ReplayCommand {
                 print("moved \(file) to \(input) while it is replayed")
             }
         }
-        var targets: [Target] = chosen.map { s in
+        let clock = SystemClock()
+        let targets: [Target] = try chosen.map { s in
             let metrics = SinkMetrics(name: s.name)
-            let dead = DeadLetters(sink: s.name, dataDir: t.dataDir, metrics: metrics, logger: logger)
-            return Target(name: s.name, built: s.built,
-                          routes: options.values["--sink"] == nil ? t.routes.filter { $0.to.contains(s.name) } : nil,
-                          delivery: BatchDelivery(sink: s.built.sink, retry: s.built.common.retry, metrics: metrics,
-                                                  deadLetters: dead, logger: logger),
+            let dead = DeadLetters(sink: s.name, dataDir: t.dataDir, metrics: metrics, logger: logger, clock: clock)
+            let stateDir = SinkDrainer.stateDirectory(sink: s.name, dataDir: t.dataDir)
+            try FileIO.makeDirectories(stateDir, mode: 0o700)
+            let sink = try s.built.open(SinkContext(name: s.name, dataDir: t.dataDir, stateDir: stateDir, clock: clock,
+                                                    logger: logger.child("sink \(s.name)")))
+            return Target(name: s.name, built: s.built, sink: sink,
+                          routes: options.values["--sink"] == nil
+                              ? SinkRoutes(routes: t.routes.filter { $0.to.contains(s.name) }, sink: s.name, clock: clock,
+                                           timeZones: SystemTimeZones(), logger: logger)
+                              : nil,
+                          delivery: BatchDelivery(sink: sink, name: s.name, retry: s.built.common.retry, metrics: metrics,
+                                                  deadLetters: dead, logger: logger, clock: clock),
                           deadLetters: dead, metrics: metrics)
         }
         let total = file == nil ? 0 : FileIO.fileSize(input) ?? 0
@@ -98,19 +120,20 @@ struct ReplayCommand {
                 }
             }
             read += records.count
-            for i in targets.indices {
+            for target in targets {
                 var batch: [CanonicalRecord] = []
-                for r in records {
-                    guard let routes = targets[i].routes else { batch.append(r); continue }
-                    for route in routes where route.takes(receiver: r.receiver) {
-                        if let out = route.apply(r) { batch.append(out) }
-                    }
+                if let routes = target.routes {
+                    var out = RoutedRecords()
+                    for r in records { _ = routes.process(r, line: nil, into: &out) }
+                    batch = out.records
+                } else {
+                    batch = records
                 }
-                let size = targets[i].built.common.batch.maxItems
+                let size = target.built.common.batch.maxItems
                 var start = 0
                 while start < batch.count {
                     let part = Array(batch[start..<min(batch.count, start + size)])
-                    _ = targets[i].delivery.deliver(records: part, lines: Array(repeating: nil, count: part.count),
+                    _ = target.delivery.deliver(records: part, lines: Array(repeating: nil, count: part.count),
                                                     wait: { seconds in usleep(useconds_t(seconds * 1e6)); return true })
                     start += size
                 }
@@ -119,7 +142,7 @@ struct ReplayCommand {
         }
         progress.finish(records: read)
         for target in targets {
-            target.built.sink.close()
+            target.sink.close()
             let rejected = target.metrics.rejected.load(ordering: .relaxed)
             print("\(target.name): \(target.metrics.sent.load(ordering: .relaxed)) record(s) delivered"
                   + (rejected > 0 ? ", \(rejected) rejected again (in \(target.deadLetters.path))" : ""))

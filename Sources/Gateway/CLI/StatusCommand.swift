@@ -1,6 +1,7 @@
 import FastJSON
 import Glibc
 import HealthgateCore
+import Pipeline
 import Posix
 
 /// `healthgate status`: what waits where and why, from the data dir (works while `serve`
@@ -62,7 +63,9 @@ struct StatusCommand {
             if n("dropped") > 0 { line += ", DROPPED \(n("dropped")) (queue.max_bytes with drop_oldest)" }
             let dead = Self.lines(FileIO.join(t.dataDir, "sinks/\(name)/dead-letters.ndjson"))
             if dead > 0 { line += "; \(dead) dead letter(s) in sinks/\(name)/dead-letters.ndjson" }
+            if let d = k["destination"]?.string, d != "unknown" { line += "; destination \(d)" }
             print(line)
+            if let why = k["unreachable_reason"]?.string { print("    unreachable: \(why)") }
             if let e = k["last_error"]?.string { print("    last error: \(e)") }
             if let r = retrying { print("    next try: \(r)") }
         }

@@ -1,6 +1,8 @@
 import Glibc
 import HealthgateCore
+import Pipeline
 import Posix
+import SinkKit
 import Sinks
 import Transforms
 import YAMLConfig
@@ -46,8 +48,11 @@ public enum ConfigLoader {
     public static let defaultDataDir = "./healthgate-data"
 
     /// Parses, checks and builds a config, reporting every problem found at once.
-    public static func load(text: String, file: String, environment: [String: String],
-                            logger: Logger) throws(ConfigProblems) -> Topology {
+    /// `transforms`: the transform kinds a route may name (the registry's; tests add their own).
+    public static func load(text: String, file: String, environment: [String: String], logger: Logger,
+                            transforms registry: [(name: String, build: TransformRegistry.Builder)] = TransformRegistry.builders)
+        throws(ConfigProblems) -> Topology {
+        let transformNames = registry.map(\.name)
         let root = try parseYAML(text, file: file, environment: environment)
         let top = try YAMLDecoder().decode(TopLevelConfig.self, from: root)
         var problems: [ConfigProblem] = []
@@ -70,7 +75,7 @@ public enum ConfigLoader {
 
         // Sinks first: routes name them.
         var sinks: [(name: String, built: BuiltSink)] = []
-        let sinkContext = SinkBuildContext(dataDir: dataDir, logger: logger)
+        let sinkContext = SinkBuildContext(dataDir: dataDir)
         for entry in mappingEntries(top.sinks, path: "sinks", problems: &problems) {
             let path = "sinks.\(entry.key)"
             if let why = ConfigLoader.unsafeName(entry.key) {
@@ -133,18 +138,18 @@ public enum ConfigLoader {
                 let path = "routes[\(i)]"
                 do {
                     let rc = try YAMLDecoder().decode(RouteConfig.self, from: item, path: path)
-                    var transforms: [any Transform] = []
+                    var transforms: [any TransformSpec] = []
                     for (j, t) in (rc.transforms ?? []).enumerated() {
                         let tpath = "\(path).transforms[\(j)]"
                         guard case .mapping(let entries, let loc) = t, entries.count == 1 else {
                             problems.append(ConfigProblem(location: t.location, path: tpath,
-                                                          message: "a transform is one key naming it, e.g. `- filter: {types: [steps]}`; known: \(TransformRegistry.names.joined(separator: ", "))"))
+                                                          message: "a transform is one key naming it, e.g. `- filter: {types: [steps]}`; known: \(transformNames.joined(separator: ", "))"))
                             continue
                         }
                         let tname = entries[0].key
-                        guard let build = TransformRegistry.builder(named: tname) else {
+                        guard let build = registry.first(where: { $0.name == tname })?.build else {
                             problems.append(ConfigProblem(location: loc, path: tpath,
-                                                          message: "unknown transform \"\(tname)\"\(suggestion(tname, TransformRegistry.names)); known: \(TransformRegistry.names.joined(separator: ", "))"))
+                                                          message: "unknown transform \"\(tname)\"\(suggestion(tname, transformNames)); known: \(transformNames.joined(separator: ", "))"))
                             continue
                         }
                         do {

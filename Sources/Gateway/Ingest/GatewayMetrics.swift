@@ -1,4 +1,5 @@
 import HealthgateCore
+import Pipeline
 import Synchronization
 
 /// Counters for one receiver, shown by `/metrics`.

@@ -1,6 +1,8 @@
 import CanonicalJSON
 import FastJSON
 import HealthgateCore
+import Pipeline
+import SinkKit
 import Posix
 
 /// The gateway's request handling as a plain function: find the receiver, let it read the
@@ -126,10 +128,18 @@ public final class IngestHandler: HTTPHandler, Sendable {
         if journal.isClosed {
             return problem(503, "Shutting down", "The journal is closed.")
         }
-        var w = JSONWriter(capacity: 48)
+        var w = JSONWriter(capacity: 128)
         w.beginObject()
         w.key("status"); w.string("ok")
         w.key("journal_seq"); w.int(Int(journal.lastDurableSeq))
+        // Each sink's destination as its drainer last found it. A sink that is down does not
+        // make the gateway unhealthy: its records wait in the journal.
+        w.key("sinks")
+        w.beginObject()
+        for m in sinkMetrics() {
+            w.key(m.name); w.string(m.reachability.word)
+        }
+        w.endObject()
         w.endObject()
         return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "application/json")], body: w.bytes)
     }

@@ -1,6 +1,8 @@
 import FastJSON
 import Glibc
 import HealthgateCore
+import Pipeline
+import SinkKit
 import Posix
 
 /// What `serve` says about itself every second in `<data_dir>/status.json`, for
@@ -51,6 +53,10 @@ enum StatusReport {
             w.key("dropped"); w.int(m.dropped.load(ordering: .relaxed))
             w.key("last_error")
             if let e = m.lastError { w.string(e) } else { w.null() }
+            let reach = m.reachability
+            w.key("destination"); w.string(reach.word)
+            w.key("unreachable_reason")
+            if case .unreachable(let why) = reach { w.string(why) } else { w.null() }
             w.key("next_retry")
             let next = m.nextRetryAt.load(ordering: .relaxed)
             if next > 0 { w.string(Timestamp(seconds: next).rfc3339()) } else { w.null() }

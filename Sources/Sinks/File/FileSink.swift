@@ -1,21 +1,22 @@
 import CanonicalJSON
-import FastJSON
 import Glibc
-import Posix
 import HealthgateCore
+import Posix
+import SinkKit
 import YAMLConfig
 
 /// Appends canonical records as NDJSON lines to files named by a path template, and fsyncs
 /// every file it touched before it reports a batch accepted. A failed batch is cut back out of
 /// each file, so a retry leaves no half line or partial copy behind.
-public final class FileSink: Sink, @unchecked Sendable {
+public final class FileSink: Sink {
     public let name: String
     let template: PathTemplate
+    /// The part of the path before its first placeholder: the directory the probe checks.
+    let fixedDirectory: String
     let rotateBytes: Int64
     let logger: Logger
     let clock: any Clock
 
-    // Used only from the drainer thread (one write at a time, per the Sink contract).
     private var open: [String: OpenFile] = [:]
     private var out: [UInt8] = []
 
@@ -27,13 +28,16 @@ public final class FileSink: Sink, @unchecked Sendable {
     public init(name: String, pathTemplate: String, baseDir: String, rotateBytes: Int64, logger: Logger,
                 clock: any Clock = SystemClock()) {
         self.name = name
-        self.template = PathTemplate(FileIO.join(baseDir, pathTemplate))
+        let full = FileIO.join(baseDir, pathTemplate)
+        self.template = PathTemplate(full)
+        let fixed = full.firstIndex(of: "{").map { String(full[..<$0]) } ?? full
+        self.fixedDirectory = fixed.hasSuffix("/") ? String(fixed.dropLast()) : FileIO.dirname(fixed)
         self.rotateBytes = rotateBytes
         self.logger = logger
         self.clock = clock
     }
 
-    public static let build: SinkRegistry.Builder = { name, node, path, context throws(ConfigProblems) in
+    public static func build(name: String, node: YAMLNode, path: String, context: SinkBuildContext) throws(ConfigProblems) -> BuiltSink {
         let c = try YAMLDecoder().decode(FileSinkConfig.self, from: node, path: path)
         if c.path.isEmpty {
             throw ConfigProblems(problems: [ConfigProblem(location: node.location, path: path + ".path",
@@ -45,13 +49,13 @@ public final class FileSink: Sink, @unchecked Sendable {
                                                           message: RecordTemplate.problem(unknown, allowed: PathTemplate.fields))])
         }
         let rotate = c.rotate_bytes?.bytes ?? FileSinkConfig.defaultRotateBytes
-        let sink = FileSink(name: name, pathTemplate: c.path, baseDir: context.dataDir, rotateBytes: rotate,
-                            logger: context.logger.child("sink \(name)"))
         let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
                                                   defaultMaxItems: 10_000)
-        return BuiltSink(sink: sink,
-                         common: common,
-                         summary: "file \(FileIO.join(context.dataDir, c.path))")
+        let template = c.path
+        return BuiltSink(kind: "file", common: common, summary: "file \(FileIO.join(context.dataDir, c.path))") { ctx in
+            FileSink(name: ctx.name, pathTemplate: template, baseDir: ctx.dataDir, rotateBytes: rotate,
+                     logger: ctx.logger, clock: ctx.clock)
+        }
     }
 
     public func write(_ batch: SinkBatch) -> SinkWriteResult {
@@ -183,6 +187,18 @@ public final class FileSink: Sink, @unchecked Sendable {
     }
 
     public func close() { closeAll() }
+
+    /// Reachable when the nearest existing directory of the fixed part of the path can be
+    /// written (the rest is made on the first write).
+    public func probe() -> Reachability {
+        var dir = fixedDirectory
+        while !FileIO.exists(dir) && dir != "/" && !dir.isEmpty { dir = FileIO.dirname(dir) }
+        var st = stat()
+        guard stat(dir, &st) == 0 else { return .unreachable("\(dir): \(String(cString: strerror(errno)))") }
+        guard st.st_mode & S_IFMT == S_IFDIR else { return .unreachable("\(dir) is not a directory") }
+        guard access(dir, W_OK | X_OK) == 0 else { return .unreachable("\(dir) cannot be written by this user") }
+        return .reachable
+    }
 }
 
 /// A path with `{device}`, `{receiver}`, `{date}`, `{type}`, `{kind}` placeholders.

@@ -1,3 +1,4 @@
+import SinkKit
 import YAMLConfig
 
 /// `kind: file` — NDJSON canonical records into files named by a template.

@@ -1,8 +1,8 @@
 import CanonicalJSON
-import Glibc
+import HTTPDelivery
 import HealthgateCore
 import HealthgateCrypto
-import Posix
+import SinkKit
 import YAMLConfig
 
 /// POSTs batches of canonical records to a URL and says per record what happened:
@@ -15,7 +15,7 @@ import YAMLConfig
 ///   rejected (to the dead letters, with the endpoint's answer), the rest accepted.
 /// With `hmac`, each request carries `X-Healthgate-Timestamp` and `X-Healthgate-Signature:
 /// v1=<hex HMAC-SHA256(secret, timestamp + "." + body)>`, the scheme of Syncky's requests.
-public final class HTTPSink: Sink, @unchecked Sendable {
+public final class HTTPSink: Sink {
     public let name: String
     let url: String
     /// The URL as shown in reasons and the log (made once).
@@ -28,7 +28,7 @@ public final class HTTPSink: Sink, @unchecked Sendable {
     let clock: any Clock
 
     public init(name: String, url: String, format: HTTPSinkConfig.Format, headers: [(String, String)],
-                hmacSecret: String?, options: CurlClient.Options, logger: Logger, clock: any Clock = SystemClock()) {
+                hmacSecret: String?, options: CurlClient.Options, logger: Logger, clock: any Clock) {
         self.name = name
         self.url = url
         self.shownURL = SafeText.url(url)
@@ -40,7 +40,7 @@ public final class HTTPSink: Sink, @unchecked Sendable {
         self.clock = clock
     }
 
-    public static let build: SinkRegistry.Builder = { name, node, path, context throws(ConfigProblems) in
+    public static func build(name: String, node: YAMLNode, path: String, context: SinkBuildContext) throws(ConfigProblems) -> BuiltSink {
         let c = try YAMLDecoder().decode(HTTPSinkConfig.self, from: node, path: path)
         var problems: [ConfigProblem] = []
         func problem(_ key: String, _ message: String) {
@@ -81,10 +81,14 @@ public final class HTTPSink: Sink, @unchecked Sendable {
             throw ConfigProblems(problems: problems + error.problems)
         }
         if !problems.isEmpty { throw ConfigProblems(problems: problems) }
-        let sink = HTTPSink(name: name, url: c.url, format: format, headers: headers, hmacSecret: c.hmac?.secret,
-                            options: CurlClient.Options(timeoutSeconds: c.timeout?.seconds ?? 30, caFile: c.ca_file),
-                            logger: context.logger.child("sink \(name)"))
-        return BuiltSink(sink: sink, common: common, summary: "http POST \(SafeText.url(c.url)) (\(format.rawValue))")
+        let url = c.url
+        let finalHeaders = headers
+        let secret = c.hmac?.secret
+        let options = CurlClient.Options(timeoutSeconds: c.timeout?.seconds ?? 30, caFile: c.ca_file)
+        return BuiltSink(kind: "http", common: common, summary: "http POST \(SafeText.url(c.url)) (\(format.rawValue))") { ctx in
+            HTTPSink(name: ctx.name, url: url, format: format, headers: finalHeaders, hmacSecret: secret, options: options,
+                     logger: ctx.logger, clock: ctx.clock)
+        }
     }
 
     public func write(_ batch: SinkBatch) -> SinkWriteResult {
@@ -120,5 +124,7 @@ public final class HTTPSink: Sink, @unchecked Sendable {
         return out
     }
 
-    public func close() {}
+    public func probe() -> Reachability { client.probe(url: url) }
+
+    public func close() { client.close() }
 }

@@ -1,3 +1,4 @@
+import SinkKit
 import YAMLConfig
 
 /// `kind: http` — batches of canonical records POSTed to a URL, for automation tools

@@ -1,7 +1,10 @@
 import CZlib
+import FastJSON
+import HTTPDelivery
 import HealthgateCore
 import HealthgateCrypto
 import Posix
+import SinkKit
 import Storage
 import YAMLConfig
 
@@ -10,7 +13,7 @@ import YAMLConfig
 /// Token auth the phone apps cannot send. A point is identified by measurement, tags and time,
 /// so a record sent again overwrites its point instead of adding one. Outcomes as `BatchPoster`
 /// says: a 400 narrows the batch down to the lines InfluxDB refuses, 413 halves, 401/403 keep.
-public final class InfluxDBSink: Sink, @unchecked Sendable {
+public final class InfluxDBSink: Sink {
     public let name: String
     let writeURL: String
     /// The write URL as shown in reasons and the log (made once).
@@ -48,7 +51,7 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
         self.clock = clock
     }
 
-    public static let build: SinkRegistry.Builder = { name, node, path, context throws(ConfigProblems) in
+    public static func build(name: String, node: YAMLNode, path: String, context: SinkBuildContext) throws(ConfigProblems) -> BuiltSink {
         let c = try YAMLDecoder().decode(InfluxDBSinkConfig.self, from: node, path: path)
         var problems: [ConfigProblem] = []
         func need(_ key: String, _ value: String?, _ api: InfluxDBSinkConfig.API) {
@@ -122,13 +125,15 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
         case .v2: deleteQuery = [("org", c.org ?? ""), ("bucket", c.bucket ?? "")]
         case .v3: deleteQuery = []
         }
-        let sink = InfluxDBSink(name: name, writeURL: url, headers: headers, encoder: encoder, gzip: gzip,
-                                options: CurlClient.Options(timeoutSeconds: c.timeout?.seconds ?? 30, caFile: c.ca_file),
-                                deletes: Deletes(api: api, base: base, query: deleteQuery,
-                                                 headers: headers.filter { $0.0 == "Authorization" }),
-                                indexPath: FileIO.join(context.dataDir, "sinks/\(name)/points.sqlite"),
-                                logger: context.logger.child("sink \(name)"))
-        return BuiltSink(sink: sink, common: common, summary: "influxdb \(api.rawValue) \(SafeText.url(base + endpoint))")
+        let options = CurlClient.Options(timeoutSeconds: c.timeout?.seconds ?? 30, caFile: c.ca_file)
+        let writeHeaders = headers
+        let deletes = Deletes(api: api, base: base, query: deleteQuery, headers: headers.filter { $0.0 == "Authorization" })
+        return BuiltSink(kind: "influxdb", common: common,
+                         summary: "influxdb \(api.rawValue) \(SafeText.url(base + endpoint))") { ctx in
+            InfluxDBSink(name: ctx.name, writeURL: url, headers: writeHeaders, encoder: encoder, gzip: gzip, options: options,
+                         deletes: deletes, indexPath: FileIO.join(ctx.stateDir, "points.sqlite"), logger: ctx.logger,
+                         clock: ctx.clock)
+        }
     }
 
     /// Upserts go out in runs; a delete is applied where it stands, after the upserts before
@@ -230,10 +235,14 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
                 let stop = Timestamp(seconds: (p.timeNanos + 1) / 1_000_000_000, nanoseconds: Int32((p.timeNanos + 1) % 1_000_000_000))
                 var predicate = "_measurement=\"\(p.measurement.replacingAll("\"", with: "\\\""))\""
                 for (k, v) in p.tags { predicate += " AND \(k)=\"\(v.replacingAll("\"", with: "\\\""))\"" }
-                var w = "{\"start\":\"\(start.rfc3339())\",\"stop\":\"\(stop.rfc3339())\",\"predicate\":"
-                w += jsonString(predicate) + "}"
+                var w = JSONWriter(capacity: 128 + predicate.utf8.count)
+                w.beginObject()
+                w.key("start"); w.string(start.rfc3339())
+                w.key("stop"); w.string(stop.rfc3339())
+                w.key("predicate"); w.string(predicate)
+                w.endObject()
                 let query = deletes.query.map { "\(PercentEncoding.encode($0.0))=\(PercentEncoding.encode($0.1))" }
-                request = (deletes.base + "/api/v2/delete?" + query.joined(separator: "&"), Array(w.utf8),
+                request = (deletes.base + "/api/v2/delete?" + query.joined(separator: "&"), w.bytes,
                            deletes.headers + [("Content-Type", "application/json")])
             }
             let response: CurlClient.Response
@@ -259,18 +268,6 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
         return .accepted
     }
 
-    private func jsonString(_ s: String) -> String {
-        var out = "\""
-        for c in s.unicodeScalars {
-            switch c {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            default: out.unicodeScalars.append(c)
-            }
-        }
-        return out + "\""
-    }
-
     /// gzip (RFC 1952) of a body.
     static func gzip(_ data: [UInt8]) -> [UInt8] {
         var stream = z_stream()
@@ -293,7 +290,12 @@ public final class InfluxDBSink: Sink, @unchecked Sendable {
         return Array(out[0..<written])
     }
 
-    public func close() {}
+    public func probe() -> Reachability { client.probe(url: deletes.base) }
+
+    public func close() {
+        client.close()
+        index.close()
+    }
 }
 
 extension String {

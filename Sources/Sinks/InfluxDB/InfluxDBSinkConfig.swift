@@ -1,3 +1,4 @@
+import SinkKit
 import YAMLConfig
 
 /// `kind: influxdb` — records as line protocol into InfluxDB 1.x, 2.x or 3.x (or anything that

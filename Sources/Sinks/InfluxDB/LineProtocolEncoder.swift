@@ -1,3 +1,4 @@
+import SinkKit
 import HealthgateCore
 
 /// Canonical records as InfluxDB line protocol, in the schema Syncky's own InfluxDB format

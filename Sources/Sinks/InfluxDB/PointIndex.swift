@@ -5,7 +5,7 @@ import Storage
 /// Where the sink wrote each record's point — measurement, tag set, time — by the record's key
 /// `(device, uuid, part)`, in SQLite under the data dir, so that a delete (which carries only
 /// the key) can find the point to remove. One row per key: a record written again replaces it.
-final class PointIndex: @unchecked Sendable {
+final class PointIndex {
     struct Point: Equatable {
         var measurement: String
         var tags: [(String, String)]
@@ -20,6 +20,9 @@ final class PointIndex: @unchecked Sendable {
     private var db: SQLite?
 
     init(path: String) { self.path = path }
+
+    /// Closes the database; the next use opens it again.
+    func close() { db = nil }
 
     private func open() throws -> SQLite {
         if let db { return db }

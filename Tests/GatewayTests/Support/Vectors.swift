@@ -1,3 +1,7 @@
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
+
 /// The worked examples of the Syncky guide (sections 4, 6 and 10): real requests whose
 /// signatures verify. Copied byte for byte.
 enum Vectors {

@@ -2,6 +2,7 @@ import CanonicalJSON
 import FastJSON
 import HealthgateCore
 import HealthgateCrypto
+import Posix
 import YAMLConfig
 
 /// The chunked ingest API (`POST /v1/ingest`, `../shared/spec/ingest-api.md`): a Bearer device

@@ -4,22 +4,22 @@ import HealthgateCore
 /// read, so a record costs one pass over the parts. The file sink names its files with it, the
 /// influxdb sink its measurements and tag values; each says which fields it allows and how a
 /// field's value is written.
-struct RecordTemplate: Sendable {
-    enum Field: String, Sendable, CaseIterable {
+public struct RecordTemplate: Sendable {
+    public enum Field: String, Sendable, CaseIterable {
         /// `{phone}` is the record's device, under the name InfluxDB users know it by.
         case device, phone, receiver, date, type, kind, source, unit
     }
 
-    enum Part: Sendable {
+    public enum Part: Sendable {
         case text(String)
         case field(Field)
     }
 
-    let parts: [Part]
+    public let parts: [Part]
     /// The `{name}`s that are not among the allowed fields; they stay as literal text.
-    let unknown: [String]
+    public let unknown: [String]
 
-    init(_ template: String, allowed: [Field]) {
+    public init(_ template: String, allowed: [Field]) {
         var parts: [Part] = []
         var unknown: [String] = []
         var rest = Substring(template)
@@ -40,9 +40,9 @@ struct RecordTemplate: Sendable {
     }
 
     /// Whether the template has no field at all (its text is the same for every record).
-    var isConstant: Bool { !parts.contains { if case .field = $0 { true } else { false } } }
+    public var isConstant: Bool { !parts.contains { if case .field = $0 { true } else { false } } }
 
-    func render(_ r: CanonicalRecord, _ value: (Field, CanonicalRecord) -> String) -> String {
+    public func render(_ r: CanonicalRecord, _ value: (Field, CanonicalRecord) -> String) -> String {
         if parts.count == 1 {
             switch parts[0] {
             case .field(let f): return value(f, r)
@@ -60,7 +60,7 @@ struct RecordTemplate: Sendable {
     }
 
     /// "unknown placeholder {x}; a template may use {a}, {b}" for a config problem.
-    static func problem(_ unknown: [String], allowed: [Field]) -> String {
+    public static func problem(_ unknown: [String], allowed: [Field]) -> String {
         "unknown placeholder " + unknown.map { "{\($0)}" }.joined(separator: ", ")
             + "; a template may use " + allowed.map { "{\($0.rawValue)}" }.joined(separator: ", ")
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
-import Sinks
+import HTTPDelivery
+import SinkKit
 
 /// A real database server from Debian's packages (influxd 1.x, VictoriaMetrics) on a free
 /// loopback port in a temporary dir, stopped when the test is done.

@@ -85,28 +85,3 @@ extension SinkCommonConfig {
         return SinkCommonConfig(batch: batch, retry: retry, queue: queue, defaultMaxItems: defaultMaxItems)
     }
 }
-
-/// What a sink builder gets besides its config.
-public struct SinkBuildContext: Sendable {
-    /// Relative sink paths are resolved against the data dir.
-    public var dataDir: String
-    public var logger: Logger
-
-    public init(dataDir: String, logger: Logger) {
-        self.dataDir = dataDir
-        self.logger = logger
-    }
-}
-
-/// A configured sink: the component, its queue settings, and a line for `healthgate check`.
-public struct BuiltSink: Sendable {
-    public var sink: any Sink
-    public var common: SinkCommonConfig
-    public var summary: String
-
-    public init(sink: any Sink, common: SinkCommonConfig, summary: String) {
-        self.sink = sink
-        self.common = common
-        self.summary = summary
-    }
-}

@@ -1,10 +1,11 @@
 import CCurl
 import Glibc
+import SinkKit
 
 /// An HTTP client over libcurl for sinks: one reused handle (keep-alive, TLS session reuse),
-/// used by one drainer thread at a time. Redirects are never followed (a redirect is a
-/// config problem: the data would go somewhere nobody configured).
-public final class CurlClient: @unchecked Sendable {
+/// owned by the sink's drainer thread (not `Sendable`). Redirects are never followed (a
+/// redirect is a config problem: the data would go somewhere nobody configured).
+public final class CurlClient {
     public struct Response: Sendable {
         public var status: Int
         public var headers: [(name: String, value: String)]
@@ -34,8 +35,9 @@ public final class CurlClient: @unchecked Sendable {
         }
     }
 
-    private let handle: UnsafeMutableRawPointer
+    private var handle: UnsafeMutableRawPointer
     private let options: Options
+    private var closed = false
 
     /// libcurl's global state, set up once before any handle.
     private static let global: Void = { _ = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
@@ -46,10 +48,37 @@ public final class CurlClient: @unchecked Sendable {
         self.options = options
     }
 
-    deinit { curl_easy_cleanup(handle) }
+    deinit { if !closed { curl_easy_cleanup(handle) } }
+
+    /// Closes the kept-alive connections. A later `send` opens new ones.
+    public func close() {
+        guard !closed else { return }
+        curl_easy_cleanup(handle)
+        closed = true
+    }
+
+    /// Connects to the URL's host (TLS included for https) and hangs up: whether it can be
+    /// reached, without sending a request.
+    public func probe(url: String) -> Reachability {
+        guard let h = curl_easy_init() else { return .unknown }
+        defer { curl_easy_cleanup(h) }
+        var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        let rc: CURLcode = errorBuffer.withUnsafeMutableBufferPointer { eb in
+            _ = hg_curl_setopt_str(h, CURLOPT_URL, url)
+            _ = hg_curl_setopt_long(h, CURLOPT_CONNECT_ONLY, 1)
+            _ = hg_curl_setopt_long(h, CURLOPT_NOSIGNAL, 1)
+            _ = hg_curl_setopt_long(h, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeoutSeconds * 1000))
+            _ = hg_curl_setopt_ptr(h, CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(eb.baseAddress))
+            if let ca = options.caFile { _ = hg_curl_setopt_str(h, CURLOPT_CAINFO, ca) }
+            return curl_easy_perform(h)
+        }
+        if rc == CURLE_OK { return .reachable }
+        let detail = errorBuffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        return .unreachable(detail.isEmpty ? String(cString: curl_easy_strerror(rc)) : detail)
+    }
 
     /// Collects the response body and headers through libcurl's callbacks.
-    final class Sink {
+    final class Collector {
         var body: [UInt8] = []
         var headers: [(name: String, value: String)] = []
         let maxBody = 1 << 20
@@ -58,8 +87,12 @@ public final class CurlClient: @unchecked Sendable {
     /// Sends `body` with `method` to `url`; a transport failure (no connection, TLS, timeout)
     /// throws, any HTTP status returns.
     public func send(_ method: String, url: String, headers: [(String, String)], body: [UInt8]) throws(TransportError) -> Response {
+        if closed {
+            handle = curl_easy_init()!
+            closed = false
+        }
         curl_easy_reset(handle)
-        let sink = Sink()
+        let sink = Collector()
         var list: UnsafeMutablePointer<curl_slist>?
         for (k, v) in headers { list = curl_slist_append(list, "\(k): \(v)") }
         // No "Expect: 100-continue" round trip for large bodies.
@@ -106,7 +139,7 @@ enum CurlCallbacks {
     static let body: hg_curl_data_cb = { data, size, count, ctx in
         guard let data, let ctx else { return 0 }
         let n = size * count
-        let sink = Unmanaged<CurlClient.Sink>.fromOpaque(ctx).takeUnretainedValue()
+        let sink = Unmanaged<CurlClient.Collector>.fromOpaque(ctx).takeUnretainedValue()
         // Keep the first megabyte of an error body; the rest is read and dropped.
         let room = max(0, sink.maxBody - sink.body.count)
         if room > 0 {
@@ -120,7 +153,7 @@ enum CurlCallbacks {
     static let header: hg_curl_data_cb = { data, size, count, ctx in
         guard let data, let ctx else { return 0 }
         let n = size * count
-        let sink = Unmanaged<CurlClient.Sink>.fromOpaque(ctx).takeUnretainedValue()
+        let sink = Unmanaged<CurlClient.Collector>.fromOpaque(ctx).takeUnretainedValue()
         let line = data.withMemoryRebound(to: UInt8.self, capacity: n) {
             String(decoding: UnsafeBufferPointer(start: $0, count: n), as: UTF8.self)
         }

@@ -1,5 +1,5 @@
 import Foundation
-@testable import Gateway
+@testable import Pipeline
 import HealthgateCore
 import Posix
 import Testing
@@ -12,7 +12,7 @@ import Testing
     }
 
     @Test func appendsAndReadsBackInOrder() throws {
-        let dir = ServeProcess.makeTempDir("journal")
+        let dir = tempDir("journal")
         let j = try Journal(directory: dir, logger: logger)
         for i in 1...10 {
             let seq = try j.append(payload: payload(i), count: 1, time: Timestamp(seconds: Int64(i)))
@@ -37,7 +37,7 @@ import Testing
         // A line longer than the limit is an entry of its own.
         let long = payload(1, size: 3000) + payload(2)
         #expect(Journal.parts(of: long, count: 2, limit: 1000).map(\.count) == [1, 1])
-        let dir = ServeProcess.makeTempDir("journal")
+        let dir = tempDir("journal")
         let j = try Journal(directory: dir, logger: logger)
         let last = try j.append(payload: big, parts: parts, time: Timestamp(seconds: 5))
         #expect(last == UInt64(parts.count))
@@ -50,7 +50,7 @@ import Testing
     /// A crash that left only some entries of a split request: recovery cuts all of them (the
     /// request was never acknowledged), and keeps the whole request before it.
     @Test func recoveryCutsASplitRequestThatIsNotWhole() throws {
-        let dir = ServeProcess.makeTempDir("journal")
+        let dir = tempDir("journal")
         var big: [UInt8] = []
         for i in 0..<30 { big += payload(i, size: 100) }
         do {
@@ -77,7 +77,7 @@ import Testing
     }
 
     @Test func concurrentAppendsShareSyncsAndLoseNothing() throws {
-        let dir = ServeProcess.makeTempDir("journal")
+        let dir = tempDir("journal")
         let j = try Journal(directory: dir, logger: logger)
         let threads = 8, perThread = 200
         DispatchQueue.concurrentPerform(iterations: threads) { t in
@@ -93,7 +93,7 @@ import Testing
     }
 
     @Test func startsNewSegmentsAndReadsAcrossThem() throws {
-        let dir = ServeProcess.makeTempDir("journal")
+        let dir = tempDir("journal")
         let j = try Journal(directory: dir, segmentBytes: 1000, logger: logger)
         for i in 1...30 { try j.append(payload: payload(i, size: 100), count: 1, time: Timestamp(seconds: 0)) }
         #expect(j.segmentFirstSeqs.count > 3)
@@ -112,7 +112,7 @@ import Testing
     /// Power loss at any byte of the last write: restart keeps every entry before the torn
     /// one, cuts the rest, and appends continue with the next sequence number.
     @Test func cutsATornTailAtEveryByteOffset() throws {
-        let dir = ServeProcess.makeTempDir("journal")
+        let dir = tempDir("journal")
         do {
             let j = try Journal(directory: dir, logger: logger)
             for i in 1...3 { try j.append(payload: payload(i), count: 1, time: Timestamp(seconds: 0)) }
@@ -128,7 +128,7 @@ import Testing
         }
         #expect(ends.last == full.count)
         for cut in 0..<full.count {
-            let copy = ServeProcess.makeTempDir("torn")
+            let copy = tempDir("torn")
             try Data(full[0..<cut]).write(to: URL(fileURLWithPath: copy + "/" + Journal.segmentName(1)))
             let j = try Journal(directory: copy, logger: logger)
             let whole = ends.filter { $0 <= cut }.count
@@ -146,7 +146,7 @@ import Testing
     }
 
     @Test func aFlippedBitInTheTailIsCutNotServed() throws {
-        let dir = ServeProcess.makeTempDir("journal")
+        let dir = tempDir("journal")
         do {
             let j = try Journal(directory: dir, logger: logger)
             for i in 1...3 { try j.append(payload: payload(i), count: 1, time: Timestamp(seconds: 0)) }
@@ -161,7 +161,7 @@ import Testing
     }
 
     @Test func readersWaitForNewEntries() throws {
-        let dir = ServeProcess.makeTempDir("journal")
+        let dir = tempDir("journal")
         let j = try Journal(directory: dir, logger: logger)
         #expect(!j.waitForEntries(after: 0, timeout: 0.05))
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) {
@@ -180,7 +180,7 @@ import Testing
     /// entries after it are acknowledged and must survive a restart; readers skip only the
     /// damaged entry and go on reading new ones.
     @Test func damageInTheMiddleLosesOnlyTheDamagedEntry() throws {
-        let dir = ServeProcess.makeTempDir("journal")
+        let dir = tempDir("journal")
         let sizes: [Int]
         do {
             let j = try Journal(directory: dir, logger: logger)
@@ -203,4 +203,9 @@ import Testing
         #expect(try j.append(payload: payload(4), count: 1, time: Timestamp(seconds: 0)) == 4)
         #expect(reader.read(maxEntries: 10).map(\.seq) == [4])
     }
+}
+
+func tempDir(_ tag: String) -> String {
+    var template = Array("/tmp/\(tag)-XXXXXX".utf8CString)
+    return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
 }

@@ -6,29 +6,31 @@ import Posix
 /// A sink's dead letters, `<data_dir>/sinks/<name>/dead-letters.ndjson`: one JSON object per
 /// line with the time, the sink, the reason, and the record (or, for a journal line that is
 /// not a record, the line as text). `healthgate replay` sends them again.
-struct DeadLetters: Sendable {
+public struct DeadLetters: Sendable {
     let sink: String
-    let path: String
+    public let path: String
     let metrics: SinkMetrics
     let logger: Logger
+    let clock: any Clock
 
-    init(sink: String, dataDir: String, metrics: SinkMetrics, logger: Logger) {
+    public init(sink: String, dataDir: String, metrics: SinkMetrics, logger: Logger, clock: any Clock) {
         self.sink = sink
         self.path = DeadLetters.path(sink: sink, dataDir: dataDir)
         self.metrics = metrics
         self.logger = logger
+        self.clock = clock
     }
 
-    static func path(sink: String, dataDir: String) -> String {
+    public static func path(sink: String, dataDir: String) -> String {
         FileIO.join(dataDir, "sinks/\(sink)/dead-letters.ndjson")
     }
 
     /// Keeps a record the sink rejected for good. False when it could not be written (then
     /// the caller keeps the record for another try).
-    func keep(_ r: CanonicalRecord, reason: String) -> Bool {
+    public func keep(_ r: CanonicalRecord, reason: String) -> Bool {
         var w = JSONWriter(capacity: 512)
         w.beginObject()
-        w.key("time"); w.string(Timestamp(seconds: SystemClock().now().seconds).rfc3339())
+        w.key("time"); w.string(Timestamp(seconds: clock.now().seconds).rfc3339())
         w.key("sink"); w.string(sink)
         w.key("reason"); w.string(reason)
         w.key("record")
@@ -50,7 +52,7 @@ struct DeadLetters: Sendable {
     func keep(line: ArraySlice<UInt8>, reason: String) {
         var w = JSONWriter(capacity: 512)
         w.beginObject()
-        w.key("time"); w.string(Timestamp(seconds: SystemClock().now().seconds).rfc3339())
+        w.key("time"); w.string(Timestamp(seconds: clock.now().seconds).rfc3339())
         w.key("sink"); w.string(sink)
         w.key("reason"); w.string(reason)
         w.key("line"); w.string(utf8: Array(line))

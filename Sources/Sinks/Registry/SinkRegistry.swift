@@ -1,7 +1,11 @@
-import HealthgateCore
+import SinkFile
+import SinkHTTP
+import SinkInfluxDB
+import SinkKit
 import YAMLConfig
 
-/// Every sink kind, by its `kind:` in the config. A new sink is one folder and one line here.
+/// Every sink kind, by its `kind:` in the config. A new sink is one folder (its own target,
+/// linking only the C library it needs) and one line here.
 public enum SinkRegistry {
     public typealias Builder = @Sendable (_ name: String, _ node: YAMLNode, _ path: String, _ context: SinkBuildContext)
         throws(ConfigProblems) -> BuiltSink

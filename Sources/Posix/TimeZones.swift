@@ -1,13 +1,12 @@
 import Glibc
 import HealthgateCore
-import Posix
 import Synchronization
 
 /// UTC offsets of IANA time zones ("Europe/Budapest") at a given instant, from the system's
 /// tz database (`/usr/share/zoneinfo`, Debian's tzdata) in its TZif format (RFC 8536), read
 /// once per zone. Past the last transition the zone's last offset holds (the footer's rule,
 /// which only matters for instants past 2037, is not evaluated).
-enum TimeZones {
+public enum TimeZones {
     struct Zone: Sendable {
         var transitions: [Int64]
         var offsetAfter: [Int32]
@@ -16,7 +15,7 @@ enum TimeZones {
 
     private static let cache = Mutex<[String: Zone?]>([:])
 
-    static func offset(_ name: String, at instant: Int64) -> Int? {
+    public static func offset(_ name: String, at instant: Int64) -> Int? {
         guard valid(name) else { return nil }
         let zone = cache.withLock { c -> Zone? in
             if let z = c[name] { return z }
@@ -35,7 +34,7 @@ enum TimeZones {
     }
 
     /// Names like `Europe/Budapest`, `UTC`, `America/Argentina/Buenos_Aires`; no `..`.
-    static func valid(_ name: String) -> Bool {
+    public static func valid(_ name: String) -> Bool {
         !name.isEmpty && name.count < 64 && !name.contains("..") && !name.hasPrefix("/")
             && name.utf8.allSatisfy { ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39)
                 || $0 == 0x2F || $0 == 0x5F || $0 == 0x2D || $0 == 0x2B }
@@ -74,4 +73,11 @@ enum TimeZones {
         }
         return Zone(transitions: transitions, offsetAfter: offsets, initialOffset: i32(typesAt))
     }
+}
+
+/// The system's tz database, for transforms (`TransformContext.timeZones`).
+public struct SystemTimeZones: TimeZoneLookup {
+    public init() {}
+
+    public func utcOffset(zone: String, at unixSeconds: Int64) -> Int? { TimeZones.offset(zone, at: unixSeconds) }
 }

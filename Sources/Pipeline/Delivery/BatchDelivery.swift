@@ -1,28 +1,34 @@
 import Glibc
 import HealthgateCore
 import Posix
-import Sinks
+import SinkKit
 
 /// Writes one batch to a sink until every record is accepted or rejected: what the sink keeps
 /// is tried again after an exponential backoff with full jitter (`Retry-After` honoured), what
 /// it rejects goes to the dead letters. Shared by the sink drainers and `healthgate replay`.
-struct BatchDelivery {
+/// Time comes from `clock`: a test's fake clock makes the backoff instant.
+public struct BatchDelivery {
     let sink: any Sink
+    let name: String
     let retry: RetryConfig
     let metrics: SinkMetrics
     let deadLetters: DeadLetters
     let logger: Logger
+    let clock: any WaitClock
     private var rng = SystemRandomNumberGenerator()
 
-    init(sink: any Sink, retry: RetryConfig, metrics: SinkMetrics, deadLetters: DeadLetters, logger: Logger) {
+    public init(sink: any Sink, name: String, retry: RetryConfig, metrics: SinkMetrics, deadLetters: DeadLetters,
+                logger: Logger, clock: any WaitClock) {
         self.sink = sink
+        self.name = name
         self.retry = retry
         self.metrics = metrics
         self.deadLetters = deadLetters
         self.logger = logger
+        self.clock = clock
     }
 
-    enum Outcome {
+    public enum Outcome {
         case delivered
         /// `wait` said to stop.
         case stopped
@@ -31,12 +37,11 @@ struct BatchDelivery {
     }
 
     /// `wait(seconds)` sleeps and returns false to stop; `abandon()` is asked while waiting.
-    mutating func deliver(records: [CanonicalRecord], lines: [ArraySlice<UInt8>?], wait: (Double) -> Bool,
-                          abandon: () -> Bool = { false }) -> Outcome {
+    public mutating func deliver(records: [CanonicalRecord], lines: [ArraySlice<UInt8>?], wait: (Double) -> Bool,
+                                 abandon: () -> Bool = { false }) -> Outcome {
         var records = records
         var lines = lines
         var attempt = 0
-        let name = sink.name
         while !records.isEmpty {
             let result = sink.write(SinkBatch(records: records, lines: lines))
             metrics.batches.add(1, ordering: .relaxed)
@@ -72,6 +77,7 @@ struct BatchDelivery {
                 }
             }
             if keep.isEmpty {
+                metrics.reachability = .reachable
                 if attempt > 0 {
                     logger.info("sink \(name): delivering again after \(attempt) failed attempt(s)")
                     metrics.lastError = nil
@@ -88,12 +94,12 @@ struct BatchDelivery {
             attempt += 1
             let cap = min(retry.maxSeconds, retry.initialSeconds * pow(2, Double(min(attempt - 1, 30))))
             let pause = retryAfter ?? Double.random(in: 0...cap, using: &rng)
-            metrics.nextRetryAt.store(SystemClock().now().seconds + Int64(pause.rounded(.up)), ordering: .relaxed)
+            metrics.nextRetryAt.store(clock.now().seconds + Int64(pause.rounded(.up)), ordering: .relaxed)
             logger.warning("sink \(name): \(reason); \(records.count) record(s) kept, retrying in \(formatSeconds(pause))")
             // Wait in short steps, so that a sink asked to give the batch up can do so.
-            let until = monotonicSeconds() + max(pause, 0.001)
-            while monotonicSeconds() < until {
-                if !wait(max(0.001, min(0.5, until - monotonicSeconds()))) { return .stopped }
+            let until = clock.monotonicSeconds() + max(pause, 0.001)
+            while clock.monotonicSeconds() < until {
+                if !wait(max(0.001, min(0.5, until - clock.monotonicSeconds()))) { return .stopped }
                 if abandon() {
                     metrics.nextRetryAt.store(0, ordering: .relaxed)
                     return .abandoned
@@ -104,6 +110,6 @@ struct BatchDelivery {
     }
 }
 
-func formatSeconds(_ s: Double) -> String {
+public func formatSeconds(_ s: Double) -> String {
     s < 1 ? "\(Int(s * 1000)) ms" : s < 120 ? "\(Int(s.rounded())) s" : "\(Int((s / 60).rounded())) min"
 }

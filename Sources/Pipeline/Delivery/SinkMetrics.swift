@@ -1,4 +1,5 @@
 import HealthgateCore
+import SinkKit
 import Synchronization
 
 /// What `/metrics` and `status` show about one sink's queue.
@@ -14,14 +15,23 @@ public final class SinkMetrics: Sendable {
     /// The next journal entry this sink will read, and how many of its records are done.
     public let cursorSeq = Atomic<UInt64>(0)
     public let cursorSkip = Atomic<Int>(0)
+    /// The next entry of the sink's inbox (`replay --sink` beside `serve`) it will deliver.
+    public let inboxSeq = Atomic<UInt64>(1)
     /// When the next try of a failed batch is due (Unix seconds; 0 when not retrying).
     public let nextRetryAt = Atomic<Int64>(0)
     private let lastErrorText = Mutex<String?>(nil)
+    private let reachable = Mutex<Reachability>(.unknown)
 
     public init(name: String) { self.name = name }
 
     public var lastError: String? {
         get { lastErrorText.withLock { $0 } }
         set { lastErrorText.withLock { $0 = newValue } }
+    }
+
+    /// What the sink's last probe (or write) said of its destination.
+    public var reachability: Reachability {
+        get { reachable.withLock { $0 } }
+        set { reachable.withLock { $0 = newValue } }
     }
 }

@@ -1,0 +1,125 @@
+import HealthgateCore
+
+/// A configured route: the receivers it takes from, its transforms in order, its sinks.
+public struct Route: Sendable {
+    public var name: String
+    public var from: [Glob]
+    public var transforms: [any TransformSpec]
+    public var to: [String]
+
+    public init(name: String, from: [Glob], transforms: [any TransformSpec], to: [String]) {
+        self.name = name
+        self.from = from
+        self.transforms = transforms
+        self.to = to
+    }
+
+    public func takes(receiver: String) -> Bool { from.contains { $0.matches(receiver) } }
+
+    /// True when records come out of this route exactly as they went in (or not at all).
+    public var keepsRecordsUnchanged: Bool { !transforms.contains { $0.changesRecords } }
+}
+
+/// What the routes made of some journal records: the records for the sink, in order, and
+/// each one's journal line when it is unchanged.
+public struct RoutedRecords {
+    public var records: [CanonicalRecord] = []
+    public var lines: [ArraySlice<UInt8>?] = []
+
+    public init() {}
+
+    public var count: Int { records.count }
+    public var isEmpty: Bool { records.isEmpty }
+
+    public mutating func append(_ r: CanonicalRecord, line: ArraySlice<UInt8>?) {
+        records.append(r)
+        lines.append(line)
+    }
+}
+
+/// The routes that lead to one sink, each with this sink's own transform instances: they
+/// live on the sink's drainer thread, and their state is committed with its cursor.
+public final class SinkRoutes {
+    struct Lane {
+        let route: Route
+        let transforms: [any Transform]
+        /// State keys, one per transform: `<route name>/<index>/<kind>`.
+        let keys: [String]
+        let unchanged: Bool
+    }
+
+    let lanes: [Lane]
+
+    public init(routes: [Route], sink: String, clock: any Clock, timeZones: any TimeZoneLookup, logger: Logger) {
+        lanes = routes.map { route in
+            let context = TransformContext(route: route.name, sink: sink, clock: clock, timeZones: timeZones,
+                                           logger: logger.child("route \(route.name)"))
+            return Lane(route: route, transforms: route.transforms.map { $0.instantiate(context) },
+                        keys: route.transforms.enumerated().map { "\(route.name)/\($0.offset)/\($0.element.kind)" },
+                        unchanged: route.keepsRecordsUnchanged)
+        }
+    }
+
+    /// Appends what every route that takes the record makes of it; false when none passes
+    /// anything on (filtered out, or absorbed into a transform's state).
+    public func process(_ r: CanonicalRecord, line: ArraySlice<UInt8>?, into out: inout RoutedRecords) -> Bool {
+        let before = out.count
+        for lane in lanes where lane.route.takes(receiver: r.receiver) {
+            if lane.transforms.isEmpty {
+                out.append(r, line: line)
+                continue
+            }
+            let keep = lane.unchanged ? line : nil
+            run(lane, r, from: 0) { out.append($0, line: keep) }
+        }
+        return out.count > before
+    }
+
+    /// Lets every transform emit what time alone decides.
+    public func tick(now: Timestamp, into out: inout RoutedRecords) {
+        for lane in lanes {
+            for i in lane.transforms.indices {
+                lane.transforms[i].tick(now: now) { r in run(lane, r, from: i + 1) { out.append($0, line: nil) } }
+            }
+        }
+    }
+
+    private func run(_ lane: Lane, _ r: CanonicalRecord, from i: Int, _ deliver: (CanonicalRecord) -> Void) {
+        if i == lane.transforms.count {
+            deliver(r)
+            return
+        }
+        lane.transforms[i].process(r) { next in run(lane, next, from: i + 1, deliver) }
+    }
+
+    /// The state of every transform that keeps some, by key.
+    func saveState() -> [(key: String, bytes: [UInt8])] {
+        var out: [(key: String, bytes: [UInt8])] = []
+        for lane in lanes {
+            for (t, key) in zip(lane.transforms, lane.keys) {
+                if let bytes = t.saveState() { out.append((key, bytes)) }
+            }
+        }
+        return out
+    }
+
+    /// Gives each transform its committed state; says which could not take theirs.
+    func restore(_ states: [String: [UInt8]], logger: Logger) {
+        var used = Set<String>()
+        for lane in lanes {
+            for (t, key) in zip(lane.transforms, lane.keys) {
+                guard let bytes = states[key] else { continue }
+                used.insert(key)
+                do {
+                    try t.restoreState(bytes)
+                } catch {
+                    logger.error("transform \(key): its saved state cannot be read (\(error)); it starts empty")
+                }
+            }
+        }
+        for key in states.keys where !used.contains(key) {
+            logger.warning("transform state \(key) belongs to no transform of this config (a route was renamed or "
+                           + "changed); it is dropped at the next commit")
+        }
+    }
+}

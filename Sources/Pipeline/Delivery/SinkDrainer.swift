@@ -1,0 +1,470 @@
+import CanonicalJSON
+import FastJSON
+import Glibc
+import HealthgateCore
+import Posix
+import SinkKit
+import Synchronization
+
+/// One sink's queue over the journal, and the owner of the sink: its thread opens the sink,
+/// reads durable entries from the sink's own cursor, runs the routes that lead to the sink
+/// (with this sink's transform instances), writes batches, retries with backoff and full
+/// jitter, sends rejected records to dead letters, and commits the cursor — with the
+/// transforms' state — after each success. It also delivers what `replay --sink` handed to the
+/// sink's inbox. A sink that is down holds back nothing but itself. See JOURNAL.md and QUEUES.md.
+public final class SinkDrainer: Sendable {
+    public let name: String
+    let built: BuiltSink
+    let routes: [Route]
+    let journal: Journal
+    /// `sinks/<name>/inbox`: records handed to this sink alone (`replay --sink` beside `serve`).
+    public let inbox: Journal?
+    let dataDir: String
+    let dir: String
+    let logger: Logger
+    let clock: any WaitClock
+    let timeZones: any TimeZoneLookup
+    public let metrics: SinkMetrics
+    let cursors: CursorStore
+    /// Called after the cursor was saved, so the journal can drop segments every sink has passed.
+    let onCommit: @Sendable () -> Void
+    /// How long `stop` waits for the write in progress and `close`.
+    let shutdownDeadline: Double
+    private let wake = Monitor()
+    private let stopping = Atomic<Bool>(false)
+    private let finished = Atomic<Bool>(false)
+    private let thread = Mutex<pthread_t?>(nil)
+    private let startCursor = Mutex<CursorStore.Committed?>(nil)
+
+    public init(name: String, built: BuiltSink, routes: [Route], journal: Journal, inbox: Journal? = nil, dataDir: String,
+                logger: Logger, clock: any WaitClock = SystemClock(), timeZones: any TimeZoneLookup = SystemTimeZones(),
+                metrics: SinkMetrics? = nil, shutdownDeadline: Double = 10, onCommit: @escaping @Sendable () -> Void = {}) {
+        self.name = name
+        self.built = built
+        self.routes = routes
+        self.journal = journal
+        self.inbox = inbox
+        self.dataDir = dataDir
+        self.dir = SinkDrainer.stateDirectory(sink: name, dataDir: dataDir)
+        self.logger = logger
+        self.clock = clock
+        self.timeZones = timeZones
+        self.metrics = metrics ?? SinkMetrics(name: name)
+        self.cursors = CursorStore(path: FileIO.join(dir, "cursor"))
+        self.onCommit = onCommit
+        self.shutdownDeadline = shutdownDeadline
+    }
+
+    public static func stateDirectory(sink: String, dataDir: String) -> String {
+        FileIO.join(FileIO.join(dataDir, "sinks"), sink)
+    }
+
+    /// The committed journal cursor (tests and `status`).
+    public func loadCursor() throws(IOError) -> Cursor {
+        try FileIO.makeDirectories(dir, mode: 0o700)
+        return try cursors.load { logger.error("sink \(name): \($0)") }.journal
+    }
+
+    func commit(_ c: CursorStore.Committed) throws(IOError) {
+        try cursors.save(c)
+        metrics.cursorSkip.store(c.journal.skip, ordering: .relaxed)
+        metrics.cursorSeq.store(c.journal.seq, ordering: .relaxed)
+        metrics.inboxSeq.store(c.inbox.seq, ordering: .relaxed)
+        onCommit()
+    }
+
+    /// Reads the committed position and starts the sink's thread, which opens the sink.
+    public func start() throws(IOError) {
+        try FileIO.makeDirectories(dir, mode: 0o700)
+        var committed = try cursors.load { logger.error("sink \(name): \($0)") }
+        let newest = journal.lastDurableSeq
+        if committed.journal.seq > newest + 1 {
+            // The journal was replaced or restored from an older copy: waiting for our old
+            // position would skip everything it holds.
+            let first = journal.segmentFirstSeqs.first ?? 1
+            logger.error("sink \(name): its cursor (entry \(committed.journal.seq)) is ahead of the journal (newest entry "
+                         + "\(newest)); the journal was replaced, so the sink starts again from entry \(first)")
+            committed.journal = Cursor(seq: first, skip: 0)
+            committed.states = [:]
+            try commit(committed)
+        }
+        metrics.cursorSeq.store(committed.journal.seq, ordering: .relaxed)
+        metrics.cursorSkip.store(committed.journal.skip, ordering: .relaxed)
+        metrics.inboxSeq.store(committed.inbox.seq, ordering: .relaxed)
+        startCursor.withLock { $0 = committed }
+        let start = committed
+        switch startThread({ [self] in
+            DrainLoop(self, from: start).run()
+            wake.withLock {
+                finished.store(true, ordering: .releasing)
+                wake.broadcast()
+            }
+        }) {
+        case .success(let t): thread.withLock { $0 = t }
+        case .failure(let e): throw IOError("pthread_create", name, code: e.code)
+        }
+    }
+
+    /// Asks the drainer to stop after the write in progress, and waits for it (and for the
+    /// sink's `close`) up to the shutdown deadline.
+    public func stop() {
+        guard let t = thread.withLock({ t -> pthread_t? in defer { t = nil }; return t }) else { return }
+        let done: Bool = wake.withLock {
+            stopping.store(true, ordering: .releasing)
+            wake.broadcast()
+            let until = monotonicSeconds() + shutdownDeadline
+            while !finished.load(ordering: .acquiring) {
+                let left = until - monotonicSeconds()
+                if left <= 0 { break }
+                wake.wait(seconds: left)
+            }
+            return finished.load(ordering: .acquiring)
+        }
+        if done {
+            pthread_join(t, nil)
+        } else {
+            pthread_detach(t)
+            logger.error("sink \(name): its write did not end within \(formatSeconds(shutdownDeadline)) of the stop; left "
+                         + "behind (what it had not delivered goes out after the next start)")
+        }
+    }
+
+    var isStopping: Bool { stopping.load(ordering: .acquiring) }
+
+    /// Sleeps up to `seconds` (on the drainer's clock), waking early on stop. False when stopping.
+    func sleep(_ seconds: Double) -> Bool {
+        wake.withLock {
+            if !isStopping { clock.wait(on: wake, seconds: seconds) }
+            return !isStopping
+        }
+    }
+
+    /// How much journal a drainer reads ahead of its sink: bounds its memory.
+    static let readAheadBytes = 2 << 20
+
+    /// For `when_full: drop_oldest`: the limit past which the oldest waiting records are dropped.
+    var dropOldestAbove: Int? {
+        guard let max = built.common.queue.max_bytes?.bytes, built.common.queue.when_full == .drop_oldest else { return nil }
+        return Int(max)
+    }
+
+    /// True when the sink is over its drop_oldest limit (and so should shed).
+    func overLimit() -> Bool {
+        guard let max = dropOldestAbove else { return false }
+        return journal.backlog(fromSeq: metrics.cursorSeq.load(ordering: .relaxed),
+                               skip: metrics.cursorSkip.load(ordering: .relaxed)).bytes > max
+    }
+}
+
+/// The drainer's thread: everything here belongs to it (the sink, the transform instances,
+/// the parser), so none of it is `Sendable`, and none of it needs to be.
+final class DrainLoop {
+    let d: SinkDrainer
+    let routes: SinkRoutes
+    let parser = JSONParser()
+    let deadLetters: DeadLetters
+    var sink: (any Sink)?
+    var delivery: BatchDelivery?
+    var committed: CursorStore.Committed
+    var reader: JournalReader
+    var inboxReader: JournalReader?
+    /// Raw journal records read but not yet run through the routes, with where they came from.
+    var pending = Pending()
+    var lastSavedAt: Double
+    var lastProbeAt = -Double.infinity
+    var lastIdleAt = -Double.infinity
+    /// Journal bytes decoded since memory was last given back to the system.
+    var bytesSinceRelief = 0
+    var openAttempts = 0
+
+    struct Pending {
+        var records: [CanonicalRecord] = []
+        var lines: [ArraySlice<UInt8>?] = []
+        var positions: [(seq: UInt64, index: Int)] = []
+
+        var count: Int { records.count }
+        var isEmpty: Bool { records.isEmpty }
+
+        mutating func removeFirst(_ n: Int) {
+            if n >= count {
+                self = Pending()
+                return
+            }
+            records.removeFirst(n)
+            lines.removeFirst(n)
+            positions.removeFirst(n)
+        }
+    }
+
+    init(_ d: SinkDrainer, from start: CursorStore.Committed) {
+        self.d = d
+        routes = SinkRoutes(routes: d.routes, sink: d.name, clock: d.clock, timeZones: d.timeZones, logger: d.logger)
+        routes.restore(start.states, logger: d.logger)
+        deadLetters = DeadLetters(sink: d.name, dataDir: d.dataDir, metrics: d.metrics, logger: d.logger, clock: d.clock)
+        committed = start
+        reader = d.journal.makeReader(from: start.journal.seq)
+        inboxReader = d.inbox?.makeReader(from: start.inbox.seq)
+        lastSavedAt = d.clock.monotonicSeconds()
+    }
+
+    var name: String { d.name }
+    var logger: Logger { d.logger }
+    var metrics: SinkMetrics { d.metrics }
+
+    /// Opens the sink, trying again with backoff until it opens or the drainer stops.
+    func openSink() -> Bool {
+        while sink == nil {
+            if d.isStopping { return false }
+            let context = SinkContext(name: name, dataDir: d.dataDir, stateDir: d.dir, clock: d.clock,
+                                      logger: logger.child("sink \(name)"))
+            do {
+                let s = try d.built.open(context)
+                sink = s
+                delivery = BatchDelivery(sink: s, name: name, retry: d.built.common.retry, metrics: metrics,
+                                         deadLetters: deadLetters, logger: logger, clock: d.clock)
+                if openAttempts > 0 { logger.info("sink \(name): opened after \(openAttempts) failed attempt(s)") }
+                metrics.lastError = nil
+                probe()
+            } catch {
+                openAttempts += 1
+                let retry = d.built.common.retry
+                let pause = min(retry.maxSeconds, retry.initialSeconds * pow(2, Double(min(openAttempts - 1, 30))))
+                metrics.lastError = "cannot open: \(error)"
+                metrics.reachability = .unreachable("\(error)")
+                logger.error("sink \(name): cannot open (\(error)); trying again in \(formatSeconds(pause))")
+                if !d.sleep(pause) { return false }
+            }
+        }
+        return true
+    }
+
+    func probe() {
+        guard let sink else { return }
+        lastProbeAt = d.clock.monotonicSeconds()
+        let r = sink.probe()
+        if r != metrics.reachability {
+            if case .unreachable(let why) = r { logger.warning("sink \(name): its destination is unreachable: \(why)") }
+        }
+        metrics.reachability = r
+    }
+
+    func run() {
+        defer {
+            sink?.close()
+            sink = nil
+        }
+        guard openSink() else { return }
+        var skip = committed.journal.skip
+        let maxItems = d.built.common.batch.maxItems
+        let maxWait = d.built.common.batch.maxWaitSeconds
+        let onCorrupt: (String) -> Void = { [logger, name] in logger.error("sink \(name): \($0)") }
+        var stuckSince: Double?
+
+        while !d.isStopping {
+            if d.overLimit() { shed() ; skip = 0 }
+            // What `replay --sink` handed to this sink goes out between journal batches.
+            if !deliverInbox(maxItems: maxItems) { return }
+            // Fill the buffer from the journal.
+            if pending.count < maxItems {
+                let entries = reader.read(maxEntries: 64, maxBytes: SinkDrainer.readAheadBytes, corrupt: onCorrupt)
+                for e in entries {
+                    bytesSinceRelief += e.payload.count
+                    decode(e, skip: skip)
+                    skip = 0
+                }
+                if entries.isEmpty && pending.isEmpty && d.journal.lastDurableSeq >= reader.nextSeq {
+                    // There are entries, but the reader cannot get at them (it said why through
+                    // onCorrupt): try again a little later rather than spin.
+                    if stuckSince == nil {
+                        stuckSince = monotonicSeconds()
+                        logger.error("sink \(name): cannot read journal entry \(reader.nextSeq); retrying every second")
+                    }
+                    if !d.sleep(1) { break }
+                    continue
+                }
+                stuckSince = nil
+                if entries.isEmpty && pending.isEmpty {
+                    if !idle() { return }
+                    continue
+                }
+                if !entries.isEmpty && pending.count < maxItems {
+                    // Give concurrent requests a moment to fill the batch, up to max_wait.
+                    let deadline = monotonicSeconds() + maxWait
+                    while pending.count < maxItems && !d.isStopping {
+                        let left = deadline - monotonicSeconds()
+                        if left <= 0 || !d.journal.waitForEntries(after: reader.nextSeq - 1, timeout: left) { break }
+                        for e in reader.read(maxEntries: 64, maxBytes: SinkDrainer.readAheadBytes, corrupt: onCorrupt) {
+                            bytesSinceRelief += e.payload.count
+                            decode(e, skip: 0)
+                        }
+                    }
+                }
+            }
+            // Run the routes over the oldest records until a batch is full. The transforms
+            // have then seen exactly the records before the new cursor, which is what makes
+            // committing their state with it right.
+            var batch = RoutedRecords()
+            var consumed = 0
+            while consumed < pending.count && batch.count < maxItems {
+                if !routes.process(pending.records[consumed], line: pending.lines[consumed], into: &batch) {
+                    metrics.filtered.add(1, ordering: .relaxed)
+                }
+                consumed += 1
+            }
+            pending.removeFirst(consumed)
+            if !batch.isEmpty {
+                switch deliver(batch) {
+                case .delivered: break
+                case .stopped: return
+                case .abandoned: continue   // shed at the top of the loop, the batch included
+                }
+            } else if d.clock.monotonicSeconds() - lastSavedAt < 1 {
+                continue   // all filtered out: commit now and then, not per batch
+            }
+            var next = committed
+            next.journal = pending.isEmpty ? Cursor(seq: reader.nextSeq, skip: 0)
+                                           : Cursor(seq: pending.positions[0].seq, skip: pending.positions[0].index)
+            save(next)
+        }
+    }
+
+    /// Nothing waits: let the sink and the transforms do what time asks, note how far
+    /// filtered-out entries got us, then wait for new entries. False when stopping.
+    func idle() -> Bool {
+        if bytesSinceRelief > 8 << 20 {
+            bytesSinceRelief = 0
+            MemoryRelief.giveBack()
+        }
+        let now = d.clock.monotonicSeconds()
+        if now - lastIdleAt >= 1 {
+            lastIdleAt = now
+            sink?.idle()
+            var out = RoutedRecords()
+            routes.tick(now: d.clock.now(), into: &out)
+            if !out.isEmpty {
+                switch deliver(out) {
+                case .delivered:
+                    var next = committed
+                    next.journal = Cursor(seq: reader.nextSeq, skip: 0)
+                    save(next)
+                case .stopped: return false
+                case .abandoned: return true
+                }
+            }
+        }
+        if now - lastProbeAt >= 30 { probe() }
+        let idleCursor = Cursor(seq: reader.nextSeq, skip: 0)
+        if idleCursor != committed.journal && now - lastSavedAt > 1 {
+            var next = committed
+            next.journal = idleCursor
+            save(next)
+        }
+        d.journal.waitForEntries(after: reader.nextSeq - 1, timeout: 0.5)
+        return true
+    }
+
+    /// Delivers what waits in the inbox, an entry at a time, committing after each batch.
+    /// False when stopping.
+    func deliverInbox(maxItems: Int) -> Bool {
+        guard let inbox = d.inbox, let r = inboxReader, inbox.lastDurableSeq >= r.nextSeq else { return true }
+        let entries = r.read(maxEntries: 1, maxBytes: SinkDrainer.readAheadBytes) { [logger, name] in
+            logger.error("sink \(name) inbox: \($0)")
+        }
+        for e in entries {
+            let (records, _) = CanonicalCodec.decodeLinesWithRanges(e.payload, parser: parser) { line, error, range in
+                deadLetters.keep(line: e.payload[range], reason: "inbox entry \(e.seq) line \(line) is not a canonical record: \(error)")
+            }
+            var start = committed.inbox.seq == e.seq ? min(committed.inbox.skip, records.count) : 0
+            while start < records.count {
+                let end = min(records.count, start + maxItems)
+                var out = RoutedRecords()
+                for i in start..<end { out.append(records[i], line: nil) }
+                switch deliver(out) {
+                case .delivered: break
+                case .stopped: return false
+                case .abandoned: break
+                }
+                var next = committed
+                next.inbox = end == records.count ? Cursor(seq: e.seq + 1, skip: 0) : Cursor(seq: e.seq, skip: end)
+                save(next)
+                start = end
+            }
+            if records.isEmpty {
+                var next = committed
+                next.inbox = Cursor(seq: e.seq + 1, skip: 0)
+                save(next)
+            }
+            inbox.deleteSegments(below: committed.inbox.seq)
+        }
+        return true
+    }
+
+    /// Commits the position with the transforms' state as it is now.
+    func save(_ next: CursorStore.Committed) {
+        var c = next
+        c.states = [:]
+        for (k, v) in routes.saveState() { c.states[k] = v }
+        do {
+            try d.commit(c)
+            committed = c
+            lastSavedAt = d.clock.monotonicSeconds()
+        } catch {
+            logger.error("sink \(name): cannot save its cursor (\(error)); delivered records may be sent again after a restart")
+        }
+    }
+
+    func decode(_ e: JournalEntry, skip: Int) {
+        let (records, ranges) = CanonicalCodec.decodeLinesWithRanges(e.payload, parser: parser) { line, error, range in
+            // Only a damaged disk or a bug gets here: the line is kept, not dropped.
+            deadLetters.keep(line: e.payload[range], reason: "journal entry \(e.seq) line \(line) is not a canonical record: \(error)")
+        }
+        guard skip < records.count else { return }
+        pending.records.reserveCapacity(pending.count + records.count - skip)
+        pending.lines.reserveCapacity(pending.count + records.count - skip)
+        pending.positions.reserveCapacity(pending.count + records.count - skip)
+        for index in skip..<records.count {
+            pending.records.append(records[index])
+            pending.lines.append(ranges.map { e.payload[$0[index]] })
+            pending.positions.append((e.seq, index))
+        }
+    }
+
+    /// Drops the oldest waiting records so that at most the limit waits, and moves the cursor.
+    func shed() {
+        guard let max = d.dropOldestAbove else { return }
+        let before = d.journal.backlog(fromSeq: metrics.cursorSeq.load(ordering: .relaxed),
+                                       skip: metrics.cursorSkip.load(ordering: .relaxed))
+        let keepFrom = d.journal.seqKeeping(lastBytes: max)
+        let after = d.journal.backlog(fromSeq: keepFrom, skip: 0)
+        let dropped = before.records - after.records
+        guard dropped > 0 else { return }
+        metrics.dropped.add(dropped, ordering: .relaxed)
+        logger.warning("sink \(name): \(before.bytes) bytes waiting, over queue.max_bytes (\(max)) with drop_oldest: "
+                       + "dropped the \(dropped) oldest record(s) unsent")
+        pending = Pending()
+        reader = d.journal.makeReader(from: keepFrom)
+        var next = committed
+        next.journal = Cursor(seq: keepFrom, skip: 0)
+        save(next)
+    }
+
+    /// Writes a batch, in writes of at most `batch.max_items` (routes that copy or derive
+    /// records can make more than they took), until every record is accepted or rejected (or
+    /// the sink is stopped, or it must shed its oldest records).
+    func deliver(_ batch: RoutedRecords) -> BatchDelivery.Outcome {
+        guard delivery != nil else { return .stopped }
+        let size = d.built.common.batch.maxItems
+        var start = 0
+        while start < batch.count {
+            let end = min(batch.count, start + size)
+            let whole = start == 0 && end == batch.count
+            let outcome = delivery!.deliver(records: whole ? batch.records : Array(batch.records[start..<end]),
+                                            lines: whole ? batch.lines : Array(batch.lines[start..<end]),
+                                            wait: { [d] seconds in d.sleep(seconds) },
+                                            abandon: { [d] in d.overLimit() })
+            if outcome != .delivered { return outcome }
+            start = end
+        }
+        return .delivered
+    }
+}

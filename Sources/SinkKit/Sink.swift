@@ -1,0 +1,136 @@
+import HealthgateCore
+
+/// A sink delivers canonical records to one outside system. Its life, as the pipeline runs it:
+///
+/// 1. **Built** from its config (`SinkRegistry` → `BuiltSink`): validation only. No socket, no
+///    file, no thread — `check`, `status`, `link`, `write` and `delete` build every sink and
+///    touch no destination.
+/// 2. **Opened** by `serve` on the sink's own drainer thread (`BuiltSink.open`), with a
+///    `SinkContext`: its state directory, the clock, a logger. The instance lives and dies on
+///    that thread: `Sink` is deliberately not `Sendable`, so the compiler refuses to let it be
+///    shared. One `serve` per data dir (its lock) means one writer per sink, ever.
+/// 3. **Written**: `write` is called one batch at a time, with records in journal order. The
+///    same records can be written again after a restart or a `keep` (delivery is at least
+///    once); a sink that stores by key `(device, uuid[, part])` makes repeats harmless, and
+///    applies an `op: delete` record to every part stored under the key.
+/// 4. **Idle**: `idle` is called when no batch waits (at most every `SinkContext.idleInterval`),
+///    to keep a connection alive or flush; `probe` is asked now and then whether the
+///    destination is reachable (for `/healthz` and `status`).
+/// 5. **Closed** once, after the last `write`, within the shutdown deadline.
+///
+/// What a sink promises: it never buffers or retries on its own (its disk queue does); when
+/// `write` returns `.accepted` for a record, that record is durably in the destination.
+public protocol Sink: AnyObject {
+    func write(_ batch: SinkBatch) -> SinkWriteResult
+    /// Called on the drainer thread when no batch waits. Default: nothing.
+    func idle()
+    /// Whether the destination can be reached now; cheap (a connect, an access check).
+    func probe() -> Reachability
+    /// Releases connections and files. Called once, after the last `write`.
+    func close()
+}
+
+extension Sink {
+    public func idle() {}
+    public func probe() -> Reachability { .unknown }
+}
+
+/// What a sink's probe found.
+public enum Reachability: Sendable, Equatable {
+    case unknown
+    case reachable
+    case unreachable(String)
+
+    public var word: String {
+        switch self {
+        case .unknown: "unknown"
+        case .reachable: "reachable"
+        case .unreachable: "unreachable"
+        }
+    }
+}
+
+/// What a sink gets when it is opened.
+public struct SinkContext: Sendable {
+    public var name: String
+    /// `data_dir`: relative paths in the sink's config are resolved against it.
+    public var dataDir: String
+    /// `data_dir/sinks/<name>/`: the sink's own files (indexes, state). Exists when `open` runs.
+    public var stateDir: String
+    public var clock: any Clock
+    public var logger: Logger
+
+    public init(name: String, dataDir: String, stateDir: String, clock: any Clock, logger: Logger) {
+        self.name = name
+        self.dataDir = dataDir
+        self.stateDir = stateDir
+        self.clock = clock
+        self.logger = logger
+    }
+}
+
+/// A sink that could not be opened: the drainer says why and tries again with backoff.
+public struct SinkOpenError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    public init(_ d: String) { description = d }
+}
+
+/// A configured sink, checked and not yet opened: its kind, its queue settings, a line for
+/// `healthgate check`, and how to open it.
+public struct BuiltSink: Sendable {
+    public var kind: String
+    public var common: SinkCommonConfig
+    public var summary: String
+    public var open: @Sendable (SinkContext) throws(SinkOpenError) -> any Sink
+
+    public init(kind: String, common: SinkCommonConfig, summary: String,
+                open: @escaping @Sendable (SinkContext) throws(SinkOpenError) -> any Sink) {
+        self.kind = kind
+        self.common = common
+        self.summary = summary
+        self.open = open
+    }
+}
+
+/// What a sink builder gets besides its config.
+public struct SinkBuildContext: Sendable {
+    /// Relative sink paths are resolved against the data dir.
+    public var dataDir: String
+
+    public init(dataDir: String) {
+        self.dataDir = dataDir
+    }
+}
+
+/// The records of one `write`, in journal order.
+public struct SinkBatch {
+    public var records: [CanonicalRecord]
+    /// Per record, its canonical NDJSON line (with the line feed) as the journal holds it, when
+    /// no transform changed the record on its way; nil otherwise. Sinks that write canonical
+    /// NDJSON copy these bytes instead of encoding the record again.
+    public var lines: [ArraySlice<UInt8>?]
+
+    public init(records: [CanonicalRecord], lines: [ArraySlice<UInt8>?]? = nil) {
+        self.records = records
+        self.lines = lines ?? Array(repeating: nil, count: records.count)
+    }
+
+    public var count: Int { records.count }
+}
+
+/// The outcome of one `write`.
+public enum SinkWriteResult: Sendable, Equatable {
+    /// Every record is delivered.
+    case accepted
+    /// Nothing is delivered; try the whole batch again later (network errors, 5xx, 429, 401/403).
+    case keep(reason: String, retryAfterSeconds: Double?)
+    /// One outcome per record, in order.
+    case perRecord([DeliveryOutcome])
+}
+
+public enum DeliveryOutcome: Sendable, Equatable {
+    case accepted
+    case keep(reason: String)
+    /// The destination will never take this record: it goes to the sink's dead letters.
+    case rejected(reason: String)
+}

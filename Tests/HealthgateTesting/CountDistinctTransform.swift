@@ -1,0 +1,56 @@
+import HealthgateCore
+import Transforms
+import YAMLConfig
+
+/// A stateful test transform: counts the distinct records `(device, uuid)` it has seen per
+/// type, and on each new one emits a derived record with a stable key (`device: "count"`,
+/// `uuid: "count-<type>"`, `value: <count>`), so the last one downstream holds the count. Its
+/// state (the keys seen) is committed with the sink's cursor: after a SIGKILL at any moment
+/// the count downstream equals the distinct records sent — a record lost from the state
+/// would count low, one counted twice high. Registered in `healthgate-testserve` as
+/// `count_distinct`.
+public struct CountDistinctTransform: TransformSpec {
+    public init() {}
+
+    public var kind: String { "count_distinct" }
+
+    public func instantiate(_ context: TransformContext) -> any Transform { Instance() }
+
+    public static let registration: (name: String, build: TransformRegistry.Builder) = (
+        "count_distinct", { _, _ throws(ConfigProblems) in CountDistinctTransform() }
+    )
+
+    final class Instance: Transform {
+        var seen: [String: Set<String>] = [:]
+
+        func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
+            let (inserted, _) = seen[record.type, default: []].insert(record.device + "\u{1F}" + record.uuid)
+            guard inserted else { return }
+            emit(CanonicalRecord(kind: "quantity", device: "count", receiver: record.receiver, uuid: "count-\(record.type)",
+                                 type: record.type, start: Timestamp(seconds: 0), end: Timestamp(seconds: 0),
+                                 value: .number(Double(seen[record.type]!.count)), unit: "count"))
+        }
+
+        func saveState() -> [UInt8]? {
+            // type RS key US key US … LF, per type.
+            var out: [UInt8] = []
+            for (type, keys) in seen.sorted(by: { $0.key < $1.key }) {
+                out += Array(type.utf8)
+                out.append(0x1E)
+                out += Array(keys.sorted().joined(separator: "\u{1F}").utf8)
+                out.append(0x0A)
+            }
+            return out
+        }
+
+        func restoreState(_ bytes: [UInt8]) throws(TransformStateError) {
+            seen = [:]
+            for line in bytes.split(separator: 0x0A) {
+                guard let rs = line.firstIndex(of: 0x1E) else { throw TransformStateError("no type separator") }
+                let type = String(decoding: line[..<rs], as: UTF8.self)
+                let keys = line[(rs + 1)...].split(separator: 0x1F).map { String(decoding: $0, as: UTF8.self) }
+                seen[type] = Set(keys)
+            }
+        }
+    }
+}
