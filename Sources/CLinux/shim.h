@@ -1,7 +1,14 @@
 #ifndef HG_CLINUX_SHIM_H
 #define HG_CLINUX_SHIM_H
 /* Linux calls the Swift Glibc module does not carry. Header only: nothing to link. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <string.h>
+#include <errno.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <malloc.h>
@@ -29,4 +36,31 @@ static inline void hg_nice_this_thread_once(int n) {
         setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), n);
     }
 }
+/* The user id of the process at the other end of a Unix socket, or -1. */
+static inline long hg_peer_uid(int fd) {
+    struct ucred c;
+    socklen_t n = sizeof c;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &n) != 0) return -1;
+    return (long)c.uid;
+}
+
+/* A Unix stream socket bound (listen = 1) or connected (listen = 0) to `path`; -1 with errno
+   set, ENAMETOOLONG for a path longer than sockaddr_un holds. */
+static inline int hg_unix_socket(const char *path, int listen_) {
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof a.sun_path) { errno = ENAMETOOLONG; return -1; }
+    strcpy(a.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int rc = listen_ ? bind(fd, (struct sockaddr *)&a, sizeof a) : connect(fd, (struct sockaddr *)&a, sizeof a);
+    if (rc == 0 && listen_) rc = listen(fd, 8);
+    if (rc != 0) { int e = errno; close(fd); errno = e; return -1; }
+    return fd;
+}
+
+/* accept(2) of a connection, close-on-exec. */
+static inline int hg_accept(int fd) { return accept4(fd, NULL, NULL, SOCK_CLOEXEC); }
+
 #endif

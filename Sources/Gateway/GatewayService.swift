@@ -14,6 +14,8 @@ public final class GatewayService: @unchecked Sendable {
     public let drainers: [SinkDrainer]
     public let handler: IngestHandler
     let server: HTTPServer
+    /// `replay` beside this serve (nil when the socket could not be made; said in the log).
+    let control: ControlServer?
     let logger: Logger
     let clock: any Clock
     /// Held for the service's life: one `serve` per data dir.
@@ -56,6 +58,13 @@ public final class GatewayService: @unchecked Sendable {
                                         onCommit: onCommit))
         }
         self.drainers = drainers
+        do {
+            control = try ControlServer(dataDir: topology.dataDir, journal: journal, drainers: drainers, clock: clock,
+                                        logger: logger.child("control"))
+        } catch {
+            control = nil
+            logger.warning("no control socket (\(error)): `healthgate replay` cannot run beside this serve")
+        }
         let quarantine = Quarantine(directory: FileIO.join(topology.dataDir, "quarantine"),
                                     maxBytes: topology.quarantine.max_bytes.map { Int($0.bytes) } ?? Quarantine.defaultMaxBytes,
                                     clock: clock)
@@ -123,7 +132,7 @@ public final class GatewayService: @unchecked Sendable {
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let holder = (try? FileIO.readAll(path)).map { String(decoding: $0, as: UTF8.self) } ?? ""
             close(fd)
-            throw ServiceError("another healthgate serve is using the data dir \(dataDir)"
+            throw ServiceError("another healthgate process (a serve, or a replay with no serve running) is using the data dir \(dataDir)"
                              + (holder.isEmpty ? "" : " (pid \(holder.split(separator: "\n").first ?? ""))")
                              + "; stop it first, or give this one its own data_dir")
         }
@@ -148,6 +157,7 @@ public final class GatewayService: @unchecked Sendable {
     /// Starts everything; returns the HTTP port.
     public func start() throws -> UInt16 {
         for d in drainers { try d.start() }
+        control?.start()
         let port = try server.start()
         writeStatus()
         if case .success(let t) = startThread({ [self] in statusLoop() }) { statusThread = t }
@@ -180,6 +190,7 @@ public final class GatewayService: @unchecked Sendable {
 
     public func stop() {
         server.stop()
+        control?.stop()
         for d in drainers { d.stop() }
         for d in drainers { d.inbox?.close() }
         journal.close()

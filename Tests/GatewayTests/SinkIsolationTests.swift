@@ -54,7 +54,7 @@ import Testing
         // A second serve on the same data dir is refused.
         let second = try CLITests.run(["serve", "--config", serve.configPath])
         #expect(second.status == 1)
-        #expect(second.err.contains("another healthgate serve is using the data dir"))
+        #expect(second.err.contains("is using the data dir"))
         // The endpoint comes up: the webhook catches up with everything, in order.
         let endpoint = try ScriptedEndpoint(port: port) { _ in HTTPResponse(status: 200) }
         var delivered: [String] = []

@@ -7,6 +7,7 @@ final class ServeProcess {
     let process = Process()
     let dataDir: String
     let configPath: String
+    let binary: String
     private(set) var port: UInt16 = 0
     private let stdoutPipe = Pipe()
     private let stderrPipe = Pipe()
@@ -16,12 +17,19 @@ final class ServeProcess {
     static var binary: String {
         if let b = ProcessInfo.processInfo.environment["HEALTHGATE_BIN"] { return b }
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         for c in ["release", "debug"] {
             let p = root.appendingPathComponent(".build/\(c)/healthgate").path
             if FileManager.default.isExecutableFile(atPath: p) { return p }
         }
         return root.appendingPathComponent(".build/release/healthgate").path
+    }
+
+    /// `healthgate` with the test transforms (`Tests/TestServe`), built with the tests.
+    static var testServeBinary: String {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/healthgate-testserve").path
     }
 
     static func makeTempDir(_ tag: String = "hg") -> String {
@@ -30,9 +38,10 @@ final class ServeProcess {
     }
 
     /// Starts `serve` with `config` (where `DATA_DIR` is replaced by the temporary data dir).
-    init(config: String, dataDir: String? = nil, environment: [String: String] = [:]) throws {
+    init(config: String, dataDir: String? = nil, environment: [String: String] = [:], binary: String? = nil) throws {
         let dir = dataDir ?? ServeProcess.makeTempDir()
         self.dataDir = dir
+        self.binary = binary ?? ServeProcess.binary
         configPath = dir + ".yaml"
         try config.replacingOccurrences(of: "DATA_DIR", with: dir).write(toFile: configPath, atomically: true, encoding: .utf8)
         try launch(arguments: ["serve", "--config", configPath], cwd: nil, environment: environment)
@@ -42,11 +51,12 @@ final class ServeProcess {
     init(arguments: [String], cwd: String, environment: [String: String]) throws {
         dataDir = environment["HEALTHGATE_DATA_DIR"] ?? cwd + "/healthgate-data"
         configPath = ""
+        binary = ServeProcess.binary
         try launch(arguments: arguments, cwd: cwd, environment: environment)
     }
 
     private func launch(arguments: [String], cwd: String?, environment: [String: String]) throws {
-        process.executableURL = URL(fileURLWithPath: ServeProcess.binary)
+        process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = arguments
         if let cwd { process.currentDirectoryURL = URL(fileURLWithPath: cwd) }
         var env = ProcessInfo.processInfo.environment

@@ -10,9 +10,14 @@ import Sinks
 /// `healthgate replay FILE [--sink NAME]`: delivers the records of an NDJSON file again — an
 /// archive of canonical records, or a sink's dead letters once their cause is fixed — with
 /// each sink's own batching, retries and dead letters. `healthgate replay --journal [--since T]`
-/// does the same with what the journal still holds (see `journal.retention`). Works while
-/// `serve` runs: it only reads the journal. Without `--sink`, records take their routes
-/// (transforms included) as if they had just come in; with it, they go to that sink as they are.
+/// does the same with what the journal still holds (see `journal.retention`). Without
+/// `--sink`, records take their routes (transforms included) as if they had just come in; with
+/// it, they go to that sink as they are.
+///
+/// One writer per sink, ever: while `serve` runs, the records are handed to it over its control
+/// socket (`ControlChannel`), which journals them durably and delivers them from its own
+/// drainers, and replay reports their progress; when no `serve` runs, replay takes the data
+/// dir's lock and runs the sinks itself.
 struct ReplayCommand {
     let options: Options
     /// nil: the journal.
@@ -74,22 +79,18 @@ struct ReplayCommand {
                 print("moved \(file) to \(input) while it is replayed")
             }
         }
-        let clock = SystemClock()
-        let targets: [Target] = try chosen.map { s in
-            let metrics = SinkMetrics(name: s.name)
-            let dead = DeadLetters(sink: s.name, dataDir: t.dataDir, metrics: metrics, logger: logger, clock: clock)
-            let stateDir = SinkDrainer.stateDirectory(sink: s.name, dataDir: t.dataDir)
-            try FileIO.makeDirectories(stateDir, mode: 0o700)
-            let sink = try s.built.open(SinkContext(name: s.name, dataDir: t.dataDir, stateDir: stateDir, clock: clock,
-                                                    logger: logger.child("sink \(s.name)")))
-            return Target(name: s.name, built: s.built, sink: sink,
-                          routes: options.values["--sink"] == nil
-                              ? SinkRoutes(routes: t.routes.filter { $0.to.contains(s.name) }, sink: s.name, clock: clock,
-                                           timeZones: SystemTimeZones(), logger: logger)
-                              : nil,
-                          delivery: BatchDelivery(sink: sink, name: s.name, retry: s.built.common.retry, metrics: metrics,
-                                                  deadLetters: dead, logger: logger, clock: clock),
-                          deadLetters: dead, metrics: metrics)
+        let serving = GatewayService.isServing(dataDir: t.dataDir)
+        var handOff: HandOff?
+        var lockFD: Int32 = -1
+        defer { if lockFD >= 0 { close(lockFD) } }
+        var targets: [Target] = []
+        if serving {
+            handOff = try HandOff(dataDir: t.dataDir, sink: options.values["--sink"])
+            print("serve is running: the records are handed to it, and it delivers them")
+        } else {
+            // No serve: this process is the sinks' one writer while it runs.
+            lockFD = try GatewayService.lock(dataDir: t.dataDir)
+            targets = try openTargets(chosen, t, logger: logger)
         }
         let total = file == nil ? 0 : FileIO.fileSize(input) ?? 0
         let progress = Progress(total: total, tty: isatty(2) == 1)
@@ -101,7 +102,10 @@ struct ReplayCommand {
             ? { body in try forEachChunk(input, body) }
             : { body in
                 var bytes = 0
+                let newest = handOff?.journalAtStart ?? UInt64.max
                 try Journal.scan(directory: input) { entry in
+                    // What serve journals while this runs (these records among them) is not read again.
+                    if entry.seq > newest { return }
                     bytes += entry.payload.count
                     if let since, entry.timeNanos < since.unixNanoseconds { return }
                     try body(entry.payload.split(separator: 0x0A, omittingEmptySubsequences: true), bytes)
@@ -120,6 +124,9 @@ struct ReplayCommand {
                 }
             }
             read += records.count
+            if let handOff {
+                try handOff.send(records)
+            }
             for target in targets {
                 var batch: [CanonicalRecord] = []
                 if let routes = target.routes {
@@ -141,6 +148,9 @@ struct ReplayCommand {
             progress.update(bytes: bytesSoFar, records: read)
         }
         progress.finish(records: read)
+        if let handOff {
+            try handOff.waitForDelivery(read: read)
+        }
         for target in targets {
             target.sink.close()
             let rejected = target.metrics.rejected.load(ordering: .relaxed)
@@ -152,6 +162,27 @@ struct ReplayCommand {
             unlink(input)
         }
         return 0
+    }
+
+    /// The chosen sinks, opened here (no serve runs: this process holds the data dir's lock).
+    private func openTargets(_ chosen: [(name: String, built: BuiltSink)], _ t: Topology, logger: Logger) throws -> [Target] {
+        let clock = SystemClock()
+        return try chosen.map { s in
+            let metrics = SinkMetrics(name: s.name)
+            let dead = DeadLetters(sink: s.name, dataDir: t.dataDir, metrics: metrics, logger: logger, clock: clock)
+            let stateDir = SinkDrainer.stateDirectory(sink: s.name, dataDir: t.dataDir)
+            try FileIO.makeDirectories(stateDir, mode: 0o700)
+            let sink = try s.built.open(SinkContext(name: s.name, dataDir: t.dataDir, stateDir: stateDir, clock: clock,
+                                                    logger: logger.child("sink \(s.name)")))
+            return Target(name: s.name, built: s.built, sink: sink,
+                          routes: options.values["--sink"] == nil
+                              ? SinkRoutes(routes: t.routes.filter { $0.to.contains(s.name) }, sink: s.name, clock: clock,
+                                           timeZones: SystemTimeZones(), logger: logger)
+                              : nil,
+                          delivery: BatchDelivery(sink: sink, name: s.name, retry: s.built.common.retry, metrics: metrics,
+                                                  deadLetters: dead, logger: logger, clock: clock),
+                          deadLetters: dead, metrics: metrics)
+        }
     }
 
     /// A canonical record, or the record inside a dead letter.
