@@ -31,25 +31,36 @@ public struct CountDistinctTransform: TransformSpec {
                                  value: .number(Double(seen[record.type]!.count)), unit: "count"))
         }
 
+        /// Every string as its byte count, a space, its bytes: `<type> <n keys> <key>…` per type.
         func saveState() -> [UInt8]? {
-            // type RS key US key US … LF, per type.
             var out: [UInt8] = []
+            func put(_ s: String) {
+                out += Array("\(s.utf8.count) ".utf8)
+                out += Array(s.utf8)
+            }
             for (type, keys) in seen.sorted(by: { $0.key < $1.key }) {
-                out += Array(type.utf8)
-                out.append(0x1E)
-                out += Array(keys.sorted().joined(separator: "\u{1F}").utf8)
-                out.append(0x0A)
+                put(type)
+                put(String(keys.count))
+                for k in keys.sorted() { put(k) }
             }
             return out
         }
 
         func restoreState(_ bytes: [UInt8]) throws(TransformStateError) {
+            var at = 0
+            func take() throws(TransformStateError) -> String {
+                guard let space = bytes[at...].firstIndex(of: 0x20), let n = Int(String(decoding: bytes[at..<space], as: UTF8.self)),
+                      space + 1 + n <= bytes.count else { throw TransformStateError("truncated at byte \(at)") }
+                at = space + 1 + n
+                return String(decoding: bytes[(space + 1)..<at], as: UTF8.self)
+            }
             seen = [:]
-            for line in bytes.split(separator: 0x0A) {
-                guard let rs = line.firstIndex(of: 0x1E) else { throw TransformStateError("no type separator") }
-                let type = String(decoding: line[..<rs], as: UTF8.self)
-                let keys = line[(rs + 1)...].split(separator: 0x1F).map { String(decoding: $0, as: UTF8.self) }
-                seen[type] = Set(keys)
+            while at < bytes.count {
+                let type = try take()
+                guard let n = Int(try take()) else { throw TransformStateError("no key count for \(type)") }
+                var keys = Set<String>()
+                for _ in 0..<n { keys.insert(try take()) }
+                seen[type] = keys
             }
         }
     }

@@ -73,6 +73,12 @@ final class ServeProcess {
         let deadline = Date().addingTimeInterval(20)
         while port == 0 {
             guard Date() < deadline, process.isRunning else {
+                // Stop watching the pipes before they go: a dispatch source left on a closed
+                // (and reused) descriptor crashes libdispatch later, in some other test.
+                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                process.waitUntilExit()
+                stderrPipe.fileHandleForReading.readabilityHandler = nil
+                stderrBuffer.append(stderrPipe.fileHandleForReading.readDataToEndOfFile())
                 throw ServeError(description: "serve did not start: \(stdoutText)\n\(stderrText)")
             }
             let data = handle.availableData

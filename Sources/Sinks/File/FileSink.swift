@@ -160,14 +160,42 @@ public final class FileSink: Sink {
         let dir = FileIO.dirname(path)
         for created in try FileIO.makeDirectories(dir, mode: 0o750) { changedDirs.insert(FileIO.dirname(created)) }
         let existed = FileIO.exists(path)
-        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)   // read: for a torn last line
         if fd < 0 { throw IOError("open", path) }
         if !existed { changedDirs.insert(dir) }
         var st = stat()
         fstat(fd, &st)
-        let f = OpenFile(fd: fd, size: Int64(st.st_size))
+        var size = Int64(st.st_size)
+        if size > 0 { size = try cutTornTail(fd, size: size, path: path) }
+        let f = OpenFile(fd: fd, size: size)
         open[path] = f
         return f
+    }
+
+    /// A crash (SIGKILL, power loss) in the middle of a write can leave a partial last line.
+    /// Those records were never reported delivered, so they are written again; the partial line
+    /// is cut first, or the next line would be glued to it.
+    private func cutTornTail(_ fd: Int32, size: Int64, path: String) throws(IOError) -> Int64 {
+        var last: UInt8 = 0
+        guard pread(fd, &last, 1, off_t(size - 1)) == 1, last != 0x0A else { return size }
+        var end = size - 1
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        var keep: Int64 = 0
+        search: while end > 0 {
+            let from = max(0, end - Int64(chunk.count))
+            let n = chunk.withUnsafeMutableBytes { pread(fd, $0.baseAddress, Int(end - from), off_t(from)) }
+            if n <= 0 { break }
+            for i in stride(from: n - 1, through: 0, by: -1) where chunk[i] == 0x0A {
+                keep = from + Int64(i) + 1
+                break search
+            }
+            end = from
+        }
+        if ftruncate(fd, off_t(keep)) != 0 { throw IOError("ftruncate", path) }
+        if fdatasync(fd) != 0 { throw IOError("fdatasync", path) }
+        logger.warning("\(path) ended in a partial line (\(size - keep) bytes, from a crash mid-write); cut it — "
+                       + "its records are written again")
+        return keep
     }
 
     /// Renames `x.ndjson` to the first free `x.<n>.ndjson`.

@@ -1,0 +1,401 @@
+import CanonicalJSON
+import Foundation
+import Glibc
+@testable import Gateway
+import HealthgateCore
+@testable import HealthgateTesting
+@testable import HTTPDelivery
+@testable import Pipeline
+import Posix
+import SinkKit
+import Sinks
+import Testing
+import YAMLConfig
+
+/// One destination under test: how to configure a sink of the kind, how to read back what
+/// the destination holds (as the store by key that the sink promises), and the faults it can
+/// be made to show. A new sink kind adds a harness here; `everyKindHasAHarness` fails until it does.
+protocol SinkHarness: AnyObject {
+    var kind: String { get }
+    /// The sink's settings, YAML.
+    var yaml: String { get }
+    /// The data dir the sink runs with.
+    var dataDir: String { get }
+    /// What the destination holds, one sorted line per stored record: `key value`.
+    func stored() throws -> [String]
+    /// A failure that must be kept and tried again: the Retry-After the destination says (nil
+    /// when it cannot say one) and how to end it (nil: it ends by itself after one answer).
+    func transientFault() throws -> (retryAfter: Double?, heal: (() -> Void)?)
+    /// Makes the destination refuse, for good, the records of device "poison".
+    func refusePoison() throws
+    /// The destination's TCP port, for the clean-close check (nil: files).
+    var port: UInt16? { get }
+}
+
+enum Harnesses {
+    static func make(_ kind: String) throws -> any SinkHarness {
+        switch kind {
+        case "file": try FileHarness()
+        case "http": try HTTPHarness()
+        case "influxdb": try InfluxHarness()
+        default: throw ServeError(description: "no compliance harness for sink kind \(kind)")
+        }
+    }
+
+    static let kinds = ["file", "http", "influxdb"]
+}
+
+/// The file sink: an append-only archive, read as a store by replaying it line by line.
+final class FileHarness: SinkHarness {
+    let kind = "file"
+    let dataDir = ServeProcess.makeTempDir("comply-file")
+    var yaml: String { #"{kind: file, path: "out/{device}/records.ndjson"}"# }
+    var port: UInt16? { nil }
+    private var mounted: String?
+
+    init() throws {}
+
+    deinit { if let m = mounted { _ = DiskFullTests.sh("umount -l \(m)") } }
+
+    func stored() throws -> [String] {
+        var lines: [[String: Any]] = []
+        let out = dataDir + "/out"
+        for device in (try? FileManager.default.contentsOfDirectory(atPath: out))?.sorted() ?? [] {
+            guard let text = try? String(contentsOfFile: "\(out)/\(device)/records.ndjson", encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n") {
+                lines.append(try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]))
+            }
+        }
+        return Store.fold(lines)
+    }
+
+    func transientFault() throws -> (retryAfter: Double?, heal: (() -> Void)?) {
+        // A full disk (a small tmpfs): ENOSPC, which passes once there is room again.
+        try #require(getuid() == 0, "the file sink's transient fault mounts a tmpfs (root, as CI runs)")
+        let out = dataDir + "/out"
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        #expect(DiskFullTests.sh("mount -t tmpfs -o size=64k tmpfs \(out)") == 0)
+        mounted = out
+        #expect(DiskFullTests.sh("head -c 65536 /dev/zero > \(out)/filler 2>/dev/null; true") == 0)
+        return (nil, { try? FileManager.default.removeItem(atPath: out + "/filler") })
+    }
+
+    func refusePoison() throws {
+        // A file where the device's directory must go: ENOTDIR, for good.
+        try FileManager.default.createDirectory(atPath: dataDir + "/out", withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: URL(fileURLWithPath: dataDir + "/out/poison"))
+    }
+}
+
+/// The http sink: a webhook that stores what it is sent by key.
+final class HTTPHarness: SinkHarness, @unchecked Sendable {
+    let kind = "http"
+    let dataDir = ServeProcess.makeTempDir("comply-http")
+    private let lock = NSLock()
+    private var objects: [[String: Any]] = []
+    private var faultsLeft = 0
+    private var poison = false
+    private(set) var endpoint: ScriptedEndpoint!
+
+    init() throws {
+        endpoint = try ScriptedEndpoint { [unowned self] r in answer(r) }
+    }
+
+    var yaml: String { #"{kind: http, url: "\#(endpoint.url)"}"# }
+    var port: UInt16? { endpoint.port }
+
+    private func answer(_ r: HTTPRequest) -> HTTPResponse {
+        lock.lock()
+        defer { lock.unlock() }
+        if faultsLeft > 0 {
+            faultsLeft -= 1
+            return HTTPResponse(status: 503, headers: [HTTPHeader("Retry-After", "120")], body: Array("busy".utf8))
+        }
+        let batch = (try? JSONSerialization.jsonObject(with: Data(r.body)) as? [[String: Any]]) ?? []
+        if poison && batch.contains(where: { $0["device"] as? String == "poison" }) {
+            return HTTPResponse(status: 422, body: Array("no poison here".utf8))
+        }
+        objects += batch
+        return HTTPResponse(status: 200)
+    }
+
+    func stored() throws -> [String] {
+        lock.lock()
+        defer { lock.unlock() }
+        return Store.fold(objects)
+    }
+
+    func transientFault() throws -> (retryAfter: Double?, heal: (() -> Void)?) {
+        lock.lock()
+        faultsLeft = 1
+        lock.unlock()
+        return (120, nil)
+    }
+
+    func refusePoison() throws {
+        lock.lock()
+        poison = true
+        lock.unlock()
+    }
+}
+
+/// The influxdb sink against a real influxd 1.x, through a proxy that can inject the faults
+/// influxd will not produce on demand (a 503 with Retry-After, a refusal).
+final class InfluxHarness: SinkHarness, @unchecked Sendable {
+    let kind = "influxdb"
+    let dataDir = ServeProcess.makeTempDir("comply-influx")
+    let db: DatabaseProcess
+    private let lock = NSLock()
+    private var faultsLeft = 0
+    private var poison = false
+    private(set) var proxy: ScriptedEndpoint!
+
+    init() throws {
+        db = try DatabaseProcess.influxDB()
+        let target = db.port
+        proxy = try ScriptedEndpoint { [unowned self] r in
+            lock.lock()
+            let fault = faultsLeft > 0
+            if fault { faultsLeft -= 1 }
+            let refuse = poison && String(decoding: r.body, as: UTF8.self).contains("poison")
+            lock.unlock()
+            if fault { return HTTPResponse(status: 503, headers: [HTTPHeader("Retry-After", "120")]) }
+            if refuse { return HTTPResponse(status: 400, body: Array(#"{"error":"partial write: poison refused"}"#.utf8)) }
+            let url = "http://127.0.0.1:\(target)\(r.path)\(r.query.isEmpty ? "" : "?" + r.query)"
+            let headers = r.headers.filter { ["authorization", "content-type", "content-encoding"].contains($0.name.lowercased()) }
+            guard let answer = try? CurlClient().send(r.method, url: url, headers: headers.map { ($0.name, $0.value) }, body: r.body)
+            else { return HTTPResponse(status: 502) }
+            return HTTPResponse(status: answer.status, body: answer.body)
+        }
+    }
+
+    var yaml: String { #"{kind: influxdb, api: v1, url: "http://127.0.0.1:\#(proxy.port)", database: health, gzip: false}"# }
+    var port: UInt16? { proxy.port }
+
+    func stored() throws -> [String] {
+        let json = try db.influxQuery("SELECT * FROM /.*/")
+        var out: [String] = []
+        for s in ((json["results"] as? [[String: Any]])?.first?["series"] as? [[String: Any]]) ?? [] {
+            let columns = s["columns"] as? [String] ?? []
+            for values in s["values"] as? [[Any]] ?? [] {
+                let row = Dictionary(uniqueKeysWithValues: zip(columns, values))
+                out.append("\(s["name"] ?? "") \(row["phone"] ?? "") \(row["time"] ?? "") \(row["value"] ?? "")")
+            }
+        }
+        return out.sorted()
+    }
+
+    func transientFault() throws -> (retryAfter: Double?, heal: (() -> Void)?) {
+        lock.lock()
+        faultsLeft = 1
+        lock.unlock()
+        return (120, nil)
+    }
+
+    func refusePoison() throws {
+        lock.lock()
+        poison = true
+        lock.unlock()
+    }
+}
+
+/// Canonical records folded as a store by key would hold them.
+enum Store {
+    static func fold(_ objects: [[String: Any]]) -> [String] {
+        var byKey: [String: String] = [:]
+        for o in objects {
+            let device = o["device"] as? String ?? "", uuid = o["uuid"] as? String ?? ""
+            if o["op"] as? String == "delete" {
+                for k in byKey.keys where k.hasPrefix("\(device)|\(uuid)|") { byKey[k] = nil }
+                continue
+            }
+            byKey["\(device)|\(uuid)|\(o["part"].map { "\($0)" } ?? "-")"] = "\(o["value"] ?? "")"
+        }
+        return byKey.map { "\($0.key) \($0.value)" }.sorted()
+    }
+}
+
+@Suite(.serialized) struct SinkComplianceTests {
+    let logger = Logger(component: "test", sink: MemoryLogSink())
+
+    static func record(_ uuid: String, device: String = "phone-1", part: Int? = nil, second: Int64 = 0,
+                       value: Double = 412) -> CanonicalRecord {
+        CanonicalRecord(kind: "quantity", device: device, receiver: "r", uuid: uuid, type: "steps", part: part,
+                        parts: part == nil ? nil : 2, start: Timestamp(seconds: 1_791_961_260 + second),
+                        end: Timestamp(seconds: 1_791_961_260 + second), value: .number(value), unit: "count")
+    }
+
+    static func deletion(_ uuid: String, device: String = "phone-1") -> CanonicalRecord {
+        CanonicalRecord(op: .delete, kind: "quantity", device: device, receiver: "r", uuid: uuid, type: "steps")
+    }
+
+    func built(_ h: any SinkHarness) throws -> BuiltSink {
+        let node = try parseYAML(h.yaml, file: "sink", environment: [:])
+        let build = try #require(SinkRegistry.builder(kind: h.kind))
+        return try build("s", node, "sinks.s", SinkBuildContext(dataDir: h.dataDir))
+    }
+
+    func open(_ h: any SinkHarness) throws -> any Sink {
+        let stateDir = SinkDrainer.stateDirectory(sink: "s", dataDir: h.dataDir)
+        try FileIO.makeDirectories(stateDir, mode: 0o700)
+        return try built(h).open(SinkContext(name: "s", dataDir: h.dataDir, stateDir: stateDir, clock: SystemClock(),
+                                             logger: logger))
+    }
+
+    func drainer(_ h: any SinkHarness, _ j: Journal, clock: FakeClock) throws -> SinkDrainer {
+        var b = try built(h)
+        b.common.batch.max_wait = ConfigDuration(nanoseconds: 5_000_000)
+        return SinkDrainer(name: "s", built: b, routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["s"])],
+                           journal: j, dataDir: h.dataDir, logger: logger, clock: clock)
+    }
+
+    func append(_ j: Journal, _ records: [CanonicalRecord]) throws {
+        try j.append(payload: CanonicalCodec.encodeLines(records), count: records.count, time: Timestamp(seconds: 0))
+    }
+
+    @Test func everyKindHasAHarness() {
+        #expect(Set(SinkRegistry.kinds) == Set(Harnesses.kinds))
+    }
+
+    @Test(arguments: Harnesses.kinds) func resendingABatchChangesNothing(kind: String) throws {
+        let h = try Harnesses.make(kind)
+        let sink = try open(h)
+        let batch = SinkBatch(records: [Self.record("a"), Self.record("b", second: 1), Self.record("p", part: 0, second: 2),
+                                        Self.record("p", part: 1, second: 3)])
+        #expect(sink.write(batch) == .accepted)
+        let once = try h.stored()
+        #expect(once.count == 4, "\(once)")
+        #expect(sink.write(batch) == .accepted)
+        #expect(try h.stored() == once)
+        sink.close()
+    }
+
+    @Test(arguments: Harnesses.kinds) func aDeleteRemovesEveryPartUnderItsKey(kind: String) throws {
+        let h = try Harnesses.make(kind)
+        let sink = try open(h)
+        #expect(sink.write(SinkBatch(records: [Self.record("keep"), Self.record("w", part: 0, second: 1),
+                                               Self.record("w", part: 1, second: 2)])) == .accepted)
+        #expect(try h.stored().count == 3)
+        #expect(sink.write(SinkBatch(records: [Self.deletion("w")])) == .accepted)
+        let left = try h.stored()
+        #expect(left.count == 1, "\(left)")
+        sink.close()
+    }
+
+    /// keep: tried again after the Retry-After the destination said (or the backoff), on the
+    /// drainer's clock — a fake one here, so nothing sleeps — and then delivered.
+    @Test(arguments: Harnesses.kinds) func aKeptBatchIsTriedAgainAfterItsRetryAfter(kind: String) throws {
+        let h = try Harnesses.make(kind)
+        let j = try Journal(directory: h.dataDir + "/journal", logger: logger)
+        let (retryAfter, heal) = try h.transientFault()
+        try append(j, [Self.record("later")])
+        let clock = FakeClock()
+        let d = try drainer(h, j, clock: clock)
+        let started = monotonicSeconds()
+        try d.start()
+        #expect(ServeProcess.eventually { d.metrics.kept.load(ordering: .relaxed) >= 1 })
+        heal?()
+        #expect(ServeProcess.eventually(20) { ((try? h.stored()) ?? []).count == 1 })
+        d.stop()
+        if let retryAfter {
+            #expect(clock.waited >= retryAfter, "waited \(clock.waited) on the drainer's clock")
+            #expect(monotonicSeconds() - started < retryAfter / 4, "the test slept instead of advancing the clock")
+        }
+        #expect(d.metrics.sent.load(ordering: .relaxed) == 1)
+        #expect(try d.loadCursor() == Cursor(seq: 2, skip: 0))
+    }
+
+    /// reject: to the sink's dead letters with the reason; the rest of the batch is delivered.
+    @Test(arguments: Harnesses.kinds) func aRefusedRecordGoesToTheDeadLettersAndTheRestThrough(kind: String) throws {
+        let h = try Harnesses.make(kind)
+        try h.refusePoison()
+        let j = try Journal(directory: h.dataDir + "/journal", logger: logger)
+        try append(j, [Self.record("ok1"), Self.record("bad", device: "poison", second: 1), Self.record("ok2", second: 2)])
+        let d = try drainer(h, j, clock: FakeClock())
+        try d.start()
+        #expect(ServeProcess.eventually { d.metrics.rejected.load(ordering: .relaxed) == 1 })
+        #expect(ServeProcess.eventually { ((try? h.stored()) ?? []).count == 2 })
+        d.stop()
+        let dead = try String(contentsOfFile: DeadLetters.path(sink: "s", dataDir: h.dataDir), encoding: .utf8)
+        #expect(dead.contains(#""uuid":"bad""#))
+        #expect(dead.contains(#""reason":"#))
+        #expect(try d.loadCursor() == Cursor(seq: 2, skip: 0))
+    }
+
+    /// close: after stop, the sink holds no file and no connection.
+    @Test(arguments: Harnesses.kinds) func closeIsClean(kind: String) throws {
+        let h = try Harnesses.make(kind)
+        let j = try Journal(directory: h.dataDir + "/journal", logger: logger)
+        try append(j, [Self.record("c1"), Self.record("c2", second: 1)])
+        let d = try drainer(h, j, clock: FakeClock())
+        try d.start()
+        #expect(ServeProcess.eventually { d.metrics.sent.load(ordering: .relaxed) == 2 })
+        // Open while it runs (so the checks below can fail)…
+        if let port = h.port {
+            #expect(Self.establishedConnections(toPort: port) >= 1)
+        } else {
+            #expect(!Self.openFiles().filter { $0.hasPrefix(h.dataDir + "/out") }.isEmpty)
+        }
+        d.stop()
+        #expect(Self.openFiles().filter { $0.hasPrefix(h.dataDir + "/out") }.isEmpty)
+        if let port = h.port { #expect(Self.establishedConnections(toPort: port) == 0) }
+    }
+
+    /// restart: a new drainer resumes from the cursor — it writes what came after, not what
+    /// the old one delivered.
+    @Test(arguments: Harnesses.kinds) func aRestartResumesFromTheCursor(kind: String) throws {
+        let h = try Harnesses.make(kind)
+        let j = try Journal(directory: h.dataDir + "/journal", logger: logger)
+        try append(j, (0..<5).map { Self.record("first-\($0)", second: Int64($0)) })
+        var d = try drainer(h, j, clock: FakeClock())
+        try d.start()
+        #expect(ServeProcess.eventually { ((try? h.stored()) ?? []).count == 5 })
+        d.stop()
+        try append(j, (0..<3).map { Self.record("then-\($0)", second: 10 + Int64($0)) })
+        d = try drainer(h, j, clock: FakeClock())
+        try d.start()
+        #expect(ServeProcess.eventually { ((try? h.stored()) ?? []).count == 8 })
+        d.stop()
+        #expect(d.metrics.sent.load(ordering: .relaxed) == 3)
+        #expect(try d.loadCursor() == Cursor(seq: 3, skip: 0))
+    }
+
+    /// A /proc file whole (it has no size to read up to: read until the end).
+    static func readProcFile(_ path: String) -> String {
+        let fd = Glibc.open(path, O_RDONLY)
+        guard fd >= 0 else { return "" }
+        defer { Glibc.close(fd) }
+        var out: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            out += buf[0..<n]
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Paths this process has open.
+    static func openFiles() -> [String] {
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return fds.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)") }
+    }
+
+    /// This process's established TCP connections whose far end is `port` on loopback.
+    static func establishedConnections(toPort port: UInt16) -> Int {
+        let inodes = Set(openFiles().compactMap { link -> String? in
+            guard link.hasPrefix("socket:[") else { return nil }
+            return String(link.dropFirst(8).dropLast())
+        })
+        var n = 0
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            let text = Self.readProcFile(table)
+            for line in text.split(separator: "\n").dropFirst() {
+                let f = line.split(separator: " ")
+                guard f.count > 9, let remotePort = f[2].split(separator: ":").last.flatMap({ UInt16($0, radix: 16) }) else { continue }
+                if remotePort == port && f[3] == "01" && inodes.contains(String(f[9])) { n += 1 }
+            }
+        }
+        return n
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+@testable import Gateway
+import HealthgateCore
+@testable import HealthgateTesting
+@testable import Pipeline
+import SinkKit
+import Testing
+
+/// A transform's state is committed with the sink's cursor: `healthgate-testserve` runs the
+/// `count_distinct` test transform (distinct records per type, a derived record per new one),
+/// and is killed with SIGKILL at random moments while phones keep sending. After the last
+/// restart, the last count downstream for each type equals the distinct records sent.
+@Suite(.serialized) struct StatefulTransformTests {
+    static func freePort() -> UInt16 {
+        let s = ListeningSocket()
+        return s.port   // closed when `s` goes: a port nobody else was given just now
+    }
+
+    static func config(port: UInt16) -> String {
+        """
+        listen: 127.0.0.1:\(port)
+        data_dir: DATA_DIR
+        receivers:
+          phone:
+            kind: syncky
+            path: /hook
+            auth: {type: bearer, token: \(Vectors.token)}
+            hmac: {secret: \(Vectors.secret)}
+        routes:
+          - {name: counts, from: [phone], transforms: [{count_distinct: {}}], to: [archive]}
+        sinks:
+          archive: {kind: file, path: "counts.ndjson", batch: {max_items: 40, max_wait: 5ms}}
+        """
+    }
+
+    static func sample(_ uuid: String, type: String) -> String {
+        type == "steps"
+            ? #"{"uuid":"\#(uuid)","type":"steps","value":12,"unit":"count","start":"2026-10-14T07:00:00Z","end":"2026-10-14T07:01:00Z"}"#
+            : CrashTests.sample(uuid)
+    }
+
+    @Test func countsSurviveSIGKILLAtRandomMoments() throws {
+        let port = Self.freePort()
+        let config = Self.config(port: port)
+        var serve = try ServeProcess(config: config, binary: ServeProcess.testServeBinary)
+        let dataDir = serve.dataDir
+        let sent = LockedSet()
+        let stop = LockedFlag()
+        let group = DispatchGroup()
+        for t in 0..<3 {
+            group.enter()
+            Thread.detachNewThread {
+                defer { group.leave() }
+                var i = 0
+                while !stop.isSet {
+                    let uuids = (0..<20).map { "t\(t)-r\(i)-s\($0)" }
+                    let samples = uuids.enumerated().map { Self.sample($0.element, type: $0.offset % 3 == 0 ? "steps" : "heart_rate") }
+                    let body = Vectors.syncBody(samples: samples)
+                    // Until it is acknowledged: a request cut by the kill is sent again (with a
+                    // new delivery id), so some records reach the journal twice.
+                    while true {
+                        let c = RawHTTPClient(port: port)
+                        if let r = try? c.request("POST", "/hook", headers: LiveServeTests.signedHeaders(body),
+                                                  body: Array(body.utf8)), r.status == 200 { break }
+                        c.close()
+                        usleep(30_000)
+                    }
+                    sent.insert(uuids)
+                    i += 1
+                }
+            }
+        }
+        for _ in 0..<4 {
+            usleep(useconds_t.random(in: 250_000...800_000))
+            serve.stop(signal: SIGKILL)
+            serve = try ServeProcess(config: config, dataDir: dataDir, binary: ServeProcess.testServeBinary)
+        }
+        usleep(300_000)
+        stop.set()
+        group.wait()
+        let all = sent.snapshot
+        #expect(all.count >= 600, "too little traffic: \(all.count)")
+        let expected = [
+            "count-steps": all.filter { Int($0.split(separator: "s").last ?? "") .map { $0 % 3 == 0 } ?? false }.count,
+            "count-heart_rate": all.filter { Int($0.split(separator: "s").last ?? "") .map { $0 % 3 != 0 } ?? false }.count,
+        ]
+        var last: [String: Int] = [:]
+        let settled = ServeProcess.eventually(30) {
+            last = Self.lastCounts(dataDir + "/counts.ndjson")
+            return last == expected
+        }
+        #expect(settled, "downstream \(last), sent \(expected)")
+        serve.stop()
+    }
+
+    /// The last count per derived key; every line must be a whole JSON object.
+    static func lastCounts(_ path: String) -> [String: Int] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [:] }
+        var out: [String: Int] = [:]
+        for line in text.split(separator: "\n") {
+            guard let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+                out["torn line"] = (out["torn line"] ?? 0) + 1
+                continue
+            }
+            if o["device"] as? String == "count", let uuid = o["uuid"] as? String, let v = o["value"] as? Double {
+                out[uuid] = Int(v)
+            }
+        }
+        return out
+    }
+}
