@@ -53,6 +53,38 @@ import Testing
         serve.stop()
     }
 
+    /// Each drainer probes its destination when it opens the sink (and every 30 s when idle):
+    /// /healthz and `status` say which one cannot be reached, and the gateway stays up.
+    @Test func healthzAndStatusSayWhichDestinationIsUnreachable() throws {
+        let up = ListeningSocket()
+        let config = """
+            listen: 127.0.0.1:0
+            data_dir: DATA_DIR
+            receivers:
+              phone: {kind: syncky, path: /hook, auth: {type: bearer, token: \(Vectors.token)}, hmac: {secret: \(Vectors.secret)}}
+            routes:
+              - {from: [phone], to: [archive, up, down]}
+            sinks:
+              archive: {kind: file, path: "archive.ndjson"}
+              up: {kind: http, url: "http://127.0.0.1:\(up.port)/hook"}
+              down: {kind: http, url: "http://127.0.0.1:\(ScriptedEndpoint.freePort())/hook"}
+            """
+        let serve = try ServeProcess(config: config)
+        var body: [String: Any] = [:]
+        #expect(ServeProcess.eventually {
+            guard let r = try? serve.client().request("GET", "/healthz"), r.status == 200 else { return false }
+            body = (try? JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any]) ?? [:]
+            return (body["sinks"] as? [String: String])?["down"] == "unreachable"
+        }, "\(body)")
+        #expect(body["status"] as? String == "degraded")
+        #expect((body["sinks"] as? [String: String]) == ["archive": "reachable", "up": "reachable", "down": "unreachable"])
+        #expect(ServeProcess.eventually {
+            let s = (try? CLITests.run(["status", "--config", serve.configPath]))?.out ?? ""
+            return s.contains("destination unreachable") && s.contains("    unreachable: ")
+        })
+        serve.stop()
+    }
+
     static func archiveRecords(_ n: Int) -> [CanonicalRecord] {
         (0..<n).map { i in
             CanonicalRecord(kind: "quantity", device: "restored", receiver: "phone", uuid: "replayed-\(i)", type: "steps",

@@ -129,14 +129,18 @@ public final class IngestHandler: HTTPHandler, Sendable {
             return problem(503, "Shutting down", "The journal is closed.")
         }
         var w = JSONWriter(capacity: 128)
+        let sinks = sinkMetrics()
+        let down = sinks.contains { if case .unreachable = $0.reachability { true } else { false } }
         w.beginObject()
-        w.key("status"); w.string("ok")
+        // 200 while the journal takes data (phones lose nothing); "degraded" when a sink's
+        // destination cannot be reached (its records wait in the journal).
+        w.key("status"); w.string(down ? "degraded" : "ok")
         w.key("journal_seq"); w.int(Int(journal.lastDurableSeq))
         // Each sink's destination as its drainer last found it. A sink that is down does not
         // make the gateway unhealthy: its records wait in the journal.
         w.key("sinks")
         w.beginObject()
-        for m in sinkMetrics() {
+        for m in sinks {
             w.key(m.name); w.string(m.reachability.word)
         }
         w.endObject()
