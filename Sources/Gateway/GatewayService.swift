@@ -191,6 +191,7 @@ public final class GatewayService: @unchecked Sendable {
     public func stop() {
         server.stop()
         control?.stop()
+        for d in drainers { d.requestStop() }
         for d in drainers { d.stop() }
         for d in drainers { d.inbox?.close() }
         journal.close()

@@ -29,7 +29,7 @@ import Testing
         routes:
           - {name: counts, from: [phone], transforms: [{count_distinct: {}}], to: [archive]}
         sinks:
-          archive: {kind: file, path: "counts.ndjson", batch: {max_items: 40, max_wait: 5ms}}
+          archive: {kind: file, path: "counts.ndjson", batch: {max_items: 500, max_wait: 5ms}}
         """
     }
 
@@ -67,6 +67,7 @@ import Testing
                     }
                     sent.insert(uuids)
                     i += 1
+                    usleep(15_000)   // a steady flow, not a flood: the state is rewritten whole per commit
                 }
             }
         }
@@ -85,7 +86,7 @@ import Testing
             "count-heart_rate": all.filter { Int($0.split(separator: "s").last ?? "") .map { $0 % 3 != 0 } ?? false }.count,
         ]
         var last: [String: Int] = [:]
-        let settled = ServeProcess.eventually(30) {
+        let settled = ServeProcess.eventually(60) {
             last = Self.lastCounts(dataDir + "/counts.ndjson")
             return last == expected
         }

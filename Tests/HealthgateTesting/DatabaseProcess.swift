@@ -3,14 +3,17 @@ import Glibc
 import HTTPDelivery
 import SinkKit
 
-/// A real database server from Debian's packages (influxd 1.x, VictoriaMetrics) on a free
-/// loopback port in a temporary dir, stopped when the test is done.
+/// A real server from Debian's packages (influxd 1.x, VictoriaMetrics, mosquitto, PostgreSQL)
+/// on a free loopback port in a temporary dir, stopped when the test is done.
 final class DatabaseProcess {
     let process = Process()
     let port: UInt16
     let dir: String
+    /// How it is stopped: SIGKILL, or SIGQUIT for PostgreSQL (its immediate shutdown, which
+    /// also ends its backends and frees its shared memory).
+    var stopSignal = SIGKILL
 
-    private init(executable: String, arguments: [String], port: UInt16, dir: String,
+    private init(executable: String, arguments: [String], port: UInt16, dir: String, http: Bool = true,
                  ready: @escaping () -> Bool = { false }) throws {
         self.port = port
         self.dir = dir
@@ -21,9 +24,10 @@ final class DatabaseProcess {
         _ = log
         process.standardError = FileHandle(forWritingAtPath: dir + "/server.log")
         try process.run()
-        // Ready once it answers over HTTP.
+        // Ready once it answers over HTTP (or, for the others, takes a connection and says so).
         let up = ServeProcess.eventually(30) {
-            (try? RawHTTPClient(port: port).request("GET", "/ping").status) != nil || ready()
+            if http { return (try? RawHTTPClient(port: port).request("GET", "/ping").status) != nil || ready() }
+            return DatabaseProcess.accepts(port: port) && ready()
         }
         if !up {
             let log = (try? String(contentsOfFile: dir + "/server.log", encoding: .utf8)) ?? ""
@@ -33,7 +37,7 @@ final class DatabaseProcess {
 
     deinit {
         if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
+            kill(process.processIdentifier, stopSignal)
             process.waitUntilExit()
         }
     }
@@ -86,6 +90,92 @@ final class DatabaseProcess {
         }
         return db
     }
+
+    /// True when something on loopback takes a TCP connection on `port`.
+    static func accepts(port: UInt16) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = port.bigEndian
+        return withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
+    }
+
+    /// Runs a command to its end; its exit status and standard output.
+    @discardableResult
+    static func run(_ executable: String, _ arguments: [String]) throws -> (Int32, String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: executable)
+        p.arguments = arguments
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    /// mosquitto, the MQTT broker: anonymous, no persistence, on loopback.
+    static func mosquitto() throws -> DatabaseProcess {
+        let dir = ServeProcess.makeTempDir("mosquitto")
+        let port = ScriptedEndpoint.freePort()
+        try """
+        listener \(port) 127.0.0.1
+        allow_anonymous true
+        persistence false
+        log_dest stderr
+        """.write(toFile: dir + "/mosquitto.conf", atomically: true, encoding: .utf8)
+        return try DatabaseProcess(executable: "/usr/sbin/mosquitto", arguments: ["-c", dir + "/mosquitto.conf"],
+                                   port: port, dir: dir, http: false) { true }
+    }
+
+    static var postgresBin: String {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql"))?.sorted().last
+            .map { "/usr/lib/postgresql/\($0)/bin" } ?? "/usr/lib/postgresql/15/bin"
+    }
+
+    /// PostgreSQL (Debian's), a fresh cluster with trust auth for user `healthgate` and a
+    /// database `health`, on loopback with fsync off. As root (CI) the server runs as the
+    /// `postgres` user, which PostgreSQL requires (setpriv execs it: the process is postgres).
+    static func postgres() throws -> DatabaseProcess {
+        let bin = postgresBin
+        let dir = ServeProcess.makeTempDir("postgres")
+        let port = ScriptedEndpoint.freePort()
+        var asPostgres: [String] = []
+        if getuid() == 0 {
+            try DatabaseProcess.run("/bin/chown", ["postgres:postgres", dir])
+            asPostgres = ["--reuid=postgres", "--regid=postgres", "--init-groups", "--"]
+        }
+        func command(_ c: [String]) -> (String, [String]) {
+            asPostgres.isEmpty ? (c[0], Array(c.dropFirst())) : ("/usr/bin/setpriv", asPostgres + c)
+        }
+        let initdb = command([bin + "/initdb", "-D", dir + "/data", "-A", "trust", "-U", "healthgate", "-E", "UTF8"])
+        let (rc, _) = try DatabaseProcess.run(initdb.0, initdb.1)
+        guard rc == 0 else { throw ServeError(description: "initdb failed (\(rc))") }
+        let server = command([bin + "/postgres", "-D", dir + "/data", "-p", "\(port)", "-h", "127.0.0.1", "-k", dir,
+                              "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
+        let db = try DatabaseProcess(executable: server.0, arguments: server.1, port: port, dir: dir, http: false) {
+            (try? DatabaseProcess.run(bin + "/pg_isready", ["-h", "127.0.0.1", "-p", "\(port)"]).0) == 0
+        }
+        db.stopSignal = SIGQUIT
+        _ = try db.psql("CREATE DATABASE health", database: "postgres")
+        return db
+    }
+
+    /// A statement through psql over TCP; its output, unaligned (`-At`).
+    func psql(_ sql: String, database: String = "health") throws -> String {
+        let (rc, out) = try DatabaseProcess.run(DatabaseProcess.postgresBin + "/psql",
+                                                ["-h", "127.0.0.1", "-p", "\(port)", "-U", "healthgate", "-d", database,
+                                                 "-At", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        guard rc == 0 else { throw ServeError(description: "psql failed (\(rc)) on: \(sql)") }
+        return out.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    var postgresURL: String { "postgres://healthgate@127.0.0.1:\(port)/health" }
 
     static func victoriaMetrics() throws -> DatabaseProcess {
         let dir = ServeProcess.makeTempDir("vm")

@@ -105,6 +105,15 @@ public final class SinkDrainer: Sendable {
         }
     }
 
+    /// Asks the drainer to stop after the write in progress, without waiting (so that a
+    /// service stops all its sinks at once, within one deadline).
+    public func requestStop() {
+        wake.withLock {
+            stopping.store(true, ordering: .releasing)
+            wake.broadcast()
+        }
+    }
+
     /// Asks the drainer to stop after the write in progress, and waits for it (and for the
     /// sink's `close`) up to the shutdown deadline.
     public func stop() {
