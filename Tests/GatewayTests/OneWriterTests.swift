@@ -20,12 +20,7 @@ import Testing
             listen: 127.0.0.1:0
             data_dir: \(dir)/data
             receivers:
-              phone:
-                kind: syncky
-                path: /hook
-                auth: {type: bearer, token: \(Vectors.token)}
-                hmac: {secret: \(Vectors.secret)}
-                write_back: true
+            \(Vectors.phoneReceiver.dropLast())\(", write_back: true}")
             routes:
               - {from: [phone], to: [archive, hook, influx]}
             sinks:
@@ -61,7 +56,7 @@ import Testing
             listen: 127.0.0.1:0
             data_dir: DATA_DIR
             receivers:
-              phone: {kind: syncky, path: /hook, auth: {type: bearer, token: \(Vectors.token)}, hmac: {secret: \(Vectors.secret)}}
+            \(Vectors.phoneReceiver)
             routes:
               - {from: [phone], to: [archive, up, down]}
             sinks:
@@ -148,7 +143,7 @@ import Testing
             listen: 127.0.0.1:0
             data_dir: \(dir)
             receivers:
-              phone: {kind: syncky, path: /hook, auth: {type: bearer, token: \(Vectors.token)}, hmac: {secret: \(Vectors.secret)}}
+            \(Vectors.phoneReceiver)
             routes:
               - {from: [phone], to: [hook]}
             sinks:

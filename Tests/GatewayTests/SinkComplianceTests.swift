@@ -93,8 +93,7 @@ final class HTTPHarness: SinkHarness, @unchecked Sendable {
     let dataDir = ServeProcess.makeTempDir("comply-http")
     private let lock = NSLock()
     private var objects: [[String: Any]] = []
-    private var faultsLeft = 0
-    private var poison = false
+    private let faults = FaultSwitch()
     private(set) var endpoint: ScriptedEndpoint!
 
     init() throws {
@@ -105,17 +104,11 @@ final class HTTPHarness: SinkHarness, @unchecked Sendable {
     var port: UInt16? { endpoint.port }
 
     private func answer(_ r: HTTPRequest) -> HTTPResponse {
-        lock.lock()
-        defer { lock.unlock() }
-        if faultsLeft > 0 {
-            faultsLeft -= 1
-            return HTTPResponse(status: 503, headers: [HTTPHeader("Retry-After", "120")], body: Array("busy".utf8))
-        }
         let batch = (try? JSONSerialization.jsonObject(with: Data(r.body)) as? [[String: Any]]) ?? []
-        if poison && batch.contains(where: { $0["device"] as? String == "poison" }) {
-            return HTTPResponse(status: 422, body: Array("no poison here".utf8))
-        }
+        if let f = faults.fault(body: r.body, isPoison: { _ in batch.contains { $0["device"] as? String == "poison" } }) { return f }
+        lock.lock()
         objects += batch
+        lock.unlock()
         return HTTPResponse(status: 200)
     }
 
@@ -126,17 +119,11 @@ final class HTTPHarness: SinkHarness, @unchecked Sendable {
     }
 
     func transientFault() throws -> (retryAfter: Double?, heal: (() -> Void)?) {
-        lock.lock()
-        faultsLeft = 1
-        lock.unlock()
+        faults.failNext()
         return (120, nil)
     }
 
-    func refusePoison() throws {
-        lock.lock()
-        poison = true
-        lock.unlock()
-    }
+    func refusePoison() throws { faults.refusePoison() }
 }
 
 /// The influxdb sink against a real influxd 1.x, through a proxy that can inject the faults
@@ -145,22 +132,16 @@ final class InfluxHarness: SinkHarness, @unchecked Sendable {
     let kind = "influxdb"
     let dataDir = ServeProcess.makeTempDir("comply-influx")
     let db: DatabaseProcess
-    private let lock = NSLock()
-    private var faultsLeft = 0
-    private var poison = false
+    private let faults = FaultSwitch()
     private(set) var proxy: ScriptedEndpoint!
 
     init() throws {
         db = try DatabaseProcess.influxDB()
         let target = db.port
         proxy = try ScriptedEndpoint { [unowned self] r in
-            lock.lock()
-            let fault = faultsLeft > 0
-            if fault { faultsLeft -= 1 }
-            let refuse = poison && String(decoding: r.body, as: UTF8.self).contains("poison")
-            lock.unlock()
-            if fault { return HTTPResponse(status: 503, headers: [HTTPHeader("Retry-After", "120")]) }
-            if refuse { return HTTPResponse(status: 400, body: Array(#"{"error":"partial write: poison refused"}"#.utf8)) }
+            if let f = faults.fault(body: r.body, isPoison: { String(decoding: $0, as: UTF8.self).contains("poison") }) {
+                return f.status == 422 ? HTTPResponse(status: 400, body: f.body) : f
+            }
             let url = "http://127.0.0.1:\(target)\(r.path)\(r.query.isEmpty ? "" : "?" + r.query)"
             let headers = r.headers.filter { ["authorization", "content-type", "content-encoding"].contains($0.name.lowercased()) }
             guard let answer = try? CurlClient().send(r.method, url: url, headers: headers.map { ($0.name, $0.value) }, body: r.body)
@@ -186,16 +167,42 @@ final class InfluxHarness: SinkHarness, @unchecked Sendable {
     }
 
     func transientFault() throws -> (retryAfter: Double?, heal: (() -> Void)?) {
-        lock.lock()
-        faultsLeft = 1
-        lock.unlock()
+        faults.failNext()
         return (120, nil)
     }
 
-    func refusePoison() throws {
+    func refusePoison() throws { faults.refusePoison() }
+}
+
+/// The faults a test turns on in a destination it fronts: the next answers unavailable (503
+/// with Retry-After: 120), and records of device "poison" refused for good.
+final class FaultSwitch: @unchecked Sendable {
+    private let lock = NSLock()
+    private var unavailable = 0
+    private var poison = false
+
+    func failNext(_ n: Int = 1) {
+        lock.lock()
+        unavailable = n
+        lock.unlock()
+    }
+
+    func refusePoison() {
         lock.lock()
         poison = true
         lock.unlock()
+    }
+
+    /// What to do with a request whose body is `body`: nil to pass it on.
+    func fault(body: [UInt8], isPoison: ([UInt8]) -> Bool) -> HTTPResponse? {
+        lock.lock()
+        defer { lock.unlock() }
+        if unavailable > 0 {
+            unavailable -= 1
+            return HTTPResponse(status: 503, headers: [HTTPHeader("Retry-After", "120")], body: Array("busy".utf8))
+        }
+        if poison && isPoison(body) { return HTTPResponse(status: 422, body: Array(#"{"error":"poison refused"}"#.utf8)) }
+        return nil
     }
 }
 

@@ -21,11 +21,7 @@ import Testing
         listen: 127.0.0.1:\(port)
         data_dir: DATA_DIR
         receivers:
-          phone:
-            kind: syncky
-            path: /hook
-            auth: {type: bearer, token: \(Vectors.token)}
-            hmac: {secret: \(Vectors.secret)}
+        \(Vectors.phoneReceiver)
         routes:
           - {name: counts, from: [phone], transforms: [{count_distinct: {}}], to: [archive]}
         sinks:

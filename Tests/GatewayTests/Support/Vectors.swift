@@ -8,6 +8,9 @@ enum Vectors {
     static let token = "vec_token_N_2Y13AA1iajwMKegGliR7uA-JPcykkrnx_oquTiDU0"
     static let secret = "whsec_mgHtkTuuLB_wsJa221vi031K8GmN9QbtPNq_RV8uD8c"
     static let destination = "wh_hmf4Hk2wv-D-TUbXkl-UCA"
+    /// A Syncky receiver named `phone` on /hook with the guide's token and secret, as one line
+    /// of a config's `receivers:` (indented by two).
+    static let phoneReceiver = "  phone: {kind: syncky, path: /hook, auth: {type: bearer, token: \(token)}, hmac: {secret: \(secret)}}"
 
     /// Section 4: the native Check connection request, signed at 1791961500.
     static let checkBody = #"{"v":1,"type":"sync","device":"d_zsOZnTQUz_juWFVljuOOBQ","samples":[],"deleted":[],"acks":[],"more":false,"delivery":{"destination":"wh_hmf4Hk2wv-D-TUbXkl-UCA","id":"01a1393a-8960-7b26-8ec7-5d0493cc3337","index":0,"count":1,"sent_at":"2026-10-14T07:05:00Z","test":true}}"#
