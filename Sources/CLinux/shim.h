@@ -1,14 +1,12 @@
 #ifndef HG_CLINUX_SHIM_H
 #define HG_CLINUX_SHIM_H
 /* Linux calls the Swift Glibc module does not carry. Header only: nothing to link. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <string.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <malloc.h>
@@ -36,9 +34,10 @@ static inline void hg_nice_this_thread_once(int n) {
         setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), n);
     }
 }
-/* The user id of the process at the other end of a Unix socket, or -1. */
+/* The user id of the process at the other end of a Unix socket, or -1. (struct ucred needs
+   _GNU_SOURCE, which would make these headers differ from the Glibc module's: same layout here.) */
 static inline long hg_peer_uid(int fd) {
-    struct ucred c;
+    struct { int pid; unsigned uid; unsigned gid; } c;
     socklen_t n = sizeof c;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &n) != 0) return -1;
     return (long)c.uid;
@@ -61,6 +60,10 @@ static inline int hg_unix_socket(const char *path, int listen_) {
 }
 
 /* accept(2) of a connection, close-on-exec. */
-static inline int hg_accept(int fd) { return accept4(fd, NULL, NULL, SOCK_CLOEXEC); }
+static inline int hg_accept(int fd) {
+    int c = accept(fd, NULL, NULL);
+    if (c >= 0) fcntl(c, F_SETFD, FD_CLOEXEC);
+    return c;
+}
 
 #endif
