@@ -1,0 +1,365 @@
+import HealthgateCore
+
+/// One entity state to publish: the state text and its attributes (JSON values, already encoded).
+public struct HAUpdate: Sendable, Equatable {
+    public var device: String
+    public var entity: HAEntity
+    /// The state as HA reads it: a number in the entity's unit, a text (a workout's activity),
+    /// or `None` when there is no sample (left: all were deleted).
+    public var state: String
+    public var attributes: [(String, RawJSON)]
+
+    public static func == (a: HAUpdate, b: HAUpdate) -> Bool {
+        a.device == b.device && a.entity == b.entity && a.state == b.state
+            && a.attributes.elementsEqual(b.attributes) { $0.0 == $1.0 && $0.1 == $1.1 }
+    }
+
+    public func attribute(_ name: String) -> RawJSON? { attributes.first { $0.0 == name }?.1 }
+}
+
+/// What the Home Assistant sink knows to compute its states, per phone and entity, and nothing
+/// more (bounded): today's contribution of each sample key to a daily total (yesterday's go at
+/// local midnight), the few newest samples of a discrete type (so a deletion of the newest falls
+/// back), the latest two nights of sleep, the last few workouts. A resent sample replaces its
+/// own contribution (counted once); a deletion removes it; a sample older than the state never
+/// replaces it; a batch of 30 days of history ends in one update per entity.
+///
+/// Owned by the sink's drainer thread; `saveState` is committed with the sink's cursor.
+public final class HAStateBook {
+    struct Sample: Equatable {
+        var key: String
+        /// Unix seconds of the sample (its start; a workout's end).
+        var time: Int64
+        var end: Int64
+        var offset: Int
+        var value: Double
+        var text: String
+        var app: String
+        var source: String
+        /// Workouts: duration (s), energy (kcal), distance (m).
+        var extra: [Double]
+    }
+
+    /// A daily total: the local day it counts, and each sample key's contribution.
+    struct Total: Equatable {
+        var day: Int64
+        var byKey: [String: Sample]
+    }
+
+    struct Book: Equatable {
+        var totals: [String: Total] = [:]
+        /// Newest first, at most `keep`.
+        var newest: [String: [Sample]] = [:]
+        /// Sleep: night (local day of the evening) → samples by key.
+        var nights: [Int64: [String: Sample]] = [:]
+        /// The phone's last known UTC offset.
+        var offset: Int?
+    }
+
+    static let keep = 8
+    let entities: [String: HAEntity]
+    let timeZone: String?
+    let timeZones: any TimeZoneLookup
+    var books: [String: Book] = [:]
+
+    public init(entities: [HAEntity], timeZone: String?, timeZones: any TimeZoneLookup) {
+        var byType: [String: HAEntity] = [:]
+        for e in entities { byType[e.type] = e }
+        self.entities = byType
+        self.timeZone = timeZone
+        self.timeZones = timeZones
+    }
+
+    // MARK: applying records
+
+    /// Applies a batch; returns one update per (phone, entity) it changed, in first-seen order.
+    public func apply(_ records: [CanonicalRecord], now: Timestamp) -> [HAUpdate] {
+        var touched: [(String, String)] = []
+        var seen = Set<String>()
+        for r in records {
+            guard let entity = entities[r.type] else { continue }
+            if apply(r, entity, now: now) && seen.insert(r.device + "\u{1F}" + r.type).inserted {
+                touched.append((r.device, r.type))
+            }
+        }
+        return touched.compactMap { update(device: $0.0, type: $0.1, now: now) }
+    }
+
+    /// Local midnight: daily totals of a past day become 0 (and their contributions go).
+    public func tick(now: Timestamp) -> [HAUpdate] {
+        var out: [HAUpdate] = []
+        for (device, book) in books.sorted(by: { $0.key < $1.key }) {
+            let today = day(of: now.seconds, offset: offsetNow(book, now))
+            for (type, total) in book.totals.sorted(by: { $0.key < $1.key }) where total.day < today {
+                books[device]!.totals[type] = Total(day: today, byKey: [:])
+                if let u = update(device: device, type: type, now: now) { out.append(u) }
+            }
+        }
+        return out
+    }
+
+    /// True when the record changed what the entity shows (or may have).
+    private func apply(_ r: CanonicalRecord, _ entity: HAEntity, now: Timestamp) -> Bool {
+        var book = books[r.device] ?? Book()
+        defer { books[r.device] = book }
+        if let o = r.utcOffset { book.offset = o }
+        let key = r.uuid + (r.part.map { "#\($0)" } ?? "")
+        if r.op == .delete {
+            return remove(uuid: r.uuid, type: r.type, from: &book)
+        }
+        guard let start = r.start ?? r.end else { return false }
+        let offset = r.utcOffset ?? timeZone.flatMap { timeZones.utcOffset(zone: $0, at: start.seconds) } ?? book.offset ?? 0
+        var sample = Sample(key: key, time: start.seconds, end: (r.end ?? start).seconds, offset: offset, value: r.value?.number ?? 0,
+                            text: r.value?.string ?? "", app: r.source?.app ?? "", source: r.source?.device ?? "", extra: [])
+        switch entity.reading {
+        case .todayTotal:
+            guard r.value?.number != nil else { return false }
+            let today = day(of: now.seconds, offset: offsetNow(book, now))
+            var total = book.totals[r.type] ?? Total(day: today, byKey: [:])
+            if total.day != today { total = Total(day: today, byKey: [:]) }
+            // Only today's samples count today; an older one is history, not a change.
+            guard day(of: sample.time, offset: offset) == today else {
+                book.totals[r.type] = total
+                return false
+            }
+            if total.byKey[key] == sample { return false }
+            total.byKey[key] = sample
+            book.totals[r.type] = total
+            return true
+        case .newest, .lastWorkout:
+            if entity.reading == .lastWorkout {
+                // A workout is ordered by its end; its activity is the state.
+                sample.time = sample.end
+                sample.text = r.activity ?? r.value?.string ?? "workout"
+                sample.extra = [r.durationS ?? Double(sample.end - start.seconds), r.energyKcal ?? -1, r.distanceM ?? -1]
+            } else if r.value?.number == nil {
+                return false
+            }
+            var list = book.newest[r.type] ?? []
+            let before = list.first
+            list.removeAll { $0.key == key }
+            let at = list.firstIndex { $0.time < sample.time } ?? list.count
+            guard at < HAStateBook.keep else { return false }   // far older than what is kept
+            list.insert(sample, at: at)
+            if list.count > HAStateBook.keep { list.removeLast() }
+            book.newest[r.type] = list
+            return list.first != before
+        case .lastNight:
+            // A night is the local day of its evening: sleep ending before noon counts for the day before.
+            let night = day(of: sample.end - 12 * 3600, offset: offset)
+            var samples = book.nights[night] ?? [:]
+            if samples[key] == sample { return false }
+            samples[key] = sample
+            book.nights[night] = samples
+            // Keep the latest two nights.
+            for old in book.nights.keys.sorted().dropLast(2) { book.nights[old] = nil }
+            return night == book.nights.keys.max()
+        }
+    }
+
+    private func remove(uuid: String, type: String, from book: inout Book) -> Bool {
+        func matches(_ key: String) -> Bool { key == uuid || key.hasPrefix(uuid + "#") }
+        var changed = false
+        if var total = book.totals[type], total.byKey.keys.contains(where: matches) {
+            for k in total.byKey.keys where matches(k) { total.byKey[k] = nil }
+            book.totals[type] = total
+            changed = true
+        }
+        if var list = book.newest[type], list.contains(where: { matches($0.key) }) {
+            list.removeAll { matches($0.key) }
+            book.newest[type] = list
+            changed = true
+        }
+        for (night, samples) in book.nights where samples.keys.contains(where: matches) {
+            book.nights[night] = samples.filter { !matches($0.key) }
+            changed = true
+        }
+        return changed
+    }
+
+    // MARK: states
+
+    func update(device: String, type: String, now: Timestamp) -> HAUpdate? {
+        guard let entity = entities[type], let book = books[device] else { return nil }
+        var attributes: [(String, RawJSON)] = []
+        var state = "None"
+        switch entity.reading {
+        case .todayTotal:
+            let today = day(of: now.seconds, offset: offsetNow(book, now))
+            let total = book.totals[type].flatMap { $0.day == today ? $0 : nil }
+            let samples = total.map { Array($0.byKey.values) } ?? []
+            state = format(entity.display(samples.reduce(0) { $0 + $1.value }), entity.precision)
+            let offset = offsetNow(book, now)
+            attributes.append(("last_reset", .string(HAStateBook.rfc3339(today * 86_400 - Int64(offset), offset: offset))))
+            if let newest = samples.max(by: { $0.time < $1.time }) {
+                attributes += HAStateBook.provenance(newest)
+            }
+            attributes.append(("samples", .integer(Int64(samples.count))))
+        case .newest:
+            if let s = book.newest[type]?.first {
+                state = format(entity.display(s.value), entity.precision)
+                attributes += HAStateBook.provenance(s)
+            }
+        case .lastWorkout:
+            if let s = book.newest[type]?.first {
+                state = s.text
+                attributes += HAStateBook.provenance(s)
+                attributes.append(("started_at", .string(HAStateBook.rfc3339(s.end - Int64(s.extra[0]), offset: s.offset))))
+                attributes.append(("duration_min", .number((s.extra[0] / 60 * 10).rounded() / 10)))
+                if s.extra[1] >= 0 { attributes.append(("energy_kcal", .number(s.extra[1].rounded()))) }
+                if s.extra[2] >= 0 { attributes.append(("distance_km", .number((s.extra[2] / 10).rounded() / 100))) }
+            }
+        case .lastNight:
+            if let night = book.nights.keys.max(), let samples = book.nights[night], !samples.isEmpty {
+                var minutes: [String: Double] = [:]
+                for s in samples.values { minutes[s.text, default: 0] += Double(s.end - s.time) / 60 }
+                let asleep = ["asleep_unspecified", "asleep_core", "asleep_deep", "asleep_rem"].reduce(0) { $0 + (minutes[$1] ?? 0) }
+                state = format(asleep / 60, entity.precision)
+                let first = samples.values.min { $0.time < $1.time }!, last = samples.values.max { $0.end < $1.end }!
+                attributes.append(("measured_at", .string(HAStateBook.rfc3339(last.end, offset: last.offset))))
+                attributes.append(("bedtime", .string(HAStateBook.rfc3339(first.time, offset: first.offset))))
+                attributes.append(("wake_time", .string(HAStateBook.rfc3339(last.end, offset: last.offset))))
+                for stage in ["in_bed", "awake", "asleep_core", "asleep_deep", "asleep_rem", "asleep_unspecified"] {
+                    if let m = minutes[stage] { attributes.append(("\(stage)_min", .number(m.rounded()))) }
+                }
+                if !last.app.isEmpty { attributes.append(("source_app", .string(last.app))) }
+            }
+        }
+        return HAUpdate(device: device, entity: entity, state: state, attributes: attributes)
+    }
+
+    /// Every entity state as it stands (after a restart, or when HA comes back).
+    public func all(now: Timestamp) -> [HAUpdate] {
+        var out: [HAUpdate] = []
+        for (device, book) in books.sorted(by: { $0.key < $1.key }) {
+            let types = Set(book.totals.keys).union(book.newest.keys)
+                .union(book.nights.isEmpty ? [] : ["sleep_analysis"])
+            for type in types.sorted() {
+                if let u = update(device: device, type: type, now: now) { out.append(u) }
+            }
+        }
+        return out
+    }
+
+    static func provenance(_ s: Sample) -> [(String, RawJSON)] {
+        var out: [(String, RawJSON)] = [("measured_at", .string(rfc3339(s.time, offset: s.offset)))]
+        if !s.app.isEmpty { out.append(("source_app", .string(s.app))) }
+        if !s.source.isEmpty { out.append(("source_device", .string(s.source))) }
+        return out
+    }
+
+    func offsetNow(_ book: Book, _ now: Timestamp) -> Int {
+        timeZone.flatMap { timeZones.utcOffset(zone: $0, at: now.seconds) } ?? book.offset ?? 0
+    }
+
+    func day(of seconds: Int64, offset: Int) -> Int64 {
+        let local = seconds + Int64(offset)
+        return local >= 0 ? local / 86_400 : (local - 86_399) / 86_400
+    }
+
+    func format(_ v: Double, _ precision: Int?) -> String {
+        let p = precision ?? 2
+        var scale = 1.0
+        for _ in 0..<p { scale *= 10 }
+        let r = (v * scale).rounded() / scale
+        if p == 0 || r == r.rounded() { return String(Int64(r)) }
+        return String(r)
+    }
+
+    /// `2026-12-01T07:30:00+01:00`: the time as the phone saw it.
+    static func rfc3339(_ seconds: Int64, offset: Int) -> String {
+        let local = Timestamp(seconds: seconds + Int64(offset)).rfc3339()   // ends in Z
+        let sign = offset < 0 ? "-" : "+"
+        let a = abs(offset)
+        let hh = a / 3600, mm = (a % 3600) / 60
+        return String(local.dropLast()) + sign + (hh < 10 ? "0" : "") + String(hh) + ":" + (mm < 10 ? "0" : "") + String(mm)
+    }
+}
+
+// MARK: state, committed with the sink's cursor
+
+extension HAStateBook {
+    /// Every string as `<byte count>:<bytes>`; a book is `B device offset`, then `T type day n`
+    /// (a daily total), `N type n` (newest samples), `S night n` (a night), each followed by its
+    /// n samples of 9 + extras fields.
+    public func saveState() -> [UInt8] {
+        var out: [UInt8] = []
+        func put(_ s: String) {
+            out += Array("\(s.utf8.count):".utf8)
+            out += Array(s.utf8)
+        }
+        func put(_ s: Sample) {
+            for f in [s.key, String(s.time), String(s.end), String(s.offset), String(s.value), s.text, s.app, s.source,
+                      String(s.extra.count)] { put(f) }
+            for x in s.extra { put(String(x)) }
+        }
+        for (device, book) in books.sorted(by: { $0.key < $1.key }) {
+            put("B"); put(device); put(book.offset.map(String.init) ?? "-")
+            for (type, t) in book.totals.sorted(by: { $0.key < $1.key }) {
+                put("T"); put(type); put(String(t.day)); put(String(t.byKey.count))
+                for s in t.byKey.values.sorted(by: { $0.key < $1.key }) { put(s) }
+            }
+            for (type, list) in book.newest.sorted(by: { $0.key < $1.key }) {
+                put("N"); put(type); put(String(list.count))
+                for s in list { put(s) }
+            }
+            for (night, samples) in book.nights.sorted(by: { $0.key < $1.key }) {
+                put("S"); put(String(night)); put(String(samples.count))
+                for s in samples.values.sorted(by: { $0.key < $1.key }) { put(s) }
+            }
+        }
+        return out
+    }
+
+    public func restoreState(_ bytes: [UInt8]) throws(TransformStateError) {
+        var at = 0
+        func take() throws(TransformStateError) -> String {
+            guard let colon = bytes[at...].firstIndex(of: 0x3A), let n = Int(String(decoding: bytes[at..<colon], as: UTF8.self)),
+                  n >= 0, colon + 1 + n <= bytes.count else { throw TransformStateError("the sink's state is cut at byte \(at)") }
+            at = colon + 1 + n
+            return String(decoding: bytes[(colon + 1)..<at], as: UTF8.self)
+        }
+        func int(_ s: String) throws(TransformStateError) -> Int64 {
+            guard let v = Int64(s) else { throw TransformStateError("not a number: \(s)") }
+            return v
+        }
+        func sample() throws(TransformStateError) -> Sample {
+            let key = try take(), time = try int(try take()), end = try int(try take()), offset = try int(try take())
+            guard let value = Double(try take()) else { throw TransformStateError("not a value") }
+            let text = try take(), app = try take(), source = try take()
+            let n = try int(try take())
+            var extra: [Double] = []
+            for _ in 0..<max(0, n) { extra.append(Double(try take()) ?? 0) }
+            return Sample(key: key, time: time, end: end, offset: Int(offset), value: value, text: text, app: app, source: source,
+                          extra: extra)
+        }
+        var restored: [String: Book] = [:]
+        var device = ""
+        while at < bytes.count {
+            switch try take() {
+            case "B":
+                device = try take()
+                let o = try take()
+                restored[device] = Book(offset: o == "-" ? nil : Int(try int(o)))
+            case "T":
+                let type = try take(), day = try int(try take()), n = try int(try take())
+                var t = Total(day: day, byKey: [:])
+                for _ in 0..<max(0, n) { let s = try sample(); t.byKey[s.key] = s }
+                restored[device]?.totals[type] = t
+            case "N":
+                let type = try take(), n = try int(try take())
+                var list: [Sample] = []
+                for _ in 0..<max(0, n) { list.append(try sample()) }
+                restored[device]?.newest[type] = list
+            case "S":
+                let night = try int(try take()), n = try int(try take())
+                var samples: [String: Sample] = [:]
+                for _ in 0..<max(0, n) { let s = try sample(); samples[s.key] = s }
+                restored[device]?.nights[night] = samples
+            case let other:
+                throw TransformStateError("unknown section \(other)")
+            }
+        }
+        books = restored
+    }
+}

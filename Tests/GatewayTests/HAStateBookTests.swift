@@ -1,0 +1,156 @@
+import HealthgateCore
+import Posix
+@testable import SinkMQTT
+import Testing
+
+/// The states the Home Assistant sink will publish, computed from records: today's totals that
+/// stay right through resends and deletions, newest values by sample time, last night's sleep,
+/// the last workout, local midnight, and state that survives a restart.
+@Suite struct HAStateBookTests {
+    /// 2026-12-01T12:00:00Z, a Tuesday; the phone is in Budapest (UTC+1 in winter).
+    static let noon: Int64 = 1_796_126_400
+    static let cet = 3600
+
+    func book(timeZone: String? = nil) -> HAStateBook {
+        HAStateBook(entities: HACatalog.all, timeZone: timeZone, timeZones: SystemTimeZones())
+    }
+
+    static func sample(_ uuid: String, _ type: String, _ value: Double, at t: Int64, offset: Int? = cet,
+                       unit: String? = nil, device: String = "phone-1") -> CanonicalRecord {
+        CanonicalRecord(kind: "quantity", device: device, receiver: "r", uuid: uuid, type: type, start: Timestamp(seconds: t),
+                        end: Timestamp(seconds: t + 60), utcOffset: offset, value: .number(value), unit: unit ?? HealthTypes.named(type)?.unit,
+                        source: RecordSource(app: "com.apple.Health", device: "Apple Watch"))
+    }
+
+    static func deletion(_ uuid: String, _ type: String) -> CanonicalRecord {
+        CanonicalRecord(op: .delete, kind: "quantity", device: "phone-1", receiver: "r", uuid: uuid, type: type)
+    }
+
+    var now: Timestamp { Timestamp(seconds: Self.noon) }
+
+    func state(_ updates: [HAUpdate], _ object: String) -> String? {
+        updates.last { $0.entity.objectID == object }?.state
+    }
+
+    @Test func todaysTotalCountsEachSampleOnceAndFollowsDeletions() {
+        let b = book()
+        let batch = [Self.sample("s1", "steps", 1200, at: Self.noon - 3600), Self.sample("s2", "steps", 800, at: Self.noon - 1800)]
+        #expect(state(b.apply(batch, now: now), "steps_today") == "2000")
+        // The phone sends the same samples again: nothing changes, nothing to publish.
+        #expect(b.apply(batch, now: now).isEmpty)
+        // A sample resent with a corrected value replaces its own contribution.
+        #expect(state(b.apply([Self.sample("s2", "steps", 500, at: Self.noon - 1800)], now: now), "steps_today") == "1700")
+        #expect(state(b.apply([Self.deletion("s1", "steps")], now: now), "steps_today") == "500")
+        let u = b.apply([Self.sample("s3", "steps", 1, at: Self.noon - 60)], now: now).first
+        #expect(u?.attribute("last_reset") == .string("2026-12-01T00:00:00+01:00"))
+        #expect(u?.attribute("measured_at") == .string("2026-12-01T12:59:00+01:00"))
+        #expect(u?.attribute("source_app") == .string("com.apple.Health"))
+        #expect(u?.attribute("samples") == .integer(2))
+    }
+
+    @Test func yesterdaysSamplesLeaveTodaysTotalAlone() {
+        let b = book()
+        _ = b.apply([Self.sample("t", "steps", 100, at: Self.noon - 600)], now: now)
+        // 23:30 local yesterday (22:30Z), arriving late: history, not today.
+        #expect(b.apply([Self.sample("y", "steps", 5000, at: Self.noon - 13 * 3600 - 1800)], now: now).isEmpty)
+        // 00:30 local today is 23:30Z yesterday: it counts today.
+        #expect(state(b.apply([Self.sample("m", "steps", 7, at: Self.noon - 12 * 3600 - 1800)], now: now), "steps_today") == "107")
+    }
+
+    @Test func aLateOlderValueNeverReplacesANewerOne() {
+        let b = book()
+        #expect(state(b.apply([Self.sample("h2", "heart_rate", 72, at: Self.noon - 60)], now: now), "heart_rate") == "72")
+        #expect(b.apply([Self.sample("h1", "heart_rate", 58, at: Self.noon - 7200)], now: now).isEmpty)
+        #expect(state(b.apply([Self.sample("h3", "heart_rate", 80, at: Self.noon - 30)], now: now), "heart_rate") == "80")
+        // Deleting the newest falls back to the one before it.
+        #expect(state(b.apply([Self.deletion("h3", "heart_rate")], now: now), "heart_rate") == "72")
+    }
+
+    @Test func thirtyDaysOfHistoryEndInOneStatePerEntity() {
+        let b = book()
+        var history: [CanonicalRecord] = []
+        for day in 0..<30 {
+            let t = Self.noon - Int64(day) * 86_400
+            history.append(Self.sample("hr-\(day)", "heart_rate", Double(60 + day), at: t - 300))
+            history.append(Self.sample("w-\(day)", "body_mass", 80 - Double(day) / 10, at: t - 40_000))
+            history.append(Self.sample("st-\(day)", "steps", 1000, at: t - 900))
+        }
+        let updates = b.apply(history.shuffled(), now: now)
+        #expect(updates.count == 3, "\(updates.map(\.entity.objectID))")
+        #expect(state(updates, "heart_rate") == "60")
+        #expect(state(updates, "weight") == "80")
+        #expect(state(updates, "steps_today") == "1000")
+    }
+
+    @Test func localMidnightResetsTheTotalsInThePhonesTimeZone() {
+        let b = book(timeZone: "Europe/Budapest")
+        _ = b.apply([Self.sample("s", "steps", 4321, at: Self.noon - 600, offset: nil)], now: now)
+        // 23:59:59 local: still today.
+        let beforeMidnight = Timestamp(seconds: Self.noon + 11 * 3600 - 1)
+        #expect(b.tick(now: beforeMidnight).isEmpty)
+        let afterMidnight = Timestamp(seconds: Self.noon + 11 * 3600 + 1)
+        let reset = b.tick(now: afterMidnight)
+        #expect(state(reset, "steps_today") == "0")
+        #expect(reset.first?.attribute("last_reset") == .string("2026-12-02T00:00:00+01:00"))
+        #expect(b.tick(now: afterMidnight).isEmpty)
+    }
+
+    @Test func unitsAsPeopleReadThem() {
+        let b = book()
+        let u = b.apply([Self.sample("o", "oxygen_saturation", 0.97, at: Self.noon - 60),
+                         Self.sample("d", "distance_walking_running", 1234.5, at: Self.noon - 60),
+                         Self.sample("v", "walking_speed", 1.25, at: Self.noon - 60),
+                         Self.sample("t", "body_temperature", 36.6, at: Self.noon - 60)], now: now)
+        #expect(state(u, "blood_oxygen") == "97")
+        #expect(state(u, "walking_running_distance_today") == "1.23")
+        #expect(state(u, "walking_speed") == "4.5")
+        #expect(state(u, "body_temperature") == "36.6")
+        let bp = HACatalog.entity(forType: "blood_pressure_systolic")
+        #expect(bp?.deviceClass == "pressure" && bp?.unit == "mmHg" && bp?.stateClass == "measurement")
+        #expect(HACatalog.entity(forType: "heart_rate")?.deviceClass == nil)
+        #expect(HACatalog.entity(forType: "steps")?.reading == .todayTotal)
+    }
+
+    @Test func lastNightsSleepAndTheLastWorkout() {
+        let b = book()
+        func stage(_ uuid: String, _ name: String, from: Int64, minutes: Int64) -> CanonicalRecord {
+            CanonicalRecord(kind: "category", device: "phone-1", receiver: "r", uuid: uuid, type: "sleep_analysis",
+                            start: Timestamp(seconds: from), end: Timestamp(seconds: from + minutes * 60), utcOffset: Self.cet,
+                            value: .string(name), source: RecordSource(app: "com.apple.Health", device: "Apple Watch"))
+        }
+        // Last night, 22:00–06:30 local (21:00Z–05:30Z).
+        let bed = Self.noon - 15 * 3600
+        let night = [stage("n1", "in_bed", from: bed, minutes: 510), stage("n2", "asleep_core", from: bed + 600, minutes: 240),
+                     stage("n3", "asleep_deep", from: bed + 15_000, minutes: 90), stage("n4", "awake", from: bed + 20_400, minutes: 10),
+                     stage("n5", "asleep_rem", from: bed + 21_000, minutes: 120)]
+        let u = b.apply(night, now: now)
+        #expect(state(u, "sleep_last_night") == "7.5")
+        let s = u.first { $0.entity.objectID == "sleep_last_night" }
+        #expect(s?.attribute("asleep_deep_min") == .number(90))
+        #expect(s?.attribute("bedtime") == .string("2026-11-30T22:00:00+01:00"))
+        // The night before does not replace it.
+        #expect(b.apply([stage("o1", "asleep_core", from: bed - 86_400, minutes: 400)], now: now).isEmpty)
+        let run = CanonicalRecord(kind: "workout", device: "phone-1", receiver: "r", uuid: "wk", type: "workout",
+                                  start: Timestamp(seconds: Self.noon - 3600), end: Timestamp(seconds: Self.noon - 1800),
+                                  utcOffset: Self.cet, activity: "running", durationS: 1800, energyKcal: 310.4, distanceM: 5012)
+        let w = b.apply([run], now: now).first
+        #expect(w?.state == "running")
+        #expect(w?.attribute("duration_min") == .number(30))
+        #expect(w?.attribute("distance_km") == .number(5.01))
+    }
+
+    @Test func theStateSurvivesARestart() throws {
+        let b = book()
+        _ = b.apply([Self.sample("s1", "steps", 1200, at: Self.noon - 3600), Self.sample("h", "heart_rate", 64, at: Self.noon - 60)],
+                    now: now)
+        let saved = b.saveState()
+        let again = book()
+        try again.restoreState(saved)
+        #expect(again.saveState() == saved)
+        // A resend after the restart still counts once.
+        #expect(again.apply([Self.sample("s1", "steps", 1200, at: Self.noon - 3600)], now: now).isEmpty)
+        #expect(state(again.all(now: now), "steps_today") == "1200")
+        #expect(state(again.all(now: now), "heart_rate") == "64")
+        #expect(throws: TransformStateError.self) { try again.restoreState(Array("7:garbage".utf8)) }
+    }
+}
