@@ -136,3 +136,52 @@ import YAMLConfig
         #expect(uuids == ["before", "after"])
     }
 }
+
+/// Transforms may emit more than they take, and emit on their own when time says so.
+@Suite struct EmittingTransformTests {
+    /// Passes each record on and adds a derived one; on a tick, emits a marker once.
+    struct Doubler: TransformSpec {
+        var kind: String { "doubler" }
+        func instantiate(_ context: TransformContext) -> any Transform { Instance(clock: context.clock) }
+
+        final class Instance: Transform {
+            let clock: any Clock
+            var ticked = false
+            init(clock: any Clock) { self.clock = clock }
+
+            func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
+                emit(record)
+                var derived = record
+                derived.uuid += "-derived"
+                emit(derived)
+            }
+
+            func tick(now: Timestamp, emit: (CanonicalRecord) -> Void) {
+                guard !ticked else { return }
+                ticked = true
+                emit(CanonicalRecord(kind: "quantity", device: "clock", receiver: "r", uuid: "tick-\(now.seconds)", type: "steps",
+                                     start: now, end: now, value: .number(1), unit: "count"))
+            }
+        }
+    }
+
+    @Test func derivedAndTimedRecordsReachTheSinkInBatchesOfMaxItems() throws {
+        let dir = ServeProcess.makeTempDir("emit")
+        let logger = Logger(component: "test", sink: MemoryLogSink())
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        try j.append(payload: CanonicalCodec.encodeLines((0..<5).map { PipelineTests.record("r\($0)") }), count: 5,
+                     time: Timestamp(seconds: 0))
+        let sink = GateSink(acceptFirst: 1000)
+        let clock = FakeClock()
+        let d = SinkDrainer(name: "gate", built: .testing(sink, common: SinkCommonConfig(batch: BatchConfig(max_items: 4))),
+                            routes: [Route(name: "double", from: [Glob("*")], transforms: [Doubler()], to: ["gate"])],
+                            journal: j, dataDir: dir, logger: logger, clock: clock)
+        try d.start()
+        #expect(ServeProcess.eventually { sink.accepted.count == 11 })
+        d.stop()
+        #expect(Array(sink.accepted.prefix(10)) == (0..<5).flatMap { ["r\($0)", "r\($0)-derived"] })
+        #expect(sink.accepted.last == "tick-\(clock.now().seconds)")
+        #expect(sink.largestBatch <= 4)
+        #expect(try d.loadCursor() == Cursor(seq: 2, skip: 0))
+    }
+}

@@ -274,13 +274,17 @@ final class GateSink: Sink, Named, @unchecked Sendable {
 
     init(acceptFirst: Int) { left = acceptFirst }
 
+    private var _largest = 0
+
     var accepted: [String] { lock.lock(); defer { lock.unlock() }; return _accepted }
     var calls: Int { lock.lock(); defer { lock.unlock() }; return _calls }
+    var largestBatch: Int { lock.lock(); defer { lock.unlock() }; return _largest }
 
     func write(_ batch: SinkBatch) -> SinkWriteResult {
         lock.lock()
         defer { lock.unlock() }
         _calls += 1
+        _largest = max(_largest, batch.count)
         if left >= batch.count {
             left -= batch.count
             _accepted += batch.records.map(\.uuid)
