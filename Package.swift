@@ -18,6 +18,7 @@ let package = Package(
         .systemLibrary(name: "CSQLite3", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CLinux"),   // glibc declarations missing from the Glibc module (header only)
         .target(
             name: "CSimdJSON",
@@ -53,9 +54,9 @@ let package = Package(
         .target(name: "SinkInfluxDB", dependencies: ["SinkKit", "HTTPDelivery", "HealthgateCore", "Posix", "FastJSON", "Storage",
                                                      "HealthgateCrypto", "CZlib", "YAMLConfig"],
                 path: "Sources/Sinks/InfluxDB", exclude: ["README.md"], swiftSettings: strict),
-        // Home Assistant over MQTT (issue 12, in progress): the entity model and its state so far;
-        // not registered as a sink kind until its transport lands.
-        .target(name: "SinkMQTT", dependencies: ["SinkKit", "HealthgateCore", "Posix"],
+        // Home Assistant over MQTT (issue 12, in progress): the entity model, its state, the
+        // libmosquitto client; not registered as a sink kind until the sink itself lands.
+        .target(name: "SinkMQTT", dependencies: ["SinkKit", "HealthgateCore", "Posix", "CMosquitto"],
                 path: "Sources/Sinks/MQTT", swiftSettings: strict),
         .target(name: "Sinks", dependencies: ["SinkKit", "SinkFile", "SinkHTTP", "SinkInfluxDB", "YAMLConfig"],
                 path: "Sources/Sinks/Registry", swiftSettings: strict),

@@ -120,9 +120,10 @@ final class DatabaseProcess {
     }
 
     /// mosquitto, the MQTT broker: anonymous, no persistence, on loopback.
-    static func mosquitto() throws -> DatabaseProcess {
-        let dir = ServeProcess.makeTempDir("mosquitto")
-        let port = ScriptedEndpoint.freePort()
+    /// (`port` and `dir`: start it again where a stopped one was.)
+    static func mosquitto(port given: UInt16? = nil, dir existing: String? = nil) throws -> DatabaseProcess {
+        let dir = existing ?? ServeProcess.makeTempDir("mosquitto")
+        let port = given ?? ScriptedEndpoint.freePort()
         try """
         listener \(port) 127.0.0.1
         allow_anonymous true
