@@ -54,11 +54,10 @@ let package = Package(
         .target(name: "SinkInfluxDB", dependencies: ["SinkKit", "HTTPDelivery", "HealthgateCore", "Posix", "FastJSON", "Storage",
                                                      "HealthgateCrypto", "CZlib", "YAMLConfig"],
                 path: "Sources/Sinks/InfluxDB", exclude: ["README.md"], swiftSettings: strict),
-        // Home Assistant over MQTT (issue 12, in progress): the entity model, its state, the
-        // libmosquitto client; not registered as a sink kind until the sink itself lands.
-        .target(name: "SinkMQTT", dependencies: ["SinkKit", "HealthgateCore", "Posix", "CMosquitto"],
+        // Home Assistant over MQTT: entity model and states, the libmosquitto client, the sink.
+        .target(name: "SinkMQTT", dependencies: ["SinkKit", "HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "YAMLConfig", "CMosquitto"],
                 path: "Sources/Sinks/MQTT", swiftSettings: strict),
-        .target(name: "Sinks", dependencies: ["SinkKit", "SinkFile", "SinkHTTP", "SinkInfluxDB", "YAMLConfig"],
+        .target(name: "Sinks", dependencies: ["SinkKit", "SinkFile", "SinkHTTP", "SinkInfluxDB", "SinkMQTT", "YAMLConfig"],
                 path: "Sources/Sinks/Registry", swiftSettings: strict),
         // One folder per transform, and their registry.
         .target(name: "Transforms", dependencies: ["HealthgateCore", "YAMLConfig", "Posix"], swiftSettings: strict),

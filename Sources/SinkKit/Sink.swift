@@ -28,11 +28,19 @@ public protocol Sink: AnyObject {
     func probe() -> Reachability
     /// Releases connections and files. Called once, after the last `write`.
     func close()
+    /// State the sink keeps to do its work (the MQTT sink's entity states), committed
+    /// atomically with its cursor after each delivered batch, so that it always reflects exactly
+    /// the records before the cursor. Default: none.
+    func saveState() -> [UInt8]?
+    /// The state committed last, given once right after `open` (only when there is one).
+    func restoreState(_ bytes: [UInt8]) throws(SinkOpenError)
 }
 
 extension Sink {
     public func idle() {}
     public func probe() -> Reachability { .unknown }
+    public func saveState() -> [UInt8]? { nil }
+    public func restoreState(_ bytes: [UInt8]) throws(SinkOpenError) {}
 }
 
 /// What a sink's probe found.

@@ -18,7 +18,7 @@ import Testing
     /// The first message on `topic` (retained ones included), through mosquitto_sub.
     func first(_ broker: DatabaseProcess, _ topic: String) throws -> String {
         let (_, out) = try DatabaseProcess.run("/usr/bin/mosquitto_sub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t", topic,
-                                                                          "-C", "1", "-W", "5"])
+                                                                          "-C", "1"], timeout: 5)
         return out.trimmingCharacters(in: .newlines)
     }
 

@@ -30,6 +30,12 @@ protocol SinkHarness: AnyObject {
     func refusePoison() throws
     /// The destination's TCP port, for the clean-close check (nil: files).
     var port: UInt16? { get }
+    /// The record the destination refuses after `refusePoison` (default: it as it is).
+    func poison(_ r: CanonicalRecord) -> CanonicalRecord
+}
+
+extension SinkHarness {
+    func poison(_ r: CanonicalRecord) -> CanonicalRecord { r }
 }
 
 enum Harnesses {
@@ -38,11 +44,12 @@ enum Harnesses {
         case "file": try FileHarness()
         case "http": try HTTPHarness()
         case "influxdb": try InfluxHarness()
+        case "mqtt": try MQTTHarness()
         default: throw ServeError(description: "no compliance harness for sink kind \(kind)")
         }
     }
 
-    static let kinds = ["file", "http", "influxdb"]
+    static let kinds = ["file", "http", "influxdb", "mqtt"]
 }
 
 /// The file sink: an append-only archive, read as a store by replaying it line by line.
@@ -172,6 +179,73 @@ final class InfluxHarness: SinkHarness, @unchecked Sendable {
     }
 
     func refusePoison() throws { faults.refusePoison() }
+}
+
+/// The mqtt sink against a real mosquitto, with `publish_records` on: the records topic read as a
+/// log by key (as a consumer that stores them would), through mosquitto_sub writing to a file.
+/// Faults: the broker paused with SIGSTOP (nothing is acknowledged: kept), and a broker whose
+/// maximum packet size a poison record exceeds (never sendable: rejected).
+final class MQTTHarness: SinkHarness {
+    let kind = "mqtt"
+    let dataDir = ServeProcess.makeTempDir("comply-mqtt")
+    var broker: DatabaseProcess
+    let subscriber = Process()
+    let received: String
+
+    init() throws {
+        broker = try DatabaseProcess.mosquitto(extra: "max_packet_size 8192")
+        received = dataDir + "-received.ndjson"
+        _ = FileManager.default.createFile(atPath: received, contents: nil)
+        subscriber.executableURL = URL(fileURLWithPath: "/usr/bin/mosquitto_sub")
+        subscriber.arguments = ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t", "healthgate/+/records/#", "-q", "1"]
+        subscriber.standardOutput = FileHandle(forWritingAtPath: received)
+        try subscriber.run()
+        // Subscribed once a message published now comes through.
+        let ready = ServeProcess.eventually {
+            _ = try? DatabaseProcess.run("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(self.broker.port)", "-t",
+                                                                    "healthgate/_/records/ready", "-m", "{}"])
+            return ((try? String(contentsOfFile: self.received, encoding: .utf8)) ?? "").contains("{}")
+        }
+        #expect(ready)
+    }
+
+    deinit {
+        kill(broker.process.processIdentifier, SIGCONT)
+        // Not waited for: Foundation reaps it (waiting here has hung when the broker went first).
+        if subscriber.isRunning { kill(subscriber.processIdentifier, SIGKILL) }
+    }
+
+    var yaml: String {
+        #"{kind: mqtt, url: "mqtt://127.0.0.1:\#(broker.port)", publish_records: true, timeout: 1s, client_id: comply}"#
+    }
+    var port: UInt16? { broker.port }
+
+    func stored() throws -> [String] {
+        // Acknowledged by the broker is not yet received by the subscriber: read once it is quiet.
+        var text = ""
+        while true {
+            usleep(150_000)
+            let now = (try? String(contentsOfFile: received, encoding: .utf8)) ?? ""
+            if now == text { break }
+            text = now
+        }
+        let objects = text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        return Store.fold(objects.filter { $0["uuid"] != nil })
+    }
+
+    func transientFault() throws -> (retryAfter: Double?, heal: (() -> Void)?) {
+        let pid = broker.process.processIdentifier
+        kill(pid, SIGSTOP)
+        return (nil, { kill(pid, SIGCONT) })
+    }
+
+    func refusePoison() throws {}
+
+    func poison(_ r: CanonicalRecord) -> CanonicalRecord {
+        var big = r
+        big.extra = [RecordField("note", .string(String(repeating: "x", count: 10_000)))]
+        return big
+    }
 }
 
 /// The faults a test turns on in a destination it fronts: the next answers unavailable (503
@@ -317,7 +391,7 @@ enum Store {
         let h = try Harnesses.make(kind)
         try h.refusePoison()
         let j = try Journal(directory: h.dataDir + "/journal", logger: logger)
-        try append(j, [Self.record("ok1"), Self.record("bad", device: "poison", second: 1), Self.record("ok2", second: 2)])
+        try append(j, [Self.record("ok1"), h.poison(Self.record("bad", device: "poison", second: 1)), Self.record("ok2", second: 2)])
         let d = try drainer(h, j, clock: FakeClock())
         try d.start()
         #expect(ServeProcess.eventually { d.metrics.rejected.load(ordering: .relaxed) == 1 })

@@ -9,7 +9,7 @@ import Testing
         let broker = try DatabaseProcess.mosquitto()
         let sub = Process()
         sub.executableURL = URL(fileURLWithPath: "/usr/bin/mosquitto_sub")
-        sub.arguments = ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t", "healthgate/test", "-C", "1", "-W", "10"]
+        sub.arguments = ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t", "healthgate/test", "-C", "1"]
         let out = Pipe()
         sub.standardOutput = out
         try sub.run()

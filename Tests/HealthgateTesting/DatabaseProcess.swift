@@ -104,9 +104,11 @@ final class DatabaseProcess {
         } == 0
     }
 
-    /// Runs a command to its end; its exit status and standard output.
+    /// Runs a command to its end, or kills it after `timeout` seconds; its exit status and
+    /// standard output. (Our own deadline: the test runner's threads block SIGALRM, which
+    /// children inherit, so `timeout(1)` and `mosquitto_sub -W` never fire.)
     @discardableResult
-    static func run(_ executable: String, _ arguments: [String]) throws -> (Int32, String) {
+    static func run(_ executable: String, _ arguments: [String], timeout: Double = 20) throws -> (Int32, String) {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: executable)
         p.arguments = arguments
@@ -114,6 +116,9 @@ final class DatabaseProcess {
         p.standardOutput = out
         p.standardError = FileHandle(forWritingAtPath: "/dev/null")
         try p.run()
+        let deadline = Date().addingTimeInterval(timeout)
+        while p.isRunning && Date() < deadline { usleep(10_000) }
+        if p.isRunning { kill(p.processIdentifier, SIGKILL) }
         let data = out.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
         return (p.terminationStatus, String(decoding: data, as: UTF8.self))
@@ -121,7 +126,7 @@ final class DatabaseProcess {
 
     /// mosquitto, the MQTT broker: anonymous, no persistence, on loopback.
     /// (`port` and `dir`: start it again where a stopped one was.)
-    static func mosquitto(port given: UInt16? = nil, dir existing: String? = nil) throws -> DatabaseProcess {
+    static func mosquitto(port given: UInt16? = nil, dir existing: String? = nil, extra: String = "") throws -> DatabaseProcess {
         let dir = existing ?? ServeProcess.makeTempDir("mosquitto")
         let port = given ?? ScriptedEndpoint.freePort()
         try """
@@ -129,6 +134,7 @@ final class DatabaseProcess {
         allow_anonymous true
         persistence false
         log_dest stderr
+        \(extra)
         """.write(toFile: dir + "/mosquitto.conf", atomically: true, encoding: .utf8)
         return try DatabaseProcess(executable: "/usr/sbin/mosquitto", arguments: ["-c", dir + "/mosquitto.conf"],
                                    port: port, dir: dir, http: false) { true }

@@ -117,7 +117,7 @@ public final class SinkRoutes {
                 }
             }
         }
-        for key in states.keys where !used.contains(key) {
+        for key in states.keys where !used.contains(key) && key.contains("/") {
             logger.warning("transform state \(key) belongs to no transform of this config (a route was renamed or "
                            + "changed); it is dropped at the next commit")
         }

@@ -207,6 +207,9 @@ final class DrainLoop {
         }
     }
 
+    /// The sink's own state in the cursor file (route transform keys always hold a `/`).
+    static let sinkStateKey = "sink"
+
     init(_ d: SinkDrainer, from start: CursorStore.Committed) {
         self.d = d
         routes = SinkRoutes(routes: d.routes, sink: d.name, clock: d.clock, timeZones: d.timeZones, logger: d.logger)
@@ -230,6 +233,13 @@ final class DrainLoop {
                                       logger: logger.child("sink \(name)"))
             do {
                 let s = try d.built.open(context)
+                if let state = committed.states[DrainLoop.sinkStateKey] {
+                    do {
+                        try s.restoreState(state)
+                    } catch {
+                        logger.error("sink \(name): its saved state cannot be read (\(error)); it starts empty")
+                    }
+                }
                 sink = s
                 delivery = BatchDelivery(sink: s, name: name, retry: d.built.common.retry, metrics: metrics,
                                          deadLetters: deadLetters, logger: logger, clock: d.clock)
@@ -415,6 +425,7 @@ final class DrainLoop {
         var c = next
         c.states = [:]
         for (k, v) in routes.saveState() { c.states[k] = v }
+        if let state = sink?.saveState() { c.states[DrainLoop.sinkStateKey] = state }
         do {
             try d.commit(c)
             committed = c

@@ -33,7 +33,15 @@ public final class MQTTClient {
 
     public struct Failure: Error, CustomStringConvertible, Sendable {
         public var description: String
-        public init(_ d: String) { description = d }
+        /// libmosquitto's error number (`MOSQ_ERR_*`), when it said one.
+        public var code: Int32?
+        public init(_ d: String, code: Int32? = nil) {
+            description = d
+            self.code = code
+        }
+
+        /// The message is larger than the broker takes (its maximum packet size): never sendable.
+        public var isOversize: Bool { code == MOSQ_ERR_OVERSIZE_PACKET.rawValue }
     }
 
     let options: Options
@@ -127,7 +135,7 @@ public final class MQTTClient {
     public func publish(topic: String, payload: [UInt8], qos: Int, retain: Bool) throws(Failure) -> Int32 {
         var mid: Int32 = 0
         let rc = payload.withUnsafeBytes { mosquitto_publish(mosq, &mid, topic, Int32(payload.count), $0.baseAddress, Int32(qos), retain) }
-        if rc != MOSQ_ERR_SUCCESS.rawValue { throw Failure("publish to \(topic) failed: \(describe(rc))") }
+        if rc != MOSQ_ERR_SUCCESS.rawValue { throw Failure("publish to \(topic) failed: \(describe(rc))", code: rc) }
         return mid
     }
 

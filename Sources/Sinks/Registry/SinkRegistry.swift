@@ -2,6 +2,7 @@ import SinkFile
 import SinkHTTP
 import SinkInfluxDB
 import SinkKit
+import SinkMQTT
 import YAMLConfig
 
 /// Every sink kind, by its `kind:` in the config. A new sink is one folder (its own target,
@@ -14,6 +15,7 @@ public enum SinkRegistry {
         ("file", FileSink.build),
         ("http", HTTPSink.build),
         ("influxdb", InfluxDBSink.build),
+        ("mqtt", MQTTSink.build),
     ]
 
     public static var kinds: [String] { builders.map(\.kind) }

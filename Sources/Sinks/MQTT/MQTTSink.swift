@@ -1,0 +1,347 @@
+import CanonicalJSON
+import FastJSON
+import Glibc
+import HealthgateCore
+import Posix
+import SinkKit
+import YAMLConfig
+
+/// Home Assistant over MQTT (see `MQTTSinkConfig`). Per batch: the entity states the records
+/// change (`HAStateBook`: one state per entity, however many records), each announced to Home
+/// Assistant first (retained discovery config), each state retained; with `publish_records`,
+/// every record too. The batch counts as delivered once the broker acknowledged every publish it
+/// caused. Topics:
+///
+/// - `<base>/status`: `online` (retained) while connected; the last will `offline` otherwise.
+/// - `<base>/<device>/<entity>`: the entity's state as JSON — `value` and its attributes
+///   (`measured_at`, `source_app`, `last_reset` …), retained.
+/// - `<prefix>/sensor/healthgate_<device>/<entity>/config`: the discovery config, retained, sent
+///   again when Home Assistant says `online` on `<prefix>/status`.
+/// - `<base>/<device>/records/<type>`: each canonical record (with `publish_records`).
+public final class MQTTSink: Sink {
+    struct Settings: Sendable {
+        var name: String
+        var client: MQTTClient.Options
+        var qos: Int
+        var base: String
+        var prefix: String
+        var discovery: Bool
+        var publishRecords: Bool
+        var names: [String: String]
+        var entities: [HAEntity]
+        var timeZone: String?
+    }
+
+    let settings: Settings
+    let client: MQTTClient
+    let book: HAStateBook
+    let logger: Logger
+    let clock: any Clock
+    /// Entities whose discovery config the broker has (`device \u{1F} type`).
+    var announced = Set<String>()
+    /// Entities whose newest state is not yet acknowledged, in order.
+    var dirty: [(device: String, type: String)] = []
+    var dirtyKeys = Set<String>()
+    /// Home Assistant came (back) online: announce everything again.
+    var rediscover = false
+    var lastConnectError: String?
+
+    init(settings: Settings, logger: Logger, clock: any Clock, timeZones: any TimeZoneLookup) throws(SinkOpenError) {
+        self.settings = settings
+        self.logger = logger
+        self.clock = clock
+        book = HAStateBook(entities: settings.entities, timeZone: settings.timeZone, timeZones: timeZones)
+        do {
+            client = try MQTTClient(options: settings.client)
+        } catch {
+            throw SinkOpenError("\(error)")
+        }
+        let statusTopic = settings.prefix + "/status"
+        client.onMessage = { [unowned self] topic, payload in
+            if topic == statusTopic && payload == Array("online".utf8) { rediscover = true }
+        }
+    }
+
+    var statusTopic: String { settings.base + "/status" }
+
+    // MARK: connection
+
+    /// Connects when not connected: `online` on the status topic, HA's status subscribed.
+    /// Returns why it cannot.
+    func ensureConnected() -> String? {
+        if client.isConnected { return nil }
+        do {
+            try client.connect()
+            let mid = try client.publish(topic: statusTopic, payload: Array("online".utf8), qos: max(1, settings.qos), retain: true)
+            if settings.discovery { try client.subscribe(settings.prefix + "/status", qos: 1) }
+            _ = try client.waitForAcks([mid], qos: max(1, settings.qos))
+            if lastConnectError != nil { logger.info("connected to \(settings.client.host):\(settings.client.port) again") }
+            lastConnectError = nil
+            return nil
+        } catch {
+            let why = "\(error)"
+            if lastConnectError != why { logger.warning(why) }
+            lastConnectError = why
+            client.disconnect()
+            return why
+        }
+    }
+
+    // MARK: writing
+
+    struct Message {
+        var topic: String
+        var payload: [UInt8]
+        var retain: Bool
+        /// The record it carries (records topic), or nil for states and configs.
+        var record: Int?
+        /// The entity it announces (config), for `announced`.
+        var announces: String?
+    }
+
+    public func write(_ batch: SinkBatch) -> SinkWriteResult {
+        if let why = ensureConnected() { return .keep(reason: why, retryAfterSeconds: nil) }
+        var messages: [Message] = []
+        if settings.publishRecords {
+            for (i, r) in batch.records.enumerated() {
+                var line = batch.lines[i].map(Array.init) ?? CanonicalCodec.encodeLine(r)
+                if line.last == 0x0A { line.removeLast() }
+                messages.append(Message(topic: "\(settings.base)/\(MQTTSink.slug(r.device))/records/\(MQTTSink.slug(r.type))",
+                                        payload: line, retain: false, record: i))
+            }
+        }
+        for u in book.apply(batch.records, now: clock.now()) { markDirty(u.device, u.entity.type) }
+        messages += stateMessages()
+        return send(messages, records: batch.count)
+    }
+
+    func markDirty(_ device: String, _ type: String) {
+        if dirtyKeys.insert(device + "\u{1F}" + type).inserted { dirty.append((device, type)) }
+    }
+
+    /// The discovery config (when not yet announced) and the state of every dirty entity.
+    func stateMessages(all: Bool = false) -> [Message] {
+        var out: [Message] = []
+        let now = clock.now()
+        let updates = all ? book.all(now: now) : dirty.compactMap { book.update(device: $0.device, type: $0.type, now: now) }
+        for u in updates {
+            let key = u.device + "\u{1F}" + u.entity.type
+            if settings.discovery && (all || !announced.contains(key)) {
+                out.append(Message(topic: discoveryTopic(u.device, u.entity), payload: discoveryConfig(u.device, u.entity),
+                                   retain: true, record: nil, announces: key))
+            }
+            out.append(Message(topic: stateTopic(u.device, u.entity), payload: statePayload(u), retain: true, record: nil))
+        }
+        return out
+    }
+
+    /// Publishes and waits for every acknowledgement; what the broker refuses for good of a
+    /// record goes to the dead letters, a refusal of the connection or of authorization keeps.
+    func send(_ messages: [Message], records: Int) -> SinkWriteResult {
+        var mids: [Int32: Int] = [:]
+        var outcomes = [DeliveryOutcome](repeating: .accepted, count: records)
+        var rejected = false
+        for (i, m) in messages.enumerated() {
+            do {
+                mids[try client.publish(topic: m.topic, payload: m.payload, qos: settings.qos, retain: m.retain)] = i
+            } catch {
+                if let r = m.record, error.isOversize {
+                    outcomes[r] = .rejected(reason: "\(error)")
+                    rejected = true
+                    continue
+                }
+                client.disconnect()
+                return .keep(reason: "\(error)", retryAfterSeconds: nil)
+            }
+        }
+        let acks: [Int32: Int32]
+        do {
+            acks = settings.qos == 0 ? [:] : try client.waitForAcks(Array(mids.keys), qos: settings.qos)
+        } catch {
+            client.disconnect()   // what the broker has is unknown: connect again, send again
+            return .keep(reason: "\(error)", retryAfterSeconds: nil)
+        }
+        for (mid, reason) in acks where reason >= 0x80 {
+            let m = messages[mids[mid]!]
+            let why = "the broker refused the publish to \(m.topic) (MQTT reason code \(reason))"
+            if reason == 0x87 || reason == 0x97 {   // not authorized, quota exceeded: a config problem, or later
+                logger.error(why + "; check the broker's ACL for healthgate's user. The records wait in the queue")
+                return .keep(reason: why, retryAfterSeconds: nil)
+            }
+            if let r = m.record {
+                outcomes[r] = .rejected(reason: why)
+                rejected = true
+            } else {
+                logger.error(why)
+            }
+        }
+        for m in messages { if let a = m.announces { announced.insert(a) } }
+        dirty.removeAll()
+        dirtyKeys.removeAll()
+        return rejected ? .perRecord(outcomes) : .accepted
+    }
+
+    // MARK: idle, probe, close
+
+    public func idle() {
+        guard client.isConnected else { return }
+        client.service(milliseconds: 10)
+        for u in book.tick(now: clock.now()) { markDirty(u.device, u.entity.type) }
+        var messages: [Message] = []
+        if rediscover {
+            rediscover = false
+            logger.info("Home Assistant is online: announcing every sensor again")
+            messages = stateMessages(all: true)
+        } else if !dirty.isEmpty {
+            messages = stateMessages()
+        }
+        if !messages.isEmpty { _ = send(messages, records: 0) }
+    }
+
+    public func probe() -> Reachability {
+        if let why = ensureConnected() { return .unreachable(why) }
+        return .reachable
+    }
+
+    public func close() {
+        guard client.isConnected else { return }
+        // A clean goodbye sends no last will: say offline ourselves.
+        if let mid = try? client.publish(topic: statusTopic, payload: Array("offline".utf8), qos: 1, retain: true) {
+            _ = try? client.waitForAcks([mid], qos: 1)
+        }
+        client.disconnect()
+    }
+
+    // MARK: state, committed with the cursor
+
+    public func saveState() -> [UInt8]? {
+        var out = Array("\(announced.count)\n".utf8)
+        for a in announced.sorted() {
+            out += Array("\(a.utf8.count):".utf8)
+            out += Array(a.utf8)
+        }
+        out.append(0x0A)
+        return out + book.saveState()
+    }
+
+    public func restoreState(_ bytes: [UInt8]) throws(SinkOpenError) {
+        guard let nl = bytes.firstIndex(of: 0x0A), let n = Int(String(decoding: bytes[..<nl], as: UTF8.self)) else {
+            throw SinkOpenError("no announced count")
+        }
+        var at = nl + 1
+        var keys = Set<String>()
+        for _ in 0..<n {
+            guard let colon = bytes[at...].firstIndex(of: 0x3A), let len = Int(String(decoding: bytes[at..<colon], as: UTF8.self)),
+                  colon + 1 + len <= bytes.count else { throw SinkOpenError("announced list cut") }
+            keys.insert(String(decoding: bytes[(colon + 1)..<(colon + 1 + len)], as: UTF8.self))
+            at = colon + 1 + len
+        }
+        guard at < bytes.count, bytes[at] == 0x0A else { throw SinkOpenError("announced list cut") }
+        do {
+            try book.restoreState(Array(bytes[(at + 1)...]))
+        } catch {
+            throw SinkOpenError("\(error)")
+        }
+        announced = keys
+    }
+
+    // MARK: topics and payloads
+
+    func stateTopic(_ device: String, _ e: HAEntity) -> String { "\(settings.base)/\(MQTTSink.slug(device))/\(e.objectID)" }
+
+    func discoveryTopic(_ device: String, _ e: HAEntity) -> String {
+        "\(settings.prefix)/sensor/healthgate_\(MQTTSink.slug(device))/\(e.objectID)/config"
+    }
+
+    func statePayload(_ u: HAUpdate) -> [UInt8] {
+        var w = JSONWriter(capacity: 256)
+        w.beginObject()
+        w.key("value")
+        if u.state == "None" {
+            w.null()
+        } else if u.entity.unit == nil && u.entity.reading == .lastWorkout {
+            w.string(u.state)
+        } else {
+            w.raw(Array(u.state.utf8))   // a number HAStateBook formatted
+        }
+        for (k, v) in u.attributes {
+            w.key(k)
+            w.raw(v.bytes)
+        }
+        w.endObject()
+        return w.bytes
+    }
+
+    func deviceName(_ device: String) -> String { settings.names[device] ?? device }
+
+    func discoveryConfig(_ device: String, _ e: HAEntity) -> [UInt8] {
+        let slug = MQTTSink.slug(device)
+        var w = JSONWriter(capacity: 768)
+        w.beginObject()
+        w.key("name"); w.string(e.name)
+        w.key("unique_id"); w.string("healthgate_\(slug)_\(e.objectID)")
+        w.key("object_id"); w.string("\(slug)_\(e.objectID)")
+        w.key("state_topic"); w.string(stateTopic(device, e))
+        w.key("value_template"); w.string("{{ value_json.value }}")
+        w.key("json_attributes_topic"); w.string(stateTopic(device, e))
+        if e.reading == .todayTotal {
+            w.key("last_reset_value_template"); w.string("{{ value_json.last_reset }}")
+        }
+        w.key("availability")
+        w.beginArray()
+        w.beginObject()
+        w.key("topic"); w.string(statusTopic)
+        w.endObject()
+        w.endArray()
+        if let u = e.unit { w.key("unit_of_measurement"); w.string(u) }
+        if let c = e.deviceClass { w.key("device_class"); w.string(c) }
+        if let c = e.stateClass { w.key("state_class"); w.string(c) }
+        if let p = e.precision { w.key("suggested_display_precision"); w.int(p) }
+        if e.reading == .lastWorkout { w.key("icon"); w.string("mdi:run") }
+        if e.type == "sleep_analysis" { w.key("icon"); w.string("mdi:sleep") }
+        w.key("device")
+        w.beginObject()
+        w.key("identifiers")
+        w.beginArray(); w.string("healthgate_\(slug)"); w.endArray()
+        w.key("name"); w.string(deviceName(device))
+        w.key("manufacturer"); w.string("Apple Health via healthgate")
+        w.key("model"); w.string("iPhone")
+        w.endObject()
+        w.key("origin")
+        w.beginObject()
+        w.key("name"); w.string("healthgate")
+        w.key("sw"); w.string(MQTTSink.version)
+        w.endObject()
+        w.key("qos"); w.int(settings.qos)
+        w.endObject()
+        return w.bytes
+    }
+
+    static let version = "0.1.0"
+
+    /// A device id or type as one topic level and as HA's node/object id: `[a-z0-9_-]`, lower
+    /// case; one that had to change keeps a hash of the original, so two stay two.
+    static func slug(_ s: String) -> String {
+        var out = ""
+        var changed = false
+        for c in s.unicodeScalars {
+            let lower = c.properties.lowercaseMapping
+            if let u = lower.unicodeScalars.first, lower.unicodeScalars.count == 1,
+               (u >= "a" && u <= "z") || (u >= "0" && u <= "9") || u == "_" || u == "-" {
+                out.unicodeScalars.append(u)
+                if u != c { changed = true }
+            } else {
+                out += "_"
+                changed = true
+            }
+        }
+        if out.isEmpty { return "_" }
+        if changed || out.utf8.count > 64 {
+            var hash: UInt32 = 0x811C_9DC5
+            for b in s.utf8 { hash = (hash ^ UInt32(b)) &* 0x0100_0193 }
+            let hex = String(hash, radix: 16)
+            out = String(out.prefix(48)) + "_" + String(repeating: "0", count: 8 - hex.count) + hex
+        }
+        return out
+    }
+}

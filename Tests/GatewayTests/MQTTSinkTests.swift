@@ -1,0 +1,131 @@
+import Foundation
+@testable import Gateway
+import HealthgateCore
+@testable import HealthgateTesting
+@testable import SinkMQTT
+import Testing
+
+/// The mqtt sink through `serve`, against a real mosquitto: sensors announce themselves, states
+/// are retained and stay right through a resend, a deletion and a late older sample; Home
+/// Assistant's birth message brings the configs back; SIGKILL leaves the last will; a broker
+/// restart mid-stream loses nothing.
+@Suite(.serialized) struct MQTTSinkTests {
+    static let device = "d_zsOZnTQUz_juWFVljuOOBQ"
+    static var slug: String { MQTTSink.slug(device) }
+
+    static func config(_ port: UInt16) -> String {
+        """
+        listen: 127.0.0.1:0
+        data_dir: DATA_DIR
+        receivers:
+        \(Vectors.phoneReceiver)
+        routes:
+          - {from: [phone], to: [home]}
+        sinks:
+          home:
+            kind: mqtt
+            url: mqtt://127.0.0.1:\(port)
+            names: {\(device): "Anna's iPhone"}
+            timeout: 2s
+            retry: {initial: 100ms, max: 500ms}
+            batch: {max_wait: 10ms}
+        """
+    }
+
+    static func iso(_ secondsAgo: Int) -> String {
+        Timestamp(seconds: Int64(Date().timeIntervalSince1970) - Int64(secondsAgo)).rfc3339()
+    }
+
+    static func steps(_ uuid: String, _ value: Int, ago: Int = 600) -> String {
+        #"{"uuid":"\#(uuid)","type":"steps","value":\#(value),"unit":"count","start":"\#(iso(ago))","end":"\#(iso(ago - 60))"}"#
+    }
+
+    static func heartRate(_ uuid: String, _ value: Int, ago: Int) -> String {
+        #"{"uuid":"\#(uuid)","type":"heart_rate","value":\#(value),"unit":"count/min","start":"\#(iso(ago))","end":"\#(iso(ago))","source":{"app":"com.apple.Health","device":"Apple Watch"}}"#
+    }
+
+    func post(_ serve: ServeProcess, samples: [String], deleted: [String] = []) throws {
+        let body = Vectors.syncBody(samples: samples, deleted: deleted)
+        let r = try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body), body: Array(body.utf8))
+        #expect(r.status == 200, "\(String(decoding: r.body, as: UTF8.self))")
+    }
+
+    /// The retained message on `topic`, or "" when there is none within a second.
+    static func retained(_ broker: DatabaseProcess, _ topic: String) -> String {
+        let r = try? DatabaseProcess.run("/usr/bin/mosquitto_sub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t", topic, "-C", "1"],
+                                         timeout: 1)
+        return (r?.1 ?? "").trimmingCharacters(in: .newlines)
+    }
+
+    static func value(_ broker: DatabaseProcess, _ object: String) -> Any? {
+        let text = retained(broker, "healthgate/\(slug)/\(object)")
+        return (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])?["value"]
+    }
+
+    @Test func sensorsAppearAndStatesStayRight() throws {
+        let broker = try DatabaseProcess.mosquitto()
+        var serve = try ServeProcess(config: Self.config(broker.port))
+        try post(serve, samples: [Self.steps("s1", 100), Self.steps("s2", 50), Self.heartRate("h1", 61, ago: 300)])
+        #expect(ServeProcess.eventually { Self.value(broker, "steps_today") as? Int == 150 })
+        #expect(Self.retained(broker, "healthgate/status") == "online")
+        // Discovery: one device per phone, sensors with HA's own classes only.
+        let configTopic = "homeassistant/sensor/healthgate_\(Self.slug)/steps_today/config"
+        let config = try #require(try JSONSerialization.jsonObject(with: Data(Self.retained(broker, configTopic).utf8)) as? [String: Any])
+        #expect(config["unique_id"] as? String == "healthgate_\(Self.slug)_steps_today")
+        #expect(config["unit_of_measurement"] as? String == "steps")
+        #expect(config["state_class"] as? String == "total")
+        #expect(config["device_class"] == nil)
+        #expect(config["state_topic"] as? String == "healthgate/\(Self.slug)/steps_today")
+        #expect((config["device"] as? [String: Any])?["name"] as? String == "Anna's iPhone")
+        #expect(((config["availability"] as? [[String: Any]])?.first)?["topic"] as? String == "healthgate/status")
+        let hr = try #require(try JSONSerialization.jsonObject(with: Data(Self.retained(broker, "healthgate/\(Self.slug)/heart_rate").utf8))
+            as? [String: Any])
+        #expect(hr["value"] as? Int == 61)
+        #expect(hr["source_app"] as? String == "com.apple.Health")
+        #expect(hr["measured_at"] as? String != nil)
+
+        // The phone sends the same steps again, with a newer heart rate: the total stays.
+        try post(serve, samples: [Self.steps("s1", 100), Self.steps("s2", 50), Self.heartRate("h2", 70, ago: 60)])
+        #expect(ServeProcess.eventually { Self.value(broker, "heart_rate") as? Int == 70 })
+        #expect(Self.value(broker, "steps_today") as? Int == 150)
+        // A deletion corrects the total; a late, older heart rate leaves the newer one.
+        try post(serve, samples: [Self.heartRate("h0", 55, ago: 3600)], deleted: [#"{"uuid":"s1","type":"steps"}"#])
+        #expect(ServeProcess.eventually { Self.value(broker, "steps_today") as? Int == 50 })
+        #expect(Self.value(broker, "heart_rate") as? Int == 70)
+
+        // Home Assistant restarts (its configs gone) and says online: healthgate announces again.
+        try DatabaseProcess.run("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t", configTopic, "-r", "-n"])
+        #expect(Self.retained(broker, configTopic) == "")
+        try DatabaseProcess.run("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t", "homeassistant/status",
+                                                           "-m", "online"])
+        #expect(ServeProcess.eventually { !Self.retained(broker, configTopic).isEmpty })
+
+        // SIGKILL: the broker says offline for healthgate (its last will).
+        serve.stop(signal: SIGKILL)
+        #expect(ServeProcess.eventually { Self.retained(broker, "healthgate/status") == "offline" })
+        // Back, and the state it committed is the state it has: a resend still counts once.
+        serve = try ServeProcess(config: Self.config(broker.port), dataDir: serve.dataDir)
+        try post(serve, samples: [Self.steps("s2", 50), Self.steps("s3", 7)])
+        #expect(ServeProcess.eventually { Self.value(broker, "steps_today") as? Int == 57 })
+        #expect(ServeProcess.eventually { Self.retained(broker, "healthgate/status") == "online" })
+        // A clean stop says offline too.
+        serve.stop()
+        #expect(Self.retained(broker, "healthgate/status") == "offline")
+    }
+
+    @Test func aBrokerRestartMidStreamLosesNothing() throws {
+        var broker: DatabaseProcess? = try DatabaseProcess.mosquitto()
+        let port = broker!.port, dir = broker!.dir
+        let serve = try ServeProcess(config: Self.config(port))
+        try post(serve, samples: [Self.steps("a", 10)])
+        #expect(ServeProcess.eventually { Self.value(broker!, "steps_today") as? Int == 10 })
+        broker = nil   // the broker dies; the phone keeps sending, serve acknowledges (journaled)
+        try post(serve, samples: [Self.steps("b", 20)])
+        try post(serve, samples: [Self.steps("c", 30)])
+        usleep(500_000)
+        broker = try DatabaseProcess.mosquitto(port: port, dir: dir)   // back, empty (no persistence)
+        #expect(ServeProcess.eventually(20) { Self.value(broker!, "steps_today") as? Int == 60 })
+        #expect(ServeProcess.eventually { Self.retained(broker!, "healthgate/status") == "online" })
+        serve.stop()
+    }
+}
