@@ -76,7 +76,7 @@ let package = Package(
                           path: "Sources/Bench", swiftSettings: strict),
 
         // Test doubles: scripted endpoint, real server processes, the fake clock, test transforms.
-        .target(name: "HealthgateTesting", dependencies: ["Gateway", "Pipeline", "SinkKit", "HTTPDelivery", "HealthgateCore", "Posix",
+        .target(name: "HealthgateTesting", dependencies: ["Gateway", "Pipeline", "SinkKit", "HTTPDelivery", "SinkMQTT", "HealthgateCore", "Posix",
                                                           "YAMLConfig", "Transforms"],
                 path: "Tests/HealthgateTesting", swiftSettings: strict),
         // `healthgate` with the test transforms registered, for tests that kill a real serve.

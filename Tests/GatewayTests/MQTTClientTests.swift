@@ -15,11 +15,13 @@ import Testing
         return try MQTTClient(options: o)
     }
 
-    /// The first message on `topic` (retained ones included), through mosquitto_sub.
+    /// The first message on `topic` (retained ones included), or "" within 5 s.
     func first(_ broker: DatabaseProcess, _ topic: String) throws -> String {
-        let (_, out) = try DatabaseProcess.run("/usr/bin/mosquitto_sub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t", topic,
-                                                                          "-C", "1"], timeout: 5)
-        return out.trimmingCharacters(in: .newlines)
+        let r = try MQTTRecorder(port: broker.port, topic: topic)
+        let until = Date().addingTimeInterval(5)
+        while r.payloads.isEmpty && Date() < until { usleep(10_000) }
+        r.stop()
+        return r.payloads.first ?? ""
     }
 
     @Test func aQoS1PublishCountsOnceAcknowledged() throws {
@@ -96,5 +98,16 @@ import Testing
         let acks = try c.waitForAcks([try c.publish(topic: "healthgate/x", payload: Array("2".utf8), qos: 1, retain: true)], qos: 1)
         #expect(acks.count == 1)
         #expect(try first(again, "healthgate/x") == "2")
+    }
+}
+
+extension MQTTClientTests {
+    @Test func qos0IsWrittenOutOnFlush() throws {
+        let broker = try DatabaseProcess.mosquitto()
+        let c = try client(broker, id: "qos0")
+        try c.connect()
+        _ = try c.publish(topic: "healthgate/q0", payload: Array("zero".utf8), qos: 0, retain: true)
+        try c.flush()
+        #expect(try first(broker, "healthgate/q0") == "zero")
     }
 }

@@ -3,7 +3,10 @@ import Foundation
 import HealthgateCore
 @testable import HealthgateTesting
 @testable import SinkMQTT
+import Posix
+import SinkKit
 import Testing
+import YAMLConfig
 
 /// The mqtt sink through `serve`, against a real mosquitto: sensors announce themselves, states
 /// are retained and stay right through a resend, a deletion and a late older sample; Home
@@ -50,11 +53,14 @@ import Testing
         #expect(r.status == 200, "\(String(decoding: r.body, as: UTF8.self))")
     }
 
-    /// The retained message on `topic`, or "" when there is none within a second.
+    /// The retained message on `topic`, or "" when there is none (read in process: a retained
+    /// message comes with the subscription).
     static func retained(_ broker: DatabaseProcess, _ topic: String) -> String {
-        let r = try? DatabaseProcess.run("/usr/bin/mosquitto_sub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t", topic, "-C", "1"],
-                                         timeout: 1)
-        return (r?.1 ?? "").trimmingCharacters(in: .newlines)
+        guard let r = try? MQTTRecorder(port: broker.port, topic: topic) else { return "" }
+        let until = Date().addingTimeInterval(0.3)
+        while r.payloads.isEmpty && Date() < until { usleep(10_000) }
+        r.stop()
+        return r.payloads.first ?? ""
     }
 
     static func value(_ broker: DatabaseProcess, _ object: String) -> Any? {
@@ -127,5 +133,48 @@ import Testing
         #expect(ServeProcess.eventually(20) { Self.value(broker!, "steps_today") as? Int == 60 })
         #expect(ServeProcess.eventually { Self.retained(broker!, "healthgate/status") == "online" })
         serve.stop()
+    }
+}
+
+/// What `kind: mqtt` accepts and refuses in the config, with what to fix.
+@Suite struct MQTTSinkConfigTests {
+    func build(_ yaml: String) throws(ConfigProblems) -> BuiltSink {
+        let node = try parseYAML(yaml, file: "sink", environment: [:])
+        return try MQTTSink.build(name: "home", node: node, path: "sinks.home", context: SinkBuildContext(dataDir: "/tmp"))
+    }
+
+    func problems(_ yaml: String) -> String {
+        do {
+            _ = try build(yaml)
+            return ""
+        } catch {
+            return error.description
+        }
+    }
+
+    @Test func unitsAreShownAsConfigured() throws {
+        let built = try build("{kind: mqtt, url: mqtt://broker.lan, units: {body_mass: lb, body_temperature: °F}}")
+        #expect(built.summary == "mqtt mqtt://broker.lan:1883 as healthgate-home, qos 1, base healthgate, discovery under homeassistant, \(HACatalog.all.count) entity kind(s)")
+        let sink = try #require(try built.open(SinkContext(name: "home", dataDir: "/tmp", stateDir: "/tmp", clock: SystemClock(),
+                                                          logger: Logger(component: "t", sink: MemoryLogSink()))) as? MQTTSink)
+        let weight = try #require(sink.settings.entities.first { $0.type == "body_mass" })
+        #expect(weight.unit == "lb" && weight.deviceClass == "weight")
+        #expect(abs(weight.display(80) - 176.37) < 0.01)
+        let temperature = try #require(sink.settings.entities.first { $0.type == "body_temperature" })
+        #expect(abs(temperature.display(37) - 98.6) < 0.01)
+    }
+
+    @Test func mistakesAreSaidWithWhatToFix() {
+        #expect(problems("{kind: mqtt, url: http://broker}").contains("mqtt:// or mqtts://"))
+        #expect(problems("{kind: mqtt, url: mqtt://broker, qos: 3}").contains("qos is 0, 1 or 2"))
+        #expect(problems("{kind: mqtt, url: mqtt://broker, base_topic: \"health/#\"}").contains("no wildcards"))
+        #expect(problems("{kind: mqtt, url: mqtt://broker, time_zone: Mars/Olympus}").contains("tz database"))
+        #expect(problems("{kind: mqtt, url: mqtt://broker, units: {body_mass: bpm}}").contains("cannot be shown in \"bpm\""))
+        #expect(problems("{kind: mqtt, url: mqtt://broker, units: {hat_size: cm}}").contains("not one of the sink's entities"))
+        #expect(problems("{kind: mqtt, url: mqtt://u:p@broker}").contains("`username` and `password`"))
+        #expect(problems("{kind: mqtt, url: mqtt://broker, ca_file: /x}").contains("need an mqtts:// url"))
+        #expect(problems("{kind: mqtt, url: mqtts://broker:8884, ca_file: /x}") == "")
+        #expect(problems("{kind: mqtt, url: mqtt://broker, exclude: [\"*\"]}").contains("publish nothing"))
+        #expect(problems("{kind: mqtt, url: mqtt://broker, qoss: 1}").contains("qoss"))
     }
 }

@@ -32,10 +32,13 @@ protocol SinkHarness: AnyObject {
     var port: UInt16? { get }
     /// The record the destination refuses after `refusePoison` (default: it as it is).
     func poison(_ r: CanonicalRecord) -> CanonicalRecord
+    /// Connections of the test's own to the destination's port (default none).
+    var ownConnections: Int { get }
 }
 
 extension SinkHarness {
     func poison(_ r: CanonicalRecord) -> CanonicalRecord { r }
+    var ownConnections: Int { 0 }
 }
 
 enum Harnesses {
@@ -182,54 +185,41 @@ final class InfluxHarness: SinkHarness, @unchecked Sendable {
 }
 
 /// The mqtt sink against a real mosquitto, with `publish_records` on: the records topic read as a
-/// log by key (as a consumer that stores them would), through mosquitto_sub writing to a file.
+/// log by key (as a consumer that stores them would), through an in-process subscriber.
 /// Faults: the broker paused with SIGSTOP (nothing is acknowledged: kept), and a broker whose
 /// maximum packet size a poison record exceeds (never sendable: rejected).
 final class MQTTHarness: SinkHarness {
     let kind = "mqtt"
     let dataDir = ServeProcess.makeTempDir("comply-mqtt")
     var broker: DatabaseProcess
-    let subscriber = Process()
-    let received: String
+    let recorder: MQTTRecorder
 
     init() throws {
         broker = try DatabaseProcess.mosquitto(extra: "max_packet_size 8192")
-        received = dataDir + "-received.ndjson"
-        _ = FileManager.default.createFile(atPath: received, contents: nil)
-        subscriber.executableURL = URL(fileURLWithPath: "/usr/bin/mosquitto_sub")
-        subscriber.arguments = ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t", "healthgate/+/records/#", "-q", "1"]
-        subscriber.standardOutput = FileHandle(forWritingAtPath: received)
-        try subscriber.run()
-        // Subscribed once a message published now comes through.
-        let ready = ServeProcess.eventually {
-            _ = try? DatabaseProcess.run("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(self.broker.port)", "-t",
-                                                                    "healthgate/_/records/ready", "-m", "{}"])
-            return ((try? String(contentsOfFile: self.received, encoding: .utf8)) ?? "").contains("{}")
-        }
-        #expect(ready)
+        recorder = try MQTTRecorder(port: broker.port, topic: "healthgate/+/records/#")
     }
 
     deinit {
         kill(broker.process.processIdentifier, SIGCONT)
-        // Not waited for: Foundation reaps it (waiting here has hung when the broker went first).
-        if subscriber.isRunning { kill(subscriber.processIdentifier, SIGKILL) }
+        recorder.stop()
     }
 
     var yaml: String {
         #"{kind: mqtt, url: "mqtt://127.0.0.1:\#(broker.port)", publish_records: true, timeout: 1s, client_id: comply}"#
     }
     var port: UInt16? { broker.port }
+    var ownConnections: Int { 1 }
 
     func stored() throws -> [String] {
         // Acknowledged by the broker is not yet received by the subscriber: read once it is quiet.
-        var text = ""
+        var seen: [String] = []
         while true {
             usleep(150_000)
-            let now = (try? String(contentsOfFile: received, encoding: .utf8)) ?? ""
-            if now == text { break }
-            text = now
+            let now = recorder.payloads
+            if now == seen { break }
+            seen = now
         }
-        let objects = text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let objects = seen.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         return Store.fold(objects.filter { $0["uuid"] != nil })
     }
 
@@ -413,13 +403,13 @@ enum Store {
         #expect(ServeProcess.eventually { d.metrics.sent.load(ordering: .relaxed) == 2 })
         // Open while it runs (so the checks below can fail)…
         if let port = h.port {
-            #expect(Self.establishedConnections(toPort: port) >= 1)
+            #expect(Self.establishedConnections(toPort: port) >= h.ownConnections + 1)
         } else {
             #expect(!Self.openFiles().filter { $0.hasPrefix(h.dataDir + "/out") }.isEmpty)
         }
         d.stop()
         #expect(Self.openFiles().filter { $0.hasPrefix(h.dataDir + "/out") }.isEmpty)
-        if let port = h.port { #expect(Self.establishedConnections(toPort: port) == 0) }
+        if let port = h.port { #expect(Self.establishedConnections(toPort: port) == h.ownConnections) }
     }
 
     /// restart: a new drainer resumes from the cursor — it writes what came after, not what

@@ -24,11 +24,16 @@ final class DatabaseProcess {
         _ = log
         process.standardError = FileHandle(forWritingAtPath: dir + "/server.log")
         try process.run()
-        // Ready once it answers over HTTP (or, for the others, takes a connection and says so).
-        let up = ServeProcess.eventually(30) {
+        // Ready once it answers over HTTP (or, for the others, listens itself — not another
+        // test's server that got the same free port first — and says so).
+        let pid = process.processIdentifier
+        let process = self.process
+        var up = ServeProcess.eventually(30) {
+            if !process.isRunning { return true }   // it gave up (a port taken meanwhile): said below
             if http { return (try? RawHTTPClient(port: port).request("GET", "/ping").status) != nil || ready() }
-            return DatabaseProcess.accepts(port: port) && ready()
+            return DatabaseProcess.listens(pid: pid, port: port) && ready()
         }
+        if !process.isRunning { up = false }
         if !up {
             let log = (try? String(contentsOfFile: dir + "/server.log", encoding: .utf8)) ?? ""
             throw ServeError(description: "\(executable) did not start: \(log.suffix(2000))")
@@ -91,6 +96,25 @@ final class DatabaseProcess {
         return db
     }
 
+    /// True when process `pid` itself has a socket listening on TCP `port`.
+    static func listens(pid: Int32, port: UInt16) -> Bool {
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+        let inodes = Set(fds.compactMap { fd -> String? in
+            guard let link = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)"),
+                  link.hasPrefix("socket:[") else { return nil }
+            return String(link.dropFirst(8).dropLast())
+        })
+        guard !inodes.isEmpty else { return false }
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            for line in SinkComplianceProc.read(table).split(separator: "\n").dropFirst() {
+                let f = line.split(separator: " ")
+                guard f.count > 9, f[3] == "0A", let p = f[1].split(separator: ":").last.flatMap({ UInt16($0, radix: 16) }) else { continue }
+                if p == port && inodes.contains(String(f[9])) { return true }
+            }
+        }
+        return false
+    }
+
     /// True when something on loopback takes a TCP connection on `port`.
     static func accepts(port: UInt16) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -127,6 +151,18 @@ final class DatabaseProcess {
     /// mosquitto, the MQTT broker: anonymous, no persistence, on loopback.
     /// (`port` and `dir`: start it again where a stopped one was.)
     static func mosquitto(port given: UInt16? = nil, dir existing: String? = nil, extra: String = "") throws -> DatabaseProcess {
+        // A free port can be taken by another test's server before mosquitto binds it: try another.
+        var attempt = 0
+        while true {
+            do {
+                return try mosquittoOnce(port: given, dir: existing, extra: extra)
+            } catch where given == nil && attempt < 3 {
+                attempt += 1
+            }
+        }
+    }
+
+    private static func mosquittoOnce(port given: UInt16?, dir existing: String?, extra: String) throws -> DatabaseProcess {
         let dir = existing ?? ServeProcess.makeTempDir("mosquitto")
         let port = given ?? ScriptedEndpoint.freePort()
         try """
@@ -225,5 +261,23 @@ final class DatabaseProcess {
         return String(decoding: r.body, as: UTF8.self).split(separator: "\n").compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
         }
+    }
+}
+
+
+/// /proc files read whole (they have no size to read up to).
+enum SinkComplianceProc {
+    static func read(_ path: String) -> String {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var out: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buf.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            out += buf[0..<n]
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 }

@@ -165,6 +165,19 @@ public final class MQTTClient {
         }
     }
 
+    /// Writes out what is queued (QoS 0 has no acknowledgement to wait for). Throws when the
+    /// connection drops or the socket does not drain in time.
+    public func flush() throws(Failure) {
+        let until = monotonicSeconds() + options.timeoutSeconds
+        while mosquitto_want_write(mosq) {
+            if monotonicSeconds() > until { throw Failure("\(options.host):\(options.port) does not take what is sent") }
+            let rc = mosquitto_loop(mosq, 10, 1)
+            if rc != MOSQ_ERR_SUCCESS.rawValue || !connected {
+                throw Failure("connection to \(options.host):\(options.port) lost: \(describe(rc))")
+            }
+        }
+    }
+
     /// Keeps the connection alive and takes incoming messages, for up to `milliseconds`.
     public func service(milliseconds: Int) {
         guard connected else { return }

@@ -22,6 +22,10 @@ extension MQTTSink {
             problem("url", "the url must start with mqtt:// or mqtts:// (e.g. mqtt://192.168.1.10:1883)")
         }
         if let slash = rest.firstIndex(of: "/") { rest = rest[..<slash] }
+        if let at = rest.lastIndex(of: "@") {
+            problem("url", "give the username and password as `username` and `password`, not in the url")
+            rest = rest[rest.index(after: at)...]
+        }
         var host = String(rest)
         var port = tls ? 8883 : 1883
         if let colon = rest.lastIndex(of: ":"), !rest.hasSuffix("]") {
@@ -30,7 +34,6 @@ extension MQTTSink {
         }
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         if host.isEmpty { problem("url", "the url names no host") }
-        if host.contains("@") { problem("url", "give the username and password as `username` and `password`, not in the url") }
         let qos = c.qos ?? 1
         if !(0...2).contains(qos) { problem("qos", "qos is 0, 1 or 2") }
         func topicRoot(_ key: String, _ value: String) {
@@ -51,7 +54,19 @@ extension MQTTSink {
         if c.password != nil && c.username == nil { problem("password", "a password needs a username") }
         let include = (c.include ?? ["*"]).map(Glob.init)
         let exclude = (c.exclude ?? []).map(Glob.init)
-        let entities = HACatalog.all.filter { e in include.contains { $0.matches(e.type) } && !exclude.contains { $0.matches(e.type) } }
+        var entities = HACatalog.all.filter { e in include.contains { $0.matches(e.type) } && !exclude.contains { $0.matches(e.type) } }
+        for (type, unit) in (c.units ?? [:]).sorted(by: { $0.key < $1.key }) {
+            guard let i = entities.firstIndex(where: { $0.type == type }) else {
+                problem("units", "\"\(type)\" is not one of the sink's entities (\(entities.map(\.type).joined(separator: ", ")))")
+                continue
+            }
+            guard let from = HealthTypes.named(type)?.unit, from != "%", Units.convert(1, from: from, to: unit) != nil else {
+                problem("units", "\(type) cannot be shown in \"\(unit)\"")
+                continue
+            }
+            entities[i].unit = unit
+            entities[i].canonicalUnit = from
+        }
         if entities.isEmpty && !(c.publish_records ?? false) {
             problem("include", "include and exclude leave no entity, and publish_records is off: the sink would publish nothing")
         }

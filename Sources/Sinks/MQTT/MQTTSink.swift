@@ -45,6 +45,7 @@ public final class MQTTSink: Sink {
     /// Home Assistant came (back) online: announce everything again.
     var rediscover = false
     var lastConnectError: String?
+    var lastAttempt = -Double.infinity
 
     init(settings: Settings, logger: Logger, clock: any Clock, timeZones: any TimeZoneLookup) throws(SinkOpenError) {
         self.settings = settings
@@ -156,7 +157,12 @@ public final class MQTTSink: Sink {
         }
         let acks: [Int32: Int32]
         do {
-            acks = settings.qos == 0 ? [:] : try client.waitForAcks(Array(mids.keys), qos: settings.qos)
+            if settings.qos == 0 {
+                try client.flush()
+                acks = [:]
+            } else {
+                acks = try client.waitForAcks(Array(mids.keys), qos: settings.qos)
+            }
         } catch {
             client.disconnect()   // what the broker has is unknown: connect again, send again
             return .keep(reason: "\(error)", retryAfterSeconds: nil)
@@ -184,7 +190,13 @@ public final class MQTTSink: Sink {
     // MARK: idle, probe, close
 
     public func idle() {
-        guard client.isConnected else { return }
+        // Stay connected between batches: Home Assistant's birth message and local midnight
+        // come when no batch does. (At most one attempt every 5 s while the broker is away.)
+        if !client.isConnected {
+            guard monotonicSeconds() - lastAttempt >= 5 else { return }
+            lastAttempt = monotonicSeconds()
+            if ensureConnected() != nil { return }
+        }
         client.service(milliseconds: 10)
         for u in book.tick(now: clock.now()) { markDirty(u.device, u.entity.type) }
         var messages: [Message] = []

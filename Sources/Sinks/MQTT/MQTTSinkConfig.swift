@@ -18,9 +18,10 @@ import YAMLConfig
 ///   discovery: true                        # announce sensors to Home Assistant
 ///   discovery_prefix: homeassistant
 ///   time_zone: Europe/Budapest             # the phones' day when a record has no UTC offset
-///   names: {d_zsOZnTQUz_juWFVljuOOBQ: "Anna's iPhone"}   # by device id or receiver name
+///   names: {d_zsOZnTQUz_juWFVljuOOBQ: "Anna's iPhone"}   # by device id (the `device` of its records)
 ///   include: ["*"]                         # type globs of the entities (default: all the catalog has)
 ///   exclude: [walking_speed]
+///   units: {body_mass: lb, body_temperature: °F, distance_walking_running: mi}   # shown in these
 ///   publish_records: false                 # every record as JSON on <base>/<device>/records/<type>
 ///   ca_file: /etc/ssl/private-ca.pem       # and cert_file / key_file for client certificates
 ///   timeout: 10s                           # for the broker's acknowledgements
@@ -40,6 +41,7 @@ public struct MQTTSinkConfig: Decodable, Sendable {
     public var names: [String: String]?
     public var include: [String]?
     public var exclude: [String]?
+    public var units: [String: String]?
     public var publish_records: Bool?
     public var ca_file: String?
     public var cert_file: String?
