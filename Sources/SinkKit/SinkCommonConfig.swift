@@ -85,3 +85,19 @@ extension SinkCommonConfig {
         return SinkCommonConfig(batch: batch, retry: retry, queue: queue, defaultMaxItems: defaultMaxItems)
     }
 }
+
+extension SinkCommonConfig {
+    /// The common keys checked together with the problems a sink found in its own keys: every
+    /// problem at once, or the common config.
+    public static func checked(batch: BatchConfig?, retry: RetryConfig?, queue: QueueConfig?, node: YAMLNode, path: String,
+                               defaultMaxItems: Int, adding problems: [ConfigProblem]) throws(ConfigProblems) -> SinkCommonConfig {
+        let common: SinkCommonConfig
+        do throws(ConfigProblems) {
+            common = try checked(batch: batch, retry: retry, queue: queue, node: node, path: path, defaultMaxItems: defaultMaxItems)
+        } catch {
+            throw ConfigProblems(problems: problems + error.problems)
+        }
+        if !problems.isEmpty { throw ConfigProblems(problems: problems) }
+        return common
+    }
+}

@@ -73,14 +73,8 @@ public final class HTTPSink: Sink {
         }
         let format = c.format ?? .json
         headers.append(("Content-Type", format == .json ? "application/json" : "application/x-ndjson"))
-        let common: SinkCommonConfig
-        do throws(ConfigProblems) {
-            common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
-                                                  defaultMaxItems: 1000)
-        } catch {
-            throw ConfigProblems(problems: problems + error.problems)
-        }
-        if !problems.isEmpty { throw ConfigProblems(problems: problems) }
+        let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
+                                                  defaultMaxItems: 1000, adding: problems)
         let url = c.url
         let finalHeaders = headers
         let secret = c.hmac?.secret

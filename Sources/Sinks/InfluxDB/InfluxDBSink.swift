@@ -108,14 +108,8 @@ public final class InfluxDBSink: Sink {
         let url = base + endpoint + "?" + query.map { "\(PercentEncoding.encode($0.0))=\(PercentEncoding.encode($0.1))" }.joined(separator: "&")
         let gzip = c.gzip ?? true
         if gzip { headers.append(("Content-Encoding", "gzip")) }
-        let common: SinkCommonConfig
-        do throws(ConfigProblems) {
-            common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
-                                                  defaultMaxItems: 5000)
-        } catch {
-            throw ConfigProblems(problems: problems + error.problems)
-        }
-        if !problems.isEmpty { throw ConfigProblems(problems: problems) }
+        let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
+                                                  defaultMaxItems: 5000, adding: problems)
         let encoder = LineProtocolEncoder(measurement: c.measurement ?? "{type}", phoneTag: c.phone_tag ?? "phone",
                                           tags: (c.tags ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
                                           precision: precision)

@@ -70,14 +70,8 @@ extension MQTTSink {
         if entities.isEmpty && !(c.publish_records ?? false) {
             problem("include", "include and exclude leave no entity, and publish_records is off: the sink would publish nothing")
         }
-        let common: SinkCommonConfig
-        do throws(ConfigProblems) {
-            common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
-                                                  defaultMaxItems: 5000)
-        } catch {
-            throw ConfigProblems(problems: problems + error.problems)
-        }
-        if !problems.isEmpty { throw ConfigProblems(problems: problems) }
+        let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
+                                                  defaultMaxItems: 5000, adding: problems)
         var options = MQTTClient.Options(host: host, port: port, clientID: c.client_id ?? "healthgate-\(name)")
         options.tls = tls
         options.caFile = c.ca_file
