@@ -111,3 +111,42 @@ extension MQTTClientTests {
         #expect(try first(broker, "healthgate/q0") == "zero")
     }
 }
+
+extension MQTTClientTests {
+    @Test func qos2CountsOnceTheHandshakeCompletes() throws {
+        let broker = try DatabaseProcess.mosquitto()
+        let c = try client(broker, id: "qos2")
+        try c.connect()
+        let mids = try (0..<5).map { try c.publish(topic: "healthgate/q2/\($0)", payload: Array("two\($0)".utf8), qos: 2, retain: true) }
+        let acks = try c.waitForAcks(mids, qos: 2)
+        #expect(acks.count == 5 && acks.values.allSatisfy { $0 < 0x80 })
+        #expect(try first(broker, "healthgate/q2/3") == "two3")
+    }
+
+    /// mqtts:// with a private CA: the broker's certificate is checked against `ca_file`; without
+    /// it (the system's CAs), the connection is refused.
+    @Test func tlsWithAPrivateCA() throws {
+        let dir = ServeProcess.makeTempDir("mqtts")
+        let (rc, _) = try DatabaseProcess.run("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                                                                   "-nodes", "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem",
+                                                                   "-days", "2", "-subj", "/CN=127.0.0.1",
+                                                                   "-addext", "subjectAltName=IP:127.0.0.1"])
+        #expect(rc == 0)
+        // mosquitto started as root reads its files as the mosquitto user.
+        chmod(dir, 0o755)
+        chmod(dir + "/key.pem", 0o644)
+        let broker = try DatabaseProcess.mosquitto(extra: "certfile \(dir)/cert.pem\nkeyfile \(dir)/key.pem")
+        var o = MQTTClient.Options(host: "127.0.0.1", port: Int(broker.port), clientID: "tls")
+        o.tls = true
+        o.timeoutSeconds = 5
+        var trusting = o
+        trusting.caFile = dir + "/cert.pem"
+        let c = try MQTTClient(options: trusting)
+        try c.connect()
+        let acks = try c.waitForAcks([try c.publish(topic: "healthgate/tls", payload: Array("ok".utf8), qos: 1, retain: false)], qos: 1)
+        #expect(acks.count == 1)
+        c.disconnect()
+        let stranger = try MQTTClient(options: o)
+        #expect(throws: MQTTClient.Failure.self) { try stranger.connect() }
+    }
+}
