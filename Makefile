@@ -42,12 +42,13 @@ test: deps pyclients
 
 ## Throughput and latency of the whole path, into the file sink with fsync on: once as fast
 ## as the server answers (throughput), once paced at 400,000 samples/s (latency under load),
-## and once into a real InfluxDB 1.x.
+## once into a real InfluxDB 1.x, and once into a real mosquitto (the mqtt sink) beside its own ceiling.
 bench: build
 	$(SWIFT) build -c release --product healthgate-bench
 	.build/release/healthgate-bench --healthgate $(BIN)
 	.build/release/healthgate-bench --healthgate $(BIN) --rate 400000
 	.build/release/healthgate-bench --healthgate $(BIN) --influx --seconds 5
+	.build/release/healthgate-bench --healthgate $(BIN) --mqtt --seconds 5
 
 clean:
 	rm -rf .build

@@ -72,7 +72,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .executableTarget(name: "healthgate", dependencies: ["Gateway"], swiftSettings: strict),
-        .executableTarget(name: "healthgate-bench", dependencies: ["Gateway", "Pipeline", "CanonicalJSON", "FastJSON", "Posix", "HealthgateCrypto"],
+        .executableTarget(name: "healthgate-bench", dependencies: ["Gateway", "Pipeline", "CanonicalJSON", "FastJSON", "Posix", "HealthgateCrypto",
+                                                        "SinkMQTT"],
                           path: "Sources/Bench", swiftSettings: strict),
 
         // Test doubles: scripted endpoint, real server processes, the fake clock, test transforms.

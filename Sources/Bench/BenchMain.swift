@@ -1,5 +1,6 @@
 import HealthgateCrypto
 import Foundation
+import SinkMQTT
 import Gateway
 import Glibc
 
@@ -17,6 +18,15 @@ enum BenchMain {
             let (p, port) = startInfluxd(dir: dir + "/influxd")
             influxd = p
             sinkLine = #"archive: {kind: influxdb, url: "http://127.0.0.1:\#(port)", api: v1, database: health, precision: s}"#
+        }
+        // --mqtt: the sink is the mqtt sink (Home Assistant states, and every record with
+        // publish_records) into a real mosquitto (Debian's) on a free port.
+        var mosquittoPort: UInt16 = 0
+        if o.mqtt {
+            let (p, port) = startMosquitto(dir: dir + "/mosquitto")
+            influxd = p
+            mosquittoPort = port
+            sinkLine = #"archive: {kind: mqtt, url: "mqtt://127.0.0.1:\#(port)", publish_records: true}"#
         }
         let config = """
         listen: 127.0.0.1:0
@@ -59,7 +69,8 @@ enum BenchMain {
         let template = makeBody(samples: o.samplesPerBody)
         print("healthgate bench: \(o.connections) connections × \(Int(o.seconds)) s, bodies of "
               + "\(template.bytes.count) bytes with \(o.samplesPerBody) samples, "
-              + (o.influx ? "into InfluxDB 1.x (influxd on loopback)" : "file sink with fsync")
+              + (o.influx ? "into InfluxDB 1.x (influxd on loopback)"
+                 : o.mqtt ? "into mosquitto (mqtt sink, QoS 1, states and every record)" : "file sink with fsync")
               + (o.rate > 0 ? ", paced to \(Int(o.rate)) samples/s" : ", each sending as soon as it is answered"))
         // Paced: each connection sends on its own fixed schedule (an open loop), so the time
         // to 2xx is what one phone sees while the server carries that load.
@@ -118,7 +129,7 @@ enum BenchMain {
         let mb = Double(latencies.count * template.bytes.count) / 1e6
         print(String(format: "acknowledged: %d requests, %d samples in %.1f s: %.0f samples/s, %.1f MB/s",
                      latencies.count, acked, elapsed, Double(acked) / elapsed, mb / elapsed))
-        print("end to end (\(o.influx ? "written to InfluxDB" : "archived and fsynced")): "
+        print("end to end (\(o.influx ? "written to InfluxDB" : o.mqtt ? "acknowledged by mosquitto" : "archived and fsynced")): "
               + String(format: "%d samples in %.1f s: %.0f samples/s", sent, endToEnd, Double(sent) / endToEnd))
         if !sorted.isEmpty {
             print(String(format: "time to 2xx: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
@@ -130,11 +141,52 @@ enum BenchMain {
                      ProcessInfo.processInfo.activeProcessorCount))
         kill(pid, SIGTERM)
         server.waitUntilExit()
+        if o.mqtt { mosquittoCeiling(port: mosquittoPort) }
         if let influxd {
             kill(influxd.processIdentifier, SIGTERM)
             influxd.waitUntilExit()
         }
         try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    static func startMosquitto(dir: String) -> (Process, UInt16) {
+        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let port = UInt16.random(in: 40_001...60_000)
+        try! "listener \(port) 127.0.0.1\nallow_anonymous true\npersistence false\n"
+            .write(toFile: dir + "/mosquitto.conf", atomically: true, encoding: .utf8)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/sbin/mosquitto")
+        p.arguments = ["-c", dir + "/mosquitto.conf"]
+        p.standardError = FileHandle.nullDevice
+        try! p.run()
+        usleep(500_000)
+        return (p, port)
+    }
+
+    /// The broker's own ceiling in the same run: one client publishing 320-byte messages at
+    /// QoS 1 in windows of 5,000 and waiting for every acknowledgement, as the sink does.
+    static func mosquittoCeiling(port: UInt16) {
+        var o = MQTTClient.Options(host: "127.0.0.1", port: Int(port), clientID: "bench-ceiling")
+        o.timeoutSeconds = 30
+        guard let c = try? MQTTClient(options: o), (try? c.connect()) != nil else {
+            print("mosquitto's own ceiling: could not connect")
+            return
+        }
+        let payload = [UInt8](repeating: 0x61, count: 320)
+        let started = Date()
+        var sent = 0
+        while Date().timeIntervalSince(started) < 5 {
+            var mids: [Int32] = []
+            for i in 0..<5_000 {
+                guard let mid = try? c.publish(topic: "bench/\(i % 50)", payload: payload, qos: 1, retain: false) else { break }
+                mids.append(mid)
+            }
+            guard (try? c.waitForAcks(mids, qos: 1)) != nil else { break }
+            sent += mids.count
+        }
+        let s = Date().timeIntervalSince(started)
+        print(String(format: "mosquitto's own ceiling (one client, QoS 1, 320-byte messages): %.0f messages/s", Double(sent) / s))
+        c.disconnect()
     }
 
     static func startInfluxd(dir: String) -> (Process, UInt16) {

@@ -15,6 +15,7 @@ struct BenchOptions {
     var samplesPerBody = 4_800
     var micro = false
     var influx = false
+    var mqtt = false
 
     init(_ args: [String]) {
         var i = 1
@@ -28,6 +29,7 @@ struct BenchOptions {
             case "--samples": samplesPerBody = Int(v) ?? samplesPerBody
             case "--micro": micro = true; i -= 1
             case "--influx": influx = true; i -= 1
+            case "--mqtt": mqtt = true; i -= 1
             default: break
             }
             i += 2
