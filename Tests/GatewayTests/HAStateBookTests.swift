@@ -17,7 +17,7 @@ import Testing
 
     static func sample(_ uuid: String, _ type: String, _ value: Double, at t: Int64, offset: Int? = cet,
                        unit: String? = nil, device: String = "phone-1") -> CanonicalRecord {
-        CanonicalRecord(kind: "quantity", device: device, receiver: "r", uuid: uuid, type: type, start: Timestamp(seconds: t),
+        CanonicalRecord(kind: "quantity", device: device, receiver: "phone", uuid: uuid, type: type, start: Timestamp(seconds: t),
                         end: Timestamp(seconds: t + 60), utcOffset: offset, value: .number(value), unit: unit ?? HealthTypes.named(type)?.unit,
                         source: RecordSource(app: "com.apple.Health", device: "Apple Watch"))
     }

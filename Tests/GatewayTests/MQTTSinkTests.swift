@@ -164,6 +164,20 @@ import YAMLConfig
         #expect(abs(temperature.display(37) - 98.6) < 0.01)
     }
 
+    @Test func aPhoneIsNamedByItsDeviceIdElseByItsReceiver() throws {
+        let built = try build("{kind: mqtt, url: mqtt://broker.lan, names: {phone: \"Kitchen iPad\", d_1: \"Anna's iPhone\"}}")
+        let sink = try #require(try built.open(SinkContext(name: "home", dataDir: "/tmp", stateDir: "/tmp", clock: SystemClock(),
+                                                          logger: Logger(component: "t", sink: MemoryLogSink()))) as? MQTTSink)
+        _ = sink.book.apply([HAStateBookTests.sample("a", "steps", 1, at: HAStateBookTests.noon, device: "d_1"),
+                             HAStateBookTests.sample("b", "steps", 1, at: HAStateBookTests.noon, device: "d_2")],
+                            now: Timestamp(seconds: HAStateBookTests.noon))
+        #expect(sink.deviceName("d_1") == "Anna's iPhone")
+        #expect(sink.deviceName("d_2") == "Kitchen iPad")   // no name of its own: its receiver's
+        let config = try #require(try JSONSerialization.jsonObject(with: Data(sink.discoveryConfig("d_2", HACatalog.entity(forType: "steps")!)))
+            as? [String: Any])
+        #expect((config["device"] as? [String: Any])?["name"] as? String == "Kitchen iPad")
+    }
+
     @Test func mistakesAreSaidWithWhatToFix() {
         #expect(problems("{kind: mqtt, url: http://broker}").contains("mqtt:// or mqtts://"))
         #expect(problems("{kind: mqtt, url: mqtt://broker, qos: 3}").contains("qos is 0, 1 or 2"))
@@ -176,5 +190,41 @@ import YAMLConfig
         #expect(problems("{kind: mqtt, url: mqtts://broker:8884, ca_file: /x}") == "")
         #expect(problems("{kind: mqtt, url: mqtt://broker, exclude: [\"*\"]}").contains("publish nothing"))
         #expect(problems("{kind: mqtt, url: mqtt://broker, qoss: 1}").contains("qoss"))
+    }
+}
+
+/// The sink on its own against a real mosquitto.
+@Suite(.serialized) struct MQTTSinkDirectTests {
+    func open(_ yaml: String, state: [UInt8]? = nil) throws -> MQTTSink {
+        let node = try parseYAML(yaml, file: "sink", environment: [:])
+        let built = try MQTTSink.build(name: "home", node: node, path: "sinks.home", context: SinkBuildContext(dataDir: "/tmp"))
+        let sink = try #require(try built.open(SinkContext(name: "home", dataDir: "/tmp", stateDir: "/tmp", clock: SystemClock(),
+                                                          logger: Logger(component: "t", sink: MemoryLogSink()))) as? MQTTSink)
+        if let state { try sink.restoreState(state) }
+        return sink
+    }
+
+    /// A sensor the config no longer has (excluded since) is removed from Home Assistant: its
+    /// retained config is emptied when the sink connects.
+    @Test func anExcludedSensorIsRemoved() throws {
+        let broker = try DatabaseProcess.mosquitto()
+        let url = "mqtt://127.0.0.1:\(broker.port)"
+        let now = Int64(Date().timeIntervalSince1970)
+        let first = try open("{kind: mqtt, url: \"\(url)\"}")
+        let records = [HAStateBookTests.sample("s", "steps", 10, at: now - 60, device: "d_1"),
+                       HAStateBookTests.sample("h", "heart_rate", 60, at: now - 60, device: "d_1")]
+        #expect(first.write(SinkBatch(records: records)) == .accepted)
+        let slug = MQTTSink.slug("d_1")
+        let heartConfig = "homeassistant/sensor/healthgate_\(slug)/heart_rate/config"
+        #expect(!MQTTSinkTests.retained(broker, heartConfig).isEmpty)
+        let state = try #require(first.saveState())
+        first.close()
+        let second = try open("{kind: mqtt, url: \"\(url)\", exclude: [heart_rate]}", state: state)
+        #expect(second.probe() == .reachable)   // connects
+        #expect(MQTTSinkTests.retained(broker, heartConfig).isEmpty)
+        #expect(!MQTTSinkTests.retained(broker, "homeassistant/sensor/healthgate_\(slug)/steps_today/config").isEmpty)
+        #expect(!second.announced.contains("d_1\u{1F}heart_rate"))
+        #expect(second.announced.contains("d_1\u{1F}steps"))
+        second.close()
     }
 }

@@ -73,9 +73,23 @@ public final class MQTTSink: Sink {
         if client.isConnected { return nil }
         do {
             try client.connect()
-            let mid = try client.publish(topic: statusTopic, payload: Array("online".utf8), qos: max(1, settings.qos), retain: true)
+            var mids = [try client.publish(topic: statusTopic, payload: Array("online".utf8), qos: max(1, settings.qos), retain: true)]
             if settings.discovery { try client.subscribe(settings.prefix + "/status", qos: 1) }
-            _ = try client.waitForAcks([mid], qos: max(1, settings.qos))
+            // Sensors announced before that this config no longer has (excluded since, or
+            // discovery turned off): an empty retained config removes them from Home Assistant.
+            let kept = Set(settings.discovery ? settings.entities.map(\.type) : [])
+            var removed: [String] = []
+            for key in announced.sorted() {
+                let parts = key.split(separator: "\u{1F}", maxSplits: 1).map(String.init)
+                guard parts.count == 2, !kept.contains(parts[1]), let e = HACatalog.entity(forType: parts[1]) else { continue }
+                mids.append(try client.publish(topic: discoveryTopic(parts[0], e), payload: [], qos: max(1, settings.qos), retain: true))
+                removed.append(key)
+            }
+            _ = try client.waitForAcks(mids, qos: max(1, settings.qos))
+            if !removed.isEmpty {
+                announced.subtract(removed)
+                logger.info("removed \(removed.count) sensor(s) from Home Assistant that the config no longer has")
+            }
             if lastConnectError != nil { logger.info("connected to \(settings.client.host):\(settings.client.port) again") }
             lastConnectError = nil
             return nil
@@ -284,7 +298,10 @@ public final class MQTTSink: Sink {
         return w.bytes
     }
 
-    func deviceName(_ device: String) -> String { settings.names[device] ?? device }
+    /// `names:` by device id, else by the receiver its records come in by, else the device id.
+    func deviceName(_ device: String) -> String {
+        settings.names[device] ?? book.receiver(of: device).flatMap { settings.names[$0] } ?? device
+    }
 
     func discoveryConfig(_ device: String, _ e: HAEntity) -> [UInt8] {
         let slug = MQTTSink.slug(device)

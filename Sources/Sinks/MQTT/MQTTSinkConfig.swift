@@ -18,7 +18,7 @@ import YAMLConfig
 ///   discovery: true                        # announce sensors to Home Assistant
 ///   discovery_prefix: homeassistant
 ///   time_zone: Europe/Budapest             # the phones' day when a record has no UTC offset
-///   names: {d_zsOZnTQUz_juWFVljuOOBQ: "Anna's iPhone"}   # by device id (the `device` of its records)
+///   names: {d_zsOZnTQUz_juWFVljuOOBQ: "Anna's iPhone"}   # by device id (the `device` of its records) or receiver name
 ///   include: ["*"]                         # type globs of the entities (default: all the catalog has)
 ///   exclude: [walking_speed]
 ///   units: {body_mass: lb, body_temperature: °F, distance_walking_running: mi}   # shown in these

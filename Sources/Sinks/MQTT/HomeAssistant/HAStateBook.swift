@@ -54,6 +54,8 @@ public final class HAStateBook {
         var nights: [Int64: [String: Sample]] = [:]
         /// The phone's last known UTC offset.
         var offset: Int?
+        /// The receiver its records came in by, last (for a name per receiver).
+        var receiver: String = ""
     }
 
     static let keep = 8
@@ -103,6 +105,7 @@ public final class HAStateBook {
         var book = books[r.device] ?? Book()
         defer { books[r.device] = book }
         if let o = r.utcOffset { book.offset = o }
+        book.receiver = r.receiver
         let key = r.uuid + (r.part.map { "#\($0)" } ?? "")
         if r.op == .delete {
             return remove(uuid: r.uuid, type: r.type, from: &book)
@@ -228,6 +231,9 @@ public final class HAStateBook {
         return HAUpdate(device: device, entity: entity, state: state, attributes: attributes)
     }
 
+    /// The receiver a phone's records last came in by.
+    public func receiver(of device: String) -> String? { books[device]?.receiver }
+
     /// Every entity state as it stands (after a restart, or when HA comes back).
     public func all(now: Timestamp) -> [HAUpdate] {
         var out: [HAUpdate] = []
@@ -279,7 +285,7 @@ public final class HAStateBook {
 // MARK: state, committed with the sink's cursor
 
 extension HAStateBook {
-    /// Every string as `<byte count>:<bytes>`; a book is `B device offset`, then `T type day n`
+    /// Every string as `<byte count>:<bytes>`; a book is `B device offset receiver`, then `T type day n`
     /// (a daily total), `N type n` (newest samples), `S night n` (a night), each followed by its
     /// n samples of 9 + extras fields.
     public func saveState() -> [UInt8] {
@@ -294,7 +300,7 @@ extension HAStateBook {
             for x in s.extra { put(String(x)) }
         }
         for (device, book) in books.sorted(by: { $0.key < $1.key }) {
-            put("B"); put(device); put(book.offset.map(String.init) ?? "-")
+            put("B"); put(device); put(book.offset.map(String.init) ?? "-"); put(book.receiver)
             for (type, t) in book.totals.sorted(by: { $0.key < $1.key }) {
                 put("T"); put(type); put(String(t.day)); put(String(t.byKey.count))
                 for s in t.byKey.values.sorted(by: { $0.key < $1.key }) { put(s) }
@@ -340,7 +346,7 @@ extension HAStateBook {
             case "B":
                 device = try take()
                 let o = try take()
-                restored[device] = Book(offset: o == "-" ? nil : Int(try int(o)))
+                restored[device] = Book(offset: o == "-" ? nil : Int(try int(o)), receiver: try take())
             case "T":
                 let type = try take(), day = try int(try take()), n = try int(try take())
                 var t = Total(day: day, byKey: [:])
