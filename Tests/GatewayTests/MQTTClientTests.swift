@@ -150,3 +150,26 @@ extension MQTTClientTests {
         #expect(throws: MQTTClient.Failure.self) { try stranger.connect() }
     }
 }
+
+extension MQTTClientTests {
+    /// A busy serve has more than 1024 descriptors open; the client must work with a socket
+    /// numbered past FD_SETSIZE (mosquitto_loop's select(2) refused it: "Invalid function
+    /// arguments provided" under a parallel test run).
+    @Test func worksWithASocketNumberedPast1024() throws {
+        let broker = try DatabaseProcess.mosquitto()
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        while held.last.map({ $0 < 1100 }) ?? true {
+            let fd = open("/dev/null", O_RDONLY)
+            guard fd >= 0 else { break }
+            held.append(fd)
+        }
+        try #require((held.last ?? 0) >= 1100, "cannot open enough descriptors here")
+        let c = try client(broker, id: "many-fds")
+        try c.connect()
+        #expect(c.socket >= 1024)
+        let mids = try (0..<10).map { try c.publish(topic: "healthgate/fd/\($0)", payload: Array("x".utf8), qos: 1, retain: false) }
+        #expect(try c.waitForAcks(mids, qos: 1).count == 10)
+        c.disconnect()
+    }
+}

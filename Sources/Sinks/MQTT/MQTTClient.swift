@@ -121,7 +121,7 @@ public final class MQTTClient {
         let until = monotonicSeconds() + options.timeoutSeconds
         while connack == nil {
             if monotonicSeconds() > until { throw Failure("\(options.host):\(options.port) did not answer the MQTT connect") }
-            let rc = mosquitto_loop(mosq, 100, 1)
+            let rc = loopOnce(100)
             if rc != MOSQ_ERR_SUCCESS.rawValue && connack == nil {
                 throw Failure("connection to \(options.host):\(options.port) lost: \(describe(rc))")
             }
@@ -158,7 +158,7 @@ public final class MQTTClient {
             if monotonicSeconds() > until {
                 throw Failure("\(waiting.count) message(s) not acknowledged by \(options.host):\(options.port) in time")
             }
-            let rc = mosquitto_loop(mosq, 100, 1)
+            let rc = loopOnce(100)
             if rc != MOSQ_ERR_SUCCESS.rawValue || !connected {
                 throw Failure("connection to \(options.host):\(options.port) lost: \(describe(rc == 0 ? dropped ?? rc : rc))")
             }
@@ -171,7 +171,7 @@ public final class MQTTClient {
         let until = monotonicSeconds() + options.timeoutSeconds
         while mosquitto_want_write(mosq) {
             if monotonicSeconds() > until { throw Failure("\(options.host):\(options.port) does not take what is sent") }
-            let rc = mosquitto_loop(mosq, 10, 1)
+            let rc = loopOnce(10)
             if rc != MOSQ_ERR_SUCCESS.rawValue || !connected {
                 throw Failure("connection to \(options.host):\(options.port) lost: \(describe(rc))")
             }
@@ -181,7 +181,7 @@ public final class MQTTClient {
     /// Keeps the connection alive and takes incoming messages, for up to `milliseconds`.
     public func service(milliseconds: Int) {
         guard connected else { return }
-        let rc = mosquitto_loop(mosq, Int32(milliseconds), 1)
+        let rc = loopOnce(Int32(milliseconds))
         if rc != MOSQ_ERR_SUCCESS.rawValue { connected = false }
     }
 
@@ -189,8 +189,33 @@ public final class MQTTClient {
     public func disconnect() {
         guard connected else { return }
         _ = mosquitto_disconnect(mosq)
-        _ = mosquitto_loop(mosq, 100, 1)
+        _ = loopOnce(100)
         connected = false
+    }
+
+    /// One turn of the network loop: waits up to `milliseconds` for the socket with poll(2),
+    /// then reads, writes and does the housekeeping (keepalive pings, retries). Not
+    /// `mosquitto_loop`: it uses select(2), which refuses a socket numbered 1024 or more — and a
+    /// busy serve (or test run) has more descriptors open than that.
+    func loopOnce(_ milliseconds: Int32) -> Int32 {
+        let fd = mosquitto_socket(mosq)
+        guard fd >= 0 else {
+            connected = false
+            return MOSQ_ERR_NO_CONN.rawValue
+        }
+        var p = pollfd(fd: fd, events: Int16(POLLIN) | (mosquitto_want_write(mosq) ? Int16(POLLOUT) : 0), revents: 0)
+        let n = poll(&p, 1, milliseconds)
+        if n < 0 && errno != EINTR { return MOSQ_ERR_ERRNO.rawValue }
+        var rc = MOSQ_ERR_SUCCESS.rawValue
+        if n > 0 && p.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 { rc = mosquitto_loop_read(mosq, 1) }
+        if rc == MOSQ_ERR_SUCCESS.rawValue && mosquitto_want_write(mosq) { rc = mosquitto_loop_write(mosq, 1) }
+        if rc == MOSQ_ERR_SUCCESS.rawValue { rc = mosquitto_loop_misc(mosq) }
+        if rc != MOSQ_ERR_SUCCESS.rawValue {
+            // mosquitto_loop would have closed the socket and said so; the manual loop does not.
+            connected = false
+            if dropped == nil { dropped = rc }
+        }
+        return rc
     }
 
     /// The socket, for tests that cut the connection as a crash would.
