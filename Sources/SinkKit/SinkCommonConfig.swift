@@ -1,3 +1,4 @@
+import Glibc
 import HealthgateCore
 import YAMLConfig
 
@@ -43,6 +44,12 @@ public struct RetryConfig: Decodable, Sendable, Equatable {
 
     public var initialSeconds: Double { initial?.seconds ?? 1 }
     public var maxSeconds: Double { self.max?.seconds ?? 300 }
+
+    /// The longest wait after `failures` failed tries in a row: `initial` doubling up to `max`
+    /// (the wait itself is drawn from 0 up to it: full jitter).
+    public func cap(afterFailures failures: Int) -> Double {
+        Swift.min(maxSeconds, initialSeconds * pow(2, Double(Swift.min(Swift.max(failures, 1) - 1, 30))))
+    }
 }
 
 /// How much may wait for a sink, and what happens beyond it: `block` (the default) answers 503

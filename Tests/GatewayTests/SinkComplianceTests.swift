@@ -431,42 +431,12 @@ enum Store {
         #expect(try d.loadCursor() == Cursor(seq: 3, skip: 0))
     }
 
-    /// A /proc file whole (it has no size to read up to: read until the end).
-    static func readProcFile(_ path: String) -> String {
-        let fd = Glibc.open(path, O_RDONLY)
-        guard fd >= 0 else { return "" }
-        defer { Glibc.close(fd) }
-        var out: [UInt8] = []
-        var buf = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n <= 0 { break }
-            out += buf[0..<n]
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
     /// Paths this process has open.
-    static func openFiles() -> [String] {
-        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        return fds.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)") }
-    }
+    static func openFiles() -> [String] { ProcFS.openFiles() }
 
     /// This process's established TCP connections whose far end is `port` on loopback.
     static func establishedConnections(toPort port: UInt16) -> Int {
-        let inodes = Set(openFiles().compactMap { link -> String? in
-            guard link.hasPrefix("socket:[") else { return nil }
-            return String(link.dropFirst(8).dropLast())
-        })
-        var n = 0
-        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            let text = Self.readProcFile(table)
-            for line in text.split(separator: "\n").dropFirst() {
-                let f = line.split(separator: " ")
-                guard f.count > 9, let remotePort = f[2].split(separator: ":").last.flatMap({ UInt16($0, radix: 16) }) else { continue }
-                if remotePort == port && f[3] == "01" && inodes.contains(String(f[9])) { n += 1 }
-            }
-        }
-        return n
+        let inodes = ProcFS.socketInodes()
+        return ProcFS.tcpSockets().filter { $0.state == "01" && $0.remotePort == port && inodes.contains($0.inode) }.count
     }
 }

@@ -11,11 +11,6 @@ import Testing
 /// and is killed with SIGKILL at random moments while phones keep sending. After the last
 /// restart, the last count downstream for each type equals the distinct records sent.
 @Suite(.serialized) struct StatefulTransformTests {
-    static func freePort() -> UInt16 {
-        let s = ListeningSocket()
-        return s.port   // closed when `s` goes: a port nobody else was given just now
-    }
-
     static func config(port: UInt16) -> String {
         """
         listen: 127.0.0.1:\(port)
@@ -36,7 +31,7 @@ import Testing
     }
 
     @Test func countsSurviveSIGKILLAtRandomMoments() throws {
-        let port = Self.freePort()
+        let port = ScriptedEndpoint.freePort()
         let config = Self.config(port: port)
         var serve = try ServeProcess(config: config, binary: ServeProcess.testServeBinary)
         let dataDir = serve.dataDir

@@ -31,35 +31,24 @@ public struct CountDistinctTransform: TransformSpec {
                                  value: .number(Double(seen[record.type]!.count)), unit: "count"))
         }
 
-        /// Every string as its byte count, a space, its bytes: `<type> <n keys> <key>…` per type.
+        /// `StateWriter` fields: per type, the type, its key count, its keys.
         func saveState() -> [UInt8]? {
-            var out: [UInt8] = []
-            func put(_ s: String) {
-                out += Array("\(s.utf8.count) ".utf8)
-                out += Array(s.utf8)
-            }
+            var w = StateWriter()
             for (type, keys) in seen.sorted(by: { $0.key < $1.key }) {
-                put(type)
-                put(String(keys.count))
-                for k in keys.sorted() { put(k) }
+                w.put(type)
+                w.put(keys.count)
+                for k in keys.sorted() { w.put(k) }
             }
-            return out
+            return w.bytes
         }
 
         func restoreState(_ bytes: [UInt8]) throws(TransformStateError) {
-            var at = 0
-            func take() throws(TransformStateError) -> String {
-                guard let space = bytes[at...].firstIndex(of: 0x20), let n = Int(String(decoding: bytes[at..<space], as: UTF8.self)),
-                      space + 1 + n <= bytes.count else { throw TransformStateError("truncated at byte \(at)") }
-                at = space + 1 + n
-                return String(decoding: bytes[(space + 1)..<at], as: UTF8.self)
-            }
+            var r = StateReader(bytes)
             seen = [:]
-            while at < bytes.count {
-                let type = try take()
-                guard let n = Int(try take()) else { throw TransformStateError("no key count for \(type)") }
+            while !r.atEnd {
+                let type = try r.take()
                 var keys = Set<String>()
-                for _ in 0..<n { keys.insert(try take()) }
+                for _ in 0..<max(0, try r.int()) { keys.insert(try r.take()) }
                 seen[type] = keys
             }
         }

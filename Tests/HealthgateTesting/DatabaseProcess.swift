@@ -98,34 +98,8 @@ final class DatabaseProcess {
 
     /// True when process `pid` itself has a socket listening on TCP `port`.
     static func listens(pid: Int32, port: UInt16) -> Bool {
-        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
-        let inodes = Set(fds.compactMap { fd -> String? in
-            guard let link = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)"),
-                  link.hasPrefix("socket:[") else { return nil }
-            return String(link.dropFirst(8).dropLast())
-        })
-        guard !inodes.isEmpty else { return false }
-        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            for line in SinkComplianceProc.read(table).split(separator: "\n").dropFirst() {
-                let f = line.split(separator: " ")
-                guard f.count > 9, f[3] == "0A", let p = f[1].split(separator: ":").last.flatMap({ UInt16($0, radix: 16) }) else { continue }
-                if p == port && inodes.contains(String(f[9])) { return true }
-            }
-        }
-        return false
-    }
-
-    /// True when something on loopback takes a TCP connection on `port`.
-    static func accepts(port: UInt16) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = port.bigEndian
-        return withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        } == 0
+        let inodes = ProcFS.socketInodes(of: String(pid))
+        return ProcFS.tcpSockets().contains { $0.state == "0A" && $0.localPort == port && inodes.contains($0.inode) }
     }
 
     /// Runs a command to its end, or kills it after `timeout` seconds; its exit status and
@@ -265,19 +239,3 @@ final class DatabaseProcess {
 }
 
 
-/// /proc files read whole (they have no size to read up to).
-enum SinkComplianceProc {
-    static func read(_ path: String) -> String {
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { return "" }
-        defer { close(fd) }
-        var out: [UInt8] = []
-        var buf = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = buf.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n <= 0 { break }
-            out += buf[0..<n]
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-}

@@ -92,7 +92,7 @@ public struct BatchDelivery {
             metrics.kept.add(records.count, ordering: .relaxed)
             metrics.lastError = reason
             attempt += 1
-            let cap = min(retry.maxSeconds, retry.initialSeconds * pow(2, Double(min(attempt - 1, 30))))
+            let cap = retry.cap(afterFailures: attempt)
             let pause = retryAfter ?? Double.random(in: 0...cap, using: &rng)
             metrics.nextRetryAt.store(clock.now().seconds + Int64(pause.rounded(.up)), ordering: .relaxed)
             logger.warning("sink \(name): \(reason); \(records.count) record(s) kept, retrying in \(formatSeconds(pause))")

@@ -248,8 +248,7 @@ final class DrainLoop {
                 probe()
             } catch {
                 openAttempts += 1
-                let retry = d.built.common.retry
-                let pause = min(retry.maxSeconds, retry.initialSeconds * pow(2, Double(min(openAttempts - 1, 30))))
+                let pause = d.built.common.retry.cap(afterFailures: openAttempts)
                 metrics.lastError = "cannot open: \(error)"
                 metrics.reachability = .unreachable("\(error)")
                 logger.error("sink \(name): cannot open (\(error)); trying again in \(formatSeconds(pause))")

@@ -291,15 +291,12 @@ struct PathTemplate: Sendable {
             }
         }
         if out.utf8.count > 200 {
-            var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
-            for b in s.utf8 { hash = (hash ^ UInt64(b)) &* 0x100_0000_01b3 }
             var prefix = ""
             for c in out.unicodeScalars {
                 if prefix.utf8.count + String(c).utf8.count > 180 { break }
                 prefix.unicodeScalars.append(c)
             }
-            let hex = String(hash, radix: 16)
-            out = prefix + "~" + String(repeating: "0", count: 16 - hex.count) + hex
+            out = prefix + "~" + FNV1a.hex(s)
         }
         return out
     }

@@ -240,35 +240,24 @@ public final class MQTTSink: Sink {
 
     // MARK: state, committed with the cursor
 
+    /// The sensors announced (`StateWriter` fields: their count, then each), then the book.
     public func saveState() -> [UInt8]? {
-        var out = Array("\(announced.count)\n".utf8)
-        for a in announced.sorted() {
-            out += Array("\(a.utf8.count):".utf8)
-            out += Array(a.utf8)
-        }
-        out.append(0x0A)
-        return out + book.saveState()
+        var w = StateWriter()
+        w.put(announced.count)
+        for a in announced.sorted() { w.put(a) }
+        return w.bytes + book.saveState()
     }
 
     public func restoreState(_ bytes: [UInt8]) throws(SinkOpenError) {
-        guard let nl = bytes.firstIndex(of: 0x0A), let n = Int(String(decoding: bytes[..<nl], as: UTF8.self)) else {
-            throw SinkOpenError("no announced count")
-        }
-        var at = nl + 1
-        var keys = Set<String>()
-        for _ in 0..<n {
-            guard let colon = bytes[at...].firstIndex(of: 0x3A), let len = Int(String(decoding: bytes[at..<colon], as: UTF8.self)),
-                  colon + 1 + len <= bytes.count else { throw SinkOpenError("announced list cut") }
-            keys.insert(String(decoding: bytes[(colon + 1)..<(colon + 1 + len)], as: UTF8.self))
-            at = colon + 1 + len
-        }
-        guard at < bytes.count, bytes[at] == 0x0A else { throw SinkOpenError("announced list cut") }
-        do {
-            try book.restoreState(Array(bytes[(at + 1)...]))
+        do throws(TransformStateError) {
+            var r = StateReader(bytes)
+            var keys = Set<String>()
+            for _ in 0..<max(0, try r.int()) { keys.insert(try r.take()) }
+            try book.restoreState(Array(bytes[r.at...]))
+            announced = keys
         } catch {
             throw SinkOpenError("\(error)")
         }
-        announced = keys
     }
 
     // MARK: topics and payloads
@@ -285,7 +274,7 @@ public final class MQTTSink: Sink {
         w.key("value")
         if u.state == "None" {
             w.null()
-        } else if u.entity.unit == nil && u.entity.reading == .lastWorkout {
+        } else if u.entity.reading == .lastWorkout {
             w.string(u.state)
         } else {
             w.raw(Array(u.state.utf8))   // a number HAStateBook formatted
@@ -366,10 +355,7 @@ public final class MQTTSink: Sink {
         }
         if out.isEmpty { return "_" }
         if changed || out.utf8.count > 64 {
-            var hash: UInt32 = 0x811C_9DC5
-            for b in s.utf8 { hash = (hash ^ UInt32(b)) &* 0x0100_0193 }
-            let hex = String(hash, radix: 16)
-            out = String(out.prefix(48)) + "_" + String(repeating: "0", count: 8 - hex.count) + hex
+            out = String(out.prefix(48)) + "_" + FNV1a.hex(s).prefix(8)
         }
         return out
     }

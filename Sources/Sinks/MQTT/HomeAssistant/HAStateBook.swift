@@ -274,91 +274,73 @@ public final class HAStateBook {
 
     /// `2026-12-01T07:30:00+01:00`: the time as the phone saw it.
     static func rfc3339(_ seconds: Int64, offset: Int) -> String {
-        let local = Timestamp(seconds: seconds + Int64(offset)).rfc3339()   // ends in Z
-        let sign = offset < 0 ? "-" : "+"
-        let a = abs(offset)
-        let hh = a / 3600, mm = (a % 3600) / 60
-        return String(local.dropLast()) + sign + (hh < 10 ? "0" : "") + String(hh) + ":" + (mm < 10 ? "0" : "") + String(mm)
+        String(Timestamp(seconds: seconds + Int64(offset)).rfc3339().dropLast()) + Timestamp.formatOffset(offset)   // drops the Z
     }
 }
 
 // MARK: state, committed with the sink's cursor
 
 extension HAStateBook {
-    /// Every string as `<byte count>:<bytes>`; a book is `B device offset receiver`, then `T type day n`
-    /// (a daily total), `N type n` (newest samples), `S night n` (a night), each followed by its
-    /// n samples of 9 + extras fields.
+    /// In `StateWriter` fields: a book is `B device offset receiver`, then `T type day n` (a daily
+    /// total), `N type n` (newest samples), `S night n` (a night), each followed by its n samples
+    /// of 9 + extras fields.
     public func saveState() -> [UInt8] {
-        var out: [UInt8] = []
-        func put(_ s: String) {
-            out += Array("\(s.utf8.count):".utf8)
-            out += Array(s.utf8)
-        }
+        var w = StateWriter()
         func put(_ s: Sample) {
-            for f in [s.key, String(s.time), String(s.end), String(s.offset), String(s.value), s.text, s.app, s.source,
-                      String(s.extra.count)] { put(f) }
-            for x in s.extra { put(String(x)) }
+            w.put(s.key); w.put(s.time); w.put(s.end); w.put(s.offset); w.put(s.value)
+            w.put(s.text); w.put(s.app); w.put(s.source); w.put(s.extra.count)
+            for x in s.extra { w.put(x) }
         }
         for (device, book) in books.sorted(by: { $0.key < $1.key }) {
-            put("B"); put(device); put(book.offset.map(String.init) ?? "-"); put(book.receiver)
+            w.put("B"); w.put(device); w.put(book.offset.map(String.init) ?? "-"); w.put(book.receiver)
             for (type, t) in book.totals.sorted(by: { $0.key < $1.key }) {
-                put("T"); put(type); put(String(t.day)); put(String(t.byKey.count))
+                w.put("T"); w.put(type); w.put(t.day); w.put(t.byKey.count)
                 for s in t.byKey.values.sorted(by: { $0.key < $1.key }) { put(s) }
             }
             for (type, list) in book.newest.sorted(by: { $0.key < $1.key }) {
-                put("N"); put(type); put(String(list.count))
+                w.put("N"); w.put(type); w.put(list.count)
                 for s in list { put(s) }
             }
             for (night, samples) in book.nights.sorted(by: { $0.key < $1.key }) {
-                put("S"); put(String(night)); put(String(samples.count))
+                w.put("S"); w.put(night); w.put(samples.count)
                 for s in samples.values.sorted(by: { $0.key < $1.key }) { put(s) }
             }
         }
-        return out
+        return w.bytes
     }
 
     public func restoreState(_ bytes: [UInt8]) throws(TransformStateError) {
-        var at = 0
-        func take() throws(TransformStateError) -> String {
-            guard let colon = bytes[at...].firstIndex(of: 0x3A), let n = Int(String(decoding: bytes[at..<colon], as: UTF8.self)),
-                  n >= 0, colon + 1 + n <= bytes.count else { throw TransformStateError("the sink's state is cut at byte \(at)") }
-            at = colon + 1 + n
-            return String(decoding: bytes[(colon + 1)..<at], as: UTF8.self)
-        }
-        func int(_ s: String) throws(TransformStateError) -> Int64 {
-            guard let v = Int64(s) else { throw TransformStateError("not a number: \(s)") }
-            return v
-        }
+        var r = StateReader(bytes)
         func sample() throws(TransformStateError) -> Sample {
-            let key = try take(), time = try int(try take()), end = try int(try take()), offset = try int(try take())
-            guard let value = Double(try take()) else { throw TransformStateError("not a value") }
-            let text = try take(), app = try take(), source = try take()
-            let n = try int(try take())
+            let key = try r.take(), time = try r.int(), end = try r.int(), offset = try r.int(), value = try r.double()
+            let text = try r.take(), app = try r.take(), source = try r.take()
+            let n = try r.int()
             var extra: [Double] = []
-            for _ in 0..<max(0, n) { extra.append(Double(try take()) ?? 0) }
+            for _ in 0..<max(0, n) { extra.append(try r.double()) }
             return Sample(key: key, time: time, end: end, offset: Int(offset), value: value, text: text, app: app, source: source,
                           extra: extra)
         }
         var restored: [String: Book] = [:]
         var device = ""
-        while at < bytes.count {
-            switch try take() {
+        while !r.atEnd {
+            switch try r.take() {
             case "B":
-                device = try take()
-                let o = try take()
-                restored[device] = Book(offset: o == "-" ? nil : Int(try int(o)), receiver: try take())
+                device = try r.take()
+                let o = try r.take()
+                guard o == "-" || Int(o) != nil else { throw TransformStateError("not an offset: \(o)") }
+                restored[device] = Book(offset: Int(o), receiver: try r.take())
             case "T":
-                let type = try take(), day = try int(try take()), n = try int(try take())
+                let type = try r.take(), day = try r.int(), n = try r.int()
                 var t = Total(day: day, byKey: [:])
                 for _ in 0..<max(0, n) { let s = try sample(); t.byKey[s.key] = s }
                 restored[device]?.totals[type] = t
             case "N":
-                let type = try take(), n = try int(try take())
+                let type = try r.take(), n = try r.int()
                 var list: [Sample] = []
                 for _ in 0..<max(0, n) { list.append(try sample()) }
                 restored[device]?.newest[type] = list
             case "S":
-                let night = try int(try take()), n = try int(try take())
+                let night = try r.int(), n = try r.int()
                 var samples: [String: Sample] = [:]
                 for _ in 0..<max(0, n) { let s = try sample(); samples[s.key] = s }
                 restored[device]?.nights[night] = samples

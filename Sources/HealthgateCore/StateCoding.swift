@@ -1,0 +1,45 @@
+/// The one encoding of the state transforms and sinks commit with a cursor: a sequence of
+/// fields, each `<byte count>:<bytes>`, so any text (a device id, a uuid) goes in as it is.
+public struct StateWriter {
+    public private(set) var bytes: [UInt8] = []
+
+    public init() {}
+
+    public mutating func put(_ s: String) {
+        bytes += Array("\(s.utf8.count):".utf8)
+        bytes += Array(s.utf8)
+    }
+
+    public mutating func put(_ n: Int64) { put(String(n)) }
+    public mutating func put(_ n: Int) { put(String(n)) }
+    public mutating func put(_ d: Double) { put(String(d)) }
+}
+
+/// Reads what `StateWriter` wrote; a field cut short or not a number throws.
+public struct StateReader {
+    let bytes: [UInt8]
+    public private(set) var at = 0
+
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    public var atEnd: Bool { at >= bytes.count }
+
+    public mutating func take() throws(TransformStateError) -> String {
+        guard let colon = bytes[at...].firstIndex(of: 0x3A), let n = Int(String(decoding: bytes[at..<colon], as: UTF8.self)),
+              n >= 0, colon + 1 + n <= bytes.count else { throw TransformStateError("the state is cut at byte \(at)") }
+        at = colon + 1 + n
+        return String(decoding: bytes[(colon + 1)..<at], as: UTF8.self)
+    }
+
+    public mutating func int() throws(TransformStateError) -> Int64 {
+        let s = try take()
+        guard let v = Int64(s) else { throw TransformStateError("not a number: \(s)") }
+        return v
+    }
+
+    public mutating func double() throws(TransformStateError) -> Double {
+        let s = try take()
+        guard let v = Double(s) else { throw TransformStateError("not a number: \(s)") }
+        return v
+    }
+}
