@@ -17,14 +17,14 @@ public final class GatewayService: @unchecked Sendable {
     /// `replay` beside this serve (nil when the socket could not be made; said in the log).
     let control: ControlServer?
     let logger: Logger
-    let clock: any Clock
+    let clock: any WaitClock
     /// Held for the service's life: one `serve` per data dir.
     private let lockFD: Int32
     private let statusMonitor = Monitor()
     private var statusThread: pthread_t?
     private var stopping = false
 
-    public init(topology: Topology, logger: Logger, clock: any Clock = SystemClock(),
+    public init(topology: Topology, logger: Logger, clock: any WaitClock = SystemClock(),
                 signatureClock: any Clock = SystemClock()) throws {
         self.topology = topology
         self.logger = logger
@@ -54,7 +54,7 @@ public final class GatewayService: @unchecked Sendable {
             let inbox = try Journal(directory: FileIO.join(SinkDrainer.stateDirectory(sink: s.name, dataDir: topology.dataDir), "inbox"),
                                     segmentBytes: 16 << 20, logger: logger.child("inbox \(s.name)"))
             drainers.append(SinkDrainer(name: s.name, built: s.built, routes: routes, journal: journal, inbox: inbox,
-                                        dataDir: topology.dataDir, logger: logger.child("queue"), metrics: m,
+                                        dataDir: topology.dataDir, logger: logger.child("queue"), clock: clock, metrics: m,
                                         onCommit: onCommit))
         }
         self.drainers = drainers

@@ -139,6 +139,47 @@ import Testing
         #expect(w?.attribute("distance_km") == .number(5.01))
     }
 
+    /// A workout's heart rate: its own when it carries one (Health Auto Export, HealthSync), else
+    /// from the heart-rate samples in its window, whichever arrives first, each counted once.
+    @Test func theLastWorkoutHasItsHeartRate() throws {
+        let b = book()
+        let start = Self.noon - 3600, end = Self.noon - 1800
+        func workout(_ uuid: String, fields: [RecordField] = [], metadata: String? = nil) -> CanonicalRecord {
+            var w = CanonicalRecord(kind: "workout", device: "phone-1", receiver: "r", uuid: uuid, type: "workout",
+                                    start: Timestamp(seconds: start), end: Timestamp(seconds: end), utcOffset: Self.cet,
+                                    activity: "cycling", durationS: 1800, metadata: metadata.map { RawJSON(encoded: Array($0.utf8)) })
+            w.fields = fields
+            return w
+        }
+        func hr(_ uuid: String, _ bpm: Double, at t: Int64) -> CanonicalRecord { Self.sample(uuid, "heart_rate", bpm, at: t) }
+        func attributes(_ u: [HAUpdate]) -> (RawJSON?, RawJSON?) {
+            let w = u.last { $0.entity.objectID == "last_workout" }
+            return (w?.attribute("heart_rate_avg"), w?.attribute("heart_rate_max"))
+        }
+        // Samples before the workout arrives, one of them outside its window.
+        _ = b.apply([hr("h1", 120, at: start + 60), hr("out", 190, at: start - 600)], now: now)
+        let first = attributes(b.apply([workout("w1"), hr("h2", 150, at: start + 900)], now: now))
+        #expect(first.0 == .number(135) && first.1 == .number(150))
+        // A resend counts once; a later sample in the window moves it; a deletion corrects it.
+        #expect(attributes(b.apply([hr("h2", 150, at: start + 900)], now: now)).0 == nil)
+        #expect(attributes(b.apply([hr("h3", 165, at: end - 10)], now: now)) == (.number(145), .number(165)))
+        #expect(attributes(b.apply([Self.deletion("h3", "heart_rate")], now: now)) == (.number(135), .number(150)))
+        // A newer workout with its own figures (Health Auto Export) uses them.
+        let hae = workout("w2", fields: [RecordField("avgHeartRate", RawJSON(#"{"qty":141.6,"units":"bpm"}"#)),
+                                         RecordField("maxHeartRate", RawJSON(#"{"qty":172,"units":"bpm"}"#))])
+        var later = hae
+        later.start = Timestamp(seconds: end + 60); later.end = Timestamp(seconds: end + 1860)
+        #expect(attributes(b.apply([later], now: now)) == (.number(142), .number(172)))
+        // HealthSync's metadata; a workout without any heart rate has none.
+        #expect(HAStateBook.ownHeartRate(workout("w3", metadata: #"{"average_heart_rate_bpm":128.2,"max_heart_rate_bpm":151}"#))
+            == (128.2, 151))
+        #expect(HAStateBook.ownHeartRate(workout("w4")) == (nil, nil))
+        // Kept across a restart.
+        let again = book()
+        try again.restoreState(b.saveState())
+        #expect(again.saveState() == b.saveState())
+    }
+
     @Test func theStateSurvivesARestart() throws {
         let b = book()
         _ = b.apply([Self.sample("s1", "steps", 1200, at: Self.noon - 3600), Self.sample("h", "heart_rate", 64, at: Self.noon - 60)],

@@ -1,3 +1,4 @@
+import Foundation
 import HealthgateCore
 import Posix
 import Synchronization
@@ -33,4 +34,31 @@ public final class FakeClock: WaitClock, Sendable {
 
     /// The time the waits added up to.
     public var waited: Double { waits.reduce(0, +) }
+}
+
+/// The real clock moved by the whole seconds written in a file (re-read at every reading), so a
+/// test can send a running `healthgate-testserve` across a phone's midnight: it writes the file
+/// named by `HEALTHGATE_TEST_CLOCK_SHIFT`. Waits and deadlines stay real.
+public struct ShiftedClock: WaitClock {
+    public let file: String
+
+    public init(file: String) { self.file = file }
+
+    public func now() -> Timestamp {
+        let real = SystemClock().now()
+        guard let bytes = try? FileIO.readAll(file),
+              let shift = Int64(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else { return real }
+        return Timestamp(seconds: real.seconds + shift, nanoseconds: real.nanoseconds)
+    }
+
+    public func monotonicSeconds() -> Double { Posix.monotonicSeconds() }
+
+    public func wait(on monitor: Monitor, seconds: Double) { monitor.wait(seconds: seconds) }
+
+    /// Moves the clock of a serve started with `HEALTHGATE_TEST_CLOCK_SHIFT=file` so that it
+    /// reads `to` now.
+    public static func set(file: String, to: Timestamp) throws {
+        let shift = to.seconds - SystemClock().now().seconds
+        try FileIO.writeAtomically(file, Array("\(shift)\n".utf8))
+    }
 }

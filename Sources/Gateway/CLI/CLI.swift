@@ -37,12 +37,16 @@ public enum CLI {
       HEALTHGATE_NOW        Unix seconds that replace the clock in signature checks (tests only)
     """
 
-    /// `transforms`: the transform kinds routes may name (`healthgate-testserve` adds test ones).
+    /// `transforms`: the transform kinds routes may name (`healthgate-testserve` adds test ones);
+    /// `clock`: the wall clock `serve` runs on (`healthgate-testserve` moves it, to cross a
+    /// phone's midnight without waiting for it).
     public static func main(_ arguments: [String],
-                            transforms: [(name: String, build: TransformRegistry.Builder)] = TransformRegistry.builders) -> Int32 {
+                            transforms: [(name: String, build: TransformRegistry.Builder)] = TransformRegistry.builders,
+                            clock: any WaitClock = SystemClock()) -> Int32 {
         func Options(_ a: [String], allowed: Set<String>) throws(UsageError) -> Gateway.Options {
             var o = try Gateway.Options(a, allowed: allowed)
             o.transforms = transforms
+            o.clock = clock
             return o
         }
         var args = Array(arguments.dropFirst())
@@ -111,6 +115,7 @@ public struct UsageError: Error {
 struct Options {
     var config: String?
     var transforms: [(name: String, build: TransformRegistry.Builder)] = TransformRegistry.builders
+    var clock: any WaitClock = SystemClock()
     var values: [String: String] = [:]
     var flags: Set<String> = []
 

@@ -34,7 +34,7 @@ struct ServeCommand {
         pthread_sigmask(SIG_BLOCK, &set, nil)
         signal(SIGPIPE, SIG_IGN)
 
-        let service = try GatewayService(topology: topology, logger: logger, signatureClock: signatureClock)
+        let service = try GatewayService(topology: topology, logger: logger, clock: options.clock, signatureClock: signatureClock)
         let port = try service.start()
         let scheme = topology.tls != nil ? "https" : "http"
         print("healthgate \(CLI.version): config \(source.file), data dir \(topology.dataDir)")

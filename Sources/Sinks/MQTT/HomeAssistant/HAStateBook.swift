@@ -1,3 +1,4 @@
+import FastJSON
 import HealthgateCore
 
 /// One entity state to publish: the state text and its attributes (JSON values, already encoded).
@@ -36,7 +37,8 @@ public final class HAStateBook {
         var text: String
         var app: String
         var source: String
-        /// Workouts: duration (s), energy (kcal), distance (m).
+        /// Workouts: duration (s), energy (kcal), distance (m), average and maximum heart rate
+        /// (bpm) as the workout itself gives them; -1 where unknown.
         var extra: [Double]
     }
 
@@ -56,9 +58,13 @@ public final class HAStateBook {
         var offset: Int?
         /// The receiver its records came in by, last (for a name per receiver).
         var receiver: String = ""
+        /// Heart-rate samples (key → bpm) in the last workout's time window, for its heart rate
+        /// when the workout does not carry one (at most `workoutHeartRates`).
+        var workoutHR: [String: Double] = [:]
     }
 
     static let keep = 8
+    static let workoutHeartRates = 4_000
     let entities: [String: HAEntity]
     let timeZone: String?
     let timeZones: any TimeZoneLookup
@@ -78,10 +84,18 @@ public final class HAStateBook {
     public func apply(_ records: [CanonicalRecord], now: Timestamp) -> [HAUpdate] {
         var touched: [(String, String)] = []
         var seen = Set<String>()
+        func touch(_ device: String, _ type: String) {
+            if seen.insert(device + "\u{1F}" + type).inserted { touched.append((device, type)) }
+        }
         for r in records {
             guard let entity = entities[r.type] else { continue }
-            if apply(r, entity, now: now) && seen.insert(r.device + "\u{1F}" + r.type).inserted {
-                touched.append((r.device, r.type))
+            if apply(r, entity, now: now) { touch(r.device, r.type) }
+        }
+        // A workout's heart rate from the heart-rate samples in its window, whichever came first
+        // in the batch (after the workouts, so that a workout and its samples may come together).
+        if entities["workout"] != nil {
+            for r in records where r.type == "heart_rate" && books[r.device]?.newest["workout"] != nil {
+                if workoutHeartRate(r) { touch(r.device, "workout") }
             }
         }
         return touched.compactMap { update(device: $0.0, type: $0.1, now: now) }
@@ -134,7 +148,9 @@ public final class HAStateBook {
                 // A workout is ordered by its end; its activity is the state.
                 sample.time = sample.end
                 sample.text = r.activity ?? r.value?.string ?? "workout"
-                sample.extra = [r.durationS ?? Double(sample.end - start.seconds), r.energyKcal ?? -1, r.distanceM ?? -1]
+                let hr = HAStateBook.ownHeartRate(r)
+                sample.extra = [r.durationS ?? Double(sample.end - start.seconds), r.energyKcal ?? -1, r.distanceM ?? -1,
+                                hr.average ?? -1, hr.maximum ?? -1]
             } else if r.value?.number == nil {
                 return false
             }
@@ -146,6 +162,13 @@ public final class HAStateBook {
             list.insert(sample, at: at)
             if list.count > HAStateBook.keep { list.removeLast() }
             book.newest[r.type] = list
+            if entity.reading == .lastWorkout && list.first?.key != before?.key {
+                // A new last workout: its window takes the heart rates already known in it.
+                book.workoutHR = [:]
+                if let w = list.first, let hr = book.newest["heart_rate"] {
+                    for s in hr where s.time >= w.end - Int64(w.extra[0]) && s.time <= w.end { book.workoutHR[s.key] = s.value }
+                }
+            }
             return list.first != before
         case .lastNight:
             // A night is the local day of its evening: sleep ending before noon counts for the day before.
@@ -211,6 +234,14 @@ public final class HAStateBook {
                 attributes.append(("duration_min", .number((s.extra[0] / 60 * 10).rounded() / 10)))
                 if s.extra[1] >= 0 { attributes.append(("energy_kcal", .number(s.extra[1].rounded()))) }
                 if s.extra[2] >= 0 { attributes.append(("distance_km", .number((s.extra[2] / 10).rounded() / 100))) }
+                let own = s.extra.count >= 5 && s.extra[3] >= 0
+                let seen = book.workoutHR.values
+                if own || !seen.isEmpty {
+                    let average = own ? s.extra[3] : seen.reduce(0, +) / Double(seen.count)
+                    let maximum = own ? (s.extra[4] >= 0 ? s.extra[4] : nil) : seen.max()
+                    attributes.append(("heart_rate_avg", .number(average.rounded())))
+                    if let m = maximum { attributes.append(("heart_rate_max", .number(m.rounded()))) }
+                }
             }
         case .lastNight:
             if let night = book.nights.keys.max(), let samples = book.nights[night], !samples.isEmpty {
@@ -229,6 +260,46 @@ public final class HAStateBook {
             }
         }
         return HAUpdate(device: device, entity: entity, state: state, attributes: attributes)
+    }
+
+    /// Counts a heart-rate sample towards the phone's last workout when it falls in its window
+    /// and the workout does not give its own heart rate; true when the workout's state changed.
+    private func workoutHeartRate(_ r: CanonicalRecord) -> Bool {
+        guard var book = books[r.device], let w = book.newest["workout"]?.first, w.extra.count < 5 || w.extra[3] < 0 else { return false }
+        if r.op == .delete {
+            let before = book.workoutHR.count
+            book.workoutHR = book.workoutHR.filter { $0.key != r.uuid && !$0.key.hasPrefix(r.uuid + "#") }
+            books[r.device] = book
+            return book.workoutHR.count != before
+        }
+        let key = r.uuid + (r.part.map { "#\($0)" } ?? "")
+        guard let t = (r.start ?? r.end)?.seconds, t >= w.end - Int64(w.extra[0]), t <= w.end,
+              let bpm = r.value?.number, book.workoutHR[key] != bpm,
+              book.workoutHR[key] != nil || book.workoutHR.count < HAStateBook.workoutHeartRates else { return false }
+        book.workoutHR[key] = bpm
+        books[r.device] = book
+        return true
+    }
+
+    /// The heart rate a workout record carries itself: Health Auto Export's `avgHeartRate` and
+    /// `maxHeartRate` (`{qty, units}`) or `heartRate: {avg, max}`, HealthSync's
+    /// `metadata.average_heart_rate_bpm` and `max_heart_rate_bpm`.
+    static func ownHeartRate(_ r: CanonicalRecord) -> (average: Double?, maximum: Double?) {
+        let parser = JSONParser()
+        func read(_ raw: RawJSON?, _ path: [String]) -> Double? {
+            guard let raw, let doc = try? parser.parse(raw.bytes) else { return nil }
+            var v: JSONRef? = doc.root
+            for k in path { v = v?[k] }
+            return v?.double
+        }
+        func field(_ name: String) -> RawJSON? { r.fields.first { $0.name == name }?.value }
+        var average = read(field("avgHeartRate"), ["qty"]) ?? read(field("heartRate"), ["avg", "qty"])
+            ?? read(r.metadata, ["average_heart_rate_bpm"])
+        var maximum = read(field("maxHeartRate"), ["qty"]) ?? read(field("heartRate"), ["max", "qty"])
+            ?? read(r.metadata, ["max_heart_rate_bpm"])
+        if let a = average, !(a.isFinite && a > 0 && a < 400) { average = nil }
+        if let m = maximum, !(m.isFinite && m > 0 && m < 400) { maximum = nil }
+        return (average, maximum)
     }
 
     /// The receiver a phone's records last came in by.
@@ -305,6 +376,10 @@ extension HAStateBook {
                 w.put("S"); w.put(night); w.put(samples.count)
                 for s in samples.values.sorted(by: { $0.key < $1.key }) { put(s) }
             }
+            if !book.workoutHR.isEmpty {
+                w.put("H"); w.put(book.workoutHR.count)
+                for (k, v) in book.workoutHR.sorted(by: { $0.key < $1.key }) { w.put(k); w.put(v) }
+            }
         }
         return w.bytes
     }
@@ -344,6 +419,11 @@ extension HAStateBook {
                 var samples: [String: Sample] = [:]
                 for _ in 0..<max(0, n) { let s = try sample(); samples[s.key] = s }
                 restored[device]?.nights[night] = samples
+            case "H":
+                let n = try r.int()
+                var hr: [String: Double] = [:]
+                for _ in 0..<max(0, n) { let k = try r.take(); hr[k] = try r.double() }
+                restored[device]?.workoutHR = hr
             case let other:
                 throw TransformStateError("unknown section \(other)")
             }
