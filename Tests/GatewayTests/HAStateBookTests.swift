@@ -93,6 +93,12 @@ import Testing
         #expect(state(reset, "steps_today") == "0")
         #expect(reset.first?.attribute("last_reset") == .string("2026-12-02T00:00:00+01:00"))
         #expect(b.tick(now: afterMidnight).isEmpty)
+        // A phone whose records carry their offset (Tokyo, UTC+9) is reset at its own midnight,
+        // whatever the sink's time_zone says: 15:00Z is midnight there.
+        let tokyo = book(timeZone: "Europe/Budapest")
+        _ = tokyo.apply([Self.sample("t", "steps", 99, at: Self.noon, offset: 9 * 3600)], now: now)
+        #expect(tokyo.tick(now: Timestamp(seconds: Self.noon + 3 * 3600 - 1)).isEmpty)
+        #expect(state(tokyo.tick(now: Timestamp(seconds: Self.noon + 3 * 3600 + 1)), "steps_today") == "0")
     }
 
     @Test func unitsAsPeopleReadThem() {

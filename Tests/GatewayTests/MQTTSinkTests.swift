@@ -136,6 +136,167 @@ import YAMLConfig
     }
 }
 
+/// The mqtt sink's states through `serve` on a moved clock: local midnight in the phone's time
+/// zone, a 30-day first delivery that ends in one state per entity, last night's sleep and the
+/// last workout with its heart rate.
+@Suite(.serialized) struct MQTTSinkCalendarTests {
+    static let device = MQTTSinkTests.device
+    static var slug: String { MQTTSinkTests.slug }
+
+    /// A serve of the test binary whose clock reads what `clockFile` says (see `ShiftedClock`).
+    static func serve(_ broker: DatabaseProcess, clockFile: String, dataDir: String? = nil, timeZone: String? = nil) throws -> ServeProcess {
+        var config = MQTTSinkTests.config(broker.port)
+        if let timeZone { config += "\n    time_zone: \(timeZone)\n" }
+        return try ServeProcess(config: config, dataDir: dataDir, environment: ["HEALTHGATE_TEST_CLOCK_SHIFT": clockFile],
+                                binary: ServeProcess.testServeBinary)
+    }
+
+    static func at(_ rfc3339: String) -> Int64 { Timestamp.parseRFC3339(rfc3339)!.0.seconds }
+    static func z(_ t: Int64) -> String { Timestamp(seconds: t).rfc3339() }
+
+    static func steps(_ uuid: String, _ value: Int, at t: Int64) -> String {
+        #"{"uuid":"\#(uuid)","type":"steps","value":\#(value),"unit":"count","start":"\#(z(t))","end":"\#(z(t + 59))"}"#
+    }
+
+    static func heartRate(_ uuid: String, _ bpm: Int, at t: Int64) -> String {
+        #"{"uuid":"\#(uuid)","type":"heart_rate","value":\#(bpm),"unit":"count/min","start":"\#(z(t))","end":"\#(z(t))"}"#
+    }
+
+    static func mass(_ uuid: String, _ kg: Double, at t: Int64) -> String {
+        #"{"uuid":"\#(uuid)","type":"body_mass","value":\#(kg),"unit":"kg","start":"\#(z(t))","end":"\#(z(t))"}"#
+    }
+
+    static func sleep(_ uuid: String, _ stage: String, from t: Int64, minutes: Int64) -> String {
+        #"{"uuid":"\#(uuid)","type":"sleep_analysis","value":"\#(stage)","start":"\#(z(t))","end":"\#(z(t + minutes * 60))","source":{"app":"com.apple.Health","device":"Apple Watch"}}"#
+    }
+
+    static func workout(_ uuid: String, _ activity: String, from t: Int64, minutes: Int64) -> String {
+        #"{"uuid":"\#(uuid)","type":"workout","activity":"\#(activity)","start":"\#(z(t))","end":"\#(z(t + minutes * 60))","duration_s":\#(minutes * 60),"energy_kcal":280,"distance_m":4200,"metadata":{},"events":[],"activities":[],"statistics":[],"source":{"app":"com.apple.Health","device":"Apple Watch"}}"#
+    }
+
+    func post(_ serve: ServeProcess, _ samples: [String], deleted: [String] = [], index: Int = 0, count: Int = 1,
+              delivery: String = UUID().uuidString.lowercased()) throws {
+        var body = Vectors.syncBody(samples: samples, deleted: deleted, delivery: delivery)
+        body = body.replacingOccurrences(of: #""index":0,"count":1"#, with: #""index":\#(index),"count":\#(count)"#)
+        if index < count - 1 { body = body.replacingOccurrences(of: #""more":false"#, with: #""more":true"#) }
+        let r = try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body, delivery: delivery),
+                                           body: Array(body.utf8))
+        #expect(r.status == 200, "\(String(decoding: r.body, as: UTF8.self))")
+    }
+
+    static func state(_ broker: DatabaseProcess, _ object: String) -> [String: Any] {
+        let text = MQTTSinkTests.retained(broker, "healthgate/\(slug)/\(object)")
+        return (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:]
+    }
+
+    /// Syncky sends UTC times; the sink's `time_zone` says where the phone is (Tokyo, UTC+9):
+    /// its steps today go back to 0 at midnight there, by the serve's own clock, with nothing
+    /// sent; a late sample from yesterday leaves the new day alone; a restart keeps it.
+    @Test func todaysTotalsResetAtThePhonesMidnight() throws {
+        let broker = try DatabaseProcess.mosquitto()
+        let clockFile = ServeProcess.makeTempDir("clock") + "/shift"
+        // 23:58 in Tokyo on 15 January 2027.
+        let evening = Self.at("2027-01-15T14:58:00Z")
+        try ShiftedClock.set(file: clockFile, to: Timestamp(seconds: evening))
+        var serve = try Self.serve(broker, clockFile: clockFile, timeZone: "Asia/Tokyo")
+        try post(serve, [Self.steps("e1", 4000, at: evening - 3600), Self.steps("e2", 321, at: evening - 60),
+                         Self.steps("old", 9999, at: evening - 86_400)])   // the day before: history
+        #expect(ServeProcess.eventually { Self.state(broker, "steps_today")["value"] as? Int == 4321 })
+        #expect(Self.state(broker, "steps_today")["last_reset"] as? String == "2027-01-15T00:00:00+09:00")
+
+        // Midnight passes in Tokyo: the total goes to 0 by itself, with the new day's last_reset.
+        let morning = Self.at("2027-01-15T15:00:30Z")
+        try ShiftedClock.set(file: clockFile, to: Timestamp(seconds: morning))
+        #expect(ServeProcess.eventually(10) { Self.state(broker, "steps_today")["value"] as? Int == 0 })
+        #expect(Self.state(broker, "steps_today")["last_reset"] as? String == "2027-01-16T00:00:00+09:00")
+        // A sample from just after midnight counts; a late one from 23:59 yesterday does not.
+        try post(serve, [Self.steps("m1", 12, at: morning - 20), Self.steps("late", 500, at: morning - 90)])
+        #expect(ServeProcess.eventually { Self.state(broker, "steps_today")["value"] as? Int == 12 })
+
+        // A restart: the day's contributions are in the committed state; a resend counts once.
+        serve.stop()
+        serve = try Self.serve(broker, clockFile: clockFile, dataDir: serve.dataDir, timeZone: "Asia/Tokyo")
+        try post(serve, [Self.steps("m1", 12, at: morning - 20), Self.steps("m2", 8, at: morning)])
+        #expect(ServeProcess.eventually { Self.state(broker, "steps_today")["value"] as? Int == 20 })
+        serve.stop()
+    }
+
+    /// A phone's first delivery: 30 days of history in three requests. Home Assistant sees one
+    /// state per entity and request at most — not thirty days of changes — and the states are
+    /// today's total, the newest value, last night's sleep and the last workout with the heart
+    /// rate measured during it.
+    @Test func aThirtyDayBackfillEndsInOneStatePerEntity() throws {
+        let broker = try DatabaseProcess.mosquitto()
+        let clockFile = ServeProcess.makeTempDir("clock") + "/shift"
+        let now = Self.at("2027-03-10T12:00:00Z")
+        try ShiftedClock.set(file: clockFile, to: Timestamp(seconds: now))
+        let serve = try Self.serve(broker, clockFile: clockFile)
+        let states = try MQTTRecorder(port: broker.port, topic: "healthgate/\(Self.slug)/+")
+        defer { states.stop() }
+
+        var samples: [String] = []
+        var today = 0
+        let midnight = Self.at("2027-03-10T00:00:00Z")
+        for day in 0..<30 {
+            let base = midnight - Int64(day) * 86_400
+            for hour in 0..<24 {
+                let t = base + Int64(hour) * 3600 + 600
+                guard t < now else { continue }
+                samples.append(Self.steps("st-\(day)-\(hour)", 100 + hour, at: t))
+                if day == 0 { today += 100 + hour }
+                samples.append(Self.heartRate("hr-\(day)-\(hour)", 60 + (day + hour) % 30, at: t + 60))
+            }
+            samples.append(Self.mass("kg-\(day)", 80 - Double(day) / 10, at: base + 7 * 3600))
+            // The night before this day: in bed 22:30, asleep 22:45–06:15 with a deep part.
+            let bed = base - 5400
+            samples.append(Self.sleep("bed-\(day)", "in_bed", from: bed, minutes: 480))
+            samples.append(Self.sleep("core-\(day)", "asleep_core", from: bed + 900, minutes: 300))
+            samples.append(Self.sleep("deep-\(day)", "asleep_deep", from: bed + 900 + 18_000, minutes: 150))
+            if day % 2 == 0 { samples.append(Self.workout("wo-\(day)", day == 0 ? "cycling" : "running", from: base + 8 * 3600 + 900, minutes: 45)) }
+        }
+        // The heart rate during today's ride (08:15–09:00, after the hourly 08:11), sent with the rest.
+        for (i, bpm) in [130, 150, 170].enumerated() {
+            samples.append(Self.heartRate("ride-\(i)", bpm, at: midnight + 8 * 3600 + 900 + 600 * Int64(i + 1)))
+        }
+        let delivery = UUID().uuidString.lowercased()
+        let chunk = (samples.count + 2) / 3
+        for i in 0..<3 {
+            try post(serve, Array(samples[(i * chunk)..<min(samples.count, (i + 1) * chunk)]), index: i, count: 3, delivery: delivery)
+        }
+        #expect(ServeProcess.eventually(20) { Self.state(broker, "steps_today")["value"] as? Int == today })
+        #expect(ServeProcess.eventually { Self.state(broker, "last_workout")["value"] as? String == "cycling" })
+        usleep(300_000)
+
+        var perEntity: [String: Int] = [:]
+        for m in states.received { perEntity[String(m.topic.split(separator: "/").last!), default: 0] += 1 }
+        for object in ["steps_today", "heart_rate", "weight", "sleep_last_night", "last_workout"] {
+            let n = perEntity[object] ?? 0
+            #expect(n >= 1 && n <= 3, "\(object): \(n) states for a 30-day backfill")
+        }
+        // The newest heart rate is today's last hourly one (11:11Z: 60 + (0 + 11) % 30).
+        let hr = Self.state(broker, "heart_rate")
+        #expect(hr["value"] as? Int == 71)
+        #expect(hr["measured_at"] as? String == "2027-03-10T11:11:00+00:00")
+        #expect(Self.state(broker, "weight")["value"] as? Double == 80)
+        let sleep = Self.state(broker, "sleep_last_night")
+        #expect(sleep["value"] as? Double == 7.5)
+        #expect(sleep["asleep_deep_min"] as? Int == 150)
+        #expect(sleep["bedtime"] as? String == "2027-03-09T22:30:00+00:00")
+        let ride = Self.state(broker, "last_workout")
+        #expect(ride["duration_min"] as? Int == 45)
+        #expect(ride["energy_kcal"] as? Int == 280)
+        #expect(ride["distance_km"] as? Double == 4.2)
+        #expect(ride["heart_rate_avg"] as? Int == 150)
+        #expect(ride["heart_rate_max"] as? Int == 170)
+        #expect(ride["started_at"] as? String == "2027-03-10T08:15:00+00:00")
+
+        // Deleting today's ride brings back the last one before it.
+        try post(serve, [], deleted: [#"{"uuid":"wo-0","type":"workout"}"#])
+        #expect(ServeProcess.eventually { Self.state(broker, "last_workout")["value"] as? String == "running" })
+        serve.stop()
+    }
+}
+
 /// What `kind: mqtt` accepts and refuses in the config, with what to fix.
 @Suite struct MQTTSinkConfigTests {
     func build(_ yaml: String) throws(ConfigProblems) -> BuiltSink {

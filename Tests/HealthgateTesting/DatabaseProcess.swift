@@ -150,6 +150,65 @@ final class DatabaseProcess {
                                    port: port, dir: dir, http: false) { true }
     }
 
+    /// Home Assistant 2024.3.3 from the venv `HEALTHGATE_HA_VENV` (made by
+    /// `Tests/HomeAssistant/install.sh`; `make test` does), started with `--skip-pip` on a free
+    /// loopback port with a fresh config dir, onboarded (its owner, a token) and with the MQTT
+    /// integration added for the broker on `brokerPort`, as a user would through its UI.
+    static func homeAssistant(brokerPort: UInt16) throws -> (DatabaseProcess, token: String) {
+        let venv = HomeAssistantVenv.path
+        guard FileManager.default.isExecutableFile(atPath: venv + "/bin/hass") else {
+            throw ServeError(description: "no Home Assistant in \(venv): run `make test`, or Tests/HomeAssistant/install.sh \(venv)")
+        }
+        let dir = ServeProcess.makeTempDir("homeassistant")
+        let port = ScriptedEndpoint.freePort()
+        try """
+        homeassistant:
+          name: healthgate test
+          latitude: 0
+          longitude: 0
+          elevation: 0
+          unit_system: metric
+          time_zone: UTC
+          currency: EUR
+          country: DE
+        http:
+          server_host: 127.0.0.1
+          server_port: \(port)
+        api:
+        onboarding:
+        logger:
+          default: warning
+
+        """.write(toFile: dir + "/configuration.yaml", atomically: true, encoding: .utf8)
+        let ha = try DatabaseProcess(executable: venv + "/bin/hass",
+                                     arguments: ["-c", dir, "--skip-pip", "--log-file", dir + "/home-assistant.log"],
+                                     port: port, dir: dir, http: false) {
+            (try? RawHTTPClient(port: port).request("GET", "/api/onboarding").status) == 200
+        }
+        let (rc, out) = try DatabaseProcess.run(venv + "/bin/python", [HomeAssistantVenv.client, "setup", ha.url, "\(brokerPort)"],
+                                                timeout: 60)
+        let token = out.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard rc == 0, !token.isEmpty else { throw ServeError(description: "Home Assistant's onboarding failed (\(rc)): \(out)") }
+        return (ha, token)
+    }
+
+    /// What Home Assistant made of it all: `{"states", "entities", "devices"}` (its REST states and
+    /// its entity and device registries).
+    func homeAssistantDump(token: String) throws -> [String: Any] {
+        let (rc, out) = try DatabaseProcess.run(HomeAssistantVenv.path + "/bin/python", [HomeAssistantVenv.client, "dump", url, token],
+                                                timeout: 60)
+        guard rc == 0, let d = try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any] else {
+            throw ServeError(description: "could not read Home Assistant's registries (\(rc)): \(out.prefix(500))")
+        }
+        return d
+    }
+
+    /// The warnings and errors Home Assistant logged (its log file).
+    var homeAssistantProblems: [String] {
+        let log = (try? String(contentsOfFile: dir + "/home-assistant.log", encoding: .utf8)) ?? ""
+        return log.split(separator: "\n").map(String.init).filter { $0.contains(" WARNING ") || $0.contains(" ERROR ") }
+    }
+
     static var postgresBin: String {
         (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql"))?.sorted().last
             .map { "/usr/lib/postgresql/\($0)/bin" } ?? "/usr/lib/postgresql/15/bin"
@@ -239,3 +298,16 @@ final class DatabaseProcess {
 }
 
 
+
+/// Where the Home Assistant venv is (outside the clone: made once per machine).
+enum HomeAssistantVenv {
+    static var path: String {
+        ProcessInfo.processInfo.environment["HEALTHGATE_HA_VENV"]
+            ?? (NSHomeDirectory() + "/.cache/healthgate/ha-2024.3.3")
+    }
+
+    static var client: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("HomeAssistant/ha_client.py").path
+    }
+}

@@ -64,4 +64,11 @@ public final class MQTTRecorder: @unchecked Sendable {
         defer { lock.unlock() }
         return messages.map { String(decoding: $0.payload, as: UTF8.self) }
     }
+
+    /// Every message so far, topic and payload as text, in order.
+    public var received: [(topic: String, payload: String)] {
+        lock.lock()
+        defer { lock.unlock() }
+        return messages.map { ($0.topic, String(decoding: $0.payload, as: UTF8.self)) }
+    }
 }

@@ -325,8 +325,10 @@ public final class HAStateBook {
         return out
     }
 
+    /// The phone's UTC offset now: the one its records carried last (the phone knows where it
+    /// is), else the sink's `time_zone`, else UTC.
     func offsetNow(_ book: Book, _ now: Timestamp) -> Int {
-        timeZone.flatMap { timeZones.utcOffset(zone: $0, at: now.seconds) } ?? book.offset ?? 0
+        book.offset ?? timeZone.flatMap { timeZones.utcOffset(zone: $0, at: now.seconds) } ?? 0
     }
 
     func day(of seconds: Int64, offset: Int) -> Int64 {
