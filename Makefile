@@ -7,8 +7,10 @@ DEB_PKGS   := pkg-config g++ curl openssl zbar-tools libmicrohttpd-dev libssl-de
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BIN        := .build/release/healthgate
 PYVENV     := .build/pyvenv
+# Home Assistant for the discovery test: outside the clone, made once per machine (~3 min).
+HA_VENV    ?= $(HOME)/.cache/healthgate/ha-2024.3.3
 
-.PHONY: run test bench build deps pyclients check-format clean
+.PHONY: run test bench build deps pyclients homeassistant check-format clean
 
 ## Install the Debian packages that are missing (only those).
 deps:
@@ -35,10 +37,17 @@ pyclients: deps
 	  echo "installing influxdb-client and influxdb into $(PYVENV)"; \
 	  python3 -m venv $(PYVENV) && $(PYVENV)/bin/pip install -q influxdb-client influxdb; }
 
-## Build and run every test (unit, live HTTP against `healthgate serve`, crash tests).
-test: deps pyclients
+## Home Assistant 2024.3.3 (PyPI) and its integrations' requirements, for the test where a real
+## Home Assistant consumes healthgate's MQTT discovery (installed when missing).
+homeassistant: deps
+	@sh Tests/HomeAssistant/install.sh $(HA_VENV)
+
+## Build and run every test (unit, live HTTP against `healthgate serve`, crash tests, real
+## brokers, databases and Home Assistant).
+test: deps pyclients homeassistant
 	$(SWIFT) build -c release --product healthgate
-	HEALTHGATE_BIN=$(CURDIR)/$(BIN) HEALTHGATE_PYTHON=$(CURDIR)/$(PYVENV)/bin/python $(SWIFT) test --parallel --num-workers 2
+	HEALTHGATE_BIN=$(CURDIR)/$(BIN) HEALTHGATE_PYTHON=$(CURDIR)/$(PYVENV)/bin/python HEALTHGATE_HA_VENV=$(HA_VENV) \
+	  $(SWIFT) test --parallel --num-workers 2
 
 ## Throughput and latency of the whole path, into the file sink with fsync on: once as fast
 ## as the server answers (throughput), once paced at 400,000 samples/s (latency under load),

@@ -78,6 +78,7 @@ import YAMLConfig
         let configTopic = "homeassistant/sensor/healthgate_\(Self.slug)/steps_today/config"
         let config = try #require(try JSONSerialization.jsonObject(with: Data(Self.retained(broker, configTopic).utf8)) as? [String: Any])
         #expect(config["unique_id"] as? String == "healthgate_\(Self.slug)_steps_today")
+        #expect(config["object_id"] as? String == "anna_s_iphone_steps_today")   // from the name, as HA makes ids
         #expect(config["unit_of_measurement"] as? String == "steps")
         #expect(config["state_class"] as? String == "total")
         #expect(config["device_class"] == nil)

@@ -298,7 +298,9 @@ public final class MQTTSink: Sink {
         w.beginObject()
         w.key("name"); w.string(e.name)
         w.key("unique_id"); w.string("healthgate_\(slug)_\(e.objectID)")
-        w.key("object_id"); w.string("\(slug)_\(e.objectID)")
+        // The entity id people see and type (sensor.annas_iphone_steps_today): from the phone's
+        // name; HA keeps it once made, a rename later changes only what is shown.
+        w.key("object_id"); w.string("\(MQTTSink.entitySlug(deviceName(device)) ?? slug)_\(e.objectID)")
         w.key("state_topic"); w.string(stateTopic(device, e))
         w.key("value_template"); w.string("{{ value_json.value }}")
         w.key("json_attributes_topic"); w.string(stateTopic(device, e))
@@ -336,6 +338,21 @@ public final class MQTTSink: Sink {
     }
 
     static let version = "0.1.0"
+
+    /// A name as Home Assistant makes entity ids of it: `[a-z0-9_]`, runs of anything else one
+    /// `_`, none at the ends (`Anna's iPhone` → `anna_s_iphone`); nil when nothing is left.
+    static func entitySlug(_ name: String) -> String? {
+        var out = ""
+        for c in name.lowercased().unicodeScalars {
+            if (c >= "a" && c <= "z") || (c >= "0" && c <= "9") {
+                out.unicodeScalars.append(c)
+            } else if !out.isEmpty && !out.hasSuffix("_") {
+                out += "_"
+            }
+        }
+        while out.hasSuffix("_") { out.removeLast() }
+        return out.isEmpty ? nil : String(out.prefix(48))
+    }
 
     /// A device id or type as one topic level and as HA's node/object id: `[a-z0-9_-]`, lower
     /// case; one that had to change keeps a hash of the original, so two stay two.
