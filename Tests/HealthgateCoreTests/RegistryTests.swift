@@ -448,6 +448,13 @@ private func type(_ name: String) throws -> HealthType {
         #expect(HealthTypes.workout(rawValue: 3000)?.haeName == "Other")
         #expect(HealthTypes.workout(rawValue: 63)?.name == "high_intensity_interval_training")
         #expect(HealthTypes.workout(haeName: "high intensity interval training")?.rawValue == 63)
+        // The Fitness app's names, as Health Auto Export passes them on.
+        for (name, activity) in [("Outdoor Run", "running"), ("Indoor Walk", "walking"), ("Outdoor Cycle", "cycling"),
+                                 ("Indoor Cycling", "cycling"), ("Pool Swim", "swimming"), ("Open Water Swim", "swimming"),
+                                 ("Outdoor Hike", "hiking"), ("Indoor Rower", "rowing")] {
+            #expect(HealthTypes.workout(haeName: name)?.name == activity, "\(name)")
+        }
+        #expect(HealthTypes.workout(haeName: "Outdoor Zorbing") == nil)
         #expect(HealthTypes.workout(haeName: "TRADITIONAL STRENGTH TRAINING")?.rawValue == 50)
         #expect(HealthTypes.workout(haeName: "Mind & Body")?.rawValue == 29)
         #expect(HealthTypes.workout(haeName: "Mind and Body")?.rawValue == 29)

@@ -146,8 +146,18 @@ public enum HealthTypes {
     /// Health app names them in French, German and Spanish (HAE sends the phone's language).
     public static func workout(haeName: String) -> WorkoutActivity? {
         let key = HealthNameStyle.displayKey(haeName)
-        return workoutByHAEKey[key] ?? localizedWorkoutNames[key].flatMap { workout(named: $0) }
+        if let w = workoutByHAEKey[key] ?? localizedWorkoutNames[key].flatMap({ workout(named: $0) }) { return w }
+        // The Fitness app's names: "Outdoor Run", "Indoor Cycle", "Pool Swim", "Open Water Swim".
+        var words = key.split(separator: " ").map(String.init)
+        if words.first == "outdoor" || words.first == "indoor" { words.removeFirst() }
+        let rest = words.joined(separator: " ")
+        return fitnessNames[rest].flatMap { workout(named: $0) } ?? (rest != key ? workoutByHAEKey[rest] : nil)
     }
+
+    static let fitnessNames: [String: String] = [
+        "run": "running", "walk": "walking", "cycle": "cycling", "cycling": "cycling", "pool swim": "swimming",
+        "open water swim": "swimming", "rower": "rowing", "row": "rowing", "hike": "hiking",
+    ]
 
     /// Display names in other languages (keys as `HealthNameStyle.displayKey` makes them).
     static let localizedWorkoutNames: [String: String] = {
