@@ -366,6 +366,51 @@ import YAMLConfig
         return sink
     }
 
+    /// A broker that asks for a client certificate (mosquitto `require_certificate`): the sink
+    /// with `ca_file`, `cert_file` and `key_file` connects and delivers; without its certificate
+    /// it is refused, and says the destination is unreachable.
+    @Test func aClientCertificateOpensABrokerThatAsksForOne() throws {
+        let dir = ServeProcess.makeTempDir("mqtts-client")
+        for name in ["server", "client"] {
+            let (rc, _) = try DatabaseProcess.run("/usr/bin/openssl", [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", "\(dir)/\(name).key", "-out", "\(dir)/\(name).pem", "-days", "2",
+                "-subj", name == "server" ? "/CN=127.0.0.1" : "/CN=healthgate", "-addext",
+                name == "server" ? "subjectAltName=IP:127.0.0.1" : "extendedKeyUsage=clientAuth"])
+            #expect(rc == 0)
+        }
+        // The broker trusts the client's (self-signed) certificate; mosquitto reads as its own user.
+        let client = try String(contentsOfFile: dir + "/client.pem", encoding: .utf8)
+        try client.write(toFile: dir + "/clients.pem", atomically: true, encoding: .utf8)
+        chmod(dir, 0o755)
+        for f in ["server.key", "server.pem", "clients.pem"] { chmod(dir + "/" + f, 0o644) }
+        // (And a plain listener, for the test to read what arrived.)
+        let plain = ScriptedEndpoint.freePort()
+        let broker = try DatabaseProcess.mosquitto(extra: """
+            certfile \(dir)/server.pem
+            keyfile \(dir)/server.key
+            cafile \(dir)/clients.pem
+            require_certificate true
+            listener \(plain) 127.0.0.1
+            """)
+        let url = "kind: mqtt\nurl: mqtts://127.0.0.1:\(broker.port)\ntimeout: 3s\nca_file: \(dir)/server.pem"
+        let sink = try open(url + "\ncert_file: \(dir)/client.pem\nkey_file: \(dir)/client.key")
+        #expect(sink.probe() == .reachable)
+        let r = CanonicalRecord(kind: "quantity", device: "phone-1", receiver: "r", uuid: "c1", type: "heart_rate",
+                                start: Timestamp(seconds: 1_796_126_400), end: Timestamp(seconds: 1_796_126_400),
+                                value: .number(58), unit: "count/min")
+        #expect(sink.write(SinkBatch(records: [r])) == .accepted)
+        sink.close()
+        let reader = try MQTTRecorder(port: plain, topic: "healthgate/phone-1/heart_rate")
+        #expect(ServeProcess.eventually(5) { reader.payloads.first?.contains(#""value":58"#) == true })
+        reader.stop()
+        let without = try open(url)
+        guard case .unreachable = without.probe() else {
+            Issue.record("connected without the client certificate the broker asks for")
+            return
+        }
+    }
+
     /// A sensor the config no longer has (excluded since) is removed from Home Assistant: its
     /// retained config is emptied when the sink connects.
     @Test func anExcludedSensorIsRemoved() throws {
