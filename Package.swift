@@ -19,6 +19,7 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        .systemLibrary(name: "CPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CLinux"),   // glibc declarations missing from the Glibc module (header only)
         .target(
             name: "CSimdJSON",
@@ -57,7 +58,9 @@ let package = Package(
         // Home Assistant over MQTT: entity model and states, the libmosquitto client, the sink.
         .target(name: "SinkMQTT", dependencies: ["SinkKit", "HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "YAMLConfig", "CMosquitto"],
                 path: "Sources/Sinks/MQTT", swiftSettings: strict),
-        .target(name: "Sinks", dependencies: ["SinkKit", "SinkFile", "SinkHTTP", "SinkInfluxDB", "SinkMQTT", "YAMLConfig"],
+        .target(name: "SinkPostgres", dependencies: ["SinkKit", "HealthgateCore", "Posix", "FastJSON", "YAMLConfig", "CPQ"],
+                path: "Sources/Sinks/Postgres", swiftSettings: strict),
+        .target(name: "Sinks", dependencies: ["SinkKit", "SinkFile", "SinkHTTP", "SinkInfluxDB", "SinkMQTT", "SinkPostgres", "YAMLConfig"],
                 path: "Sources/Sinks/Registry", swiftSettings: strict),
         // One folder per transform, and their registry.
         .target(name: "Transforms", dependencies: ["HealthgateCore", "YAMLConfig", "Posix"], swiftSettings: strict),
@@ -90,6 +93,7 @@ let package = Package(
         // The journal, built and tested without the HTTP server.
         .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "Posix", "HealthgateCore"], swiftSettings: strict),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Pipeline", "SinkKit", "Sinks", "SinkFile", "SinkHTTP", "SinkInfluxDB", "SinkMQTT",
+                                                         "SinkPostgres",
                                                          "HTTPDelivery", "HealthgateTesting", "Posix", "CanonicalJSON", "Transforms",
                                                          "HealthgateCrypto", "CZlib", "YAMLConfig"],
                     swiftSettings: strict),

@@ -34,6 +34,27 @@ public protocol Sink: AnyObject {
     func saveState() -> [UInt8]?
     /// The state committed last, given once right after `open` (only when there is one).
     func restoreState(_ bytes: [UInt8]) throws(SinkOpenError)
+    /// What the sink says of itself for `status` and `/metrics` (asked after each write, idle
+    /// and probe): a line such as the schema version, and counters since it opened. Default: none.
+    func report() -> SinkReport?
+}
+
+/// A sink's own word for `status` and `/metrics`.
+public struct SinkReport: Sendable, Equatable {
+    public var detail: String?
+    /// Counts since the sink opened, e.g. `inserted`, `unchanged`: in `/metrics` as
+    /// `healthgate_sink_<name>_total{sink=…}`.
+    public var counters: [Counter]
+
+    public struct Counter: Sendable, Equatable {
+        public var name: String
+        public var value: Int
+    }
+
+    public init(detail: String?, counters: [(String, Int)]) {
+        self.detail = detail
+        self.counters = counters.map { Counter(name: $0.0, value: $0.1) }
+    }
 }
 
 extension Sink {
@@ -41,6 +62,7 @@ extension Sink {
     public func probe() -> Reachability { .unknown }
     public func saveState() -> [UInt8]? { nil }
     public func restoreState(_ bytes: [UInt8]) throws(SinkOpenError) {}
+    public func report() -> SinkReport? { nil }
 }
 
 /// What a sink's probe found.

@@ -181,4 +181,6 @@ final class LockedBox<T>: @unchecked Sendable {
         get { lock.lock(); defer { lock.unlock() }; return v }
         set { lock.lock(); v = newValue; lock.unlock() }
     }
+
+    func update(_ f: (inout T) -> Void) { lock.lock(); f(&v); lock.unlock() }
 }

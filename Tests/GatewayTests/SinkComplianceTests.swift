@@ -9,6 +9,7 @@ import HealthgateCore
 import Posix
 import SinkKit
 import Sinks
+@testable import SinkPostgres
 import Testing
 import YAMLConfig
 
@@ -48,11 +49,12 @@ enum Harnesses {
         case "http": try HTTPHarness()
         case "influxdb": try InfluxHarness()
         case "mqtt": try MQTTHarness()
+        case "postgres": try PostgresHarness()
         default: throw ServeError(description: "no compliance harness for sink kind \(kind)")
         }
     }
 
-    static let kinds = ["file", "http", "influxdb", "mqtt"]
+    static let kinds = ["file", "http", "influxdb", "mqtt", "postgres"]
 }
 
 /// The file sink: an append-only archive, read as a store by replaying it line by line.
@@ -235,6 +237,56 @@ final class MQTTHarness: SinkHarness {
         var big = r
         big.extra = [RecordField("note", .string(String(repeating: "x", count: 10_000)))]
         return big
+    }
+}
+
+/// The postgres sink against a real PostgreSQL: the records table read back by key. Faults: the
+/// table locked by another session (the sink's statement times out: kept, until the lock goes),
+/// and a record with a NUL byte, which PostgreSQL cannot store in text (refused: rejected).
+final class PostgresHarness: SinkHarness {
+    let kind = "postgres"
+    let dataDir = ServeProcess.makeTempDir("comply-postgres")
+    let db: DatabaseProcess
+    private var holder: PGConnection?
+
+    init() throws {
+        db = try DatabaseProcess.postgres()
+    }
+
+    var yaml: String { #"{kind: postgres, dsn: "\#(db.postgresURL)", statement_timeout: 1s, connect_timeout: 2s}"# }
+    var port: UInt16? { db.port }
+
+    func stored() throws -> [String] {
+        let out = try db.psql("""
+            SELECT device || '|' || uuid || '|' || CASE WHEN parts IS NULL THEN '-' ELSE part::text END || ' ' || value
+            FROM healthgate.records ORDER BY 1
+            """)
+        return out.split(separator: "\n").map(String.init).sorted()
+    }
+
+    func transientFault() throws -> (retryAfter: Double?, heal: (() -> Void)?) {
+        // The schema first (a sink opened once makes it), then a lock the sink's insert waits on.
+        let node = try parseYAML(yaml, file: "sink", environment: [:])
+        let built = try PostgresSink.build(name: "setup", node: node, path: "sinks.setup", context: SinkBuildContext(dataDir: dataDir))
+        try built.open(SinkContext(name: "setup", dataDir: dataDir, stateDir: dataDir, clock: SystemClock(),
+                                   logger: Logger(component: "t", sink: MemoryLogSink()))).close()
+        let c = try PGConnection(dsn: db.postgresURL, extra: [])
+        try c.execute("BEGIN")
+        try c.execute("LOCK TABLE healthgate.records IN ACCESS EXCLUSIVE MODE")
+        holder = c
+        return (nil, { [self] in
+            _ = try? holder?.execute("ROLLBACK")
+            holder?.close()
+            holder = nil
+        })
+    }
+
+    func refusePoison() throws {}
+
+    func poison(_ r: CanonicalRecord) -> CanonicalRecord {
+        var bad = r
+        bad.source = RecordSource(app: "com.example\u{0}", device: nil)
+        return bad
     }
 }
 

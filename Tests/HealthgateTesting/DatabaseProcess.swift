@@ -232,14 +232,33 @@ final class DatabaseProcess {
         let initdb = command([bin + "/initdb", "-D", dir + "/data", "-A", "trust", "-U", "healthgate", "-E", "UTF8"])
         let (rc, _) = try DatabaseProcess.run(initdb.0, initdb.1)
         guard rc == 0 else { throw ServeError(description: "initdb failed (\(rc))") }
-        let server = command([bin + "/postgres", "-D", dir + "/data", "-p", "\(port)", "-h", "127.0.0.1", "-k", dir,
-                              "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
+        let db = try postgresServer(dir: dir, port: port)
+        _ = try db.psql("CREATE DATABASE health", database: "postgres")
+        return db
+    }
+
+    private static func postgresServer(dir: String, port: UInt16) throws -> DatabaseProcess {
+        let bin = postgresBin
+        let asPostgres = getuid() == 0 ? ["--reuid=postgres", "--regid=postgres", "--init-groups", "--"] : []
+        let c = [bin + "/postgres", "-D", dir + "/data", "-p", "\(port)", "-h", "127.0.0.1", "-k", dir,
+                 "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
+        let server = asPostgres.isEmpty ? (c[0], Array(c.dropFirst())) : ("/usr/bin/setpriv", asPostgres + c)
         let db = try DatabaseProcess(executable: server.0, arguments: server.1, port: port, dir: dir, http: false) {
             (try? DatabaseProcess.run(bin + "/pg_isready", ["-h", "127.0.0.1", "-p", "\(port)"]).0) == 0
         }
         db.stopSignal = SIGQUIT
-        _ = try db.psql("CREATE DATABASE health", database: "postgres")
         return db
+    }
+
+    /// Stops this PostgreSQL (immediate shutdown) once the caller lets it go, and gives what
+    /// starts it again on the same data and port.
+    func restartable() throws -> () throws -> DatabaseProcess {
+        let dir = self.dir, port = self.port
+        return {
+            // The old postmaster must be gone (its pid file, its port) before the new one starts.
+            _ = ServeProcess.eventually(10) { !FileManager.default.fileExists(atPath: dir + "/data/postmaster.pid") }
+            return try DatabaseProcess.postgresServer(dir: dir, port: port)
+        }
     }
 
     /// A statement through psql over TCP; its output, unaligned (`-At`).

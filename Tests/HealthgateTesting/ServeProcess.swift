@@ -109,6 +109,13 @@ final class ServeProcess {
 
     func client() -> RawHTTPClient { RawHTTPClient(port: port) }
 
+    /// A counter from `/metrics`: the value of `name{sink="…"}` (nil when it is not there).
+    func metric(_ name: String, sink: String) -> Int? {
+        guard let text = try? client().request("GET", "/metrics").text else { return nil }
+        let prefix = "\(name){sink=\"\(sink)\"} "
+        return text.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap { Int($0.dropFirst(prefix.count)) }
+    }
+
     /// Every NDJSON line under `<data_dir>/<sub>`, parsed.
     func ndjson(under sub: String) -> [[String: Any]] {
         ServeProcess.ndjson(under: dataDir + "/" + sub)

@@ -68,6 +68,11 @@ struct StatusCommand {
             if let why = k["unreachable_reason"]?.string { print("    unreachable: \(why)") }
             if let e = k["last_error"]?.string { print("    last error: \(e)") }
             if let r = retrying { print("    next try: \(r)") }
+            if let d = k["detail"]?.string { print("    \(d)") }
+            if let counters = k["counters"], counters.kind == .object {
+                let parts = counters.members.map { "\($0.key.string) \($0.value.int64 ?? 0)" }
+                if !parts.isEmpty { print("    " + parts.joined(separator: ", ")) }
+            }
         }
         try printCommands(t)
         return 0

@@ -84,6 +84,19 @@ enum PrometheusText {
         for s in sinks { line("healthgate_sink_records_dropped_total", [("sink", s.name)], s.dropped.load(ordering: .relaxed)) }
         family("healthgate_sink_records_filtered_total", "Journaled records no route delivers to this sink.")
         for s in sinks { line("healthgate_sink_records_filtered_total", [("sink", s.name)], s.filtered.load(ordering: .relaxed)) }
+        // Each sink's own counters (the postgres sink's inserted / updated / unchanged / deleted).
+        var own: [String: [(String, Int)]] = [:]
+        var order: [String] = []
+        for s in sinks {
+            for c in s.report?.counters ?? [] {
+                if own[c.name] == nil { order.append(c.name) }
+                own[c.name, default: []].append((s.name, c.value))
+            }
+        }
+        for name in order {
+            family("healthgate_sink_\(name)_total", "Records the sink counted as \(name) (its own count).")
+            for (sink, value) in own[name]! { line("healthgate_sink_\(name)_total", [("sink", sink)], value) }
+        }
         family("healthgate_journal_bytes", "Journal bytes on disk.", "gauge")
         out += "healthgate_journal_bytes \(journal.bytesOnDisk)\n"
         let backlogs = sinks.map { s in

@@ -60,6 +60,14 @@ enum StatusReport {
             w.key("next_retry")
             let next = m.nextRetryAt.load(ordering: .relaxed)
             if next > 0 { w.string(Timestamp(seconds: next).rfc3339()) } else { w.null() }
+            if let report = m.report {
+                w.key("detail")
+                if let d = report.detail { w.string(d) } else { w.null() }
+                w.key("counters")
+                w.beginObject()
+                for c in report.counters { w.key(c.name); w.int(c.value) }
+                w.endObject()
+            }
             w.endObject()
         }
         w.endArray()

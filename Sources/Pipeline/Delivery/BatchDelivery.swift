@@ -45,6 +45,7 @@ public struct BatchDelivery {
         while !records.isEmpty {
             let result = sink.write(SinkBatch(records: records, lines: lines))
             metrics.batches.add(1, ordering: .relaxed)
+            metrics.report = sink.report()
             var retryAfter: Double?
             var reason = ""
             var keep: [Int] = []

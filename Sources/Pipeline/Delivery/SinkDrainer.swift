@@ -266,6 +266,7 @@ final class DrainLoop {
             if case .unreachable(let why) = r { logger.warning("sink \(name): its destination is unreachable: \(why)") }
         }
         metrics.reachability = r
+        metrics.report = sink.report()
     }
 
     func run() {
@@ -359,6 +360,7 @@ final class DrainLoop {
         if now - lastIdleAt >= 1 {
             lastIdleAt = now
             sink?.idle()
+            if let s = sink { metrics.report = s.report() }
             var out = RoutedRecords()
             routes.tick(now: d.clock.now(), into: &out)
             if !out.isEmpty {

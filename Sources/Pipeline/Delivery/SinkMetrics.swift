@@ -21,12 +21,19 @@ public final class SinkMetrics: Sendable {
     public let nextRetryAt = Atomic<Int64>(0)
     private let lastErrorText = Mutex<String?>(nil)
     private let reachable = Mutex<Reachability>(.unknown)
+    private let reported = Mutex<SinkReport?>(nil)
 
     public init(name: String) { self.name = name }
 
     public var lastError: String? {
         get { lastErrorText.withLock { $0 } }
         set { lastErrorText.withLock { $0 = newValue } }
+    }
+
+    /// What the sink said of itself last (`Sink.report`).
+    public var report: SinkReport? {
+        get { reported.withLock { $0 } }
+        set { reported.withLock { $0 = newValue } }
     }
 
     /// What the sink's last probe (or write) said of its destination.

@@ -3,6 +3,7 @@ import SinkHTTP
 import SinkInfluxDB
 import SinkKit
 import SinkMQTT
+import SinkPostgres
 import YAMLConfig
 
 /// Every sink kind, by its `kind:` in the config. A new sink is one folder (its own target,
@@ -16,6 +17,7 @@ public enum SinkRegistry {
         ("http", HTTPSink.build),
         ("influxdb", InfluxDBSink.build),
         ("mqtt", MQTTSink.build),
+        ("postgres", PostgresSink.build),
     ]
 
     public static var kinds: [String] { builders.map(\.kind) }

@@ -1,0 +1,128 @@
+import HealthgateCore
+
+/// The sink's tables and views, as numbered migrations. Each is applied once, in a transaction,
+/// under an advisory lock (two gateways starting at once against one database take turns), and
+/// recorded in `schema_migrations`. A database at a version this binary does not know is refused.
+/// `{schema}` stands for the schema, quoted by libpq; nothing else is spliced into SQL.
+enum PostgresSchema {
+    struct Migration {
+        var version: Int
+        var description: String
+        var sql: [String]
+    }
+
+    static var latest: Int { migrations.last!.version }
+
+    static let migrations: [Migration] = [
+        Migration(version: 1, description: "records, types, and the daily_totals, sleep_nights, workouts and latest views", sql: [
+            """
+            CREATE TABLE {schema}.records (
+                device        text NOT NULL,
+                uuid          text NOT NULL,
+                part          integer NOT NULL DEFAULT 0,
+                parts         integer,
+                kind          text NOT NULL,
+                type          text NOT NULL,
+                start_at      timestamptz,
+                end_at        timestamptz,
+                local_start   timestamp,
+                local_day     date GENERATED ALWAYS AS (local_start::date) STORED,
+                value         double precision,
+                text_value    text,
+                code          integer,
+                unit          text,
+                activity      text,
+                duration_s    double precision,
+                energy_kcal   double precision,
+                distance_m    double precision,
+                source_app    text,
+                source_device text,
+                utc_offset    integer,
+                receiver      text NOT NULL,
+                metadata      jsonb,
+                fields        jsonb,
+                extra         jsonb,
+                received_at   timestamptz NOT NULL DEFAULT now(),
+                updated_at    timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (device, uuid, part)
+            )
+            """,
+            "CREATE INDEX records_device_type_start ON {schema}.records (device, type, start_at)",
+            "CREATE INDEX records_type_day ON {schema}.records (type, local_day)",
+            "CREATE INDEX records_workout_uuid ON {schema}.records (device, (extra->>'workout_uuid')) WHERE extra ? 'workout_uuid'",
+            """
+            CREATE TABLE {schema}.types (
+                type        text PRIMARY KEY,
+                kind        text NOT NULL,
+                healthkit   text NOT NULL,
+                unit        text,
+                cumulative  boolean NOT NULL
+            )
+            """,
+            // Cumulative types summed per phone and local day (the phone's own, from the records'
+            // UTC offset, else the sink's time_zone).
+            """
+            CREATE VIEW {schema}.daily_totals AS
+            SELECT r.device, r.type, r.local_day AS day, sum(r.value) AS total, min(r.unit) AS unit, count(*) AS samples
+            FROM {schema}.records r JOIN {schema}.types t ON t.type = r.type AND t.cumulative
+            WHERE r.kind = 'quantity' AND r.value IS NOT NULL
+            GROUP BY r.device, r.type, r.local_day
+            """,
+            // A night is the local day of its evening: sleep ending before noon counts for the
+            // day before.
+            """
+            CREATE VIEW {schema}.sleep_nights AS
+            SELECT r.device,
+                   ((r.local_start + (r.end_at - r.start_at)) - interval '12 hours')::date AS night,
+                   (sum(extract(epoch FROM r.end_at - r.start_at)) FILTER (WHERE r.text_value LIKE 'asleep%') / 3600.0)::double precision AS asleep_hours,
+                   (sum(extract(epoch FROM r.end_at - r.start_at)) FILTER (WHERE r.text_value = 'in_bed') / 60.0)::double precision AS in_bed_min,
+                   (sum(extract(epoch FROM r.end_at - r.start_at)) FILTER (WHERE r.text_value = 'awake') / 60.0)::double precision AS awake_min,
+                   (sum(extract(epoch FROM r.end_at - r.start_at)) FILTER (WHERE r.text_value = 'asleep_core') / 60.0)::double precision AS core_min,
+                   (sum(extract(epoch FROM r.end_at - r.start_at)) FILTER (WHERE r.text_value = 'asleep_deep') / 60.0)::double precision AS deep_min,
+                   (sum(extract(epoch FROM r.end_at - r.start_at)) FILTER (WHERE r.text_value = 'asleep_rem') / 60.0)::double precision AS rem_min,
+                   min(r.start_at) AS bedtime, max(r.end_at) AS wake_time, count(*) AS samples
+            FROM {schema}.records r
+            WHERE r.type = 'sleep_analysis' AND r.start_at IS NOT NULL AND r.end_at IS NOT NULL
+            GROUP BY 1, 2
+            """,
+            // Workouts with the heart rate measured during them: the heart-rate samples linked by
+            // extra.workout_uuid, or in the workout's window — computed when asked, so it does
+            // not matter whether the samples or the workout arrived first.
+            """
+            CREATE VIEW {schema}.workouts AS
+            SELECT w.device, w.uuid, w.activity, w.start_at, w.end_at, w.duration_s, w.energy_kcal, w.distance_m,
+                   w.source_app, w.source_device, w.local_day AS day,
+                   hr.avg_bpm, hr.max_bpm, hr.samples AS heart_rate_samples, w.metadata, w.fields
+            FROM {schema}.records w
+            LEFT JOIN LATERAL (
+                SELECT avg(h.value) AS avg_bpm, max(h.value) AS max_bpm, count(*) AS samples
+                FROM {schema}.records h
+                WHERE h.device = w.device AND h.type = 'heart_rate' AND h.value IS NOT NULL
+                  AND ((h.extra->>'workout_uuid') = w.uuid
+                       OR (h.start_at >= w.start_at AND h.start_at <= w.end_at))
+            ) hr ON true
+            WHERE w.kind = 'workout' AND w.type = 'workout'
+            """,
+            // The newest value of every quantity and category type, per phone.
+            """
+            CREATE VIEW {schema}.latest AS
+            SELECT DISTINCT ON (r.device, r.type)
+                   r.device, r.type, r.value, r.text_value, r.unit, r.start_at, r.end_at, r.source_app, r.source_device
+            FROM {schema}.records r
+            WHERE r.kind IN ('quantity', 'category') AND r.start_at IS NOT NULL
+            ORDER BY r.device, r.type, r.start_at DESC, r.end_at DESC
+            """,
+        ]),
+    ]
+
+    /// Every type the registry knows, for `types` (kept up to date at every open).
+    static func typeRows() -> [UInt8] {
+        var w = PGCopyWriter(capacity: 32 << 10)
+        for t in HealthTypes.all {
+            w.text(t.name); w.text(t.kind.rawValue); w.text(t.hkIdentifier); w.text(t.unit)
+            w.text(t.aggregation == .cumulative ? "t" : "f")
+            w.endRow()
+        }
+        return w.bytes
+    }
+}

@@ -1,0 +1,281 @@
+import Foundation
+@testable import Gateway
+import HealthgateCore
+@testable import HealthgateTesting
+import Posix
+import SinkKit
+@testable import SinkPostgres
+import Testing
+import YAMLConfig
+
+/// The postgres sink through `serve`, against a real PostgreSQL 15: rows equal distinct keys
+/// after resends, deletions remove every part, replacements replace, the views answer, and a
+/// server restart mid-stream loses nothing.
+@Suite(.serialized) struct PostgresSinkTests {
+    static func config(_ db: DatabaseProcess, extra: String = "") -> String {
+        """
+        listen: 127.0.0.1:0
+        data_dir: DATA_DIR
+        receivers:
+        \(Vectors.phoneReceiver)
+          chunks: {kind: ingest, auth: {type: bearer, token: ingest-token-123456}}
+        routes:
+          - {from: [phone, chunks], to: [db]}
+        sinks:
+          db:
+            kind: postgres
+            dsn: "\(db.postgresURL)"
+            connect_timeout: 2s
+            retry: {initial: 100ms, max: 500ms}
+            batch: {max_wait: 10ms}
+        \(extra)
+        """
+    }
+
+    static func z(_ t: Int64) -> String { Timestamp(seconds: t).rfc3339() }
+    static let base: Int64 = 1_796_112_000   // 2026-12-01T08:00:00Z
+
+    static func q(_ uuid: String, _ type: String, _ value: Double, _ unit: String, at t: Int64, extra: String = "") -> String {
+        #"{"uuid":"\#(uuid)","type":"\#(type)","value":\#(value),"unit":"\#(unit)","start":"\#(z(t))","end":"\#(z(t + 59))"\#(extra),"source":{"app":"com.apple.Health","device":"Apple Watch"}}"#
+    }
+
+    func post(_ serve: ServeProcess, _ samples: [String], deleted: [String] = []) throws {
+        let delivery = UUID().uuidString.lowercased()
+        let body = Vectors.syncBody(samples: samples, deleted: deleted, delivery: delivery)
+        let r = try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body, delivery: delivery),
+                                           body: Array(body.utf8))
+        #expect(r.status == 200, "\(String(decoding: r.body, as: UTF8.self))")
+    }
+
+    func ingest(_ serve: ServeProcess, _ body: String) throws {
+        let r = try serve.client().request("POST", "/v1/ingest", headers: [("Authorization", "Bearer ingest-token-123456"),
+                                                                         ("Content-Type", "application/json")], body: Array(body.utf8))
+        #expect(r.status == 202, "\(String(decoding: r.body, as: UTF8.self))")
+    }
+
+    /// Waits until `sql` answers `expected`, and fails with what it answered instead.
+    static func expect(_ db: DatabaseProcess, _ sql: String, is expected: String, _ seconds: Double = 10,
+                       sourceLocation: Testing.SourceLocation = #_sourceLocation) {
+        var last: String?
+        _ = ServeProcess.eventually(seconds) {
+            last = try? db.psql(sql)
+            return last == expected
+        }
+        #expect(last == expected, sourceLocation: sourceLocation)
+    }
+
+    @Test func rowsFollowThePhoneThroughResendsDeletesAndReplacements() throws {
+        let db = try DatabaseProcess.postgres()
+        let serve = try ServeProcess(config: Self.config(db))
+        let steps = [Self.q("s1", "steps", 1200, "count", at: Self.base), Self.q("s2", "steps", 800, "count", at: Self.base + 3600),
+                     Self.q("h1", "heart_rate", 61, "count/min", at: Self.base + 60)]
+        try post(serve, steps)
+        Self.expect(db, "SELECT count(*) FROM healthgate.records", is: "3")
+        // The same chunk again: nothing changes (not even updated_at).
+        let before = try db.psql("SELECT string_agg(uuid || updated_at::text, ',' ORDER BY uuid) FROM healthgate.records")
+        try post(serve, steps)
+        #expect(ServeProcess.eventually { serve.metric("healthgate_sink_unchanged_total", sink: "db") == 3 })
+        #expect(try db.psql("SELECT string_agg(uuid || updated_at::text, ',' ORDER BY uuid) FROM healthgate.records") == before)
+        #expect(serve.metric("healthgate_sink_inserted_total", sink: "db") == 3)
+        // A corrected sample replaces its row; a deletion removes it.
+        try post(serve, [Self.q("s2", "steps", 850, "count", at: Self.base + 3600)], deleted: [#"{"uuid":"s1","type":"steps"}"#])
+        Self.expect(db, "SELECT string_agg(uuid || '=' || value, ',' ORDER BY uuid) FROM healthgate.records",
+                    is: "h1=61,s2=850")
+        #expect(serve.metric("healthgate_sink_updated_total", sink: "db") == 1)
+        #expect(serve.metric("healthgate_sink_deleted_total", sink: "db") == 1)
+        // A characteristic is replaced in place.
+        try post(serve, [#"{"uuid":"characteristic:blood_type","type":"characteristic","name":"blood_type","value":"a_positive"}"#])
+        try post(serve, [#"{"uuid":"characteristic:blood_type","type":"characteristic","name":"blood_type","value":"o_negative"}"#])
+        Self.expect(db, "SELECT text_value FROM healthgate.records WHERE uuid = 'characteristic:blood_type'", is: "o_negative")
+        // The columns people query.
+        #expect(try db.psql("""
+            SELECT kind, type, start_at, end_at, local_day, unit, source_app, source_device, receiver
+            FROM healthgate.records WHERE uuid = 'h1'
+            """) == "quantity|heart_rate|2026-12-01 08:01:00+00|2026-12-01 08:01:59+00|2026-12-01|count/min|com.apple.Health|Apple Watch|phone")
+        // status says the schema version and the counts.
+        // (status.json is written every second.)
+        var status = ""
+        _ = ServeProcess.eventually {
+            status = (try? CLITests.run(["status", "--config", serve.configPath]).out) ?? ""
+            return status.contains("inserted 4")
+        }
+        #expect(status.contains("schema healthgate at version \(PostgresSchema.latest)"), "\(status)")
+        #expect(status.contains("inserted 4, updated ") && status.contains("deleted 1"), "\(status)")
+        serve.stop()
+    }
+
+    /// `/v1/ingest`: deletions of kind any remove a sample and a workout alike; heart-rate samples
+    /// linked to a workout (workout_source_uuid) or in its window give its heart rate, whether they
+    /// came before the workout or after it; the daily totals and the latest values answer.
+    @Test func theViewsAnswer() throws {
+        let db = try DatabaseProcess.postgres()
+        let serve = try ServeProcess(config: Self.config(db))
+        // Heart rate during a run that has not arrived yet (one linked, one in the window).
+        try ingest(serve, #"""
+            {"device_id":"ios-1","time_zone":"Europe/Budapest","samples":[
+             {"source_uuid":"hr-a","data_type":"heartRate","ts":"2026-12-01T16:05:00Z","value":140,"unit":"count/min","workout_source_uuid":"run-1"},
+             {"source_uuid":"hr-b","data_type":"heartRate","ts":"2026-12-01T16:20:00Z","value":160,"unit":"count/min"},
+             {"source_uuid":"st-1","data_type":"stepCount","ts":"2026-12-01T22:30:00Z","value":500,"unit":"count"},
+             {"source_uuid":"st-2","data_type":"stepCount","ts":"2026-12-01T23:30:00Z","value":300,"unit":"count"},
+             {"source_uuid":"st-3","data_type":"stepCount","ts":"2026-12-01T12:00:00Z","value":1000,"unit":"count"}]}
+            """#)
+        Self.expect(db, "SELECT count(*) FROM healthgate.records", is: "5")
+        #expect(try db.psql("SELECT count(*) FROM healthgate.workouts") == "0")
+        try ingest(serve, #"""
+            {"device_id":"ios-1","workouts":[{"source_uuid":"run-1","activity_type":"running","started_at":"2026-12-01T16:00:00Z",
+              "ended_at":"2026-12-01T16:30:00Z","total_energy_kcal":300,"total_distance_m":5000}],
+             "samples":[{"source_uuid":"hr-c","data_type":"heartRate","ts":"2026-12-01T16:25:00Z","value":150,"unit":"count/min"}]}
+            """#)
+        Self.expect(db, "SELECT activity, avg_bpm, max_bpm, heart_rate_samples FROM healthgate.workouts WHERE uuid = 'run-1'",
+                    is: "running|150|160|3")
+        // Budapest is UTC+1: 23:30Z is 00:30 on 2 December there.
+        #expect(try db.psql("SELECT day || '=' || total FROM healthgate.daily_totals WHERE type = 'steps' ORDER BY day")
+            == "2026-12-01=1500\n2026-12-02=300")
+        #expect(try db.psql("SELECT value FROM healthgate.latest WHERE device = 'ios-1' AND type = 'heart_rate'") == "150")
+        // A deletion of kind any removes the workout as it would a sample.
+        try ingest(serve, #"{"device_id":"ios-1","deletions":["run-1","st-3"]}"#)
+        Self.expect(db, "SELECT count(*) FROM healthgate.workouts", is: "0")
+        #expect(try db.psql("SELECT total FROM healthgate.daily_totals WHERE type = 'steps' AND day = '2026-12-01'") == "500")
+        serve.stop()
+    }
+
+    @Test func sleepNights() throws {
+        let db = try DatabaseProcess.postgres()
+        let serve = try ServeProcess(config: Self.config(db, extra: "    time_zone: Europe/Budapest"))
+        func stage(_ uuid: String, _ name: String, _ from: String, _ to: String) -> String {
+            #"{"uuid":"\#(uuid)","type":"sleep_analysis","value":"\#(name)","start":"\#(from)","end":"\#(to)"}"#
+        }
+        try post(serve, [stage("n1", "in_bed", "2026-11-30T21:00:00Z", "2026-12-01T05:30:00Z"),
+                         stage("n2", "asleep_core", "2026-11-30T21:10:00Z", "2026-12-01T02:10:00Z"),
+                         stage("n3", "asleep_deep", "2026-12-01T02:10:00Z", "2026-12-01T03:40:00Z"),
+                         stage("n4", "awake", "2026-12-01T03:40:00Z", "2026-12-01T03:50:00Z"),
+                         stage("n5", "asleep_rem", "2026-12-01T03:50:00Z", "2026-12-01T05:20:00Z")])
+        Self.expect(db, "SELECT night || ' ' || asleep_hours || ' ' || deep_min || ' ' || in_bed_min FROM healthgate.sleep_nights",
+                    is: "2026-11-30 8 90 510")
+        serve.stop()
+    }
+
+    /// The server goes away mid-stream (immediate shutdown) and comes back on the same data: what
+    /// the phone sent meanwhile is acknowledged, waits in the queue, and lands.
+    @Test func aServerRestartMidStreamLosesNothing() throws {
+        var db: DatabaseProcess? = try DatabaseProcess.postgres()
+        let serve = try ServeProcess(config: Self.config(db!))
+        try post(serve, [Self.q("a", "steps", 1, "count", at: Self.base)])
+        Self.expect(db!, "SELECT count(*) FROM healthgate.records", is: "1")
+        let restart = try db!.restartable()
+        db = nil   // gone
+        try post(serve, [Self.q("b", "steps", 2, "count", at: Self.base + 60)])
+        try post(serve, [Self.q("c", "steps", 3, "count", at: Self.base + 120), Self.q("a", "steps", 1, "count", at: Self.base)])
+        usleep(500_000)
+        db = try restart()
+        Self.expect(db!, "SELECT string_agg(uuid, ',' ORDER BY uuid) FROM healthgate.records", is: "a,b,c", 20)
+        serve.stop()
+    }
+}
+
+/// The sink opened directly: migrations (two at once, a newer database refused), outcomes by
+/// SQLSTATE, a refused record dead-lettered while the rest lands, what the config refuses.
+@Suite struct PostgresSinkDirectTests {
+    static func open(_ yaml: String) throws -> PostgresSink {
+        let node = try parseYAML(yaml, file: "sink", environment: [:])
+        let built = try PostgresSink.build(name: "db", node: node, path: "sinks.db", context: SinkBuildContext(dataDir: "/tmp"))
+        return try #require(try built.open(SinkContext(name: "db", dataDir: "/tmp", stateDir: "/tmp", clock: SystemClock(),
+                                                       logger: Logger(component: "t", sink: MemoryLogSink()))) as? PostgresSink)
+    }
+
+    @Test func twoGatewaysMigratingAtOnceBothOpen() throws {
+        let db = try DatabaseProcess.postgres()
+        let yaml = "kind: postgres\ndsn: \"\(db.postgresURL)\"\nschema: shared"
+        let opened = LockedBox(0), failed = LockedBox<[String]>([])
+        let threads = (0..<4).map { _ in
+            Thread {
+                do {
+                    let s = try PostgresSinkDirectTests.open(yaml)
+                    opened.update { $0 += 1 }
+                    s.close()
+                } catch {
+                    failed.update { $0.append("\(error)") }
+                }
+            }
+        }
+        for t in threads { t.start() }
+        #expect(ServeProcess.eventually(30) { opened.value + failed.value.count == 4 })
+        #expect(failed.value.isEmpty, "\(failed.value)")
+        #expect(try db.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM shared.schema_migrations")
+            == (1...PostgresSchema.latest).map(String.init).joined(separator: ","))
+    }
+
+    @Test func aNewerDatabaseIsRefusedWithWhatToDo() throws {
+        let db = try DatabaseProcess.postgres()
+        let yaml = "kind: postgres\ndsn: \"\(db.postgresURL)\""
+        try Self.open(yaml).close()
+        _ = try db.psql("INSERT INTO healthgate.schema_migrations (version, description) VALUES (999, 'from the future')")
+        #expect {
+            try Self.open(yaml)
+        } throws: { error in
+            "\(error)".contains("version 999, newer than this healthgate knows")
+        }
+    }
+
+    /// A record PostgreSQL cannot store (a NUL byte in a text) goes to the dead letters with its
+    /// reason; the rest of its batch is written.
+    @Test func aRefusedRowIsRejectedAndTheRestLands() throws {
+        let db = try DatabaseProcess.postgres()
+        let sink = try Self.open("kind: postgres\ndsn: \"\(db.postgresURL)\"")
+        func r(_ uuid: String, app: String = "com.apple.Health") -> CanonicalRecord {
+            CanonicalRecord(kind: "quantity", device: "p", receiver: "r", uuid: uuid, type: "steps", start: Timestamp(seconds: 1_796_112_000),
+                            end: Timestamp(seconds: 1_796_112_000), value: .number(5), unit: "count", source: RecordSource(app: app, device: nil))
+        }
+        let result = sink.write(SinkBatch(records: [r("ok1"), r("ok2"), r("bad", app: "x\u{0}y"), r("ok3")]))
+        guard case .perRecord(let outcomes) = result else {
+            Issue.record("expected one record refused, got \(result)")
+            return
+        }
+        #expect(outcomes.filter { $0 == .accepted }.count == 3)
+        if case .rejected(let why) = outcomes[2] { #expect(why.contains("SQLSTATE 22021"), "\(why)") } else { Issue.record("\(outcomes[2])") }
+        #expect(try db.psql("SELECT string_agg(uuid, ',' ORDER BY uuid) FROM healthgate.records") == "ok1,ok2,ok3")
+        sink.close()
+    }
+
+    @Test(arguments: [
+        ("08006", PGError.Outcome.retry), ("08001", .retry), ("40001", .retry), ("40P01", .retry), ("53300", .retry),
+        ("57P01", .retry), ("57014", .retry), ("22021", .refuse), ("22P02", .refuse), ("23505", .refuse), ("23502", .refuse),
+        ("42501", .fix), ("42P01", .fix), ("28P01", .fix), ("3D000", .fix),
+    ])
+    func outcomesBySQLSTATE(state: String, outcome: PGError.Outcome) {
+        #expect(PGError(sqlstate: state, message: "").outcome == outcome)
+    }
+
+    @Test func noSQLSTATEMeansTheConnectionFailedAndIsRetried() {
+        #expect(PGError(sqlstate: nil, message: "connection refused").outcome == .retry)
+    }
+
+    @Test func mistakesAreSaidWithoutConnecting() {
+        func problems(_ yaml: String) -> String {
+            do {
+                let node = try parseYAML(yaml, file: "sink", environment: [:])
+                _ = try PostgresSink.build(name: "db", node: node, path: "sinks.db", context: SinkBuildContext(dataDir: "/tmp"))
+                return ""
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(problems("kind: postgres\ndsn: \"host=localhost dbname=health\"") == "")
+        #expect(problems("kind: postgres\ndsn: \"postgres://u@h:5432/db?sslmode=require\"") == "")
+        #expect(problems("kind: postgres\ndsn: \"postgres://[broken\"").contains("not a PostgreSQL connection string"))
+        #expect(problems("kind: postgres\ndsn: \"hots=localhost\"").contains("not a PostgreSQL connection string"))
+        #expect(problems("kind: postgres\ndsn: \"host=h\"\nschema: \"Robert'); DROP\"").contains("not a schema name"))
+        #expect(problems("kind: postgres\ndsn: \"host=h\"\ntime_zone: Mars/Olympus").contains("not a time zone"))
+        #expect(problems("kind: postgres\ndsn: \"host=h\"\nconnect_timeout: 1s").contains("at least 2s"))
+        #expect(problems("kind: postgres\ndsn: \"host=h sslrootcert=/nonexistent/ca.pem\"").contains("cannot be read"))
+    }
+
+    /// `check` and `status` show where the sink writes, never its password.
+    @Test func theSummaryHoldsNoPassword() throws {
+        let node = try parseYAML("kind: postgres\ndsn: \"postgres://hg:s3cret-pw@db.example:5433/health\"\npassword: other-secret",
+                                 file: "sink", environment: [:])
+        let built = try PostgresSink.build(name: "db", node: node, path: "sinks.db", context: SinkBuildContext(dataDir: "/tmp"))
+        #expect(built.summary == "postgres hg@db.example:5433/health, schema healthgate")
+        #expect(!built.summary.contains("s3cret") && !built.summary.contains("other-secret"))
+    }
+}
