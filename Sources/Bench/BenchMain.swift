@@ -1,6 +1,7 @@
 import HealthgateCrypto
 import Foundation
 import SinkMQTT
+import SinkPostgres
 import Gateway
 import Glibc
 
@@ -27,6 +28,13 @@ enum BenchMain {
             influxd = p
             mosquittoPort = port
             sinkLine = #"archive: {kind: mqtt, url: "mqtt://127.0.0.1:\#(port)", publish_records: true}"#
+        }
+        // --postgres: the sink is the postgres sink into a real PostgreSQL 15 (Debian's) in a
+        // fresh cluster on a free port.
+        var postgres: Postgres?
+        if o.postgres {
+            postgres = Postgres(dir: dir + "/postgres")
+            sinkLine = #"archive: {kind: postgres, dsn: "\#(postgres!.dsn)"}"#
         }
         let config = """
         listen: 127.0.0.1:0
@@ -70,7 +78,8 @@ enum BenchMain {
         print("healthgate bench: \(o.connections) connections × \(Int(o.seconds)) s, bodies of "
               + "\(template.bytes.count) bytes with \(o.samplesPerBody) samples, "
               + (o.influx ? "into InfluxDB 1.x (influxd on loopback)"
-                 : o.mqtt ? "into mosquitto (mqtt sink, QoS 1, states and every record)" : "file sink with fsync")
+                 : o.mqtt ? "into mosquitto (mqtt sink, QoS 1, states and every record)"
+                 : o.postgres ? "into PostgreSQL 15 (postgres sink: COPY and upsert)" : "file sink with fsync")
               + (o.rate > 0 ? ", paced to \(Int(o.rate)) samples/s" : ", each sending as soon as it is answered"))
         // Paced: each connection sends on its own fixed schedule (an open loop), so the time
         // to 2xx is what one phone sees while the server carries that load.
@@ -129,7 +138,7 @@ enum BenchMain {
         let mb = Double(latencies.count * template.bytes.count) / 1e6
         print(String(format: "acknowledged: %d requests, %d samples in %.1f s: %.0f samples/s, %.1f MB/s",
                      latencies.count, acked, elapsed, Double(acked) / elapsed, mb / elapsed))
-        print("end to end (\(o.influx ? "written to InfluxDB" : o.mqtt ? "acknowledged by mosquitto" : "archived and fsynced")): "
+        print("end to end (\(o.influx ? "written to InfluxDB" : o.mqtt ? "acknowledged by mosquitto" : o.postgres ? "committed in PostgreSQL" : "archived and fsynced")): "
               + String(format: "%d samples in %.1f s: %.0f samples/s", sent, endToEnd, Double(sent) / endToEnd))
         if !sorted.isEmpty {
             print(String(format: "time to 2xx: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
@@ -142,11 +151,118 @@ enum BenchMain {
         kill(pid, SIGTERM)
         server.waitUntilExit()
         if o.mqtt { mosquittoCeiling(port: mosquittoPort) }
+        if let postgres {
+            postgres.ceiling(rows: max(200_000, sent), batch: 5_000, dir: dir)
+            postgres.stop()
+        }
         if let influxd {
             kill(influxd.processIdentifier, SIGTERM)
             influxd.waitUntilExit()
         }
         try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    /// A PostgreSQL 15 cluster of its own (as the postgres user when run as root, which
+    /// PostgreSQL requires), fsync as Debian ships it (on).
+    final class Postgres {
+        let dir: String
+        let port = UInt16.random(in: 40_001...60_000)
+        let bin: String
+        let process = Process()
+        var asPostgres: [String] { getuid() == 0 ? ["--reuid=postgres", "--regid=postgres", "--init-groups", "--"] : [] }
+        var dsn: String { "postgres://healthgate@127.0.0.1:\(port)/health" }
+
+        init(dir: String) {
+            self.dir = dir
+            bin = ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql"))?.sorted().last)
+                .map { "/usr/lib/postgresql/\($0)/bin" } ?? "/usr/lib/postgresql/15/bin"
+            try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            if getuid() == 0 { _ = Postgres.run("/bin/chown", ["postgres:postgres", dir]) }
+            _ = command([bin + "/initdb", "-D", dir + "/data", "-A", "trust", "-U", "healthgate", "-E", "UTF8"])
+            var server = [bin + "/postgres", "-D", dir + "/data", "-p", "\(port)", "-h", "127.0.0.1", "-k", dir]
+            if let log = ProcessInfo.processInfo.environment["BENCH_PG_LOG_MS"] { server += ["-c", "log_min_duration_statement=\(log)"] }
+            process.executableURL = URL(fileURLWithPath: asPostgres.isEmpty ? server[0] : "/usr/bin/setpriv")
+            process.arguments = asPostgres.isEmpty ? Array(server.dropFirst()) : asPostgres + server
+            process.standardError = ProcessInfo.processInfo.environment["BENCH_PG_LOG_MS"] != nil
+                ? FileHandle(forWritingAtPath: "/tmp/bench-pg.log") : FileHandle.nullDevice
+            process.standardOutput = FileHandle.nullDevice
+            try! process.run()
+            for _ in 0..<100 where Postgres.run(bin + "/pg_isready", ["-q", "-h", "127.0.0.1", "-p", "\(port)"]) != 0 { usleep(100_000) }
+            _ = psql(["-d", "postgres", "-c", "CREATE DATABASE health"])
+        }
+
+        @discardableResult
+        func command(_ c: [String]) -> Int32 {
+            asPostgres.isEmpty ? Postgres.run(c[0], Array(c.dropFirst())) : Postgres.run("/usr/bin/setpriv", asPostgres + c)
+        }
+
+        @discardableResult
+        func psql(_ args: [String]) -> Int32 {
+            Postgres.run(bin + "/psql", ["-q", "-h", "127.0.0.1", "-p", "\(port)", "-U", "healthgate", "-v", "ON_ERROR_STOP=1"] + args)
+        }
+
+        static func run(_ exe: String, _ args: [String]) -> Int32 {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: exe)
+            p.arguments = args
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle.nullDevice
+            guard (try? p.run()) != nil else { return -1 }
+            p.waitUntilExit()
+            return p.terminationStatus
+        }
+
+        /// PostgreSQL's own ceiling in the same run: the same kind of rows, written the way the
+        /// sink writes them — batches of `batch` through COPY into a temporary table and one
+        /// INSERT … ON CONFLICT … DO UPDATE … WHERE changed, a transaction each, from one
+        /// connection (psql's \copy) — without healthgate.
+        func ceiling(rows: Int, batch: Int, dir: String) {
+            // The sink's own table (its indexes and generated column too), empty, beside it.
+            let columns = PostgresSink.columns.joined(separator: ", ")
+            let rest = PostgresSink.columns.dropFirst(3)
+            let set = rest.map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
+            let old = rest.map { "r.\($0)" }.joined(separator: ", "), new = rest.map { "EXCLUDED.\($0)" }.joined(separator: ", ")
+            var script = """
+                CREATE TABLE ceiling (LIKE healthgate.records INCLUDING ALL);
+                CREATE TEMP TABLE incoming AS SELECT \(columns) FROM ceiling WITH NO DATA;
+
+                """
+            let batches = (rows + batch - 1) / batch
+            for b in 0..<batches {
+                var data = ""
+                for i in 0..<batch {
+                    let n = b * batch + i
+                    data += String(format: "d_benchbenchbenchbench0\t%08x-0000-4000-8000-%012d\t0\tquantity\theart_rate\t"
+                                   + "2026-10-14T%02d:%02d:00Z\t2026-10-14T%02d:%02d:59Z\t2026-10-14T%02d:%02d:00\t72\tcount/min\t"
+                                   + "com.apple.Health\tApple Watch\tphone\n",
+                                   b, i, (n / 60) % 24, n % 60, (n / 60) % 24, n % 60, (n / 60) % 24, n % 60)
+                }
+                try! data.write(toFile: dir + "/ceiling-\(b).tsv", atomically: false, encoding: .utf8)
+                script += """
+                    BEGIN;
+                    \\copy incoming (device, uuid, part, kind, type, start_at, end_at, local_start, value, unit, source_app, source_device, receiver) FROM '\(dir)/ceiling-\(b).tsv'
+                    INSERT INTO ceiling AS r (\(columns)) SELECT \(columns) FROM incoming
+                      ON CONFLICT (device, uuid, part) DO UPDATE SET \(set), updated_at = now()
+                      WHERE (\(old)) IS DISTINCT FROM (\(new));
+                    TRUNCATE incoming;
+                    COMMIT;
+
+                    """
+            }
+            try! script.write(toFile: dir + "/ceiling.sql", atomically: false, encoding: .utf8)
+            let started = Date()
+            let rc = psql(["-d", "health", "-f", dir + "/ceiling.sql"])
+            let s = Date().timeIntervalSince(started)
+            print(rc == 0
+                  ? String(format: "PostgreSQL's own ceiling (one connection, COPY + upsert in batches of %d, no healthgate): %.0f rows/s",
+                           batch, Double(batches * batch) / s)
+                  : "PostgreSQL's own ceiling: psql failed (\(rc))")
+        }
+
+        func stop() {
+            kill(process.processIdentifier, SIGINT)   // fast shutdown
+            process.waitUntilExit()
+        }
     }
 
     static func startMosquitto(dir: String) -> (Process, UInt16) {

@@ -16,6 +16,7 @@ struct BenchOptions {
     var micro = false
     var influx = false
     var mqtt = false
+    var postgres = false
 
     init(_ args: [String]) {
         var i = 1
@@ -30,6 +31,7 @@ struct BenchOptions {
             case "--micro": micro = true; i -= 1
             case "--influx": influx = true; i -= 1
             case "--mqtt": mqtt = true; i -= 1
+            case "--postgres": postgres = true; i -= 1
             default: break
             }
             i += 2

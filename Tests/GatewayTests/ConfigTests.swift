@@ -98,7 +98,7 @@ import YAMLConfig
         let root = #filePath.split(separator: "/").dropLast(3).joined(separator: "/")
         let text = String(decoding: try FileIO.readAll("/" + root + "/config.example.yaml"), as: UTF8.self)
         let env = ["PHONE_TOKEN", "PHONE_HMAC", "HAE_KEY", "INFLUX_IN_TOKEN", "DEVICE_TOKEN", "HEALTHSYNC_TOKEN",
-                   "INFLUX_TOKEN", "N8N_TOKEN", "MQTT_PASSWORD"].reduce(into: [String: String]()) { $0[$1] = "x-\($1)" }
+                   "INFLUX_TOKEN", "N8N_TOKEN", "MQTT_PASSWORD", "PG_PASSWORD"].reduce(into: [String: String]()) { $0[$1] = "x-\($1)" }
         let t = try load(text, env: env)
         #expect(Set(t.receivers.map(\.config.kind)) == Set(ReceiverRegistry.kinds))
         #expect(Set(t.sinks.map(\.built.kind)) == Set(SinkRegistry.kinds))

@@ -237,6 +237,28 @@ import YAMLConfig
         sink.close()
     }
 
+    /// Every string a phone sends reaches its column exactly, whatever it holds: COPY's
+    /// separators and escapes, a literal \N (not NULL), quotes and SQL, non-ASCII.
+    @Test func hostileStringsArriveExactly() throws {
+        let db = try DatabaseProcess.postgres()
+        let sink = try Self.open("kind: postgres\ndsn: \"\(db.postgresURL)\"")
+        let nasty = ["tab\there", "line\nfeed", "cr\rhere", #"back\slash"#, #"\N"#, "'; DROP TABLE healthgate.records; --",
+                     "emoji 🫀 and ő", #"{"json":"like"}"#, ""]
+        let records = nasty.enumerated().map { i, text in
+            CanonicalRecord(kind: "category", device: "p\t\(i)", receiver: "r", uuid: "u\\\(i)", type: "mindful_session",
+                            start: Timestamp(seconds: 1_796_112_000), end: Timestamp(seconds: 1_796_112_060), value: .string(text),
+                            source: RecordSource(app: text, device: text))
+        }
+        #expect(sink.write(SinkBatch(records: records)) == .accepted)
+        sink.close()
+        let stored = try db.psql(#"SELECT json_agg(json_build_array(device, uuid, text_value, source_app, source_device) ORDER BY uuid) FROM healthgate.records"#)
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(stored.utf8)) as? [[String]])
+        #expect(rows.count == nasty.count)
+        for (i, text) in nasty.enumerated() {
+            #expect(rows.contains([ "p\t\(i)", "u\\\(i)", text, text, text ]), "\(text.debugDescription)")
+        }
+    }
+
     @Test(arguments: [
         ("08006", PGError.Outcome.retry), ("08001", .retry), ("40001", .retry), ("40P01", .retry), ("53300", .retry),
         ("57P01", .retry), ("57014", .retry), ("22021", .refuse), ("22P02", .refuse), ("23505", .refuse), ("23502", .refuse),

@@ -334,7 +334,10 @@ final class DrainLoop {
             }
             pending.removeFirst(consumed)
             if !batch.isEmpty {
-                switch deliver(batch) {
+                let ahead = startReadAhead()
+                let outcome = deliver(batch)
+                if let ahead { finish(ahead) }
+                switch outcome {
                 case .delivered: break
                 case .stopped: return
                 case .abandoned: continue   // shed at the top of the loop, the batch included
@@ -437,9 +440,14 @@ final class DrainLoop {
     }
 
     func decode(_ e: JournalEntry, skip: Int) {
+        DrainLoop.decode(e, skip: skip, parser: parser, into: &pending) { line, reason in deadLetters.keep(line: line, reason: reason) }
+    }
+
+    static func decode(_ e: JournalEntry, skip: Int, parser: JSONParser, into pending: inout Pending,
+                       bad: (ArraySlice<UInt8>, String) -> Void) {
         let (records, ranges) = CanonicalCodec.decodeLinesWithRanges(e.payload, parser: parser) { line, error, range in
             // Only a damaged disk or a bug gets here: the line is kept, not dropped.
-            deadLetters.keep(line: e.payload[range], reason: "journal entry \(e.seq) line \(line) is not a canonical record: \(error)")
+            bad(e.payload[range], "journal entry \(e.seq) line \(line) is not a canonical record: \(error)")
         }
         guard skip < records.count else { return }
         pending.records.reserveCapacity(pending.count + records.count - skip)
@@ -450,6 +458,59 @@ final class DrainLoop {
             pending.lines.append(ranges.map { e.payload[$0[index]] })
             pending.positions.append((e.seq, index))
         }
+    }
+
+    /// The next journal entries, read and decoded on a helper thread while the sink writes the
+    /// batch before them (the decoding overlaps the destination's round trip). Fork and join:
+    /// between `startReadAhead` and `finish` only the helper touches `reader`, and the drainer
+    /// thread is inside `deliver`, which does not; what the helper found is applied on the
+    /// drainer thread afterwards (dead letters, pending), so nothing else is shared.
+    final class ReadAhead {
+        let reader: JournalReader
+        let parser: JSONParser
+        let logger: Logger
+        let name: String
+        var pending = Pending()
+        var bad: [(ArraySlice<UInt8>, String)] = []
+        var bytes = 0
+        var thread: pthread_t?
+
+        init(reader: JournalReader, parser: JSONParser, logger: Logger, name: String) {
+            self.reader = reader
+            self.parser = parser
+            self.logger = logger
+            self.name = name
+        }
+
+        func run() {
+            let entries = reader.read(maxEntries: 64, maxBytes: SinkDrainer.readAheadBytes) { [logger, name] in
+                logger.error("sink \(name): \($0)")
+            }
+            for e in entries {
+                bytes += e.payload.count
+                DrainLoop.decode(e, skip: 0, parser: parser, into: &pending) { line, reason in bad.append((line, reason)) }
+            }
+        }
+    }
+
+    let aheadParser = JSONParser()
+
+    func startReadAhead() -> ReadAhead? {
+        guard pending.count < d.built.common.batch.maxItems, d.journal.lastDurableSeq >= reader.nextSeq else { return nil }
+        let job = ReadAhead(reader: reader, parser: aheadParser, logger: logger, name: name)
+        guard case .success(let t) = startThread({ job.run() }) else { return nil }
+        job.thread = t
+        return job
+    }
+
+    func finish(_ job: ReadAhead) {
+        if let t = job.thread { pthread_join(t, nil) }
+        for (line, reason) in job.bad { deadLetters.keep(line: line, reason: reason) }
+        bytesSinceRelief += job.bytes
+        guard !job.pending.isEmpty else { return }
+        pending.records += job.pending.records
+        pending.lines += job.pending.lines
+        pending.positions += job.pending.positions
     }
 
     /// Drops the oldest waiting records so that at most the limit waits, and moves the cursor.

@@ -56,27 +56,43 @@ final class PGConnection {
     /// `COPY … FROM STDIN` with `rows` in COPY's text format (see `PGCopyWriter`).
     @discardableResult
     func copy(_ sql: String, rows: [UInt8]) throws(PGError) -> Int {
+        try beginCopy(sql)
+        putCopy(rows)
+        return try endCopy()
+    }
+
+    /// Starts `COPY … FROM STDIN`; rows follow with `putCopy` (the server reads them as they
+    /// come, so encoding the next ones overlaps its work), and `endCopy` ends it.
+    func beginCopy(_ sql: String) throws(PGError) {
         guard let c = conn else { throw PGError(sqlstate: "08003", message: "not connected") }
+        copyFailed = false
         let start = PQexec(c, sql)
-        let status = PQresultStatus(start)
-        if status != PGRES_COPY_IN {
-            defer { PQclear(start) }
-            throw error(start)
-        }
-        PQclear(start)
-        var failed = false
+        defer { PQclear(start) }
+        if PQresultStatus(start) != PGRES_COPY_IN { throw error(start) }
+    }
+
+    private var copyFailed = false
+
+    func putCopy(_ rows: [UInt8]) {
+        guard let c = conn, !copyFailed else { return }
         rows.withUnsafeBufferPointer { b in
             var offset = 0
-            while offset < b.count && !failed {
+            while offset < b.count && !copyFailed {
                 let n = min(1 << 20, b.count - offset)
                 let sent = b.baseAddress!.advanced(by: offset).withMemoryRebound(to: CChar.self, capacity: n) {
                     PQputCopyData(c, $0, Int32(n))
                 }
-                if sent != 1 { failed = true }
+                if sent != 1 { copyFailed = true }
                 offset += n
             }
         }
-        if PQputCopyEnd(c, nil) != 1 { failed = true }
+    }
+
+    /// Ends the COPY; the rows it took.
+    @discardableResult
+    func endCopy() throws(PGError) -> Int {
+        guard let c = conn else { throw PGError(sqlstate: "08003", message: "not connected") }
+        if PQputCopyEnd(c, nil) != 1 { copyFailed = true }
         var first: PGError?
         var count = 0
         while let r = PQgetResult(c) {
@@ -85,7 +101,7 @@ final class PGConnection {
             PQclear(r)
         }
         if let first { throw first }
-        if failed { throw PGError(sqlstate: nil, message: PGConnection.text(PQerrorMessage(c))) }
+        if copyFailed { throw PGError(sqlstate: nil, message: PGConnection.text(PQerrorMessage(c))) }
         return count
     }
 

@@ -36,21 +36,36 @@ struct PGCopyWriter {
     }
 
     private mutating func escape(_ b: UnsafeBufferPointer<UInt8>) {
-        for c in b {
-            switch c {
-            case 0x5C: bytes.append(0x5C); bytes.append(0x5C)
-            case 0x09: bytes.append(0x5C); bytes.append(0x74)
-            case 0x0A: bytes.append(0x5C); bytes.append(0x6E)
-            case 0x0D: bytes.append(0x5C); bytes.append(0x72)
-            default: bytes.append(c)
-            }
+        // Runs without a byte to escape (nearly every value is one run) are copied whole.
+        var run = 0
+        for i in 0..<b.count {
+            let c = b[i]
+            guard c == 0x5C || c == 0x09 || c == 0x0A || c == 0x0D else { continue }
+            if i > run { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: b[run..<i])) }
+            bytes.append(0x5C)
+            bytes.append(c == 0x5C ? 0x5C : c == 0x09 ? 0x74 : c == 0x0A ? 0x6E : 0x72)
+            run = i + 1
         }
+        if b.count > run { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: b[run..<b.count])) }
     }
 
     mutating func int(_ v: Int?) {
         guard let v else { return null() }
         separate()
-        bytes.append(contentsOf: String(v).utf8)
+        if v < 0 { bytes.append(0x2D) }
+        var m = v.magnitude
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var n = 0
+        withUnsafeMutableBytes(of: &digits) { d in
+            repeat {
+                d[n] = UInt8(truncatingIfNeeded: m % 10) + 0x30
+                m /= 10
+                n += 1
+            } while m > 0
+            for k in stride(from: n - 1, through: 0, by: -1) { bytes.append(d[k]) }
+        }
     }
 
     mutating func double(_ v: Double?) {

@@ -27,7 +27,7 @@ public final class PostgresSink: Sink {
     private var s = ""
     private(set) var version = 0
     private var lastAttempt = -1000.0
-    private var upsertSQL = "", deleteSQL = ""
+    private var upsertSQL = "", plainUpsertSQL = "", deleteSQL = ""
     /// Since the sink opened.
     private(set) var inserted = 0, updated = 0, unchanged = 0, deleted = 0
 
@@ -124,7 +124,8 @@ public final class PostgresSink: Sink {
 
     static let version = "0.1.0"
 
-    static let columns = ["device", "uuid", "part", "parts", "kind", "type", "start_at", "end_at", "local_start", "value",
+    /// The columns of `records` the sink writes, the key first.
+    public static let columns = ["device", "uuid", "part", "parts", "kind", "type", "start_at", "end_at", "local_start", "value",
                           "text_value", "code", "unit", "activity", "duration_s", "energy_kcal", "distance_m", "source_app",
                           "source_device", "utc_offset", "receiver", "metadata", "fields", "extra"]
 
@@ -149,6 +150,17 @@ public final class PostgresSink: Sink {
                 RETURNING (xmax = 0) AS inserted)
             SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM written
             """
+        // The usual batch — no deletion, no key twice — needs neither the join nor the sort; a
+        // key twice makes PostgreSQL refuse it (21000), and the batch is written again the long way.
+        plainUpsertSQL = """
+            WITH written AS (
+                INSERT INTO \(s).records AS r (\(cols))
+                SELECT \(cols) FROM hg_incoming
+                ON CONFLICT (device, uuid, part) DO UPDATE SET \(set), updated_at = now()
+                WHERE (\(old)) IS DISTINCT FROM (\(new))
+                RETURNING (xmax = 0) AS inserted)
+            SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM written
+            """
         // Rows stored before the batch whose uuid it deletes (every part, whatever the kind).
         deleteSQL = """
             DELETE FROM \(s).records r USING (SELECT DISTINCT device, uuid FROM hg_incoming WHERE op = 'delete') d
@@ -165,20 +177,26 @@ public final class PostgresSink: Sink {
         return Bisection.run(count: batch.count) { range in attempt(batch.records, range) }
     }
 
-    private func attempt(_ records: [CanonicalRecord], _ range: Range<Int>) -> Attempt {
+    private func attempt(_ records: [CanonicalRecord], _ range: Range<Int>, plain: Bool = true) -> Attempt {
         guard let c = db else { return .keep(reason: "PostgreSQL: not connected", retryAfterSeconds: nil) }
         var upserts = 0, deletes = 0
-        var rows = PGCopyWriter(capacity: range.count * 300)
-        for i in range {
-            encode(records[i], seq: i, into: &rows)
-            if records[i].op == .delete { deletes += 1 } else { upserts += 1 }
-        }
         do {
             try c.execute("BEGIN")
-            try c.copy("COPY hg_incoming (seq, op, \(PostgresSink.columns.joined(separator: ", "))) FROM STDIN", rows: rows.bytes)
+            // Rows go out a thousand at a time: PostgreSQL reads them while the next are encoded.
+            try c.beginCopy("COPY hg_incoming (seq, op, \(PostgresSink.columns.joined(separator: ", "))) FROM STDIN")
+            var rows = PGCopyWriter(capacity: min(range.count, 1000) * 320)
+            for i in range {
+                encode(records[i], seq: i, into: &rows)
+                if records[i].op == .delete { deletes += 1 } else { upserts += 1 }
+                if rows.bytes.count >= 256 << 10 || i == range.upperBound - 1 {
+                    c.putCopy(rows.bytes)
+                    rows.bytes.removeAll(keepingCapacity: true)
+                }
+            }
+            try c.endCopy()
             var removed = 0
             if deletes > 0 { removed = try c.execute(deleteSQL).affected }
-            let counts = try c.execute(upsertSQL).rows.first ?? []
+            let counts = try c.execute(plain && deletes == 0 ? plainUpsertSQL : upsertSQL).rows.first ?? []
             try c.execute("COMMIT")
             let ins = Int(counts.first.flatMap { $0 } ?? "0") ?? 0
             let upd = Int(counts.dropFirst().first.flatMap { $0 } ?? "0") ?? 0
@@ -189,6 +207,7 @@ public final class PostgresSink: Sink {
             return .accepted
         } catch {
             if c.isOK { _ = try? c.execute("ROLLBACK") }
+            if error.sqlstate == "21000" && plain { return attempt(records, range, plain: false) }   // a key twice
             switch error.outcome {
             case .refuse:
                 return .refused(reason: "PostgreSQL refused it: \(error.description)")
