@@ -102,7 +102,7 @@ import YAMLConfig
         let t = try load(text, env: env)
         #expect(Set(t.receivers.map(\.config.kind)) == Set(ReceiverRegistry.kinds))
         #expect(Set(t.sinks.map(\.built.kind)) == Set(SinkRegistry.kinds))
-        #expect(Set(t.sinks.map(\.name)) == ["archive", "influx", "n8n", "home"])
+        #expect(Set(t.sinks.map(\.name)) == ["archive", "influx", "n8n", "home", "db"])
         #expect(t.warnings.isEmpty, "\(t.warnings)")
         #expect(t.quarantine.max_bytes != nil && t.http.header_timeout != nil && t.http.max_buffered != nil)
     }
