@@ -259,6 +259,41 @@ import YAMLConfig
         }
     }
 
+    /// A big batch goes out as two transactions at once when its halves share no key; when a
+    /// key is in both halves it is written in one, in order, so the later record still wins.
+    @Test func bigBatchesUseTwoConnectionsWithoutReordering() throws {
+        let db = try DatabaseProcess.postgres()
+        let sink = try Self.open("kind: postgres\ndsn: \"\(db.postgresURL)\"")
+        func r(_ uuid: String, _ value: Double) -> CanonicalRecord {
+            CanonicalRecord(kind: "quantity", device: "p", receiver: "r", uuid: uuid, type: "steps", start: Timestamp(seconds: 1_796_112_000),
+                            end: Timestamp(seconds: 1_796_112_000), value: .number(value), unit: "count")
+        }
+        let disjoint = (0..<4000).map { r("d\($0)", 1) }
+        #expect(sink.write(SinkBatch(records: disjoint)) == .accepted)
+        #expect(try db.psql("SELECT count(*) FROM healthgate.records") == "4000")
+        #expect(try db.psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'healthgate-db'") == "2")
+        // The same uuids in both halves, the second half newer: one transaction, the newer wins.
+        let overlapping = (0..<2000).map { r("d\($0)", 2) } + (0..<2000).map { r("d\($0)", 3) }
+        #expect(sink.write(SinkBatch(records: overlapping)) == .accepted)
+        #expect(try db.psql("SELECT string_agg(DISTINCT value::text, ',') FROM healthgate.records WHERE uuid < 'd2'") == "3")
+        #expect(sink.report()?.counters.first { $0.name == "inserted" }?.value == 4000)
+        #expect(PostgresSink.halvesAreDisjoint(disjoint) && !PostgresSink.halvesAreDisjoint(overlapping))
+        sink.close()
+        #expect(ServeProcess.eventually {
+            (try? db.psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'healthgate-db'")) == "0"
+        })
+    }
+
+    @Test func twoHalvesResultsMerge() {
+        #expect(PostgresSink.merge(.accepted, 2, .accepted, 3) == .accepted)
+        #expect(PostgresSink.merge(.keep(reason: "a", retryAfterSeconds: 5), 2, .keep(reason: "b", retryAfterSeconds: 9), 3)
+            == .keep(reason: "a", retryAfterSeconds: 9))
+        #expect(PostgresSink.merge(.accepted, 2, .keep(reason: "down", retryAfterSeconds: nil), 1)
+            == .perRecord([.accepted, .accepted, .keep(reason: "down")]))
+        #expect(PostgresSink.merge(.perRecord([.accepted, .rejected(reason: "x")]), 2, .accepted, 1)
+            == .perRecord([.accepted, .rejected(reason: "x"), .accepted]))
+    }
+
     @Test(arguments: [
         ("08006", PGError.Outcome.retry), ("08001", .retry), ("40001", .retry), ("40P01", .retry), ("53300", .retry),
         ("57P01", .retry), ("57014", .retry), ("22021", .refuse), ("22P02", .refuse), ("23505", .refuse), ("23502", .refuse),
@@ -290,6 +325,7 @@ import YAMLConfig
         #expect(problems("kind: postgres\ndsn: \"host=h\"\ntime_zone: Mars/Olympus").contains("not a time zone"))
         #expect(problems("kind: postgres\ndsn: \"host=h\"\nconnect_timeout: 1s").contains("at least 2s"))
         #expect(problems("kind: postgres\ndsn: \"host=h sslrootcert=/nonexistent/ca.pem\"").contains("cannot be read"))
+        #expect(problems("kind: postgres\ndsn: \"host=h\"\nconnections: 3").contains("connections is 1 or 2"))
     }
 
     /// `check` and `status` show where the sink writes, never its password.

@@ -39,11 +39,13 @@ extension PostgresSink {
         if connectTimeout < 2 { problem("connect_timeout", "connect_timeout is at least 2s (libpq's own minimum)") }
         let statementTimeout = c.statement_timeout?.seconds ?? 60
         if statementTimeout < 0.001 { problem("statement_timeout", "statement_timeout must be more than 0") }
+        let connections = c.connections ?? 2
+        if !(1...2).contains(connections) { problem("connections", "connections is 1 or 2") }
         let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
-                                                  defaultMaxItems: 5000, adding: problems)
+                                                  defaultMaxItems: 20_000, adding: problems)
         let settings = Settings(name: name, dsn: c.dsn, password: c.password, schema: schema, timeZone: c.time_zone,
                                 connectTimeout: max(2, Int(connectTimeout.rounded(.up))),
-                                statementTimeoutMs: max(1, Int(statementTimeout * 1000)))
+                                statementTimeoutMs: max(1, Int(statementTimeout * 1000)), connections: connections)
         return BuiltSink(kind: "postgres", common: common, summary: summary + ", schema \(schema)") { ctx throws(SinkOpenError) in
             try PostgresSink(settings: settings, logger: ctx.logger, timeZones: SystemTimeZones())
         }

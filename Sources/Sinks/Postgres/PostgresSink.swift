@@ -2,6 +2,7 @@ import FastJSON
 import HealthgateCore
 import Posix
 import SinkKit
+import Glibc
 
 /// Every record in PostgreSQL, stored by its key `(device, uuid, part)`: a resent sample changes
 /// nothing, a changed one replaces its row, a deletion removes every part under its key. Each
@@ -17,12 +18,16 @@ public final class PostgresSink: Sink {
         var timeZone: String?
         var connectTimeout: Int
         var statementTimeoutMs: Int
+        /// 1 or 2: a big batch whose halves share no key is written as two transactions at once.
+        var connections: Int = 2
     }
 
     let settings: Settings
     let logger: Logger
     let timeZones: any TimeZoneLookup
     private var db: PGConnection?
+    /// The second connection, for the other half of a big batch (opened when first needed).
+    private var second: PGConnection?
     /// The schema, quoted for SQL.
     private var s = ""
     private(set) var version = 0
@@ -45,29 +50,37 @@ public final class PostgresSink: Sink {
         lastAttempt = monotonicSeconds()
         db?.close()
         db = nil
-        var extra: [(String, String)] = [("connect_timeout", "\(settings.connectTimeout)"),
-                                         ("application_name", "healthgate-\(settings.name)"),
-                                         ("keepalives", "1"), ("keepalives_idle", "30")]
-        if let p = settings.password { extra.append(("password", p)) }
         do {
-            let c = try PGConnection(dsn: settings.dsn, extra: extra)
-            try c.execute("SELECT set_config('statement_timeout', $1, false), set_config('TimeZone', 'UTC', false)",
-                          ["\(settings.statementTimeoutMs)"])
-            s = c.quoted(identifier: settings.schema)
-            version = try migrate(c)
-            try c.execute("""
-                CREATE TEMP TABLE hg_incoming (seq integer, op text, device text, uuid text, part integer, parts integer,
-                    kind text, type text, start_at timestamptz, end_at timestamptz, local_start timestamp,
-                    value double precision, text_value text, code integer, unit text, activity text, duration_s double precision,
-                    energy_kcal double precision, distance_m double precision, source_app text, source_device text,
-                    utc_offset integer, receiver text, metadata jsonb, fields jsonb, extra jsonb) ON COMMIT DELETE ROWS
-                """)
+            let c = try session { c throws(PGError) in
+                s = c.quoted(identifier: settings.schema)
+                version = try migrate(c)
+            }
             prepareStatements()
             db = c
             return nil
         } catch {
             return "PostgreSQL: \(error.message)"
         }
+    }
+
+    /// A connection ready for batches: its settings, `first` (the migrations), its temp table.
+    private func session(_ first: (PGConnection) throws(PGError) -> Void = { _ in }) throws(PGError) -> PGConnection {
+        var extra: [(String, String)] = [("connect_timeout", "\(settings.connectTimeout)"),
+                                         ("application_name", "healthgate-\(settings.name)"),
+                                         ("keepalives", "1"), ("keepalives_idle", "30")]
+        if let p = settings.password { extra.append(("password", p)) }
+        let c = try PGConnection(dsn: settings.dsn, extra: extra)
+        try c.execute("SELECT set_config('statement_timeout', $1, false), set_config('TimeZone', 'UTC', false)",
+                      ["\(settings.statementTimeoutMs)"])
+        try first(c)
+        try c.execute("""
+            CREATE TEMP TABLE hg_incoming (seq integer, op text, device text, uuid text, part integer, parts integer,
+                kind text, type text, start_at timestamptz, end_at timestamptz, local_start timestamp,
+                value double precision, text_value text, code integer, unit text, activity text, duration_s double precision,
+                energy_kcal double precision, distance_m double precision, source_app text, source_device text,
+                utc_offset integer, receiver text, metadata jsonb, fields jsonb, extra jsonb) ON COMMIT DELETE ROWS
+            """)
+        return c
     }
 
     /// Applies what this binary has and the database lacks, under an advisory lock; the version
@@ -170,24 +183,114 @@ public final class PostgresSink: Sink {
 
     // MARK: writing
 
+    struct Counts {
+        var inserted = 0, updated = 0, unchanged = 0, deleted = 0
+
+        static func += (a: inout Counts, b: Counts) {
+            a.inserted += b.inserted; a.updated += b.updated; a.unchanged += b.unchanged; a.deleted += b.deleted
+        }
+    }
+
     public func write(_ batch: SinkBatch) -> SinkWriteResult {
         if db == nil || !(db?.isOK ?? false) {
             if let why = connect() { return .keep(reason: why, retryAfterSeconds: nil) }
         }
-        return Bisection.run(count: batch.count) { range in attempt(batch.records, range) }
+        let records = batch.records
+        var result: SinkWriteResult
+        var counts = Counts()
+        // A big batch whose halves share no key: two transactions at once, one per connection
+        // (PostgreSQL works a connection on one core). A shared key keeps the batch in one, in order.
+        if settings.connections > 1, records.count >= 2_000, PostgresSink.halvesAreDisjoint(records), let other = secondSession() {
+            let mid = records.count / 2
+            let half = HalfJob()
+            let started = startThread { [self] in half.run = run(other, records, mid..<records.count) }
+            let first = run(db!, records, 0..<mid)
+            if case .success(let t) = started { pthread_join(t, nil) } else { half.run = run(other, records, mid..<records.count) }
+            let (second, secondCounts, secondLost) = half.run!
+            if secondLost { self.second?.close(); self.second = nil }
+            if first.lost { db?.close(); db = nil }
+            counts = first.counts
+            counts += secondCounts
+            result = PostgresSink.merge(first.result, mid, second, records.count - mid)
+        } else {
+            let one = run(db!, records, 0..<records.count)
+            if one.lost { db?.close(); db = nil }
+            counts = one.counts
+            result = one.result
+        }
+        inserted += counts.inserted
+        updated += counts.updated
+        unchanged += counts.unchanged
+        deleted += counts.deleted
+        return result
     }
 
-    private func attempt(_ records: [CanonicalRecord], _ range: Range<Int>, plain: Bool = true) -> Attempt {
-        guard let c = db else { return .keep(reason: "PostgreSQL: not connected", retryAfterSeconds: nil) }
-        var upserts = 0, deletes = 0
+    final class HalfJob: @unchecked Sendable {
+        var run: (SinkWriteResult, Counts, Bool)?
+    }
+
+    private func secondSession() -> PGConnection? {
+        if let c = second, c.isOK { return c }
+        second?.close()
+        second = try? session()
+        return second
+    }
+
+    /// True when no (device, uuid) of the first half is in the second.
+    static func halvesAreDisjoint(_ records: [CanonicalRecord]) -> Bool {
+        let mid = records.count / 2
+        var firstKeys = Set<String>(minimumCapacity: mid)
+        for r in records[..<mid] { firstKeys.insert(r.device + "\u{1}" + r.uuid) }
+        for r in records[mid...] where firstKeys.contains(r.device + "\u{1}" + r.uuid) { return false }
+        return true
+    }
+
+    /// Two halves' results as one.
+    static func merge(_ a: SinkWriteResult, _ aCount: Int, _ b: SinkWriteResult, _ bCount: Int) -> SinkWriteResult {
+        if a == .accepted && b == .accepted { return .accepted }
+        if case .keep(let why, let x) = a, case .keep(_, let y) = b {
+            return .keep(reason: why, retryAfterSeconds: [x, y].compactMap { $0 }.max())
+        }
+        func outcomes(_ r: SinkWriteResult, _ n: Int) -> [DeliveryOutcome] {
+            switch r {
+            case .accepted: return Array(repeating: .accepted, count: n)
+            case .keep(let why, _): return Array(repeating: .keep(reason: why), count: n)
+            case .perRecord(let o): return o
+            }
+        }
+        return .perRecord(outcomes(a, aCount) + outcomes(b, bCount))
+    }
+
+    /// Writes `range` on `c`, halving down to the records PostgreSQL refuses; the result is
+    /// for the range's records in order, with what was counted and whether the connection died.
+    private func run(_ c: PGConnection, _ records: [CanonicalRecord], _ range: Range<Int>) -> (result: SinkWriteResult, counts: Counts, lost: Bool) {
+        var counts = Counts()
+        var lost = false
+        let result = Bisection.run(count: range.count) { sub in
+            if lost { return .keep(reason: "PostgreSQL: the connection was lost", retryAfterSeconds: nil) }
+            let part = (range.lowerBound + sub.lowerBound)..<(range.lowerBound + sub.upperBound)
+            let (attempt, got) = attempt(c, records, part)
+            counts += got
+            if !c.isOK { lost = true }
+            return attempt
+        }
+        return (result, counts, lost)
+    }
+
+    private func attempt(_ c: PGConnection, _ records: [CanonicalRecord], _ range: Range<Int>, plain: Bool = true) -> (Attempt, Counts) {
+        var deletes = 0
+        for i in range where records[i].op == .delete { deletes += 1 }
+        let upserts = range.count - deletes
+        let plain = plain && deletes == 0
+        let used = PostgresSink.used(records, range, ordered: !plain)
+        let names = zip(PostgresSink.incomingColumns, used).compactMap { $1 ? $0 : nil }.joined(separator: ", ")
         do {
             try c.execute("BEGIN")
-            // Rows go out a thousand at a time: PostgreSQL reads them while the next are encoded.
-            try c.beginCopy("COPY hg_incoming (seq, op, \(PostgresSink.columns.joined(separator: ", "))) FROM STDIN")
+            // Rows go out in pieces: PostgreSQL reads them while the next are encoded.
+            try c.beginCopy("COPY hg_incoming (\(names)) FROM STDIN")
             var rows = PGCopyWriter(capacity: min(range.count, 1000) * 320)
             for i in range {
-                encode(records[i], seq: i, into: &rows)
-                if records[i].op == .delete { deletes += 1 } else { upserts += 1 }
+                encode(records[i], seq: i, used: used, into: &rows)
                 if rows.bytes.count >= 256 << 10 || i == range.upperBound - 1 {
                     c.putCopy(rows.bytes)
                     rows.bytes.removeAll(keepingCapacity: true)
@@ -196,53 +299,92 @@ public final class PostgresSink: Sink {
             try c.endCopy()
             var removed = 0
             if deletes > 0 { removed = try c.execute(deleteSQL).affected }
-            let counts = try c.execute(plain && deletes == 0 ? plainUpsertSQL : upsertSQL).rows.first ?? []
+            let got = try c.execute(plain ? plainUpsertSQL : upsertSQL).rows.first ?? []
             try c.execute("COMMIT")
-            let ins = Int(counts.first.flatMap { $0 } ?? "0") ?? 0
-            let upd = Int(counts.dropFirst().first.flatMap { $0 } ?? "0") ?? 0
-            inserted += ins
-            updated += upd
-            unchanged += max(0, upserts - ins - upd)
-            deleted += removed
-            return .accepted
+            let ins = Int(got.first.flatMap { $0 } ?? "0") ?? 0
+            let upd = Int(got.dropFirst().first.flatMap { $0 } ?? "0") ?? 0
+            return (.accepted, Counts(inserted: ins, updated: upd, unchanged: max(0, upserts - ins - upd), deleted: removed))
         } catch {
             if c.isOK { _ = try? c.execute("ROLLBACK") }
-            if error.sqlstate == "21000" && plain { return attempt(records, range, plain: false) }   // a key twice
+            if error.sqlstate == "21000" && plain { return attempt(c, records, range, plain: false) }   // a key twice
             switch error.outcome {
             case .refuse:
-                return .refused(reason: "PostgreSQL refused it: \(error.description)")
+                return (.refused(reason: "PostgreSQL refused it: \(error.description)"), Counts())
             case .retry:
-                if !c.isOK { c.close(); db = nil }
-                return .keep(reason: "PostgreSQL: \(error.description)", retryAfterSeconds: nil)
+                return (.keep(reason: "PostgreSQL: \(error.description)", retryAfterSeconds: nil), Counts())
             case .fix:
                 logger.error("PostgreSQL refused the batch for a reason only a person can fix: \(error.description). "
                              + "The records wait in the queue")
-                return .keep(reason: "PostgreSQL: \(error.description)", retryAfterSeconds: nil)
+                return (.keep(reason: "PostgreSQL: \(error.description)", retryAfterSeconds: nil), Counts())
             }
         }
     }
 
-    /// One row of `hg_incoming`: `seq`, `op`, then `columns`.
-    private func encode(_ r: CanonicalRecord, seq: Int, into w: inout PGCopyWriter) {
-        w.int(seq)
-        w.text(r.op == .delete ? "delete" : "upsert")
-        w.text(r.device); w.text(r.uuid); w.int(r.part ?? 0); w.int(r.parts)
-        w.text(r.kind); w.text(r.type)
-        w.time(r.start); w.time(r.end)
-        if let t = r.start ?? r.end {
-            let offset = r.utcOffset ?? settings.timeZone.flatMap { timeZones.utcOffset(zone: $0, at: t.seconds) } ?? 0
-            w.time(Timestamp(seconds: t.seconds + Int64(offset), nanoseconds: t.nanoseconds), local: true)
-        } else {
-            w.null()
+    /// `hg_incoming`'s columns: `seq` and `op` (for a batch with deletions or a key twice), then `columns`.
+    static let incomingColumns = ["seq", "op"] + columns
+
+    /// The columns a part of a batch needs: the key and the kind always, the others only when a
+    /// record of it has a value (the rest stay NULL without being sent: less for COPY to parse);
+    /// `seq` and `op` only for the long way.
+    private static func used(_ records: [CanonicalRecord], _ range: Range<Int>, ordered: Bool) -> [Bool] {
+        var u = [Bool](repeating: false, count: incomingColumns.count)
+        for k in [2, 3, 4, 6, 7, 22] { u[k] = true }   // device, uuid, part, kind, type, receiver
+        u[0] = ordered; u[1] = ordered
+        for i in range {
+            let r = records[i]
+            if r.parts != nil { u[5] = true }
+            if r.start != nil { u[8] = true }
+            if r.end != nil { u[9] = true }
+            if r.start != nil || r.end != nil { u[10] = true }
+            if let v = r.value { if v.number != nil { u[11] = true } else { u[12] = true } }
+            if r.code != nil { u[13] = true }
+            if r.unit != nil { u[14] = true }
+            if r.activity != nil { u[15] = true }
+            if r.durationS != nil { u[16] = true }
+            if r.energyKcal != nil { u[17] = true }
+            if r.distanceM != nil { u[18] = true }
+            if r.source?.app != nil { u[19] = true }
+            if r.source?.device != nil { u[20] = true }
+            if r.utcOffset != nil { u[21] = true }
+            if r.metadata != nil { u[23] = true }
+            if !r.fields.isEmpty { u[24] = true }
+            if !r.extra.isEmpty { u[25] = true }
         }
-        w.double(r.value?.number); w.text(r.value?.string)
-        w.int(r.code); w.text(r.unit); w.text(r.activity)
-        w.double(r.durationS); w.double(r.energyKcal); w.double(r.distanceM)
-        w.text(r.source?.app); w.text(r.source?.device)
-        w.int(r.utcOffset)
+        return u
+    }
+
+    /// One row of `hg_incoming`, the `used` columns of it.
+    private func encode(_ r: CanonicalRecord, seq: Int, used u: [Bool], into w: inout PGCopyWriter) {
+        if u[0] { w.int(seq) }
+        if u[1] { w.text(r.op == .delete ? "delete" : "upsert") }
+        w.text(r.device); w.text(r.uuid); w.int(r.part ?? 0)
+        if u[5] { w.int(r.parts) }
+        w.text(r.kind); w.text(r.type)
+        if u[8] { w.time(r.start) }
+        if u[9] { w.time(r.end) }
+        if u[10] {
+            if let t = r.start ?? r.end {
+                let offset = r.utcOffset ?? settings.timeZone.flatMap { timeZones.utcOffset(zone: $0, at: t.seconds) } ?? 0
+                w.time(Timestamp(seconds: t.seconds + Int64(offset), nanoseconds: t.nanoseconds), local: true)
+            } else {
+                w.null()
+            }
+        }
+        if u[11] { w.double(r.value?.number) }
+        if u[12] { w.text(r.value?.string) }
+        if u[13] { w.int(r.code) }
+        if u[14] { w.text(r.unit) }
+        if u[15] { w.text(r.activity) }
+        if u[16] { w.double(r.durationS) }
+        if u[17] { w.double(r.energyKcal) }
+        if u[18] { w.double(r.distanceM) }
+        if u[19] { w.text(r.source?.app) }
+        if u[20] { w.text(r.source?.device) }
+        if u[21] { w.int(r.utcOffset) }
         w.text(r.receiver)
-        w.raw(r.metadata?.bytes)
-        w.raw(PostgresSink.object(r.fields)); w.raw(PostgresSink.object(r.extra))
+        if u[23] { w.raw(r.metadata?.bytes) }
+        if u[24] { w.raw(PostgresSink.object(r.fields)) }
+        if u[25] { w.raw(PostgresSink.object(r.extra)) }
         w.endRow()
     }
 
@@ -274,6 +416,8 @@ public final class PostgresSink: Sink {
     public func close() {
         db?.close()
         db = nil
+        second?.close()
+        second = nil
     }
 
     public func report() -> SinkReport? {

@@ -13,6 +13,7 @@ import YAMLConfig
 ///   time_zone: Europe/Budapest      # the phone's local day when a record has no UTC offset
 ///   connect_timeout: 10s
 ///   statement_timeout: 60s
+///   connections: 2                  # a big batch is written as two transactions at once (1: one at a time)
 /// ```
 public struct PostgresSinkConfig: Decodable, Sendable {
     public var kind: String
@@ -22,6 +23,7 @@ public struct PostgresSinkConfig: Decodable, Sendable {
     public var time_zone: String?
     public var connect_timeout: ConfigDuration?
     public var statement_timeout: ConfigDuration?
+    public var connections: Int?
     public var batch: BatchConfig?
     public var retry: RetryConfig?
     public var queue: QueueConfig?
