@@ -294,6 +294,28 @@ import YAMLConfig
             == .perRecord([.accepted, .rejected(reason: "x"), .accepted]))
     }
 
+    /// sslmode=verify-full with the server's CA in sslrootcert: the sink's connection is TLS;
+    /// without the CA the sink refuses to connect (and says why).
+    @Test func tlsWithVerifyFull() throws {
+        let db = try DatabaseProcess.postgres(tls: true)
+        let url = "postgres://healthgate@127.0.0.1:\(db.port)/health?sslmode=verify-full"
+        let sink = try Self.open("kind: postgres\ndsn: \"\(url)&sslrootcert=\(db.dir)/cert.pem\"")
+        #expect(sink.probe() == .reachable)
+        #expect(try db.psql("""
+            SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'healthgate-db'
+            """) == "t")
+        sink.close()
+        let other = ServeProcess.makeTempDir("not-the-ca")
+        _ = try DatabaseProcess.run("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                                                         "-nodes", "-keyout", other + "/k.pem", "-out", other + "/ca.pem", "-days", "2",
+                                                         "-subj", "/CN=stranger"])
+        #expect {
+            try Self.open("kind: postgres\ndsn: \"\(url)&sslrootcert=\(other)/ca.pem\"")
+        } throws: { error in
+            "\(error)".contains("certificate verify failed")
+        }
+    }
+
     @Test(arguments: [
         ("08006", PGError.Outcome.retry), ("08001", .retry), ("40001", .retry), ("40P01", .retry), ("53300", .retry),
         ("57P01", .retry), ("57014", .retry), ("22021", .refuse), ("22P02", .refuse), ("23505", .refuse), ("23502", .refuse),

@@ -217,7 +217,7 @@ final class DatabaseProcess {
     /// PostgreSQL (Debian's), a fresh cluster with trust auth for user `healthgate` and a
     /// database `health`, on loopback with fsync off. As root (CI) the server runs as the
     /// `postgres` user, which PostgreSQL requires (setpriv execs it: the process is postgres).
-    static func postgres() throws -> DatabaseProcess {
+    static func postgres(tls: Bool = false) throws -> DatabaseProcess {
         let bin = postgresBin
         let dir = ServeProcess.makeTempDir("postgres")
         let port = ScriptedEndpoint.freePort()
@@ -232,16 +232,28 @@ final class DatabaseProcess {
         let initdb = command([bin + "/initdb", "-D", dir + "/data", "-A", "trust", "-U", "healthgate", "-E", "UTF8"])
         let (rc, _) = try DatabaseProcess.run(initdb.0, initdb.1)
         guard rc == 0 else { throw ServeError(description: "initdb failed (\(rc))") }
-        let db = try postgresServer(dir: dir, port: port)
+        var ssl: [String] = []
+        if tls {
+            // A certificate for 127.0.0.1 at dir/cert.pem; the key readable by the server only.
+            let (rc, _) = try DatabaseProcess.run("/usr/bin/openssl", [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem", "-days", "2", "-subj", "/CN=127.0.0.1",
+                "-addext", "subjectAltName=IP:127.0.0.1"])
+            guard rc == 0 else { throw ServeError(description: "openssl failed (\(rc))") }
+            chmod(dir + "/key.pem", 0o600)
+            if getuid() == 0 { try DatabaseProcess.run("/bin/chown", ["postgres:postgres", dir + "/key.pem", dir + "/cert.pem"]) }
+            ssl = ["-c", "ssl=on", "-c", "ssl_cert_file=\(dir)/cert.pem", "-c", "ssl_key_file=\(dir)/key.pem"]
+        }
+        let db = try postgresServer(dir: dir, port: port, extra: ssl)
         _ = try db.psql("CREATE DATABASE health", database: "postgres")
         return db
     }
 
-    private static func postgresServer(dir: String, port: UInt16) throws -> DatabaseProcess {
+    private static func postgresServer(dir: String, port: UInt16, extra: [String] = []) throws -> DatabaseProcess {
         let bin = postgresBin
         let asPostgres = getuid() == 0 ? ["--reuid=postgres", "--regid=postgres", "--init-groups", "--"] : []
         let c = [bin + "/postgres", "-D", dir + "/data", "-p", "\(port)", "-h", "127.0.0.1", "-k", dir,
-                 "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
+                 "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"] + extra
         let server = asPostgres.isEmpty ? (c[0], Array(c.dropFirst())) : ("/usr/bin/setpriv", asPostgres + c)
         let db = try DatabaseProcess(executable: server.0, arguments: server.1, port: port, dir: dir, http: false) {
             (try? DatabaseProcess.run(bin + "/pg_isready", ["-h", "127.0.0.1", "-p", "\(port)"]).0) == 0
