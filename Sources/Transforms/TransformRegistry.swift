@@ -7,10 +7,10 @@ public enum TransformRegistry {
     public typealias Builder = @Sendable (YAMLNode, String) throws(ConfigProblems) -> any TransformSpec
 
     public static let builders: [(name: String, build: Builder)] = [
-        ("filter", { node, path throws(ConfigProblems) in
-            let c = try YAMLDecoder().decode(FilterTransformConfig.self, from: node, path: path)
-            return FilterTransform(types: c.types, excludeTypes: c.exclude_types)
-        }),
+        ("filter", FilterTransform.build),
+        ("rename", RenameTransform.build),
+        ("convert", ConvertTransform.build),
+        ("drop", DropTransform.build),
     ]
 
     public static var names: [String] { builders.map(\.name) }

@@ -1,0 +1,78 @@
+import HealthgateCore
+import YAMLConfig
+
+/// Shows numbers in other units, per type or per unit family, through the type registry's exact
+/// factors (the unit moves with the value).
+///
+/// ```yaml
+/// - convert: {body_mass: lb, distance: km, temperature: degF}
+/// ```
+///
+/// A key is a type name (`body_mass`) or a unit family (`mass`, `length` or `distance`,
+/// `volume`, `energy`, `temperature`, `speed`, `pressure`, `time`, …); a type's own entry wins
+/// over its family's. Records in a unit the registry does not know pass unchanged. Stateless.
+public struct ConvertTransform: TransformSpec {
+    let byType: [String: String]
+    let byFamily: [UnitFamily: String]
+
+    public var kind: String { "convert" }
+
+    public func instantiate(_ context: TransformContext) -> any Transform { Instance(spec: self) }
+
+    public func apply(_ r: inout CanonicalRecord) {
+        guard r.op == .upsert, let v = r.value?.number, let unit = r.unit else { return }
+        guard let target = byType[r.type] ?? Units.family(of: unit).flatMap({ byFamily[$0] }),
+              Units.normalize(unit) != Units.normalize(target),
+              let converted = Units.convert(v, from: unit, to: target) else { return }
+        r.value = .number(converted)
+        r.unit = target
+    }
+
+    final class Instance: Transform {
+        let spec: ConvertTransform
+        init(spec: ConvertTransform) { self.spec = spec }
+
+        func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
+            var r = record
+            spec.apply(&r)
+            emit(r)
+        }
+    }
+
+    static let familyAliases: [String: UnitFamily] = ["distance": .length]
+
+    public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {
+        let c = try YAMLDecoder().decode([String: String].self, from: node, path: path)
+        var problems: [ConfigProblem] = []
+        func problem(_ key: String, _ message: String) {
+            problems.append(ConfigProblem(location: node[key]?.location ?? node.location, path: "\(path).\(key)", message: message))
+        }
+        var byType: [String: String] = [:], byFamily: [UnitFamily: String] = [:]
+        if c.isEmpty { problem("", "convert needs at least one type or unit family, e.g. {body_mass: lb, distance: km}") }
+        for (key, unit) in c.sorted(by: { $0.key < $1.key }) {
+            if let type = HealthTypes.named(key) {
+                guard let from = type.unit, type.kind == .quantity else {
+                    problem(key, "\(key) is a category: it has no unit to convert")
+                    continue
+                }
+                guard Units.convert(1, from: from, to: unit) != nil else {
+                    let family = Units.family(of: from).map { Units.units(of: $0).joined(separator: ", ") } ?? from
+                    problem(key, "\(key) is in \(from) and cannot be shown in \"\(unit)\" (units of its kind: \(family))")
+                    continue
+                }
+                byType[key] = unit
+            } else if let family = UnitFamily(rawValue: key) ?? familyAliases[key] {
+                guard Units.family(of: unit) == family else {
+                    problem(key, "\"\(unit)\" is not a unit of \(key) (\(Units.units(of: family).joined(separator: ", ")))")
+                    continue
+                }
+                byFamily[family] = unit
+            } else {
+                problem(key, "\"\(key)\" is neither a type the registry knows nor a unit family "
+                        + "(\(UnitFamily.allCases.map(\.rawValue).joined(separator: ", ")), distance)")
+            }
+        }
+        if !problems.isEmpty { throw ConfigProblems(problems: problems) }
+        return ConvertTransform(byType: byType, byFamily: byFamily)
+    }
+}

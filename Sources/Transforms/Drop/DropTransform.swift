@@ -1,0 +1,121 @@
+import FastJSON
+import HealthgateCore
+import YAMLConfig
+
+/// Takes out what should not leave the house: whole fields of every record, whole kinds, and
+/// the precision of every latitude and longitude.
+///
+/// ```yaml
+/// - drop:
+///     fields: [metadata, extra, source]   # also: fields (a kind's own: route points, beats)
+///     kinds: [workout_route, heartbeat_series]
+///     coarsen_location: 3                 # decimals kept of every lat/lon/latitude/longitude (3 ≈ 110 m)
+/// ```
+///
+/// Deletions are never dropped by `kinds` (a sink may hold the record from before). Stateless.
+public struct DropTransform: TransformSpec {
+    let fields: Set<String>
+    let kinds: Set<String>
+    let decimals: Int?
+
+    public var kind: String { "drop" }
+
+    public func instantiate(_ context: TransformContext) -> any Transform { Instance(spec: self) }
+
+    static let fieldNames: Set<String> = ["metadata", "extra", "source", "fields"]
+
+    /// Nil when the record is dropped; else the record with the fields and precision taken out.
+    public func apply(_ record: CanonicalRecord, parser: JSONParser) -> CanonicalRecord? {
+        if record.op == .upsert && kinds.contains(record.kind) { return nil }
+        var r = record
+        if fields.contains("metadata") { r.metadata = nil }
+        if fields.contains("extra") { r.extra = [] }
+        if fields.contains("source") { r.source = nil }
+        if fields.contains("fields") { r.fields = [] }
+        if let d = decimals {
+            if let m = r.metadata { r.metadata = DropTransform.coarsen(m, decimals: d, parser: parser) }
+            for i in r.fields.indices { r.fields[i].value = DropTransform.coarsen(r.fields[i].value, decimals: d, parser: parser, key: r.fields[i].name) }
+            for i in r.extra.indices { r.extra[i].value = DropTransform.coarsen(r.extra[i].value, decimals: d, parser: parser, key: r.extra[i].name) }
+        }
+        return r
+    }
+
+    static let locationKeys: Set<String> = ["lat", "lon", "lng", "latitude", "longitude"]
+
+    /// `json` with every number under a location key rounded to `decimals`; as it was when it
+    /// holds none (the common case: no copy).
+    static func coarsen(_ json: RawJSON, decimals: Int, parser: JSONParser, key: String? = nil) -> RawJSON {
+        guard json.bytes.contains(where: { $0 == 0x6C || $0 == 0x4C }),   // an "l": no lat/lon/lng/latitude/longitude without one
+              let doc = try? parser.parse(json.bytes) else { return json }
+        var scale = 1.0
+        for _ in 0..<decimals { scale *= 10 }
+        var w = JSONWriter(capacity: json.bytes.count)
+        var changed = false
+        func emit(_ v: JSONRef, location: Bool) {
+            switch v.kind {
+            case .object:
+                w.beginObject()
+                for (k, value) in v.members {
+                    let name = k.string
+                    w.key(name)
+                    emit(value, location: locationKeys.contains(name.lowercased()))
+                }
+                w.endObject()
+            case .array:
+                w.beginArray()
+                for e in v.elements { emit(e, location: location) }   // [lat, lon] pairs under a location key
+                w.endArray()
+            case .string: w.string(v.string ?? "")
+            case .int, .uint, .double:
+                if location, let d = v.double {
+                    let rounded = (d * scale).rounded() / scale
+                    if rounded != d { changed = true }
+                    w.double(rounded)
+                } else if let i = v.int64 {
+                    w.int(i)
+                } else if let u = v.uint64 {
+                    w.uint(u)
+                } else {
+                    w.double(v.double ?? 0)
+                }
+            case .bool: w.bool(v.bool ?? false)
+            case .null: w.null()
+            }
+        }
+        emit(doc.root, location: key.map { locationKeys.contains($0.lowercased()) } ?? false)
+        return changed ? RawJSON(encoded: w.bytes) : json
+    }
+
+    final class Instance: Transform {
+        let spec: DropTransform
+        let parser = JSONParser()
+        init(spec: DropTransform) { self.spec = spec }
+
+        func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
+            if let r = spec.apply(record, parser: parser) { emit(r) }
+        }
+    }
+
+    public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {
+        let c = try YAMLDecoder().decode(DropTransformConfig.self, from: node, path: path)
+        var problems: [ConfigProblem] = []
+        func problem(_ key: String, _ message: String) {
+            problems.append(ConfigProblem(location: node[key]?.location ?? node.location, path: "\(path).\(key)", message: message))
+        }
+        for f in c.fields ?? [] where !fieldNames.contains(f) {
+            problem("fields", "\"\(f)\" is not a field drop can take out (\(fieldNames.sorted().joined(separator: ", ")))")
+        }
+        if let d = c.coarsen_location, !(0...8).contains(d) { problem("coarsen_location", "coarsen_location is 0 to 8 decimals (3 ≈ 110 m)") }
+        if (c.fields ?? []).isEmpty && (c.kinds ?? []).isEmpty && c.coarsen_location == nil {
+            problem("fields", "drop needs fields, kinds or coarsen_location")
+        }
+        if !problems.isEmpty { throw ConfigProblems(problems: problems) }
+        return DropTransform(fields: Set(c.fields ?? []), kinds: Set(c.kinds ?? []), decimals: c.coarsen_location)
+    }
+}
+
+public struct DropTransformConfig: Decodable, Sendable {
+    public var fields: [String]?
+    public var kinds: [String]?
+    public var coarsen_location: Int?
+}

@@ -1,0 +1,65 @@
+import HealthgateCore
+import YAMLConfig
+
+/// Renames types and devices, deletions too (so that a deletion still finds what it deletes
+/// under the new name).
+///
+/// ```yaml
+/// - rename:
+///     types: {apple_exercise_time: exercise_minutes}
+///     devices: {d_zsOZnTQUz_juWFVljuOOBQ: alice-iphone}
+/// ```
+///
+/// A type renamed to one the registry knows takes that type's meaning downstream (its unit is
+/// not changed: use `convert`); renaming two devices to one name merges them. Stateless.
+public struct RenameTransform: TransformSpec {
+    let types: [String: String]
+    let devices: [String: String]
+
+    public var kind: String { "rename" }
+
+    public func instantiate(_ context: TransformContext) -> any Transform { Instance(spec: self) }
+
+    public func apply(_ r: inout CanonicalRecord) {
+        if let t = types[r.type] { r.type = t }
+        if let d = devices[r.device] { r.device = d }
+    }
+
+    final class Instance: Transform {
+        let spec: RenameTransform
+        init(spec: RenameTransform) { self.spec = spec }
+
+        func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
+            var r = record
+            spec.apply(&r)
+            emit(r)
+        }
+    }
+
+    public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {
+        let c = try YAMLDecoder().decode(RenameTransformConfig.self, from: node, path: path)
+        var problems: [ConfigProblem] = []
+        func problem(_ key: String, _ message: String) {
+            problems.append(ConfigProblem(location: node[key]?.location ?? node.location, path: "\(path).\(key)", message: message))
+        }
+        if (c.types ?? [:]).isEmpty && (c.devices ?? [:]).isEmpty { problem("types", "rename needs types, devices or both") }
+        for (from, to) in (c.types ?? [:]).sorted(by: { $0.key < $1.key }) {
+            if !RenameTransform.isName(to) { problem("types", "\(from) → \"\(to)\": a type name is lower-case letters, digits and _") }
+        }
+        for (from, to) in (c.devices ?? [:]).sorted(by: { $0.key < $1.key }) where to.isEmpty || to.utf8.count > 128 || to.utf8.contains(where: { $0 < 0x20 }) {
+            problem("devices", "\(from) → \"\(to)\": a device name is 1 to 128 characters, no control characters")
+        }
+        if !problems.isEmpty { throw ConfigProblems(problems: problems) }
+        return RenameTransform(types: c.types ?? [:], devices: c.devices ?? [:])
+    }
+
+    static func isName(_ s: String) -> Bool {
+        guard let first = s.utf8.first, first >= 0x61 && first <= 0x7A, s.utf8.count <= 64 else { return false }
+        return s.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F }
+    }
+}
+
+public struct RenameTransformConfig: Decodable, Sendable {
+    public var types: [String: String]?
+    public var devices: [String: String]?
+}

@@ -1,0 +1,179 @@
+import FastJSON
+import Foundation
+import HealthgateCore
+@testable import HealthgateTesting
+import Posix
+import Testing
+@testable import Transforms
+import YAMLConfig
+
+/// The stateless transforms — filter, rename, convert, drop — each against records a phone
+/// sends, and against the mistakes a config can hold; each one's documented example decodes.
+@Suite struct TransformTests {
+    static let noon = Timestamp(seconds: 1_796_126_400)   // 2026-12-01T12:00:00Z
+
+    static func q(_ uuid: String, _ type: String, _ value: Double, _ unit: String?, device: String = "phone-1",
+                  receiver: String = "phone", app: String? = "com.apple.Health", at t: Timestamp = noon) -> CanonicalRecord {
+        CanonicalRecord(kind: "quantity", device: device, receiver: receiver, uuid: uuid, type: type, start: t, end: t,
+                        value: .number(value), unit: unit ?? HealthTypes.named(type)?.unit,
+                        source: app.map { RecordSource(app: $0, device: "Apple Watch") })
+    }
+
+    static func deletion(_ uuid: String, type: String = "steps", device: String = "phone-1") -> CanonicalRecord {
+        CanonicalRecord(op: .delete, kind: "quantity", device: device, receiver: "phone", uuid: uuid, type: type)
+    }
+
+    func build(_ name: String, _ yaml: String) throws -> any TransformSpec {
+        let node = try parseYAML(yaml, file: "t", environment: [:])
+        let builder = try #require(TransformRegistry.builder(named: name))
+        return try builder(node, "routes[0].transforms[0].\(name)")
+    }
+
+    func problems(_ name: String, _ yaml: String) -> String {
+        do {
+            _ = try build(name, yaml)
+            return ""
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    func run(_ spec: any TransformSpec, _ records: [CanonicalRecord], clock: any Clock = FixedClock(noon)) -> [CanonicalRecord] {
+        let t = spec.instantiate(TransformContext(route: "r", sink: "s", clock: clock, timeZones: SystemTimeZones(),
+                                                  logger: Logger(component: "t", sink: MemoryLogSink())))
+        var out: [CanonicalRecord] = []
+        for r in records { t.process(r) { out.append($0) } }
+        return out
+    }
+
+    // MARK: filter
+
+    @Test func filterByEveryRuleAndItsExclusion() throws {
+        let f = try build("filter", """
+            types: [steps, "heart_*"]
+            exclude_types: [heart_rate_variability_sdnn]
+            devices: ["phone-*"]
+            exclude_devices: [phone-9]
+            receivers: [phone]
+            exclude_sources: ["com.example.*"]
+            values: {heart_rate: {min: 25, max: 250}}
+            """)
+        let kept = run(f, [Self.q("a", "steps", 10, nil), Self.q("b", "heart_rate", 61, nil), Self.q("c", "body_mass", 70, nil),
+                           Self.q("d", "heart_rate_variability_sdnn", 40, nil), Self.q("e", "steps", 5, nil, device: "phone-9"),
+                           Self.q("f", "steps", 5, nil, receiver: "other"), Self.q("g", "steps", 5, nil, app: "com.example.fake"),
+                           Self.q("h", "heart_rate", 400, nil), Self.q("i", "heart_rate", 20, nil), Self.q("j", "steps", 1, nil, app: nil),
+                           Self.deletion("k")])
+        #expect(kept.map(\.uuid) == ["a", "b", "j", "k"])
+    }
+
+    @Test func filterByTimeAndKind() throws {
+        let f = try build("filter", "since: 2026-11-01\nmax_age: 7d\nexclude_kinds: [workout_route]")
+        var route = Self.q("r", "workout_route", 0, nil)
+        route.kind = "workout_route"
+        let kept = run(f, [Self.q("new", "steps", 1, nil), Self.q("week", "steps", 1, nil, at: Timestamp(seconds: Self.noon.seconds - 8 * 86_400)),
+                           Self.q("old", "steps", 1, nil, at: Timestamp(seconds: 1_790_000_000)), route, Self.deletion("gone")])
+        // The deletion of an old sample still passes: a sink may hold it.
+        #expect(kept.map(\.uuid) == ["new", "gone"])
+    }
+
+    @Test func filterMistakes() {
+        #expect(problems("filter", "since: yesterday").contains("is not a date"))
+        #expect(problems("filter", "max_age: 0s").contains("more than 0"))
+        #expect(problems("filter", "values: {heart_rate: {min: 300, max: 20}}").contains("min 300.0 is above max 20.0"))
+        #expect(problems("filter", "values: {sleep_analysis: {min: 1}}").contains("is a category"))
+        #expect(problems("filter", "values: {heart_rate: {}}").contains("give min, max or both"))
+        #expect(problems("filter", "typse: [steps]").contains("typse"))
+    }
+
+    // MARK: rename
+
+    @Test func renameTypesAndDevicesDeletionsToo() throws {
+        let r = try build("rename", "types: {apple_exercise_time: exercise_minutes}\ndevices: {d_zsOZnTQUz_juWFVljuOOBQ: alice-iphone}")
+        let out = run(r, [Self.q("a", "apple_exercise_time", 30, nil, device: "d_zsOZnTQUz_juWFVljuOOBQ"),
+                          Self.deletion("b", device: "d_zsOZnTQUz_juWFVljuOOBQ"), Self.q("c", "steps", 1, nil)])
+        #expect(out.map(\.type) == ["exercise_minutes", "steps", "steps"])
+        #expect(out.map(\.device) == ["alice-iphone", "alice-iphone", "phone-1"])
+        #expect(out[0].value == .number(30))
+    }
+
+    @Test func renameMistakes() {
+        #expect(problems("rename", "{}").contains("rename needs types, devices or both"))
+        #expect(problems("rename", "types: {steps: \"Steps Today\"}").contains("a type name is lower-case"))
+        #expect(problems("rename", "devices: {a: \"\"}").contains("1 to 128 characters"))
+    }
+
+    // MARK: convert
+
+    @Test func convertByTypeAndByFamilyWithExactFactors() throws {
+        let c = try build("convert", "{body_mass: lb, distance: km, temperature: degF}")
+        let out = run(c, [Self.q("m", "body_mass", 70, "kg"), Self.q("d", "distance_walking_running", 1500, "m"),
+                          Self.q("t", "body_temperature", 37, "degC"), Self.q("h", "heart_rate", 61, nil),
+                          Self.q("odd", "steps", 3, "widgets"), Self.deletion("x")])
+        #expect(out[0].unit == "lb" && abs((out[0].value?.number ?? 0) - 70 / 0.45359237) < 1e-9)
+        #expect(out[1].unit == "km" && out[1].value == .number(1.5))
+        #expect(out[2].unit == "degF" && abs((out[2].value?.number ?? 0) - 98.6) < 1e-9)
+        #expect(out[3].value == .number(61) && out[4].unit == "widgets" && out[5].op == .delete)
+        // A type's own entry wins over its family's.
+        let both = try build("convert", "{mass: g, body_mass: lb}")
+        #expect(run(both, [Self.q("m", "body_mass", 1, "kg"), Self.q("l", "lean_body_mass", 1, "kg")]).map(\.unit) == ["lb", "g"])
+    }
+
+    @Test func convertMistakes() {
+        #expect(problems("convert", "{body_mass: km}").contains("cannot be shown in \"km\""))
+        #expect(problems("convert", "{sleep_analysis: h}").contains("is a category"))
+        #expect(problems("convert", "{mass: km}").contains("is not a unit of mass"))
+        #expect(problems("convert", "{wieght: lb}").contains("neither a type the registry knows nor a unit family"))
+        #expect(problems("convert", "{}").contains("at least one"))
+    }
+
+    // MARK: drop
+
+    @Test func dropFieldsKindsAndLocationPrecision() throws {
+        let d = try build("drop", "fields: [metadata, source]\nkinds: [heartbeat_series]\ncoarsen_location: 3")
+        var route = CanonicalRecord(kind: "workout_route", device: "p", receiver: "r", uuid: "w", type: "workout_route", part: 0, parts: 1,
+                                    start: Self.noon, end: Self.noon)
+        route.fields = [RecordField("points", RawJSON(#"[{"lat":47.497912,"lon":19.040235,"altitude":120.5},{"latitude":-33.868820,"longitude":151.209296}]"#))]
+        route.extra = [RecordField("start", RawJSON(#"{"lat":47.4979,"lng":19.0402,"name":"home lat"}"#))]
+        route.metadata = RawJSON(#"{"HKWeatherTemperature":"20 degC"}"#)
+        var beats = Self.q("b", "heartbeat_series", 0, nil)
+        beats.kind = "heartbeat_series"
+        var beatsGone = Self.deletion("b2")
+        beatsGone.kind = "heartbeat_series"
+        let out = run(d, [route, beats, beatsGone, Self.q("s", "steps", 1, nil)])
+        #expect(out.map(\.uuid) == ["w", "b2", "s"])
+        #expect(out[0].metadata == nil && out[0].source == nil && out[2].source == nil)
+        #expect(out[0].fields[0].value.description == #"[{"lat":47.498,"lon":19.04,"altitude":120.5},{"latitude":-33.869,"longitude":151.209}]"#)
+        #expect(out[0].extra[0].value.description == #"{"lat":47.498,"lng":19.04,"name":"home lat"}"#)
+        // Nothing to coarsen: the same bytes.
+        #expect(DropTransform.coarsen(RawJSON(#"{"steps":[1,2,3]}"#), decimals: 2, parser: JSONParser()).description == #"{"steps":[1,2,3]}"#)
+    }
+
+    @Test func dropMistakes() {
+        #expect(problems("drop", "fields: [metdata]").contains("is not a field drop can take out"))
+        #expect(problems("drop", "coarsen_location: 12").contains("0 to 8 decimals"))
+        #expect(problems("drop", "{}").contains("drop needs fields, kinds or coarsen_location"))
+    }
+
+    // MARK: the documented examples
+
+    /// The YAML in each transform's documentation (its source file) builds as it is.
+    @Test(arguments: ["Filter/FilterTransform.swift", "Rename/RenameTransform.swift", "Convert/ConvertTransform.swift",
+                      "Drop/DropTransform.swift"])
+    func theDocumentedExampleDecodes(file: String) throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let source = try String(contentsOf: root.appendingPathComponent("Sources/Transforms/" + file), encoding: .utf8)
+        var yaml: [String] = []
+        var inside = false
+        for line in source.split(separator: "\n", omittingEmptySubsequences: false) {
+            let text = line.hasPrefix("/// ") ? String(line.dropFirst(4)) : line.hasPrefix("///") ? String(line.dropFirst(3)) : ""
+            if text.hasPrefix("```yaml") { inside = true; continue }
+            if inside && text.hasPrefix("```") { break }
+            if inside { yaml.append(text) }
+        }
+        let list = try parseYAML(yaml.joined(separator: "\n"), file: file, environment: [:])
+        let item = try #require(list.elements?.first)
+        let entry = try #require(item.entries?.first)
+        let builder = try #require(TransformRegistry.builder(named: entry.key))
+        _ = try builder(entry.value, "example")
+    }
+}
