@@ -131,12 +131,12 @@ public enum CanonicalCodec {
     /// The canonical field names, in the order of `Key`.
     enum Key: Int, CaseIterable {
         case op, kind, device, receiver, uuid, type, part, parts, start, end, utcOffset, value, unit, code
-        case activity, durationS, energyKcal, distanceM, source, metadata, extra, other
+        case activity, durationS, energyKcal, distanceM, source, metadata, extra, tags, other
     }
 
     static let keys = JSONKeyTable([
         "op", "kind", "device", "receiver", "uuid", "type", "part", "parts", "start", "end", "utc_offset", "value",
-        "unit", "code", "activity", "duration_s", "energy_kcal", "distance_m", "source", "metadata", "extra",
+        "unit", "code", "activity", "duration_s", "energy_kcal", "distance_m", "source", "metadata", "extra", "tags",
     ])
 
     /// One canonical record from a parsed JSON object, in one pass over its members.
@@ -223,6 +223,14 @@ public enum CanonicalCodec {
             case .extra:
                 if v.kind == .object {
                     for (ek, ev) in v.members { r.extra.append(RecordField(ek.string, raw(ev))) }
+                }
+            case .tags:
+                // Labels are an object of strings; anything else under that name (journals from
+                // before tags existed) stays a field of the kind, as it was.
+                if v.kind == .object && v.members.allSatisfy({ $0.value.kind == .string }) {
+                    for (tk, tv) in v.members { r.tags.append(RecordTag(tk.string, tv.string ?? "")) }
+                } else {
+                    r.fields.append(RecordField(k.string, raw(v)))
                 }
             case .other:
                 r.fields.append(RecordField(k.string, raw(v)))

@@ -43,6 +43,14 @@ extension CanonicalRecord {
             }
             o.byte(0x7D)
         }
+        if !r.tags.isEmpty {
+            o.lit(",\"tags\":{")
+            for (i, t) in r.tags.enumerated() {
+                if i > 0 { o.byte(0x2C) }
+                o.str(t.name); o.byte(0x3A); o.str(t.value)
+            }
+            o.byte(0x7D)
+        }
         if let m = r.metadata { o.lit(",\"metadata\":"); o.out.append(contentsOf: m.bytes) }
         if !r.extra.isEmpty {
             o.lit(",\"extra\":{")

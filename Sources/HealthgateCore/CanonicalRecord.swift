@@ -36,6 +36,9 @@ public struct CanonicalRecord: Sendable, Equatable {
     public var distanceM: Double?
     public var source: RecordSource?
     public var metadata: RawJSON?
+    /// Labels routes add (`tag` transform), in the order given; sinks use them (InfluxDB tags,
+    /// a PostgreSQL column, the canonical JSON of files, webhooks and MQTT records).
+    public var tags: [RecordTag] = []
     /// Fields that belong to the record's kind, in the order the sender gave them.
     public var fields: [RecordField]
     /// Fields that have no place in the canonical record, kept as they came.
@@ -77,6 +80,7 @@ extension CanonicalRecord {
     public static let canonicalFieldNames: Set<String> = [
         "op", "kind", "device", "receiver", "uuid", "type", "part", "parts", "start", "end", "utc_offset",
         "value", "unit", "code", "activity", "duration_s", "energy_kcal", "distance_m", "source", "metadata", "extra",
+        "tags",
     ]
 
     /// Keeps a field of the record's kind at the top level (`fields`), unless its name is one the
@@ -117,6 +121,17 @@ public struct RecordSource: Sendable, Equatable {
 }
 
 /// A named field whose value is kept as compact JSON text.
+/// A label: `person: alice`.
+public struct RecordTag: Sendable, Equatable {
+    public var name: String
+    public var value: String
+
+    public init(_ name: String, _ value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
 public struct RecordField: Sendable, Equatable {
     public var name: String
     public var value: RawJSON

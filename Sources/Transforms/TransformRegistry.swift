@@ -11,6 +11,7 @@ public enum TransformRegistry {
         ("rename", RenameTransform.build),
         ("convert", ConvertTransform.build),
         ("drop", DropTransform.build),
+        ("tag", TagTransform.build),
     ]
 
     public static var names: [String] { builders.map(\.name) }

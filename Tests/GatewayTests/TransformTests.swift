@@ -2,6 +2,7 @@ import FastJSON
 import Foundation
 import HealthgateCore
 @testable import HealthgateTesting
+import CanonicalJSON
 import Posix
 import Testing
 @testable import Transforms
@@ -154,11 +155,40 @@ import YAMLConfig
         #expect(problems("drop", "{}").contains("drop needs fields, kinds or coarsen_location"))
     }
 
+    // MARK: tag
+
+    @Test func tagLabelsEveryRecordAndTheLabelsTravel() throws {
+        let t = try build("tag", "{person: alice, household: home}")
+        var tagged = Self.q("a", "steps", 1, nil)
+        tagged.tags = [RecordTag("household", "old"), RecordTag("room", "kitchen")]
+        let out = run(t, [Self.q("b", "steps", 2, nil), tagged, Self.deletion("c")])
+        #expect(out[0].tags == [RecordTag("person", "alice"), RecordTag("household", "home")])
+        #expect(out[1].tags == [RecordTag("household", "home"), RecordTag("room", "kitchen"), RecordTag("person", "alice")])
+        #expect(out[2].tags.count == 2)
+        // In the canonical JSON (the journal, files, webhooks, MQTT records), and back.
+        let line = CanonicalCodec.encodeLine(out[0])
+        #expect(String(decoding: line, as: UTF8.self).contains(#""tags":{"person":"alice","household":"home"}"#))
+        let parser = JSONParser()
+        let doc = try parser.parse(line)
+        #expect(try CanonicalCodec.decode(doc.root) == out[0])
+        // A sender's own field called "tags" that is not labels stays what it was.
+        let oldDoc = try parser.parse(#"{"op":"upsert","kind":"workout","device":"d","receiver":"r","uuid":"u","type":"workout","tags":["run",3]}"#)
+        let old = try CanonicalCodec.decode(oldDoc.root)
+        #expect(old.tags.isEmpty && old.fields.first?.name == "tags")
+    }
+
+    @Test func tagMistakes() {
+        #expect(problems("tag", "{Person: alice}").contains("is not a label name"))
+        #expect(problems("tag", "{person: \"\"}").contains("1 to 256 bytes"))
+        #expect(problems("tag", "[person]").contains("a mapping"))
+        #expect(problems("tag", "{}").contains("at least one label"))
+    }
+
     // MARK: the documented examples
 
     /// The YAML in each transform's documentation (its source file) builds as it is.
     @Test(arguments: ["Filter/FilterTransform.swift", "Rename/RenameTransform.swift", "Convert/ConvertTransform.swift",
-                      "Drop/DropTransform.swift"])
+                      "Drop/DropTransform.swift", "Tag/TagTransform.swift"])
     func theDocumentedExampleDecodes(file: String) throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let source = try String(contentsOf: root.appendingPathComponent("Sources/Transforms/" + file), encoding: .utf8)

@@ -56,6 +56,8 @@ struct LineProtocolEncoder: Sendable {
         if let d = r.source?.device, !d.isEmpty { tags.append(("device", d)) }
         if let a = r.activity, !a.isEmpty, isWorkout { tags.append(("activity", a)) }
         if !phoneTag.isEmpty { tags.append((phoneTag, r.device)) }
+        // The labels routes added (`tag`), where they do not take a name the sink gives itself.
+        for t in r.tags where !tags.contains(where: { $0.0 == t.name }) { tags.append((t.name, t.value)) }
         tags.sort { $0.0 < $1.0 }
         tags.removeAll { $0.1.isEmpty }
         let name = measurement.render(r, LineProtocolEncoder.value)

@@ -113,6 +113,9 @@ enum PostgresSchema {
             ORDER BY r.device, r.type, r.start_at DESC, r.end_at DESC
             """,
         ]),
+        Migration(version: 2, description: "records.tags: the labels routes add", sql: [
+            "ALTER TABLE {schema}.records ADD COLUMN tags jsonb",
+        ]),
     ]
 
     /// Every type the registry knows, for `types` (kept up to date at every open).

@@ -78,7 +78,7 @@ public final class PostgresSink: Sink {
                 kind text, type text, start_at timestamptz, end_at timestamptz, local_start timestamp,
                 value double precision, text_value text, code integer, unit text, activity text, duration_s double precision,
                 energy_kcal double precision, distance_m double precision, source_app text, source_device text,
-                utc_offset integer, receiver text, metadata jsonb, fields jsonb, extra jsonb) ON COMMIT DELETE ROWS
+                utc_offset integer, receiver text, metadata jsonb, fields jsonb, extra jsonb, tags jsonb) ON COMMIT DELETE ROWS
             """)
         return c
     }
@@ -140,7 +140,7 @@ public final class PostgresSink: Sink {
     /// The columns of `records` the sink writes, the key first.
     public static let columns = ["device", "uuid", "part", "parts", "kind", "type", "start_at", "end_at", "local_start", "value",
                           "text_value", "code", "unit", "activity", "duration_s", "energy_kcal", "distance_m", "source_app",
-                          "source_device", "utc_offset", "receiver", "metadata", "fields", "extra"]
+                          "source_device", "utc_offset", "receiver", "metadata", "fields", "extra", "tags"]
 
     private func prepareStatements() {
         let cols = PostgresSink.columns.joined(separator: ", ")
@@ -349,6 +349,7 @@ public final class PostgresSink: Sink {
             if r.metadata != nil { u[23] = true }
             if !r.fields.isEmpty { u[24] = true }
             if !r.extra.isEmpty { u[25] = true }
+            if !r.tags.isEmpty { u[26] = true }
         }
         return u
     }
@@ -385,6 +386,7 @@ public final class PostgresSink: Sink {
         if u[23] { w.raw(r.metadata?.bytes) }
         if u[24] { w.raw(PostgresSink.object(r.fields)) }
         if u[25] { w.raw(PostgresSink.object(r.extra)) }
+        if u[26] { w.raw(PostgresSink.object(r.tags.map { RecordField($0.name, .string($0.value)) })) }
         w.endRow()
     }
 
