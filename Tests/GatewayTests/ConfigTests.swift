@@ -7,6 +7,7 @@ import Posix
 import SinkKit
 import Sinks
 import Testing
+import Transforms
 import YAMLConfig
 
 @Suite struct ConfigTests {
@@ -104,6 +105,14 @@ import YAMLConfig
         #expect(Set(t.sinks.map(\.built.kind)) == Set(SinkRegistry.kinds))
         #expect(Set(t.sinks.map(\.name)) == ["archive", "influx", "n8n", "home", "db"])
         #expect(t.warnings.isEmpty, "\(t.warnings)")
+        // Every transform is shown at work in it.
+        #expect(Set(t.routes.flatMap { $0.transforms.map(\.kind) }) == Set(TransformRegistry.names))
+        // And `healthgate check` on it passes, drawing the graph.
+        var envs = env
+        envs["HEALTHGATE_DATA_DIR"] = nil
+        let check = try CLITests.run(["check", "--config", "/" + root + "/config.example.yaml"], env: envs)
+        #expect(check.status == 0, "\(check.err)")
+        #expect(check.out.contains("dashboards: my-iphone, influx → filter → rename → convert → tag → influx"), "\(check.out)")
         #expect(t.quarantine.max_bytes != nil && t.http.header_timeout != nil && t.http.max_buffered != nil)
     }
 

@@ -17,10 +17,12 @@ struct CheckCommand {
             print("  \(r.name): \(r.config.kind) POST \(r.receiver.paths.joined(separator: ", ")), "
                   + "auth \(r.config.auth?.type.rawValue ?? "none")\(r.config.hmac != nil ? ", HMAC signatures required" : "")")
         }
+        // The graph: receivers → each route's transforms in order → sinks.
         print("routes:")
         for route in t.routes {
-            let transforms = route.transforms.isEmpty ? "" : " (\(route.transforms.count) transform(s))"
-            print("  \(route.name): \(route.from.map(\.pattern).joined(separator: ", ")) -> \(route.to.joined(separator: ", "))\(transforms)")
+            let receivers = t.receivers.map(\.name).filter { route.takes(receiver: $0) }
+            let steps = [receivers.joined(separator: ", ")] + route.transforms.map(\.kind) + [route.to.joined(separator: ", ")]
+            print("  \(route.name): \(steps.joined(separator: " → "))")
         }
         print("sinks:")
         for s in t.sinks {
