@@ -59,6 +59,7 @@ bench: build
 	.build/release/healthgate-bench --healthgate $(BIN) --influx --seconds 5
 	.build/release/healthgate-bench --healthgate $(BIN) --mqtt --seconds 5
 	.build/release/healthgate-bench --healthgate $(BIN) --postgres --seconds 5
+	.build/release/healthgate-bench --healthgate $(BIN) --transforms --seconds 5
 
 clean:
 	rm -rf .build

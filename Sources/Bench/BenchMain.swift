@@ -47,7 +47,15 @@ enum BenchMain {
             hmac: {secret: \(secret)}
             max_body: 2MB   # the research's 4,800-sample body is 1.05 MB; the app itself stops at 1,000,000 bytes
         routes:
-          - {name: archive, from: ["*"], to: [archive]}
+          - name: archive
+            from: ["*"]
+        \(o.transforms ? """
+            transforms:
+              - filter: {types: [heart_rate, steps, "active_energy_*", "distance_*"], values: {heart_rate: {min: 25, max: 250}}}
+              - convert: {distance: km, energy: kJ}
+              - tag: {person: bench, household: home}
+        """ : "")
+            to: [archive]
         sinks:
           \(sinkLine)
         """
@@ -80,6 +88,7 @@ enum BenchMain {
               + (o.influx ? "into InfluxDB 1.x (influxd on loopback)"
                  : o.mqtt ? "into mosquitto (mqtt sink, QoS 1, states and every record)"
                  : o.postgres ? "into PostgreSQL 15 (postgres sink: COPY and upsert)" : "file sink with fsync")
+              + (o.transforms ? ", through filter + convert + tag" : "")
               + (o.rate > 0 ? ", paced to \(Int(o.rate)) samples/s" : ", each sending as soon as it is answered"))
         // Paced: each connection sends on its own fixed schedule (an open loop), so the time
         // to 2xx is what one phone sees while the server carries that load.

@@ -17,6 +17,7 @@ struct BenchOptions {
     var influx = false
     var mqtt = false
     var postgres = false
+    var transforms = false
 
     init(_ args: [String]) {
         var i = 1
@@ -32,6 +33,7 @@ struct BenchOptions {
             case "--influx": influx = true; i -= 1
             case "--mqtt": mqtt = true; i -= 1
             case "--postgres": postgres = true; i -= 1
+            case "--transforms": transforms = true; i -= 1
             default: break
             }
             i += 2

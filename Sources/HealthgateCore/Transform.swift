@@ -27,6 +27,12 @@ extension TransformSpec {
 /// drops a record from the state nor counts one twice. See Pipeline/Delivery/QUEUES.md.
 public protocol Transform: AnyObject {
     func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void)
+    /// True for a transform that makes at most one record of each, keeping no state (filter,
+    /// rename, convert, tag, drop): a route of such transforms runs them on one copy of the
+    /// record, in place, through `map`. Default false.
+    var maps: Bool { get }
+    /// The record changed in place; false to drop it. Only asked when `maps` is true.
+    func map(_ record: inout CanonicalRecord) -> Bool
     func tick(now: Timestamp, emit: (CanonicalRecord) -> Void)
     /// The state to commit with the cursor; nil for a transform that keeps none (the default).
     func saveState() -> [UInt8]?
@@ -35,6 +41,16 @@ public protocol Transform: AnyObject {
 }
 
 extension Transform {
+    public var maps: Bool { false }
+
+    public func map(_ record: inout CanonicalRecord) -> Bool {
+        var out: CanonicalRecord?
+        process(record) { out = $0 }
+        guard let out else { return false }
+        record = out
+        return true
+    }
+
     public func tick(now: Timestamp, emit: (CanonicalRecord) -> Void) {}
     public func saveState() -> [UInt8]? { nil }
     public func restoreState(_ bytes: [UInt8]) throws(TransformStateError) {}

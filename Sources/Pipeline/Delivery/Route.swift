@@ -46,6 +46,8 @@ public final class SinkRoutes {
         /// State keys, one per transform: `<route name>/<index>/<kind>`.
         let keys: [String]
         let unchanged: Bool
+        /// Every transform maps one record to at most one, in place.
+        let maps: Bool
     }
 
     let lanes: [Lane]
@@ -54,9 +56,10 @@ public final class SinkRoutes {
         lanes = routes.map { route in
             let context = TransformContext(route: route.name, sink: sink, clock: clock, timeZones: timeZones,
                                            logger: logger.child("route \(route.name)"))
-            return Lane(route: route, transforms: route.transforms.map { $0.instantiate(context) },
+            let transforms = route.transforms.map { $0.instantiate(context) }
+            return Lane(route: route, transforms: transforms,
                         keys: route.transforms.enumerated().map { "\(route.name)/\($0.offset)/\($0.element.kind)" },
-                        unchanged: route.keepsRecordsUnchanged)
+                        unchanged: route.keepsRecordsUnchanged, maps: transforms.allSatisfy(\.maps))
         }
     }
 
@@ -70,6 +73,12 @@ public final class SinkRoutes {
                 continue
             }
             let keep = lane.unchanged ? line : nil
+            if lane.maps {
+                // One copy, changed in place by each transform in turn.
+                var x = r
+                if lane.transforms.allSatisfy({ $0.map(&x) }) { out.append(x, line: keep) }
+                continue
+            }
             run(lane, r, from: 0) { out.append($0, line: keep) }
         }
         return out.count > before

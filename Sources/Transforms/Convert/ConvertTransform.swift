@@ -20,22 +20,47 @@ public struct ConvertTransform: TransformSpec {
     public func instantiate(_ context: TransformContext) -> any Transform { Instance(spec: self) }
 
     public func apply(_ r: inout CanonicalRecord) {
-        guard r.op == .upsert, let v = r.value?.number, let unit = r.unit else { return }
-        guard let target = byType[r.type] ?? Units.family(of: unit).flatMap({ byFamily[$0] }),
-              Units.normalize(unit) != Units.normalize(target),
+        guard r.op == .upsert, let v = r.value?.number, let unit = r.unit, let target = target(type: r.type, unit: unit),
               let converted = Units.convert(v, from: unit, to: target) else { return }
         r.value = .number(converted)
         r.unit = target
     }
 
+    /// The unit a record of `type` in `unit` is shown in, or nil when it stays as it is.
+    func target(type: String, unit: String) -> String? {
+        guard let target = byType[type] ?? Units.family(of: unit).flatMap({ byFamily[$0] }),
+              Units.normalize(unit) != Units.normalize(target), Units.convert(1, from: unit, to: target) != nil else { return nil }
+        return target
+    }
+
     final class Instance: Transform {
         let spec: ConvertTransform
+        /// What `target` said for each (type, unit) seen: finding a unit's family reads its
+        /// spelling, which costs more than the conversion.
+        var targets: [String: [String: String?]] = [:]
         init(spec: ConvertTransform) { self.spec = spec }
 
         func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
             var r = record
-            spec.apply(&r)
+            _ = map(&r)
             emit(r)
+        }
+
+        var maps: Bool { true }
+
+        func map(_ record: inout CanonicalRecord) -> Bool {
+            guard record.op == .upsert, let v = record.value?.number, let unit = record.unit else { return true }
+            let target: String?
+            if let known = targets[record.type]?[unit] {
+                target = known
+            } else {
+                target = spec.target(type: record.type, unit: unit)
+                if targets.count < 4096 { targets[record.type, default: [:]][unit] = target }
+            }
+            guard let target, let converted = Units.convert(v, from: unit, to: target) else { return true }
+            record.value = .number(converted)
+            record.unit = target
+            return true
         }
     }
 

@@ -26,8 +26,13 @@ public struct DropTransform: TransformSpec {
 
     /// Nil when the record is dropped; else the record with the fields and precision taken out.
     public func apply(_ record: CanonicalRecord, parser: JSONParser) -> CanonicalRecord? {
-        if record.op == .upsert && kinds.contains(record.kind) { return nil }
         var r = record
+        return apply(&r, parser: parser) ? r : nil
+    }
+
+    /// False when the record is dropped; else it has the fields and precision taken out.
+    public func apply(_ r: inout CanonicalRecord, parser: JSONParser) -> Bool {
+        if r.op == .upsert && kinds.contains(r.kind) { return false }
         if fields.contains("metadata") { r.metadata = nil }
         if fields.contains("extra") { r.extra = [] }
         if fields.contains("source") { r.source = nil }
@@ -37,7 +42,7 @@ public struct DropTransform: TransformSpec {
             for i in r.fields.indices { r.fields[i].value = DropTransform.coarsen(r.fields[i].value, decimals: d, parser: parser, key: r.fields[i].name) }
             for i in r.extra.indices { r.extra[i].value = DropTransform.coarsen(r.extra[i].value, decimals: d, parser: parser, key: r.extra[i].name) }
         }
-        return r
+        return true
     }
 
     static let locationKeys: Set<String> = ["lat", "lon", "lng", "latitude", "longitude"]
@@ -94,6 +99,10 @@ public struct DropTransform: TransformSpec {
         func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
             if let r = spec.apply(record, parser: parser) { emit(r) }
         }
+
+        var maps: Bool { true }
+
+        func map(_ record: inout CanonicalRecord) -> Bool { spec.apply(&record, parser: parser) }
     }
 
     public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {

@@ -86,6 +86,12 @@ public struct FilterTransform: TransformSpec {
         func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
             if spec.keeps(record, now: spec.maxAgeSeconds == nil ? Timestamp(seconds: 0) : clock.now()) { emit(record) }
         }
+
+        var maps: Bool { true }
+
+        func map(_ record: inout CanonicalRecord) -> Bool {
+            spec.keeps(record, now: spec.maxAgeSeconds == nil ? Timestamp(seconds: 0) : clock.now())
+        }
     }
 
     /// The transform from its config; every mistake at once, where it is.

@@ -32,6 +32,13 @@ public struct TagTransform: TransformSpec {
             spec.apply(&r)
             emit(r)
         }
+
+        var maps: Bool { true }
+
+        func map(_ record: inout CanonicalRecord) -> Bool {
+            spec.apply(&record)
+            return true
+        }
     }
 
     public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {
