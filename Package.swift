@@ -63,7 +63,7 @@ let package = Package(
         .target(name: "Sinks", dependencies: ["SinkKit", "SinkFile", "SinkHTTP", "SinkInfluxDB", "SinkMQTT", "SinkPostgres", "YAMLConfig"],
                 path: "Sources/Sinks/Registry", swiftSettings: strict),
         // One folder per transform, and their registry.
-        .target(name: "Transforms", dependencies: ["HealthgateCore", "YAMLConfig", "Posix", "FastJSON"], swiftSettings: strict),
+        .target(name: "Transforms", dependencies: ["HealthgateCore", "YAMLConfig", "Posix", "FastJSON", "CanonicalJSON"], swiftSettings: strict),
         // The journal and the pipeline: drainers, routes, delivery, dead letters, cursors. No HTTP, no QR.
         .target(name: "Pipeline", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "SinkKit", "CZlib"],
                 exclude: ["Journal/JOURNAL.md", "Delivery/QUEUES.md"], swiftSettings: strict),

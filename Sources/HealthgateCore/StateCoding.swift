@@ -10,6 +10,12 @@ public struct StateWriter {
         bytes += Array(s.utf8)
     }
 
+    /// Raw bytes as one field (a packed table: fixed-width numbers, little-endian).
+    public mutating func put(bytes b: [UInt8]) {
+        bytes += Array("\(b.count):".utf8)
+        bytes += b
+    }
+
     public mutating func put(_ n: Int64) { put(String(n)) }
     public mutating func put(_ n: Int) { put(String(n)) }
     public mutating func put(_ d: Double) { put(String(d)) }
@@ -29,6 +35,14 @@ public struct StateReader {
               n >= 0, colon + 1 + n <= bytes.count else { throw TransformStateError("the state is cut at byte \(at)") }
         at = colon + 1 + n
         return String(decoding: bytes[(colon + 1)..<at], as: UTF8.self)
+    }
+
+    /// A field as raw bytes (what `put(bytes:)` wrote).
+    public mutating func takeBytes() throws(TransformStateError) -> ArraySlice<UInt8> {
+        guard let colon = bytes[at...].firstIndex(of: 0x3A), let n = Int(String(decoding: bytes[at..<colon], as: UTF8.self)),
+              n >= 0, colon + 1 + n <= bytes.count else { throw TransformStateError("the state is cut at byte \(at)") }
+        at = colon + 1 + n
+        return bytes[(colon + 1)..<at]
     }
 
     public mutating func int() throws(TransformStateError) -> Int64 {

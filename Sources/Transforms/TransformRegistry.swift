@@ -12,6 +12,7 @@ public enum TransformRegistry {
         ("convert", ConvertTransform.build),
         ("drop", DropTransform.build),
         ("tag", TagTransform.build),
+        ("dedupe", DedupeTransform.build),
     ]
 
     public static var names: [String] { builders.map(\.name) }

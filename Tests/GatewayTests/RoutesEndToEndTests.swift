@@ -9,6 +9,48 @@ import Testing
 @Suite(.serialized) struct RoutesEndToEndTests {
     static let anna = "d_zsOZnTQUz_juWFVljuOOBQ"
 
+    /// dedupe in front of an appending sink: the phone resends a chunk after healthgate was
+    /// killed; the archive still holds each sample once (what dedupe remembers was committed
+    /// with the sink's cursor), and nothing sent is missing.
+    @Test func dedupeSurvivesSIGKILL() throws {
+        let config = """
+            listen: 127.0.0.1:0
+            data_dir: DATA_DIR
+            receivers:
+            \(Vectors.phoneReceiver)
+            routes:
+              - {from: [phone], transforms: [{dedupe: {ttl: 1d}}], to: [archive]}
+            sinks:
+              archive: {kind: file, path: "archive.ndjson", batch: {max_wait: 10ms}}
+            """
+        func chunk(_ prefix: String, _ n: Int) -> [String] {
+            (0..<n).map { #"{"uuid":"\#(prefix)\#($0)","type":"steps","value":\#($0),"unit":"count","start":"2026-12-01T08:00:00Z","end":"2026-12-01T08:00:59Z"}"# }
+        }
+        func post(_ serve: ServeProcess, _ samples: [String]) throws {
+            let delivery = UUID().uuidString.lowercased()
+            let body = Vectors.syncBody(samples: samples, delivery: delivery)
+            let r = try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body, delivery: delivery),
+                                               body: Array(body.utf8))
+            #expect(r.status == 200)
+        }
+        var serve = try ServeProcess(config: config)
+        let file = serve.dataDir + "/archive.ndjson"
+        func uuids() -> [String] { ServeProcess.ndjson(under: serve.dataDir).compactMap { $0["uuid"] as? String } }
+        try post(serve, chunk("a", 50))
+        try post(serve, chunk("a", 50))   // a resend while it runs
+        #expect(ServeProcess.eventually { uuids().count == 50 })
+        usleep(300_000)   // the cursor (and what dedupe remembers) is committed after the write
+        serve.stop(signal: SIGKILL)
+        serve = try ServeProcess(config: config, dataDir: serve.dataDir)
+        try post(serve, chunk("a", 50) + chunk("b", 10))
+        #expect(ServeProcess.eventually { uuids().count >= 60 })
+        usleep(300_000)
+        let all = uuids()
+        #expect(all.count == 60, "\(all.count) lines in \(file)")
+        #expect(Set(all).count == 60)
+        serve.stop()
+    }
+
     @Test func threeRoutesThreeSinksEachGetsWhatItsRouteSays() throws {
         let influx = try DatabaseProcess.influxDB()
         let pg = try DatabaseProcess.postgres()

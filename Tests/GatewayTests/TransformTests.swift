@@ -184,11 +184,67 @@ import YAMLConfig
         #expect(problems("tag", "{}").contains("at least one label"))
     }
 
+    // MARK: dedupe
+
+    @Test func dedupeLetsEachRecordThroughOnceUntilItChangesOrIsDeleted() throws {
+        let spec = try build("dedupe", "{ttl: 1h, max_keys: 1000}")
+        let clock = FakeClock(Self.noon)
+        let t = spec.instantiate(TransformContext(route: "r", sink: "s", clock: clock, timeZones: SystemTimeZones(),
+                                                  logger: Logger(component: "t", sink: MemoryLogSink())))
+        func pass(_ records: [CanonicalRecord]) -> [String] {
+            var out: [String] = []
+            for r in records { t.process(r) { out.append($0.uuid + ($0.part.map { "#\($0)" } ?? "")) } }
+            return out
+        }
+        func part(_ uuid: String, _ p: Int) -> CanonicalRecord {
+            var r = Self.q(uuid, "workout_route", 0, nil)
+            r.kind = "workout_route"; r.part = p; r.parts = 2
+            return r
+        }
+        #expect(pass([Self.q("a", "steps", 1, nil), Self.q("b", "steps", 2, nil), part("w", 0), part("w", 1)]) == ["a", "b", "w#0", "w#1"])
+        // The same chunk again: nothing passes; a corrected sample does.
+        #expect(pass([Self.q("a", "steps", 1, nil), Self.q("b", "steps", 3, nil), part("w", 1)]) == ["b"])
+        // A deletion passes and forgets every part: the route may come back.
+        #expect(pass([Self.deletion("w"), part("w", 0), part("w", 1), Self.q("a", "steps", 1, nil)]) == ["w", "w#0", "w#1"])
+        // After the ttl, a repeat passes again.
+        clock.advance(3601)
+        #expect(pass([Self.q("a", "steps", 1, nil)]) == ["a"])
+        // The state comes back whole after a restart.
+        let again = spec.instantiate(TransformContext(route: "r", sink: "s", clock: clock, timeZones: SystemTimeZones(),
+                                                      logger: Logger(component: "t", sink: MemoryLogSink())))
+        try again.restoreState(try #require(t.saveState()))
+        var out: [String] = []
+        for r in [Self.q("a", "steps", 1, nil), Self.q("b", "steps", 3, nil), Self.q("c", "steps", 1, nil)] { again.process(r) { out.append($0.uuid) } }
+        #expect(out == ["b", "c"])   // a: remembered across the restart; b: last passed over an hour ago
+        #expect(throws: TransformStateError.self) { try again.restoreState(Array("5:abcde0:".utf8)) }
+    }
+
+    @Test func dedupeForgetsTheOldestPastMaxKeys() throws {
+        let spec = try build("dedupe", "{max_keys: 100}")
+        let clock = FakeClock(Self.noon)
+        let t = spec.instantiate(TransformContext(route: "r", sink: "s", clock: clock, timeZones: SystemTimeZones(),
+                                                  logger: Logger(component: "t", sink: MemoryLogSink())))
+        for i in 0..<150 {
+            clock.advance(1)
+            t.process(Self.q("k\(i)", "steps", 1, nil)) { _ in }
+        }
+        var passed: [String] = []
+        for i in [0, 149] { t.process(Self.q("k\(i)", "steps", 1, nil)) { passed.append($0.uuid) } }
+        #expect(passed == ["k0"])   // the oldest was forgotten, the newest is remembered
+        #expect((t.saveState()?.count ?? 0) <= 100 * 24 + 32)
+    }
+
+    @Test func dedupeMistakes() {
+        #expect(problems("dedupe", "{ttl: 0s}").contains("at least 1s"))
+        #expect(problems("dedupe", "{max_keys: 0}").contains("1 to 50,000,000"))
+        #expect(problems("dedupe", "{tll: 7d}").contains("tll"))
+    }
+
     // MARK: the documented examples
 
     /// The YAML in each transform's documentation (its source file) builds as it is.
     @Test(arguments: ["Filter/FilterTransform.swift", "Rename/RenameTransform.swift", "Convert/ConvertTransform.swift",
-                      "Drop/DropTransform.swift", "Tag/TagTransform.swift"])
+                      "Drop/DropTransform.swift", "Tag/TagTransform.swift", "Dedupe/DedupeTransform.swift"])
     func theDocumentedExampleDecodes(file: String) throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let source = try String(contentsOf: root.appendingPathComponent("Sources/Transforms/" + file), encoding: .utf8)
