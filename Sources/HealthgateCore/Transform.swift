@@ -34,6 +34,9 @@ public protocol Transform: AnyObject {
     /// The record changed in place; false to drop it. Only asked when `maps` is true.
     func map(_ record: inout CanonicalRecord) -> Bool
     func tick(now: Timestamp, emit: (CanonicalRecord) -> Void)
+    /// Called after each batch's records went through `process`, before they are delivered: to
+    /// emit once what the batch changed (an aggregate's buckets). Default: nothing.
+    func flush(emit: (CanonicalRecord) -> Void)
     /// The state to commit with the cursor; nil for a transform that keeps none (the default).
     func saveState() -> [UInt8]?
     /// The state committed last (only called when some was).
@@ -52,6 +55,7 @@ extension Transform {
     }
 
     public func tick(now: Timestamp, emit: (CanonicalRecord) -> Void) {}
+    public func flush(emit: (CanonicalRecord) -> Void) {}
     public func saveState() -> [UInt8]? { nil }
     public func restoreState(_ bytes: [UInt8]) throws(TransformStateError) {}
 }

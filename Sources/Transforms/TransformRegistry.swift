@@ -13,6 +13,7 @@ public enum TransformRegistry {
         ("drop", DropTransform.build),
         ("tag", TagTransform.build),
         ("dedupe", DedupeTransform.build),
+        ("aggregate", AggregateTransform.build),
     ]
 
     public static var names: [String] { builders.map(\.name) }

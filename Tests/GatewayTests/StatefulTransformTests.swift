@@ -85,6 +85,70 @@ import Testing
         serve.stop()
     }
 
+    /// `aggregate` (a daily sum of steps, the samples themselves absorbed) under the same
+    /// SIGKILLs: the last daily total downstream is exactly 12 × the distinct samples sent —
+    /// nothing lost, nothing counted twice, resends and replays included.
+    @Test func aggregatesSurviveSIGKILLAtRandomMoments() throws {
+        let port = ScriptedEndpoint.freePort()
+        let config = """
+            listen: 127.0.0.1:\(port)
+            data_dir: DATA_DIR
+            receivers:
+            \(Vectors.phoneReceiver)
+            routes:
+              - {name: daily, from: [phone], transforms: [{aggregate: {types: [steps], every: day, how: sum, keep_source: false}}], to: [archive]}
+            sinks:
+              archive: {kind: file, path: "daily.ndjson", batch: {max_items: 500, max_wait: 5ms}}
+            """
+        var serve = try ServeProcess(config: config)
+        let dataDir = serve.dataDir
+        let sent = LockedSet()
+        let stop = LockedFlag()
+        let group = DispatchGroup()
+        for t in 0..<3 {
+            group.enter()
+            Thread.detachNewThread {
+                defer { group.leave() }
+                var i = 0
+                while !stop.isSet {
+                    let uuids = (0..<20).map { "t\(t)-r\(i)-s\($0)" }
+                    let body = Vectors.syncBody(samples: uuids.map { Self.sample($0, type: "steps") })
+                    while true {
+                        let c = RawHTTPClient(port: port)
+                        if let r = try? c.request("POST", "/hook", headers: LiveServeTests.signedHeaders(body),
+                                                  body: Array(body.utf8)), r.status == 200 { break }
+                        c.close()
+                        usleep(30_000)
+                    }
+                    sent.insert(uuids)
+                    i += 1
+                    usleep(15_000)
+                }
+            }
+        }
+        for _ in 0..<4 {
+            usleep(useconds_t.random(in: 250_000...800_000))
+            serve.stop(signal: SIGKILL)
+            serve = try ServeProcess(config: config, dataDir: dataDir)
+        }
+        usleep(300_000)
+        stop.set()
+        group.wait()
+        let expected = 12 * sent.snapshot.count
+        #expect(expected >= 12 * 600, "too little traffic: \(expected / 12)")
+        var last = -1
+        let settled = ServeProcess.eventually(60) {
+            guard let text = try? String(contentsOfFile: dataDir + "/daily.ndjson", encoding: .utf8) else { return false }
+            for line in text.split(separator: "\n") {
+                if let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                   o["uuid"] as? String == "aggregate:sum:day:steps:2026-10-14T00:00:00", let v = o["value"] as? Double { last = Int(v) }
+            }
+            return last == expected
+        }
+        #expect(settled, "downstream \(last), sent \(expected)")
+        serve.stop()
+    }
+
     /// The last count per derived key; every line must be a whole JSON object.
     static func lastCounts(_ path: String) -> [String: Int] {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [:] }

@@ -240,11 +240,85 @@ import YAMLConfig
         #expect(problems("dedupe", "{tll: 7d}").contains("tll"))
     }
 
+    // MARK: aggregate
+
+    func instance(_ spec: any TransformSpec, clock: any Clock = FixedClock(noon)) -> any Transform {
+        spec.instantiate(TransformContext(route: "r", sink: "s", clock: clock, timeZones: SystemTimeZones(),
+                                          logger: Logger(component: "t", sink: MemoryLogSink())))
+    }
+
+    /// One batch through a transform, its flush included.
+    func batch(_ t: any Transform, _ records: [CanonicalRecord]) -> [CanonicalRecord] {
+        var out: [CanonicalRecord] = []
+        for r in records { t.process(r) { out.append($0) } }
+        t.flush { out.append($0) }
+        return out
+    }
+
+    @Test func aggregateHourlySumsStayRightThroughResendsLateSamplesAndDeletions() throws {
+        let t = instance(try build("aggregate", "{types: [steps], every: 1h, how: sum, keep_source: false}"))
+        let h = Self.noon.seconds
+        func at(_ s: Int64) -> Timestamp { Timestamp(seconds: h + s) }
+        var out = batch(t, [Self.q("a", "steps", 100, nil, at: at(60)), Self.q("b", "steps", 50, nil, at: at(1800)),
+                            Self.q("c", "steps", 7, nil, at: at(3600 + 5)), Self.q("hr", "heart_rate", 61, nil)])
+        // The heart rate is not aggregated and passes; the steps are absorbed into two buckets.
+        #expect(out.map(\.uuid) == ["hr", "aggregate:sum:1h:steps:2026-12-01T12:00:00", "aggregate:sum:1h:steps:2026-12-01T13:00:00"])
+        #expect(out[1].value == .number(150) && out[1].start == Self.noon && out[1].end == at(3599))
+        #expect(out[1].tags == [RecordTag("aggregate", "sum"), RecordTag("interval", "1h")] && out[1].unit == "count")
+        #expect(out[1].fields == [RecordField("samples", .integer(2))])
+        // The same chunk again: nothing to say.
+        #expect(batch(t, [Self.q("a", "steps", 100, nil, at: at(60))]).isEmpty)
+        // A late sample and a correction: one update for the bucket.
+        out = batch(t, [Self.q("late", "steps", 10, nil, at: at(900)), Self.q("b", "steps", 40, nil, at: at(1800))])
+        #expect(out.count == 1 && out[0].value == .number(150))
+        // A deletion takes its sample out; a bucket left empty is deleted.
+        out = batch(t, [Self.deletion("a"), Self.deletion("c")])
+        #expect(out.map(\.op) == [.delete, .delete, .upsert, .delete])
+        #expect(out[2].value == .number(50) && out[3].uuid == "aggregate:sum:1h:steps:2026-12-01T13:00:00")
+        // Its state comes back whole.
+        let again = instance(try build("aggregate", "{types: [steps], every: 1h, how: sum, keep_source: false}"))
+        try again.restoreState(try #require(t.saveState()))
+        #expect(again.saveState() == t.saveState())
+        #expect(batch(again, [Self.q("z", "steps", 5, nil, at: at(100))]).first?.value == .number(55))
+    }
+
+    @Test func aggregateByThePhonesLocalDayAndEveryHow() throws {
+        // Budapest (UTC+1): 23:30Z on 30 November is 00:30 on 1 December there.
+        let day = try build("aggregate", "{types: [\"heart_*\"], every: day, how: max, time_zone: Europe/Budapest}")
+        let t = instance(day)
+        let out = batch(t, [Self.q("x", "heart_rate", 70, nil, at: Timestamp(seconds: Self.noon.seconds - 12 * 3600 - 1800)),
+                            Self.q("y", "heart_rate", 90, nil, at: Self.noon), Self.q("w", "heart_rate", 120, nil,
+                                                                                     at: Timestamp(seconds: Self.noon.seconds - 14 * 3600))])
+        let derived = out.filter { $0.uuid.hasPrefix("aggregate") }
+        // keep_source defaults to true: the samples pass too.
+        #expect(out.filter { !$0.uuid.hasPrefix("aggregate") }.count == 3)
+        #expect(Set(derived.map(\.uuid)) == ["aggregate:max:day:heart_rate:2026-12-01T00:00:00", "aggregate:max:day:heart_rate:2026-11-30T00:00:00"])
+        #expect(derived.first { $0.uuid.hasSuffix("2026-12-01T00:00:00") }?.value == .number(90))
+        #expect(derived.first { $0.uuid.hasSuffix("2026-12-01T00:00:00") }?.start == Timestamp(seconds: Self.noon.seconds - 13 * 3600))
+        for (how, expected) in [("mean", 80.0), ("min", 70), ("count", 2), ("last", 90)] {
+            let i = instance(try build("aggregate", "{types: [heart_rate], every: day, how: \(how), keep_source: false}"))
+            let v = batch(i, [Self.q("a", "heart_rate", 70, nil, at: Timestamp(seconds: Self.noon.seconds - 60)),
+                              Self.q("b", "heart_rate", 90, nil, at: Self.noon)]).first?.value
+            #expect(v == .number(expected), "\(how)")
+        }
+    }
+
+    @Test func aggregateMistakes() {
+        #expect(problems("aggregate", "{types: []}").contains("needs the types"))
+        #expect(problems("aggregate", "{types: [steps], every: 7m}").contains("divides a day"))
+        #expect(problems("aggregate", "{types: [steps], every: 90s}").contains("divides a day"))
+        #expect(problems("aggregate", "{types: [steps], how: median}").contains("how is one of"))
+        #expect(problems("aggregate", "{types: [sleep_analysis]}").contains("is a category"))
+        #expect(problems("aggregate", "{types: [steps], time_zone: Moon/Base}").contains("not a time zone"))
+        #expect(problems("aggregate", "{every: 1h}").contains("types"))
+    }
+
     // MARK: the documented examples
 
     /// The YAML in each transform's documentation (its source file) builds as it is.
     @Test(arguments: ["Filter/FilterTransform.swift", "Rename/RenameTransform.swift", "Convert/ConvertTransform.swift",
-                      "Drop/DropTransform.swift", "Tag/TagTransform.swift", "Dedupe/DedupeTransform.swift"])
+                      "Drop/DropTransform.swift", "Tag/TagTransform.swift", "Dedupe/DedupeTransform.swift",
+                      "Aggregate/AggregateTransform.swift"])
     func theDocumentedExampleDecodes(file: String) throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let source = try String(contentsOf: root.appendingPathComponent("Sources/Transforms/" + file), encoding: .utf8)

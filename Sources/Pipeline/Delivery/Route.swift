@@ -84,6 +84,16 @@ public final class SinkRoutes {
         return out.count > before
     }
 
+    /// Lets every transform emit what the batch just processed changed (in route order), on
+    /// through the transforms after it.
+    public func flush(into out: inout RoutedRecords) {
+        for lane in lanes where !lane.maps {
+            for i in lane.transforms.indices {
+                lane.transforms[i].flush { r in run(lane, r, from: i + 1) { out.append($0, line: nil) } }
+            }
+        }
+    }
+
     /// Lets every transform emit what time alone decides.
     public func tick(now: Timestamp, into out: inout RoutedRecords) {
         for lane in lanes {

@@ -332,6 +332,7 @@ final class DrainLoop {
                 }
                 consumed += 1
             }
+            routes.flush(into: &batch)
             pending.removeFirst(consumed)
             if !batch.isEmpty {
                 let ahead = startReadAhead()
@@ -366,6 +367,7 @@ final class DrainLoop {
             if let s = sink { metrics.report = s.report() }
             var out = RoutedRecords()
             routes.tick(now: d.clock.now(), into: &out)
+            routes.flush(into: &out)
             if !out.isEmpty {
                 switch deliver(out) {
                 case .delivered:
