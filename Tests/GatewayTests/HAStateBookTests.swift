@@ -186,6 +186,19 @@ import Testing
         #expect(again.saveState() == b.saveState())
     }
 
+    /// The labels routes add (`tag`) are attributes of the phone's states, and stay after a restart.
+    @Test func labelsAreAttributes() throws {
+        let b = book()
+        var r = Self.sample("h", "heart_rate", 64, at: Self.noon - 60)
+        r.tags = [RecordTag("person", "anna"), RecordTag("measured_at", "not ours")]
+        let u = b.apply([r], now: now).first
+        #expect(u?.attribute("person") == .string("anna"))
+        #expect(u?.attribute("measured_at") != .string("not ours"))   // our own attributes win
+        let again = book()
+        try again.restoreState(b.saveState())
+        #expect(again.all(now: now).first?.attribute("person") == .string("anna"))
+    }
+
     @Test func theStateSurvivesARestart() throws {
         let b = book()
         _ = b.apply([Self.sample("s1", "steps", 1200, at: Self.noon - 3600), Self.sample("h", "heart_rate", 64, at: Self.noon - 60)],

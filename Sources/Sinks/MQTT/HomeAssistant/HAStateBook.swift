@@ -61,6 +61,8 @@ public final class HAStateBook {
         /// Heart-rate samples (key → bpm) in the last workout's time window, for its heart rate
         /// when the workout does not carry one (at most `workoutHeartRates`).
         var workoutHR: [String: Double] = [:]
+        /// The labels (`tag` transform) of the phone's latest record, shown on each of its states.
+        var tags: [RecordTag] = []
     }
 
     static let keep = 8
@@ -120,6 +122,7 @@ public final class HAStateBook {
         defer { books[r.device] = book }
         if let o = r.utcOffset { book.offset = o }
         book.receiver = r.receiver
+        if r.op == .upsert && book.tags != r.tags { book.tags = r.tags }
         let key = r.uuid + (r.part.map { "#\($0)" } ?? "")
         if r.op == .delete {
             return remove(uuid: r.uuid, type: r.type, from: &book)
@@ -259,6 +262,7 @@ public final class HAStateBook {
                 if !last.app.isEmpty { attributes.append(("source_app", .string(last.app))) }
             }
         }
+        for t in book.tags where !attributes.contains(where: { $0.0 == t.name }) { attributes.append((t.name, .string(t.value))) }
         return HAUpdate(device: device, entity: entity, state: state, attributes: attributes)
     }
 
@@ -378,6 +382,10 @@ extension HAStateBook {
                 w.put("S"); w.put(night); w.put(samples.count)
                 for s in samples.values.sorted(by: { $0.key < $1.key }) { put(s) }
             }
+            if !book.tags.isEmpty {
+                w.put("G"); w.put(book.tags.count)
+                for t in book.tags { w.put(t.name); w.put(t.value) }
+            }
             if !book.workoutHR.isEmpty {
                 w.put("H"); w.put(book.workoutHR.count)
                 for (k, v) in book.workoutHR.sorted(by: { $0.key < $1.key }) { w.put(k); w.put(v) }
@@ -421,6 +429,11 @@ extension HAStateBook {
                 var samples: [String: Sample] = [:]
                 for _ in 0..<max(0, n) { let s = try sample(); samples[s.key] = s }
                 restored[device]?.nights[night] = samples
+            case "G":
+                let n = try r.int()
+                var tags: [RecordTag] = []
+                for _ in 0..<max(0, n) { let k = try r.take(); tags.append(RecordTag(k, try r.take())) }
+                restored[device]?.tags = tags
             case "H":
                 let n = try r.int()
                 var hr: [String: Double] = [:]
