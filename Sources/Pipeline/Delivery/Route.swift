@@ -31,7 +31,7 @@ public struct RoutedRecords {
     public var count: Int { records.count }
     public var isEmpty: Bool { records.isEmpty }
 
-    public mutating func append(_ r: CanonicalRecord, line: ArraySlice<UInt8>?) {
+    public mutating func append(_ r: consuming CanonicalRecord, line: ArraySlice<UInt8>?) {
         records.append(r)
         lines.append(line)
     }
@@ -76,7 +76,7 @@ public final class SinkRoutes {
             if lane.maps {
                 // One copy, changed in place by each transform in turn.
                 var x = r
-                if lane.transforms.allSatisfy({ $0.map(&x) }) { out.append(x, line: keep) }
+                if lane.transforms.allSatisfy({ $0.map(&x) }) { out.append(consume x, line: keep) }
                 continue
             }
             run(lane, r, from: 0) { out.append($0, line: keep) }
