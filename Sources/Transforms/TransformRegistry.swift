@@ -22,3 +22,24 @@ public enum TransformRegistry {
         builders.first { $0.name == name }?.build
     }
 }
+
+/// The instance of a stateless transform that changes each record in place (rename, tag): the
+/// route runs `apply` on its one copy of the record.
+final class MappingInstance: Transform {
+    let apply: (inout CanonicalRecord) -> Void
+
+    init(_ apply: @escaping (inout CanonicalRecord) -> Void) { self.apply = apply }
+
+    func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
+        var r = record
+        apply(&r)
+        emit(r)
+    }
+
+    var maps: Bool { true }
+
+    func map(_ record: inout CanonicalRecord) -> Bool {
+        apply(&record)
+        return true
+    }
+}

@@ -33,43 +33,9 @@ import Testing
     @Test func countsSurviveSIGKILLAtRandomMoments() throws {
         let port = ScriptedEndpoint.freePort()
         let config = Self.config(port: port)
-        var serve = try ServeProcess(config: config, binary: ServeProcess.testServeBinary)
-        let dataDir = serve.dataDir
-        let sent = LockedSet()
-        let stop = LockedFlag()
-        let group = DispatchGroup()
-        for t in 0..<3 {
-            group.enter()
-            Thread.detachNewThread {
-                defer { group.leave() }
-                var i = 0
-                while !stop.isSet {
-                    let uuids = (0..<20).map { "t\(t)-r\(i)-s\($0)" }
-                    let samples = uuids.enumerated().map { Self.sample($0.element, type: $0.offset % 3 == 0 ? "steps" : "heart_rate") }
-                    let body = Vectors.syncBody(samples: samples)
-                    // Until it is acknowledged: a request cut by the kill is sent again (with a
-                    // new delivery id), so some records reach the journal twice.
-                    while true {
-                        let c = RawHTTPClient(port: port)
-                        if let r = try? c.request("POST", "/hook", headers: LiveServeTests.signedHeaders(body),
-                                                  body: Array(body.utf8)), r.status == 200 { break }
-                        c.close()
-                        usleep(30_000)
-                    }
-                    sent.insert(uuids)
-                    i += 1
-                    usleep(15_000)   // a steady flow, not a flood: the state is rewritten whole per commit
-                }
-            }
+        let (dataDir, sent, serve) = try Self.sendThroughKills(config: config, port: port, binary: ServeProcess.testServeBinary) { uuids in
+            uuids.enumerated().map { Self.sample($0.element, type: $0.offset % 3 == 0 ? "steps" : "heart_rate") }
         }
-        for _ in 0..<4 {
-            usleep(useconds_t.random(in: 250_000...800_000))
-            serve.stop(signal: SIGKILL)
-            serve = try ServeProcess(config: config, dataDir: dataDir, binary: ServeProcess.testServeBinary)
-        }
-        usleep(300_000)
-        stop.set()
-        group.wait()
         let all = sent.snapshot
         #expect(all.count >= 600, "too little traffic: \(all.count)")
         let expected = [
@@ -100,40 +66,9 @@ import Testing
             sinks:
               archive: {kind: file, path: "daily.ndjson", batch: {max_items: 500, max_wait: 5ms}}
             """
-        var serve = try ServeProcess(config: config)
-        let dataDir = serve.dataDir
-        let sent = LockedSet()
-        let stop = LockedFlag()
-        let group = DispatchGroup()
-        for t in 0..<3 {
-            group.enter()
-            Thread.detachNewThread {
-                defer { group.leave() }
-                var i = 0
-                while !stop.isSet {
-                    let uuids = (0..<20).map { "t\(t)-r\(i)-s\($0)" }
-                    let body = Vectors.syncBody(samples: uuids.map { Self.sample($0, type: "steps") })
-                    while true {
-                        let c = RawHTTPClient(port: port)
-                        if let r = try? c.request("POST", "/hook", headers: LiveServeTests.signedHeaders(body),
-                                                  body: Array(body.utf8)), r.status == 200 { break }
-                        c.close()
-                        usleep(30_000)
-                    }
-                    sent.insert(uuids)
-                    i += 1
-                    usleep(15_000)
-                }
-            }
+        let (dataDir, sent, serve) = try Self.sendThroughKills(config: config, port: port, binary: nil) { uuids in
+            uuids.map { Self.sample($0, type: "steps") }
         }
-        for _ in 0..<4 {
-            usleep(useconds_t.random(in: 250_000...800_000))
-            serve.stop(signal: SIGKILL)
-            serve = try ServeProcess(config: config, dataDir: dataDir)
-        }
-        usleep(300_000)
-        stop.set()
-        group.wait()
         let expected = 12 * sent.snapshot.count
         #expect(expected >= 12 * 600, "too little traffic: \(expected / 12)")
         var last = -1
@@ -147,6 +82,49 @@ import Testing
         }
         #expect(settled, "downstream \(last), sent \(expected)")
         serve.stop()
+    }
+
+    /// Three phones send 20-sample bodies (each until it is acknowledged: a request cut by the
+    /// kill is sent again, with a new delivery id, so some records reach the journal twice) while
+    /// serve is killed with SIGKILL four times at random moments and started again. The data dir,
+    /// every uuid acknowledged, and the serve running at the end.
+    static func sendThroughKills(config: String, port: UInt16, binary: String?,
+                                 samples: @escaping @Sendable ([String]) -> [String]) throws -> (String, LockedSet, ServeProcess) {
+        var serve = try ServeProcess(config: config, binary: binary)
+        let dataDir = serve.dataDir
+        let sent = LockedSet()
+        let stop = LockedFlag()
+        let group = DispatchGroup()
+        for t in 0..<3 {
+            group.enter()
+            Thread.detachNewThread {
+                defer { group.leave() }
+                var i = 0
+                while !stop.isSet {
+                    let uuids = (0..<20).map { "t\(t)-r\(i)-s\($0)" }
+                    let body = Vectors.syncBody(samples: samples(uuids))
+                    while true {
+                        let c = RawHTTPClient(port: port)
+                        if let r = try? c.request("POST", "/hook", headers: LiveServeTests.signedHeaders(body),
+                                                  body: Array(body.utf8)), r.status == 200 { break }
+                        c.close()
+                        usleep(30_000)
+                    }
+                    sent.insert(uuids)
+                    i += 1
+                    usleep(15_000)   // a steady flow, not a flood: the state is rewritten whole per commit
+                }
+            }
+        }
+        for _ in 0..<4 {
+            usleep(useconds_t.random(in: 250_000...800_000))
+            serve.stop(signal: SIGKILL)
+            serve = try ServeProcess(config: config, dataDir: dataDir, binary: binary)
+        }
+        usleep(300_000)
+        stop.set()
+        group.wait()
+        return (dataDir, sent, serve)
     }
 
     /// The last count per derived key; every line must be a whole JSON object.

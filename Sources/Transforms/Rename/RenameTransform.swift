@@ -18,29 +18,11 @@ public struct RenameTransform: TransformSpec {
 
     public var kind: String { "rename" }
 
-    public func instantiate(_ context: TransformContext) -> any Transform { Instance(spec: self) }
+    public func instantiate(_ context: TransformContext) -> any Transform { MappingInstance(apply) }
 
     public func apply(_ r: inout CanonicalRecord) {
         if let t = types[r.type] { r.type = t }
         if let d = devices[r.device] { r.device = d }
-    }
-
-    final class Instance: Transform {
-        let spec: RenameTransform
-        init(spec: RenameTransform) { self.spec = spec }
-
-        func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
-            var r = record
-            spec.apply(&r)
-            emit(r)
-        }
-
-        var maps: Bool { true }
-
-        func map(_ record: inout CanonicalRecord) -> Bool {
-            spec.apply(&record)
-            return true
-        }
     }
 
     public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {

@@ -15,29 +15,11 @@ public struct TagTransform: TransformSpec {
 
     public var kind: String { "tag" }
 
-    public func instantiate(_ context: TransformContext) -> any Transform { Instance(spec: self) }
+    public func instantiate(_ context: TransformContext) -> any Transform { MappingInstance(apply) }
 
     public func apply(_ r: inout CanonicalRecord) {
         for t in tags {
             if let i = r.tags.firstIndex(where: { $0.name == t.name }) { r.tags[i].value = t.value } else { r.tags.append(t) }
-        }
-    }
-
-    final class Instance: Transform {
-        let spec: TagTransform
-        init(spec: TagTransform) { self.spec = spec }
-
-        func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
-            var r = record
-            spec.apply(&r)
-            emit(r)
-        }
-
-        var maps: Bool { true }
-
-        func map(_ record: inout CanonicalRecord) -> Bool {
-            spec.apply(&record)
-            return true
         }
     }
 
