@@ -464,8 +464,8 @@ final class DrainLoop {
 
     /// The next journal entries, read and decoded on a helper thread while the sink writes the
     /// batch before them (the decoding overlaps the destination's round trip). Fork and join:
-    /// between `startReadAhead` and `finish` only the helper touches `reader`, and the drainer
-    /// thread is inside `deliver`, which does not; what the helper found is applied on the
+    /// between `startReadAhead` and `finish` only the helper touches `reader` and `parser`, and
+    /// the drainer thread is inside `deliver`, which uses neither; what the helper found is applied on the
     /// drainer thread afterwards (dead letters, pending), so nothing else is shared.
     final class ReadAhead {
         let reader: JournalReader
@@ -485,7 +485,8 @@ final class DrainLoop {
         }
 
         func run() {
-            let entries = reader.read(maxEntries: 64, maxBytes: SinkDrainer.readAheadBytes) { [logger, name] in
+            // One journal entry's worth (≤ 1 MiB): enough to keep the sink busy, little more memory.
+            let entries = reader.read(maxEntries: 64, maxBytes: SinkDrainer.readAheadBytes / 2) { [logger, name] in
                 logger.error("sink \(name): \($0)")
             }
             for e in entries {
@@ -495,11 +496,11 @@ final class DrainLoop {
         }
     }
 
-    let aheadParser = JSONParser()
-
     func startReadAhead() -> ReadAhead? {
         guard pending.count < d.built.common.batch.maxItems, d.journal.lastDurableSeq >= reader.nextSeq else { return nil }
-        let job = ReadAhead(reader: reader, parser: aheadParser, logger: logger, name: name)
+        // The drainer's own parser: it is not used while the sink writes (one parser's buffers
+        // per sink, not two).
+        let job = ReadAhead(reader: reader, parser: parser, logger: logger, name: name)
         guard case .success(let t) = startThread({ job.run() }) else { return nil }
         job.thread = t
         return job
