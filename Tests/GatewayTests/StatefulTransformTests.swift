@@ -11,16 +11,18 @@ import Testing
 /// and is killed with SIGKILL at random moments while phones keep sending. After the last
 /// restart, the last count downstream for each type equals the distinct records sent.
 @Suite(.serialized) struct StatefulTransformTests {
-    static func config(port: UInt16) -> String {
+    /// One route from the phone through `transform` into a file sink.
+    static func config(port: UInt16, transform: String = "{count_distinct: {}}", file: String = "counts.ndjson",
+                       maxItems: Int = 500) -> String {
         """
         listen: 127.0.0.1:\(port)
         data_dir: DATA_DIR
         receivers:
         \(Vectors.phoneReceiver)
         routes:
-          - {name: counts, from: [phone], transforms: [{count_distinct: {}}], to: [archive]}
+          - {name: counts, from: [phone], transforms: [\(transform)], to: [archive]}
         sinks:
-          archive: {kind: file, path: "counts.ndjson", batch: {max_items: 500, max_wait: 5ms}}
+          archive: {kind: file, path: "\(file)", batch: {max_items: \(maxItems), max_wait: 5ms}}
         """
     }
 
@@ -56,16 +58,8 @@ import Testing
     /// nothing lost, nothing counted twice, resends and replays included.
     @Test func aggregatesSurviveSIGKILLAtRandomMoments() throws {
         let port = ScriptedEndpoint.freePort()
-        let config = """
-            listen: 127.0.0.1:\(port)
-            data_dir: DATA_DIR
-            receivers:
-            \(Vectors.phoneReceiver)
-            routes:
-              - {name: daily, from: [phone], transforms: [{aggregate: {types: [steps], every: day, how: sum, keep_source: false}}], to: [archive]}
-            sinks:
-              archive: {kind: file, path: "daily.ndjson", batch: {max_items: 500, max_wait: 5ms}}
-            """
+        let config = Self.config(port: port, transform: "{aggregate: {types: [steps], every: day, how: sum, keep_source: false}}",
+                                 file: "daily.ndjson", maxItems: 500)
         let (dataDir, sent, serve) = try Self.sendThroughKills(config: config, port: port, binary: nil) { uuids in
             uuids.map { Self.sample($0, type: "steps") }
         }
@@ -91,16 +85,7 @@ import Testing
     /// 4,240 repeats in 8,500 lines).
     @Test func dedupeSurvivesSIGKILLAtRandomMoments() throws {
         let port = ScriptedEndpoint.freePort()
-        let config = """
-            listen: 127.0.0.1:\(port)
-            data_dir: DATA_DIR
-            receivers:
-            \(Vectors.phoneReceiver)
-            routes:
-              - {name: once, from: [phone], transforms: [{dedupe: {ttl: 1d}}], to: [archive]}
-            sinks:
-              archive: {kind: file, path: "once.ndjson", batch: {max_items: 50, max_wait: 5ms}}
-            """
+        let config = Self.config(port: port, transform: "{dedupe: {ttl: 1d}}", file: "once.ndjson", maxItems: 50)
         let (dataDir, sent, serve) = try Self.sendThroughKills(config: config, port: port, binary: nil) { uuids in
             // The request before this one, from its uuids: t<t>-r<i>-s<k> → t<t>-r<i-1>-s<k>.
             let previous = uuids.compactMap { u -> String? in
