@@ -15,6 +15,11 @@ public enum TimeZones {
 
     private static let cache = Mutex<[String: Zone?]>([:])
 
+    /// What a config says when it names a zone the system's tz database has not got; nil when it has it.
+    public static func problem(_ name: String) -> String? {
+        offset(name, at: 0) == nil ? "\"\(name)\" is not a time zone of the system's tz database (e.g. Europe/Budapest)" : nil
+    }
+
     public static func offset(_ name: String, at instant: Int64) -> Int? {
         guard valid(name) else { return nil }
         let zone = cache.withLock { c -> Zone? in

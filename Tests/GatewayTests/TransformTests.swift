@@ -39,9 +39,13 @@ import YAMLConfig
         }
     }
 
+    func instance(_ spec: any TransformSpec, clock: any Clock = FixedClock(noon)) -> any Transform {
+        spec.instantiate(TransformContext(route: "r", sink: "s", clock: clock, timeZones: SystemTimeZones(),
+                                          logger: Logger(component: "t", sink: MemoryLogSink())))
+    }
+
     func run(_ spec: any TransformSpec, _ records: [CanonicalRecord], clock: any Clock = FixedClock(noon)) -> [CanonicalRecord] {
-        let t = spec.instantiate(TransformContext(route: "r", sink: "s", clock: clock, timeZones: SystemTimeZones(),
-                                                  logger: Logger(component: "t", sink: MemoryLogSink())))
+        let t = instance(spec, clock: clock)
         var out: [CanonicalRecord] = []
         for r in records { t.process(r) { out.append($0) } }
         return out
@@ -189,8 +193,7 @@ import YAMLConfig
     @Test func dedupeLetsEachRecordThroughOnceUntilItChangesOrIsDeleted() throws {
         let spec = try build("dedupe", "{ttl: 1h, max_keys: 1000}")
         let clock = FakeClock(Self.noon)
-        let t = spec.instantiate(TransformContext(route: "r", sink: "s", clock: clock, timeZones: SystemTimeZones(),
-                                                  logger: Logger(component: "t", sink: MemoryLogSink())))
+        let t = instance(spec, clock: clock)
         func pass(_ records: [CanonicalRecord]) -> [String] {
             var out: [String] = []
             for r in records { t.process(r) { out.append($0.uuid + ($0.part.map { "#\($0)" } ?? "")) } }
@@ -210,8 +213,7 @@ import YAMLConfig
         clock.advance(3601)
         #expect(pass([Self.q("a", "steps", 1, nil)]) == ["a"])
         // The state comes back whole after a restart.
-        let again = spec.instantiate(TransformContext(route: "r", sink: "s", clock: clock, timeZones: SystemTimeZones(),
-                                                      logger: Logger(component: "t", sink: MemoryLogSink())))
+        let again = instance(spec, clock: clock)
         try again.restoreState(try #require(t.saveState()))
         var out: [String] = []
         for r in [Self.q("a", "steps", 1, nil), Self.q("b", "steps", 3, nil), Self.q("c", "steps", 1, nil)] { again.process(r) { out.append($0.uuid) } }
@@ -222,8 +224,7 @@ import YAMLConfig
     @Test func dedupeForgetsTheOldestPastMaxKeys() throws {
         let spec = try build("dedupe", "{max_keys: 100}")
         let clock = FakeClock(Self.noon)
-        let t = spec.instantiate(TransformContext(route: "r", sink: "s", clock: clock, timeZones: SystemTimeZones(),
-                                                  logger: Logger(component: "t", sink: MemoryLogSink())))
+        let t = instance(spec, clock: clock)
         for i in 0..<150 {
             clock.advance(1)
             t.process(Self.q("k\(i)", "steps", 1, nil)) { _ in }
@@ -241,11 +242,6 @@ import YAMLConfig
     }
 
     // MARK: aggregate
-
-    func instance(_ spec: any TransformSpec, clock: any Clock = FixedClock(noon)) -> any Transform {
-        spec.instantiate(TransformContext(route: "r", sink: "s", clock: clock, timeZones: SystemTimeZones(),
-                                          logger: Logger(component: "t", sink: MemoryLogSink())))
-    }
 
     /// One batch through a transform, its flush included.
     func batch(_ t: any Transform, _ records: [CanonicalRecord]) -> [CanonicalRecord] {

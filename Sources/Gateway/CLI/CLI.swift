@@ -7,7 +7,7 @@ import YAMLConfig
 /// The command line: one type per subcommand, shared options parsed once.
 /// Exit codes: 0 ok, 1 runtime failure, 2 bad usage or bad config.
 public enum CLI {
-    public static let version = "0.1.0"
+    public static let version = Healthgate.version
 
     public static let usage = """
     healthgate \(version) — a gateway for Apple Health data

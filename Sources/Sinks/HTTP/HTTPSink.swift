@@ -42,19 +42,15 @@ public final class HTTPSink: Sink {
 
     public static func build(name: String, node: YAMLNode, path: String, context: SinkBuildContext) throws(ConfigProblems) -> BuiltSink {
         let c = try YAMLDecoder().decode(HTTPSinkConfig.self, from: node, path: path)
-        var problems: [ConfigProblem] = []
-        func problem(_ key: String, _ message: String) {
-            problems.append(ConfigProblem(location: node[key]?.location ?? node.location, path: "\(path).\(key)",
-                                          message: message))
-        }
+        var problems = ConfigProblemList(node, path: path)
         if !(c.url.hasPrefix("http://") || c.url.hasPrefix("https://")) {
-            problem("url", "the url must start with http:// or https://")
+            problems.add("url", "the url must start with http:// or https://")
         }
         var headers: [(String, String)] = []
         for (k, v) in (c.headers ?? [:]).sorted(by: { $0.key < $1.key }) {
             if ["content-type", "content-length", "authorization", "host"].contains(k.lowercased())
                 || k.lowercased().hasPrefix("x-healthgate-") {
-                problem("headers", "\"\(k)\" is set by healthgate itself; use `auth` for credentials")
+                problems.add("headers", "\"\(k)\" is set by healthgate itself; use `auth` for credentials")
             }
             headers.append((k, v))
         }
@@ -62,19 +58,19 @@ public final class HTTPSink: Sink {
         case nil:
             break
         case let a? where a.type == .bearer:
-            if a.token?.isEmpty ?? true { problem("auth", "auth type bearer needs \"token\"") }
-            if a.user != nil || a.password != nil { problem("auth", "bearer auth takes only \"token\"") }
+            if a.token?.isEmpty ?? true { problems.add("auth", "auth type bearer needs \"token\"") }
+            if a.user != nil || a.password != nil { problems.add("auth", "bearer auth takes only \"token\"") }
             headers.append(("Authorization", "Bearer \(a.token ?? "")"))
         case let a?:
-            if a.user?.isEmpty ?? true || a.password == nil { problem("auth", "auth type basic needs \"user\" and \"password\"") }
-            if a.token != nil { problem("auth", "basic auth takes \"user\" and \"password\", not \"token\"") }
+            if a.user?.isEmpty ?? true || a.password == nil { problems.add("auth", "auth type basic needs \"user\" and \"password\"") }
+            if a.token != nil { problems.add("auth", "basic auth takes \"user\" and \"password\", not \"token\"") }
             let pair = Array("\(a.user ?? ""):\(a.password ?? "")".utf8)
             headers.append(("Authorization", "Basic \(Crypto.base64(pair))"))
         }
         let format = c.format ?? .json
         headers.append(("Content-Type", format == .json ? "application/json" : "application/x-ndjson"))
         let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
-                                                  defaultMaxItems: 1000, adding: problems)
+                                                  defaultMaxItems: 1000, adding: problems.problems)
         let url = c.url
         let finalHeaders = headers
         let secret = c.hmac?.secret

@@ -7,10 +7,7 @@ extension MQTTSink {
     /// Checks the config; the connection is made when `serve` opens the sink.
     public static func build(name: String, node: YAMLNode, path: String, context: SinkBuildContext) throws(ConfigProblems) -> BuiltSink {
         let c = try YAMLDecoder().decode(MQTTSinkConfig.self, from: node, path: path)
-        var problems: [ConfigProblem] = []
-        func problem(_ key: String, _ message: String) {
-            problems.append(ConfigProblem(location: node[key]?.location ?? node.location, path: "\(path).\(key)", message: message))
-        }
+        var problems = ConfigProblemList(node, path: path)
         var tls = false
         var rest = Substring(c.url)
         if rest.hasPrefix("mqtt://") {
@@ -19,59 +16,57 @@ extension MQTTSink {
             rest = rest.dropFirst(8)
             tls = true
         } else {
-            problem("url", "the url must start with mqtt:// or mqtts:// (e.g. mqtt://192.168.1.10:1883)")
+            problems.add("url", "the url must start with mqtt:// or mqtts:// (e.g. mqtt://192.168.1.10:1883)")
         }
         if let slash = rest.firstIndex(of: "/") { rest = rest[..<slash] }
         if let at = rest.lastIndex(of: "@") {
-            problem("url", "give the username and password as `username` and `password`, not in the url")
+            problems.add("url", "give the username and password as `username` and `password`, not in the url")
             rest = rest[rest.index(after: at)...]
         }
         var host = String(rest)
         var port = tls ? 8883 : 1883
         if let colon = rest.lastIndex(of: ":"), !rest.hasSuffix("]") {
             host = String(rest[..<colon])
-            if let p = Int(rest[rest.index(after: colon)...]), p > 0 && p < 65536 { port = p } else { problem("url", "the port is not a number from 1 to 65535") }
+            if let p = Int(rest[rest.index(after: colon)...]), p > 0 && p < 65536 { port = p } else { problems.add("url", "the port is not a number from 1 to 65535") }
         }
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        if host.isEmpty { problem("url", "the url names no host") }
+        if host.isEmpty { problems.add("url", "the url names no host") }
         let qos = c.qos ?? 1
-        if !(0...2).contains(qos) { problem("qos", "qos is 0, 1 or 2") }
+        if !(0...2).contains(qos) { problems.add("qos", "qos is 0, 1 or 2") }
         func topicRoot(_ key: String, _ value: String) {
             if value.isEmpty || value.hasPrefix("/") || value.hasSuffix("/") || value.contains("+") || value.contains("#")
                 || value.utf8.contains(0) {
-                problem(key, "\"\(value)\" is not a topic prefix: no wildcards (+, #), no leading or trailing /")
+                problems.add(key, "\"\(value)\" is not a topic prefix: no wildcards (+, #), no leading or trailing /")
             }
         }
         let base = c.base_topic ?? "healthgate"
         let prefix = c.discovery_prefix ?? "homeassistant"
         topicRoot("base_topic", base)
         topicRoot("discovery_prefix", prefix)
-        if let tz = c.time_zone, TimeZones.offset(tz, at: 0) == nil {
-            problem("time_zone", "\"\(tz)\" is not a time zone of the system's tz database (e.g. Europe/Budapest)")
-        }
-        if (c.cert_file == nil) != (c.key_file == nil) { problem("cert_file", "a client certificate needs both cert_file and key_file") }
-        if !tls && (c.ca_file != nil || c.cert_file != nil) { problem("ca_file", "ca_file, cert_file and key_file need an mqtts:// url") }
-        if c.password != nil && c.username == nil { problem("password", "a password needs a username") }
+        if let tz = c.time_zone, let why = TimeZones.problem(tz) { problems.add("time_zone", why) }
+        if (c.cert_file == nil) != (c.key_file == nil) { problems.add("cert_file", "a client certificate needs both cert_file and key_file") }
+        if !tls && (c.ca_file != nil || c.cert_file != nil) { problems.add("ca_file", "ca_file, cert_file and key_file need an mqtts:// url") }
+        if c.password != nil && c.username == nil { problems.add("password", "a password needs a username") }
         let include = (c.include ?? ["*"]).map(Glob.init)
         let exclude = (c.exclude ?? []).map(Glob.init)
         var entities = HACatalog.all.filter { e in include.contains { $0.matches(e.type) } && !exclude.contains { $0.matches(e.type) } }
         for (type, unit) in (c.units ?? [:]).sorted(by: { $0.key < $1.key }) {
             guard let i = entities.firstIndex(where: { $0.type == type }) else {
-                problem("units", "\"\(type)\" is not one of the sink's entities (\(entities.map(\.type).joined(separator: ", ")))")
+                problems.add("units", "\"\(type)\" is not one of the sink's entities (\(entities.map(\.type).joined(separator: ", ")))")
                 continue
             }
             guard let from = HealthTypes.named(type)?.unit, from != "%", Units.convert(1, from: from, to: unit) != nil else {
-                problem("units", "\(type) cannot be shown in \"\(unit)\"")
+                problems.add("units", "\(type) cannot be shown in \"\(unit)\"")
                 continue
             }
             entities[i].unit = unit
             entities[i].canonicalUnit = from
         }
         if entities.isEmpty && !(c.publish_records ?? false) {
-            problem("include", "include and exclude leave no entity, and publish_records is off: the sink would publish nothing")
+            problems.add("include", "include and exclude leave no entity, and publish_records is off: the sink would publish nothing")
         }
         let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
-                                                  defaultMaxItems: 5000, adding: problems)
+                                                  defaultMaxItems: 5000, adding: problems.problems)
         var options = MQTTClient.Options(host: host, port: port, clientID: c.client_id ?? "healthgate-\(name)")
         options.tls = tls
         options.caFile = c.ca_file

@@ -330,14 +330,12 @@ public final class MQTTSink: Sink {
         w.key("origin")
         w.beginObject()
         w.key("name"); w.string("healthgate")
-        w.key("sw"); w.string(MQTTSink.version)
+        w.key("sw"); w.string(Healthgate.version)
         w.endObject()
         w.key("qos"); w.int(settings.qos)
         w.endObject()
         return w.bytes
     }
-
-    static let version = "0.1.0"
 
     /// A name as Home Assistant makes entity ids of it: `[a-z0-9_]`, runs of anything else one
     /// `_`, none at the ends (`Anna's iPhone` → `anna_s_iphone`); nil when nothing is left.

@@ -53,6 +53,20 @@ final class PGConnection {
         return PGRows(result!)
     }
 
+    /// `body` in one transaction: committed when it returns, rolled back when it throws (while
+    /// the connection still stands).
+    func transaction<R>(_ body: () throws(PGError) -> R) throws(PGError) -> R {
+        try execute("BEGIN")
+        do {
+            let r = try body()
+            try execute("COMMIT")
+            return r
+        } catch {
+            if isOK { _ = try? execute("ROLLBACK") }
+            throw error
+        }
+    }
+
     /// `COPY … FROM STDIN` with `rows` in COPY's text format (see `PGCopyWriter`).
     @discardableResult
     func copy(_ sql: String, rows: [UInt8]) throws(PGError) -> Int {

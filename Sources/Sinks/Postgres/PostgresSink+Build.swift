@@ -10,14 +10,11 @@ extension PostgresSink {
     /// and the migrations happen when `serve` opens the sink.
     public static func build(name: String, node: YAMLNode, path: String, context: SinkBuildContext) throws(ConfigProblems) -> BuiltSink {
         let c = try YAMLDecoder().decode(PostgresSinkConfig.self, from: node, path: path)
-        var problems: [ConfigProblem] = []
-        func problem(_ key: String, _ message: String) {
-            problems.append(ConfigProblem(location: node[key]?.location ?? node.location, path: "\(path).\(key)", message: message))
-        }
+        var problems = ConfigProblemList(node, path: path)
         var summary = "postgres"
         switch PostgresSink.parse(dsn: c.dsn) {
         case .failure(let why):
-            problem("dsn", "not a PostgreSQL connection string: \(why) (e.g. postgres://healthgate@localhost/health "
+            problems.add("dsn", "not a PostgreSQL connection string: \(why) (e.g. postgres://healthgate@localhost/health "
                     + "or host=localhost dbname=health user=healthgate)")
         case .success(let options):
             let user = options["user"].map { $0 + "@" } ?? ""
@@ -25,24 +22,22 @@ extension PostgresSink {
             summary += " \(user)\(host)\(options["port"].map { ":" + $0 } ?? "")/\(options["dbname"] ?? options["user"] ?? "")"
             if let mode = options["sslmode"] { summary += " sslmode=\(mode)" }
             if let cert = options["sslrootcert"], !cert.isEmpty, access(cert, R_OK) != 0 {
-                problem("dsn", "sslrootcert \(cert) cannot be read")
+                problems.add("dsn", "sslrootcert \(cert) cannot be read")
             }
         }
         let schema = c.schema ?? "healthgate"
         let valid = schema.utf8.count <= 63 && schema.utf8.first.map { $0 == 0x5F || ($0 >= 0x61 && $0 <= 0x7A) } == true
             && schema.utf8.allSatisfy { $0 == 0x5F || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) }
-        if !valid { problem("schema", "\"\(schema)\" is not a schema name healthgate makes: lower-case letters, digits and _, at most 63") }
-        if let tz = c.time_zone, TimeZones.offset(tz, at: 0) == nil {
-            problem("time_zone", "\"\(tz)\" is not a time zone of the system's tz database (e.g. Europe/Budapest)")
-        }
+        if !valid { problems.add("schema", "\"\(schema)\" is not a schema name healthgate makes: lower-case letters, digits and _, at most 63") }
+        if let tz = c.time_zone, let why = TimeZones.problem(tz) { problems.add("time_zone", why) }
         let connectTimeout = c.connect_timeout?.seconds ?? 10
-        if connectTimeout < 2 { problem("connect_timeout", "connect_timeout is at least 2s (libpq's own minimum)") }
+        if connectTimeout < 2 { problems.add("connect_timeout", "connect_timeout is at least 2s (libpq's own minimum)") }
         let statementTimeout = c.statement_timeout?.seconds ?? 60
-        if statementTimeout < 0.001 { problem("statement_timeout", "statement_timeout must be more than 0") }
+        if statementTimeout < 0.001 { problems.add("statement_timeout", "statement_timeout must be more than 0") }
         let connections = c.connections ?? 2
-        if !(1...2).contains(connections) { problem("connections", "connections is 1 or 2") }
+        if !(1...2).contains(connections) { problems.add("connections", "connections is 1 or 2") }
         let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
-                                                  defaultMaxItems: 20_000, adding: problems)
+                                                  defaultMaxItems: 20_000, adding: problems.problems)
         let settings = Settings(name: name, dsn: c.dsn, password: c.password, schema: schema, timeZone: c.time_zone,
                                 connectTimeout: max(2, Int(connectTimeout.rounded(.up))),
                                 statementTimeoutMs: max(1, Int(statementTimeout * 1000)), connections: connections)

@@ -73,13 +73,8 @@ public final class PostgresSink: Sink {
         try c.execute("SELECT set_config('statement_timeout', $1, false), set_config('TimeZone', 'UTC', false)",
                       ["\(settings.statementTimeoutMs)"])
         try first(c)
-        try c.execute("""
-            CREATE TEMP TABLE hg_incoming (seq integer, op text, device text, uuid text, part integer, parts integer,
-                kind text, type text, start_at timestamptz, end_at timestamptz, local_start timestamp,
-                value double precision, text_value text, code integer, unit text, activity text, duration_s double precision,
-                energy_kcal double precision, distance_m double precision, source_app text, source_device text,
-                utc_offset integer, receiver text, metadata jsonb, fields jsonb, extra jsonb, tags jsonb) ON COMMIT DELETE ROWS
-            """)
+        let columns = PostgresSink.typedColumns.map { "\($0.name) \($0.type)" }.joined(separator: ", ")
+        try c.execute("CREATE TEMP TABLE hg_incoming (seq integer, op text, \(columns)) ON COMMIT DELETE ROWS")
         return c
     }
 
@@ -101,22 +96,16 @@ public final class PostgresSink: Sink {
                           + "healthgate knows (\(PostgresSchema.latest)): a newer healthgate migrated it; run that one, or another schema")
         }
         for m in PostgresSchema.migrations where m.version > current {
-            try c.execute("BEGIN")
-            do throws(PGError) {
+            try c.transaction { () throws(PGError) in
                 for statement in m.sql { try c.execute(statement.replacing("{schema}.", with: "\(s).")) }
                 try c.execute("INSERT INTO \(s).schema_migrations (version, description, by) VALUES ($1, $2, $3)",
-                              ["\(m.version)", m.description, "healthgate \(PostgresSink.version)"])
-                try c.execute("COMMIT")
-            } catch {
-                _ = try? c.execute("ROLLBACK")
-                throw error
+                              ["\(m.version)", m.description, "healthgate \(Healthgate.version)"])
             }
             logger.info("schema \(settings.schema): migration \(m.version) applied (\(m.description))")
             current = m.version
         }
         // The type registry, kept up to date (it grows with healthgate).
-        try c.execute("BEGIN")
-        do throws(PGError) {
+        try c.transaction { () throws(PGError) in
             try c.execute("CREATE TEMP TABLE hg_types (LIKE \(s).types) ON COMMIT DROP")
             try c.copy("COPY hg_types (type, kind, healthkit, unit, cumulative) FROM STDIN", rows: PostgresSchema.typeRows())
             try c.execute("""
@@ -125,22 +114,25 @@ public final class PostgresSink: Sink {
                 WHERE (types.kind, types.healthkit, types.unit, types.cumulative)
                       IS DISTINCT FROM (EXCLUDED.kind, EXCLUDED.healthkit, EXCLUDED.unit, EXCLUDED.cumulative)
                 """)
-            try c.execute("COMMIT")
-        } catch {
-            _ = try? c.execute("ROLLBACK")
-            throw error
         }
         _ = try? c.execute("SELECT pg_advisory_unlock(hashtext($1))", [lock])
         unlocked = true
         return current
     }
 
-    static let version = "0.1.0"
-
     /// The columns of `records` the sink writes, the key first.
-    public static let columns = ["device", "uuid", "part", "parts", "kind", "type", "start_at", "end_at", "local_start", "value",
-                          "text_value", "code", "unit", "activity", "duration_s", "energy_kcal", "distance_m", "source_app",
-                          "source_device", "utc_offset", "receiver", "metadata", "fields", "extra", "tags"]
+    public static var columns: [String] { typedColumns.map(\.name) }
+
+    /// The same with their types, for the temporary table the batches are copied into (made
+    /// from this list, not from `records`, so that opening the sink takes no lock on it).
+    static let typedColumns: [(name: String, type: String)] = [
+        ("device", "text"), ("uuid", "text"), ("part", "integer"), ("parts", "integer"), ("kind", "text"), ("type", "text"),
+        ("start_at", "timestamptz"), ("end_at", "timestamptz"), ("local_start", "timestamp"), ("value", "double precision"),
+        ("text_value", "text"), ("code", "integer"), ("unit", "text"), ("activity", "text"), ("duration_s", "double precision"),
+        ("energy_kcal", "double precision"), ("distance_m", "double precision"), ("source_app", "text"),
+        ("source_device", "text"), ("utc_offset", "integer"), ("receiver", "text"), ("metadata", "jsonb"),
+        ("fields", "jsonb"), ("extra", "jsonb"), ("tags", "jsonb"),
+    ]
 
     private func prepareStatements() {
         let cols = PostgresSink.columns.joined(separator: ", ")
@@ -285,27 +277,26 @@ public final class PostgresSink: Sink {
         let used = PostgresSink.used(records, range, ordered: !plain)
         let names = zip(PostgresSink.incomingColumns, used).compactMap { $1 ? $0 : nil }.joined(separator: ", ")
         do {
-            try c.execute("BEGIN")
-            // Rows go out in pieces: PostgreSQL reads them while the next are encoded.
-            try c.beginCopy("COPY hg_incoming (\(names)) FROM STDIN")
-            var rows = PGCopyWriter(capacity: min(range.count, 1000) * 320)
-            for i in range {
-                encode(records[i], seq: i, used: used, into: &rows)
-                if rows.bytes.count >= 256 << 10 || i == range.upperBound - 1 {
-                    c.putCopy(rows.bytes)
-                    rows.bytes.removeAll(keepingCapacity: true)
+            let counts = try c.transaction { () throws(PGError) -> Counts in
+                // Rows go out in pieces: PostgreSQL reads them while the next are encoded.
+                try c.beginCopy("COPY hg_incoming (\(names)) FROM STDIN")
+                var rows = PGCopyWriter(capacity: min(range.count, 1000) * 320)
+                for i in range {
+                    encode(records[i], seq: i, used: used, into: &rows)
+                    if rows.bytes.count >= 256 << 10 || i == range.upperBound - 1 {
+                        c.putCopy(rows.bytes)
+                        rows.bytes.removeAll(keepingCapacity: true)
+                    }
                 }
+                try c.endCopy()
+                let removed = deletes > 0 ? try c.execute(deleteSQL).affected : 0
+                let got = try c.execute(plain ? plainUpsertSQL : upsertSQL).rows.first ?? []
+                let ins = Int(got.first.flatMap { $0 } ?? "0") ?? 0
+                let upd = Int(got.dropFirst().first.flatMap { $0 } ?? "0") ?? 0
+                return Counts(inserted: ins, updated: upd, unchanged: max(0, upserts - ins - upd), deleted: removed)
             }
-            try c.endCopy()
-            var removed = 0
-            if deletes > 0 { removed = try c.execute(deleteSQL).affected }
-            let got = try c.execute(plain ? plainUpsertSQL : upsertSQL).rows.first ?? []
-            try c.execute("COMMIT")
-            let ins = Int(got.first.flatMap { $0 } ?? "0") ?? 0
-            let upd = Int(got.dropFirst().first.flatMap { $0 } ?? "0") ?? 0
-            return (.accepted, Counts(inserted: ins, updated: upd, unchanged: max(0, upserts - ins - upd), deleted: removed))
+            return (.accepted, counts)
         } catch {
-            if c.isOK { _ = try? c.execute("ROLLBACK") }
             if error.sqlstate == "21000" && plain { return attempt(c, records, range, plain: false) }   // a key twice
             switch error.outcome {
             case .refuse:

@@ -204,14 +204,11 @@ public struct AggregateTransform: TransformSpec {
 
     public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {
         let c = try YAMLDecoder().decode(AggregateTransformConfig.self, from: node, path: path)
-        var problems: [ConfigProblem] = []
-        func problem(_ key: String, _ message: String) {
-            problems.append(ConfigProblem(location: node[key]?.location ?? node.location, path: "\(path).\(key)", message: message))
-        }
-        if c.types.isEmpty { problem("types", "aggregate needs the types it adds up, e.g. [steps]") }
+        var problems = ConfigProblemList(node, path: path)
+        if c.types.isEmpty { problems.add("types", "aggregate needs the types it adds up, e.g. [steps]") }
         for t in c.types where !t.contains("*") && !t.contains("?") {
             if let known = HealthTypes.named(t), known.kind != .quantity {
-                problem("types", "\(t) is a category: its values are names, not numbers to aggregate")
+                problems.add("types", "\(t) is a category: its values are names, not numbers to aggregate")
             }
         }
         var seconds: Int64 = 3600
@@ -223,16 +220,14 @@ public struct AggregateTransform: TransformSpec {
                   86_400 % Int64(d.seconds) == 0, Int64(d.seconds) % 60 == 0 {
             seconds = Int64(d.seconds)
         } else {
-            problem("every", "every is a duration of whole minutes that divides a day (1m, 5m, 15m, 1h, …) or day")
+            problems.add("every", "every is a duration of whole minutes that divides a day (1m, 5m, 15m, 1h, …) or day")
         }
         let how = How(rawValue: c.how ?? "sum")
-        if how == nil { problem("how", "how is one of \(How.allCases.map(\.rawValue).joined(separator: ", "))") }
-        if let tz = c.time_zone, TimeZones.offset(tz, at: 0) == nil {
-            problem("time_zone", "\"\(tz)\" is not a time zone of the system's tz database (e.g. Europe/Budapest)")
-        }
+        if how == nil { problems.add("how", "how is one of \(How.allCases.map(\.rawValue).joined(separator: ", "))") }
+        if let tz = c.time_zone, let why = TimeZones.problem(tz) { problems.add("time_zone", why) }
         let maxSamples = c.max_samples ?? 200_000
-        if !(100...20_000_000).contains(maxSamples) { problem("max_samples", "max_samples is 100 to 20,000,000") }
-        if !problems.isEmpty { throw ConfigProblems(problems: problems) }
+        if !(100...20_000_000).contains(maxSamples) { problems.add("max_samples", "max_samples is 100 to 20,000,000") }
+        try problems.check()
         return AggregateTransform(types: c.types.map(Glob.init), every: seconds, everyName: name, how: how!,
                                   keepSource: c.keep_source ?? true, timeZone: c.time_zone, maxSamples: maxSamples)
     }

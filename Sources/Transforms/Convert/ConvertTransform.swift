@@ -68,36 +68,33 @@ public struct ConvertTransform: TransformSpec {
 
     public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {
         let c = try YAMLDecoder().decode([String: String].self, from: node, path: path)
-        var problems: [ConfigProblem] = []
-        func problem(_ key: String, _ message: String) {
-            problems.append(ConfigProblem(location: node[key]?.location ?? node.location, path: "\(path).\(key)", message: message))
-        }
+        var problems = ConfigProblemList(node, path: path)
         var byType: [String: String] = [:], byFamily: [UnitFamily: String] = [:]
-        if c.isEmpty { problem("", "convert needs at least one type or unit family, e.g. {body_mass: lb, distance: km}") }
+        if c.isEmpty { problems.add("", "convert needs at least one type or unit family, e.g. {body_mass: lb, distance: km}") }
         for (key, unit) in c.sorted(by: { $0.key < $1.key }) {
             if let type = HealthTypes.named(key) {
                 guard let from = type.unit, type.kind == .quantity else {
-                    problem(key, "\(key) is a category: it has no unit to convert")
+                    problems.add(key, "\(key) is a category: it has no unit to convert")
                     continue
                 }
                 guard Units.convert(1, from: from, to: unit) != nil else {
                     let family = Units.family(of: from).map { Units.units(of: $0).joined(separator: ", ") } ?? from
-                    problem(key, "\(key) is in \(from) and cannot be shown in \"\(unit)\" (units of its kind: \(family))")
+                    problems.add(key, "\(key) is in \(from) and cannot be shown in \"\(unit)\" (units of its kind: \(family))")
                     continue
                 }
                 byType[key] = unit
             } else if let family = UnitFamily(rawValue: key) ?? familyAliases[key] {
                 guard Units.family(of: unit) == family else {
-                    problem(key, "\"\(unit)\" is not a unit of \(key) (\(Units.units(of: family).joined(separator: ", ")))")
+                    problems.add(key, "\"\(unit)\" is not a unit of \(key) (\(Units.units(of: family).joined(separator: ", ")))")
                     continue
                 }
                 byFamily[family] = unit
             } else {
-                problem(key, "\"\(key)\" is neither a type the registry knows nor a unit family "
+                problems.add(key, "\"\(key)\" is neither a type the registry knows nor a unit family "
                         + "(\(UnitFamily.allCases.map(\.rawValue).joined(separator: ", ")), distance)")
             }
         }
-        if !problems.isEmpty { throw ConfigProblems(problems: problems) }
+        try problems.check()
         return ConvertTransform(byType: byType, byFamily: byFamily)
     }
 }

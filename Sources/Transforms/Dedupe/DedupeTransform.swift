@@ -117,15 +117,12 @@ public struct DedupeTransform: TransformSpec {
 
     public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {
         let c = try YAMLDecoder().decode(DedupeTransformConfig.self, from: node, path: path)
-        var problems: [ConfigProblem] = []
-        func problem(_ key: String, _ message: String) {
-            problems.append(ConfigProblem(location: node[key]?.location ?? node.location, path: "\(path).\(key)", message: message))
-        }
+        var problems = ConfigProblemList(node, path: path)
         let ttl = c.ttl?.seconds ?? 7 * 86_400
-        if ttl < 1 { problem("ttl", "ttl is at least 1s (e.g. 7d)") }
+        if ttl < 1 { problems.add("ttl", "ttl is at least 1s (e.g. 7d)") }
         let maxKeys = c.max_keys ?? 100_000
-        if !(1...50_000_000).contains(maxKeys) { problem("max_keys", "max_keys is 1 to 50,000,000 (24 bytes each, in memory and in each commit)") }
-        if !problems.isEmpty { throw ConfigProblems(problems: problems) }
+        if !(1...50_000_000).contains(maxKeys) { problems.add("max_keys", "max_keys is 1 to 50,000,000 (24 bytes each, in memory and in each commit)") }
+        try problems.check()
         return DedupeTransform(ttlSeconds: Int64(ttl), maxKeys: maxKeys)
     }
 }

@@ -107,18 +107,15 @@ public struct DropTransform: TransformSpec {
 
     public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {
         let c = try YAMLDecoder().decode(DropTransformConfig.self, from: node, path: path)
-        var problems: [ConfigProblem] = []
-        func problem(_ key: String, _ message: String) {
-            problems.append(ConfigProblem(location: node[key]?.location ?? node.location, path: "\(path).\(key)", message: message))
-        }
+        var problems = ConfigProblemList(node, path: path)
         for f in c.fields ?? [] where !fieldNames.contains(f) {
-            problem("fields", "\"\(f)\" is not a field drop can take out (\(fieldNames.sorted().joined(separator: ", ")))")
+            problems.add("fields", "\"\(f)\" is not a field drop can take out (\(fieldNames.sorted().joined(separator: ", ")))")
         }
-        if let d = c.coarsen_location, !(0...8).contains(d) { problem("coarsen_location", "coarsen_location is 0 to 8 decimals (3 ≈ 110 m)") }
+        if let d = c.coarsen_location, !(0...8).contains(d) { problems.add("coarsen_location", "coarsen_location is 0 to 8 decimals (3 ≈ 110 m)") }
         if (c.fields ?? []).isEmpty && (c.kinds ?? []).isEmpty && c.coarsen_location == nil {
-            problem("fields", "drop needs fields, kinds or coarsen_location")
+            problems.add("fields", "drop needs fields, kinds or coarsen_location")
         }
-        if !problems.isEmpty { throw ConfigProblems(problems: problems) }
+        try problems.check()
         return DropTransform(fields: Set(c.fields ?? []), kinds: Set(c.kinds ?? []), decimals: c.coarsen_location)
     }
 }

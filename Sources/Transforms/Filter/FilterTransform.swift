@@ -97,10 +97,7 @@ public struct FilterTransform: TransformSpec {
     /// The transform from its config; every mistake at once, where it is.
     public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {
         let c = try YAMLDecoder().decode(FilterTransformConfig.self, from: node, path: path)
-        var problems: [ConfigProblem] = []
-        func problem(_ key: String, _ message: String) {
-            problems.append(ConfigProblem(location: node[key]?.location ?? node.location, path: "\(path).\(key)", message: message))
-        }
+        var problems = ConfigProblemList(node, path: path)
         func rule(_ a: [String]?, _ b: [String]?) -> Rule { Rule(include: (a ?? []).map(Glob.init), exclude: (b ?? []).map(Glob.init)) }
         var f = FilterTransform(types: c.types, excludeTypes: c.exclude_types)
         f.kinds = rule(c.kinds, c.exclude_kinds)
@@ -114,26 +111,26 @@ public struct FilterTransform: TransformSpec {
             } else if s.utf8.count == 10, let (t, _) = Timestamp.parseRFC3339(s + "T00:00:00Z") {
                 f.since = t
             } else {
-                problem("since", "\"\(s)\" is not a date (2026-01-01) or an RFC 3339 time (2026-01-01T00:00:00Z)")
+                problems.add("since", "\"\(s)\" is not a date (2026-01-01) or an RFC 3339 time (2026-01-01T00:00:00Z)")
             }
         }
         if let age = c.max_age {
-            if age.seconds <= 0 { problem("max_age", "max_age must be more than 0 (e.g. 30d)") }
+            if age.seconds <= 0 { problems.add("max_age", "max_age must be more than 0 (e.g. 30d)") }
             f.maxAgeSeconds = Int64(age.seconds)
         }
         func ranges(_ key: String, _ given: [String: FilterRangeConfig]?) -> [String: Range] {
             var out: [String: Range] = [:]
             for (type, r) in given ?? [:] {
-                if r.min == nil && r.max == nil { problem(key, "\(type): give min, max or both") }
-                if let a = r.min, let b = r.max, a > b { problem(key, "\(type): min \(a) is above max \(b)") }
-                if HealthTypes.kind(of: type) == .category { problem(key, "\(type) is a category: its values are names, not numbers") }
+                if r.min == nil && r.max == nil { problems.add(key, "\(type): give min, max or both") }
+                if let a = r.min, let b = r.max, a > b { problems.add(key, "\(type): min \(a) is above max \(b)") }
+                if HealthTypes.kind(of: type) == .category { problems.add(key, "\(type) is a category: its values are names, not numbers") }
                 out[type] = Range(min: r.min, max: r.max)
             }
             return out
         }
         f.values = ranges("values", c.values)
         f.excludeValues = ranges("exclude_values", c.exclude_values)
-        if !problems.isEmpty { throw ConfigProblems(problems: problems) }
+        try problems.check()
         return f
     }
 }

@@ -27,18 +27,15 @@ public struct RenameTransform: TransformSpec {
 
     public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {
         let c = try YAMLDecoder().decode(RenameTransformConfig.self, from: node, path: path)
-        var problems: [ConfigProblem] = []
-        func problem(_ key: String, _ message: String) {
-            problems.append(ConfigProblem(location: node[key]?.location ?? node.location, path: "\(path).\(key)", message: message))
-        }
-        if (c.types ?? [:]).isEmpty && (c.devices ?? [:]).isEmpty { problem("types", "rename needs types, devices or both") }
+        var problems = ConfigProblemList(node, path: path)
+        if (c.types ?? [:]).isEmpty && (c.devices ?? [:]).isEmpty { problems.add("types", "rename needs types, devices or both") }
         for (from, to) in (c.types ?? [:]).sorted(by: { $0.key < $1.key }) {
-            if !RenameTransform.isName(to) { problem("types", "\(from) → \"\(to)\": a type name is lower-case letters, digits and _") }
+            if !RenameTransform.isName(to) { problems.add("types", "\(from) → \"\(to)\": a type name is lower-case letters, digits and _") }
         }
         for (from, to) in (c.devices ?? [:]).sorted(by: { $0.key < $1.key }) where to.isEmpty || to.utf8.count > 128 || to.utf8.contains(where: { $0 < 0x20 }) {
-            problem("devices", "\(from) → \"\(to)\": a device name is 1 to 128 characters, no control characters")
+            problems.add("devices", "\(from) → \"\(to)\": a device name is 1 to 128 characters, no control characters")
         }
-        if !problems.isEmpty { throw ConfigProblems(problems: problems) }
+        try problems.check()
         return RenameTransform(types: c.types ?? [:], devices: c.devices ?? [:])
     }
 
