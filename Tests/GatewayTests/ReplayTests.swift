@@ -43,6 +43,8 @@ import Testing
                                                 body: Array(body.utf8)).status == 200)
         }
         #expect(ServeProcess.eventually { serve.ndjson(under: "").compactMap { $0["uuid"] as? String }.count == 90 })
+        // The webhook's own deliveries are over before the replay's are counted.
+        #expect(ServeProcess.eventually { endpoint.requests.flatMap(ScriptedEndpoint.uuids).count == 90 })
         let before = endpoint.requests.count
         let r = try CLITests.run(["replay", serve.dataDir + "/archive.ndjson", "--sink", "hook", "--config", serve.configPath])
         #expect(r.status == 0, "\(r.err)")
