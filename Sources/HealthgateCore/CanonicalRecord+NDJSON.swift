@@ -5,9 +5,26 @@ extension CanonicalRecord {
     /// byte: the keys are fixed ASCII, so only values need escaping, and this runs once per
     /// sample on the ingest path. Field order is fixed, so equal records give equal bytes.
     public func appendNDJSON(to out: inout [UInt8]) {
+        JSONBytes.append(to: &out, atMost: ndjsonBound) { o in writeNDJSON(&o) }
+    }
+
+    /// At most how many bytes `appendNDJSON` writes: every string escaped at its worst (6
+    /// bytes a byte), every number and time at its longest, every key.
+    var ndjsonBound: Int {
+        func s(_ t: String?) -> Int { t.map { JSONBytes.bound($0) } ?? 0 }
+        var n = 400 + 9 * JSONBytes.numberBound
+        n += s(op.rawValue) + s(kind) + s(device) + s(receiver) + s(uuid) + s(type) + s(unit) + s(activity)
+        if case .string(let v)? = value { n += s(v) }
+        for f in fields { n += s(f.name) + f.value.bytes.count + 2 }
+        n += s(source?.app) + s(source?.device)
+        for t in tags { n += s(t.name) + s(t.value) + 2 }
+        n += metadata?.bytes.count ?? 0
+        for f in extra { n += s(f.name) + f.value.bytes.count + 2 }
+        return n
+    }
+
+    func writeNDJSON(_ o: inout JSONBytes) {
         let r = self
-        var o = JSONBytes(out: out)
-        out = []
         o.lit("{\"op\":"); o.str(r.op.rawValue)
         o.lit(",\"kind\":"); o.str(r.kind)
         o.lit(",\"device\":"); o.str(r.device)
@@ -31,7 +48,7 @@ extension CanonicalRecord {
         if let v = r.energyKcal { o.lit(",\"energy_kcal\":"); o.double(v) }
         if let v = r.distanceM { o.lit(",\"distance_m\":"); o.double(v) }
         for f in r.fields {
-            o.byte(0x2C); o.str(f.name); o.byte(0x3A); o.out.append(contentsOf: f.value.bytes)
+            o.byte(0x2C); o.str(f.name); o.byte(0x3A); o.raw(f.value.bytes)
         }
         if let s = r.source {
             o.lit(",\"source\":{")
@@ -51,72 +68,143 @@ extension CanonicalRecord {
             }
             o.byte(0x7D)
         }
-        if let m = r.metadata { o.lit(",\"metadata\":"); o.out.append(contentsOf: m.bytes) }
+        if let m = r.metadata { o.lit(",\"metadata\":"); o.raw(m.bytes) }
         if !r.extra.isEmpty {
             o.lit(",\"extra\":{")
             for (i, f) in r.extra.enumerated() {
                 if i > 0 { o.byte(0x2C) }
-                o.str(f.name); o.byte(0x3A); o.out.append(contentsOf: f.value.bytes)
+                o.str(f.name); o.byte(0x3A); o.raw(f.value.bytes)
             }
             o.byte(0x7D)
         }
         o.lit("}\n")
-        out = o.out
     }
 }
 
-/// Appends JSON text to a byte array: literals as they are, strings escaped as RFC 8259 asks
-/// (the same escapes `JSONWriter` makes), numbers in their shortest exact form.
+/// Writes JSON text into room already made in a byte array: literals as they are, strings
+/// escaped as RFC 8259 asks (the same escapes `JSONWriter` makes), numbers in their shortest
+/// exact form. Nothing is appended a byte at a time to the array itself: `append(to:atMost:)`
+/// makes room for the most the text can take, and the writer fills it through a pointer
+/// (checked against that room on every write).
 struct JSONBytes {
-    var out: [UInt8]
+    private let base: UnsafeMutablePointer<UInt8>
+    private let capacity: Int
+    private(set) var count: Int
 
-    @inline(__always) mutating func byte(_ b: UInt8) { out.append(b) }
+    /// Appends what `body` writes, at most `bound` bytes, to `out`.
+    static func append(to out: inout [UInt8], atMost bound: Int, _ body: (inout JSONBytes) -> Void) {
+        out.append(addingCapacity: bound) { (span: inout OutputSpan<UInt8>) in
+            span.withUnsafeMutableBufferPointer { buffer, initialized in
+                var o = JSONBytes(base: buffer.baseAddress!, capacity: buffer.count, count: initialized)
+                body(&o)
+                initialized = o.count
+            }
+        }
+    }
+
+    /// The bytes `body` writes, at most `bound`.
+    static func bytes(atMost bound: Int, _ body: (inout JSONBytes) -> Void) -> [UInt8] {
+        var out: [UInt8] = []
+        append(to: &out, atMost: bound, body)
+        return out
+    }
+
+    /// The most `str(s)` writes.
+    @inline(__always) static func bound(_ s: String) -> Int { 6 * s.utf8.count + 2 }
+    /// The most `int`, `double` or `time` write.
+    static let numberBound = 40
+
+    private init(base: UnsafeMutablePointer<UInt8>, capacity: Int, count: Int) {
+        self.base = base
+        self.capacity = capacity
+        self.count = count
+    }
+
+    @inline(__always) private mutating func room(_ n: Int) {
+        precondition(count + n <= capacity, "JSONBytes: the bound given was too small")
+    }
+
+    @inline(__always) mutating func byte(_ b: UInt8) {
+        room(1)
+        base[count] = b
+        count += 1
+    }
+
+    @inline(__always) mutating func raw(_ p: UnsafeRawBufferPointer) {
+        room(p.count)
+        if let from = p.baseAddress { (base + count).update(from: from.assumingMemoryBound(to: UInt8.self), count: p.count) }
+        count += p.count
+    }
+
+    @inline(__always) mutating func raw(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { raw($0) }
+    }
 
     @inline(__always) mutating func lit(_ s: StaticString) {
-        out.append(contentsOf: UnsafeRawBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
+        raw(UnsafeRawBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
+    }
+
+    /// Which bytes a JSON string cannot hold as they are: 1 for a short escape, 2 for `\u00XX`.
+    private static let escapes: [UInt8] = (0..<256).map { b in
+        switch b {
+        case 0x22, 0x5C, 0x0A, 0x0D, 0x09, 0x08, 0x0C: return 1
+        case 0..<0x20: return 2
+        default: return 0
+        }
     }
 
     mutating func str(_ s: String) {
         var s = s
         s.withUTF8 { p in
-            out.append(0x22)
-            var runStart = 0
-            for i in 0..<p.count {
-                let b = p[i]
-                guard b < 0x20 || b == 0x22 || b == 0x5C else { continue }
-                if i > runStart { out.append(contentsOf: UnsafeBufferPointer(rebasing: p[runStart..<i])) }
-                out.append(0x5C)
-                switch b {
-                case 0x22: out.append(0x22)
-                case 0x5C: out.append(0x5C)
-                case 0x0A: out.append(0x6E)
-                case 0x0D: out.append(0x72)
-                case 0x09: out.append(0x74)
-                case 0x08: out.append(0x62)
-                case 0x0C: out.append(0x66)
-                default:
-                    let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                    out.append(contentsOf: [0x75, 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0xF)]])
+            room(p.count * 6 + 2)
+            let escapes = JSONBytes.escapes
+            var w = base + count
+            w.pointee = 0x22
+            w += 1
+            escapes.withUnsafeBufferPointer { table in
+                for b in p {
+                    switch table[Int(b)] {
+                    case 0:
+                        w.pointee = b
+                        w += 1
+                    case 1:
+                        w[0] = 0x5C
+                        switch b {
+                        case 0x0A: w[1] = 0x6E
+                        case 0x0D: w[1] = 0x72
+                        case 0x09: w[1] = 0x74
+                        case 0x08: w[1] = 0x62
+                        case 0x0C: w[1] = 0x66
+                        default: w[1] = b   // " and \
+                        }
+                        w += 2
+                    default:
+                        let hex: StaticString = "0123456789abcdef"
+                        w[0] = 0x5C; w[1] = 0x75; w[2] = 0x30; w[3] = 0x30
+                        w[4] = hex.utf8Start[Int(b >> 4)]; w[5] = hex.utf8Start[Int(b & 0xF)]
+                        w += 6
+                    }
                 }
-                runStart = i + 1
             }
-            if p.count > runStart { out.append(contentsOf: UnsafeBufferPointer(rebasing: p[runStart..<p.count])) }
-            out.append(0x22)
+            w.pointee = 0x22
+            count = w + 1 - base
         }
     }
 
     mutating func int(_ v: Int64) {
-        if v < 0 { out.append(0x2D) }
+        room(20)
+        if v < 0 { byte(0x2D) }
         var m = v.magnitude
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buf in
-            var i = 20
-            repeat {
-                i -= 1
-                buf[i] = UInt8(truncatingIfNeeded: 0x30 + m % 10)
-                m /= 10
-            } while m > 0
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[i..<20]))
-        }
+        var digits = 1
+        var t = m
+        while t >= 10 { t /= 10; digits += 1 }
+        var i = count + digits
+        count = i
+        repeat {
+            i -= 1
+            base[i] = UInt8(truncatingIfNeeded: 0x30 + m % 10)
+            m /= 10
+        } while m > 0
     }
 
     mutating func double(_ d: Double) {
@@ -125,16 +213,16 @@ struct JSONBytes {
         } else if d.magnitude <= 9_007_199_254_740_992 && d == Double(Int64(d)) {
             int(Int64(d))
         } else {
-            out.append(contentsOf: d.description.utf8)
+            var text = d.description
+            text.withUTF8 { raw(UnsafeRawBufferPointer($0)) }
         }
     }
 
     mutating func time(_ t: Timestamp) {
-        withUnsafeTemporaryAllocation(byteCount: 40, alignment: 1) { buf in
-            buf[0] = 0x22
-            let n = t.formatRFC3339(into: UnsafeMutableRawBufferPointer(rebasing: buf[1...]))
-            buf[n + 1] = 0x22
-            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[0..<(n + 2)]))
-        }
+        room(JSONBytes.numberBound)
+        base[count] = 0x22
+        let n = t.formatRFC3339(into: UnsafeMutableRawBufferPointer(start: base + count + 1, count: JSONBytes.numberBound - 2))
+        base[count + n + 1] = 0x22
+        count += n + 2
     }
 }

@@ -161,23 +161,16 @@ public struct RawJSON: Sendable, Equatable, CustomStringConvertible {
 
     /// A JSON string holding `text`, escaped as RFC 8259 asks.
     public static func string(_ text: String) -> RawJSON {
-        var o = JSONBytes(out: [])
-        o.out.reserveCapacity(text.utf8.count + 2)
-        o.str(text)
-        return RawJSON(encoded: o.out)
+        RawJSON(encoded: JSONBytes.bytes(atMost: JSONBytes.bound(text)) { $0.str(text) })
     }
 
     /// A JSON number in its shortest exact form (`null` for NaN and infinities).
     public static func number(_ d: Double) -> RawJSON {
-        var o = JSONBytes(out: [])
-        o.double(d)
-        return RawJSON(encoded: o.out)
+        RawJSON(encoded: JSONBytes.bytes(atMost: JSONBytes.numberBound) { $0.double(d) })
     }
 
     public static func integer(_ i: Int64) -> RawJSON {
-        var o = JSONBytes(out: [])
-        o.int(i)
-        return RawJSON(encoded: o.out)
+        RawJSON(encoded: JSONBytes.bytes(atMost: JSONBytes.numberBound) { $0.int(i) })
     }
 
     public static func unsigned(_ u: UInt64) -> RawJSON {

@@ -43,3 +43,40 @@ final class MappingInstance: Transform {
         return true
     }
 }
+
+/// What a transform worked out for a record's type (and unit), kept for the next records: the
+/// few recent keys are compared in a row (decoded records share their strings' storage, so
+/// most comparisons are a pointer's), the rest hashed; at most `limit` keys in all.
+struct PerTypeCache<Value> {
+    private var recentKeys: [(String, String)] = []
+    private var recentValues: [Value] = []
+    private var next = 0
+    private var all: [String: [String: Value]] = [:]
+    private var count = 0
+    static var recent: Int { 8 }
+    static var limit: Int { 4096 }
+
+    /// The value for (`type`, `unit`), worked out by `make` the first time.
+    mutating func value(_ type: String, _ unit: String = "", _ make: () -> Value) -> Value {
+        for i in recentKeys.indices where recentKeys[i].0 == type && recentKeys[i].1 == unit { return recentValues[i] }
+        let v: Value
+        if let known = all[type]?[unit] {
+            v = known
+        } else {
+            v = make()
+            if count < PerTypeCache.limit {
+                all[type, default: [:]][unit] = v
+                count += 1
+            }
+        }
+        if recentKeys.count < PerTypeCache.recent {
+            recentKeys.append((type, unit))
+            recentValues.append(v)
+        } else {
+            recentKeys[next] = (type, unit)
+            recentValues[next] = v
+            next = (next + 1) % PerTypeCache.recent
+        }
+        return v
+    }
+}

@@ -41,6 +41,34 @@ import Testing
         #expect(back == [Self.full, Self.full])
     }
 
+    /// Every string field made of the bytes that escape longest (`\u0001` is six bytes for
+    /// one), and long: the line is written into room worked out beforehand, so this is the
+    /// case that would overrun it. Each string is escaped exactly as FastJSON's writer does.
+    @Test func theLongestEscapesFitAndMatchTheJSONWriter() throws {
+        let worst = String(repeating: "\u{1}\u{1F}\"\\\n", count: 300) + "é日😀\u{7F}"
+        var r = CanonicalRecord(
+            op: .upsert, kind: worst, device: worst, receiver: worst, uuid: worst, type: worst,
+            part: Int.min, parts: Int.max, start: Timestamp(seconds: 253_402_300_799, nanoseconds: 123_456_789),
+            end: Timestamp(seconds: -62_135_596_800, nanoseconds: 1), utcOffset: -52_200,
+            value: .string(worst), unit: worst, code: Int.min, activity: worst,
+            durationS: -1.7976931348623157e308, energyKcal: 2.2250738585072014e-308, distanceM: -0.1,
+            source: RecordSource(app: worst, device: worst), metadata: RawJSON(#"{"k":"v"}"#),
+            fields: [RecordField(worst, RawJSON.string(worst))], extra: [RecordField(worst, RawJSON("[1]"))])
+        r.tags = [RecordTag(worst, worst), RecordTag("b", worst)]
+        let line = CanonicalCodec.encodeLine(r)
+        var w = JSONWriter()
+        w.string(worst)
+        let escaped = String(decoding: w.bytes, as: UTF8.self)
+        let text = String(decoding: line, as: UTF8.self)
+        #expect(text.hasPrefix(#"{"op":"upsert","kind":"# + escaped + #","device":"# + escaped))
+        #expect(text.components(separatedBy: escaped).count - 1 == 16)
+        #expect(text.contains(#""code":-9223372036854775808"#))
+        #expect(text.contains(#""start":"9999-12-31T23:59:59.123456789Z""#))
+        #expect(text.contains(#""duration_s":-1.7976931348623157e+308"#))
+        let back = CanonicalCodec.decodeLines(line + [0x0A], parser: JSONParser())
+        #expect(back == [r])
+    }
+
     @Test func reportsABadLineAndKeepsTheOthers() {
         var bytes = CanonicalCodec.encodeLines([Self.full])
         bytes += Array("{\"op\":\"upsert\"}\nnot json\n\n".utf8)

@@ -40,14 +40,18 @@ public enum Units {
     /// units are of different families (or, within `.other`, are different units).
     /// Non-finite values pass through the arithmetic unchanged in kind (NaN stays NaN).
     public static func convert(_ value: Double, from: String, to: String) -> Double? {
+        conversion(from: from, to: to)?.apply(value)
+    }
+
+    /// The conversion between two units, looked up once to apply to many values; nil when
+    /// `convert` would say nil.
+    public static func conversion(from: String, to: String) -> UnitConversion? {
         guard let source = HealthUnitTable.definition(for: from),
               let target = HealthUnitTable.definition(for: to),
               source.family == target.family,
               source.dimension == target.dimension
         else { return nil }
-        if source.symbol == target.symbol { return value }
-        let base = scaled(value + source.offset, by: source.scale)
-        return scaled(base, by: 1 / target.scale) - target.offset
+        return UnitConversion(source: source, target: target)
     }
 
     /// `value * factor`, but for a factor that is 1/n with a whole n, `value / n`: 95 × 0.01 is
@@ -62,6 +66,18 @@ public enum Units {
     /// base unit first.
     public static func units(of family: UnitFamily) -> [String] {
         HealthUnitTable.symbolsByFamily[family] ?? []
+    }
+}
+
+/// `Units.convert` between two given units, with their spellings already looked up.
+public struct UnitConversion: Sendable {
+    let source: HealthUnitDefinition
+    let target: HealthUnitDefinition
+
+    public func apply(_ value: Double) -> Double {
+        if source.symbol == target.symbol { return value }
+        let base = Units.scaled(value + source.offset, by: source.scale)
+        return Units.scaled(base, by: 1 / target.scale) - target.offset
     }
 }
 
@@ -213,6 +229,10 @@ enum HealthUnitTable {
     }
 
     static func trimmed(_ text: String) -> String {
+        // Nearly every unit starts and ends with a printable ASCII byte: nothing to trim.
+        if let first = text.utf8.first, let last = text.utf8.last, first > 0x20, first < 0x80, last > 0x20, last < 0x80 {
+            return text
+        }
         let scalars = text.unicodeScalars
         var start = scalars.startIndex
         var end = scalars.endIndex

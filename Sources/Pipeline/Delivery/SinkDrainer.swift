@@ -484,14 +484,21 @@ final class DrainLoop {
             self.name = name
         }
 
+        /// Records enough to fill the next batch: with them the drainer starts it at once,
+        /// without decoding on its own thread.
+        var wanted = 0
+
         func run() {
-            // One journal entry's worth (≤ 1 MiB): enough to keep the sink busy, little more memory.
-            let entries = reader.read(maxEntries: 64, maxBytes: SinkDrainer.readAheadBytes / 2) { [logger, name] in
-                logger.error("sink \(name): \($0)")
-            }
-            for e in entries {
-                bytes += e.payload.count
-                DrainLoop.decode(e, skip: 0, parser: parser, into: &pending) { line, reason in bad.append((line, reason)) }
+            // A journal entry's worth (≤ 1 MiB) at a time, until the next batch is full.
+            while pending.count < wanted {
+                let entries = reader.read(maxEntries: 64, maxBytes: SinkDrainer.readAheadBytes / 2) { [logger, name] in
+                    logger.error("sink \(name): \($0)")
+                }
+                if entries.isEmpty { return }
+                for e in entries {
+                    bytes += e.payload.count
+                    DrainLoop.decode(e, skip: 0, parser: parser, into: &pending) { line, reason in bad.append((line, reason)) }
+                }
             }
         }
     }
@@ -501,6 +508,7 @@ final class DrainLoop {
         // The drainer's own parser: it is not used while the sink writes (one parser's buffers
         // per sink, not two).
         let job = ReadAhead(reader: reader, parser: parser, logger: logger, name: name)
+        job.wanted = d.built.common.batch.maxItems - pending.count
         guard case .success(let t) = startThread({ job.run() }) else { return nil }
         job.thread = t
         return job

@@ -35,9 +35,9 @@ public struct ConvertTransform: TransformSpec {
 
     final class Instance: Transform {
         let spec: ConvertTransform
-        /// What `target` said for each (type, unit) seen: finding a unit's family reads its
-        /// spelling, which costs more than the conversion.
-        var targets: [String: [String: String?]] = [:]
+        /// The conversion for each (type, unit) seen: finding a unit's family reads its
+        /// spelling, which costs far more than the arithmetic.
+        var conversions = PerTypeCache<(unit: String, conversion: UnitConversion)?>()
         init(spec: ConvertTransform) { self.spec = spec }
 
         func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
@@ -50,16 +50,12 @@ public struct ConvertTransform: TransformSpec {
 
         func map(_ record: inout CanonicalRecord) -> Bool {
             guard record.op == .upsert, let v = record.value?.number, let unit = record.unit else { return true }
-            let target: String?
-            if let known = targets[record.type]?[unit] {
-                target = known
-            } else {
-                target = spec.target(type: record.type, unit: unit)
-                if targets.count < 4096 { targets[record.type, default: [:]][unit] = target }
+            let conversion = conversions.value(record.type, unit) {
+                spec.target(type: record.type, unit: unit).flatMap { t in Units.conversion(from: unit, to: t).map { (t, $0) } }
             }
-            guard let target, let converted = Units.convert(v, from: unit, to: target) else { return true }
-            record.value = .number(converted)
-            record.unit = target
+            guard let conversion else { return true }
+            record.value = .number(conversion.conversion.apply(v))
+            record.unit = conversion.unit
             return true
         }
     }

@@ -60,8 +60,23 @@ public struct FilterTransform: TransformSpec {
     public func instantiate(_ context: TransformContext) -> any Transform { Instance(spec: self, clock: context.clock) }
 
     /// Whether the record passes, at `now` (for `max_age`).
+    /// What the filter says of a type, whatever the record.
+    struct TypeRules {
+        var kept: Bool
+        var values: Range?
+        var excludeValues: Range?
+    }
+
+    func rules(type: String) -> TypeRules {
+        TypeRules(kept: types.keeps(type), values: values[type], excludeValues: excludeValues[type])
+    }
+
     public func keeps(_ r: CanonicalRecord, now: Timestamp = Timestamp(seconds: 0)) -> Bool {
-        guard types.keeps(r.type), kinds.keeps(r.kind), devices.keeps(r.device), receivers.keeps(r.receiver) else { return false }
+        keeps(r, now: now, rules(type: r.type))
+    }
+
+    func keeps(_ r: CanonicalRecord, now: Timestamp, _ typeRules: TypeRules) -> Bool {
+        guard typeRules.kept, kinds.keeps(r.kind), devices.keeps(r.device), receivers.keeps(r.receiver) else { return false }
         if r.op == .delete { return true }
         guard sources.keeps(r.source?.app), sourceDevices.keeps(r.source?.device) else { return false }
         if let t = r.start ?? r.end {
@@ -69,8 +84,8 @@ public struct FilterTransform: TransformSpec {
             if let maxAgeSeconds, t.seconds < now.seconds - maxAgeSeconds { return false }
         }
         if let v = r.value?.number {
-            if let range = values[r.type], !range.contains(v) { return false }
-            if let range = excludeValues[r.type], range.contains(v) { return false }
+            if let range = typeRules.values, !range.contains(v) { return false }
+            if let range = typeRules.excludeValues, range.contains(v) { return false }
         }
         return true
     }
@@ -78,19 +93,23 @@ public struct FilterTransform: TransformSpec {
     final class Instance: Transform {
         let spec: FilterTransform
         let clock: any Clock
+        /// The type rules (globs, value ranges) for each type seen.
+        var byType = PerTypeCache<TypeRules>()
         init(spec: FilterTransform, clock: any Clock) {
             self.spec = spec
             self.clock = clock
         }
 
         func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
-            if spec.keeps(record, now: spec.maxAgeSeconds == nil ? Timestamp(seconds: 0) : clock.now()) { emit(record) }
+            var r = record
+            if map(&r) { emit(r) }
         }
 
         var maps: Bool { true }
 
         func map(_ record: inout CanonicalRecord) -> Bool {
-            spec.keeps(record, now: spec.maxAgeSeconds == nil ? Timestamp(seconds: 0) : clock.now())
+            let rules = byType.value(record.type) { spec.rules(type: record.type) }
+            return spec.keeps(record, now: spec.maxAgeSeconds == nil ? Timestamp(seconds: 0) : clock.now(), rules)
         }
     }
 

@@ -18,6 +18,10 @@ public struct TagTransform: TransformSpec {
     public func instantiate(_ context: TransformContext) -> any Transform { MappingInstance(apply) }
 
     public func apply(_ r: inout CanonicalRecord) {
+        if r.tags.isEmpty {
+            r.tags = tags   // shares the one array: no copy per record
+            return
+        }
         for t in tags {
             if let i = r.tags.firstIndex(where: { $0.name == t.name }) { r.tags[i].value = t.value } else { r.tags.append(t) }
         }
