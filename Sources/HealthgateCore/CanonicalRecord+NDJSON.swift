@@ -144,51 +144,63 @@ struct JSONBytes {
         raw(UnsafeRawBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
     }
 
-    /// Which bytes a JSON string cannot hold as they are: 1 for a short escape, 2 for `\u00XX`.
-    private static let escapes: [UInt8] = (0..<256).map { b in
-        switch b {
-        case 0x22, 0x5C, 0x0A, 0x0D, 0x09, 0x08, 0x0C: return 1
-        case 0..<0x20: return 2
-        default: return 0
-        }
-    }
-
     mutating func str(_ s: String) {
         var s = s
         s.withUTF8 { p in
             room(p.count * 6 + 2)
-            let escapes = JSONBytes.escapes
             var w = base + count
             w.pointee = 0x22
             w += 1
-            escapes.withUnsafeBufferPointer { table in
-                for b in p {
-                    switch table[Int(b)] {
-                    case 0:
-                        w.pointee = b
-                        w += 1
-                    case 1:
-                        w[0] = 0x5C
-                        switch b {
-                        case 0x0A: w[1] = 0x6E
-                        case 0x0D: w[1] = 0x72
-                        case 0x09: w[1] = 0x74
-                        case 0x08: w[1] = 0x62
-                        case 0x0C: w[1] = 0x66
-                        default: w[1] = b   // " and \
-                        }
-                        w += 2
-                    default:
-                        let hex: StaticString = "0123456789abcdef"
-                        w[0] = 0x5C; w[1] = 0x75; w[2] = 0x30; w[3] = 0x30
-                        w[4] = hex.utf8Start[Int(b >> 4)]; w[5] = hex.utf8Start[Int(b & 0xF)]
-                        w += 6
-                    }
+            var i = 0
+            if let from = p.baseAddress {
+                // Eight bytes at a time while none of them needs an escape (most strings
+                // have none): one test of the word, one store.
+                while i + 8 <= p.count {
+                    let word = UnsafeRawPointer(from + i).loadUnaligned(as: UInt64.self)
+                    if JSONBytes.needsEscape(word) { break }
+                    UnsafeMutableRawPointer(w).storeBytes(of: word, as: UInt64.self)
+                    w += 8
+                    i += 8
                 }
+            }
+            while i < p.count {
+                w = JSONBytes.escape(p[i], at: w)
+                i += 1
             }
             w.pointee = 0x22
             count = w + 1 - base
         }
+    }
+
+    /// Whether any of the eight bytes is below 0x20, a quote or a backslash (the exact
+    /// has-zero-byte and has-byte-less-than tests on the word).
+    @inline(__always) static func needsEscape(_ x: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        @inline(__always) func hasZero(_ v: UInt64) -> Bool { (v &- ones) & ~v & highs != 0 }
+        return (x &- ones &* 0x20) & ~x & highs != 0 || hasZero(x ^ (ones &* 0x22)) || hasZero(x ^ (ones &* 0x5C))
+    }
+
+    /// Writes one byte of a JSON string at `w`, escaped if it must be; returns where the next goes.
+    @inline(__always) static func escape(_ b: UInt8, at w: UnsafeMutablePointer<UInt8>) -> UnsafeMutablePointer<UInt8> {
+        if b >= 0x20 && b != 0x22 && b != 0x5C {
+            w.pointee = b
+            return w + 1
+        }
+        w[0] = 0x5C
+        switch b {
+        case 0x22, 0x5C: w[1] = b
+        case 0x0A: w[1] = 0x6E
+        case 0x0D: w[1] = 0x72
+        case 0x09: w[1] = 0x74
+        case 0x08: w[1] = 0x62
+        case 0x0C: w[1] = 0x66
+        default:
+            let hex: StaticString = "0123456789abcdef"
+            w[1] = 0x75; w[2] = 0x30; w[3] = 0x30
+            w[4] = hex.utf8Start[Int(b >> 4)]; w[5] = hex.utf8Start[Int(b & 0xF)]
+            return w + 6
+        }
+        return w + 2
     }
 
     mutating func int(_ v: Int64) {

@@ -45,7 +45,8 @@ import Testing
     /// one), and long: the line is written into room worked out beforehand, so this is the
     /// case that would overrun it. Each string is escaped exactly as FastJSON's writer does.
     @Test func theLongestEscapesFitAndMatchTheJSONWriter() throws {
-        let worst = String(repeating: "\u{1}\u{1F}\"\\\n", count: 300) + "é日😀\u{7F}"
+        // Clean bytes first (copied eight at a time), then the escapes.
+        let worst = "0123456789abcdef" + String(repeating: "\u{1}\u{1F}\"\\\n", count: 300) + "é日😀\u{7F}"
         var r = CanonicalRecord(
             op: .upsert, kind: worst, device: worst, receiver: worst, uuid: worst, type: worst,
             part: Int.min, parts: Int.max, start: Timestamp(seconds: 253_402_300_799, nanoseconds: 123_456_789),
