@@ -36,29 +36,7 @@ enum BenchMain {
             postgres = Postgres(dir: dir + "/postgres")
             sinkLine = #"archive: {kind: postgres, dsn: "\#(postgres!.dsn)"}"#
         }
-        let config = """
-        listen: 127.0.0.1:0
-        data_dir: \(dir)/data
-        receivers:
-          phone:
-            kind: syncky
-            path: /syncky
-            auth: {type: bearer, token: \(token)}
-            hmac: {secret: \(secret)}
-            max_body: 2MB   # the research's 4,800-sample body is 1.05 MB; the app itself stops at 1,000,000 bytes
-        routes:
-          - name: archive
-            from: ["*"]
-        \(o.transforms ? """
-            transforms:
-              - filter: {types: [heart_rate, steps, "active_energy_*", "distance_*"], values: {heart_rate: {min: 25, max: 250}}}
-              - convert: {distance: km, energy: kJ}
-              - tag: {person: bench, household: home}
-        """ : "")
-            to: [archive]
-        sinks:
-          \(sinkLine)
-        """
+        let config = BenchMain.config(dataDir: dir + "/data", transforms: o.transforms, sinkLine: sinkLine)
         try! config.write(toFile: dir + "/bench.yaml", atomically: true, encoding: .utf8)
         let server = Process()
         server.executableURL = URL(fileURLWithPath: o.binary)
@@ -169,6 +147,34 @@ enum BenchMain {
             influxd.waitUntilExit()
         }
         try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    /// The config the bench serves: one syncky receiver, one route (through filter + convert +
+    /// tag with `transforms`), one sink.
+    static func config(dataDir: String, transforms: Bool, sinkLine: String) -> String {
+        """
+        listen: 127.0.0.1:0
+        data_dir: \(dataDir)
+        receivers:
+          phone:
+            kind: syncky
+            path: /syncky
+            auth: {type: bearer, token: \(token)}
+            hmac: {secret: \(secret)}
+            max_body: 2MB   # the research's 4,800-sample body is 1.05 MB; the app itself stops at 1,000,000 bytes
+        routes:
+          - name: archive
+            from: ["*"]
+        \(transforms ? """
+            transforms:
+              - filter: {types: [heart_rate, steps, "active_energy_*", "distance_*"], values: {heart_rate: {min: 25, max: 250}}}
+              - convert: {distance: km, energy: kJ}
+              - tag: {person: bench, household: home}
+        """ : "")
+            to: [archive]
+        sinks:
+          \(sinkLine)
+        """
     }
 
     /// A PostgreSQL 15 cluster of its own (as the postgres user when run as root, which

@@ -4,11 +4,12 @@ import FastJSON
 import Foundation
 import Gateway
 import HealthgateCore
+import Pipeline
 import Posix
 
 /// `healthgate-bench --micro`: the hot path's stages, one at a time, on one core.
 enum Micro {
-    static func run(samples: Int) {
+    static func run(samples: Int, only: String?) {
         let body = BenchMain.makeBody(samples: samples).bytes
         let logger = Logger(component: "micro", sink: StderrLogSink(minimum: .warning))
         let receiver = SynckyReceiver(name: "phone", path: "/syncky", maxBodyBytes: 4 << 20,
@@ -18,7 +19,12 @@ enum Micro {
                                   headers: [(name: "X-Syncky-Format", value: "native"),
                                             (name: "Authorization", value: "Bearer \(token)")], body: body)
         let context = ReceiveContext(now: Timestamp(seconds: 1_791_961_500))
-        func time(_ name: String, _ n: Int = 40, _ f: () -> Void) {
+        func time(_ name: String, _ runs: Int = 40, _ f: () -> Void) {
+            if let only, !name.contains(only) {
+                if name.hasPrefix("receive") || name.hasPrefix("routes") { f() }   // what later stages read
+                return
+            }
+            let n = only == nil ? runs : 3
             f()
             let t0 = DispatchTime.now().uptimeNanoseconds
             for _ in 0..<n { f() }
@@ -34,6 +40,30 @@ enum Micro {
         let records = CanonicalCodec.decodeLines(lines, parser: parser)
         time("encode canonical NDJSON") { _ = CanonicalCodec.encodeLines(records) }
         time("decode canonical NDJSON") { _ = CanonicalCodec.decodeLines(lines, parser: parser) }
+        // The drainer's share for the file sink: its routes, then the lines it writes (each
+        // journal line as it is when the route leaves the record unchanged).
+        for transforms in [false, true] {
+            let text = BenchMain.config(dataDir: NSTemporaryDirectory() + "healthgate-micro", transforms: transforms,
+                                        sinkLine: #"archive: {kind: file, path: "a.ndjson"}"#)
+            let topology = try! ConfigLoader.load(text: text, file: "bench.yaml", environment: [:], logger: logger)
+            let routes = SinkRoutes(routes: topology.routes, sink: "archive", clock: SystemClock(),
+                                    timeZones: SystemTimeZones(), logger: logger)
+            let (decoded, ranges) = CanonicalCodec.decodeLinesWithRanges(lines, parser: parser) { _, _, _ in }
+            let journalLines = ranges!.map { lines[$0] }
+            var routed = RoutedRecords()
+            let name = transforms ? "filter + convert + tag" : "no transforms"
+            time("routes, \(name)") {
+                routed = RoutedRecords()
+                for (r, line) in zip(decoded, journalLines) { _ = routes.process(r, line: line, into: &routed) }
+            }
+            var out: [UInt8] = []
+            time("file lines, \(name)") {
+                out.removeAll(keepingCapacity: true)
+                for (r, line) in zip(routed.records, routed.lines) {
+                    if let line { out.append(contentsOf: line) } else { CanonicalCodec.encode(r, into: &out) }
+                }
+            }
+        }
         time("HMAC-SHA256") { _ = Crypto.hmacSHA256(key: Array(secret.utf8), Array("1.".utf8), body) }
         print("records: \(records.count), NDJSON bytes: \(lines.count), CanonicalRecord stride: \(MemoryLayout<CanonicalRecord>.stride) bytes")
     }

@@ -14,6 +14,8 @@ struct BenchOptions {
     var rate = 0.0
     var samplesPerBody = 4_800
     var micro = false
+    /// `--only WORD`: the micro stages whose name holds WORD, run a few times (for callgrind).
+    var only: String?
     var influx = false
     var mqtt = false
     var postgres = false
@@ -30,6 +32,7 @@ struct BenchOptions {
             case "--rate": rate = Double(v) ?? rate
             case "--samples": samplesPerBody = Int(v) ?? samplesPerBody
             case "--micro": micro = true; i -= 1
+            case "--only": only = v
             case "--influx": influx = true; i -= 1
             case "--mqtt": mqtt = true; i -= 1
             case "--postgres": postgres = true; i -= 1
@@ -42,4 +45,4 @@ struct BenchOptions {
 }
 
 let benchOptions = BenchOptions(CommandLine.arguments)
-if benchOptions.micro { Micro.run(samples: benchOptions.samplesPerBody) } else { BenchMain.run(benchOptions) }
+if benchOptions.micro { Micro.run(samples: benchOptions.samplesPerBody, only: benchOptions.only) } else { BenchMain.run(benchOptions) }

@@ -1,28 +1,35 @@
-/// Reuses the `String` made for a slot when the next value in that slot has the same bytes.
+/// Reuses a `String` made for a slot when a later value in that slot has the same bytes.
 /// Records from one phone repeat their device, receiver, kind, unit and source in every
-/// sample; reusing the previous `String` costs a byte comparison instead of an allocation.
+/// sample, and cycle through a few types and units; each slot keeps its last few strings, so
+/// reusing one costs a byte comparison instead of an allocation (and equal values then share
+/// their storage, which makes comparing them later a pointer's comparison).
 public struct JSONStringReuse {
-    private var bytes: [[UInt8]]
+    /// Strings kept per slot.
+    static let ways = 4
     private var strings: [String]
+    /// Per slot, the way its next new string replaces.
+    private var next: [Int]
 
     public init(slots: Int) {
-        bytes = Array(repeating: [], count: slots)
-        strings = Array(repeating: "", count: slots)
+        strings = Array(repeating: "", count: slots * JSONStringReuse.ways)
+        next = Array(repeating: 0, count: slots)
     }
 
-    /// The string value of `ref` (nil when it is not a string), shared with the slot's last
-    /// value when equal.
+    /// The string value of `ref` (nil when it is not a string), shared with one of the slot's
+    /// recent values when equal.
     public mutating func string(_ ref: JSONRef, slot: Int) -> String? {
         ref.withStringBytes { b -> String in
-            if b.count == bytes[slot].count {
-                let same = bytes[slot].withUnsafeBytes { last in
-                    b.count == 0 || memcmpEqual(last.baseAddress!, b.baseAddress!, b.count)
+            let first = slot * JSONStringReuse.ways
+            for i in first..<(first + JSONStringReuse.ways) where strings[i].utf8.count == b.count {
+                if b.count == 0 { return strings[i] }
+                let same = strings[i].utf8.withContiguousStorageIfAvailable { kept in
+                    memcmpEqual(kept.baseAddress!, b.baseAddress!, b.count)
                 }
-                if same { return strings[slot] }
+                if same == true { return strings[i] }
             }
             let s = String(decoding: b, as: UTF8.self)
-            bytes[slot] = Array(b)
-            strings[slot] = s
+            strings[first + next[slot]] = s
+            next[slot] = (next[slot] + 1) % JSONStringReuse.ways
             return s
         }
     }

@@ -48,7 +48,8 @@ final class MappingInstance: Transform {
 /// few recent keys are compared in a row (decoded records share their strings' storage, so
 /// most comparisons are a pointer's), the rest hashed; at most `limit` keys in all.
 struct PerTypeCache<Value> {
-    private var recentKeys: [(String, String)] = []
+    private var recentTypes: [String] = []
+    private var recentUnits: [String] = []
     private var recentValues: [Value] = []
     private var next = 0
     private var all: [String: [String: Value]] = [:]
@@ -58,7 +59,9 @@ struct PerTypeCache<Value> {
 
     /// The value for (`type`, `unit`), worked out by `make` the first time.
     mutating func value(_ type: String, _ unit: String = "", _ make: () -> Value) -> Value {
-        for i in recentKeys.indices where recentKeys[i].0 == type && recentKeys[i].1 == unit { return recentValues[i] }
+        // Lengths first: they tell most different types apart without comparing bytes.
+        @inline(__always) func same(_ a: String, _ b: String) -> Bool { a.utf8.count == b.utf8.count && a == b }
+        for i in recentTypes.indices where same(recentTypes[i], type) && same(recentUnits[i], unit) { return recentValues[i] }
         let v: Value
         if let known = all[type]?[unit] {
             v = known
@@ -69,11 +72,13 @@ struct PerTypeCache<Value> {
                 count += 1
             }
         }
-        if recentKeys.count < PerTypeCache.recent {
-            recentKeys.append((type, unit))
+        if recentTypes.count < PerTypeCache.recent {
+            recentTypes.append(type)
+            recentUnits.append(unit)
             recentValues.append(v)
         } else {
-            recentKeys[next] = (type, unit)
+            recentTypes[next] = type
+            recentUnits[next] = unit
             recentValues[next] = v
             next = (next + 1) % PerTypeCache.recent
         }

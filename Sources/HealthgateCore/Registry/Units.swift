@@ -70,14 +70,24 @@ public enum Units {
 }
 
 /// `Units.convert` between two given units, with their spellings already looked up.
+/// Numbers only (no strings to retain when it is copied).
 public struct UnitConversion: Sendable {
-    let source: HealthUnitDefinition
-    let target: HealthUnitDefinition
+    let same: Bool
+    let sourceOffset: Double, sourceScale: Double
+    let targetOffset: Double, targetScale: Double
+
+    init(source: HealthUnitDefinition, target: HealthUnitDefinition) {
+        same = source.symbol == target.symbol
+        sourceOffset = source.offset
+        sourceScale = source.scale
+        targetOffset = target.offset
+        targetScale = target.scale
+    }
 
     public func apply(_ value: Double) -> Double {
-        if source.symbol == target.symbol { return value }
-        let base = Units.scaled(value + source.offset, by: source.scale)
-        return Units.scaled(base, by: 1 / target.scale) - target.offset
+        if same { return value }
+        let base = Units.scaled(value + sourceOffset, by: sourceScale)
+        return Units.scaled(base, by: 1 / targetScale) - targetOffset
     }
 }
 

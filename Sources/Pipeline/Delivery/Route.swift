@@ -40,7 +40,7 @@ public struct RoutedRecords {
 /// The routes that lead to one sink, each with this sink's own transform instances: they
 /// live on the sink's drainer thread, and their state is committed with its cursor.
 public final class SinkRoutes {
-    struct Lane {
+    final class Lane {
         let route: Route
         let transforms: [any Transform]
         /// State keys, one per transform: `<route name>/<index>/<kind>`.
@@ -48,6 +48,14 @@ public final class SinkRoutes {
         let unchanged: Bool
         /// Every transform maps one record to at most one, in place.
         let maps: Bool
+
+        init(route: Route, transforms: [any Transform], keys: [String], unchanged: Bool, maps: Bool) {
+            self.route = route
+            self.transforms = transforms
+            self.keys = keys
+            self.unchanged = unchanged
+            self.maps = maps
+        }
     }
 
     let lanes: [Lane]
@@ -63,25 +71,38 @@ public final class SinkRoutes {
         }
     }
 
+    /// True when every route only maps records (or has no transforms): no state, nothing
+    /// emitted later, so records can be routed ahead of the batch they go in.
+    public var onlyMap: Bool { lanes.allSatisfy(\.maps) }
+
     /// Appends what every route that takes the record makes of it; false when none passes
     /// anything on (filtered out, or absorbed into a transform's state).
-    public func process(_ r: CanonicalRecord, line: ArraySlice<UInt8>?, into out: inout RoutedRecords) -> Bool {
+    public func process(_ r: consuming CanonicalRecord, line: ArraySlice<UInt8>?, into out: inout RoutedRecords) -> Bool {
         let before = out.count
-        for lane in lanes where lane.route.takes(receiver: r.receiver) {
-            if lane.transforms.isEmpty {
-                out.append(r, line: line)
-                continue
-            }
-            let keep = lane.unchanged ? line : nil
-            if lane.maps {
-                // One copy, changed in place by each transform in turn.
-                var x = r
-                if lane.transforms.allSatisfy({ $0.map(&x) }) { out.append(consume x, line: keep) }
-                continue
-            }
-            run(lane, r, from: 0) { out.append($0, line: keep) }
+        if lanes.count == 1 {
+            // The one route has the record itself: no copy.
+            process(r, line: line, lane: lanes[0], into: &out)
+        } else {
+            for lane in lanes { process(copy r, line: line, lane: lane, into: &out) }
         }
         return out.count > before
+    }
+
+    private func process(_ r: consuming CanonicalRecord, line: ArraySlice<UInt8>?, lane: Lane, into out: inout RoutedRecords) {
+        guard lane.route.takes(receiver: r.receiver) else { return }
+        if lane.transforms.isEmpty {
+            out.append(r, line: line)
+            return
+        }
+        let keep = lane.unchanged ? line : nil
+        if lane.maps {
+            // Changed in place by each transform in turn.
+            var x = consume r
+            for t in lane.transforms where !t.map(&x) { return }
+            out.append(consume x, line: keep)
+            return
+        }
+        run(lane, r, from: 0) { out.append($0, line: keep) }
     }
 
     /// Lets every transform emit what the batch just processed changed (in route order), on

@@ -177,8 +177,11 @@ final class DrainLoop {
     var committed: CursorStore.Committed
     var reader: JournalReader
     var inboxReader: JournalReader?
-    /// Raw journal records read but not yet run through the routes, with where they came from.
-    var pending = Pending()
+    /// Journal records read but not yet delivered, with where they came from.
+    var pending: Pending
+    /// Set when every route to this sink only maps records: they then run as records are
+    /// decoded, on the read-ahead thread too (see `Pending`).
+    let ahead: Pending.RouteAhead?
     var lastSavedAt: Double
     var lastProbeAt = -Double.infinity
     var lastIdleAt = -Double.infinity
@@ -188,25 +191,6 @@ final class DrainLoop {
     // Housekeeping intervals (commits of filtered-out progress, idle calls, probes) run on the
     // real monotonic clock; the drainer's `clock` times what a test must not wait for: backoff.
 
-    struct Pending {
-        var records: [CanonicalRecord] = []
-        var lines: [ArraySlice<UInt8>?] = []
-        var positions: [(seq: UInt64, index: Int)] = []
-
-        var count: Int { records.count }
-        var isEmpty: Bool { records.isEmpty }
-
-        mutating func removeFirst(_ n: Int) {
-            if n >= count {
-                self = Pending()
-                return
-            }
-            records.removeFirst(n)
-            lines.removeFirst(n)
-            positions.removeFirst(n)
-        }
-    }
-
     /// The sink's own state in the cursor file (route transform keys always hold a `/`).
     static let sinkStateKey = "sink"
 
@@ -214,6 +198,8 @@ final class DrainLoop {
         self.d = d
         routes = SinkRoutes(routes: d.routes, sink: d.name, clock: d.clock, timeZones: d.timeZones, logger: d.logger)
         routes.restore(start.states, logger: d.logger)
+        ahead = routes.onlyMap ? Pending.RouteAhead(routes: routes, encodeLines: false && d.built.writesLines) : nil
+        pending = Pending(routed: ahead != nil)
         deadLetters = DeadLetters(sink: d.name, dataDir: d.dataDir, metrics: d.metrics, logger: d.logger, clock: d.clock)
         committed = start
         reader = d.journal.makeReader(from: start.journal.seq)
@@ -326,14 +312,20 @@ final class DrainLoop {
             // committing their state with it right.
             var batch = RoutedRecords()
             var consumed = 0
-            while consumed < pending.count && batch.count < maxItems {
-                if !routes.process(pending.records[consumed], line: pending.lines[consumed], into: &batch) {
-                    metrics.filtered.add(1, ordering: .relaxed)
+            var filtered = 0
+            if pending.isRouted {
+                (batch, consumed, filtered) = pending.takeRouted(atLeast: maxItems)
+            } else {
+                while consumed < pending.count && batch.count < maxItems {
+                    if !routes.process(pending.records.records[consumed], line: pending.records.lines[consumed], into: &batch) {
+                        filtered += 1
+                    }
+                    consumed += 1
                 }
-                consumed += 1
+                routes.flush(into: &batch)
+                pending.removeFirst(consumed)
             }
-            routes.flush(into: &batch)
-            pending.removeFirst(consumed)
+            if filtered > 0 { metrics.filtered.add(filtered, ordering: .relaxed) }
             if !batch.isEmpty {
                 let ahead = startReadAhead()
                 let outcome = deliver(batch)
@@ -442,44 +434,31 @@ final class DrainLoop {
     }
 
     func decode(_ e: JournalEntry, skip: Int) {
-        DrainLoop.decode(e, skip: skip, parser: parser, into: &pending) { line, reason in deadLetters.keep(line: line, reason: reason) }
-    }
-
-    static func decode(_ e: JournalEntry, skip: Int, parser: JSONParser, into pending: inout Pending,
-                       bad: (ArraySlice<UInt8>, String) -> Void) {
-        let (records, ranges) = CanonicalCodec.decodeLinesWithRanges(e.payload, parser: parser) { line, error, range in
-            // Only a damaged disk or a bug gets here: the line is kept, not dropped.
-            bad(e.payload[range], "journal entry \(e.seq) line \(line) is not a canonical record: \(error)")
-        }
-        guard skip < records.count else { return }
-        pending.records.reserveCapacity(pending.count + records.count - skip)
-        pending.lines.reserveCapacity(pending.count + records.count - skip)
-        pending.positions.reserveCapacity(pending.count + records.count - skip)
-        for index in skip..<records.count {
-            pending.records.append(records[index])
-            pending.lines.append(ranges.map { e.payload[$0[index]] })
-            pending.positions.append((e.seq, index))
-        }
+        pending.decode(e, skip: skip, parser: parser, ahead: ahead) { line, reason in deadLetters.keep(line: line, reason: reason) }
     }
 
     /// The next journal entries, read and decoded on a helper thread while the sink writes the
-    /// batch before them (the decoding overlaps the destination's round trip). Fork and join:
-    /// between `startReadAhead` and `finish` only the helper touches `reader` and `parser`, and
-    /// the drainer thread is inside `deliver`, which uses neither; what the helper found is applied on the
-    /// drainer thread afterwards (dead letters, pending), so nothing else is shared.
+    /// batch before them (the decoding overlaps the destination's round trip), and when routes
+    /// only map, routed and their changed lines encoded there too. Fork and join: between
+    /// `startReadAhead` and `finish` only the helper touches `reader`, `parser` and the routes,
+    /// and the drainer thread is inside `deliver`, which uses none of them; what the helper found
+    /// is applied on the drainer thread afterwards (dead letters, pending), so nothing else is shared.
     final class ReadAhead {
         let reader: JournalReader
         let parser: JSONParser
+        let ahead: Pending.RouteAhead?
         let logger: Logger
         let name: String
-        var pending = Pending()
+        var pending: Pending
         var bad: [(ArraySlice<UInt8>, String)] = []
         var bytes = 0
         var thread: pthread_t?
 
-        init(reader: JournalReader, parser: JSONParser, logger: Logger, name: String) {
+        init(reader: JournalReader, parser: JSONParser, ahead: Pending.RouteAhead?, logger: Logger, name: String) {
             self.reader = reader
             self.parser = parser
+            self.ahead = ahead
+            pending = Pending(routed: ahead != nil)
             self.logger = logger
             self.name = name
         }
@@ -497,7 +476,7 @@ final class DrainLoop {
                 if entries.isEmpty { return }
                 for e in entries {
                     bytes += e.payload.count
-                    DrainLoop.decode(e, skip: 0, parser: parser, into: &pending) { line, reason in bad.append((line, reason)) }
+                    pending.decode(e, skip: 0, parser: parser, ahead: ahead) { line, reason in bad.append((line, reason)) }
                 }
             }
         }
@@ -507,7 +486,7 @@ final class DrainLoop {
         guard pending.count < d.built.common.batch.maxItems, d.journal.lastDurableSeq >= reader.nextSeq else { return nil }
         // The drainer's own parser: it is not used while the sink writes (one parser's buffers
         // per sink, not two).
-        let job = ReadAhead(reader: reader, parser: parser, logger: logger, name: name)
+        let job = ReadAhead(reader: reader, parser: parser, ahead: ahead, logger: logger, name: name)
         job.wanted = d.built.common.batch.maxItems - pending.count
         guard case .success(let t) = startThread({ job.run() }) else { return nil }
         job.thread = t
@@ -518,10 +497,7 @@ final class DrainLoop {
         if let t = job.thread { pthread_join(t, nil) }
         for (line, reason) in job.bad { deadLetters.keep(line: line, reason: reason) }
         bytesSinceRelief += job.bytes
-        guard !job.pending.isEmpty else { return }
-        pending.records += job.pending.records
-        pending.lines += job.pending.lines
-        pending.positions += job.pending.positions
+        pending.append(job.pending)
     }
 
     /// Drops the oldest waiting records so that at most the limit waits, and moves the cursor.
@@ -536,7 +512,7 @@ final class DrainLoop {
         metrics.dropped.add(dropped, ordering: .relaxed)
         logger.warning("sink \(name): \(before.bytes) bytes waiting, over queue.max_bytes (\(max)) with drop_oldest: "
                        + "dropped the \(dropped) oldest record(s) unsent")
-        pending = Pending()
+        pending = Pending(routed: ahead != nil)
         reader = d.journal.makeReader(from: keepFrom)
         var next = committed
         next.journal = Cursor(seq: keepFrom, skip: 0)

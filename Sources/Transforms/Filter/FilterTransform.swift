@@ -25,7 +25,10 @@ public struct FilterTransform: TransformSpec {
         var include: [Glob]
         var exclude: [Glob]
 
+        var isEmpty: Bool { include.isEmpty && exclude.isEmpty }
+
         func keeps(_ value: String?) -> Bool {
+            if isEmpty { return true }
             let v = value ?? ""
             if !include.isEmpty && !include.contains(where: { $0.matches(v) }) { return false }
             return !exclude.contains { $0.matches(v) }
@@ -75,11 +78,22 @@ public struct FilterTransform: TransformSpec {
         keeps(r, now: now, rules(type: r.type))
     }
 
-    func keeps(_ r: CanonicalRecord, now: Timestamp, _ typeRules: TypeRules) -> Bool {
-        guard typeRules.kept, kinds.keeps(r.kind), devices.keeps(r.device), receivers.keeps(r.receiver) else { return false }
+    /// Whether a rule beside the type's applies: most filters name types (and values) only.
+    var hasOtherRules: Bool {
+        !(kinds.isEmpty && devices.isEmpty && receivers.isEmpty && sources.isEmpty && sourceDevices.isEmpty)
+            || since != nil || maxAgeSeconds != nil
+    }
+
+    func keeps(_ r: CanonicalRecord, now: Timestamp, _ typeRules: TypeRules, otherRules: Bool = true) -> Bool {
+        guard typeRules.kept else { return false }
+        if otherRules {
+            guard kinds.keeps(r.kind), devices.keeps(r.device), receivers.keeps(r.receiver) else { return false }
+        }
         if r.op == .delete { return true }
-        guard sources.keeps(r.source?.app), sourceDevices.keeps(r.source?.device) else { return false }
-        if let t = r.start ?? r.end {
+        if otherRules {
+            guard sources.keeps(r.source?.app), sourceDevices.keeps(r.source?.device) else { return false }
+        }
+        if otherRules, let t = r.start ?? r.end {
             if let since, t < since { return false }
             if let maxAgeSeconds, t.seconds < now.seconds - maxAgeSeconds { return false }
         }
@@ -95,9 +109,11 @@ public struct FilterTransform: TransformSpec {
         let clock: any Clock
         /// The type rules (globs, value ranges) for each type seen.
         var byType = PerTypeCache<TypeRules>()
+        let otherRules: Bool
         init(spec: FilterTransform, clock: any Clock) {
             self.spec = spec
             self.clock = clock
+            otherRules = spec.hasOtherRules
         }
 
         func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
@@ -109,7 +125,8 @@ public struct FilterTransform: TransformSpec {
 
         func map(_ record: inout CanonicalRecord) -> Bool {
             let rules = byType.value(record.type) { spec.rules(type: record.type) }
-            return spec.keeps(record, now: spec.maxAgeSeconds == nil ? Timestamp(seconds: 0) : clock.now(), rules)
+            return spec.keeps(record, now: spec.maxAgeSeconds == nil ? Timestamp(seconds: 0) : clock.now(), rules,
+                              otherRules: otherRules)
         }
     }
 

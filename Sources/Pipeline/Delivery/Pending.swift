@@ -1,0 +1,131 @@
+import CanonicalJSON
+import FastJSON
+import HealthgateCore
+
+/// A drainer's journal records read but not yet delivered, each with where it came from.
+///
+/// Plain, `records` are the journal's records themselves, routed when a batch is made. Routed
+/// ahead (every route to the sink only maps records: filter, rename, convert, tag, drop, none),
+/// `records` are what the routes made of them, routed as they are decoded — on the read-ahead
+/// thread while the sink writes the batch before — with the lines of changed records already
+/// encoded for a sink that writes lines; `ends` says which outputs are whose.
+struct Pending {
+    /// The records (routed ahead: the routes' outputs) and their lines.
+    var records = RoutedRecords()
+    /// Where each journal record came from.
+    var positions: [(seq: UInt64, index: Int)] = []
+    /// Routed ahead: for each journal record, the end of its outputs in `records`.
+    var ends: [Int]?
+
+    struct RouteAhead {
+        let routes: SinkRoutes
+        /// Encode each changed record's line ahead too (the sink writes canonical lines).
+        let encodeLines: Bool
+    }
+
+    /// What is left in a decoded array where a record was moved out.
+    static let moved = CanonicalRecord(kind: "", device: "", receiver: "", uuid: "", type: "")
+
+    init(routed: Bool) {
+        ends = routed ? [] : nil
+    }
+
+    var isRouted: Bool { ends != nil }
+    /// Journal records held.
+    var count: Int { positions.count }
+    var isEmpty: Bool { positions.isEmpty }
+
+    /// Decodes a journal entry's records from `skip` on, routing them when `ahead` is given.
+    mutating func decode(_ e: JournalEntry, skip: Int, parser: JSONParser, ahead: RouteAhead?,
+                         bad: (ArraySlice<UInt8>, String) -> Void) {
+        var (decoded, ranges) = CanonicalCodec.decodeLinesWithRanges(e.payload, parser: parser) { line, error, range in
+            // Only a damaged disk or a bug gets here: the line is kept, not dropped.
+            bad(e.payload[range], "journal entry \(e.seq) line \(line) is not a canonical record: \(error)")
+        }
+        guard skip < decoded.count else { return }
+        let n = decoded.count - skip
+        positions.reserveCapacity(count + n)
+        records.records.reserveCapacity(records.count + n)
+        records.lines.reserveCapacity(records.count + n)
+        let first = records.count
+        // Each record is moved out of `decoded` (not copied: a copy retains each of its
+        // strings), its place left to an empty record until `decoded` goes.
+        decoded.withUnsafeMutableBufferPointer { all in
+            let base = all.baseAddress!
+            if let ahead, ends != nil {
+                ends!.reserveCapacity(count + n)
+                for index in skip..<all.count {
+                    _ = ahead.routes.process((base + index).move(), line: ranges.map { e.payload[$0[index]] }, into: &records)
+                    positions.append((e.seq, index))
+                    ends!.append(records.count)
+                }
+            } else {
+                for index in skip..<all.count {
+                    records.append((base + index).move(), line: ranges.map { e.payload[$0[index]] })
+                    positions.append((e.seq, index))
+                }
+            }
+            (base + skip).initialize(repeating: Pending.moved, count: n)
+        }
+        guard let ahead, ahead.encodeLines else { return }
+        // One buffer for this entry's changed lines; each line a slice of it.
+        var encoded: [UInt8] = []
+        var spans: [(index: Int, range: Range<Int>)] = []
+        for i in first..<records.count where records.lines[i] == nil {
+            let start = encoded.count
+            CanonicalCodec.encode(records.records[i], into: &encoded)
+            spans.append((i, start..<encoded.count))
+        }
+        for (i, range) in spans { records.lines[i] = encoded[range] }
+    }
+
+    /// Routed ahead: the outputs of the oldest journal records, record by record until at
+    /// least `maxItems` (or all), taken out; with how many journal records they were and how
+    /// many of those the routes passed nothing on for.
+    mutating func takeRouted(atLeast maxItems: Int) -> (RoutedRecords, consumed: Int, filtered: Int) {
+        guard let ends else { preconditionFailure("takeRouted on records that were not routed ahead") }
+        var consumed = 0, filtered = 0, taken = 0
+        while consumed < ends.count && taken < maxItems {
+            if ends[consumed] == taken { filtered += 1 }
+            taken = ends[consumed]
+            consumed += 1
+        }
+        var batch = RoutedRecords()
+        if consumed == count {
+            batch = records
+            self = Pending(routed: true)
+            return (batch, consumed, filtered)
+        }
+        batch.records = Array(records.records[..<taken])
+        batch.lines = Array(records.lines[..<taken])
+        records.records.removeFirst(taken)
+        records.lines.removeFirst(taken)
+        positions.removeFirst(consumed)
+        self.ends = ends[consumed...].map { $0 - taken }
+        return (batch, consumed, filtered)
+    }
+
+    /// Drops the oldest `n` journal records (plain only: routed ahead, `takeRouted`).
+    mutating func removeFirst(_ n: Int) {
+        precondition(ends == nil, "removeFirst on records routed ahead")
+        if n >= count {
+            self = Pending(routed: false)
+            return
+        }
+        records.records.removeFirst(n)
+        records.lines.removeFirst(n)
+        positions.removeFirst(n)
+    }
+
+    /// Appends what a read-ahead decoded after these.
+    mutating func append(_ other: Pending) {
+        guard !other.isEmpty else { return }
+        if let more = other.ends {
+            let base = records.count
+            ends!.append(contentsOf: more.lazy.map { $0 + base })
+        }
+        records.records += other.records.records
+        records.lines += other.records.lines
+        positions += other.positions
+    }
+}
