@@ -5,6 +5,7 @@ import Foundation
 import Gateway
 import HealthgateCore
 import Pipeline
+import SinkKit
 import Posix
 
 /// `healthgate-bench --micro`: the hot path's stages, one at a time, on one core.
@@ -54,14 +55,13 @@ enum Micro {
             let name = transforms ? "filter + convert + tag" : "no transforms"
             time("routes, \(name)") {
                 routed = RoutedRecords()
-                for (r, line) in zip(decoded, journalLines) { _ = routes.process(r, line: line, into: &routed) }
+                for (r, line) in zip(decoded, journalLines) { _ = routes.process(r, line: .whole(line), into: &routed) }
             }
             var out: [UInt8] = []
             time("file lines, \(name)") {
                 out.removeAll(keepingCapacity: true)
-                for (r, line) in zip(routed.records, routed.lines) {
-                    if let line { out.append(contentsOf: line) } else { CanonicalCodec.encode(r, into: &out) }
-                }
+                let batch = SinkBatch(records: routed.records, lines: routed.lines)
+                for i in 0..<batch.count { batch.appendLine(i, to: &out) }
             }
         }
         time("HMAC-SHA256") { _ = Crypto.hmacSHA256(key: Array(secret.utf8), Array("1.".utf8), body) }

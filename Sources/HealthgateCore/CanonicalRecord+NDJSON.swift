@@ -1,3 +1,5 @@
+import Glibc
+
 /// The canonical record as one line of NDJSON: the journal's payload, the file sink's lines
 /// and `replay`'s input. (Reading it back needs a JSON parser: `CanonicalJSON`.)
 extension CanonicalRecord {
@@ -10,10 +12,14 @@ extension CanonicalRecord {
 
     /// At most how many bytes `appendNDJSON` writes: every string escaped at its worst (6
     /// bytes a byte), every number and time at its longest, every key.
-    var ndjsonBound: Int {
+    var ndjsonBound: Int { ndjsonBound(from: .op) }
+
+    /// At most how many bytes `writeNDJSON(from:)` writes.
+    func ndjsonBound(from: Field) -> Int {
         func s(_ t: String?) -> Int { t.map { JSONBytes.bound($0) } ?? 0 }
         var n = 400 + 9 * JSONBytes.numberBound
-        n += s(op.rawValue) + s(kind) + s(device) + s(receiver) + s(uuid) + s(type) + s(unit) + s(activity)
+        if from <= .type { n += s(op.rawValue) + s(kind) + s(device) + s(receiver) + s(uuid) + s(type) }
+        n += s(unit) + s(activity)
         if case .string(let v)? = value { n += s(v) }
         for f in fields { n += s(f.name) + f.value.bytes.count + 2 }
         n += s(source?.app) + s(source?.device)
@@ -23,34 +29,40 @@ extension CanonicalRecord {
         return n
     }
 
-    func writeNDJSON(_ o: inout JSONBytes) {
-        let r = self
-        o.lit("{\"op\":"); o.str(r.op.rawValue)
-        o.lit(",\"kind\":"); o.str(r.kind)
-        o.lit(",\"device\":"); o.str(r.device)
-        o.lit(",\"receiver\":"); o.str(r.receiver)
-        o.lit(",\"uuid\":"); o.str(r.uuid)
-        o.lit(",\"type\":"); o.str(r.type)
-        if let v = r.part { o.lit(",\"part\":"); o.int(Int64(v)) }
-        if let v = r.parts { o.lit(",\"parts\":"); o.int(Int64(v)) }
-        if let v = r.start { o.lit(",\"start\":"); o.time(v) }
-        if let v = r.end { o.lit(",\"end\":"); o.time(v) }
-        if let v = r.utcOffset { o.lit(",\"utc_offset\":"); o.str(Timestamp.formatOffset(v)) }
-        switch r.value {
-        case .number(let d)?: o.lit(",\"value\":"); o.double(d)
-        case .string(let s)?: o.lit(",\"value\":"); o.str(s)
-        case nil: break
+    /// Writes the line from `from` on: by default the whole line. The fields before are
+    /// someone else's bytes.
+    func writeNDJSON(_ o: inout JSONBytes, from: Field = .op) {
+        @inline(__always) func writes(_ f: Field) -> Bool { from <= f }
+        if writes(.op) { o.lit("{\"op\":"); o.str(op.rawValue) }
+        if writes(.kind) { o.lit(",\"kind\":"); o.str(kind) }
+        if writes(.device) { o.lit(",\"device\":"); o.str(device) }
+        if writes(.receiver) { o.lit(",\"receiver\":"); o.str(receiver) }
+        if writes(.uuid) { o.lit(",\"uuid\":"); o.str(uuid) }
+        if writes(.type) { o.lit(",\"type\":"); o.str(type) }
+        if writes(.part), let v = part { o.lit(",\"part\":"); o.int(Int64(v)) }
+        if writes(.parts), let v = parts { o.lit(",\"parts\":"); o.int(Int64(v)) }
+        if writes(.start), let v = start { o.lit(",\"start\":"); o.time(v) }
+        if writes(.end), let v = end { o.lit(",\"end\":"); o.time(v) }
+        if writes(.utcOffset), let v = utcOffset { o.lit(",\"utc_offset\":"); o.str(Timestamp.formatOffset(v)) }
+        if writes(.value) {
+            switch value {
+            case .number(let d)?: o.lit(",\"value\":"); o.double(d)
+            case .string(let s)?: o.lit(",\"value\":"); o.str(s)
+            case nil: break
+            }
         }
-        if let v = r.unit { o.lit(",\"unit\":"); o.str(v) }
-        if let v = r.code { o.lit(",\"code\":"); o.int(Int64(v)) }
-        if let v = r.activity { o.lit(",\"activity\":"); o.str(v) }
-        if let v = r.durationS { o.lit(",\"duration_s\":"); o.double(v) }
-        if let v = r.energyKcal { o.lit(",\"energy_kcal\":"); o.double(v) }
-        if let v = r.distanceM { o.lit(",\"distance_m\":"); o.double(v) }
-        for f in r.fields {
-            o.byte(0x2C); o.str(f.name); o.byte(0x3A); o.raw(f.value.bytes)
+        if writes(.unit), let v = unit { o.lit(",\"unit\":"); o.str(v) }
+        if writes(.code), let v = code { o.lit(",\"code\":"); o.int(Int64(v)) }
+        if writes(.activity), let v = activity { o.lit(",\"activity\":"); o.str(v) }
+        if writes(.durationS), let v = durationS { o.lit(",\"duration_s\":"); o.double(v) }
+        if writes(.energyKcal), let v = energyKcal { o.lit(",\"energy_kcal\":"); o.double(v) }
+        if writes(.distanceM), let v = distanceM { o.lit(",\"distance_m\":"); o.double(v) }
+        if writes(.fields) {
+            for f in fields {
+                o.byte(0x2C); o.str(f.name); o.byte(0x3A); o.raw(f.value.bytes)
+            }
         }
-        if let s = r.source {
+        if writes(.source), let s = source {
             o.lit(",\"source\":{")
             var first = true
             if let a = s.app { o.lit("\"app\":"); o.str(a); first = false }
@@ -60,24 +72,117 @@ extension CanonicalRecord {
             }
             o.byte(0x7D)
         }
-        if !r.tags.isEmpty {
+        if writes(.tags), !tags.isEmpty {
             o.lit(",\"tags\":{")
-            for (i, t) in r.tags.enumerated() {
+            for (i, t) in tags.enumerated() {
                 if i > 0 { o.byte(0x2C) }
                 o.str(t.name); o.byte(0x3A); o.str(t.value)
             }
             o.byte(0x7D)
         }
-        if let m = r.metadata { o.lit(",\"metadata\":"); o.raw(m.bytes) }
-        if !r.extra.isEmpty {
+        if writes(.metadata), let m = metadata { o.lit(",\"metadata\":"); o.raw(m.bytes) }
+        if writes(.extra), !extra.isEmpty {
             o.lit(",\"extra\":{")
-            for (i, f) in r.extra.enumerated() {
+            for (i, f) in extra.enumerated() {
                 if i > 0 { o.byte(0x2C) }
                 o.str(f.name); o.byte(0x3A); o.raw(f.value.bytes)
             }
             o.byte(0x7D)
         }
         o.lit("}\n")
+    }
+
+    /// A record's fields in the order its canonical line holds them.
+    public enum Field: Int, Comparable, Sendable, CaseIterable {
+        case op, kind, device, receiver, uuid, type, part, parts, start, end, utcOffset, value, unit, code, activity,
+             durationS, energyKcal, distanceM, fields, source, tags, metadata, extra
+
+        public static func < (a: Field, b: Field) -> Bool { a.rawValue < b.rawValue }
+    }
+
+    /// A set of fields: those a transform may change.
+    public struct Fields: OptionSet, Sendable {
+        public let rawValue: UInt32
+        public init(rawValue: UInt32) { self.rawValue = rawValue }
+        public init(_ fields: Field...) { self.init(rawValue: fields.reduce(0) { $0 | 1 << UInt32($1.rawValue) }) }
+        public func has(_ f: Field) -> Bool { rawValue & 1 << UInt32(f.rawValue) != 0 }
+        public static let all = Fields(rawValue: 1 << UInt32(Field.allCases.count) - 1)
+    }
+
+    /// Where, in this record's canonical line, the bytes of `field` and of every field after it
+    /// begin: the bytes before are the fields before it. Found by the key of the first such
+    /// field the record has, and only where every byte before that key is a string, number or
+    /// time, or the source object (whose only keys are "app" and "device"): nothing of the
+    /// phone's own JSON that could hold the same bytes. nil otherwise, and for fields before
+    /// `value`.
+    public func lineOffset(of field: Field, in line: ArraySlice<UInt8>) -> Int? {
+        guard field >= .value else { return nil }
+        func find(_ key: StaticString) -> Int? {
+            line.withUnsafeBytes { b -> Int? in
+                guard let base = b.baseAddress else { return nil }
+                let k = UnsafeRawBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
+                var at = 0
+                while at + k.count <= b.count, let comma = memchr(base + at, Int32(k[0]), b.count - at - k.count + 1) {
+                    at = base.distance(to: UnsafeRawPointer(comma))
+                    if memcmp(base + at, k.baseAddress!, k.count) == 0 { return line.startIndex + at }
+                    at += 1
+                }
+                return nil
+            }
+        }
+        if field <= .value, value != nil { return find(",\"value\":") }
+        if field <= .unit, unit != nil { return find(",\"unit\":") }
+        if field <= .code, code != nil { return find(",\"code\":") }
+        if field <= .activity, activity != nil { return find(",\"activity\":") }
+        if field <= .durationS, durationS != nil { return find(",\"duration_s\":") }
+        if field <= .energyKcal, energyKcal != nil { return find(",\"energy_kcal\":") }
+        if field <= .distanceM, distanceM != nil { return find(",\"distance_m\":") }
+        // Fields carry the phone's own keys and JSON: past them nothing is found safely.
+        guard fields.isEmpty else { return nil }
+        if field <= .source, source != nil { return find(",\"source\":{") }
+        if field <= .tags, !tags.isEmpty { return find(",\"tags\":{") }
+        // Tags hold label names, which could be "metadata" or "extra": past them only the
+        // line's end is safe.
+        if metadata == nil && extra.isEmpty && line.count >= 2 { return line.endIndex - 2 }   // before "}\n"
+        return nil
+    }
+}
+
+/// What of a record's canonical line the journal's bytes still hold, on its way to a sink.
+public enum RecordLine: Sendable {
+    /// Nothing known: the record is encoded.
+    case none
+    /// The whole line (with its line feed), as the journal holds it: the record is unchanged.
+    case whole(ArraySlice<UInt8>)
+    /// The journal line's bytes before `from`: the record's fields before it are unchanged,
+    /// and only the rest is written anew.
+    case head(ArraySlice<UInt8>, from: CanonicalRecord.Field)
+
+    /// What of `record`'s journal `line` holds once fields in `changing` may have changed:
+    /// the record is as it came, the line its journal line. All of it when nothing changes;
+    /// the bytes before the first field that may change; `.none` when the line cannot be cut
+    /// there safely (see `lineOffset`). (Keeping the bytes after the changed fields as well
+    /// cost more, in finding them, than writing those fields anew saved.)
+    public static func patch(_ record: CanonicalRecord, line: ArraySlice<UInt8>, changing: CanonicalRecord.Fields) -> RecordLine {
+        if changing.rawValue == 0 { return .whole(line) }
+        guard let from = CanonicalRecord.Field(rawValue: changing.rawValue.trailingZeroBitCount),
+              let cut = record.lineOffset(of: from, in: line) else { return .none }
+        return .head(line[..<cut], from: from)
+    }
+}
+
+extension CanonicalRecord {
+    /// Appends this record's canonical line, with its line feed, reusing what `line` holds.
+    public func appendNDJSON(to out: inout [UInt8], reusing line: RecordLine) {
+        switch line {
+        case .none:
+            appendNDJSON(to: &out)
+        case .whole(let bytes):
+            out.append(contentsOf: bytes)
+        case .head(let head, let from):
+            out.append(contentsOf: head)
+            JSONBytes.append(to: &out, atMost: ndjsonBound(from: from)) { o in writeNDJSON(&o, from: from) }
+        }
     }
 }
 

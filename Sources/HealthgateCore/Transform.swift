@@ -3,14 +3,16 @@
 public protocol TransformSpec: Sendable {
     /// The name in a route's `transforms` list ("filter").
     var kind: String { get }
-    /// False for transforms that only keep or drop records (a filter): records they pass are
-    /// unchanged, so sinks may reuse their journal bytes. Default true.
-    var changesRecords: Bool { get }
+    /// The fields that the records this transform passes on may differ in from the record it
+    /// got: sinks reuse the journal's bytes of every other field. Empty for transforms that
+    /// only keep or drop records (a filter, dedupe): records they pass are unchanged, and sinks
+    /// reuse all their bytes. Default `.all`.
+    var changes: CanonicalRecord.Fields { get }
     func instantiate(_ context: TransformContext) -> any Transform
 }
 
 extension TransformSpec {
-    public var changesRecords: Bool { true }
+    public var changes: CanonicalRecord.Fields { .all }
 }
 
 /// A transform at work on one sink's drainer thread (not `Sendable`: it never leaves it).

@@ -139,14 +139,25 @@ public struct SinkBuildContext: Sendable {
 /// The records of one `write`, in journal order.
 public struct SinkBatch {
     public var records: [CanonicalRecord]
-    /// Per record, its canonical NDJSON line (with the line feed) as the journal holds it, when
-    /// no transform changed the record on its way; nil otherwise. Sinks that write canonical
-    /// NDJSON copy these bytes instead of encoding the record again.
-    public var lines: [ArraySlice<UInt8>?]
+    /// Per record, what of its canonical NDJSON line the journal's bytes hold: all of it when
+    /// no transform changed the record on its way, the part before the first field a
+    /// transform changes, or nothing. Sinks that write canonical NDJSON get each line with
+    /// `appendLine`, which copies those bytes instead of encoding them again.
+    public var lines: [RecordLine]
 
-    public init(records: [CanonicalRecord], lines: [ArraySlice<UInt8>?]? = nil) {
+    public init(records: [CanonicalRecord], lines: [RecordLine]? = nil) {
         self.records = records
-        self.lines = lines ?? Array(repeating: nil, count: records.count)
+        self.lines = lines ?? Array(repeating: .none, count: records.count)
+    }
+
+    /// Appends record `i`'s canonical line, with its line feed.
+    public func appendLine(_ i: Int, to out: inout [UInt8]) {
+        // The bytes alone when they are the whole line: the record is not touched (nor copied).
+        if case .whole(let line) = lines[i] {
+            out.append(contentsOf: line)
+        } else {
+            records[i].appendNDJSON(to: &out, reusing: lines[i])
+        }
     }
 
     public var count: Int { records.count }

@@ -70,6 +70,31 @@ import Testing
         #expect(back == [r])
     }
 
+    /// For every set of fields a route may change, the journal's bytes before the first of
+    /// them and the record's own from there on are the whole line; where the record lacks what
+    /// the cut needs (none of the phone's own JSON before it), no cut.
+    @Test func aLineCutBeforeAnyChangedFieldsIsTheWholeLine() {
+        let all = CanonicalRecord.Field.allCases
+        var sets: [CanonicalRecord.Fields] = [CanonicalRecord.Fields(.value, .unit), CanonicalRecord.Fields(.tags),
+                                              CanonicalRecord.Fields(.value, .unit, .tags), CanonicalRecord.Fields(.source),
+                                              CanonicalRecord.Fields(.unit, .source, .metadata), .all]
+        sets += all.map { CanonicalRecord.Fields($0) }
+        var patched = 0
+        for r in TransformTests.shapes {
+            let line = CanonicalCodec.encodeLine(r) + [0x0A]
+            for set in sets {
+                let patch = RecordLine.patch(r, line: line[...], changing: set)
+                var out: [UInt8] = []
+                r.appendNDJSON(to: &out, reusing: patch)
+                #expect(String(decoding: out, as: UTF8.self) == String(decoding: line, as: UTF8.self), "\(r.uuid) \(set)")
+                if case .head = patch { patched += 1 }
+                // Fields before `value` are never cut at.
+                if set.has(.type) || set.has(.uuid) { #expect({ if case .none = patch { true } else { false } }(), "\(r.uuid)") }
+            }
+        }
+        #expect(patched > 40)
+    }
+
     @Test func reportsABadLineAndKeepsTheOthers() {
         var bytes = CanonicalCodec.encodeLines([Self.full])
         bytes += Array("{\"op\":\"upsert\"}\nnot json\n\n".utf8)

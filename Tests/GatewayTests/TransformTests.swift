@@ -3,7 +3,9 @@ import Foundation
 import HealthgateCore
 @testable import HealthgateTesting
 import CanonicalJSON
+import Pipeline
 import Posix
+import SinkKit
 import Testing
 @testable import Transforms
 import YAMLConfig
@@ -316,6 +318,15 @@ import YAMLConfig
                       "Drop/DropTransform.swift", "Tag/TagTransform.swift", "Dedupe/DedupeTransform.swift",
                       "Aggregate/AggregateTransform.swift"])
     func theDocumentedExampleDecodes(file: String) throws {
+        _ = try Self.documentedExample(file)
+    }
+
+    static let transformFiles = ["Filter/FilterTransform.swift", "Rename/RenameTransform.swift", "Convert/ConvertTransform.swift",
+                                 "Drop/DropTransform.swift", "Tag/TagTransform.swift", "Dedupe/DedupeTransform.swift",
+                                 "Aggregate/AggregateTransform.swift"]
+
+    /// The transform a source file's documentation shows in its ```yaml example, built.
+    static func documentedExample(_ file: String) throws -> any TransformSpec {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let source = try String(contentsOf: root.appendingPathComponent("Sources/Transforms/" + file), encoding: .utf8)
         var yaml: [String] = []
@@ -330,6 +341,57 @@ import YAMLConfig
         let item = try #require(list.elements?.first)
         let entry = try #require(item.entries?.first)
         let builder = try #require(TransformRegistry.builder(named: entry.key))
-        _ = try builder(entry.value, "example")
+        return try builder(entry.value, "example")
+    }
+
+    /// Records of every shape a line can take: with and without value, unit, fields, source,
+    /// tags, metadata and extra, and JSON of the phone's that holds the very keys the line is
+    /// cut at.
+    static var shapes: [CanonicalRecord] {
+        var out = [q("s1", "steps", 412, "count"), q("h1", "heart_rate", 72, "count/min"),
+                   q("d1", "distance_walking_running", 1842, "m", app: nil), q("w1", "body_mass", 81.5, "kg"),
+                   q("e1", "active_energy_burned", 1.375, "kcal"), q("x1", "apple_exercise_time", 30, "min"),
+                   deletion("del1"), CanonicalCodecTests.full]
+        var tagged = q("t1", "steps", 5, "count")
+        tagged.tags = [RecordTag("person", "bob"), RecordTag("metadata", "x")]
+        var tricky = CanonicalRecord(kind: "category", device: "phone-1", receiver: "phone", uuid: "m1", type: "sleep_analysis",
+                                     start: noon, end: noon,
+                                     metadata: RawJSON(#"{"a":1,"value":2,"source":{"app":"x"},"tags":{"b":"c"},"unit":"kg"}"#))
+        out.append(tagged)
+        out.append(tricky)
+        tricky.fields = [RecordField("route", RawJSON(#"[{"lat":52.520008,"lon":13.404954,"value":1,"source":{}}]"#))]
+        tricky.uuid = "m2"
+        tricky.source = RecordSource(app: "com.example", device: nil)
+        out.append(tricky)
+        return out
+    }
+
+    /// Through a route of each transform (and of the bench's three), every record's line, as
+    /// a sink writes it from what the journal's bytes still hold, is the line the record
+    /// encodes to: a transform that changed a field before the one it declares would show here.
+    @Test(arguments: transformFiles + ["bench"])
+    func linesRebuiltFromTheJournalEqualAFullEncode(file: String) throws {
+        let specs = file == "bench"
+            ? [try build("filter", #"{types: [heart_rate, steps, "active_energy_*", "distance_*"]}"#),
+               try build("convert", "{distance: km, energy: kJ}"), try build("tag", "{person: bench, household: home}")]
+            : [try Self.documentedExample(file)]
+        let route = Route(name: "r", from: [Glob("*")], transforms: specs, to: ["s"])
+        let routes = SinkRoutes(routes: [route], sink: "s", clock: FixedClock(Self.noon), timeZones: SystemTimeZones(),
+                                logger: Logger(component: "t", sink: MemoryLogSink()))
+        var out = RoutedRecords()
+        var heads = 0
+        for r in Self.shapes {
+            let line = CanonicalCodec.encodeLine(r) + [0x0A]
+            _ = routes.process(r, line: .whole(line[...]), into: &out)
+        }
+        routes.flush(into: &out)
+        let batch = SinkBatch(records: out.records, lines: out.lines)
+        for i in 0..<batch.count {
+            var written: [UInt8] = []
+            batch.appendLine(i, to: &written)
+            #expect(String(decoding: written, as: UTF8.self) == String(decoding: CanonicalCodec.encodeLine(batch.records[i]) + [0x0A], as: UTF8.self))
+            if case .head = batch.lines[i] { heads += 1 }
+        }
+        if ["Convert/ConvertTransform.swift", "Tag/TagTransform.swift", "bench"].contains(file) { #expect(heads > 0) }
     }
 }

@@ -131,7 +131,7 @@ struct ReplayCommand {
                 var batch: [CanonicalRecord] = []
                 if let routes = target.routes {
                     var out = RoutedRecords()
-                    for r in records { _ = routes.process(r, line: nil, into: &out) }
+                    for r in records { _ = routes.process(r, line: .none, into: &out) }
                     batch = out.records
                 } else {
                     batch = records
@@ -140,7 +140,7 @@ struct ReplayCommand {
                 var start = 0
                 while start < batch.count {
                     let part = Array(batch[start..<min(batch.count, start + size)])
-                    _ = target.delivery.deliver(records: part, lines: Array(repeating: nil, count: part.count),
+                    _ = target.delivery.deliver(records: part, lines: Array(repeating: .none, count: part.count),
                                                     wait: { seconds in usleep(useconds_t(seconds * 1e6)); return true })
                     start += size
                 }

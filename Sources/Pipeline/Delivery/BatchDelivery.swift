@@ -37,7 +37,7 @@ public struct BatchDelivery {
     }
 
     /// `wait(seconds)` sleeps and returns false to stop; `abandon()` is asked while waiting.
-    public mutating func deliver(records: [CanonicalRecord], lines: [ArraySlice<UInt8>?], wait: (Double) -> Bool,
+    public mutating func deliver(records: [CanonicalRecord], lines: [RecordLine], wait: (Double) -> Bool,
                                  abandon: () -> Bool = { false }) -> Outcome {
         var records = records
         var lines = lines

@@ -55,13 +55,14 @@ struct Pending {
             if let ahead, ends != nil {
                 ends!.reserveCapacity(count + n)
                 for index in skip..<all.count {
-                    _ = ahead.routes.process((base + index).move(), line: ranges.map { e.payload[$0[index]] }, into: &records)
+                    _ = ahead.routes.process((base + index).move(), line: ranges.map { .whole(e.payload[$0[index]]) } ?? .none,
+                                             into: &records)
                     positions.append((e.seq, index))
                     ends!.append(records.count)
                 }
             } else {
                 for index in skip..<all.count {
-                    records.append((base + index).move(), line: ranges.map { e.payload[$0[index]] })
+                    records.append((base + index).move(), line: ranges.map { .whole(e.payload[$0[index]]) } ?? .none)
                     positions.append((e.seq, index))
                 }
             }
@@ -71,12 +72,13 @@ struct Pending {
         // One buffer for this entry's changed lines; each line a slice of it.
         var encoded: [UInt8] = []
         var spans: [(index: Int, range: Range<Int>)] = []
-        for i in first..<records.count where records.lines[i] == nil {
+        for i in first..<records.count {
+            if case .whole = records.lines[i] { continue }
             let start = encoded.count
-            CanonicalCodec.encode(records.records[i], into: &encoded)
+            records.records[i].appendNDJSON(to: &encoded, reusing: records.lines[i])
             spans.append((i, start..<encoded.count))
         }
-        for (i, range) in spans { records.lines[i] = encoded[range] }
+        for (i, range) in spans { records.lines[i] = .whole(encoded[range]) }
     }
 
     /// Routed ahead: the outputs of the oldest journal records, record by record until at

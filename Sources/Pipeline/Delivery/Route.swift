@@ -16,22 +16,23 @@ public struct Route: Sendable {
 
     public func takes(receiver: String) -> Bool { from.contains { $0.matches(receiver) } }
 
-    /// True when records come out of this route exactly as they went in (or not at all).
-    public var keepsRecordsUnchanged: Bool { !transforms.contains { $0.changesRecords } }
+    /// The fields records may differ in when they come out of this route; empty when they come
+    /// out exactly as they went in (or not at all).
+    public var changes: CanonicalRecord.Fields { transforms.reduce([]) { $0.union($1.changes) } }
 }
 
 /// What the routes made of some journal records: the records for the sink, in order, and
 /// each one's journal line when it is unchanged.
 public struct RoutedRecords {
     public var records: [CanonicalRecord] = []
-    public var lines: [ArraySlice<UInt8>?] = []
+    public var lines: [RecordLine] = []
 
     public init() {}
 
     public var count: Int { records.count }
     public var isEmpty: Bool { records.isEmpty }
 
-    public mutating func append(_ r: consuming CanonicalRecord, line: ArraySlice<UInt8>?) {
+    public mutating func append(_ r: consuming CanonicalRecord, line: RecordLine) {
         records.append(r)
         lines.append(line)
     }
@@ -45,15 +46,16 @@ public final class SinkRoutes {
         let transforms: [any Transform]
         /// State keys, one per transform: `<route name>/<index>/<kind>`.
         let keys: [String]
-        let unchanged: Bool
+        /// The fields the route's transforms may change.
+        let changes: CanonicalRecord.Fields
         /// Every transform maps one record to at most one, in place.
         let maps: Bool
 
-        init(route: Route, transforms: [any Transform], keys: [String], unchanged: Bool, maps: Bool) {
+        init(route: Route, transforms: [any Transform], keys: [String], changes: CanonicalRecord.Fields, maps: Bool) {
             self.route = route
             self.transforms = transforms
             self.keys = keys
-            self.unchanged = unchanged
+            self.changes = changes
             self.maps = maps
         }
     }
@@ -67,7 +69,7 @@ public final class SinkRoutes {
             let transforms = route.transforms.map { $0.instantiate(context) }
             return Lane(route: route, transforms: transforms,
                         keys: route.transforms.enumerated().map { "\(route.name)/\($0.offset)/\($0.element.kind)" },
-                        unchanged: route.keepsRecordsUnchanged, maps: transforms.allSatisfy(\.maps))
+                        changes: route.changes, maps: transforms.allSatisfy(\.maps))
         }
     }
 
@@ -77,7 +79,7 @@ public final class SinkRoutes {
 
     /// Appends what every route that takes the record makes of it; false when none passes
     /// anything on (filtered out, or absorbed into a transform's state).
-    public func process(_ r: consuming CanonicalRecord, line: ArraySlice<UInt8>?, into out: inout RoutedRecords) -> Bool {
+    public func process(_ r: consuming CanonicalRecord, line: RecordLine, into out: inout RoutedRecords) -> Bool {
         let before = out.count
         if lanes.count == 1 {
             // The one route has the record itself: no copy.
@@ -88,13 +90,18 @@ public final class SinkRoutes {
         return out.count > before
     }
 
-    private func process(_ r: consuming CanonicalRecord, line: ArraySlice<UInt8>?, lane: Lane, into out: inout RoutedRecords) {
+    private func process(_ r: consuming CanonicalRecord, line: RecordLine, lane: Lane, into out: inout RoutedRecords) {
         guard lane.route.takes(receiver: r.receiver) else { return }
         if lane.transforms.isEmpty {
             out.append(r, line: line)
             return
         }
-        let keep = lane.unchanged ? line : nil
+        // What of the journal's line still holds once the transforms ran: all of it, all but
+        // the fields they may change (found now, in the record as it came), or nothing.
+        var keep = line
+        if lane.changes.rawValue != 0 {
+            if case .whole(let bytes) = line { keep = .patch(r, line: bytes, changing: lane.changes) } else { keep = .none }
+        }
         if lane.maps {
             // Changed in place by each transform in turn.
             var x = consume r
@@ -102,7 +109,9 @@ public final class SinkRoutes {
             out.append(consume x, line: keep)
             return
         }
-        run(lane, r, from: 0) { out.append($0, line: keep) }
+        // Transforms that may emit other records than the one they got: no head is theirs.
+        let whole = lane.changes.rawValue == 0 ? line : RecordLine.none
+        run(lane, r, from: 0) { out.append($0, line: whole) }
     }
 
     /// Lets every transform emit what the batch just processed changed (in route order), on
@@ -110,7 +119,7 @@ public final class SinkRoutes {
     public func flush(into out: inout RoutedRecords) {
         for lane in lanes where !lane.maps {
             for i in lane.transforms.indices {
-                lane.transforms[i].flush { r in run(lane, r, from: i + 1) { out.append($0, line: nil) } }
+                lane.transforms[i].flush { r in run(lane, r, from: i + 1) { out.append($0, line: .none) } }
             }
         }
     }
@@ -119,7 +128,7 @@ public final class SinkRoutes {
     public func tick(now: Timestamp, into out: inout RoutedRecords) {
         for lane in lanes {
             for i in lane.transforms.indices {
-                lane.transforms[i].tick(now: now) { r in run(lane, r, from: i + 1) { out.append($0, line: nil) } }
+                lane.transforms[i].tick(now: now) { r in run(lane, r, from: i + 1) { out.append($0, line: .none) } }
             }
         }
     }

@@ -397,7 +397,7 @@ final class DrainLoop {
             while start < records.count {
                 let end = min(records.count, start + maxItems)
                 var out = RoutedRecords()
-                for i in start..<end { out.append(records[i], line: nil) }
+                for i in start..<end { out.append(records[i], line: .none) }
                 switch deliver(out) {
                 case .delivered: break
                 case .stopped: return false

@@ -106,13 +106,7 @@ public final class FileSink: Sink {
                     continue
                 }
                 out.removeAll(keepingCapacity: true)
-                for i in indices {
-                    if let line = batch.lines[i] {
-                        out.append(contentsOf: line)
-                    } else {
-                        CanonicalCodec.encode(records[i], into: &out)
-                    }
-                }
+                for i in indices { batch.appendLine(i, to: &out) }
                 written.append((path, file.size))
                 try FileIO.writeAll(file.fd, out, path: path)
                 open[path]!.size = file.size + Int64(out.count)

@@ -108,7 +108,7 @@ public final class HTTPSink: Sink {
         if format == .json { out.append(0x5B) }
         for i in range {
             if format == .json && i > range.lowerBound { out.append(0x2C) }
-            if let line = batch.lines[i] { out.append(contentsOf: line) } else { CanonicalCodec.encode(batch.records[i], into: &out) }
+            batch.appendLine(i, to: &out)
             if format == .json { out.removeLast() }   // the line feed
         }
         if format == .json { out.append(0x5D) }

@@ -119,7 +119,8 @@ public final class MQTTSink: Sink {
         var messages: [Message] = []
         if settings.publishRecords {
             for (i, r) in batch.records.enumerated() {
-                var line = batch.lines[i].map(Array.init) ?? CanonicalCodec.encodeLine(r)
+                var line: [UInt8] = []
+                batch.appendLine(i, to: &line)
                 if line.last == 0x0A { line.removeLast() }
                 messages.append(Message(topic: "\(settings.base)/\(MQTTSink.slug(r.device))/records/\(MQTTSink.slug(r.type))",
                                         payload: line, retain: false, record: i))

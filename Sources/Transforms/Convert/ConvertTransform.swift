@@ -16,6 +16,8 @@ public struct ConvertTransform: TransformSpec {
     let byFamily: [UnitFamily: String]
 
     public var kind: String { "convert" }
+    /// A value and its unit.
+    public var changes: CanonicalRecord.Fields { CanonicalRecord.Fields(.value, .unit) }
 
     public func instantiate(_ context: TransformContext) -> any Transform { Instance(spec: self) }
 

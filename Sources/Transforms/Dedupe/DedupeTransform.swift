@@ -20,6 +20,8 @@ public struct DedupeTransform: TransformSpec {
     let maxKeys: Int
 
     public var kind: String { "dedupe" }
+    /// It passes records on as they came, or not at all.
+    public var changes: CanonicalRecord.Fields { [] }
 
     public func instantiate(_ context: TransformContext) -> any Transform { Instance(spec: self, clock: context.clock) }
 

@@ -58,7 +58,7 @@ public struct FilterTransform: TransformSpec {
     }
 
     public var kind: String { "filter" }
-    public var changesRecords: Bool { false }
+    public var changes: CanonicalRecord.Fields { [] }
 
     public func instantiate(_ context: TransformContext) -> any Transform { Instance(spec: self, clock: context.clock) }
 

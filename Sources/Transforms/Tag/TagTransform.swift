@@ -14,6 +14,7 @@ public struct TagTransform: TransformSpec {
     let tags: [RecordTag]
 
     public var kind: String { "tag" }
+    public var changes: CanonicalRecord.Fields { CanonicalRecord.Fields(.tags) }
 
     public func instantiate(_ context: TransformContext) -> any Transform { MappingInstance(apply) }
 
