@@ -32,8 +32,11 @@ final class ServeProcess {
         return root.appendingPathComponent(".build/debug/healthgate-testserve").path
     }
 
+    /// A new directory under `$TMPDIR` (`make test` gives the run one of its own and removes
+    /// it afterwards), else /tmp.
     static func makeTempDir(_ tag: String = "hg") -> String {
-        var template = Array("/tmp/\(tag)-XXXXXX".utf8CString)
+        let base = ProcessInfo.processInfo.environment["TMPDIR"].map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 } ?? "/tmp"
+        var template = Array("\(base)/\(tag)-XXXXXX".utf8CString)
         return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
     }
 

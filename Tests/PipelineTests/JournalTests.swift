@@ -205,7 +205,9 @@ import Testing
     }
 }
 
+/// A new directory under `$TMPDIR` (`make test` gives the run one of its own), else /tmp.
 func tempDir(_ tag: String) -> String {
-    var template = Array("/tmp/\(tag)-XXXXXX".utf8CString)
+    let base = getenv("TMPDIR").map { String(cString: $0) }.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 } ?? "/tmp"
+    var template = Array("\(base)/\(tag)-XXXXXX".utf8CString)
     return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
 }
