@@ -112,16 +112,12 @@ public struct BuiltSink: Sendable {
     public var common: SinkCommonConfig
     public var summary: String
     public var open: @Sendable (SinkContext) throws(SinkOpenError) -> any Sink
-    /// The sink writes records' canonical lines (`SinkBatch.lines`): the drainer then encodes
-    /// the lines of changed records ahead, off the sink's own thread.
-    public var writesLines: Bool
 
-    public init(kind: String, common: SinkCommonConfig, summary: String, writesLines: Bool = false,
+    public init(kind: String, common: SinkCommonConfig, summary: String,
                 open: @escaping @Sendable (SinkContext) throws(SinkOpenError) -> any Sink) {
         self.kind = kind
         self.common = common
         self.summary = summary
-        self.writesLines = writesLines
         self.open = open
     }
 }

@@ -7,8 +7,9 @@ import HealthgateCore
 /// Plain, `records` are the journal's records themselves, routed when a batch is made. Routed
 /// ahead (every route to the sink only maps records: filter, rename, convert, tag, drop, none),
 /// `records` are what the routes made of them, routed as they are decoded — on the read-ahead
-/// thread while the sink writes the batch before — with the lines of changed records already
-/// encoded for a sink that writes lines; `ends` says which outputs are whose.
+/// thread while the sink writes the batch before (each with what of its journal line holds:
+/// `RecordLine`); `ends` says which outputs are whose. (Encoding the changed lines there too
+/// made the read-ahead the slower of the two threads: the sink encodes them.)
 struct Pending {
     /// The records (routed ahead: the routes' outputs) and their lines.
     var records = RoutedRecords()
@@ -19,8 +20,6 @@ struct Pending {
 
     struct RouteAhead {
         let routes: SinkRoutes
-        /// Encode each changed record's line ahead too (the sink writes canonical lines).
-        let encodeLines: Bool
     }
 
     /// What is left in a decoded array where a record was moved out.
@@ -47,7 +46,6 @@ struct Pending {
         positions.reserveCapacity(count + n)
         records.records.reserveCapacity(records.count + n)
         records.lines.reserveCapacity(records.count + n)
-        let first = records.count
         // Each record is moved out of `decoded` (not copied: a copy retains each of its
         // strings), its place left to an empty record until `decoded` goes.
         decoded.withUnsafeMutableBufferPointer { all in
@@ -68,17 +66,6 @@ struct Pending {
             }
             (base + skip).initialize(repeating: Pending.moved, count: n)
         }
-        guard let ahead, ahead.encodeLines else { return }
-        // One buffer for this entry's changed lines; each line a slice of it.
-        var encoded: [UInt8] = []
-        var spans: [(index: Int, range: Range<Int>)] = []
-        for i in first..<records.count {
-            if case .whole = records.lines[i] { continue }
-            let start = encoded.count
-            records.records[i].appendNDJSON(to: &encoded, reusing: records.lines[i])
-            spans.append((i, start..<encoded.count))
-        }
-        for (i, range) in spans { records.lines[i] = .whole(encoded[range]) }
     }
 
     /// Routed ahead: the outputs of the oldest journal records, record by record until at

@@ -198,7 +198,7 @@ final class DrainLoop {
         self.d = d
         routes = SinkRoutes(routes: d.routes, sink: d.name, clock: d.clock, timeZones: d.timeZones, logger: d.logger)
         routes.restore(start.states, logger: d.logger)
-        ahead = routes.onlyMap ? Pending.RouteAhead(routes: routes, encodeLines: false && d.built.writesLines) : nil
+        ahead = routes.onlyMap ? Pending.RouteAhead(routes: routes) : nil
         pending = Pending(routed: ahead != nil)
         deadLetters = DeadLetters(sink: d.name, dataDir: d.dataDir, metrics: d.metrics, logger: d.logger, clock: d.clock)
         committed = start

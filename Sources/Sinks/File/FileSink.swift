@@ -52,7 +52,7 @@ public final class FileSink: Sink {
         let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
                                                   defaultMaxItems: 10_000)
         let template = c.path
-        return BuiltSink(kind: "file", common: common, summary: "file \(FileIO.join(context.dataDir, c.path))", writesLines: true) { ctx in
+        return BuiltSink(kind: "file", common: common, summary: "file \(FileIO.join(context.dataDir, c.path))") { ctx in
             FileSink(name: ctx.name, pathTemplate: template, baseDir: ctx.dataDir, rotateBytes: rotate,
                      logger: ctx.logger, clock: ctx.clock)
         }

@@ -75,8 +75,7 @@ public final class HTTPSink: Sink {
         let finalHeaders = headers
         let secret = c.hmac?.secret
         let options = CurlClient.Options(timeoutSeconds: c.timeout?.seconds ?? 30, caFile: c.ca_file)
-        return BuiltSink(kind: "http", common: common, summary: "http POST \(SafeText.url(c.url)) (\(format.rawValue))",
-                         writesLines: true) { ctx in
+        return BuiltSink(kind: "http", common: common, summary: "http POST \(SafeText.url(c.url)) (\(format.rawValue))") { ctx in
             HTTPSink(name: ctx.name, url: url, format: format, headers: finalHeaders, hmacSecret: secret, options: options,
                      logger: ctx.logger, clock: ctx.clock)
         }

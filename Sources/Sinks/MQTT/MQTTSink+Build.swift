@@ -83,7 +83,7 @@ extension MQTTSink {
         let summary = "mqtt \(tls ? "mqtts" : "mqtt")://\(host):\(port) as \(options.clientID), qos \(qos), base \(base)"
             + (settings.discovery ? ", discovery under \(prefix)" : "") + (settings.publishRecords ? ", records" : "")
             + ", \(entities.count) entity kind(s)"
-        return BuiltSink(kind: "mqtt", common: common, summary: summary, writesLines: settings.publishRecords) { ctx throws(SinkOpenError) in
+        return BuiltSink(kind: "mqtt", common: common, summary: summary) { ctx throws(SinkOpenError) in
             try MQTTSink(settings: settings, logger: ctx.logger, clock: ctx.clock, timeZones: SystemTimeZones())
         }
     }
