@@ -116,6 +116,23 @@ extension CanonicalRecord {
     /// phone's own JSON that could hold the same bytes. nil otherwise, and for fields before
     /// `value`.
     public func lineOffset(of field: Field, in line: ArraySlice<UInt8>) -> Int? {
+        CanonicalRecord.lineOffset(of: field, in: line, shape: lineShape)
+    }
+
+    /// Which of the fields a line may lack this record has (`fields`, `tags`, `extra`: when
+    /// not empty) — all `lineOffset` needs of the record, taken before transforms change it.
+    public var lineShape: Fields {
+        var s: UInt32 = 0
+        @inline(__always) func add(_ f: Field, _ present: Bool) { if present { s |= 1 << UInt32(f.rawValue) } }
+        add(.value, value != nil); add(.unit, unit != nil); add(.code, code != nil); add(.activity, activity != nil)
+        add(.durationS, durationS != nil); add(.energyKcal, energyKcal != nil); add(.distanceM, distanceM != nil)
+        add(.fields, !fields.isEmpty); add(.source, source != nil); add(.tags, !tags.isEmpty)
+        add(.metadata, metadata != nil); add(.extra, !extra.isEmpty)
+        return Fields(rawValue: s)
+    }
+
+    /// `lineOffset` for the line of a record of the given shape.
+    static func lineOffset(of field: Field, in line: ArraySlice<UInt8>, shape: Fields) -> Int? {
         guard field >= .value else { return nil }
         func find(_ key: StaticString) -> Int? {
             line.withUnsafeBytes { b -> Int? in
@@ -130,20 +147,20 @@ extension CanonicalRecord {
                 return nil
             }
         }
-        if field <= .value, value != nil { return find(",\"value\":") }
-        if field <= .unit, unit != nil { return find(",\"unit\":") }
-        if field <= .code, code != nil { return find(",\"code\":") }
-        if field <= .activity, activity != nil { return find(",\"activity\":") }
-        if field <= .durationS, durationS != nil { return find(",\"duration_s\":") }
-        if field <= .energyKcal, energyKcal != nil { return find(",\"energy_kcal\":") }
-        if field <= .distanceM, distanceM != nil { return find(",\"distance_m\":") }
+        if field <= .value, shape.has(.value) { return find(",\"value\":") }
+        if field <= .unit, shape.has(.unit) { return find(",\"unit\":") }
+        if field <= .code, shape.has(.code) { return find(",\"code\":") }
+        if field <= .activity, shape.has(.activity) { return find(",\"activity\":") }
+        if field <= .durationS, shape.has(.durationS) { return find(",\"duration_s\":") }
+        if field <= .energyKcal, shape.has(.energyKcal) { return find(",\"energy_kcal\":") }
+        if field <= .distanceM, shape.has(.distanceM) { return find(",\"distance_m\":") }
         // Fields carry the phone's own keys and JSON: past them nothing is found safely.
-        guard fields.isEmpty else { return nil }
-        if field <= .source, source != nil { return find(",\"source\":{") }
-        if field <= .tags, !tags.isEmpty { return find(",\"tags\":{") }
+        guard !shape.has(.fields) else { return nil }
+        if field <= .source, shape.has(.source) { return find(",\"source\":{") }
+        if field <= .tags, shape.has(.tags) { return find(",\"tags\":{") }
         // Tags hold label names, which could be "metadata" or "extra": past them only the
         // line's end is safe.
-        if metadata == nil && extra.isEmpty && line.count >= 2 { return line.endIndex - 2 }   // before "}\n"
+        if !shape.has(.metadata) && !shape.has(.extra) && line.count >= 2 { return line.endIndex - 2 }   // before "}\n"
         return nil
     }
 }
@@ -164,9 +181,14 @@ public enum RecordLine: Sendable {
     /// there safely (see `lineOffset`). (Keeping the bytes after the changed fields as well
     /// cost more, in finding them, than writing those fields anew saved.)
     public static func patch(_ record: CanonicalRecord, line: ArraySlice<UInt8>, changing: CanonicalRecord.Fields) -> RecordLine {
+        patch(shape: record.lineShape, line: line, changing: changing)
+    }
+
+    /// `patch` for a record of the given `lineShape` (taken before transforms changed it).
+    public static func patch(shape: CanonicalRecord.Fields, line: ArraySlice<UInt8>, changing: CanonicalRecord.Fields) -> RecordLine {
         if changing.rawValue == 0 { return .whole(line) }
         guard let from = CanonicalRecord.Field(rawValue: changing.rawValue.trailingZeroBitCount),
-              let cut = record.lineOffset(of: from, in: line) else { return .none }
+              let cut = CanonicalRecord.lineOffset(of: from, in: line, shape: shape) else { return .none }
         return .head(line[..<cut], from: from)
     }
 }

@@ -18,10 +18,6 @@ struct Pending {
     /// Routed ahead: for each journal record, the end of its outputs in `records`.
     var ends: [Int]?
 
-    struct RouteAhead {
-        let routes: SinkRoutes
-    }
-
     /// What is left in a decoded array where a record was moved out.
     static let moved = CanonicalRecord(kind: "", device: "", receiver: "", uuid: "", type: "")
 
@@ -35,7 +31,7 @@ struct Pending {
     var isEmpty: Bool { positions.isEmpty }
 
     /// Decodes a journal entry's records from `skip` on, routing them when `ahead` is given.
-    mutating func decode(_ e: JournalEntry, skip: Int, parser: JSONParser, ahead: RouteAhead?,
+    mutating func decode(_ e: JournalEntry, skip: Int, parser: JSONParser, ahead: SinkRoutes?,
                          bad: (ArraySlice<UInt8>, String) -> Void) {
         var (decoded, ranges) = CanonicalCodec.decodeLinesWithRanges(e.payload, parser: parser) { line, error, range in
             // Only a damaged disk or a bug gets here: the line is kept, not dropped.
@@ -53,7 +49,7 @@ struct Pending {
             if let ahead, ends != nil {
                 ends!.reserveCapacity(count + n)
                 for index in skip..<all.count {
-                    _ = ahead.routes.process((base + index).move(), line: ranges.map { .whole(e.payload[$0[index]]) } ?? .none,
+                    _ = ahead.process((base + index).move(), line: ranges.map { .whole(e.payload[$0[index]]) } ?? .none,
                                              into: &records)
                     positions.append((e.seq, index))
                     ends!.append(records.count)
@@ -85,10 +81,7 @@ struct Pending {
             self = Pending(routed: true)
             return (batch, consumed, filtered)
         }
-        batch.records = Array(records.records[..<taken])
-        batch.lines = Array(records.lines[..<taken])
-        records.records.removeFirst(taken)
-        records.lines.removeFirst(taken)
+        batch = records.takeFirst(taken)
         positions.removeFirst(consumed)
         self.ends = ends[consumed...].map { $0 - taken }
         return (batch, consumed, filtered)
@@ -101,8 +94,7 @@ struct Pending {
             self = Pending(routed: false)
             return
         }
-        records.records.removeFirst(n)
-        records.lines.removeFirst(n)
+        records.removeFirst(n)
         positions.removeFirst(n)
     }
 

@@ -36,6 +36,20 @@ public struct RoutedRecords {
         records.append(r)
         lines.append(line)
     }
+
+    /// Takes out the first `n`.
+    mutating func takeFirst(_ n: Int) -> RoutedRecords {
+        var first = RoutedRecords()
+        first.records = Array(records[..<n])
+        first.lines = Array(lines[..<n])
+        removeFirst(n)
+        return first
+    }
+
+    mutating func removeFirst(_ n: Int) {
+        records.removeFirst(n)
+        lines.removeFirst(n)
+    }
 }
 
 /// The routes that lead to one sink, each with this sink's own transform instances: they
@@ -96,16 +110,17 @@ public final class SinkRoutes {
             out.append(r, line: line)
             return
         }
-        // What of the journal's line still holds once the transforms ran: all of it, all but
-        // the fields they may change (found now, in the record as it came), or nothing.
-        var keep = line
-        if lane.changes.rawValue != 0 {
-            if case .whole(let bytes) = line { keep = .patch(r, line: bytes, changing: lane.changes) } else { keep = .none }
-        }
         if lane.maps {
-            // Changed in place by each transform in turn.
+            // What of the journal's line still holds once the transforms ran: all of it, all
+            // but the fields they may change, or nothing; worked out only for a record they
+            // pass on, from the shape it came with.
+            let shape = lane.changes.rawValue == 0 ? CanonicalRecord.Fields() : r.lineShape
             var x = consume r
             for t in lane.transforms where !t.map(&x) { return }
+            var keep = line
+            if lane.changes.rawValue != 0 {
+                if case .whole(let bytes) = line { keep = .patch(shape: shape, line: bytes, changing: lane.changes) } else { keep = .none }
+            }
             out.append(consume x, line: keep)
             return
         }

@@ -181,7 +181,7 @@ final class DrainLoop {
     var pending: Pending
     /// Set when every route to this sink only maps records: they then run as records are
     /// decoded, on the read-ahead thread too (see `Pending`).
-    let ahead: Pending.RouteAhead?
+    let ahead: SinkRoutes?
     var lastSavedAt: Double
     var lastProbeAt = -Double.infinity
     var lastIdleAt = -Double.infinity
@@ -198,7 +198,7 @@ final class DrainLoop {
         self.d = d
         routes = SinkRoutes(routes: d.routes, sink: d.name, clock: d.clock, timeZones: d.timeZones, logger: d.logger)
         routes.restore(start.states, logger: d.logger)
-        ahead = routes.onlyMap ? Pending.RouteAhead(routes: routes) : nil
+        ahead = routes.onlyMap ? routes : nil
         pending = Pending(routed: ahead != nil)
         deadLetters = DeadLetters(sink: d.name, dataDir: d.dataDir, metrics: d.metrics, logger: d.logger, clock: d.clock)
         committed = start
@@ -446,7 +446,7 @@ final class DrainLoop {
     final class ReadAhead {
         let reader: JournalReader
         let parser: JSONParser
-        let ahead: Pending.RouteAhead?
+        let ahead: SinkRoutes?
         let logger: Logger
         let name: String
         var pending: Pending
@@ -454,7 +454,7 @@ final class DrainLoop {
         var bytes = 0
         var thread: pthread_t?
 
-        init(reader: JournalReader, parser: JSONParser, ahead: Pending.RouteAhead?, logger: Logger, name: String) {
+        init(reader: JournalReader, parser: JSONParser, ahead: SinkRoutes?, logger: Logger, name: String) {
             self.reader = reader
             self.parser = parser
             self.ahead = ahead
