@@ -31,7 +31,7 @@ extension CanonicalRecord {
 
     /// Writes the line from `from` on: by default the whole line. The fields before are
     /// someone else's bytes.
-    func writeNDJSON(_ o: inout JSONBytes, from: Field = .op) {
+    func writeNDJSON(_ o: inout JSONBytes, from: Field = .op, tagsText: TagsText? = nil) {
         @inline(__always) func writes(_ f: Field) -> Bool { from <= f }
         if writes(.op) { o.lit("{\"op\":"); o.str(op.rawValue) }
         if writes(.kind) { o.lit(",\"kind\":"); o.str(kind) }
@@ -73,12 +73,7 @@ extension CanonicalRecord {
             o.byte(0x7D)
         }
         if writes(.tags), !tags.isEmpty {
-            o.lit(",\"tags\":{")
-            for (i, t) in tags.enumerated() {
-                if i > 0 { o.byte(0x2C) }
-                o.str(t.name); o.byte(0x3A); o.str(t.value)
-            }
-            o.byte(0x7D)
+            if let tagsText { tagsText.write(tags, to: &o) } else { CanonicalRecord.writeTags(tags, to: &o) }
         }
         if writes(.metadata), let m = metadata { o.lit(",\"metadata\":"); o.raw(m.bytes) }
         if writes(.extra), !extra.isEmpty {
@@ -90,6 +85,16 @@ extension CanonicalRecord {
             o.byte(0x7D)
         }
         o.lit("}\n")
+    }
+
+    /// `,"tags":{…}`.
+    static func writeTags(_ tags: [RecordTag], to o: inout JSONBytes) {
+        o.lit(",\"tags\":{")
+        for (i, t) in tags.enumerated() {
+            if i > 0 { o.byte(0x2C) }
+            o.str(t.name); o.byte(0x3A); o.str(t.value)
+        }
+        o.byte(0x7D)
     }
 
     /// A record's fields in the order its canonical line holds them.
@@ -138,11 +143,13 @@ extension CanonicalRecord {
             line.withUnsafeBytes { b -> Int? in
                 guard let base = b.baseAddress else { return nil }
                 let k = UnsafeRawBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
-                var at = 0
-                while at + k.count <= b.count, let comma = memchr(base + at, Int32(k[0]), b.count - at - k.count + 1) {
-                    at = base.distance(to: UnsafeRawPointer(comma))
-                    if memcmp(base + at, k.baseAddress!, k.count) == 0 { return line.startIndex + at }
-                    at += 1
+                // By the first letter of the name (`,"` and then it): far rarer in a line than
+                // the comma before every key.
+                var at = 2
+                while at + k.count - 2 <= b.count, let hit = memchr(base + at, Int32(k[2]), b.count - at - (k.count - 2) + 1) {
+                    let p = base.distance(to: UnsafeRawPointer(hit))
+                    if memcmp(base + p - 2, k.baseAddress!, k.count) == 0 { return line.startIndex + p - 2 }
+                    at = p + 1
                 }
                 return nil
             }
@@ -194,17 +201,42 @@ public enum RecordLine: Sendable {
 }
 
 extension CanonicalRecord {
-    /// Appends this record's canonical line, with its line feed, reusing what `line` holds.
-    public func appendNDJSON(to out: inout [UInt8], reusing line: RecordLine) {
+    /// Appends this record's canonical line, with its line feed, reusing what `line` holds
+    /// (and the `tags` text of the records before, with `tagsText`).
+    public func appendNDJSON(to out: inout [UInt8], reusing line: RecordLine, tagsText: TagsText? = nil) {
         switch line {
         case .none:
-            appendNDJSON(to: &out)
+            JSONBytes.append(to: &out, atMost: ndjsonBound) { o in writeNDJSON(&o, tagsText: tagsText) }
         case .whole(let bytes):
             out.append(contentsOf: bytes)
         case .head(let head, let from):
             out.append(contentsOf: head)
-            JSONBytes.append(to: &out, atMost: ndjsonBound(from: from)) { o in writeNDJSON(&o, from: from) }
+            JSONBytes.append(to: &out, atMost: ndjsonBound(from: from)) { o in writeNDJSON(&o, from: from, tagsText: tagsText) }
         }
+    }
+}
+
+/// The `tags` text of the last record a writer wrote, for the next one: the records a `tag`
+/// transform labelled share its one array of labels, so their text is made once a batch, not
+/// once a record. An array is known by its storage, held here so that it cannot go and its
+/// address come back with other labels.
+public final class TagsText {
+    private var tags: [RecordTag] = []
+    private var text: [UInt8] = []
+
+    public init() {}
+
+    func write(_ tags: [RecordTag], to o: inout JSONBytes) {
+        let same = tags.withUnsafeBufferPointer { a in
+            self.tags.withUnsafeBufferPointer { b in a.baseAddress == b.baseAddress && a.count == b.count }
+        }
+        if !same {
+            var bound = 16
+            for t in tags { bound += JSONBytes.bound(t.name) + JSONBytes.bound(t.value) + 2 }
+            text = JSONBytes.bytes(atMost: bound) { CanonicalRecord.writeTags(tags, to: &$0) }
+            self.tags = tags
+        }
+        o.raw(text)
     }
 }
 

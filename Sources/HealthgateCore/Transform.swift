@@ -33,8 +33,11 @@ public protocol Transform: AnyObject {
     /// rename, convert, tag, drop): a route of such transforms runs them on one copy of the
     /// record, in place, through `map`. Default false.
     var maps: Bool { get }
-    /// The record changed in place; false to drop it. Only asked when `maps` is true.
-    func map(_ record: inout CanonicalRecord) -> Bool
+    /// The record changed in place: the fields this record now differs in (the route believes
+    /// no more of it than the spec's `changes`), nil to drop it. Only asked when `maps` is
+    /// true. A transform that says exactly what it changed lets sinks reuse more of the
+    /// journal's bytes: a convert that leaves a heart rate as it is says `[]`.
+    func map(_ record: inout CanonicalRecord) -> CanonicalRecord.Fields?
     func tick(now: Timestamp, emit: (CanonicalRecord) -> Void)
     /// Called after each batch's records went through `process`, before they are delivered: to
     /// emit once what the batch changed (an aggregate's buckets). Default: nothing.
@@ -48,12 +51,12 @@ public protocol Transform: AnyObject {
 extension Transform {
     public var maps: Bool { false }
 
-    public func map(_ record: inout CanonicalRecord) -> Bool {
+    public func map(_ record: inout CanonicalRecord) -> CanonicalRecord.Fields? {
         var out: CanonicalRecord?
         process(record) { out = $0 }
-        guard let out else { return false }
+        guard let out else { return nil }
         record = out
-        return true
+        return .all
     }
 
     public func tick(now: Timestamp, emit: (CanonicalRecord) -> Void) {}

@@ -140,6 +140,8 @@ public struct SinkBatch {
     /// transform changes, or nothing. Sinks that write canonical NDJSON get each line with
     /// `appendLine`, which copies those bytes instead of encoding them again.
     public var lines: [RecordLine]
+    /// The labels' text of the lines written last (a batch's records mostly share theirs).
+    private let tagsText = TagsText()
 
     public init(records: [CanonicalRecord], lines: [RecordLine]? = nil) {
         self.records = records
@@ -152,7 +154,7 @@ public struct SinkBatch {
         if case .whole(let line) = lines[i] {
             out.append(contentsOf: line)
         } else {
-            records[i].appendNDJSON(to: &out, reusing: lines[i])
+            records[i].appendNDJSON(to: &out, reusing: lines[i], tagsText: tagsText)
         }
     }
 

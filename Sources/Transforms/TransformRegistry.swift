@@ -24,24 +24,21 @@ public enum TransformRegistry {
 }
 
 /// The instance of a stateless transform that changes each record in place (rename, tag): the
-/// route runs `apply` on its one copy of the record.
+/// route runs `apply` on its one copy of the record; it says whether it changed it.
 final class MappingInstance: Transform {
-    let apply: (inout CanonicalRecord) -> Void
+    let apply: (inout CanonicalRecord) -> Bool
 
-    init(_ apply: @escaping (inout CanonicalRecord) -> Void) { self.apply = apply }
+    init(_ apply: @escaping (inout CanonicalRecord) -> Bool) { self.apply = apply }
 
     func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
         var r = record
-        apply(&r)
+        _ = apply(&r)
         emit(r)
     }
 
     var maps: Bool { true }
 
-    func map(_ record: inout CanonicalRecord) -> Bool {
-        apply(&record)
-        return true
-    }
+    func map(_ record: inout CanonicalRecord) -> CanonicalRecord.Fields? { apply(&record) ? .all : [] }
 }
 
 /// What a transform worked out for a record's type (and unit), kept for the next records: the

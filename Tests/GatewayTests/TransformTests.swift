@@ -366,6 +366,68 @@ import YAMLConfig
         return out
     }
 
+    /// A transform says what it changed of each record: the bench's convert leaves a heart rate
+    /// and steps as they are, so only the labels are written anew for them (the journal's bytes
+    /// hold the rest), while a converted distance is written anew from its value on. A rename
+    /// that renames nothing leaves the whole line.
+    @Test func aRecordATransformLeftAsItWasKeepsMoreOfItsLine() throws {
+        func lines(_ specs: [any TransformSpec]) -> [String: RecordLine] {
+            let routes = SinkRoutes(routes: [Route(name: "r", from: [Glob("*")], transforms: specs, to: ["s"])], sink: "s",
+                                    clock: FixedClock(Self.noon), timeZones: SystemTimeZones(),
+                                    logger: Logger(component: "t", sink: MemoryLogSink()))
+            var out = RoutedRecords()
+            for r in Self.shapes { _ = routes.process(r, line: .whole((CanonicalCodec.encodeLine(r) + [0x0A])[...]), into: &out) }
+            var byUUID: [String: RecordLine] = [:]
+            for (r, l) in zip(out.records, out.lines) { byUUID[r.uuid] = l }
+            return byUUID
+        }
+        func from(_ l: RecordLine?) -> String {
+            switch l {
+            case .head(_, let f)?: "head \(f)"
+            case .whole?: "whole"
+            case .none?: "none"
+            case nil: "missing"
+            }
+        }
+        let bench = lines([try build("convert", "{distance: km, energy: kJ}"), try build("tag", "{person: bench}")])
+        #expect(from(bench["h1"]) == "head tags")
+        #expect(from(bench["s1"]) == "head tags")
+        #expect(from(bench["d1"]) == "head value")
+        #expect(from(bench["e1"]) == "head value")
+        let rename = lines([try build("rename", "{devices: {someone-else: x}}")])
+        #expect(from(rename["h1"]) == "whole")
+        let renamed = lines([try build("rename", "{types: {heart_rate: pulse}}")])
+        #expect(from(renamed["h1"]) == "none")
+        #expect(from(renamed["s1"]) == "whole")
+    }
+
+    /// Lines written in one batch share the text of their labels while their records share
+    /// the label array, and get their own when they do not: alternating arrays, one of them
+    /// changed in a copy (new storage), each line is its record's own.
+    @Test func labelsWrittenOnceABatchAreEachRecordsOwn() {
+        let a = [RecordTag("person", "alice"), RecordTag("household", "home")]
+        var b = a
+        b[0].value = "bob"
+        var records: [CanonicalRecord] = []
+        for (i, tags) in [a, b, a, a, b, [RecordTag("person", "alice")], a].enumerated() {
+            var r = Self.q("t\(i)", "steps", Double(i), "count")
+            r.tags = tags
+            records.append(r)
+        }
+        let lines = records.map { r -> RecordLine in
+            var plain = r
+            plain.tags = []
+            return .patch(plain, line: (CanonicalCodec.encodeLine(plain) + [0x0A])[...], changing: CanonicalRecord.Fields(.tags))
+        }
+        let batch = SinkBatch(records: records, lines: lines)
+        var written: [UInt8] = []
+        for i in 0..<batch.count { batch.appendLine(i, to: &written) }
+        var expected: [UInt8] = []
+        for r in records { expected += CanonicalCodec.encodeLine(r) + [0x0A] }
+        #expect(String(decoding: written, as: UTF8.self) == String(decoding: expected, as: UTF8.self))
+        #expect(lines.allSatisfy { if case .head(_, .tags) = $0 { true } else { false } })
+    }
+
     /// Through a route of each transform (and of the bench's three), every record's line, as
     /// a sink writes it from what the journal's bytes still hold, is the line the record
     /// encodes to: a transform that changed a field before the one it declares would show here.

@@ -18,9 +18,6 @@ struct Pending {
     /// Routed ahead: for each journal record, the end of its outputs in `records`.
     var ends: [Int]?
 
-    /// What is left in a decoded array where a record was moved out.
-    static let moved = CanonicalRecord(kind: "", device: "", receiver: "", uuid: "", type: "")
-
     init(routed: Bool) {
         ends = routed ? [] : nil
     }
@@ -60,7 +57,7 @@ struct Pending {
                     positions.append((e.seq, index))
                 }
             }
-            (base + skip).initialize(repeating: Pending.moved, count: n)
+            (base + skip).initialize(repeating: RoutedRecords.moved, count: n)
         }
     }
 

@@ -37,13 +37,30 @@ public struct RoutedRecords {
         lines.append(line)
     }
 
-    /// Takes out the first `n`.
+    /// Takes out the first `n`: moved, not copied (a copy retains each string of a record);
+    /// what stays is moved to the front.
     mutating func takeFirst(_ n: Int) -> RoutedRecords {
         var first = RoutedRecords()
-        first.records = Array(records[..<n])
-        first.lines = Array(lines[..<n])
+        first.records = RoutedRecords.moveFirst(n, of: &records, leaving: RoutedRecords.moved)
+        first.lines = RoutedRecords.moveFirst(n, of: &lines, leaving: .none)
         removeFirst(n)
         return first
+    }
+
+    /// What is left where a record was moved out, until it is removed.
+    static let moved = CanonicalRecord(kind: "", device: "", receiver: "", uuid: "", type: "")
+
+    private static func moveFirst<T>(_ n: Int, of all: inout [T], leaving placeholder: T) -> [T] {
+        precondition(n <= all.count)
+        guard n > 0 else { return [] }
+        return all.withUnsafeMutableBufferPointer { buffer in
+            let base = buffer.baseAddress!
+            return Array(unsafeUninitializedCapacity: n) { out, count in
+                out.baseAddress!.moveInitialize(from: base, count: n)
+                base.initialize(repeating: placeholder, count: n)
+                count = n
+            }
+        }
     }
 
     mutating func removeFirst(_ n: Int) {
@@ -60,8 +77,9 @@ public final class SinkRoutes {
         let transforms: [any Transform]
         /// State keys, one per transform: `<route name>/<index>/<kind>`.
         let keys: [String]
-        /// The fields the route's transforms may change.
+        /// The fields the route's transforms may change, and each one's.
         let changes: CanonicalRecord.Fields
+        let declared: [CanonicalRecord.Fields]
         /// Every transform maps one record to at most one, in place.
         let maps: Bool
 
@@ -70,6 +88,7 @@ public final class SinkRoutes {
             self.transforms = transforms
             self.keys = keys
             self.changes = changes
+            declared = route.transforms.map(\.changes)
             self.maps = maps
         }
     }
@@ -112,14 +131,18 @@ public final class SinkRoutes {
         }
         if lane.maps {
             // What of the journal's line still holds once the transforms ran: all of it, all
-            // but the fields they may change, or nothing; worked out only for a record they
-            // pass on, from the shape it came with.
+            // but the fields they changed, or nothing; worked out only for a record they
+            // pass on, from the shape it came with, and from what they say they changed of it.
             let shape = lane.changes.rawValue == 0 ? CanonicalRecord.Fields() : r.lineShape
             var x = consume r
-            for t in lane.transforms where !t.map(&x) { return }
+            var changed = CanonicalRecord.Fields()
+            for i in lane.transforms.indices {
+                guard let c = lane.transforms[i].map(&x) else { return }
+                changed.formUnion(c.intersection(lane.declared[i]))
+            }
             var keep = line
-            if lane.changes.rawValue != 0 {
-                if case .whole(let bytes) = line { keep = .patch(shape: shape, line: bytes, changing: lane.changes) } else { keep = .none }
+            if changed.rawValue != 0 {
+                if case .whole(let bytes) = line { keep = .patch(shape: shape, line: bytes, changing: changed) } else { keep = .none }
             }
             out.append(consume x, line: keep)
             return

@@ -66,13 +66,14 @@ public final class FileSink: Sink {
         var order: [(path: String, indices: [Int])] = []
         let today = clock.now().utcDate()
         var last: (key: PathTemplate.Key, group: Int)?
-        for (i, r) in records.enumerated() {
-            let key = template.key(r)
+        // By index: `enumerated()` would copy each record (retaining every string of it).
+        for i in records.indices {
+            let key = template.key(records[i])
             if let last, last.key == key {
                 order[last.group].indices.append(i)
                 continue
             }
-            let path = template.render(r, fallbackDate: today)
+            let path = template.render(records[i], fallbackDate: today)
             let g: Int
             if let existing = groups[path] { g = existing } else {
                 g = order.count

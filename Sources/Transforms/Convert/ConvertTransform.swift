@@ -39,7 +39,7 @@ public struct ConvertTransform: TransformSpec {
         let spec: ConvertTransform
         /// The conversion for each (type, unit) seen: finding a unit's family reads its
         /// spelling, which costs far more than the arithmetic.
-        var conversions = PerTypeCache<(unit: String, conversion: UnitConversion)?>()
+        @exclusivity(unchecked) var conversions = PerTypeCache<(unit: String, conversion: UnitConversion)?>()
         init(spec: ConvertTransform) { self.spec = spec }
 
         func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
@@ -50,15 +50,15 @@ public struct ConvertTransform: TransformSpec {
 
         var maps: Bool { true }
 
-        func map(_ record: inout CanonicalRecord) -> Bool {
-            guard record.op == .upsert, let v = record.value?.number, let unit = record.unit else { return true }
+        func map(_ record: inout CanonicalRecord) -> CanonicalRecord.Fields? {
+            guard record.op == .upsert, let v = record.value?.number, let unit = record.unit else { return [] }
             let conversion = conversions.value(record.type, unit) {
                 spec.target(type: record.type, unit: unit).flatMap { t in Units.conversion(from: unit, to: t).map { (t, $0) } }
             }
-            guard let conversion else { return true }
+            guard let conversion else { return [] }
             record.value = .number(conversion.conversion.apply(v))
             record.unit = conversion.unit
-            return true
+            return CanonicalRecord.Fields(.value, .unit)
         }
     }
 

@@ -102,7 +102,7 @@ public struct DropTransform: TransformSpec {
 
         var maps: Bool { true }
 
-        func map(_ record: inout CanonicalRecord) -> Bool { spec.apply(&record, parser: parser) }
+        func map(_ record: inout CanonicalRecord) -> CanonicalRecord.Fields? { spec.apply(&record, parser: parser) ? .all : nil }
     }
 
     public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {

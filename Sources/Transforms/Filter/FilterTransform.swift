@@ -84,7 +84,7 @@ public struct FilterTransform: TransformSpec {
             || since != nil || maxAgeSeconds != nil
     }
 
-    func keeps(_ r: CanonicalRecord, now: Timestamp, _ typeRules: TypeRules, otherRules: Bool = true) -> Bool {
+    func keeps(_ r: borrowing CanonicalRecord, now: Timestamp, _ typeRules: TypeRules, otherRules: Bool = true) -> Bool {
         guard typeRules.kept else { return false }
         if otherRules {
             guard kinds.keeps(r.kind), devices.keeps(r.device), receivers.keeps(r.receiver) else { return false }
@@ -108,7 +108,7 @@ public struct FilterTransform: TransformSpec {
         let spec: FilterTransform
         let clock: any Clock
         /// The type rules (globs, value ranges) for each type seen.
-        var byType = PerTypeCache<TypeRules>()
+        @exclusivity(unchecked) var byType = PerTypeCache<TypeRules>()
         let otherRules: Bool
         init(spec: FilterTransform, clock: any Clock) {
             self.spec = spec
@@ -118,15 +118,15 @@ public struct FilterTransform: TransformSpec {
 
         func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
             var r = record
-            if map(&r) { emit(r) }
+            if map(&r) != nil { emit(r) }
         }
 
         var maps: Bool { true }
 
-        func map(_ record: inout CanonicalRecord) -> Bool {
+        func map(_ record: inout CanonicalRecord) -> CanonicalRecord.Fields? {
             let rules = byType.value(record.type) { spec.rules(type: record.type) }
             return spec.keeps(record, now: spec.maxAgeSeconds == nil ? Timestamp(seconds: 0) : clock.now(), rules,
-                              otherRules: otherRules)
+                              otherRules: otherRules) ? [] : nil
         }
     }
 

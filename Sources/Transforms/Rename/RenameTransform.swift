@@ -17,12 +17,17 @@ public struct RenameTransform: TransformSpec {
     let devices: [String: String]
 
     public var kind: String { "rename" }
+    public var changes: CanonicalRecord.Fields { CanonicalRecord.Fields(.type, .device) }
 
     public func instantiate(_ context: TransformContext) -> any Transform { MappingInstance(apply) }
 
-    public func apply(_ r: inout CanonicalRecord) {
-        if let t = types[r.type] { r.type = t }
-        if let d = devices[r.device] { r.device = d }
+    /// Renames what the config names; true when it did.
+    @discardableResult
+    public func apply(_ r: inout CanonicalRecord) -> Bool {
+        var renamed = false
+        if let t = types[r.type] { r.type = t; renamed = true }
+        if let d = devices[r.device] { r.device = d; renamed = true }
+        return renamed
     }
 
     public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {
