@@ -76,7 +76,7 @@ let package = Package(
         ),
         .executableTarget(name: "healthgate", dependencies: ["Gateway"], swiftSettings: strict),
         .executableTarget(name: "healthgate-bench", dependencies: ["Gateway", "Pipeline", "CanonicalJSON", "FastJSON", "Posix", "HealthgateCrypto",
-                                                        "SinkKit", "SinkMQTT", "SinkPostgres"],
+                                                        "SinkKit", "SinkMQTT", "SinkPostgres", "SinkInfluxDB", "HTTPDelivery"],
                           path: "Sources/Bench", swiftSettings: strict),
 
         // Test doubles: scripted endpoint, real server processes, the fake clock, test transforms.

@@ -1,5 +1,7 @@
 import HealthgateCrypto
 import Foundation
+import HTTPDelivery
+import SinkInfluxDB
 import SinkMQTT
 import SinkPostgres
 import Gateway
@@ -14,10 +16,12 @@ enum BenchMain {
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         // --influx: the sink is a real InfluxDB 1.x (Debian's influxd) on a free port.
         var influxd: Process?
+        var influxPort: UInt16 = 0
         var sinkLine = #"archive: {kind: file, path: "archive/{device}/{date}.ndjson"}"#
         if o.influx {
             let (p, port) = startInfluxd(dir: dir + "/influxd")
             influxd = p
+            influxPort = port
             sinkLine = #"archive: {kind: influxdb, url: "http://127.0.0.1:\#(port)", api: v1, database: health, precision: s}"#
         }
         // --mqtt: the sink is the mqtt sink (Home Assistant states, and every record with
@@ -143,6 +147,7 @@ enum BenchMain {
             postgres.stop()
         }
         if let influxd {
+            influxCeiling(port: influxPort, endToEnd: Double(sent) / endToEnd)
             kill(influxd.processIdentifier, SIGTERM)
             influxd.waitUntilExit()
         }
@@ -320,6 +325,42 @@ enum BenchMain {
         let s = Date().timeIntervalSince(started)
         print(String(format: "mosquitto's own ceiling (one client, QoS 1, 320-byte messages): %.0f messages/s", Double(sent) / s))
         c.disconnect()
+    }
+
+    /// InfluxDB's own ceiling in the same run: the same kind of points as the sink writes
+    /// (heart rate, steps, energy, distance, with their tags), in gzip'd batches of 5,000 lines
+    /// made beforehand, posted one after another on one connection into a database of their own,
+    /// no healthgate; then healthgate's end-to-end rate as a share of it.
+    static func influxCeiling(port: UInt16, endToEnd: Double) {
+        _ = try? CurlClient().send("POST", url: "http://127.0.0.1:\(port)/query?q=CREATE%20DATABASE%20ceiling", headers: [], body: [])
+        let types = [("heart_rate", "count/min", "72"), ("steps", "count", "412"),
+                     ("active_energy_burned", "kcal", "1.375"), ("distance_walking_running", "m", "18.42")]
+        var bodies: [[UInt8]] = []
+        var t = 1_760_400_000
+        for _ in 0..<240 {
+            var lines = ""
+            for i in 0..<5_000 {
+                let (type, unit, value) = types[i % types.count]
+                lines += "\(type),device=Apple\\ Watch,phone=d_benchbenchbenchbench0,source=com.apple.Health,unit=\(unit) value=\(value) \(t)\n"
+                t += 1
+            }
+            bodies.append(InfluxDBSink.gzip(Array(lines.utf8)))
+        }
+        let client = CurlClient()
+        let headers = [("Content-Type", "text/plain; charset=utf-8"), ("Content-Encoding", "gzip")]
+        let url = "http://127.0.0.1:\(port)/write?db=ceiling&precision=s"
+        let started = Date()
+        var points = 0
+        for body in bodies where Date().timeIntervalSince(started) < 8 {
+            guard let r = try? client.send("POST", url: url, headers: headers, body: body), r.status == 204 else {
+                print("InfluxDB's own ceiling: a write failed")
+                return
+            }
+            points += 5_000
+        }
+        let rate = Double(points) / Date().timeIntervalSince(started)
+        print(String(format: "InfluxDB's own ceiling (one connection, gzip'd batches of 5,000 lines, no healthgate): %.0f points/s; "
+                     + "healthgate end to end: %.0f%% of it", rate, endToEnd / rate * 100))
     }
 
     static func startInfluxd(dir: String) -> (Process, UInt16) {

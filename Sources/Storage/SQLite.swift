@@ -6,6 +6,7 @@ import CSQLite3
 public final class SQLite: @unchecked Sendable {
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
+        public init(description: String) { self.description = description }
     }
 
     public enum Value: Equatable {
@@ -25,7 +26,7 @@ public final class SQLite: @unchecked Sendable {
         }
     }
 
-    private var db: OpaquePointer?
+    fileprivate var db: OpaquePointer?
     public let path: String
 
     public init(path: String) throws(Failure) {
@@ -87,6 +88,50 @@ public final class SQLite: @unchecked Sendable {
             rows.append(row)
         }
         return rows
+    }
+
+    /// A statement prepared once and run many times (with other values each time).
+    public final class Statement {
+        private let stmt: OpaquePointer
+        private let owner: SQLite
+
+        fileprivate init(_ stmt: OpaquePointer, owner: SQLite) {
+            self.stmt = stmt
+            self.owner = owner
+        }
+
+        deinit { sqlite3_finalize(stmt) }
+
+        /// Binds `values` and runs the statement to its end (for statements that return no rows).
+        public func run(_ values: Value...) throws(Failure) {
+            defer {
+                sqlite3_reset(stmt)
+                sqlite3_clear_bindings(stmt)
+            }
+            for (i, v) in values.enumerated() {
+                let index = Int32(i + 1)
+                switch v {
+                case .null: sqlite3_bind_null(stmt, index)
+                case .int(let x): sqlite3_bind_int64(stmt, index, x)
+                case .double(let x): sqlite3_bind_double(stmt, index, x)
+                case .text(let s): sqlite3_bind_text(stmt, index, s, -1, hg_sqlite_transient())
+                }
+            }
+            var rc = sqlite3_step(stmt)
+            while rc == SQLITE_ROW { rc = sqlite3_step(stmt) }
+            guard rc == SQLITE_DONE else {
+                throw Failure(description: "\(owner.path): \(String(cString: sqlite3_errmsg(owner.db)))")
+            }
+        }
+    }
+
+    /// `sql` prepared, to run many times.
+    public func prepare(_ sql: String) throws(Failure) -> Statement {
+        var stmt: OpaquePointer?
+        guard sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil) == SQLITE_OK, let stmt else {
+            throw Failure(description: "\(path): \(String(cString: sqlite3_errmsg(db))) in \(sql)")
+        }
+        return Statement(stmt, owner: self)
     }
 
     /// Runs `body` in one transaction (BEGIN IMMEDIATE: writers queue instead of failing).

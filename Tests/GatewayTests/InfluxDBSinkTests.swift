@@ -9,6 +9,7 @@ import HealthgateCore
 import SinkKit
 @testable import Sinks
 import Posix
+import Synchronization
 import Testing
 import YAMLConfig
 
@@ -201,6 +202,56 @@ import YAMLConfig
         #expect(s.write(SinkBatch(records: (0..<7).map { PipelineTests.record("r\($0)") })) == .accepted)
         let written = endpoint.requests.filter { Self.inflate($0.body).split(separator: "\n").count <= 2 }
         #expect(written.reduce(0) { $0 + Self.inflate($1.body).split(separator: "\n").count } == 7)
+    }
+
+    /// Two requests in flight, answered out of order: the first request's lines are held until
+    /// the second request is in, answered at once, and then refused for now (503). The sink
+    /// says every record waits — the drainer's cursor moves past none of them, not even those
+    /// the second request got in — and the next write, answered, takes them all. Then the other
+    /// way round: the first taken, the second refused line by line (400 for a marked line
+    /// only): just that line is rejected, in its place.
+    @Test func requestsInFlightAreTakenInOrderWhateverOrderTheyAreAnswered() throws {
+        let state = Mutex<(secondIn: Bool, overlapped: Bool, mode: Int)>((false, false, 0))
+        let endpoint = try ScriptedEndpoint { r in
+            let body = Self.inflate(r.body)
+            let mode = state.withLock { $0.mode }
+            if body.split(separator: "\n").count == InfluxDBSink.linesPerRequest {
+                // The first request: held until the second is in (at most 10 s).
+                for _ in 0..<1000 where !state.withLock({ $0.secondIn }) { usleep(10_000) }
+                state.withLock { $0.overlapped = $0.secondIn }
+                return HTTPResponse(status: mode == 0 ? 503 : 204)
+            }
+            state.withLock { $0.secondIn = true }
+            if mode == 1, body.contains("marked") {
+                return HTTPResponse(status: 400, body: Array(#"{"error":"partial write: bad line"}"#.utf8))
+            }
+            return HTTPResponse(status: 204)
+        }
+        let s = try sink("http://127.0.0.1:\(endpoint.port)", extra: ", org: o, bucket: b, token: t")
+        let records = (0..<(InfluxDBSink.linesPerRequest + 10)).map { PipelineTests.record("r\($0)") }
+        guard case .keep = s.write(SinkBatch(records: records)) else {
+            Issue.record("a batch whose first request was refused for now must wait whole")
+            return
+        }
+        #expect(state.withLock { $0.overlapped }, "the second request went out while the first was unanswered")
+        state.withLock { $0 = (false, false, 2) }
+        #expect(s.write(SinkBatch(records: records)) == .accepted)
+
+        state.withLock { $0 = (false, false, 1) }
+        var marked = records
+        marked[InfluxDBSink.linesPerRequest + 3] = PipelineTests.record("m", type: "marked")
+        guard case .perRecord(let outcomes) = s.write(SinkBatch(records: marked)) else {
+            Issue.record("one refused line makes per-record outcomes")
+            return
+        }
+        #expect(state.withLock { $0.overlapped })
+        for (i, o) in outcomes.enumerated() {
+            if i == InfluxDBSink.linesPerRequest + 3 {
+                guard case .rejected = o else { Issue.record("the marked line is rejected, not \(o)"); continue }
+            } else {
+                #expect(o == .accepted, "record \(i)")
+            }
+        }
     }
 
     @Test func measurementAndTagTemplatesRenderPerRecord() throws {

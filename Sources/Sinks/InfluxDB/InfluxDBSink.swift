@@ -1,4 +1,5 @@
 import CZlib
+import Glibc
 import FastJSON
 import HTTPDelivery
 import HealthgateCore
@@ -21,7 +22,9 @@ public final class InfluxDBSink: Sink {
     let headers: [(String, String)]
     let encoder: LineProtocolEncoder
     let gzip: Bool
-    let client: CurlClient
+    /// One connection per request in flight; deletes use the first.
+    let clients: [CurlClient]
+    var client: CurlClient { clients[0] }
     let logger: Logger
     let clock: any Clock
     /// How deletes reach the database: the API and what it needs.
@@ -44,7 +47,7 @@ public final class InfluxDBSink: Sink {
         self.headers = headers
         self.encoder = encoder
         self.gzip = gzip
-        self.client = CurlClient(options: options)
+        self.clients = (0..<InfluxDBSink.requestsInFlight).map { _ in CurlClient(options: options) }
         self.deletes = deletes
         self.index = PointIndex(path: indexPath)
         self.logger = logger
@@ -109,7 +112,7 @@ public final class InfluxDBSink: Sink {
         let gzip = c.gzip ?? true
         if gzip { headers.append(("Content-Encoding", "gzip")) }
         let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
-                                                  defaultMaxItems: 5000, adding: problems)
+                                                  defaultMaxItems: 10_000, adding: problems)
         let encoder = LineProtocolEncoder(measurement: c.measurement ?? "{type}", phoneTag: c.phone_tag ?? "phone",
                                           tags: (c.tags ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
                                           precision: precision)
@@ -130,40 +133,47 @@ public final class InfluxDBSink: Sink {
         }
     }
 
-    /// Upserts go out in runs; a delete is applied where it stands, after the upserts before
-    /// it, so "write, then delete" and "delete, then write again" both end as they should. Once
-    /// something must wait (a keep), everything after it waits too, to keep the order.
+    /// Lines a request carries at most (InfluxDB's own advice is 5,000 a write).
+    static let linesPerRequest = 5_000
+    /// Requests in flight at once: while InfluxDB takes one, the sink encodes the next and
+    /// notes where the last went.
+    static let requestsInFlight = 2
+
+    /// Upserts go out in runs of at most `linesPerRequest` lines, up to `requestsInFlight` at
+    /// once, each on a helper thread with a connection of its own; a delete is applied where it
+    /// stands, after every upsert before it is answered, so "write, then delete" and "delete,
+    /// then write again" both end as they should. Outcomes are taken in order: once something
+    /// must wait (a keep), everything after it waits too, even what a request in flight got in
+    /// (InfluxDB overwrites a point written again, so sending it again later is harmless). The
+    /// drainer moves its cursor only past what this says was accepted.
     public func write(_ batch: SinkBatch) -> SinkWriteResult {
         var outcomes = [DeliveryOutcome](repeating: .accepted, count: batch.count)
-        var run: [(index: Int, line: [UInt8], point: PointIndex.Point)] = []
         var halted: String?
         var retryAfter: Double?
+        var run = Run()
+        var inFlight: [Request] = []
+        var slot = 0
 
-        func flush() {
-            guard !run.isEmpty, halted == nil else { return }
-            let sent = run
-            run.removeAll()
-            let poster = BatchPoster(sinkName: name, url: shownURL,
-                                     credentialsHint: "sinks.\(name).token (or username/password)", client: client,
-                                     logger: logger, clock: clock)
-            let result = poster.post(count: sent.count) { range in
-                var body: [UInt8] = []
-                for k in range { body += sent[k].line }
-                return (writeURL, headers, gzip ? InfluxDBSink.gzip(body) : body)
-            }
+        // The answer of the oldest request in flight, taken in order.
+        func settle(_ request: Request) {
+            request.wait()
             var written: [(record: CanonicalRecord, point: PointIndex.Point)] = []
-            switch result {
+            let sent = request.run
+            switch request.result {
             case .accepted:
-                written = sent.map { (batch.records[$0.index], $0.point) }
+                for (k, i) in sent.indices.enumerated() {
+                    written.append((batch.records[i], sent.points[k]))
+                    if let halted { outcomes[i] = .keep(reason: halted) }
+                }
             case .keep(let reason, let after):
-                halted = reason
-                retryAfter = after
-                for e in sent { outcomes[e.index] = .keep(reason: reason) }
+                if halted == nil { halted = reason; retryAfter = after }
+                for i in sent.indices { outcomes[i] = .keep(reason: halted!) }
             case .perRecord(let perLine):
                 for (k, o) in perLine.enumerated() {
-                    outcomes[sent[k].index] = o
-                    if o == .accepted { written.append((batch.records[sent[k].index], sent[k].point)) }
+                    let i = sent.indices[k]
+                    if o == .accepted { written.append((batch.records[i], sent.points[k])) }
                     if case .keep(let why) = o, halted == nil { halted = why }
+                    outcomes[i] = halted.map { .keep(reason: $0) } ?? o
                 }
             }
             do {
@@ -172,34 +182,115 @@ public final class InfluxDBSink: Sink {
                 logger.error("cannot note where \(written.count) point(s) went (\(error)); deleting them later will not find them")
             }
         }
+        func launch() {
+            guard !run.indices.isEmpty else { return }
+            let next = run
+            run = Run()
+            if inFlight.count == InfluxDBSink.requestsInFlight { settle(inFlight.removeFirst()) }
+            if let halted {
+                for i in next.indices { outcomes[i] = .keep(reason: halted) }
+                return
+            }
+            let request = Request(run: next, poster: BatchPoster(sinkName: name, url: shownURL,
+                                                                credentialsHint: "sinks.\(name).token (or username/password)",
+                                                                client: clients[slot], logger: logger, clock: clock),
+                                  url: writeURL, headers: headers, gzip: gzip)
+            slot = (slot + 1) % clients.count
+            request.start()
+            inFlight.append(request)
+        }
+        func settleAll() {
+            while !inFlight.isEmpty { settle(inFlight.removeFirst()) }
+        }
 
-        for (i, r) in batch.records.enumerated() {
+        for i in batch.records.indices {
             if let halted {
                 outcomes[i] = .keep(reason: halted)
                 continue
             }
-            if r.op == .delete {
-                flush()
+            if batch.records[i].op == .delete {
+                launch()
+                settleAll()
                 if let halted {
                     outcomes[i] = .keep(reason: halted)
                     continue
                 }
-                outcomes[i] = delete(r)
+                outcomes[i] = delete(batch.records[i])
                 if case .keep(let why) = outcomes[i] { halted = why }
                 continue
             }
-            var line: [UInt8] = []
-            switch encoder.encode(r, into: &line) {
-            case .line(let point): run.append((i, line, point))
-            case .cannot(let why): outcomes[i] = .rejected(reason: why)
+            let before = run.body.count
+            switch encoder.encode(batch.records[i], into: &run.body) {
+            case .line(let point):
+                run.starts.append(before)
+                run.indices.append(i)
+                run.points.append(point)
+                if run.indices.count == InfluxDBSink.linesPerRequest { launch() }
+            case .cannot(let why):
+                run.body.removeSubrange(before...)
+                outcomes[i] = .rejected(reason: why)
             }
         }
-        flush()
+        launch()
+        settleAll()
         if outcomes.allSatisfy({ $0 == .accepted }) { return .accepted }
         if let halted, outcomes.allSatisfy({ if case .keep = $0 { return true }; return false }) {
             return .keep(reason: halted, retryAfterSeconds: retryAfter)
         }
         return .perRecord(outcomes)
+    }
+
+    /// Lines for one request: their bytes one after another, where each begins, whose record
+    /// each is, and where its point lives.
+    struct Run {
+        var body: [UInt8] = []
+        var starts: [Int] = []
+        var indices: [Int] = []
+        var points: [PointIndex.Point] = []
+
+        /// The lines of `range`, gzip'd when asked.
+        func body(_ range: Range<Int>, gzip: Bool) -> [UInt8] {
+            let from = starts[range.lowerBound]
+            let to = range.upperBound < starts.count ? starts[range.upperBound] : body.count
+            let bytes = from == 0 && to == body.count ? body : Array(body[from..<to])
+            return gzip ? InfluxDBSink.gzip(bytes) : bytes
+        }
+    }
+
+    /// One request on a helper thread (fork and join: between `start` and `wait` only the
+    /// helper touches it and its connection).
+    final class Request {
+        let run: Run
+        let poster: BatchPoster
+        let url: String
+        let headers: [(String, String)]
+        let gzip: Bool
+        var result: SinkWriteResult = .keep(reason: "not sent", retryAfterSeconds: nil)
+        var thread: pthread_t?
+
+        init(run: Run, poster: BatchPoster, url: String, headers: [(String, String)], gzip: Bool) {
+            self.run = run
+            self.poster = poster
+            self.url = url
+            self.headers = headers
+            self.gzip = gzip
+        }
+
+        func post() {
+            result = poster.post(count: run.indices.count) { range in (url, headers, run.body(range, gzip: gzip)) }
+        }
+
+        func start() {
+            switch startThread({ self.post() }) {
+            case .success(let t): thread = t
+            case .failure: post()   // no thread to be had: on this one
+            }
+        }
+
+        func wait() {
+            if let t = thread { pthread_join(t, nil) }
+            thread = nil
+        }
     }
 
     /// Removes every point written under the record's key (all parts), then forgets them.
@@ -263,7 +354,7 @@ public final class InfluxDBSink: Sink {
     }
 
     /// gzip (RFC 1952) of a body.
-    static func gzip(_ data: [UInt8]) -> [UInt8] {
+    public static func gzip(_ data: [UInt8]) -> [UInt8] {
         var stream = z_stream()
         guard deflateInit2_(&stream, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
                             Int32(MemoryLayout<z_stream>.size)) == Z_OK else { return data }
@@ -287,7 +378,7 @@ public final class InfluxDBSink: Sink {
     public func probe() -> Reachability { client.probe(url: deletes.base) }
 
     public func close() {
-        client.close()
+        for c in clients { c.close() }
         index.close()
     }
 }

@@ -160,6 +160,17 @@ struct LineProtocolEncoder: Sendable {
     /// line breaks become spaces; a trailing backslash (which cannot round-trip) is dropped; an
     /// empty name becomes `_`. (UTF-8 continuation bytes are never ASCII, so bytewise is safe.)
     static func appendEscaped(_ s: String, measurement: Bool = false, to out: inout [UInt8]) {
+        // Most names need nothing escaped: then their bytes go in at once.
+        var text = s
+        let plain = text.withUTF8 { p -> Bool in
+            guard let last = p.last, last != UInt8(ascii: "\\") else { return false }
+            for c in p where c == UInt8(ascii: ",") || c == UInt8(ascii: " ") || c == UInt8(ascii: "=") || c == 9 || c == 10 || c == 13 {
+                return false
+            }
+            out.append(contentsOf: p)
+            return true
+        }
+        if plain { return }
         let start = out.count
         for c in s.utf8 {
             switch c {

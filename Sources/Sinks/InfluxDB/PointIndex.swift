@@ -18,27 +18,53 @@ final class PointIndex {
 
     let path: String
     private var db: SQLite?
+    private var upsert: SQLite.Statement?
+    private var addSeries: SQLite.Statement?
+    /// The id of each series (measurement and tags) this process has seen.
+    private var seriesIDs: [String: Int64] = [:]
+    /// Whether the one-table index of earlier versions is there: read and cleaned as well.
+    private var legacy = false
 
     init(path: String) { self.path = path }
 
     /// Closes the database; the next use opens it again.
-    func close() { db = nil }
+    func close() {
+        upsert = nil
+        addSeries = nil
+        db = nil
+    }
 
+    // A series (measurement and tag set) once, in `series`; a record's point as the series'
+    // id and the time, by the record's key, in a table that is its own key's B-tree.
     private func open() throws -> SQLite {
         if let db { return db }
         try FileIO.makeDirectories(FileIO.dirname(path), mode: 0o700)
         let d = try SQLite(path: path)
         try d.execute("""
-            CREATE TABLE IF NOT EXISTS points (device TEXT NOT NULL, uuid TEXT NOT NULL, part INTEGER NOT NULL,
-                measurement TEXT NOT NULL, tags TEXT NOT NULL, time INTEGER NOT NULL, PRIMARY KEY (device, uuid, part))
+            CREATE TABLE IF NOT EXISTS series (id INTEGER PRIMARY KEY, measurement TEXT NOT NULL, tags TEXT NOT NULL,
+                UNIQUE (measurement, tags))
             """)
+        try d.execute("""
+            CREATE TABLE IF NOT EXISTS record_points (device TEXT NOT NULL, uuid TEXT NOT NULL, part INTEGER NOT NULL,
+                series INTEGER NOT NULL, time INTEGER NOT NULL, PRIMARY KEY (device, uuid, part)) WITHOUT ROWID
+            """)
+        legacy = !(try d.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'points'")).isEmpty
+        upsert = try d.prepare("INSERT OR REPLACE INTO record_points VALUES (?, ?, ?, ?, ?)")
+        addSeries = try d.prepare("INSERT OR IGNORE INTO series (measurement, tags) VALUES (?, ?)")
         db = d
         return d
     }
 
     /// Tags as one string: key and value separated by US, pairs by RS (neither can be in a tag).
     static func pack(_ tags: [(String, String)]) -> String {
-        tags.map { $0.0 + "\u{1F}" + $0.1 }.joined(separator: "\u{1E}")
+        var s = ""
+        for (i, t) in tags.enumerated() {
+            if i > 0 { s += "\u{1E}" }
+            s += t.0
+            s += "\u{1F}"
+            s += t.1
+        }
+        return s
     }
 
     static func unpack(_ s: String) -> [(String, String)] {
@@ -48,35 +74,46 @@ final class PointIndex {
         }
     }
 
+    private func seriesID(_ p: Point, in db: SQLite) throws -> Int64 {
+        let tags = PointIndex.pack(p.tags)
+        let key = p.measurement + "\u{1D}" + tags
+        if let id = seriesIDs[key] { return id }
+        try addSeries!.run(.text(p.measurement), .text(tags))
+        guard let id = try db.query("SELECT id FROM series WHERE measurement = ? AND tags = ?", [.text(p.measurement), .text(tags)])
+            .first?.first?.int else { throw SQLite.Failure(description: "\(path): a series just written is not there") }
+        if seriesIDs.count >= 100_000 { seriesIDs.removeAll() }
+        seriesIDs[key] = id
+        return id
+    }
+
+    /// Notes where each record's point went, in one transaction, the statement prepared once.
     func record(_ entries: [(record: CanonicalRecord, point: Point)]) throws {
         guard !entries.isEmpty else { return }
         let db = try open()
-        // Rows go in 200 at a time: one statement to prepare per 200, not per row.
         try db.transaction {
-            var start = 0
-            while start < entries.count {
-                let chunk = entries[start..<min(entries.count, start + 200)]
-                let sql = "INSERT OR REPLACE INTO points VALUES "
-                    + Array(repeating: "(?, ?, ?, ?, ?, ?)", count: chunk.count).joined(separator: ", ")
-                var values: [SQLite.Value] = []
-                values.reserveCapacity(chunk.count * 6)
-                for (r, p) in chunk {
-                    values += [.text(r.device), .text(r.uuid), .int(Int64(r.part ?? -1)), .text(p.measurement),
-                               .text(PointIndex.pack(p.tags)), .int(p.timeNanos)]
-                }
-                try db.execute(sql, values)
-                start += 200
+            for (r, p) in entries {
+                try upsert!.run(.text(r.device), .text(r.uuid), .int(Int64(r.part ?? -1)), .int(try seriesID(p, in: db)),
+                                .int(p.timeNanos))
             }
         }
     }
 
     /// Every point written under `(device, uuid)`, all parts.
     func points(device: String, uuid: String) throws -> [Point] {
-        try open().query("SELECT measurement, tags, time FROM points WHERE device = ? AND uuid = ?", [.text(device), .text(uuid)])
-            .map { Point(measurement: $0[0].text ?? "", tags: PointIndex.unpack($0[1].text ?? ""), timeNanos: $0[2].int ?? 0) }
+        let db = try open()
+        var found = try db.query("""
+            SELECT s.measurement, s.tags, p.time FROM record_points p JOIN series s ON s.id = p.series
+            WHERE p.device = ? AND p.uuid = ?
+            """, [.text(device), .text(uuid)])
+        if legacy {
+            found += try db.query("SELECT measurement, tags, time FROM points WHERE device = ? AND uuid = ?", [.text(device), .text(uuid)])
+        }
+        return found.map { Point(measurement: $0[0].text ?? "", tags: PointIndex.unpack($0[1].text ?? ""), timeNanos: $0[2].int ?? 0) }
     }
 
     func remove(device: String, uuid: String) throws {
-        try open().execute("DELETE FROM points WHERE device = ? AND uuid = ?", [.text(device), .text(uuid)])
+        let db = try open()
+        try db.execute("DELETE FROM record_points WHERE device = ? AND uuid = ?", [.text(device), .text(uuid)])
+        if legacy { try db.execute("DELETE FROM points WHERE device = ? AND uuid = ?", [.text(device), .text(uuid)]) }
     }
 }
