@@ -9,6 +9,7 @@ import HealthgateCore
 import SinkKit
 @testable import Sinks
 import Posix
+import Storage
 import Synchronization
 import Testing
 import YAMLConfig
@@ -252,6 +253,33 @@ import YAMLConfig
                 #expect(o == .accepted, "record \(i)")
             }
         }
+    }
+
+    /// The point index of earlier versions (one table, `points`) is still read and cleaned: a
+    /// record written before the upgrade can be deleted after it. New points go to the new
+    /// tables, a series stored once however many points it has.
+    @Test func thePointIndexReadsAndCleansTheOneTableOfEarlierVersions() throws {
+        let path = ServeProcess.makeTempDir("pi") + "/points.sqlite"
+        do {
+            let old = try SQLite(path: path)
+            try old.execute("""
+                CREATE TABLE points (device TEXT NOT NULL, uuid TEXT NOT NULL, part INTEGER NOT NULL,
+                    measurement TEXT NOT NULL, tags TEXT NOT NULL, time INTEGER NOT NULL, PRIMARY KEY (device, uuid, part))
+                """)
+            try old.execute("INSERT INTO points VALUES (?, ?, ?, ?, ?, ?)",
+                            [.text("ph"), .text("old"), .int(-1), .text("steps"), .text(PointIndex.pack([("unit", "count")])), .int(7)])
+        }
+        let index = PointIndex(path: path)
+        #expect(try index.points(device: "ph", uuid: "old") == [PointIndex.Point(measurement: "steps", tags: [("unit", "count")], timeNanos: 7)])
+        let point = PointIndex.Point(measurement: "heart_rate", tags: [("phone", "ph"), ("unit", "count/min")], timeNanos: 9)
+        try index.record([(PipelineTests.record("new"), point), (PipelineTests.record("new2"), point)])
+        #expect(try index.points(device: "phone-1", uuid: "new") == [point])
+        try index.remove(device: "ph", uuid: "old")
+        #expect(try index.points(device: "ph", uuid: "old").isEmpty)
+        index.close()
+        let db = try SQLite(path: path)
+        #expect(try db.query("SELECT count(*) FROM series").first?.first?.int == 1)
+        #expect(try db.query("SELECT count(*) FROM points").first?.first?.int == 0)
     }
 
     @Test func measurementAndTagTemplatesRenderPerRecord() throws {
