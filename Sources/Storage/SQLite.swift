@@ -60,15 +60,7 @@ public final class SQLite: @unchecked Sendable {
             throw Failure(description: "\(path): \(String(cString: sqlite3_errmsg(db))) in \(sql)")
         }
         defer { sqlite3_finalize(stmt) }
-        for (i, v) in values.enumerated() {
-            let index = Int32(i + 1)
-            switch v {
-            case .null: sqlite3_bind_null(stmt, index)
-            case .int(let x): sqlite3_bind_int64(stmt, index, x)
-            case .double(let x): sqlite3_bind_double(stmt, index, x)
-            case .text(let s): sqlite3_bind_text(stmt, index, s, -1, hg_sqlite_transient())
-            }
-        }
+        SQLite.bind(values, to: stmt)
         var rows: [[Value]] = []
         while true {
             let rc = sqlite3_step(stmt)
@@ -108,15 +100,7 @@ public final class SQLite: @unchecked Sendable {
                 sqlite3_reset(stmt)
                 sqlite3_clear_bindings(stmt)
             }
-            for (i, v) in values.enumerated() {
-                let index = Int32(i + 1)
-                switch v {
-                case .null: sqlite3_bind_null(stmt, index)
-                case .int(let x): sqlite3_bind_int64(stmt, index, x)
-                case .double(let x): sqlite3_bind_double(stmt, index, x)
-                case .text(let s): sqlite3_bind_text(stmt, index, s, -1, hg_sqlite_transient())
-                }
-            }
+            SQLite.bind(values, to: stmt)
             var rc = sqlite3_step(stmt)
             while rc == SQLITE_ROW { rc = sqlite3_step(stmt) }
             guard rc == SQLITE_DONE else {
@@ -132,6 +116,19 @@ public final class SQLite: @unchecked Sendable {
             throw Failure(description: "\(path): \(String(cString: sqlite3_errmsg(db))) in \(sql)")
         }
         return Statement(stmt, owner: self)
+    }
+
+    /// Binds `values` to the statement's parameters, in order (text copied by SQLite).
+    fileprivate static func bind(_ values: [Value], to stmt: OpaquePointer?) {
+        for (i, v) in values.enumerated() {
+            let index = Int32(i + 1)
+            switch v {
+            case .null: sqlite3_bind_null(stmt, index)
+            case .int(let x): sqlite3_bind_int64(stmt, index, x)
+            case .double(let x): sqlite3_bind_double(stmt, index, x)
+            case .text(let s): sqlite3_bind_text(stmt, index, s, -1, hg_sqlite_transient())
+            }
+        }
     }
 
     /// Runs `body` in one transaction (BEGIN IMMEDIATE: writers queue instead of failing).
