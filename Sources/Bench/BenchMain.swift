@@ -327,14 +327,17 @@ enum BenchMain {
         c.disconnect()
     }
 
+    /// The samples a bench body holds, in turn: type, unit, value.
+    static let sampleTypes = [("heart_rate", "count/min", "72"), ("steps", "count", "412"),
+                              ("active_energy_burned", "kcal", "1.375"), ("distance_walking_running", "m", "18.42")]
+
     /// InfluxDB's own ceiling in the same run: the same kind of points as the sink writes
     /// (heart rate, steps, energy, distance, with their tags), in gzip'd batches of 5,000 lines
     /// made beforehand, posted one after another on one connection into a database of their own,
     /// no healthgate; then healthgate's end-to-end rate as a share of it.
     static func influxCeiling(port: UInt16, endToEnd: Double) {
         _ = try? CurlClient().send("POST", url: "http://127.0.0.1:\(port)/query?q=CREATE%20DATABASE%20ceiling", headers: [], body: [])
-        let types = [("heart_rate", "count/min", "72"), ("steps", "count", "412"),
-                     ("active_energy_burned", "kcal", "1.375"), ("distance_walking_running", "m", "18.42")]
+        let types = BenchMain.sampleTypes
         var bodies: [[UInt8]] = []
         var t = 1_760_400_000
         for _ in 0..<240 {
@@ -428,8 +431,7 @@ enum BenchMain {
     static func makeBody(samples: Int) -> Body {
         var s = #"{"v":1,"type":"sync","device":"d_benchbenchbenchbench0","samples":["#
         var uuidOffsets: [Int] = []
-        let types = [("heart_rate", "count/min", "72"), ("steps", "count", "412"),
-                     ("active_energy_burned", "kcal", "1.375"), ("distance_walking_running", "m", "18.42")]
+        let types = BenchMain.sampleTypes
         for i in 0..<samples {
             if i > 0 { s += "," }
             let (type, unit, value) = types[i % types.count]

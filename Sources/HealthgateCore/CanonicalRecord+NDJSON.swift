@@ -109,6 +109,8 @@ extension CanonicalRecord {
     public struct Fields: OptionSet, Sendable {
         public let rawValue: UInt32
         public init(rawValue: UInt32) { self.rawValue = rawValue }
+        /// None (not the variadic form with no fields: that one builds an array).
+        public init() { rawValue = 0 }
         public init(_ fields: Field...) { self.init(rawValue: fields.reduce(0) { $0 | 1 << UInt32($1.rawValue) }) }
         public func has(_ f: Field) -> Bool { rawValue & 1 << UInt32(f.rawValue) != 0 }
         public static let all = Fields(rawValue: 1 << UInt32(Field.allCases.count) - 1)

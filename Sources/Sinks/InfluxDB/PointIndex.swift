@@ -12,7 +12,26 @@ final class PointIndex {
         var timeNanos: Int64
 
         static func == (a: Point, b: Point) -> Bool {
-            a.measurement == b.measurement && a.timeNanos == b.timeNanos && a.tags.elementsEqual(b.tags, by: { $0 == $1 })
+            a.timeNanos == b.timeNanos && Series(a) == Series(b)
+        }
+    }
+
+    /// A point's series (measurement and tag set, not the time): the key of `seriesIDs`,
+    /// hashed from the point's own strings (none made per record).
+    struct Series: Hashable {
+        let point: Point
+        init(_ point: Point) { self.point = point }
+
+        static func == (a: Series, b: Series) -> Bool {
+            a.point.measurement == b.point.measurement && a.point.tags.elementsEqual(b.point.tags, by: { $0 == $1 })
+        }
+
+        func hash(into h: inout Hasher) {
+            h.combine(point.measurement)
+            for (k, v) in point.tags {
+                h.combine(k)
+                h.combine(v)
+            }
         }
     }
 
@@ -21,7 +40,7 @@ final class PointIndex {
     private var upsert: SQLite.Statement?
     private var addSeries: SQLite.Statement?
     /// The id of each series (measurement and tags) this process has seen.
-    private var seriesIDs: [String: Int64] = [:]
+    private var seriesIDs: [Series: Int64] = [:]
     /// Whether the one-table index of earlier versions is there: read and cleaned as well.
     private var legacy = false
 
@@ -75,9 +94,9 @@ final class PointIndex {
     }
 
     private func seriesID(_ p: Point, in db: SQLite) throws -> Int64 {
-        let tags = PointIndex.pack(p.tags)
-        let key = p.measurement + "\u{1D}" + tags
+        let key = Series(p)
         if let id = seriesIDs[key] { return id }
+        let tags = PointIndex.pack(p.tags)
         try addSeries!.run(.text(p.measurement), .text(tags))
         guard let id = try db.query("SELECT id FROM series WHERE measurement = ? AND tags = ?", [.text(p.measurement), .text(tags)])
             .first?.first?.int else { throw SQLite.Failure(description: "\(path): a series just written is not there") }

@@ -17,7 +17,8 @@ public struct ConvertTransform: TransformSpec {
 
     public var kind: String { "convert" }
     /// A value and its unit.
-    public var changes: CanonicalRecord.Fields { CanonicalRecord.Fields(.value, .unit) }
+    public var changes: CanonicalRecord.Fields { ConvertTransform.valueAndUnit }
+    static let valueAndUnit = CanonicalRecord.Fields(.value, .unit)
 
     public func instantiate(_ context: TransformContext) -> any Transform { Instance(spec: self) }
 
@@ -58,7 +59,7 @@ public struct ConvertTransform: TransformSpec {
             guard let conversion else { return [] }
             record.value = .number(conversion.conversion.apply(v))
             record.unit = conversion.unit
-            return CanonicalRecord.Fields(.value, .unit)
+            return ConvertTransform.valueAndUnit
         }
     }
 
