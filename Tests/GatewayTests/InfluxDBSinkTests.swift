@@ -213,13 +213,13 @@ import YAMLConfig
     /// only): just that line is rejected, in its place.
     @Test func requestsInFlightAreTakenInOrderWhateverOrderTheyAreAnswered() throws {
         let state = Mutex<(secondIn: Bool, overlapped: Bool, mode: Int)>((false, false, 0))
-        let endpoint = try ScriptedEndpoint { r in
+        // Each connection on a thread of its own: holding the first request holds nothing else.
+        let endpoint = ThreadedEndpoint { r in
             let body = Self.inflate(r.body)
             let mode = state.withLock { $0.mode }
             if body.split(separator: "\n").count == InfluxDBSink.linesPerRequest {
-                // The first request: held until the second is in (at most 1 s: the endpoint's
-                // server may take both connections on one thread, and then the second waits).
-                for _ in 0..<100 where !state.withLock({ $0.secondIn }) { usleep(10_000) }
+                // The first request: held until the second is in (at most 10 s).
+                for _ in 0..<1000 where !state.withLock({ $0.secondIn }) { usleep(10_000) }
                 state.withLock { $0.overlapped = $0.secondIn }
                 return HTTPResponse(status: mode == 0 ? 503 : 204)
             }
@@ -235,6 +235,7 @@ import YAMLConfig
             Issue.record("a batch whose first request was refused for now must wait whole")
             return
         }
+        #expect(state.withLock { $0.overlapped }, "the second request went out while the first was unanswered")
         state.withLock { $0 = (false, false, 2) }
         #expect(s.write(SinkBatch(records: records)) == .accepted)
 
@@ -245,6 +246,7 @@ import YAMLConfig
             Issue.record("one refused line makes per-record outcomes")
             return
         }
+        #expect(state.withLock { $0.overlapped })
         for (i, o) in outcomes.enumerated() {
             if i == InfluxDBSink.linesPerRequest + 3 {
                 guard case .rejected = o else { Issue.record("the marked line is rejected, not \(o)"); continue }
