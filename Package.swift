@@ -71,7 +71,8 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: ["HealthgateCore", "Posix", "FastJSON", "CanonicalJSON", "YAMLConfig", "Transforms", "SinkKit", "Sinks",
-                           "Pipeline", "CMicroHTTPD", "HealthgateCrypto", "CZlib", "CLinux", "CQREncode", "Storage"],
+                           "Pipeline", "CMicroHTTPD", "HealthgateCrypto", "CZlib", "CLinux", "CQREncode", "Storage",
+                           "SinkPostgres"],
             swiftSettings: strict
         ),
         .executableTarget(name: "healthgate", dependencies: ["Gateway"], swiftSettings: strict),

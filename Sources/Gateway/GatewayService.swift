@@ -86,7 +86,8 @@ public final class GatewayService: @unchecked Sendable {
         handler = IngestHandler(receivers: topology.receivers.map(\.receiver), journal: journal, quarantine: quarantine,
                                 clock: clock, signatureClock: signatureClock, logger: logger.child("ingest"),
                                 sinkMetrics: { metrics }, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
-                                queueLimits: limits, connections: connectionGuard)
+                                queueLimits: limits, connections: connectionGuard,
+                                readAPI: topology.readAPI.map { ReadAPI(settings: $0, logger: logger.child("read_api")) })
         var keyPEM: String?
         var certPEM: String?
         if let tls = topology.tls {

@@ -112,12 +112,16 @@ public struct BuiltSink: Sendable {
     public var common: SinkCommonConfig
     public var summary: String
     public var open: @Sendable (SinkContext) throws(SinkOpenError) -> any Sink
+    /// For a sink that keeps records where they can be read back (postgres): how to reach them,
+    /// for the read API. Its type is the sink's own.
+    public var readable: (any Sendable)?
 
-    public init(kind: String, common: SinkCommonConfig, summary: String,
+    public init(kind: String, common: SinkCommonConfig, summary: String, readable: (any Sendable)? = nil,
                 open: @escaping @Sendable (SinkContext) throws(SinkOpenError) -> any Sink) {
         self.kind = kind
         self.common = common
         self.summary = summary
+        self.readable = readable
         self.open = open
     }
 }

@@ -22,6 +22,8 @@ public struct Topology: Sendable {
     public var warnings: [String]
     public var journal: JournalConfig = JournalConfig()
     public var quarantine: QuarantineConfig = QuarantineConfig()
+    /// `read_api:`, checked: what is served under its prefix (nil: nothing).
+    public var readAPI: ReadAPISettings?
 }
 
 struct TopLevelConfig: Decodable {
@@ -34,6 +36,7 @@ struct TopLevelConfig: Decodable {
     var receivers: YAMLNode?
     var routes: YAMLNode?
     var sinks: YAMLNode?
+    var read_api: YAMLNode?
 }
 
 struct RouteConfig: Decodable {
@@ -182,6 +185,10 @@ public enum ConfigLoader {
                 }
             }
         }
+        var readAPI: ReadAPISettings?
+        if let node = top.read_api {
+            readAPI = ReadAPISettings.check(node, sinks: sinks, receivers: receivers, problems: &problems)
+        }
         if !problems.isEmpty { throw ConfigProblems(problems: problems) }
 
         var warnings: [String] = []
@@ -194,7 +201,7 @@ public enum ConfigLoader {
         return Topology(file: file, listenHost: host, listenPort: port, dataDir: dataDir, tls: top.tls,
                         http: top.http ?? HTTPTuning(), receivers: receivers, routes: routes, sinks: sinks,
                         warnings: warnings, journal: top.journal ?? JournalConfig(),
-                        quarantine: top.quarantine ?? QuarantineConfig())
+                        quarantine: top.quarantine ?? QuarantineConfig(), readAPI: readAPI)
     }
 
     /// `host:port`, `[v6]:port` or `:port`; the host is an IP address (or `localhost`).

@@ -21,6 +21,8 @@ public final class IngestHandler: HTTPHandler, Sendable {
     let queueLimits: [String: [QueueLimit]]
     let refusals: RefusalLog
     let connections: ConnectionGuard?
+    /// What `read_api` serves under its prefix, if configured.
+    let readAPI: ReadAPI?
     static let unknownPathLimit = 64 * 1024
 
     /// A blocking sink's queue limit, as it applies to the receivers that feed the sink.
@@ -36,8 +38,10 @@ public final class IngestHandler: HTTPHandler, Sendable {
 
     public init(receivers: [any Receiver], journal: Journal, quarantine: Quarantine, clock: any Clock,
                 signatureClock: any Clock, logger: Logger, sinkMetrics: @escaping @Sendable () -> [SinkMetrics],
-                journalMaxBytes: Int? = nil, queueLimits: [String: [QueueLimit]] = [:], connections: ConnectionGuard? = nil) {
+                journalMaxBytes: Int? = nil, queueLimits: [String: [QueueLimit]] = [:], connections: ConnectionGuard? = nil,
+                readAPI: ReadAPI? = nil) {
         self.connections = connections
+        self.readAPI = readAPI
         self.journalMaxBytes = journalMaxBytes
         self.refusals = RefusalLog(logger: logger)
         self.queueLimits = queueLimits
@@ -110,6 +114,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
             }
             return ingest(request, receiver)
         }
+        if let readAPI, let answer = readAPI.handle(request, path: path) { return answer }
         switch (request.method, path) {
         case ("GET", "/healthz"), ("HEAD", "/healthz"):
             return health()

@@ -5,12 +5,12 @@ import Glibc
 /// sent as text with their parameters apart (`execute(_:_:)`, never spliced into the SQL);
 /// bulk rows go through `copy(_:rows:)`. Errors carry PostgreSQL's SQLSTATE, which decides
 /// what becomes of a batch (`PGError.outcome`).
-final class PGConnection {
+package final class PGConnection {
     private var conn: OpaquePointer?
 
     /// Connects with libpq's own parsing of `dsn` (a URL or key=value pairs), then `extra`
     /// keywords (password, connect_timeout, application_name…), which win over the dsn's.
-    init(dsn: String, extra: [(String, String)]) throws(PGError) {
+    package init(dsn: String, extra: [(String, String)]) throws(PGError) {
         let keywords = ["dbname"] + extra.map(\.0)
         let values = [dsn] + extra.map(\.1)
         conn = PGConnection.withCStrings(keywords) { k in
@@ -28,13 +28,13 @@ final class PGConnection {
 
     deinit { close() }
 
-    func close() {
+    package func close() {
         if let c = conn { PQfinish(c) }
         conn = nil
     }
 
     /// False once the server or the network has gone (the next use should reconnect).
-    var isOK: Bool { conn.map { PQstatus($0) == CONNECTION_OK } ?? false }
+    package var isOK: Bool { conn.map { PQstatus($0) == CONNECTION_OK } ?? false }
 
     /// The server's version as a number (150004 for 15.4).
     var serverVersion: Int { conn.map { Int(PQserverVersion($0)) } ?? 0 }
@@ -42,7 +42,7 @@ final class PGConnection {
     /// Runs one statement with text parameters ($1, $2, …); returns its rows as text (nil for
     /// NULL) and the count of rows it touched.
     @discardableResult
-    func execute(_ sql: String, _ parameters: [String?] = []) throws(PGError) -> PGRows {
+    package func execute(_ sql: String, _ parameters: [String?] = []) throws(PGError) -> PGRows {
         guard let c = conn else { throw PGError(sqlstate: "08003", message: "not connected") }
         let result: OpaquePointer? = PGConnection.withOptionalCStrings(parameters) { p in
             PQexecParams(c, sql, Int32(parameters.count), nil, p, nil, nil, 0)
@@ -120,7 +120,7 @@ final class PGConnection {
     }
 
     /// An identifier ("healthgate") quoted for SQL by libpq.
-    func quoted(identifier: String) -> String {
+    package func quoted(identifier: String) -> String {
         guard let c = conn, let q = PQescapeIdentifier(c, identifier, identifier.utf8.count) else { return "\"invalid\"" }
         defer { PQfreemem(q) }
         return String(cString: q)
@@ -158,8 +158,8 @@ final class PGConnection {
 }
 
 /// The rows of a result, as text.
-struct PGRows {
-    let rows: [[String?]]
+package struct PGRows {
+    package let rows: [[String?]]
     /// Rows an INSERT, UPDATE or DELETE touched.
     let affected: Int
 
@@ -176,18 +176,18 @@ struct PGRows {
         affected = Int(String(cString: PQcmdTuples(r))) ?? 0
     }
 
-    var first: String? { rows.first?.first ?? nil }
+    package var first: String? { rows.first?.first ?? nil }
 }
 
 /// A PostgreSQL error: its SQLSTATE (nil when the connection itself failed) and message.
-struct PGError: Error, CustomStringConvertible {
-    var sqlstate: String?
-    var message: String
+package struct PGError: Error, CustomStringConvertible {
+    package var sqlstate: String?
+    package var message: String
 
-    var description: String { sqlstate.map { "\(message) [SQLSTATE \($0)]" } ?? message }
+    package var description: String { sqlstate.map { "\(message) [SQLSTATE \($0)]" } ?? message }
 
     /// What a batch that met this error becomes.
-    enum Outcome: Equatable {
+    package enum Outcome: Equatable {
         /// Try again later, after connecting again when the connection is gone: the server or
         /// the network is away (08, 57 shutdown and cancel), a transient conflict (40001, 40P01),
         /// resources (53), or no SQLSTATE at all (the connection failed).
@@ -200,7 +200,7 @@ struct PGError: Error, CustomStringConvertible {
         case fix
     }
 
-    var outcome: Outcome {
+    package var outcome: Outcome {
         guard let s = sqlstate, s.count == 5 else { return .retry }
         switch s.prefix(2) {
         case "08", "53", "57", "58": return .retry

@@ -41,9 +41,19 @@ extension PostgresSink {
         let settings = Settings(name: name, dsn: c.dsn, password: c.password, schema: schema, timeZone: c.time_zone,
                                 connectTimeout: max(2, Int(connectTimeout.rounded(.up))),
                                 statementTimeoutMs: max(1, Int(statementTimeout * 1000)), connections: connections)
-        return BuiltSink(kind: "postgres", common: common, summary: summary + ", schema \(schema)") { ctx throws(SinkOpenError) in
+        return BuiltSink(kind: "postgres", common: common, summary: summary + ", schema \(schema)",
+                         readable: ReadAccess(dsn: c.dsn, password: c.password, schema: schema,
+                                              connectTimeout: settings.connectTimeout)) { ctx throws(SinkOpenError) in
             try PostgresSink(settings: settings, logger: ctx.logger, timeZones: SystemTimeZones())
         }
+    }
+
+    /// How the read API reaches what this sink keeps: the same database and schema.
+    package struct ReadAccess: Sendable {
+        package var dsn: String
+        package var password: String?
+        package var schema: String
+        package var connectTimeout: Int
     }
 
     /// libpq's reading of a dsn (URL or key=value), without connecting: the options it sets.

@@ -1,0 +1,215 @@
+import FastJSON
+import HealthgateCore
+import HealthgateCrypto
+import SinkPostgres
+
+/// The read API (`read_api:`): JSON over what the PostgreSQL sink keeps, behind read-only
+/// tokens, each optionally limited to some devices. Every query is parameterized (the SQL is
+/// made of fixed text only; what a client sends goes in parameters), paged by a cursor, capped
+/// by `limit`, and cancelled by the statement timeout. See README "Read it back".
+public final class ReadAPI: Sendable {
+    let settings: ReadAPISettings
+    let pool: ReadPool
+    let logger: Logger
+
+    public init(settings: ReadAPISettings, logger: Logger) {
+        self.settings = settings
+        self.logger = logger
+        pool = ReadPool(access: settings.access, limit: settings.connections, statementTimeoutMs: settings.statementTimeoutMs)
+    }
+
+    /// The endpoints, with the parameters each takes.
+    enum Endpoint: String, CaseIterable {
+        case samples, workouts, daily, latest
+
+        var parameters: [String] {
+            switch self {
+            case .samples: ["device", "type", "kind", "from", "to", "limit", "cursor"]
+            case .workouts: ["device", "from", "to", "limit", "cursor"]
+            case .daily: ["device", "type", "from", "to", "limit", "cursor"]
+            case .latest: ["device", "limit"]
+            }
+        }
+    }
+
+    /// The answer for a request under the prefix; nil for any other path.
+    public func handle(_ request: HTTPRequest, path: String) -> HTTPResponse? {
+        guard path == settings.prefix || path.hasPrefix(settings.prefix + "/") else { return nil }
+        let rest = String(path.dropFirst(settings.prefix.count))
+        guard request.method == "GET" || request.method == "HEAD" else {
+            return problem(405, "Method not allowed", "The read API only reads: use GET.", headers: [HTTPHeader("Allow", "GET")])
+        }
+        if rest == "/openapi.json" {
+            return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "application/json")],
+                                body: ReadAPIDocument.openAPI(prefix: settings.prefix))
+        }
+        guard let endpoint = Endpoint(rawValue: String(rest.dropFirst())), rest.hasPrefix("/") else {
+            return problem(404, "Not found", "The read API has \(Endpoint.allCases.map { settings.prefix + "/" + $0.rawValue }.joined(separator: ", ")) "
+                           + "and \(settings.prefix)/openapi.json.")
+        }
+        guard let token = authorize(request) else {
+            return problem(401, "Unauthorized", "The read API takes `Authorization: Bearer` with one of its read tokens "
+                           + "(read_api.tokens); a receiver's token does not read.",
+                           headers: [HTTPHeader("WWW-Authenticate", "Bearer realm=\"healthgate read API\"")])
+        }
+        var query: ReadQuery
+        switch ReadQuery.parse(request.query, endpoint: endpoint, maxLimit: settings.maxLimit) {
+        case .failure(let bad): return problem(400, "Bad request", bad.detail)
+        case .success(let q): query = q
+        }
+        // The devices this request may see: the token's, narrowed to the one asked for.
+        if let d = query.device {
+            if let allowed = token.devices, !allowed.contains(d) {
+                return problem(403, "Forbidden", "This token does not read device \"\(String(d.prefix(64)))\".")
+            }
+            query.devices = [d]
+        } else if let allowed = token.devices {
+            query.devices = allowed.sorted()
+        }
+        let result: ReadResult
+        do {
+            result = try pool.with { lease throws(PGError) in try ReadQueries.run(query, on: lease) }
+        } catch {
+            return unavailable(error)
+        }
+        return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "application/json"),
+                                                   HTTPHeader("Cache-Control", "no-store")],
+                            body: request.method == "HEAD" ? [] : result.body)
+    }
+
+    /// The read token the request carries, compared in constant time with each.
+    func authorize(_ request: HTTPRequest) -> ReadAPISettings.Token? {
+        guard let h = request.header("authorization"), h.count > 7, h.prefix(7).lowercased() == "bearer " else { return nil }
+        let given = Array(h.dropFirst(7).utf8)
+        var found: ReadAPISettings.Token?
+        for t in settings.tokens where Crypto.constantTimeEqual(t.secret, given) { found = t }
+        return found
+    }
+
+    func unavailable(_ failure: ReadPool.Failure) -> HTTPResponse {
+        switch failure {
+        case .busy:
+            logger.warning("a read waited 5 s for one of the read API's \(settings.connections) database connection(s)")
+            return problem(503, "Busy", "Every database connection of the read API is in use; try again shortly.",
+                           headers: [HTTPHeader("Retry-After", "2")])
+        case .database(let e):
+            if e.sqlstate == "57014" {
+                logger.warning("a read was cancelled by read_api.statement_timeout")
+                return problem(503, "Query took too long", "The query ran past read_api.statement_timeout; ask for a shorter "
+                               + "time range or a smaller limit.", headers: [HTTPHeader("Retry-After", "5")])
+            }
+            if e.sqlstate == "42P01" {
+                logger.warning("the read API's sink \(settings.sink) has not made its tables yet: \(e)")
+                return problem(503, "Not ready", "The PostgreSQL sink has not made its tables yet (it does when it first connects).",
+                               headers: [HTTPHeader("Retry-After", "10")])
+            }
+            logger.error("the read API cannot read sink \(settings.sink)'s database: \(e)")
+            return problem(503, "Database unavailable", "The gateway cannot read its PostgreSQL database now; try again later.",
+                           headers: [HTTPHeader("Retry-After", "5")])
+        }
+    }
+}
+
+/// What one request asks for, checked.
+struct ReadQuery {
+    var endpoint: ReadAPI.Endpoint
+    var device: String?
+    /// The devices to read (nil: every device).
+    var devices: [String]?
+    var type: String?
+    var kind: String?
+    var from: String?
+    var to: String?
+    var limit: Int
+    var after: [String]?
+
+    struct Bad: Error {
+        var detail: String
+    }
+
+    static func parse(_ raw: String, endpoint: ReadAPI.Endpoint, maxLimit: Int) -> Result<ReadQuery, Bad> {
+        var q = ReadQuery(endpoint: endpoint, limit: min(100, maxLimit))
+        var seen = Set<String>()
+        for pair in raw.split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = PercentEncoding.decode(String(kv[0]))
+            let value = kv.count > 1 ? PercentEncoding.decode(String(kv[1])) : ""
+            guard endpoint.parameters.contains(name) else {
+                return .failure(Bad(detail: "Unknown parameter \"\(String(name.prefix(64)))\": \(endpoint.rawValue) takes "
+                                    + endpoint.parameters.joined(separator: ", ") + "."))
+            }
+            guard seen.insert(name).inserted else { return .failure(Bad(detail: "Parameter \(name) is given twice.")) }
+            guard !value.isEmpty else { return .failure(Bad(detail: "Parameter \(name) is empty.")) }
+            guard value.utf8.count <= 512 else { return .failure(Bad(detail: "Parameter \(name) is longer than 512 bytes.")) }
+            switch name {
+            case "device": q.device = value
+            case "type", "kind":
+                guard value.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F }) else {
+                    return .failure(Bad(detail: "\(name) is a name of lower-case letters, digits and _ (e.g. heart_rate)."))
+                }
+                if name == "type" { q.type = value } else { q.kind = value }
+            case "from", "to":
+                guard let t = time(value, dayOnly: endpoint == .daily) else {
+                    return .failure(Bad(detail: endpoint == .daily
+                        ? "\(name) is a local day, YYYY-MM-DD (e.g. 2026-12-01)."
+                        : "\(name) is a time, RFC 3339 (e.g. 2026-12-01T08:00:00Z), or a day, YYYY-MM-DD (midnight UTC)."))
+                }
+                if name == "from" { q.from = t } else { q.to = t }
+            case "limit":
+                guard let n = Int(value), n >= 1 else { return .failure(Bad(detail: "limit is a whole number from 1 (at most \(maxLimit)).")) }
+                q.limit = min(n, maxLimit)
+            case "cursor":
+                guard let a = ReadCursor.decode(value, endpoint: endpoint) else {
+                    return .failure(Bad(detail: "cursor is not one this endpoint gave out (pass next_cursor as it came)."))
+                }
+                q.after = a
+            default: break
+            }
+        }
+        if endpoint == .daily && q.type == nil { q.type = "steps" }
+        if let f = q.from, let t = q.to {
+            let ff = f.count == 10 ? f + "T00:00:00Z" : f, tt = t.count == 10 ? t + "T00:00:00Z" : t
+            if let a = Timestamp.parseRFC3339(ff)?.0, let b = Timestamp.parseRFC3339(tt)?.0, a > b {
+                return .failure(Bad(detail: "from (\(f)) is after to (\(t))."))
+            }
+        }
+        return .success(q)
+    }
+
+    /// The time (RFC 3339, normalized to UTC) or day a parameter names, as PostgreSQL reads it.
+    static func time(_ s: String, dayOnly: Bool) -> String? {
+        if s.utf8.count == 10, let t = Timestamp.parseRFC3339(s + "T00:00:00Z")?.0 {
+            let day = String(t.rfc3339().prefix(10))
+            return day == s ? (dayOnly ? s : t.rfc3339()) : nil
+        }
+        if dayOnly { return nil }
+        return Timestamp.parseRFC3339(s).map { $0.0.rfc3339() }
+    }
+}
+
+/// `next_cursor`: the last row's sort key, with its endpoint, as base64url JSON. It holds
+/// nothing secret (the keys of rows the client already has) and is checked when it comes back.
+enum ReadCursor {
+    static func encode(_ endpoint: ReadAPI.Endpoint, _ key: [String]) -> String {
+        var w = JSONWriter(capacity: 128)
+        w.beginArray()
+        w.string(endpoint.rawValue)
+        for k in key { w.string(k) }
+        w.endArray()
+        return Crypto.base64url(w.bytes)
+    }
+
+    static func decode(_ s: String, endpoint: ReadAPI.Endpoint) -> [String]? {
+        var b64 = s.replacing("-", with: "+").replacing("_", with: "/")
+        while b64.utf8.count % 4 != 0 { b64 += "=" }
+        guard let bytes = Crypto.base64Decode(b64), let doc = try? JSONParser().parse(bytes), doc.root.kind == .array else { return nil }
+        var parts: [String] = []
+        for e in doc.root.elements {
+            guard let s = e.string else { return nil }
+            parts.append(s)
+        }
+        let arity = endpoint == .daily ? 2 : endpoint == .workouts ? 3 : 4
+        guard parts.count == arity + 1, parts[0] == endpoint.rawValue else { return nil }
+        return Array(parts.dropFirst())
+    }
+}

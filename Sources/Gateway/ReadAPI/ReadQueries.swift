@@ -1,0 +1,302 @@
+import FastJSON
+import HealthgateCore
+import SinkPostgres
+
+/// A page of the read API, as JSON.
+struct ReadResult {
+    var body: [UInt8]
+}
+
+/// A statement made of fixed SQL text and numbered parameters: `bind` takes a value and gives
+/// back its placeholder, so what a client sent never becomes SQL text.
+struct ParameterizedSQL {
+    var parameters: [String?] = []
+    var conditions: [String] = []
+
+    mutating func bind(_ v: String?) -> String {
+        parameters.append(v)
+        return "$\(parameters.count)"
+    }
+
+    var whereClause: String { conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ") }
+
+    /// A PostgreSQL text array literal, as a parameter's value (each element quoted and escaped).
+    static func textArray(_ items: [String]) -> String {
+        var out = "{"
+        for (i, s) in items.enumerated() {
+            if i > 0 { out += "," }
+            out += "\""
+            for c in s.unicodeScalars {
+                if c == "\"" || c == "\\" { out += "\\" }
+                out.unicodeScalars.append(c)
+            }
+            out += "\""
+        }
+        return out + "}"
+    }
+}
+
+enum ReadQueries {
+    static func run(_ q: ReadQuery, on lease: ReadPool.Lease) throws(PGError) -> ReadResult {
+        switch q.endpoint {
+        case .samples: return try samples(q, lease)
+        case .workouts: return try workouts(q, lease)
+        case .daily: return try daily(q, lease)
+        case .latest: return try latest(q, lease)
+        }
+    }
+
+    // MARK: samples
+
+    static func samples(_ q: ReadQuery, _ lease: ReadPool.Lease) throws(PGError) -> ReadResult {
+        var sql = ParameterizedSQL()
+        sql.conditions.append("start_at IS NOT NULL")
+        if let d = q.devices { sql.conditions.append("device = ANY(\(sql.bind(ParameterizedSQL.textArray(d)))::text[])") }
+        if let t = q.type { sql.conditions.append("type = \(sql.bind(t))") }
+        if let k = q.kind { sql.conditions.append("kind = \(sql.bind(k))") }
+        if let f = q.from { sql.conditions.append("start_at >= \(sql.bind(f))::timestamptz") }
+        if let t = q.to { sql.conditions.append("start_at < \(sql.bind(t))::timestamptz") }
+        if let a = q.after {
+            sql.conditions.append("(start_at, device, uuid, part) > (\(sql.bind(a[0]))::timestamptz, \(sql.bind(a[1])), "
+                                  + "\(sql.bind(a[2])), \(sql.bind(a[3]))::integer)")
+        }
+        let limit = sql.bind(String(q.limit + 1))
+        let rows = try lease.connection.execute(
+            "SELECT device, uuid, part, parts, kind, type, extract(epoch FROM start_at)::text, extract(epoch FROM end_at)::text, "
+            + "value, text_value, code, unit, activity, duration_s, energy_kcal, distance_m, source_app, source_device, "
+            + "utc_offset, receiver, metadata::text, fields::text, extra::text, tags::text, start_at::text "
+            + "FROM \(lease.schema).records" + sql.whereClause + " ORDER BY start_at, device, uuid, part LIMIT \(limit)::integer",
+            sql.parameters).rows
+        var page = Page(limit: q.limit)
+        let parser = JSONParser()
+        for row in rows.prefix(q.limit) {
+            let record = self.record(row, parser: parser)
+            var line: [UInt8] = []
+            record.appendNDJSON(to: &line)
+            if line.last == 0x0A { line.removeLast() }
+            page.w.raw(line)
+        }
+        if rows.count > q.limit, let last = rows.prefix(q.limit).last {
+            page.next = ReadCursor.encode(.samples, [last[24] ?? "", last[0] ?? "", last[1] ?? "", last[2] ?? "0"])
+        }
+        return ReadResult(body: page.finish())
+    }
+
+    /// A row of `records` as the canonical record it was.
+    static func record(_ row: [String?], parser: JSONParser) -> CanonicalRecord {
+        let parts = row[3].flatMap { Int($0) }
+        let part = row[2].flatMap { Int($0) } ?? 0
+        var value: RecordValue?
+        if let v = row[8].flatMap({ Double($0) }) { value = .number(v) } else if let s = row[9] { value = .string(s) }
+        let source: RecordSource? = row[16] == nil && row[17] == nil ? nil : RecordSource(app: row[16], device: row[17])
+        var r = CanonicalRecord(kind: row[4] ?? "", device: row[0] ?? "", receiver: row[19] ?? "", uuid: row[1] ?? "",
+                                type: row[5] ?? "", part: parts != nil || part != 0 ? part : nil, parts: parts,
+                                start: row[6].flatMap(epoch), end: row[7].flatMap(epoch), utcOffset: row[18].flatMap { Int($0) },
+                                value: value, unit: row[11], code: row[10].flatMap { Int($0) }, activity: row[12],
+                                durationS: row[13].flatMap { Double($0) }, energyKcal: row[14].flatMap { Double($0) },
+                                distanceM: row[15].flatMap { Double($0) }, source: source,
+                                metadata: row[20].map { RawJSON(encoded: Array($0.utf8)) },
+                                fields: object(row[21], parser: parser), extra: object(row[22], parser: parser))
+        r.tags = object(row[23], parser: parser).compactMap { f in
+            (try? parser.parse(f.value.bytes))?.root.string.map { RecordTag(f.name, $0) }
+        }
+        return r
+    }
+
+    /// A jsonb object's members, each value as JSON.
+    static func object(_ text: String?, parser: JSONParser) -> [RecordField] {
+        guard let text, let doc = try? parser.parse(text), doc.root.kind == .object else { return [] }
+        var out: [RecordField] = []
+        for (k, v) in doc.root.members {
+            var w = JSONWriter(capacity: 64)
+            v.write(to: &w)
+            out.append(RecordField(k.string, RawJSON(encoded: w.bytes)))
+        }
+        return out
+    }
+
+    /// `extract(epoch FROM …)` (e.g. 1796112000.123456) as a time, exactly.
+    static func epoch(_ s: String) -> Timestamp? {
+        let negative = s.hasPrefix("-")
+        let digits = negative ? s.dropFirst() : Substring(s)
+        let parts = digits.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let whole = Int64(parts[0]) else { return nil }
+        var nanos: Int32 = 0
+        if parts.count == 2 {
+            var frac = String(parts[1].prefix(9))
+            while frac.utf8.count < 9 { frac += "0" }
+            guard let n = Int32(frac) else { return nil }
+            nanos = n
+        }
+        if !negative { return Timestamp(seconds: whole, nanoseconds: nanos) }
+        return nanos == 0 ? Timestamp(seconds: -whole) : Timestamp(seconds: -whole - 1, nanoseconds: 1_000_000_000 - nanos)
+    }
+
+    static func time(_ s: String?) -> String? { s.flatMap(epoch).map { $0.rfc3339() } }
+
+    // MARK: workouts
+
+    static func workouts(_ q: ReadQuery, _ lease: ReadPool.Lease) throws(PGError) -> ReadResult {
+        var sql = ParameterizedSQL()
+        sql.conditions.append("start_at IS NOT NULL")
+        if let d = q.devices { sql.conditions.append("device = ANY(\(sql.bind(ParameterizedSQL.textArray(d)))::text[])") }
+        if let f = q.from { sql.conditions.append("start_at >= \(sql.bind(f))::timestamptz") }
+        if let t = q.to { sql.conditions.append("start_at < \(sql.bind(t))::timestamptz") }
+        if let a = q.after {
+            sql.conditions.append("(start_at, device, uuid) > (\(sql.bind(a[0]))::timestamptz, \(sql.bind(a[1])), \(sql.bind(a[2])))")
+        }
+        let limit = sql.bind(String(q.limit + 1))
+        let rows = try lease.connection.execute(
+            "SELECT device, uuid, activity, extract(epoch FROM start_at)::text, extract(epoch FROM end_at)::text, duration_s, "
+            + "energy_kcal, distance_m, source_app, source_device, day::text, avg_bpm, max_bpm, heart_rate_samples, start_at::text "
+            + "FROM \(lease.schema).workouts" + sql.whereClause + " ORDER BY start_at, device, uuid LIMIT \(limit)::integer",
+            sql.parameters).rows
+        var page = Page(limit: q.limit)
+        for row in rows.prefix(q.limit) {
+            var w = JSONWriter(capacity: 512)
+            w.beginObject()
+            w.key("device"); w.string(row[0] ?? "")
+            w.key("uuid"); w.string(row[1] ?? "")
+            optional(&w, "activity", row[2])
+            optional(&w, "start", time(row[3]))
+            optional(&w, "end", time(row[4]))
+            number(&w, "duration_s", row[5])
+            number(&w, "energy_kcal", row[6])
+            number(&w, "distance_m", row[7])
+            if row[8] != nil || row[9] != nil {
+                w.key("source"); w.beginObject()
+                optional(&w, "app", row[8]); optional(&w, "device", row[9])
+                w.endObject()
+            }
+            optional(&w, "day", row[10])
+            w.key("heart_rate"); w.beginObject()
+            number(&w, "avg_bpm", row[11]); number(&w, "max_bpm", row[12])
+            w.key("samples"); w.int(Int(row[13] ?? "0") ?? 0)
+            w.endObject()
+            w.endObject()
+            page.w.raw(w.bytes)
+        }
+        if rows.count > q.limit, let last = rows.prefix(q.limit).last {
+            page.next = ReadCursor.encode(.workouts, [last[14] ?? "", last[0] ?? "", last[1] ?? ""])
+        }
+        return ReadResult(body: page.finish())
+    }
+
+    // MARK: daily
+
+    static func daily(_ q: ReadQuery, _ lease: ReadPool.Lease) throws(PGError) -> ReadResult {
+        let type = q.type ?? "steps"
+        // Cumulative types (steps, energy, distance) are summed per local day; the others
+        // (heart rate, body mass) averaged, with their least and greatest.
+        let sum = HealthTypes.named(type)?.aggregation == .cumulative
+        var sql = ParameterizedSQL()
+        sql.conditions.append("type = \(sql.bind(type))")
+        sql.conditions.append("value IS NOT NULL AND local_day IS NOT NULL")
+        if let d = q.devices { sql.conditions.append("device = ANY(\(sql.bind(ParameterizedSQL.textArray(d)))::text[])") }
+        if let f = q.from { sql.conditions.append("local_day >= \(sql.bind(f))::date") }
+        if let t = q.to { sql.conditions.append("local_day <= \(sql.bind(t))::date") }
+        if let a = q.after { sql.conditions.append("(local_day, device) > (\(sql.bind(a[0]))::date, \(sql.bind(a[1])))") }
+        let limit = sql.bind(String(q.limit + 1))
+        let rows = try lease.connection.execute(
+            "SELECT device, local_day::text, sum(value), avg(value), min(value), max(value), count(*), min(unit) "
+            + "FROM \(lease.schema).records" + sql.whereClause
+            + " GROUP BY local_day, device ORDER BY local_day, device LIMIT \(limit)::integer", sql.parameters).rows
+        var page = Page(limit: q.limit)
+        for row in rows.prefix(q.limit) {
+            var w = JSONWriter(capacity: 256)
+            w.beginObject()
+            w.key("device"); w.string(row[0] ?? "")
+            w.key("day"); w.string(row[1] ?? "")
+            w.key("type"); w.string(type)
+            w.key("how"); w.string(sum ? "sum" : "mean")
+            number(&w, "value", sum ? row[2] : row[3])
+            number(&w, "min", row[4])
+            number(&w, "max", row[5])
+            w.key("samples"); w.int(Int(row[6] ?? "0") ?? 0)
+            optional(&w, "unit", row[7])
+            w.endObject()
+            page.w.raw(w.bytes)
+        }
+        if rows.count > q.limit, let last = rows.prefix(q.limit).last {
+            page.next = ReadCursor.encode(.daily, [last[1] ?? "", last[0] ?? ""])
+        }
+        return ReadResult(body: page.finish())
+    }
+
+    // MARK: latest
+
+    static func latest(_ q: ReadQuery, _ lease: ReadPool.Lease) throws(PGError) -> ReadResult {
+        var devices = q.devices
+        if devices == nil {
+            // Every device, found through the primary key's index one device at a time (not a
+            // scan of every row).
+            devices = try lease.connection.execute(
+                "WITH RECURSIVE d(device) AS (SELECT min(device) FROM \(lease.schema).records UNION ALL "
+                + "SELECT (SELECT min(r.device) FROM \(lease.schema).records r WHERE r.device > d.device) FROM d WHERE d.device IS NOT NULL) "
+                + "SELECT device FROM d WHERE device IS NOT NULL LIMIT 1000").rows.compactMap { $0[0] }
+        }
+        var sql = ParameterizedSQL()
+        let list = sql.bind(ParameterizedSQL.textArray(devices ?? []))
+        let limit = sql.bind(String(q.limit))
+        let rows = try lease.connection.execute(
+            "SELECT d.device, t.type, r.value, r.text_value, r.unit, extract(epoch FROM r.start_at)::text, "
+            + "extract(epoch FROM r.end_at)::text, r.source_app, r.source_device "
+            + "FROM unnest(\(list)::text[]) AS d(device) CROSS JOIN \(lease.schema).types t "
+            + "CROSS JOIN LATERAL (SELECT value, text_value, unit, start_at, end_at, source_app, source_device "
+            + "FROM \(lease.schema).records x WHERE x.device = d.device AND x.type = t.type AND x.kind IN ('quantity', 'category') "
+            + "AND x.start_at IS NOT NULL ORDER BY x.start_at DESC, x.end_at DESC LIMIT 1) r "
+            + "ORDER BY d.device, t.type LIMIT \(limit)::integer", sql.parameters).rows
+        var page = Page(limit: q.limit)
+        for row in rows {
+            var w = JSONWriter(capacity: 256)
+            w.beginObject()
+            w.key("device"); w.string(row[0] ?? "")
+            w.key("type"); w.string(row[1] ?? "")
+            if let v = row[2].flatMap({ Double($0) }) { w.key("value"); w.double(v) } else { optional(&w, "value", row[3]) }
+            optional(&w, "unit", row[4])
+            optional(&w, "start", time(row[5]))
+            optional(&w, "end", time(row[6]))
+            if row[7] != nil || row[8] != nil {
+                w.key("source"); w.beginObject()
+                optional(&w, "app", row[7]); optional(&w, "device", row[8])
+                w.endObject()
+            }
+            w.endObject()
+            page.w.raw(w.bytes)
+        }
+        return ReadResult(body: page.finish())
+    }
+
+    static func optional(_ w: inout JSONWriter, _ key: StaticString, _ value: String?) {
+        guard let value else { return }
+        w.key(key); w.string(value)
+    }
+
+    static func number(_ w: inout JSONWriter, _ key: StaticString, _ value: String?) {
+        guard let v = value.flatMap({ Double($0) }) else { return }
+        w.key(key); w.double(v)
+    }
+}
+
+/// `{"data": [...], "limit": n, "next_cursor": "…" | null}`.
+struct Page {
+    var w = JSONWriter(capacity: 16 << 10)
+    var next: String?
+    let limit: Int
+
+    init(limit: Int) {
+        self.limit = limit
+        w.beginObject()
+        w.key("data")
+        w.beginArray()
+    }
+
+    mutating func finish() -> [UInt8] {
+        w.endArray()
+        w.key("limit"); w.int(limit)
+        w.key("next_cursor")
+        if let next { w.string(next) } else { w.null() }
+        w.endObject()
+        return w.bytes
+    }
+}

@@ -1,0 +1,202 @@
+import Foundation
+@testable import Gateway
+import HealthgateCore
+@testable import HealthgateTesting
+import Testing
+import YAMLConfig
+
+/// The read API over a real PostgreSQL 15, fed through `serve`: each endpoint answers what was
+/// sent (after resends and deletions), paging visits every row once, tokens read only their
+/// devices and never ingest, ingest tokens never read, bad input is a 400 problem and a database
+/// that is down a 503 with Retry-After.
+@Suite(.serialized) struct ReadAPITests {
+    static let agent = "agent-read-token-0123456789"
+    static let alice = "alice-read-token-0123456789"
+
+    static func config(_ db: DatabaseProcess) -> String {
+        PostgresSinkTests.config(db, extra: """
+        read_api:
+          sink: db
+          max_limit: 50
+          tokens:
+            - {token: \(agent)}
+            - {token: \(alice), devices: [ios-1]}
+        """)
+    }
+
+    func ingest(_ serve: ServeProcess, _ body: String) throws {
+        let r = try serve.client().request("POST", "/v1/ingest", headers: [("Authorization", "Bearer ingest-token-123456"),
+                                                                         ("Content-Type", "application/json")], body: Array(body.utf8))
+        #expect(r.status == 202, "\(String(decoding: r.body, as: UTF8.self))")
+    }
+
+    func get(_ serve: ServeProcess, _ pathAndQuery: String, token: String? = agent) throws -> (status: Int, json: [String: Any], headers: [(String, String)]) {
+        let r = try serve.client().request("GET", "/api/v1" + pathAndQuery, headers: token.map { [("Authorization", "Bearer \($0)")] } ?? [])
+        let json = (try? JSONSerialization.jsonObject(with: Data(r.body))) as? [String: Any] ?? [:]
+        return (r.status, json, r.headers)
+    }
+
+    static func data(_ j: [String: Any]) -> [[String: Any]] { j["data"] as? [[String: Any]] ?? [] }
+
+    static let samples = #"""
+        {"device_id":"ios-1","time_zone":"Europe/Budapest","samples":[
+         {"source_uuid":"hr-a","data_type":"heartRate","ts":"2026-12-01T16:05:00Z","value":140,"unit":"count/min","workout_source_uuid":"run-1"},
+         {"source_uuid":"hr-b","data_type":"heartRate","ts":"2026-12-01T16:20:00Z","value":160,"unit":"count/min"},
+         {"source_uuid":"st-1","data_type":"stepCount","ts":"2026-12-01T22:30:00Z","value":500,"unit":"count"},
+         {"source_uuid":"st-2","data_type":"stepCount","ts":"2026-12-01T23:30:00Z","value":300,"unit":"count"},
+         {"source_uuid":"st-3","data_type":"stepCount","ts":"2026-12-01T12:00:00Z","value":1000,"unit":"count"}],
+         "workouts":[{"source_uuid":"run-1","activity_type":"running","started_at":"2026-12-01T16:00:00Z",
+          "ended_at":"2026-12-01T16:30:00Z","total_energy_kcal":300,"total_distance_m":5000}]}
+        """#
+
+    @Test func eachEndpointAnswersWhatWasSentAfterResendsAndDeletes() throws {
+        let db = try DatabaseProcess.postgres()
+        let serve = try ServeProcess(config: Self.config(db))
+        try ingest(serve, Self.samples)
+        try ingest(serve, Self.samples)   // resent: nothing doubles
+        try ingest(serve, #"{"device_id":"ios-2","samples":[{"source_uuid":"st-9","data_type":"stepCount","ts":"2026-12-01T09:00:00Z","value":42,"unit":"count"}]}"#)
+        try ingest(serve, #"{"device_id":"ios-1","deletions":["st-3"]}"#)
+        PostgresSinkTests.expect(db, "SELECT count(*) FROM healthgate.records", is: "6")
+
+        let s = try get(serve, "/samples?device=ios-1&type=steps")
+        #expect(s.status == 200)
+        let steps = Self.data(s.json)
+        #expect(steps.map { $0["uuid"] as? String } == ["st-1", "st-2"])
+        #expect(steps.map { $0["value"] as? Double } == [500, 300])
+        #expect(steps.first?["start"] as? String == "2026-12-01T22:30:00Z")
+        #expect(steps.first?["device"] as? String == "ios-1" && steps.first?["kind"] as? String == "quantity")
+        #expect(s.json["next_cursor"] is NSNull)
+        // A time window: from is inclusive, to is not.
+        let window = try get(serve, "/samples?device=ios-1&from=2026-12-01T16:05:00Z&to=2026-12-01T16:20:00Z")
+        #expect(Self.data(window.json).map { $0["uuid"] as? String } == ["hr-a"])
+
+        let w = try get(serve, "/workouts?device=ios-1")
+        let run = Self.data(w.json)
+        #expect(run.count == 1)
+        #expect(run.first?["activity"] as? String == "running" && run.first?["distance_m"] as? Double == 5000)
+        #expect(run.first?["energy_kcal"] as? Double == 300 && run.first?["duration_s"] != nil)
+        let hr = run.first?["heart_rate"] as? [String: Any]
+        #expect(hr?["avg_bpm"] as? Double == 150 && hr?["max_bpm"] as? Double == 160 && hr?["samples"] as? Int == 2)
+
+        // Budapest is UTC+1: 23:30Z is 00:30 on 2 December there; st-3 was deleted.
+        let d = Self.data(try get(serve, "/daily?type=steps").json)
+        #expect(d.map { "\($0["device"]!) \($0["day"]!) \($0["value"]!) \($0["how"]!)" }
+            == ["ios-1 2026-12-01 500 sum", "ios-2 2026-12-01 42 sum", "ios-1 2026-12-02 300 sum"])
+        let mean = Self.data(try get(serve, "/daily?type=heart_rate&device=ios-1").json)
+        #expect(mean.first?["value"] as? Double == 150 && mean.first?["how"] as? String == "mean" && mean.first?["max"] as? Double == 160)
+
+        let latest = Self.data(try get(serve, "/latest?device=ios-1").json)
+        #expect(latest.first { $0["type"] as? String == "heart_rate" }?["value"] as? Double == 160)
+        #expect(latest.first { $0["type"] as? String == "steps" }?["value"] as? Double == 300)
+        let everyone = Self.data(try get(serve, "/latest").json)
+        #expect(Set(everyone.compactMap { $0["device"] as? String }) == ["ios-1", "ios-2"])
+
+        let doc = try get(serve, "/openapi.json", token: nil)
+        #expect(doc.status == 200 && doc.json["openapi"] as? String == "3.0.3")
+        #expect(Set((doc.json["paths"] as? [String: Any] ?? [:]).keys) == ["/samples", "/workouts", "/daily", "/latest"])
+        serve.stop()
+    }
+
+    @Test func pagingVisitsEveryRowOnceAndScopesHold() throws {
+        let db = try DatabaseProcess.postgres()
+        let serve = try ServeProcess(config: Self.config(db))
+        // 23 samples, three of them at the same instant (the cursor must tell them apart).
+        var items: [String] = []
+        for i in 0..<23 {
+            let t = Timestamp(seconds: 1_796_112_000 + Int64(min(i, 20)) * 60).rfc3339()
+            items.append(#"{"source_uuid":"s-\#(i)","data_type":"heartRate","ts":"\#(t)","value":\#(60 + i),"unit":"count/min"}"#)
+        }
+        try ingest(serve, #"{"device_id":"ios-1","samples":[\#(items.joined(separator: ","))]}"#)
+        try ingest(serve, #"{"device_id":"ios-2","samples":[{"source_uuid":"other","data_type":"heartRate","ts":"2026-12-01T08:00:00Z","value":99,"unit":"count/min"}]}"#)
+        PostgresSinkTests.expect(db, "SELECT count(*) FROM healthgate.records", is: "24")
+        var seen: [String] = []
+        var cursor: String?
+        var pages = 0
+        repeat {
+            let q = "/samples?device=ios-1&limit=5" + (cursor.map { "&cursor=" + $0 } ?? "")
+            let page = try get(serve, q)
+            #expect(page.status == 200)
+            seen += Self.data(page.json).compactMap { $0["uuid"] as? String }
+            cursor = page.json["next_cursor"] as? String
+            pages += 1
+        } while cursor != nil && pages < 20
+        #expect(seen.count == 23 && Set(seen).count == 23, "\(seen)")
+        #expect(pages == 5)
+        // limit is capped at max_limit.
+        #expect(try get(serve, "/samples?limit=5000").json["limit"] as? Int == 50)
+
+        // Alice's token reads ios-1 only: by default, and not ios-2 when asked.
+        let mine = try get(serve, "/samples?limit=50", token: Self.alice)
+        #expect(Set(Self.data(mine.json).compactMap { $0["device"] as? String }) == ["ios-1"])
+        #expect(try get(serve, "/samples?device=ios-2", token: Self.alice).status == 403)
+        #expect(try get(serve, "/latest", token: Self.alice).json["data"].map { ($0 as? [[String: Any]])?.allSatisfy { $0["device"] as? String == "ios-1" } } == true)
+        // Ingest tokens do not read; read tokens do not ingest; no token, no data.
+        let asIngest = try get(serve, "/samples", token: "ingest-token-123456")
+        #expect(asIngest.status == 401 && asIngest.headers.contains { $0.0.lowercased() == "www-authenticate" })
+        #expect(try get(serve, "/samples", token: nil).status == 401)
+        let r = try serve.client().request("POST", "/v1/ingest", headers: [("Authorization", "Bearer \(Self.agent)"),
+                                                                         ("Content-Type", "application/json")],
+                                           body: Array(#"{"device_id":"ios-1","samples":[]}"#.utf8))
+        #expect(r.status == 401 || r.status == 403)
+        serve.stop()
+    }
+
+    @Test func badInputIsAProblemAndADatabaseThatIsDownA503() throws {
+        var db: DatabaseProcess? = try DatabaseProcess.postgres()
+        let serve = try ServeProcess(config: Self.config(db!))
+        try ingest(serve, Self.samples)
+        PostgresSinkTests.expect(db!, "SELECT count(*) FROM healthgate.records", is: "6")
+        for (q, word) in [("/samples?colour=red", "Unknown parameter"), ("/samples?from=yesterday", "RFC 3339"),
+                          ("/samples?from=2026-12-02&to=2026-12-01", "after"), ("/samples?cursor=abc", "cursor"),
+                          ("/samples?limit=0", "limit"), ("/samples?type=Heart%20Rate", "type"),
+                          ("/daily?from=2026-12-01T00:00:00Z", "local day"), ("/samples?device=a&device=b", "twice"),
+                          ("/workouts?cursor=" + ReadCursor.encode(.samples, ["2026-12-01 00:00:00+00", "a", "b", "0"]), "cursor")] {
+            let r = try get(serve, q)
+            #expect(r.status == 400, "\(q)")
+            #expect((r.json["detail"] as? String ?? "").contains(word), "\(q): \(r.json)")
+            #expect(r.headers.contains { $0.0.lowercased() == "content-type" && $0.1 == "application/problem+json" })
+        }
+        #expect(try get(serve, "/nothing").status == 404)
+        #expect(try serve.client().request("POST", "/api/v1/samples", headers: [("Authorization", "Bearer \(Self.agent)")]).status == 405)
+        // A quoting attempt is a value like any other.
+        #expect(Self.data(try get(serve, "/samples?device=x%27%20OR%20%271%27%3D%271").json).isEmpty)
+        let restart = try db!.restartable()
+        db = nil   // stopped
+        let down = try get(serve, "/samples")
+        #expect(down.status == 503)
+        #expect(down.headers.contains { $0.0.lowercased() == "retry-after" })
+        db = try restart()
+        #expect(ServeProcess.eventually(20) { (try? get(serve, "/samples?device=ios-1"))?.status == 200 })
+        serve.stop()
+    }
+
+    @Test func theConfigIsCheckedAgainstItsSinkAndTheReceiversTokens() throws {
+        let text = """
+        listen: 127.0.0.1:0
+        data_dir: /tmp/hg-read-api-check
+        receivers:
+          chunks: {kind: ingest, auth: {type: bearer, token: ingest-token-123456}}
+          under: {kind: ingest, path: /api/v1/ingest, auth: {type: bearer, token: other-token-123456789}}
+        routes:
+          - {from: ["*"], to: [files]}
+        sinks:
+          files: {kind: file, path: "a.ndjson"}
+        read_api:
+          sink: files
+          tokens:
+            - {token: ingest-token-123456}
+            - {token: short}
+        """
+        let logger = Logger(component: "test", sink: MemoryLogSink())
+        #expect(throws: ConfigProblems.self) { try ConfigLoader.load(text: text, file: "c.yaml", environment: [:], logger: logger) }
+        do {
+            _ = try ConfigLoader.load(text: text, file: "c.yaml", environment: [:], logger: logger)
+        } catch {
+            let all = error.problems.map(\.description).joined(separator: "\n")
+            #expect(all.contains("read_api.sink") && all.contains("kind file"), "\(all)")
+            #expect(all.contains("also a receiver's token"), "\(all)")
+            #expect(all.contains("shorter than 16"), "\(all)")
+            #expect(all.contains("receiver \"under\" listens on /api/v1/ingest"), "\(all)")
+        }
+    }
+}
