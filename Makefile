@@ -31,11 +31,12 @@ run: build
 	$(BIN) serve $(if $(CONFIG),--config $(CONFIG),)
 
 ## The official InfluxDB client libraries (PyPI) that a test drives the influx receiver with,
-## in a venv of their own (installed when missing).
+## and schemathesis, which a test runs against the read API's OpenAPI document, in a venv of
+## their own (installed when missing).
 pyclients: deps
-	@$(PYVENV)/bin/python -c "import influxdb_client, influxdb" 2>/dev/null || { \
-	  echo "installing influxdb-client and influxdb into $(PYVENV)"; \
-	  python3 -m venv $(PYVENV) && $(PYVENV)/bin/pip install -q influxdb-client influxdb; }
+	@$(PYVENV)/bin/python -c "import influxdb_client, influxdb, schemathesis" 2>/dev/null || { \
+	  echo "installing influxdb-client, influxdb and schemathesis into $(PYVENV)"; \
+	  python3 -m venv $(PYVENV) && $(PYVENV)/bin/pip install -q influxdb-client influxdb schemathesis; }
 
 ## Home Assistant 2024.3.3 (PyPI) and its integrations' requirements, for the test where a real
 ## Home Assistant consumes healthgate's MQTT discovery (installed when missing).

@@ -83,11 +83,18 @@ public final class GatewayService: @unchecked Sendable {
         if let t = topology.http.header_timeout { guardLimits.headerTimeout = t.seconds }
         if let r = topology.http.min_body_rate { guardLimits.minBodyRate = Int(r.bytes) }
         let connectionGuard = ConnectionGuard(limits: guardLimits, logger: logger.child("http"))
+        var requestLog: RequestLog?
+        do {
+            requestLog = try RequestLog(path: FileIO.join(topology.dataDir, "requests.db"), logger: logger.child("requests"))
+        } catch {
+            logger.error("the request log cannot be opened (\(error)); requests are not noted (the read API's batches stay empty)")
+        }
         handler = IngestHandler(receivers: topology.receivers.map(\.receiver), journal: journal, quarantine: quarantine,
                                 clock: clock, signatureClock: signatureClock, logger: logger.child("ingest"),
                                 sinkMetrics: { metrics }, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
                                 queueLimits: limits, connections: connectionGuard,
-                                readAPI: topology.readAPI.map { ReadAPI(settings: $0, logger: logger.child("read_api")) })
+                                readAPI: topology.readAPI.map { ReadAPI(settings: $0, requests: requestLog, logger: logger.child("read_api")) },
+                                requestLog: requestLog)
         var keyPEM: String?
         var certPEM: String?
         if let tls = topology.tls {

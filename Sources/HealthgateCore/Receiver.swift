@@ -54,6 +54,13 @@ public struct ReceivedBatch: Sendable {
     /// How many records `payload` holds.
     public private(set) var count = 0
     public var quarantined: [QuarantinedRecord] = []
+    /// The device of the first record (for the request log).
+    public private(set) var device: String?
+    /// The sender's own id for this request, where its body carries one (HealthSync's export_id).
+    public var requestID: String?
+    /// Records of a request that was stored whole before (a HealthSync export sent again):
+    /// answered as stored, not stored again.
+    public var duplicates = 0
     /// Run by the gateway once the records are durable (and only then): for a receiver that
     /// remembers what it took, such as a batch id to recognise a resend.
     public var afterCommit: [@Sendable () -> Void] = []
@@ -109,6 +116,7 @@ public struct ReceivedBatch: Sendable {
     }
 
     private mutating func encode(_ record: CanonicalRecord, unmapped: Bool) {
+        if count == 0 { device = record.device }
         record.appendNDJSON(to: &payload)
         count += 1
         if record.op == .upsert {

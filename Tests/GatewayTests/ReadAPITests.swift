@@ -93,7 +93,7 @@ import YAMLConfig
 
         let doc = try get(serve, "/openapi.json", token: nil)
         #expect(doc.status == 200 && doc.json["openapi"] as? String == "3.0.3")
-        #expect(Set((doc.json["paths"] as? [String: Any] ?? [:]).keys) == ["/samples", "/workouts", "/daily", "/latest"])
+        #expect(Set((doc.json["paths"] as? [String: Any] ?? [:]).keys) == ["/samples", "/workouts", "/daily", "/latest", "/batches"])
         serve.stop()
     }
 
@@ -148,7 +148,7 @@ import YAMLConfig
         PostgresSinkTests.expect(db!, "SELECT count(*) FROM healthgate.records", is: "6")
         for (q, word) in [("/samples?colour=red", "Unknown parameter"), ("/samples?from=yesterday", "RFC 3339"),
                           ("/samples?from=2026-12-02&to=2026-12-01", "after"), ("/samples?cursor=abc", "cursor"),
-                          ("/samples?limit=0", "limit"), ("/samples?type=Heart%20Rate", "type"),
+                          ("/samples?limit=0", "limit"), ("/samples?device=ios-1%00x", "control character"), ("/samples?type=Heart%20Rate", "type"),
                           ("/daily?from=2026-12-01T00:00:00Z", "local day"), ("/samples?device=a&device=b", "twice"),
                           ("/workouts?cursor=" + ReadCursor.encode(.samples, ["2026-12-01 00:00:00+00", "a", "b", "0"]), "cursor")] {
             let r = try get(serve, q)
@@ -167,6 +167,75 @@ import YAMLConfig
         #expect(down.headers.contains { $0.0.lowercased() == "retry-after" })
         db = try restart()
         #expect(ServeProcess.eventually(20) { (try? get(serve, "/samples?device=ios-1"))?.status == 200 })
+        serve.stop()
+    }
+
+    /// schemathesis (PyPI, installed by `make test`) reads the OpenAPI document, generates
+    /// requests from it — valid and invalid — and checks every answer against the document:
+    /// no 5xx, only documented status codes, content types and headers, bodies that match their
+    /// schemas, invalid input refused. (Not `positive_data_acceptance`: a string pattern cannot
+    /// say which dates exist, so a schema-valid 2026-02-30 is rightly refused.)
+    @Test func schemathesisFindsTheAPIAsItsDocumentSays() throws {
+        let db = try DatabaseProcess.postgres()
+        let serve = try ServeProcess(config: Self.config(db))
+        try ingest(serve, Self.samples)
+        PostgresSinkTests.expect(db, "SELECT count(*) FROM healthgate.records", is: "6")
+        let st = URL(fileURLWithPath: InfluxClientLibraryTests.python).deletingLastPathComponent().appendingPathComponent("st").path
+        let (rc, out) = try DatabaseProcess.run(st, [
+            "run", "http://127.0.0.1:\(serve.port)/api/v1/openapi.json", "-H", "Authorization: Bearer \(Self.agent)",
+            "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,"
+                + "response_schema_conformance,negative_data_rejection",
+            "--max-examples", "25", "--workers", "1", "--seed", "1", "--no-color"], timeout: 240)
+        #expect(rc == 0, "\(out.suffix(12000))")
+        #expect(out.contains("4 operations") || out.contains("4 selected") || out.contains("passed"), "\(out.suffix(2000))")
+        serve.stop()
+    }
+
+    /// Batches: every request a receiver answered, newest first, with what became of it — a
+    /// HealthSync export sent again counts as duplicates, bad records as refused; a scoped token
+    /// sees its devices' requests only; paging goes back through all of them.
+    @Test func batchesSayWhatBecameOfEachRequest() throws {
+        let db = try DatabaseProcess.postgres()
+        let config = Self.config(db).replacingOccurrences(of: "  chunks: {kind: ingest,",
+            with: "  hs: {kind: healthsync, auth: {type: bearer, token: hs-token-0123456789}}\n  chunks: {kind: ingest,")
+            .replacingOccurrences(of: "from: [phone, chunks]", with: "from: [phone, chunks, hs]")
+        let serve = try ServeProcess(config: config)
+        let export = #"{"schema_version":2,"export_id":"exp-7","metrics":[{"id":"healthkit:A1","type":"stepCount","value":5,"unit":"count","start_date":"2026-12-01T07:00:00Z"},{"id":"healthkit:A2","type":"stepCount","value":6,"unit":"count","start_date":"2026-12-01T07:01:00Z"},{"type":"stepCount","value":2}]}"#
+        for _ in 0..<2 {
+            let r = try serve.client().request("POST", "/api/apple-health/sync", headers: [("Authorization", "Bearer hs-token-0123456789"),
+                                                                                          ("X-Device-Id", "ios-1")], body: Array(export.utf8))
+            #expect(r.status == 200)
+        }
+        try ingest(serve, #"{"device_id":"ios-2","samples":[{"source_uuid":"st-9","data_type":"stepCount","ts":"2026-12-01T09:00:00Z","value":42,"unit":"count"}]}"#)
+        let unreadable = try serve.client().request("POST", "/v1/ingest", headers: [("Authorization", "Bearer ingest-token-123456"),
+                                                                                  ("Content-Type", "application/json")], body: Array("{".utf8))
+        #expect(unreadable.status == 400)
+        // Refused at the door: not a batch.
+        _ = try serve.client().request("POST", "/v1/ingest", headers: [("Authorization", "Bearer wrong")], body: Array("{}".utf8))
+
+        let all = Self.data(try get(serve, "/batches").json)
+        #expect(all.count == 4, "\(all)")
+        #expect(all.map { $0["receiver"] as? String } == ["chunks", "chunks", "hs", "hs"])
+        #expect(all.map { $0["status"] as? Int } == [400, 202, 200, 200])
+        let resent = all[2], first = all[3]
+        #expect(first["records"] as? Int == 2 && first["refused"] as? Int == 1 && first["duplicates"] as? Int == 0, "\(first)")
+        #expect(resent["records"] as? Int == 0 && resent["duplicates"] as? Int == 3, "\(resent)")
+        #expect(first["device"] as? String == "ios-1" && first["request_id"] as? String == "exp-7")
+        #expect(all[1]["device"] as? String == "ios-2" && all[1]["records"] as? Int == 1)
+        #expect((all[0]["note"] as? String ?? "").hasPrefix("unreadable"))
+        #expect((all.first?["id"] as? Int ?? 0) > (all.last?["id"] as? Int ?? 0))
+
+        let alices = Self.data(try get(serve, "/batches", token: Self.alice).json)
+        #expect(alices.count == 2 && alices.allSatisfy { $0["device"] as? String == "ios-1" })
+        #expect(try get(serve, "/batches?device=ios-2", token: Self.alice).status == 403)
+        var ids: [Int] = []
+        var cursor: String?
+        repeat {
+            let page = try get(serve, "/batches?limit=3" + (cursor.map { "&cursor=" + $0 } ?? ""))
+            ids += Self.data(page.json).compactMap { $0["id"] as? Int }
+            cursor = page.json["next_cursor"] as? String
+        } while cursor != nil && ids.count < 10
+        #expect(ids == all.compactMap { $0["id"] as? Int })
         serve.stop()
     }
 

@@ -433,9 +433,23 @@ enum MHDCallbacks {
         return box.values
     }
 
-    /// The query string, rebuilt from the arguments libmicrohttpd parsed.
+    static let collectArgument: MHD_KeyValueIteratorN = { cls, _, key, keySize, value, valueSize in
+        guard let cls, let key else { return .YES }
+        let box = Unmanaged<ValueCollector>.fromOpaque(cls).takeUnretainedValue()
+        // By their sizes, not as C strings: a %00 in a value must not cut what follows it off.
+        let name = String(decoding: UnsafeRawBufferPointer(start: key, count: keySize), as: UTF8.self).lowercased()
+        let v = value.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: valueSize), as: UTF8.self) } ?? ""
+        box.values.append((name, v))
+        return .YES
+    }
+
+    /// The query string, rebuilt from the arguments libmicrohttpd parsed (every byte of them).
     static func queryString(_ connection: OpaquePointer) -> String {
-        values(connection, .GET_ARGUMENT_KIND)
+        let box = ValueCollector()
+        withExtendedLifetime(box) {
+            _ = MHD_get_connection_values_n(connection, .GET_ARGUMENT_KIND, collectArgument, Unmanaged.passUnretained(box).toOpaque())
+        }
+        return box.values
             .map { PercentEncoding.encode($0.name) + "=" + PercentEncoding.encode($0.value) }
             .joined(separator: "&")
     }

@@ -23,6 +23,8 @@ public final class IngestHandler: HTTPHandler, Sendable {
     let connections: ConnectionGuard?
     /// What `read_api` serves under its prefix, if configured.
     let readAPI: ReadAPI?
+    /// Every request a receiver answered past its auth check (see `RequestLog`).
+    let requestLog: RequestLog?
     static let unknownPathLimit = 64 * 1024
 
     /// A blocking sink's queue limit, as it applies to the receivers that feed the sink.
@@ -39,9 +41,10 @@ public final class IngestHandler: HTTPHandler, Sendable {
     public init(receivers: [any Receiver], journal: Journal, quarantine: Quarantine, clock: any Clock,
                 signatureClock: any Clock, logger: Logger, sinkMetrics: @escaping @Sendable () -> [SinkMetrics],
                 journalMaxBytes: Int? = nil, queueLimits: [String: [QueueLimit]] = [:], connections: ConnectionGuard? = nil,
-                readAPI: ReadAPI? = nil) {
+                readAPI: ReadAPI? = nil, requestLog: RequestLog? = nil) {
         self.connections = connections
         self.readAPI = readAPI
+        self.requestLog = requestLog
         self.journalMaxBytes = journalMaxBytes
         self.refusals = RefusalLog(logger: logger)
         self.queueLimits = queueLimits
@@ -154,6 +157,19 @@ public final class IngestHandler: HTTPHandler, Sendable {
     }
 
     func ingest(_ request: HTTPRequest, _ receiver: any Receiver) -> HTTPResponse {
+        var noted: (records: Int, refused: Int, duplicates: Int, device: String?, id: String?, note: String?) = (0, 0, 0, nil, nil, nil)
+        let response = ingest(request, receiver, noted: &noted)
+        if let requestLog, response.status != 401 && response.status != 403 {
+            requestLog.note(time: clock.now(), receiver: receiver.name, device: noted.device ?? request.header("x-device-id"),
+                            requestID: noted.id ?? request.header("x-syncky-delivery") ?? request.header("x-request-id"),
+                            status: response.status, records: noted.records, refused: noted.refused,
+                            duplicates: noted.duplicates, note: noted.note)
+        }
+        return response
+    }
+
+    func ingest(_ request: HTTPRequest, _ receiver: any Receiver,
+                noted: inout (records: Int, refused: Int, duplicates: Int, device: String?, id: String?, note: String?)) -> HTTPResponse {
         let m = metricsByName[receiver.name]!
         m.requests.add(1, ordering: .relaxed)
         if request.body.count > receiver.maxBodyBytes {
@@ -170,6 +186,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
             return response
         case .unreadable(let status, let reason):
             m.unreadable.add(1, ordering: .relaxed)
+            noted.note = "unreadable: " + reason
             var detail = reason
             do {
                 if try quarantine.keep(body: request.body, reason: reason, receiver: receiver.name, request: request) != nil {
@@ -181,6 +198,9 @@ public final class IngestHandler: HTTPHandler, Sendable {
             logger.warning("\(receiver.name): refused an unreadable body (\(request.body.count) bytes) from \(request.remoteAddress): \(reason)")
             return problem(status, status == 413 ? "Body too large" : "Unreadable body", detail)
         case .accept(let batch, let reply):
+            noted.device = batch.device
+            noted.id = batch.requestID
+            noted.duplicates = batch.duplicates
             // Bad records are set aside first: if that fails, nothing is journaled and the
             // phone sends the whole request again.
             if !batch.quarantined.isEmpty {
@@ -213,6 +233,8 @@ public final class IngestHandler: HTTPHandler, Sendable {
                 if batch.unknownUnits > 0 { m.unknownUnits.add(batch.unknownUnits, ordering: .relaxed) }
             }
             for action in batch.afterCommit { action() }
+            noted.records = batch.count
+            noted.refused = batch.quarantined.count
             return reply
         }
     }

@@ -10,17 +10,19 @@ import SinkPostgres
 public final class ReadAPI: Sendable {
     let settings: ReadAPISettings
     let pool: ReadPool
+    let requests: RequestLog?
     let logger: Logger
 
-    public init(settings: ReadAPISettings, logger: Logger) {
+    public init(settings: ReadAPISettings, requests: RequestLog?, logger: Logger) {
         self.settings = settings
+        self.requests = requests
         self.logger = logger
         pool = ReadPool(access: settings.access, limit: settings.connections, statementTimeoutMs: settings.statementTimeoutMs)
     }
 
     /// The endpoints, with the parameters each takes.
     enum Endpoint: String, CaseIterable {
-        case samples, workouts, daily, latest
+        case samples, workouts, daily, latest, batches
 
         var parameters: [String] {
             switch self {
@@ -28,6 +30,7 @@ public final class ReadAPI: Sendable {
             case .workouts: ["device", "from", "to", "limit", "cursor"]
             case .daily: ["device", "type", "from", "to", "limit", "cursor"]
             case .latest: ["device", "limit"]
+            case .batches: ["device", "limit", "cursor"]
             }
         }
     }
@@ -66,6 +69,7 @@ public final class ReadAPI: Sendable {
         } else if let allowed = token.devices {
             query.devices = allowed.sorted()
         }
+        if endpoint == .batches { return batches(query) }
         let result: ReadResult
         do {
             result = try pool.with { lease throws(PGError) in try ReadQueries.run(query, on: lease) }
@@ -75,6 +79,41 @@ public final class ReadAPI: Sendable {
         return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "application/json"),
                                                    HTTPHeader("Cache-Control", "no-store")],
                             body: request.method == "HEAD" ? [] : result.body)
+    }
+
+    /// The gateway's own request log, newest first (not the database: requests are noted as
+    /// they are answered, before any sink has the records).
+    func batches(_ q: ReadQuery) -> HTTPResponse {
+        let entries: [RequestLog.Entry]
+        do {
+            entries = try requests?.recent(devices: q.devices, before: q.after.flatMap { Int64($0[0]) }, limit: q.limit + 1) ?? []
+        } catch {
+            logger.error("the read API cannot read the request log: \(error)")
+            return problem(503, "Request log unavailable", "The gateway cannot read its request log now; try again later.",
+                           headers: [HTTPHeader("Retry-After", "5")])
+        }
+        var page = Page(limit: q.limit)
+        for e in entries.prefix(q.limit) {
+            var w = JSONWriter(capacity: 256)
+            w.beginObject()
+            w.key("id"); w.int(e.id)
+            w.key("time"); w.string(e.time.rfc3339())
+            w.key("receiver"); w.string(e.receiver)
+            if let d = e.device { w.key("device"); w.string(d) }
+            if let r = e.requestID { w.key("request_id"); w.string(r) }
+            w.key("status"); w.int(e.status)
+            w.key("records"); w.int(e.records)
+            w.key("refused"); w.int(e.refused)
+            w.key("duplicates"); w.int(e.duplicates)
+            if let n = e.note { w.key("note"); w.string(n) }
+            w.endObject()
+            page.w.raw(w.bytes)
+        }
+        if entries.count > q.limit, let last = entries.prefix(q.limit).last {
+            page.next = ReadCursor.encode(.batches, [String(last.id)])
+        }
+        return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "application/json"), HTTPHeader("Cache-Control", "no-store")],
+                            body: page.finish())
     }
 
     /// The read token the request carries, compared in constant time with each.
@@ -141,11 +180,17 @@ struct ReadQuery {
             guard seen.insert(name).inserted else { return .failure(Bad(detail: "Parameter \(name) is given twice.")) }
             guard !value.isEmpty else { return .failure(Bad(detail: "Parameter \(name) is empty.")) }
             guard value.utf8.count <= 512 else { return .failure(Bad(detail: "Parameter \(name) is longer than 512 bytes.")) }
+            guard !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+                return .failure(Bad(detail: "Parameter \(name) holds a control character."))
+            }
             switch name {
-            case "device": q.device = value
+            case "device":
+                guard value.unicodeScalars.count <= 128 else { return .failure(Bad(detail: "device is at most 128 characters.")) }
+                q.device = value
             case "type", "kind":
-                guard value.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F }) else {
-                    return .failure(Bad(detail: "\(name) is a name of lower-case letters, digits and _ (e.g. heart_rate)."))
+                guard value.utf8.count <= 100,
+                      value.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F }) else {
+                    return .failure(Bad(detail: "\(name) is a name of lower-case letters, digits and _, at most 100 (e.g. heart_rate)."))
                 }
                 if name == "type" { q.type = value } else { q.kind = value }
             case "from", "to":
@@ -208,8 +253,9 @@ enum ReadCursor {
             guard let s = e.string else { return nil }
             parts.append(s)
         }
-        let arity = endpoint == .daily ? 2 : endpoint == .workouts ? 3 : 4
+        let arity = endpoint == .batches ? 1 : endpoint == .daily ? 2 : endpoint == .workouts ? 3 : 4
         guard parts.count == arity + 1, parts[0] == endpoint.rawValue else { return nil }
+        if endpoint == .batches && Int64(parts[1]) == nil { return nil }
         return Array(parts.dropFirst())
     }
 }

@@ -43,6 +43,7 @@ enum ReadQueries {
         case .workouts: return try workouts(q, lease)
         case .daily: return try daily(q, lease)
         case .latest: return try latest(q, lease)
+        case .batches: preconditionFailure("batches are read from the request log")
         }
     }
 

@@ -53,10 +53,14 @@ public struct HealthSyncReceiver: Receiver {
             var counts = (metrics: 0, workouts: 0, deletions: 0)
             if let exportID, exports.contains(device: device, exportID: exportID) {
                 logger.info("\(name): export \(exportID) from device \(device) was already stored; not stored again")
-                return .answer(reply(exportID: exportID, counts: counts, duplicate: true))
+                var seen = ReceivedBatch()
+                seen.requestID = exportID
+                seen.duplicates = ["metrics", "workouts", "deletions"].reduce(0) { $0 + (root[$1]?.count ?? 0) }
+                return .accept(seen, reply: reply(exportID: exportID, counts: counts, duplicate: true))
             }
             let mapper = HealthSyncMapper(receiver: name, device: device, exportID: exportID)
             var batch = ReceivedBatch()
+            batch.requestID = exportID
             for m in root["metrics"].map({ Array($0.elements) }) ?? [] {
                 switch mapper.metric(m) {
                 case .success(let r): batch.append(r); counts.metrics += 1

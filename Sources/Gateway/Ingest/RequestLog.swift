@@ -1,0 +1,102 @@
+import HealthgateCore
+import Storage
+import Synchronization
+
+/// The recent requests each receiver answered — what HealthSync calls sync batches: when, from
+/// which receiver and device, what was answered, how many records were stored, set aside as bad,
+/// or recognised as already stored (a HealthSync export sent again). For the read API's
+/// `GET …/batches`, to diagnose a phone's sync. Kept in `data_dir/requests.db` (SQLite, WAL,
+/// not synced per request: a crash may lose the last lines of this diagnostic log, never a
+/// record), the newest `keep` requests.
+public final class RequestLog: Sendable {
+    public struct Entry: Sendable {
+        public var id: Int64
+        public var time: Timestamp
+        public var receiver: String
+        public var device: String?
+        public var requestID: String?
+        public var status: Int
+        public var records: Int
+        public var refused: Int
+        public var duplicates: Int
+        public var note: String?
+    }
+
+    private final class Writer {
+        let insert: SQLite.Statement
+        var sinceTrim = 0
+
+        init(_ insert: SQLite.Statement) { self.insert = insert }
+    }
+
+    let db: SQLite
+    private let writer: Mutex<Writer>
+    let keep: Int
+    let logger: Logger
+
+    public init(path: String, keep: Int = 100_000, logger: Logger) throws(SQLite.Failure) {
+        db = try SQLite(path: path)
+        try db.execute("PRAGMA synchronous=NORMAL")
+        try db.execute("""
+            CREATE TABLE IF NOT EXISTS requests (id INTEGER PRIMARY KEY, at_ns INTEGER NOT NULL, receiver TEXT NOT NULL,
+              device TEXT, request_id TEXT, status INTEGER NOT NULL, records INTEGER NOT NULL, refused INTEGER NOT NULL,
+              duplicates INTEGER NOT NULL, note TEXT)
+            """)
+        try db.execute("CREATE INDEX IF NOT EXISTS requests_device ON requests (device, id)")
+        writer = Mutex(Writer(try db.prepare(
+            "INSERT INTO requests (at_ns, receiver, device, request_id, status, records, refused, duplicates, note) "
+            + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")))
+        self.keep = keep
+        self.logger = logger
+    }
+
+    /// Notes one answered request. A failure to note it is logged, never the request's.
+    public func note(time: Timestamp, receiver: String, device: String?, requestID: String?, status: Int,
+                     records: Int, refused: Int, duplicates: Int, note: String? = nil) {
+        func text(_ s: String?, _ max: Int) -> SQLite.Value { s.map { .text(String($0.prefix(max))) } ?? .null }
+        let failure: SQLite.Failure? = writer.withLock { w -> SQLite.Failure? in
+            do {
+                try w.insert.run(.int(time.unixNanoseconds), .text(receiver), text(device, 200), text(requestID, 200),
+                                 .int(Int64(status)), .int(Int64(records)), .int(Int64(refused)), .int(Int64(duplicates)),
+                                 text(note, 300))
+                w.sinceTrim += 1
+                if w.sinceTrim >= 1000 {
+                    w.sinceTrim = 0
+                    try db.execute("DELETE FROM requests WHERE id <= (SELECT max(id) FROM requests) - ?", [.int(Int64(keep))])
+                }
+                return nil
+            } catch let e as SQLite.Failure {
+                return e
+            } catch {
+                return SQLite.Failure(description: "\(error)")
+            }
+        }
+        if let failure { logger.error("cannot note a request in the request log: \(failure)") }
+    }
+
+    /// The newest requests first, from before `before` (an id), of `devices` (nil: all).
+    public func recent(devices: [String]?, before: Int64?, limit: Int) throws(SQLite.Failure) -> [Entry] {
+        var conditions: [String] = []
+        var values: [SQLite.Value] = []
+        if let devices {
+            // One placeholder per device: the text is fixed, the names are bound.
+            conditions.append("device IN (" + Array(repeating: "?", count: max(1, devices.count)).joined(separator: ", ") + ")")
+            values += devices.isEmpty ? [.null] : devices.map { .text($0) }
+        }
+        if let before {
+            conditions.append("id < ?")
+            values.append(.int(before))
+        }
+        values.append(.int(Int64(limit)))
+        let rows = try db.query("SELECT id, at_ns, receiver, device, request_id, status, records, refused, duplicates, note "
+                                + "FROM requests" + (conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND "))
+                                + " ORDER BY id DESC LIMIT ?", values)
+        return rows.map { r in
+            let ns = r[1].int ?? 0
+            return Entry(id: r[0].int ?? 0,
+                         time: Timestamp(seconds: ns / 1_000_000_000, nanoseconds: Int32(ns % 1_000_000_000)),
+                         receiver: r[2].text ?? "", device: r[3].text, requestID: r[4].text, status: Int(r[5].int ?? 0),
+                         records: Int(r[6].int ?? 0), refused: Int(r[7].int ?? 0), duplicates: Int(r[8].int ?? 0), note: r[9].text)
+        }
+    }
+}
