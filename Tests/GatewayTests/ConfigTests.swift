@@ -99,8 +99,10 @@ import YAMLConfig
         let root = #filePath.split(separator: "/").dropLast(3).joined(separator: "/")
         let text = String(decoding: try FileIO.readAll("/" + root + "/config.example.yaml"), as: UTF8.self)
         let env = ["PHONE_TOKEN", "PHONE_HMAC", "HAE_KEY", "INFLUX_IN_TOKEN", "DEVICE_TOKEN", "HEALTHSYNC_TOKEN",
-                   "INFLUX_TOKEN", "N8N_TOKEN", "MQTT_PASSWORD", "PG_PASSWORD"].reduce(into: [String: String]()) { $0[$1] = "x-\($1)" }
+                   "INFLUX_TOKEN", "N8N_TOKEN", "MQTT_PASSWORD", "PG_PASSWORD", "AGENT_TOKEN", "ANNA_TOKEN"]
+            .reduce(into: [String: String]()) { $0[$1] = "x-\($1)-0123456789" }
         let t = try load(text, env: env)
+        #expect(t.readAPI?.sink == "db" && t.readAPI?.tokens.count == 2)
         #expect(Set(t.receivers.map(\.config.kind)) == Set(ReceiverRegistry.kinds))
         #expect(Set(t.sinks.map(\.built.kind)) == Set(SinkRegistry.kinds))
         #expect(Set(t.sinks.map(\.name)) == ["archive", "influx", "n8n", "home", "db"])
@@ -113,6 +115,8 @@ import YAMLConfig
         let check = try CLITests.run(["check", "--config", "/" + root + "/config.example.yaml"], env: envs)
         #expect(check.status == 0, "\(check.err)")
         #expect(check.out.contains("dashboards: my-iphone, influx → filter → rename → convert → tag → influx"), "\(check.out)")
+        #expect(check.out.contains("read API: GET /api/v1/{samples,workouts,daily,latest,batches,openapi.json} over sink db; "
+                                   + "2 read token(s), 1 limited to some devices"), "\(check.out)")
         #expect(t.quarantine.max_bytes != nil && t.http.header_timeout != nil && t.http.max_buffered != nil)
     }
 

@@ -28,6 +28,11 @@ struct CheckCommand {
         for s in t.sinks {
             print("  \(s.name): \(s.built.summary); batch \(s.built.common.batch.maxItems)")
         }
+        if let api = t.readAPI {
+            let scoped = api.tokens.filter { $0.devices != nil }.count
+            print("read API: GET \(api.prefix)/{samples,workouts,daily,latest,batches,openapi.json} over sink \(api.sink); "
+                  + "\(api.tokens.count) read token(s)\(scoped > 0 ? ", \(scoped) limited to some devices" : "")")
+        }
         for w in t.warnings { print("warning: \(w)") }
         return 0
     }
