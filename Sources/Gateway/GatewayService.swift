@@ -13,6 +13,8 @@ public final class GatewayService: @unchecked Sendable {
     public let journal: Journal
     public let drainers: [SinkDrainer]
     public let handler: IngestHandler
+    let statusEndpoint: StatusEndpoint
+    var journalMaxBytes: Int? { topology.journal.max_bytes.map { Int($0.bytes) } }
     let server: HTTPServer
     /// `replay` beside this serve (nil when the socket could not be made; said in the log).
     let control: ControlServer?
@@ -83,6 +85,7 @@ public final class GatewayService: @unchecked Sendable {
         if let t = topology.http.header_timeout { guardLimits.headerTimeout = t.seconds }
         if let r = topology.http.min_body_rate { guardLimits.minBodyRate = Int(r.bytes) }
         let connectionGuard = ConnectionGuard(limits: guardLimits, logger: logger.child("http"))
+        statusEndpoint = StatusEndpoint(topology: topology, journal: journal, drainers: drainers, clock: clock)
         var requestLog: RequestLog?
         do {
             requestLog = try RequestLog(path: FileIO.join(topology.dataDir, "requests.db"), logger: logger.child("requests"))
@@ -94,7 +97,7 @@ public final class GatewayService: @unchecked Sendable {
                                 sinkMetrics: { metrics }, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
                                 queueLimits: limits, connections: connectionGuard,
                                 readAPI: topology.readAPI.map { ReadAPI(settings: $0, requests: requestLog, logger: logger.child("read_api")) },
-                                requestLog: requestLog)
+                                requestLog: requestLog, status: statusEndpoint)
         var keyPEM: String?
         var certPEM: String?
         if let tls = topology.tls {
@@ -167,6 +170,7 @@ public final class GatewayService: @unchecked Sendable {
         for d in drainers { try d.start() }
         control?.start()
         let port = try server.start()
+        statusEndpoint.port.store(port, ordering: .relaxed)
         writeStatus()
         if case .success(let t) = startThread({ [self] in statusLoop() }) { statusThread = t }
         return port

@@ -65,6 +65,7 @@ import YAMLConfig
         #expect(steps.map { $0["value"] as? Double } == [500, 300])
         #expect(steps.first?["start"] as? String == "2026-12-01T22:30:00Z")
         #expect(steps.first?["device"] as? String == "ios-1" && steps.first?["kind"] as? String == "quantity")
+        #expect(steps.first?["extra"] as? [String: String] == ["time_zone": "Europe/Budapest"], "\(steps)")
         #expect(s.json["next_cursor"] is NSNull)
         // A time window: from is inclusive, to is not.
         let window = try get(serve, "/samples?device=ios-1&from=2026-12-01T16:05:00Z&to=2026-12-01T16:20:00Z")
@@ -90,6 +91,15 @@ import YAMLConfig
         #expect(latest.first { $0["type"] as? String == "steps" }?["value"] as? Double == 300)
         let everyone = Self.data(try get(serve, "/latest").json)
         #expect(Set(everyone.compactMap { $0["device"] as? String }) == ["ios-1", "ios-2"])
+        // Paged one at a time, latest visits the same rows.
+        var paged: [String] = []
+        var cursor: String?
+        repeat {
+            let page = try get(serve, "/latest?limit=1" + (cursor.map { "&cursor=" + $0 } ?? ""))
+            paged += Self.data(page.json).map { "\($0["device"]!) \($0["type"]!)" }
+            cursor = page.json["next_cursor"] as? String
+        } while cursor != nil && paged.count < 20
+        #expect(paged == everyone.map { "\($0["device"]!) \($0["type"]!)" })
 
         let doc = try get(serve, "/openapi.json", token: nil)
         #expect(doc.status == 200 && doc.json["openapi"] as? String == "3.0.3")
@@ -150,7 +160,11 @@ import YAMLConfig
                           ("/samples?from=2026-12-02&to=2026-12-01", "after"), ("/samples?cursor=abc", "cursor"),
                           ("/samples?limit=0", "limit"), ("/samples?device=ios-1%00x", "control character"), ("/samples?type=Heart%20Rate", "type"),
                           ("/daily?from=2026-12-01T00:00:00Z", "local day"), ("/samples?device=a&device=b", "twice"),
-                          ("/workouts?cursor=" + ReadCursor.encode(.samples, ["2026-12-01 00:00:00+00", "a", "b", "0"]), "cursor")] {
+                          ("/workouts?cursor=" + ReadCursor.encode(.samples, ["2026-12-01 00:00:00+00", "a", "b", "0"]), "cursor"),
+                          ("/samples?cursor=" + ReadCursor.encode(.samples, ["not a time", "a", "b", "0"]), "cursor"),
+                          ("/samples?cursor=" + ReadCursor.encode(.samples, ["2026-12-01 00:00:00+00", "a", "b", "x"]), "cursor"),
+                          ("/samples?from=0000-01-01", "years 1 to 9999"),
+                          ("/samples?from=9999-12-31T23:00:00-05:00", "years 1 to 9999")] {
             let r = try get(serve, q)
             #expect(r.status == 400, "\(q)")
             #expect((r.json["detail"] as? String ?? "").contains(word), "\(q): \(r.json)")

@@ -24,6 +24,8 @@ public struct Topology: Sendable {
     public var quarantine: QuarantineConfig = QuarantineConfig()
     /// `read_api:`, checked: what is served under its prefix (nil: nothing).
     public var readAPI: ReadAPISettings?
+    /// `admin:`: the token that opens the status page from elsewhere than loopback.
+    public var admin: AdminSettings?
 }
 
 struct TopLevelConfig: Decodable {
@@ -37,6 +39,7 @@ struct TopLevelConfig: Decodable {
     var routes: YAMLNode?
     var sinks: YAMLNode?
     var read_api: YAMLNode?
+    var admin: AdminConfig?
 }
 
 struct RouteConfig: Decodable {
@@ -187,7 +190,18 @@ public enum ConfigLoader {
         }
         var readAPI: ReadAPISettings?
         if let node = top.read_api {
-            readAPI = ReadAPISettings.check(node, sinks: sinks, receivers: receivers, problems: &problems)
+            readAPI = ReadAPISettings.check(node, sinks: sinks, receivers: receivers, httpThreads: top.http?.threads ?? 8,
+                                            problems: &problems)
+        }
+        var admin: AdminSettings?
+        if let a = top.admin {
+            var list = ConfigProblemList(root["admin"] ?? root, path: "admin")
+            if a.token.utf8.count < 16 { list.add("token", "the admin token is shorter than 16 characters: use a long random one (`openssl rand -hex 24`)") }
+            if receivers.contains(where: { $0.config.auth?.token == a.token }) || readAPI?.tokens.contains(where: { $0.secret == Array(a.token.utf8) }) == true {
+                list.add("token", "the admin token is also a receiver's or a read token: give it its own (a phone's token never opens the status page)")
+            }
+            problems += list.problems
+            admin = AdminSettings(token: Array(a.token.utf8))
         }
         if !problems.isEmpty { throw ConfigProblems(problems: problems) }
 
@@ -201,7 +215,7 @@ public enum ConfigLoader {
         return Topology(file: file, listenHost: host, listenPort: port, dataDir: dataDir, tls: top.tls,
                         http: top.http ?? HTTPTuning(), receivers: receivers, routes: routes, sinks: sinks,
                         warnings: warnings, journal: top.journal ?? JournalConfig(),
-                        quarantine: top.quarantine ?? QuarantineConfig(), readAPI: readAPI)
+                        quarantine: top.quarantine ?? QuarantineConfig(), readAPI: readAPI, admin: admin)
     }
 
     /// `host:port`, `[v6]:port` or `:port`; the host is an IP address (or `localhost`).

@@ -15,6 +15,9 @@ public final class ReceiverMetrics: Sendable {
     public let checks = Atomic<Int>(0)
     public let unknownTypes = Atomic<Int>(0)
     public let unknownUnits = Atomic<Int>(0)
+    /// When the last request past the auth check was answered (Unix ns; 0: none yet), and how.
+    public let lastRequestNanos = Atomic<Int64>(0)
+    public let lastStatus = Atomic<Int>(0)
 
     public init(name: String) { self.name = name }
 }

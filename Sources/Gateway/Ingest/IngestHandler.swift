@@ -25,6 +25,8 @@ public final class IngestHandler: HTTPHandler, Sendable {
     let readAPI: ReadAPI?
     /// Every request a receiver answered past its auth check (see `RequestLog`).
     let requestLog: RequestLog?
+    /// `GET /` and `GET /status`.
+    let status: StatusEndpoint?
     static let unknownPathLimit = 64 * 1024
 
     /// A blocking sink's queue limit, as it applies to the receivers that feed the sink.
@@ -41,7 +43,8 @@ public final class IngestHandler: HTTPHandler, Sendable {
     public init(receivers: [any Receiver], journal: Journal, quarantine: Quarantine, clock: any Clock,
                 signatureClock: any Clock, logger: Logger, sinkMetrics: @escaping @Sendable () -> [SinkMetrics],
                 journalMaxBytes: Int? = nil, queueLimits: [String: [QueueLimit]] = [:], connections: ConnectionGuard? = nil,
-                readAPI: ReadAPI? = nil, requestLog: RequestLog? = nil) {
+                readAPI: ReadAPI? = nil, requestLog: RequestLog? = nil, status: StatusEndpoint? = nil) {
+        self.status = status
         self.connections = connections
         self.readAPI = readAPI
         self.requestLog = requestLog
@@ -118,6 +121,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
             return ingest(request, receiver)
         }
         if let readAPI, let answer = readAPI.handle(request, path: path) { return answer }
+        if let status, let answer = status.handle(request, path: path, receivers: receiverMetrics) { return answer }
         switch (request.method, path) {
         case ("GET", "/healthz"), ("HEAD", "/healthz"):
             return health()
@@ -159,6 +163,11 @@ public final class IngestHandler: HTTPHandler, Sendable {
     func ingest(_ request: HTTPRequest, _ receiver: any Receiver) -> HTTPResponse {
         var noted: (records: Int, refused: Int, duplicates: Int, device: String?, id: String?, note: String?) = (0, 0, 0, nil, nil, nil)
         let response = ingest(request, receiver, noted: &noted)
+        if response.status != 401 && response.status != 403 {
+            let m = metricsByName[receiver.name]!
+            m.lastStatus.store(response.status, ordering: .relaxed)
+            m.lastRequestNanos.store(clock.now().unixNanoseconds, ordering: .relaxed)
+        }
         if let requestLog, response.status != 401 && response.status != 403 {
             requestLog.note(time: clock.now(), receiver: receiver.name, device: noted.device ?? request.header("x-device-id"),
                             requestID: noted.id ?? request.header("x-syncky-delivery") ?? request.header("x-request-id"),

@@ -29,7 +29,7 @@ public final class ReadAPI: Sendable {
             case .samples: ["device", "type", "kind", "from", "to", "limit", "cursor"]
             case .workouts: ["device", "from", "to", "limit", "cursor"]
             case .daily: ["device", "type", "from", "to", "limit", "cursor"]
-            case .latest: ["device", "limit"]
+            case .latest: ["device", "limit", "cursor"]
             case .batches: ["device", "limit", "cursor"]
             }
         }
@@ -128,7 +128,7 @@ public final class ReadAPI: Sendable {
     func unavailable(_ failure: ReadPool.Failure) -> HTTPResponse {
         switch failure {
         case .busy:
-            logger.warning("a read waited 5 s for one of the read API's \(settings.connections) database connection(s)")
+            logger.warning("a read found all of the read API's \(settings.connections) database connection(s) busy")
             return problem(503, "Busy", "Every database connection of the read API is in use; try again shortly.",
                            headers: [HTTPHeader("Retry-After", "2")])
         case .database(let e):
@@ -136,6 +136,11 @@ public final class ReadAPI: Sendable {
                 logger.warning("a read was cancelled by read_api.statement_timeout")
                 return problem(503, "Query took too long", "The query ran past read_api.statement_timeout; ask for a shorter "
                                + "time range or a smaller limit.", headers: [HTTPHeader("Retry-After", "5")])
+            }
+            if let state = e.sqlstate, state.hasPrefix("22") {
+                // A value PostgreSQL cannot read as what it must be (the parameters are checked
+                // first; this is the last word).
+                return problem(400, "Bad request", "A parameter is not a value the database can read: \(e.message)")
             }
             if e.sqlstate == "42P01" {
                 logger.warning("the read API's sink \(settings.sink) has not made its tables yet: \(e)")
@@ -197,7 +202,7 @@ struct ReadQuery {
                 guard let t = time(value, dayOnly: endpoint == .daily) else {
                     return .failure(Bad(detail: endpoint == .daily
                         ? "\(name) is a local day, YYYY-MM-DD (e.g. 2026-12-01)."
-                        : "\(name) is a time, RFC 3339 (e.g. 2026-12-01T08:00:00Z), or a day, YYYY-MM-DD (midnight UTC)."))
+                        : "\(name) is a time, RFC 3339 (e.g. 2026-12-01T08:00:00Z; write + in an offset as %2B), or a day, YYYY-MM-DD (midnight UTC), in the years 1 to 9999."))
                 }
                 if name == "from" { q.from = t } else { q.to = t }
             case "limit":
@@ -223,13 +228,17 @@ struct ReadQuery {
 
     /// The time (RFC 3339, normalized to UTC) or day a parameter names, as PostgreSQL reads it.
     static func time(_ s: String, dayOnly: Bool) -> String? {
-        if s.utf8.count == 10, let t = Timestamp.parseRFC3339(s + "T00:00:00Z")?.0 {
+        if s.utf8.count == 10, let t = Timestamp.parseRFC3339(s + "T00:00:00Z")?.0, inRange(t) {
             let day = String(t.rfc3339().prefix(10))
             return day == s ? (dayOnly ? s : t.rfc3339()) : nil
         }
         if dayOnly { return nil }
-        return Timestamp.parseRFC3339(s).map { $0.0.rfc3339() }
+        guard let t = Timestamp.parseRFC3339(s)?.0, inRange(t) else { return nil }
+        return t.rfc3339()
     }
+
+    /// Years 1 to 9999 in UTC, what both sides write with four digits.
+    static func inRange(_ t: Timestamp) -> Bool { t.seconds >= -62_135_596_800 && t.seconds <= 253_402_300_799 }
 }
 
 /// `next_cursor`: the last row's sort key, with its endpoint, as base64url JSON. It holds
@@ -253,9 +262,29 @@ enum ReadCursor {
             guard let s = e.string else { return nil }
             parts.append(s)
         }
-        let arity = endpoint == .batches ? 1 : endpoint == .daily ? 2 : endpoint == .workouts ? 3 : 4
+        let arity = endpoint == .batches ? 1 : endpoint == .daily || endpoint == .latest ? 2 : endpoint == .workouts ? 3 : 4
         guard parts.count == arity + 1, parts[0] == endpoint.rawValue else { return nil }
-        if endpoint == .batches && Int64(parts[1]) == nil { return nil }
-        return Array(parts.dropFirst())
+        let key = Array(parts.dropFirst())
+        // Each part as what the query reads it as, so that a damaged cursor is a 400, not a
+        // database error.
+        switch endpoint {
+        case .batches: guard Int64(key[0]) != nil else { return nil }
+        case .daily: guard ReadQuery.time(key[0], dayOnly: true) != nil else { return nil }
+        case .samples, .workouts:
+            guard isDatabaseTime(key[0]) else { return nil }
+            if endpoint == .samples && Int32(key[3]) == nil { return nil }
+        case .latest: break
+        }
+        return key
+    }
+
+    /// PostgreSQL's text of a timestamptz in UTC, as the pages give it out:
+    /// `2026-12-01 08:00:00+00` or `2026-12-01 08:00:00.123456+00`.
+    static func isDatabaseTime(_ s: String) -> Bool {
+        let b = Array(s.utf8)
+        guard b.count == 22 || (b.count > 23 && b.count <= 29 && b[19] == 0x2E), b[4] == 0x2D, b[7] == 0x2D, b[10] == 0x20,
+              b[13] == 0x3A, b[16] == 0x3A, b[b.count - 3] == 0x2B, b[b.count - 2] == 0x30, b[b.count - 1] == 0x30 else { return false }
+        let digits = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18] + (b.count > 22 ? Array(20..<(b.count - 3)) : [])
+        return digits.allSatisfy { b[$0] >= 0x30 && b[$0] <= 0x39 }
     }
 }

@@ -13,8 +13,8 @@ import YAMLConfig
 ///     - {token: "${AGENT_TOKEN}"}                          # every device
 ///     - {token: "${ALICE_TOKEN}", devices: [alice-iphone]} # only these devices
 ///   max_limit: 1000           # the most rows one page holds (default 1000; `limit` defaults to 100)
-///   connections: 4            # database connections for reading, at most (default 4)
-///   statement_timeout: 10s    # a query that runs longer is cancelled: 503 (default 10s)
+///   connections: 4            # database connections for reading, at most (default 4; at most half of http.threads)
+///   statement_timeout: 10s    # a query that runs longer is cancelled: 503 (default 10s, at most 60s)
 /// ```
 /// Read tokens never ingest and ingest tokens never read: a read token equal to a receiver's
 /// token is refused. Without a `read_api` block nothing is served under the prefix.
@@ -52,7 +52,7 @@ public struct ReadAPISettings: Sendable {
 
     /// Checks `node` against the sinks and receivers of the config; adds what is wrong to `problems`.
     static func check(_ node: YAMLNode, sinks: [(name: String, built: BuiltSink)],
-                      receivers: [(name: String, config: ReceiverConfig, receiver: any Receiver)],
+                      receivers: [(name: String, config: ReceiverConfig, receiver: any Receiver)], httpThreads: Int,
                       problems: inout [ConfigProblem]) -> ReadAPISettings? {
         let c: ReadAPIConfig
         do {
@@ -77,6 +77,9 @@ public struct ReadAPISettings: Sendable {
         } else if !prefix.utf8.allSatisfy({ ConfigLoader.isAlnum($0) || "/-_.".utf8.contains($0) }) {
             list.add("path", "a path is letters, digits, /, -, _ and .")
         }
+        for own in ["/healthz", "/metrics", "/status"] where own == prefix || own.hasPrefix(prefix + "/") {
+            list.add("path", "\(prefix) would hide the gateway's own \(own); choose another prefix, e.g. /api/v1")
+        }
         for r in receivers {
             if let p = r.config.path, p == prefix || p.hasPrefix(prefix + "/") {
                 list.add("path", "receiver \"\(r.name)\" listens on \(p), under the read API's \(prefix); give them apart paths")
@@ -98,10 +101,14 @@ public struct ReadAPISettings: Sendable {
         }
         let maxLimit = c.max_limit ?? 1000
         if !(1...10_000).contains(maxLimit) { list.add("max_limit", "max_limit is 1 to 10000") }
-        let connections = c.connections ?? 4
-        if !(1...32).contains(connections) { list.add("connections", "connections is 1 to 32") }
+        // Reads run on the HTTP threads the phones' uploads need: at most half of them read.
+        let most = max(1, httpThreads / 2)
+        let connections = c.connections ?? min(4, most)
+        if !(1...most).contains(connections) {
+            list.add("connections", "connections is 1 to \(most) (half of http.threads, \(httpThreads), so that reads never hold every thread uploads need)")
+        }
         let timeout = c.statement_timeout?.seconds ?? 10
-        if timeout < 0.001 { list.add("statement_timeout", "statement_timeout must be more than 0") }
+        if timeout < 0.001 || timeout > 60 { list.add("statement_timeout", "statement_timeout is more than 0 and at most 60s") }
         problems += list.problems
         guard list.problems.isEmpty, let access else { return nil }
         return ReadAPISettings(sink: c.sink, prefix: prefix, tokens: tokens, maxLimit: maxLimit, connections: connections,

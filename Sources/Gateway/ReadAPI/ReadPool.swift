@@ -42,21 +42,33 @@ final class ReadPool: Sendable {
         case database(PGError)
     }
 
-    /// Runs `body` with a connection; a connection that broke is closed, not given back.
+    /// Runs `body` with a connection; a connection that broke is closed, not given back, and
+    /// `body` runs once more on a new one (an idle connection goes stale when the server restarts).
     func with<R>(_ body: (Lease) throws(PGError) -> R) throws(Failure) -> R {
-        let lease = try take()
-        do {
-            let r = try body(lease)
-            give(lease)
-            return r
-        } catch {
-            if lease.connection.isOK && error.outcome != .retry { give(lease) } else { drop(lease) }
-            throw .database(error)
+        var attempt = 0
+        while true {
+            attempt += 1
+            let lease = try take()
+            do {
+                let r = try body(lease)
+                give(lease)
+                return r
+            } catch {
+                if lease.connection.isOK {
+                    give(lease)
+                    throw .database(error)
+                }
+                drop(lease)
+                if attempt >= 2 { throw .database(error) }
+            }
         }
     }
 
+    /// A connection: an idle one, a new one while under the limit, or — all busy — one given
+    /// back within a moment; else `busy` at once, so that reads never hold the HTTP threads
+    /// that phones' uploads need.
     private func take() throws(Failure) -> Lease {
-        let deadline = monotonicSeconds() + 5
+        let deadline = monotonicSeconds() + 0.5
         while true {
             let (lease, mayOpen): (Lease?, Bool) = state.withLock { s in
                 if let l = s.idle.popLast() { return (l, false) }
@@ -87,7 +99,8 @@ final class ReadPool: Sendable {
         if let p = access.password { extra.append(("password", p)) }
         let c = try PGConnection(dsn: access.dsn, extra: extra)
         try c.execute("SELECT set_config('statement_timeout', $1, false), set_config('TimeZone', 'UTC', false), "
-                      + "set_config('default_transaction_read_only', 'on', false)", ["\(statementTimeoutMs)"])
+                      + "set_config('default_transaction_read_only', 'on', false), set_config('extra_float_digits', '3', false), "
+                      + "set_config('DateStyle', 'ISO, YMD', false)", ["\(statementTimeoutMs)"])
         return Lease(c, schema: c.quoted(identifier: access.schema))
     }
 

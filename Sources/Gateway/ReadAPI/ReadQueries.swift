@@ -65,7 +65,7 @@ enum ReadQueries {
         let rows = try lease.connection.execute(
             "SELECT device, uuid, part, parts, kind, type, extract(epoch FROM start_at)::text, extract(epoch FROM end_at)::text, "
             + "value, text_value, code, unit, activity, duration_s, energy_kcal, distance_m, source_app, source_device, "
-            + "utc_offset, receiver, metadata::text, fields::text, extra::text, tags::text, start_at::text "
+            + "utc_offset, receiver, metadata::text, \(pairs("fields")), \(pairs("extra")), \(pairs("tags")), start_at::text "
             + "FROM \(lease.schema).records" + sql.whereClause + " ORDER BY start_at, device, uuid, part LIMIT \(limit)::integer",
             sql.parameters).rows
         var page = Page(limit: q.limit)
@@ -99,19 +99,25 @@ enum ReadQueries {
                                 metadata: row[20].map { RawJSON(encoded: Array($0.utf8)) },
                                 fields: object(row[21], parser: parser), extra: object(row[22], parser: parser))
         r.tags = object(row[23], parser: parser).compactMap { f in
-            (try? parser.parse(f.value.bytes))?.root.string.map { RecordTag(f.name, $0) }
+            (try? JSONParser().parse(f.value.bytes))?.root.string.map { RecordTag(f.name, $0) }
         }
         return r
     }
 
-    /// A jsonb object's members, each value as JSON.
+    /// A jsonb object column as `[[key, "value as JSON text"], …]`: every value comes back as
+    /// PostgreSQL wrote it (a number too big for 64 bits included), in jsonb's key order.
+    static func pairs(_ column: String) -> String {
+        "(SELECT json_agg(json_build_array(e.key, e.value::text)) FROM jsonb_each(\(column)) e)::text"
+    }
+
+    /// The members `pairs` gave, each value as JSON.
     static func object(_ text: String?, parser: JSONParser) -> [RecordField] {
-        guard let text, let doc = try? parser.parse(text), doc.root.kind == .object else { return [] }
+        guard let text, let doc = try? parser.parse(text), doc.root.kind == .array else { return [] }
         var out: [RecordField] = []
-        for (k, v) in doc.root.members {
-            var w = JSONWriter(capacity: 64)
-            v.write(to: &w)
-            out.append(RecordField(k.string, RawJSON(encoded: w.bytes)))
+        for pair in doc.root.elements {
+            let kv = Array(pair.elements)
+            guard kv.count == 2, let k = kv[0].string, let v = kv[1].string, !v.isEmpty else { continue }
+            out.append(RecordField(k, RawJSON(encoded: Array(v.utf8))))
         }
         return out
     }
@@ -238,17 +244,21 @@ enum ReadQueries {
         }
         var sql = ParameterizedSQL()
         let list = sql.bind(ParameterizedSQL.textArray(devices ?? []))
-        let limit = sql.bind(String(q.limit))
+        if let a = q.after { sql.conditions.append("(d.device, t.type) > (\(sql.bind(a[0])), \(sql.bind(a[1])))") }
+        let limit = sql.bind(String(q.limit + 1))
         let rows = try lease.connection.execute(
             "SELECT d.device, t.type, r.value, r.text_value, r.unit, extract(epoch FROM r.start_at)::text, "
             + "extract(epoch FROM r.end_at)::text, r.source_app, r.source_device "
             + "FROM unnest(\(list)::text[]) AS d(device) CROSS JOIN \(lease.schema).types t "
             + "CROSS JOIN LATERAL (SELECT value, text_value, unit, start_at, end_at, source_app, source_device "
             + "FROM \(lease.schema).records x WHERE x.device = d.device AND x.type = t.type AND x.kind IN ('quantity', 'category') "
-            + "AND x.start_at IS NOT NULL ORDER BY x.start_at DESC, x.end_at DESC LIMIT 1) r "
-            + "ORDER BY d.device, t.type LIMIT \(limit)::integer", sql.parameters).rows
+            + "AND x.start_at IS NOT NULL ORDER BY x.start_at DESC, x.end_at DESC NULLS LAST LIMIT 1) r"
+            + sql.whereClause + " ORDER BY d.device, t.type LIMIT \(limit)::integer", sql.parameters).rows
         var page = Page(limit: q.limit)
-        for row in rows {
+        if rows.count > q.limit, let last = rows.prefix(q.limit).last {
+            page.next = ReadCursor.encode(.latest, [last[0] ?? "", last[1] ?? ""])
+        }
+        for row in rows.prefix(q.limit) {
             var w = JSONWriter(capacity: 256)
             w.beginObject()
             w.key("device"); w.string(row[0] ?? "")

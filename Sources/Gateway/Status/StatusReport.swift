@@ -9,7 +9,13 @@ import Posix
 /// `healthgate status` (which works while `serve` runs, without a connection to it).
 enum StatusReport {
     static func json(service: GatewayService, now: Timestamp) -> [UInt8] {
-        let journal = service.journal
+        json(journal: service.journal, journalMaxBytes: service.journalMaxBytes, receivers: service.handler.receiverMetrics,
+             drainers: service.drainers, now: now)
+    }
+
+    /// Also `GET /status`.
+    static func json(journal: Journal, journalMaxBytes: Int?, receivers: [ReceiverMetrics], drainers: [SinkDrainer],
+                     now: Timestamp) -> [UInt8] {
         var w = JSONWriter(capacity: 2048)
         w.beginObject()
         w.key("time"); w.string(Timestamp(seconds: now.seconds).rfc3339())
@@ -19,10 +25,12 @@ enum StatusReport {
         w.key("last_seq"); w.uint(journal.lastDurableSeq)
         w.key("segments"); w.int(journal.segmentFirstSeqs.count)
         w.key("bytes"); w.int(journal.bytesOnDisk)
+        w.key("max_bytes")
+        if let m = journalMaxBytes { w.int(m) } else { w.null() }
         w.endObject()
         w.key("receivers")
         w.beginArray()
-        for r in service.handler.receiverMetrics {
+        for r in receivers {
             w.beginObject()
             w.key("name"); w.string(r.name)
             w.key("requests"); w.int(r.requests.load(ordering: .relaxed))
@@ -32,12 +40,17 @@ enum StatusReport {
             w.key("refused_unreadable"); w.int(r.unreadable.load(ordering: .relaxed))
             w.key("refused_too_large"); w.int(r.tooLarge.load(ordering: .relaxed))
             w.key("unavailable"); w.int(r.unavailable.load(ordering: .relaxed))
+            let last = r.lastRequestNanos.load(ordering: .relaxed)
+            w.key("last_request")
+            if last > 0 { w.string(Timestamp(seconds: last / 1_000_000_000).rfc3339()) } else { w.null() }
+            w.key("last_status")
+            if last > 0 { w.int(r.lastStatus.load(ordering: .relaxed)) } else { w.null() }
             w.endObject()
         }
         w.endArray()
         w.key("sinks")
         w.beginArray()
-        for d in service.drainers {
+        for d in drainers {
             let m = d.metrics
             let b = journal.backlog(fromSeq: m.cursorSeq.load(ordering: .relaxed), skip: m.cursorSkip.load(ordering: .relaxed))
             w.beginObject()
@@ -46,6 +59,8 @@ enum StatusReport {
             w.key("waiting_bytes"); w.int(b.bytes)
             w.key("oldest_waiting")
             if let ns = b.oldestNanos { w.string(Timestamp(seconds: ns / 1_000_000_000).rfc3339()) } else { w.null() }
+            w.key("lag_seconds")
+            if let ns = b.oldestNanos { w.int(Int(max(0, now.unixNanoseconds - ns) / 1_000_000_000)) } else { w.null() }
             w.key("sent"); w.int(m.sent.load(ordering: .relaxed))
             w.key("kept"); w.int(m.kept.load(ordering: .relaxed))
             w.key("rejected"); w.int(m.rejected.load(ordering: .relaxed))

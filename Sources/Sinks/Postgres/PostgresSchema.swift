@@ -116,6 +116,11 @@ enum PostgresSchema {
         Migration(version: 2, description: "records.tags: the labels routes add", sql: [
             "ALTER TABLE {schema}.records ADD COLUMN tags jsonb",
         ]),
+        // The read API pages through records in time order, of every device or of one.
+        Migration(version: 3, description: "indexes for reading records back in time order", sql: [
+            "CREATE INDEX records_start ON {schema}.records (start_at, device, uuid, part)",
+            "CREATE INDEX records_device_start ON {schema}.records (device, start_at, uuid, part)",
+        ]),
     ]
 
     /// Every type the registry knows, for `types` (kept up to date at every open).

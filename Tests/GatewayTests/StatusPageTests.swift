@@ -1,0 +1,125 @@
+import Foundation
+@testable import Gateway
+import HealthgateCore
+@testable import HealthgateTesting
+@testable import Pipeline
+import Posix
+import Testing
+
+/// The status page (`GET /`) and its JSON (`GET /status`): rendered by a real headless Chromium
+/// (Debian `chromium`, installed by `make test`), whose screenshot's QR code decodes (`zbarimg`,
+/// zbar-tools) to exactly what `healthgate link` prints; answered on loopback only, not through a
+/// proxy, unless an admin token is set, and then to that token alone.
+@Suite(.serialized) struct StatusPageTests {
+    static let config = """
+    listen: 127.0.0.1:0
+    data_dir: DATA_DIR
+    receivers:
+      my-iphone:
+        kind: syncky
+        path: /hook
+        auth: {type: bearer, token: \(Vectors.token)}
+        hmac: {secret: \(Vectors.secret)}
+        name: "Anna's <iPhone> & co"
+        public_url: https://gw.example.net/hook
+    routes:
+      - {from: [my-iphone], to: [archive, down]}
+    sinks:
+      archive: {kind: file, path: "archive/{device}.ndjson"}
+      down: {kind: http, url: "http://127.0.0.1:9/nothing", retry: {initial: 100ms, max: 1s}}
+    journal: {max_bytes: 64MB}
+    """
+
+    static func run(_ executable: String, _ args: [String]) throws -> (Int32, String) {
+        try DatabaseProcess.run(executable, args, timeout: 60)
+    }
+
+    @Test func thePageRendersInChromiumAndItsQRCodeDecodesToTheLink() throws {
+        let serve = try ServeProcess(config: Self.config)
+        let delivery = UUID().uuidString.lowercased()
+        let body = Vectors.syncBody(samples: [PostgresSinkTests.q("s1", "steps", 1200, "count", at: PostgresSinkTests.base)], delivery: delivery)
+        #expect(try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body, delivery: delivery),
+                                           body: Array(body.utf8)).status == 200)
+        #expect(ServeProcess.eventually { serve.metric("healthgate_sink_records_sent_total", sink: "archive") == 1 })
+
+        let page = try serve.client().request("GET", "/")
+        #expect(page.status == 200)
+        let html = String(decoding: page.body, as: UTF8.self)
+        #expect(html.contains("my-iphone (syncky)") && html.contains("archive") && html.contains("<svg"))
+        #expect(html.contains("Anna%27s%20%3CiPhone%3E") && !html.contains("<iPhone>"), "sender text is escaped")
+        #expect(html.contains("of its budget of 61 MiB"))
+        #expect(!html.contains("<script") && !html.contains("src=") && !html.contains("<link"), "no script, no external asset")
+
+        let shot = serve.dataDir + "-page.png"
+        let (rc, out) = try Self.run("/usr/bin/chromium", ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                                                           "--window-size=1000,1400", "--screenshot=\(shot)",
+                                                           "http://127.0.0.1:\(serve.port)/"])
+        #expect(rc == 0, "\(out)")
+        let png = try Data(contentsOf: URL(fileURLWithPath: shot))
+        #expect(png.count > 10_000 && png.prefix(8) == Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]))
+        let (zrc, decoded) = try Self.run("/usr/bin/zbarimg", ["-q", "--raw", shot])
+        #expect(zrc == 0)
+        let link = try CLITests.run(["link", "--config", serve.configPath])
+        #expect(link.status == 0)
+        #expect(decoded.trimmingCharacters(in: .whitespacesAndNewlines) == link.out.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(decoded.hasPrefix("syncky://webhook?v=1&name=Anna%27s"))
+        // On a phone's width too.
+        let narrow = serve.dataDir + "-phone.png"
+        #expect(try Self.run("/usr/bin/chromium", ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                                                   "--window-size=390,1600", "--screenshot=\(narrow)",
+                                                   "http://127.0.0.1:\(serve.port)/"]).0 == 0)
+        #expect(try Self.run("/usr/bin/zbarimg", ["-q", "--raw", narrow]).1.contains("token=\(Vectors.token)"))
+
+        // The JSON: receivers with their last request, sinks with their queue and last error.
+        let j = try serve.client().request("GET", "/status")
+        let status = try JSONSerialization.jsonObject(with: Data(j.body)) as? [String: Any] ?? [:]
+        let receiver = (status["receivers"] as? [[String: Any]])?.first
+        #expect(receiver?["last_status"] as? Int == 200 && receiver?["last_request"] is String)
+        let down = (status["sinks"] as? [[String: Any]])?.first { $0["name"] as? String == "down" }
+        #expect(ServeProcess.eventually {
+            let s = (try? serve.client().request("GET", "/status")).flatMap { try? JSONSerialization.jsonObject(with: Data($0.body)) } as? [String: Any]
+            let d = (s?["sinks"] as? [[String: Any]])?.first { $0["name"] as? String == "down" }
+            return d?["waiting_records"] as? Int == 1 && d?["last_error"] is String && d?["lag_seconds"] is Int
+        }, "\(String(describing: down))")
+        #expect((status["journal"] as? [String: Any])?["max_bytes"] as? Int == 64_000_000)
+        serve.stop()
+    }
+
+    @Test func onlyThisMachineOrTheAdminTokenOpensIt() throws {
+        let serve = try ServeProcess(config: Self.config)
+        #expect(try serve.client().request("GET", "/status").status == 200)
+        // Through a proxy on this machine the request is not this machine's own.
+        let proxied = try serve.client().request("GET", "/", headers: [("X-Forwarded-For", "203.0.113.9")])
+        #expect(proxied.status == 403)
+        #expect(try serve.client().request("POST", "/status").status == 405)
+        serve.stop()
+
+        let admin = "admin-token-0123456789abcdef"
+        let guarded = try ServeProcess(config: Self.config + "\nadmin: {token: \(admin)}\n")
+        let none = try guarded.client().request("GET", "/")
+        #expect(none.status == 401 && none.headers.contains { $0.0.lowercased() == "www-authenticate" && $0.1.hasPrefix("Basic") })
+        #expect(try guarded.client().request("GET", "/", headers: [("Authorization", "Bearer \(Vectors.token)")]).status == 401)
+        #expect(try guarded.client().request("GET", "/status", headers: [("Authorization", "Bearer \(admin)")]).status == 200)
+        let basic = Data("me:\(admin)".utf8).base64EncodedString()
+        #expect(try guarded.client().request("GET", "/", headers: [("Authorization", "Basic \(basic)")]).status == 200)
+        guarded.stop()
+    }
+
+    /// From another machine (an address that is not loopback), without an admin token: refused.
+    @Test func anotherMachineIsRefusedWithoutTheAdminToken() throws {
+        let t = try ConfigTests().load(Self.config.replacingOccurrences(of: "DATA_DIR", with: "/tmp/hg-status-unit"))
+        let journal = try Journal(directory: ServeProcess.makeTempDir("status-journal"), logger: Logger(component: "t", sink: MemoryLogSink()))
+        let endpoint = StatusEndpoint(topology: t, journal: journal, drainers: [], clock: SystemClock())
+        for address in ["192.168.1.20", "10.0.0.2", "2001:db8::1", "::ffff:192.168.1.20", ""] {
+            let r = endpoint.handle(HTTPRequest(method: "GET", path: "/", remoteAddress: address), path: "/", receivers: [])
+            #expect(r?.status == 403, "\(address)")
+        }
+        #expect(endpoint.handle(HTTPRequest(method: "GET", path: "/", remoteAddress: "::1"), path: "/", receivers: [])?.status == 200)
+        journal.close()
+    }
+
+    @Test func theAdminTokenIsChecked() throws {
+        #expect(throws: (any Error).self) { try ConfigTests().load(Self.config + "\nadmin: {token: short}\n") }
+        #expect(throws: (any Error).self) { try ConfigTests().load(Self.config + "\nadmin: {token: \(Vectors.token)}\n") }
+    }
+}
