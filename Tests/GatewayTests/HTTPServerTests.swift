@@ -41,7 +41,7 @@ import Testing
         let (_, plain) = try Self.shell("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:\(serve.port)/healthz")
         #expect(plain != "200")
         // libmicrohttpd's own complaint about it is in our log, in our format.
-        #expect(ServeProcess.eventually(5) { serve.stderrText.contains(" warning http: ") }, "\(serve.stderrText)")
+        #expect(ServeProcess.eventually(5) { serve.stderrText.contains(" level=warning component=http msg=") }, "\(serve.stderrText)")
     }
 
     @Test func closesConnectionsThatStallMidRequest() throws {

@@ -231,8 +231,21 @@ import Testing
         var line: [UInt8] = []
         StderrLogSink.appendEscaped("export a\nb\r\tc\u{01}\u{7F} 2026-12-01T00:00:00Z error x: forged", to: &line)
         let text = String(decoding: line, as: UTF8.self)
-        #expect(text == #"export a\nb\r\tc\x01\x7f 2026-12-01T00:00:00Z error x: forged"#)
+        #expect(text == #"export a\nb\r\tc\u0001\u007f 2026-12-01T00:00:00Z error x: forged"#)
         #expect(!line.contains(0x0A) && !line.contains(0x0D))
+    }
+
+    /// A quote or a backslash in a message cannot end its field: logfmt and JSON lines alike
+    /// read back as one event with the message as it was.
+    @Test func aMessageStaysOneFieldInLogfmtAndJSON() throws {
+        let message = "receiver \"x\" msg=\"forged\" level=error \\ \n{\"level\":\"error\"}"
+        let time = Timestamp(seconds: 1_796_112_000, nanoseconds: 123_456_789)
+        let logfmt = String(decoding: StderrLogSink.line(.warning, "sink db", message, time: time, format: .logfmt), as: UTF8.self)
+        #expect(logfmt.hasPrefix("time=2026-12-01T08:00:00.123Z level=warning component=\"sink db\" msg=\""))
+        #expect(logfmt.filter { $0 == "\n" }.count == 1 && logfmt.hasSuffix("\"\n"))
+        let json = StderrLogSink.line(.error, "ingest", message, time: time, format: .json)
+        let object = try JSONSerialization.jsonObject(with: Data(json)) as? [String: String]
+        #expect(object == ["time": "2026-12-01T08:00:00.123Z", "level": "error", "component": "ingest", "msg": message])
     }
 }
 

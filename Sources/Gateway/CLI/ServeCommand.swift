@@ -16,6 +16,8 @@ struct ServeCommand {
         let logger = Logger(component: "healthgate", sink: logSink)
         let source = try ConfigSource.resolve(options)
         let topology = try source.load(logger: logger)
+        logSink.configure(minimum: topology.log.level?.level ?? .info,
+                          format: topology.log.format == .json ? .json : .logfmt)
         for w in topology.warnings { logger.warning(w) }
 
         var signatureClock: any Clock = SystemClock()

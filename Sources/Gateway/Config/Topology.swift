@@ -26,6 +26,32 @@ public struct Topology: Sendable {
     public var readAPI: ReadAPISettings?
     /// `admin:`: the token that opens the status page from elsewhere than loopback.
     public var admin: AdminSettings?
+    /// `log:`: the level and format of `serve`'s log.
+    public var log: LogConfig = LogConfig()
+}
+
+/// `log: {level: info, format: logfmt}` — `format: json` for one JSON object a line.
+public struct LogConfig: Decodable, Sendable {
+    public enum Level: String, Decodable, Sendable {
+        case debug, info, warning, error
+        public var level: LogLevel {
+            switch self {
+            case .debug: .debug
+            case .info: .info
+            case .warning: .warning
+            case .error: .error
+            }
+        }
+    }
+
+    public enum Format: String, Decodable, Sendable {
+        case logfmt, json
+    }
+
+    public var level: Level?
+    public var format: Format?
+
+    public init() {}
 }
 
 struct TopLevelConfig: Decodable {
@@ -40,6 +66,7 @@ struct TopLevelConfig: Decodable {
     var sinks: YAMLNode?
     var read_api: YAMLNode?
     var admin: AdminConfig?
+    var log: LogConfig?
 }
 
 struct RouteConfig: Decodable {
@@ -215,7 +242,8 @@ public enum ConfigLoader {
         return Topology(file: file, listenHost: host, listenPort: port, dataDir: dataDir, tls: top.tls,
                         http: top.http ?? HTTPTuning(), receivers: receivers, routes: routes, sinks: sinks,
                         warnings: warnings, journal: top.journal ?? JournalConfig(),
-                        quarantine: top.quarantine ?? QuarantineConfig(), readAPI: readAPI, admin: admin)
+                        quarantine: top.quarantine ?? QuarantineConfig(), readAPI: readAPI, admin: admin,
+                        log: top.log ?? LogConfig())
     }
 
     /// `host:port`, `[v6]:port` or `:port`; the host is an IP address (or `localhost`).

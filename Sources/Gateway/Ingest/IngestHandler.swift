@@ -204,7 +204,8 @@ public final class IngestHandler: HTTPHandler, Sendable {
             } catch {
                 logger.error("\(receiver.name): cannot keep an unreadable body in quarantine: \(error)")
             }
-            logger.warning("\(receiver.name): refused an unreadable body (\(request.body.count) bytes) from \(request.remoteAddress): \(reason)")
+            logger.warning("\(receiver.name): refused an unreadable body (\(request.body.count) bytes) from \(request.remoteAddress)"
+                           + "\(IngestHandler.requestID(request)): \(reason)")
             return problem(status, status == 413 ? "Body too large" : "Unreadable body", detail)
         case .accept(let batch, let reply):
             noted.device = batch.device
@@ -221,8 +222,8 @@ public final class IngestHandler: HTTPHandler, Sendable {
                     return unavailable(error.isNoSpace)
                 }
                 m.quarantined.add(batch.quarantined.count, ordering: .relaxed)
-                logger.warning("\(receiver.name): \(batch.quarantined.count) record(s) set aside in quarantine, "
-                               + "first reason: \(batch.quarantined[0].reason)")
+                logger.warning("\(receiver.name): \(batch.quarantined.count) record(s) set aside in quarantine"
+                               + "\(IngestHandler.requestID(request)), first reason: \(batch.quarantined[0].reason)")
             }
             if !batch.isEmpty, let full = admission(receiver.name, adding: batch.payload.count) {
                 m.unavailable.add(1, ordering: .relaxed)
@@ -272,6 +273,13 @@ public final class IngestHandler: HTTPHandler, Sendable {
             }
         }
         return nil
+    }
+
+    /// `, delivery <id>` for a request that names itself (Syncky's X-Syncky-Delivery, or
+    /// X-Request-Id), so a log line can be matched with the app's own log; else nothing.
+    static func requestID(_ request: HTTPRequest) -> String {
+        guard let id = request.header("x-syncky-delivery") ?? request.header("x-request-id"), !id.isEmpty else { return "" }
+        return ", delivery " + QuarantinedRecord.name(id)
     }
 
     func unavailable(_ noSpace: Bool) -> HTTPResponse {

@@ -16,6 +16,10 @@ public struct BatchDelivery {
     let logger: Logger
     let clock: any WaitClock
     private var rng = SystemRandomNumberGenerator()
+    /// The log says when a sink starts failing, when its reason changes, and then once a minute
+    /// while it goes on failing — not at every retry.
+    private var lastWarning: (at: Double, reason: String)?
+    static let repeatWarningEvery = 60.0
 
     public init(sink: any Sink, name: String, retry: RetryConfig, metrics: SinkMetrics, deadLetters: DeadLetters,
                 logger: Logger, clock: any WaitClock) {
@@ -80,6 +84,7 @@ public struct BatchDelivery {
             if keep.isEmpty {
                 metrics.reachability = .reachable
                 if attempt > 0 {
+                    lastWarning = nil
                     logger.info("sink \(name): delivering again after \(attempt) failed attempt(s)")
                     metrics.lastError = nil
                     metrics.nextRetryAt.store(0, ordering: .relaxed)
@@ -96,7 +101,15 @@ public struct BatchDelivery {
             let cap = retry.cap(afterFailures: attempt)
             let pause = retryAfter ?? Double.random(in: 0...cap, using: &rng)
             metrics.nextRetryAt.store(clock.now().seconds + Int64(pause.rounded(.up)), ordering: .relaxed)
-            logger.warning("sink \(name): \(reason); \(records.count) record(s) kept, retrying in \(formatSeconds(pause))")
+            let now = clock.monotonicSeconds()
+            if let last = lastWarning, last.reason == reason, now - last.at < BatchDelivery.repeatWarningEvery {
+                // Said already.
+            } else {
+                let again = lastWarning?.reason == reason ? "still failing after \(attempt) attempt(s): " : ""
+                logger.warning("sink \(name): \(again)\(reason); \(records.count) record(s) kept, retrying in \(formatSeconds(pause))"
+                               + (attempt == 1 ? " (said again once a minute while it lasts)" : ""))
+                lastWarning = (now, reason)
+            }
             // Wait in short steps, so that a sink asked to give the batch up can do so.
             let until = clock.monotonicSeconds() + max(pause, 0.001)
             while clock.monotonicSeconds() < until {
