@@ -10,7 +10,7 @@ PYVENV     := .build/pyvenv
 # Home Assistant for the discovery test: outside the clone, made once per machine (~3 min).
 HA_VENV    ?= $(HOME)/.cache/healthgate/ha-2024.3.3
 
-.PHONY: run test bench build deps pyclients homeassistant check-format clean
+.PHONY: run test bench build deps pyclients homeassistant check-format clean install uninstall
 
 ## Install the Debian packages that are missing (only those).
 deps:
@@ -65,6 +65,31 @@ bench: build
 	.build/release/healthgate-bench --healthgate $(BIN) --mqtt --seconds 5
 	.build/release/healthgate-bench --healthgate $(BIN) --postgres --seconds 5
 	.build/release/healthgate-bench --healthgate $(BIN) --transforms --seconds 5
+
+## Install where a Debian admin expects it: the binary in $(PREFIX)/bin, the systemd unit in
+## $(PREFIX)/lib/systemd/system (pointing at that binary), the example config and the contrib
+## files in $(PREFIX)/share/healthgate, and /etc/healthgate for your config (never overwritten).
+## DESTDIR is honoured (packaging, tests); NO_BUILD=1 installs the release binary as it is.
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+SHAREDIR   := $(PREFIX)/share/healthgate
+install: $(if $(NO_BUILD),,build)
+	@test -x $(BIN) || { echo "no $(BIN): run make build first"; exit 1; }
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/healthgate
+	install -d -m 0755 $(DESTDIR)$(UNITDIR)
+	sed 's|^ExecStart=/usr/local/bin/healthgate |ExecStart=$(PREFIX)/bin/healthgate |' contrib/systemd/healthgate.service \
+	  > $(DESTDIR)$(UNITDIR)/healthgate.service && chmod 0644 $(DESTDIR)$(UNITDIR)/healthgate.service
+	install -D -m 0644 config.example.yaml $(DESTDIR)$(SHAREDIR)/config.example.yaml
+	for f in contrib/configs/*.yaml contrib/caddy/Caddyfile contrib/grafana/*.json; do \
+	  install -D -m 0644 $$f $(DESTDIR)$(SHAREDIR)/$$f; done
+	install -d -m 0750 $(DESTDIR)/etc/healthgate
+
+## Remove what `make install` put in place (not /etc/healthgate, which holds your config).
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/healthgate $(DESTDIR)$(UNITDIR)/healthgate.service
+	rm -rf $(DESTDIR)$(SHAREDIR)
+	-rmdir $(DESTDIR)/etc/healthgate 2>/dev/null
 
 clean:
 	rm -rf .build

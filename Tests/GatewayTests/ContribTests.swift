@@ -1,0 +1,166 @@
+import Foundation
+@testable import Gateway
+import HealthgateCore
+@testable import HealthgateTesting
+import Testing
+
+/// What `contrib/` and `make install` give an admin: the install lands where Debian expects it
+/// and the installed binary checks the installed example; the hardened unit passes
+/// `systemd-analyze verify` without a warning; the three example configs check; the Grafana
+/// dashboards' queries run against the schemas the sinks really write (real InfluxDB 1.x and
+/// PostgreSQL 15), after Grafana's own macros are put in.
+@Suite(.serialized) struct ContribTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+    static let env = ["PHONE_TOKEN", "PHONE_HMAC", "HAE_KEY", "INFLUX_IN_TOKEN", "DEVICE_TOKEN", "HEALTHSYNC_TOKEN", "INFLUX_TOKEN",
+                      "N8N_TOKEN", "MQTT_PASSWORD", "PG_PASSWORD", "AGENT_TOKEN", "ANNA_TOKEN"]
+        .reduce(into: [String: String]()) { $0[$1] = "x-\($1)-0123456789" }
+
+    static func make(_ args: [String]) throws -> (Int32, String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/make")
+        p.arguments = ["-s", "-C", root] + args
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = out
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    @Test func makeInstallPutsItWhereAnAdminLooksAndUninstallTakesItAway() throws {
+        let dest = ServeProcess.makeTempDir("install")
+        let (rc, out) = try Self.make(["install", "DESTDIR=\(dest)", "PREFIX=/usr", "NO_BUILD=1"])
+        #expect(rc == 0, "\(out)")
+        let fm = FileManager.default
+        #expect(fm.isExecutableFile(atPath: dest + "/usr/bin/healthgate"))
+        let unit = try String(contentsOfFile: dest + "/usr/lib/systemd/system/healthgate.service", encoding: .utf8)
+        #expect(unit.contains("\nExecStart=/usr/bin/healthgate serve --config /etc/healthgate/healthgate.yaml\n"))
+        for f in ["config.example.yaml", "contrib/configs/influxdb.yaml", "contrib/configs/home-assistant.yaml",
+                  "contrib/configs/archive.yaml", "contrib/caddy/Caddyfile", "contrib/grafana/healthgate-influxdb.json",
+                  "contrib/grafana/healthgate-postgres.json"] {
+            #expect(fm.fileExists(atPath: dest + "/usr/share/healthgate/" + f), "\(f)")
+        }
+        var isDir: ObjCBool = false
+        #expect(fm.fileExists(atPath: dest + "/etc/healthgate", isDirectory: &isDir) && isDir.boolValue)
+        // The installed binary checks the installed example.
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: dest + "/usr/bin/healthgate")
+        p.arguments = ["check", "--config", dest + "/usr/share/healthgate/config.example.yaml"]
+        p.environment = ProcessInfo.processInfo.environment.merging(Self.env) { $1 }
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        p.standardError = pipe
+        try p.run()
+        let checked = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0, "\(checked)")
+        #expect(checked.contains("ok"))
+
+        let (urc, uout) = try Self.make(["uninstall", "DESTDIR=\(dest)", "PREFIX=/usr"])
+        #expect(urc == 0, "\(uout)")
+        #expect(!fm.fileExists(atPath: dest + "/usr/bin/healthgate"))
+        #expect(!fm.fileExists(atPath: dest + "/usr/lib/systemd/system/healthgate.service"))
+        #expect(!fm.fileExists(atPath: dest + "/usr/share/healthgate"))
+    }
+
+    @Test func theHardenedUnitVerifiesWithoutAWarning() throws {
+        let dir = ServeProcess.makeTempDir("unit")
+        // verify also checks that ExecStart's program exists: point it at the one just built.
+        let unit = try String(contentsOfFile: Self.root + "/contrib/systemd/healthgate.service", encoding: .utf8)
+            .replacingOccurrences(of: "ExecStart=/usr/local/bin/healthgate ", with: "ExecStart=\(ServeProcess.binary) ")
+        try unit.write(toFile: dir + "/healthgate.service", atomically: true, encoding: .utf8)
+        for word in ["DynamicUser=yes", "StateDirectory=healthgate", "ProtectSystem=strict", "NoNewPrivileges=yes",
+                     "CapabilityBoundingSet=\n", "SystemCallFilter=@system-service", "TimeoutStopSec=30"] {
+            #expect(unit.contains(word), "\(word)")
+        }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-analyze")
+        p.arguments = ["verify", dir + "/healthgate.service"]
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        p.standardError = pipe
+        try p.run()
+        let said = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0 && said.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "\(said)")
+        // And its exposure, as systemd rates it, is low ("OK" is below 2.0… "EXPOSED" above 7).
+        let (_, security) = try DatabaseProcess.run("/usr/bin/systemd-analyze", ["security", "--offline=yes", dir + "/healthgate.service"])
+        let level = security.split(separator: "\n").last { $0.contains("Overall exposure level") }
+        let score = level.flatMap { l in l.split(separator: " ").compactMap { Double($0) }.first }
+        #expect(score != nil && score! < 2.5, "\(security.suffix(400))")
+    }
+
+    @Test func theThreeExampleConfigsCheck() throws {
+        for name in ["influxdb", "home-assistant", "archive"] {
+            let r = try CLITests.run(["check", "--config", Self.root + "/contrib/configs/\(name).yaml"], env: Self.env)
+            #expect(r.status == 0, "\(name): \(r.err)")
+            #expect(!r.out.contains("warning"), "\(name): \(r.out)")
+        }
+    }
+
+    static func dashboardQueries(_ file: String, key: String) throws -> [String] {
+        let data = try Data(contentsOf: URL(fileURLWithPath: root + "/contrib/grafana/" + file))
+        let dash = try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
+        let panels = dash["panels"] as? [[String: Any]] ?? []
+        let queries = panels.flatMap { ($0["targets"] as? [[String: Any]] ?? []).compactMap { $0[key] as? String } }
+        let variables = ((dash["templating"] as? [String: Any])?["list"] as? [[String: Any]] ?? []).compactMap { $0["query"] as? String }
+            .filter { $0.contains(" ") }
+        return queries + variables
+    }
+
+    @Test func theGrafanaDashboardsQueryWhatTheSinksWrite() throws {
+        // PostgreSQL: the sink's schema with a few records in it.
+        let pg = try DatabaseProcess.postgres()
+        let serve = try ServeProcess(config: PostgresSinkTests.config(pg))
+        try PostgresSinkTests().ingest(serve, #"""
+            {"device_id":"ios-1","time_zone":"Europe/Budapest","samples":[
+             {"source_uuid":"hr-a","data_type":"heartRate","ts":"2026-12-01T16:05:00Z","value":140,"unit":"count/min"},
+             {"source_uuid":"st-1","data_type":"stepCount","ts":"2026-12-01T12:00:00Z","value":1000,"unit":"count"}],
+             "workouts":[{"source_uuid":"run-1","activity_type":"running","started_at":"2026-12-01T16:00:00Z",
+              "ended_at":"2026-12-01T16:30:00Z","total_energy_kcal":300,"total_distance_m":5000}]}
+            """#)
+        PostgresSinkTests.expect(pg, "SELECT count(*) FROM healthgate.records", is: "3")
+        let sql = try Self.dashboardQueries("healthgate-postgres.json", key: "rawSql")
+        #expect(sql.count == 5)
+        var answered = 0
+        for q in sql {
+            var text = q.replacingOccurrences(of: "'$device'", with: "'ios-1'")
+            // Grafana's $__timeFilter(expr) becomes `expr > now() - …` (expr may hold parentheses).
+            while let r = text.range(of: "$__timeFilter(") {
+                var depth = 0, end = r.upperBound
+                for i in text[r.upperBound...].indices {
+                    if text[i] == "(" { depth += 1 }
+                    if text[i] == ")" { if depth == 0 { end = i; break }; depth -= 1 }
+                }
+                let expr = String(text[r.upperBound..<end])
+                text.replaceSubrange(r.lowerBound...end, with: "\(expr) > now() - interval '3650 days'")
+            }
+            let out = try pg.psql(text)
+            if !out.isEmpty { answered += 1 }
+        }
+        #expect(answered >= 4, "every panel but sleep has a row")
+        serve.stop()
+
+        // InfluxDB 1.x: the influxdb sink's schema.
+        let influx = try DatabaseProcess.influxDB()
+        let s2 = try ServeProcess(config: InfluxDBSinkTests.config(
+            "{kind: influxdb, url: \"\(influx.url)\", api: v1, database: health, precision: s, batch: {max_wait: 10ms}}"))
+        #expect(try InfluxDBSinkTests.post(s2, Vectors.syncBody(samples: [Vectors.stepsSample, Vectors.sleepSample, Vectors.workoutSample,
+                                                                                       PostgresSinkTests.q("h1", "heart_rate", 61, "count/min", at: PostgresSinkTests.base)])) == 200)
+        #expect(ServeProcess.eventually(15) { ((try? influx.influxRows("SELECT * FROM workout")) ?? []).count == 1 })
+        let influxQL = try Self.dashboardQueries("healthgate-influxdb.json", key: "query")
+        #expect(influxQL.count == 5)
+        for q in influxQL {
+            let text = q.replacingOccurrences(of: "$timeFilter", with: "time > now() - 3650d")
+                .replacingOccurrences(of: "/^$phone$/", with: "/^d_zsOZnTQUz_juWFVljuOOBQ$/")
+                .replacingOccurrences(of: "$__interval", with: "1h")
+            let answer = try influx.influxQuery(text)
+            let result = (answer["results"] as? [[String: Any]])?.first
+            #expect(result != nil && result?["error"] == nil, "\(text): \(answer)")
+            #expect(result?["series"] != nil, "\(text) found nothing: \(answer)")
+        }
+        s2.stop()
+    }
+}
