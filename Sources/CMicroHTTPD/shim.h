@@ -31,7 +31,8 @@ static inline struct MHD_Daemon *hg_mhd_start(const char *bind_host, uint16_t po
         MHD_NotifyConnectionCallback notify, void *notify_cls) {
     struct sockaddr_in a4;
     struct sockaddr *sa = NULL;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+    /* ITC: so that MHD_quiesce_daemon can stop the listening at shutdown while requests finish. */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     memset(&a4, 0, sizeof a4);
     struct sockaddr_in6 v6;
     memset(&v6, 0, sizeof v6);

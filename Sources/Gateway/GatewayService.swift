@@ -15,6 +15,7 @@ public final class GatewayService: @unchecked Sendable {
     public let handler: IngestHandler
     let statusEndpoint: StatusEndpoint
     var journalMaxBytes: Int? { topology.journal.max_bytes.map { Int($0.bytes) } }
+    var shutdownTimeout: Double { topology.shutdownTimeout }
     let server: HTTPServer
     /// `replay` beside this serve (nil when the socket could not be made; said in the log).
     let control: ControlServer?
@@ -200,11 +201,20 @@ public final class GatewayService: @unchecked Sendable {
         if ok { rename(tmp, statusPath) }
     }
 
+    /// SIGTERM: stops accepting, lets the requests in flight finish, lets each sink finish its
+    /// current write, all within `shutdown_timeout` (default 20 s, below systemd's 30 s). What a
+    /// sink has not delivered stays in its queue for the next start.
     public func stop() {
-        server.stop()
+        let deadline = monotonicSeconds() + shutdownTimeout
+        // Requests first (they are what phones wait on), with at most three quarters of the time.
+        let unanswered = server.stop(finishingWithin: max(0.1, shutdownTimeout * 0.75))
+        if unanswered > 0 {
+            logger.warning("\(unanswered) request(s) still in flight at the shutdown deadline were cut off (unanswered, so the "
+                           + "phones send them again)")
+        }
         control?.stop()
         for d in drainers { d.requestStop() }
-        for d in drainers { d.stop() }
+        for d in drainers { d.stop(within: max(0.1, deadline - monotonicSeconds())) }
         for d in drainers { d.inbox?.close() }
         journal.close()
         statusMonitor.withLock {

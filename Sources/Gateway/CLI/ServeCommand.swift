@@ -1,6 +1,7 @@
 import CLinux
 import Glibc
 import HealthgateCore
+import Pipeline
 import Posix
 
 /// `healthgate serve`: runs until SIGTERM or SIGINT, then shuts down gracefully.
@@ -68,7 +69,16 @@ struct ServeCommand {
 
         var sig: Int32 = 0
         sigwait(&set, &sig)
-        logger.info("received \(sig == SIGTERM ? "SIGTERM" : "SIGINT"); stopping")
+        logger.info("received \(sig == SIGTERM ? "SIGTERM" : "SIGINT"); stopping within \(formatSeconds(topology.shutdownTimeout)) "
+                    + "(shutdown_timeout)")
+        // Whatever hangs (a sink's close, a disk), the process is gone soon after the deadline;
+        // what was not delivered is in the journal, and acknowledged data is never in memory only.
+        let hardDeadline = topology.shutdownTimeout + 2
+        _ = startThread {
+            sleep(UInt32(hardDeadline.rounded(.up)))
+            logger.error("still stopping \(formatSeconds(hardDeadline)) after the signal: exiting now")
+            _exit(0)
+        }
         service.stop()
         logger.info("stopped")
         return 0

@@ -28,6 +28,9 @@ public struct Topology: Sendable {
     public var admin: AdminSettings?
     /// `log:`: the level and format of `serve`'s log.
     public var log: LogConfig = LogConfig()
+    /// `shutdown_timeout:` (default 20 s): how long SIGTERM waits for requests in flight and
+    /// sinks' writes before `serve` exits.
+    public var shutdownTimeout: Double = 20
 }
 
 /// `log: {level: info, format: logfmt}` — `format: json` for one JSON object a line.
@@ -67,6 +70,7 @@ struct TopLevelConfig: Decodable {
     var read_api: YAMLNode?
     var admin: AdminConfig?
     var log: LogConfig?
+    var shutdown_timeout: ConfigDuration?
 }
 
 struct RouteConfig: Decodable {
@@ -220,6 +224,11 @@ public enum ConfigLoader {
             readAPI = ReadAPISettings.check(node, sinks: sinks, receivers: receivers, httpThreads: top.http?.threads ?? 8,
                                             problems: &problems)
         }
+        let shutdownTimeout = top.shutdown_timeout?.seconds ?? 20
+        if shutdownTimeout < 1 || shutdownTimeout > 600 {
+            problems.append(ConfigProblem(location: root["shutdown_timeout"]?.location, path: "shutdown_timeout",
+                                          message: "shutdown_timeout is 1s to 10m (keep it below systemd's TimeoutStopSec, 30 s in contrib's unit)"))
+        }
         var admin: AdminSettings?
         if let a = top.admin {
             var list = ConfigProblemList(root["admin"] ?? root, path: "admin")
@@ -243,7 +252,7 @@ public enum ConfigLoader {
                         http: top.http ?? HTTPTuning(), receivers: receivers, routes: routes, sinks: sinks,
                         warnings: warnings, journal: top.journal ?? JournalConfig(),
                         quarantine: top.quarantine ?? QuarantineConfig(), readAPI: readAPI, admin: admin,
-                        log: top.log ?? LogConfig())
+                        log: top.log ?? LogConfig(), shutdownTimeout: shutdownTimeout)
     }
 
     /// `host:port`, `[v6]:port` or `:port`; the host is an IP address (or `localhost`).

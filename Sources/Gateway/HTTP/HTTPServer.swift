@@ -67,6 +67,8 @@ public final class HTTPServer: @unchecked Sendable {
     public static let defaultMaxBuffered = 256 << 20
     /// Bytes of request bodies held right now, across all connections.
     let buffered = Atomic<Int>(0)
+    /// Requests begun (their headers in) and not yet completed.
+    let inFlight = Atomic<Int>(0)
 
     /// Takes `n` bytes of the buffer budget for `state`; false (and nothing taken) when they
     /// would pass it.
@@ -139,6 +141,27 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// Stops accepting and closes every connection (in-flight handlers finish first).
     public func stop() {
+        stop(finishingWithin: 0)
+    }
+
+    /// Stops accepting connections at once, gives the requests in flight up to `seconds` to be
+    /// read and answered, then closes every connection. The requests still in flight then.
+    @discardableResult
+    public func stop(finishingWithin seconds: Double) -> Int {
+        var left = 0
+        if let d = daemon, seconds > 0 {
+            let listening = MHD_quiesce_daemon(d)
+            // The socket stays open for libmicrohttpd's threads until it stops, but listens no
+            // more: a new connection is refused at once instead of waiting in the backlog.
+            if listening >= 0 { Glibc.shutdown(listening, Int32(SHUT_RDWR)) }
+            let until = monotonicSeconds() + seconds
+            while inFlight.load(ordering: .acquiring) > 0 && monotonicSeconds() < until { usleep(10_000) }
+            left = inFlight.load(ordering: .acquiring)
+            connections?.stop()
+            MHD_stop_daemon(d)
+            daemon = nil
+            if listening >= 0 { Glibc.close(listening) }
+        }
         connections?.stop()
         if let d = daemon {
             MHD_stop_daemon(d)
@@ -148,6 +171,7 @@ public final class HTTPServer: @unchecked Sendable {
         free(certCopy)
         keyCopy = nil
         certCopy = nil
+        return left
     }
 }
 
@@ -232,6 +256,7 @@ enum MHDCallbacks {
             let m = method.map { String(cString: $0) } ?? "GET"
             let state = RequestState(method: m, path: path, limit: server.handler.maxBodyBytes(forPath: path))
             conCls.pointee = Unmanaged.passRetained(state).toOpaque()
+            server.inFlight.add(1, ordering: .relaxed)
             if let g = server.connections, let t = tracked(connection) { g.headComplete(t) }
             // The request line starts where `method` points; the header block ends `header_size` later.
             let blockSize = hg_mhd_header_size(connection)
@@ -337,7 +362,11 @@ enum MHDCallbacks {
             g.responded(t)
         }
         guard let conCls, let raw = conCls.pointee else { return }
-        if let cls { Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().release(Unmanaged<RequestState>.fromOpaque(raw).takeUnretainedValue()) }
+        if let cls {
+            let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+            server.release(Unmanaged<RequestState>.fromOpaque(raw).takeUnretainedValue())
+            server.inFlight.subtract(1, ordering: .releasing)
+        }
         Unmanaged<RequestState>.fromOpaque(raw).release()
         conCls.pointee = nil
     }

@@ -116,7 +116,8 @@ public final class SinkDrainer: Sendable {
 
     /// Asks the drainer to stop after the write in progress, and waits for it (and for the
     /// sink's `close`) up to the shutdown deadline.
-    public func stop() {
+    public func stop(within deadline: Double? = nil) {
+        let shutdownDeadline = deadline ?? self.shutdownDeadline
         guard let t = thread.withLock({ t -> pthread_t? in defer { t = nil }; return t }) else { return }
         let done: Bool = wake.withLock {
             stopping.store(true, ordering: .releasing)
