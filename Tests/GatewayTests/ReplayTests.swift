@@ -49,7 +49,15 @@ import Testing
         let r = try CLITests.run(["replay", serve.dataDir + "/archive.ndjson", "--sink", "hook", "--config", serve.configPath])
         #expect(r.status == 0, "\(r.err)")
         #expect(r.out.contains("hook: 90 record(s) delivered"), "\(r.out)")
+        // Not on a terminal: progress by tenths, then a summary with the rate.
+        #expect(r.err.contains("replay: 100%, 90 records") && r.err.contains("replay: 90 records in ") && r.err.contains(" records/s)"),
+                "\(r.err)")
         #expect(Array(endpoint.requests.dropFirst(before).flatMap(ScriptedEndpoint.uuids)) == sent)
+        // On a terminal (util-linux `script` gives it one): the bar, with records and rate.
+        let command = [ServeProcess.binary, "replay", serve.dataDir + "/archive.ndjson", "--sink", "hook", "--config", serve.configPath]
+            .map { "'" + $0 + "'" }.joined(separator: " ")
+        let (trc, tty) = try DatabaseProcess.run("/usr/bin/script", ["-qfec", command, "/dev/null"], timeout: 60)
+        #expect(trc == 0 && tty.contains("[##############################] 100%  90 records, ") && tty.contains(" records/s"), "\(tty)")
         // The journal still holds them too (the newest segment is always kept; journal.retention
         // keeps older ones): replay from there, or only what came after a time.
         let fromJournal = try CLITests.run(["replay", "--journal", "--sink", "hook", "--config", serve.configPath])

@@ -236,11 +236,14 @@ struct ReplayCommand {
     }
 }
 
-/// A progress bar on a terminal, a line per tenth otherwise.
+/// A progress bar on a terminal (records, rate, ETA), redrawn at most ten times a second; a
+/// line per tenth otherwise (a log, a pipe); a summary at the end either way.
 final class Progress {
     let total: Int
     let tty: Bool
     private var lastTenth = -1
+    private let started = monotonicSeconds()
+    private var lastDrawn = -Double.infinity
 
     init(total: Int, tty: Bool) {
         self.total = total
@@ -249,11 +252,17 @@ final class Progress {
 
     func update(bytes: Int, records: Int) {
         let fraction = total > 0 ? min(1, Double(bytes) / Double(total)) : 1
+        let elapsed = max(0.001, monotonicSeconds() - started)
+        let rate = Double(records) / elapsed
         if tty {
+            let now = monotonicSeconds()
+            guard now - lastDrawn >= 0.1 || fraction >= 1 else { return }
+            lastDrawn = now
             let width = 30
             let filled = Int(fraction * Double(width))
             let bar = String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled)
-            printErr("\r[\(bar)] \(Int(fraction * 100))%  \(records) records", newline: false)
+            let eta = fraction > 0 && fraction < 1 ? ", ETA " + formatSeconds(elapsed / fraction - elapsed) : ""
+            printErr("\r[\(bar)] \(Int(fraction * 100))%  \(records) records, \(Int(rate.rounded())) records/s\(eta)   ", newline: false)
         } else if Int(fraction * 10) > lastTenth {
             lastTenth = Int(fraction * 10)
             printErr("replay: \(Int(fraction * 100))%, \(records) records")
@@ -262,5 +271,10 @@ final class Progress {
 
     func finish(records: Int) {
         if tty { printErr("") }
+        let elapsed = max(0.001, monotonicSeconds() - started)
+        printErr("replay: \(records) records in \(formatSeconds(elapsed)) (\(Int((Double(records) / elapsed).rounded())) records/s)")
     }
+
+    /// What `finish` says, for tests.
+    static func summaryPrefix(records: Int) -> String { "replay: \(records) records in " }
 }
