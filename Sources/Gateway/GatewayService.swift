@@ -4,23 +4,41 @@ import Pipeline
 import Posix
 import SinkKit
 import Sinks
+import Synchronization
 
 /// The running gateway: journal, sink drainers and HTTP listener, started in that order and
 /// stopped in reverse (stop accepting, finish what is in flight, let each sink finish its
 /// write, close the journal).
+/// The sinks' drainers in place now: a reload replaces the ones whose config changed.
+final class DrainerSet: Sendable {
+    private let list = Mutex<[SinkDrainer]>([])
+    var all: [SinkDrainer] { list.withLock { $0 } }
+    func set(_ drainers: [SinkDrainer]) { list.withLock { $0 = drainers } }
+}
+
 public final class GatewayService: @unchecked Sendable {
-    public let topology: Topology
+    /// The config in force (a reload replaces it; listen, data_dir, tls, http, journal and
+    /// quarantine only change with a restart).
+    public var topology: Topology { live.withLock { $0 } }
     public let journal: Journal
-    public let drainers: [SinkDrainer]
-    public let handler: IngestHandler
-    let statusEndpoint: StatusEndpoint
+    public var drainers: [SinkDrainer] { drainerSet.all }
+    public var handler: IngestHandler { switchable.handler as! IngestHandler }
+    let drainerSet = DrainerSet()
+    private let live: Mutex<Topology>
     var journalMaxBytes: Int? { topology.journal.max_bytes.map { Int($0.bytes) } }
     var shutdownTimeout: Double { topology.shutdownTimeout }
     let server: HTTPServer
+    let switchable: SwitchableHandler
     /// `replay` beside this serve (nil when the socket could not be made; said in the log).
     let control: ControlServer?
     let logger: Logger
     let clock: any WaitClock
+    let signatureClock: any Clock
+    let quarantine: Quarantine
+    let requestLog: RequestLog?
+    let connectionGuard: ConnectionGuard
+    private let onCommit: @Sendable () -> Void
+    private let port = Atomic<UInt16>(0)
     /// Held for the service's life: one `serve` per data dir.
     private let lockFD: Int32
     private let statusMonitor = Monitor()
@@ -29,9 +47,10 @@ public final class GatewayService: @unchecked Sendable {
 
     public init(topology: Topology, logger: Logger, clock: any WaitClock = SystemClock(),
                 signatureClock: any Clock = SystemClock()) throws {
-        self.topology = topology
+        live = Mutex(topology)
         self.logger = logger
         self.clock = clock
+        self.signatureClock = signatureClock
         try FileIO.makeDirectories(topology.dataDir, mode: 0o700)
         try GatewayService.keepPrivate(topology.dataDir, logger: logger)
         lockFD = try GatewayService.lock(dataDir: topology.dataDir)
@@ -41,64 +60,38 @@ public final class GatewayService: @unchecked Sendable {
         if journal.truncatedBytes > 0 || journal.recoveredEntries > 0 {
             logger.info("journal: \(journal.recoveredEntries) entries in the newest segment, up to #\(journal.lastDurableSeq)")
         }
-        // Every sink's metrics first: each drainer's commit looks at all cursors to let the
-        // journal drop the segments every sink has passed.
-        let metrics = topology.sinks.map { SinkMetrics(name: $0.name) }
+        // Each drainer's commit looks at every sink's cursor to let the journal drop the
+        // segments every sink has passed.
         let journal = self.journal
+        let set = drainerSet
         let retention = topology.journal.retention?.seconds ?? 0
-        let onCommit: @Sendable () -> Void = { [clock] in
-            let lowest = metrics.map { $0.cursorSeq.load(ordering: .relaxed) }.min() ?? 0
+        onCommit = { [clock] in
+            let lowest = set.all.map { $0.metrics.cursorSeq.load(ordering: .relaxed) }.min() ?? 0
             let keepAfter = clock.now().seconds - Int64(retention)
             if lowest > 1 { journal.deleteSegments(below: lowest, lastEntryBefore: retention > 0 ? keepAfter : nil) }
         }
-        var drainers: [SinkDrainer] = []
-        for (s, m) in zip(topology.sinks, metrics) {
-            let routes = topology.routes.filter { $0.to.contains(s.name) }
-            let inbox = try Journal(directory: FileIO.join(SinkDrainer.stateDirectory(sink: s.name, dataDir: topology.dataDir), "inbox"),
-                                    segmentBytes: 16 << 20, logger: logger.child("inbox \(s.name)"))
-            drainers.append(SinkDrainer(name: s.name, built: s.built, routes: routes, journal: journal, inbox: inbox,
-                                        dataDir: topology.dataDir, logger: logger.child("queue"), clock: clock, metrics: m,
-                                        onCommit: onCommit))
-        }
-        self.drainers = drainers
+        quarantine = Quarantine(directory: FileIO.join(topology.dataDir, "quarantine"),
+                                maxBytes: topology.quarantine.max_bytes.map { Int($0.bytes) } ?? Quarantine.defaultMaxBytes,
+                                clock: clock)
+        var guardLimits = ConnectionGuard.Limits()
+        if let n = topology.http.max_connections { guardLimits.maxConnections = n }
+        if let t = topology.http.header_timeout { guardLimits.headerTimeout = t.seconds }
+        if let r = topology.http.min_body_rate { guardLimits.minBodyRate = Int(r.bytes) }
+        connectionGuard = ConnectionGuard(limits: guardLimits, logger: logger.child("http"))
         do {
-            control = try ControlServer(dataDir: topology.dataDir, journal: journal, drainers: drainers, clock: clock,
+            requestLog = try RequestLog(path: FileIO.join(topology.dataDir, "requests.db"), logger: logger.child("requests"))
+        } catch {
+            requestLog = nil
+            logger.error("the request log cannot be opened (\(error)); requests are not noted (the read API's batches stay empty)")
+        }
+        switchable = SwitchableHandler(NotReady())
+        do {
+            control = try ControlServer(dataDir: topology.dataDir, journal: journal, drainers: { set.all }, clock: clock,
                                         logger: logger.child("control"))
         } catch {
             control = nil
             logger.warning("no control socket (\(error)): `healthgate replay` cannot run beside this serve")
         }
-        let quarantine = Quarantine(directory: FileIO.join(topology.dataDir, "quarantine"),
-                                    maxBytes: topology.quarantine.max_bytes.map { Int($0.bytes) } ?? Quarantine.defaultMaxBytes,
-                                    clock: clock)
-        // Intake stops (503) for a receiver whose data would go to a blocking sink that is over
-        // its queue limit, and for everyone once the journal's budget is spent.
-        var limits: [String: [IngestHandler.QueueLimit]] = [:]
-        for (d, s) in zip(drainers, topology.sinks) {
-            guard let max = s.built.common.queue.max_bytes?.bytes,
-                  (s.built.common.queue.when_full ?? .block) == .block else { continue }
-            for r in topology.receivers where topology.routes.contains(where: { $0.to.contains(s.name) && $0.takes(receiver: r.name) }) {
-                limits[r.name, default: []].append(IngestHandler.QueueLimit(sink: d.metrics, maxBytes: Int(max)))
-            }
-        }
-        var guardLimits = ConnectionGuard.Limits()
-        if let n = topology.http.max_connections { guardLimits.maxConnections = n }
-        if let t = topology.http.header_timeout { guardLimits.headerTimeout = t.seconds }
-        if let r = topology.http.min_body_rate { guardLimits.minBodyRate = Int(r.bytes) }
-        let connectionGuard = ConnectionGuard(limits: guardLimits, logger: logger.child("http"))
-        statusEndpoint = StatusEndpoint(topology: topology, journal: journal, drainers: drainers, clock: clock)
-        var requestLog: RequestLog?
-        do {
-            requestLog = try RequestLog(path: FileIO.join(topology.dataDir, "requests.db"), logger: logger.child("requests"))
-        } catch {
-            logger.error("the request log cannot be opened (\(error)); requests are not noted (the read API's batches stay empty)")
-        }
-        handler = IngestHandler(receivers: topology.receivers.map(\.receiver), journal: journal, quarantine: quarantine,
-                                clock: clock, signatureClock: signatureClock, logger: logger.child("ingest"),
-                                sinkMetrics: { metrics }, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
-                                queueLimits: limits, connections: connectionGuard,
-                                readAPI: topology.readAPI.map { ReadAPI(settings: $0, requests: requestLog, logger: logger.child("read_api")) },
-                                requestLog: requestLog, status: statusEndpoint)
         var keyPEM: String?
         var certPEM: String?
         if let tls = topology.tls {
@@ -113,7 +106,100 @@ public final class GatewayService: @unchecked Sendable {
                                            maxBufferedBytes: topology.http.max_buffered.map { Int($0.bytes) }
                                                ?? HTTPServer.defaultMaxBuffered,
                                            connectionGuard: connectionGuard),
-                            handler: handler)
+                            handler: switchable)
+        var drainers: [SinkDrainer] = []
+        for s in topology.sinks {
+            drainers.append(try makeDrainer(s, topology: topology, metrics: SinkMetrics(name: s.name), inbox: nil))
+        }
+        drainerSet.set(drainers)
+        switchable.replace(with: makeHandler(topology, reusing: []))
+    }
+
+    /// A sink's drainer, with the routes that lead to it in `topology`.
+    private func makeDrainer(_ s: (name: String, built: BuiltSink), topology: Topology, metrics: SinkMetrics,
+                             inbox: Journal?) throws -> SinkDrainer {
+        let routes = topology.routes.filter { $0.to.contains(s.name) }
+        let box = try inbox ?? Journal(directory: FileIO.join(SinkDrainer.stateDirectory(sink: s.name, dataDir: topology.dataDir), "inbox"),
+                                       segmentBytes: 16 << 20, logger: logger.child("inbox \(s.name)"))
+        return SinkDrainer(name: s.name, built: s.built, routes: routes, journal: journal, inbox: box,
+                           dataDir: topology.dataDir, logger: logger.child("queue"), clock: clock, metrics: metrics,
+                           onCommit: onCommit)
+    }
+
+    /// What answers the HTTP requests for `topology`: its receivers, the read API, the status page.
+    private func makeHandler(_ topology: Topology, reusing earlier: [ReceiverMetrics]) -> IngestHandler {
+        let drainers = self.drainers
+        // Intake stops (503) for a receiver whose data would go to a blocking sink that is over
+        // its queue limit, and for everyone once the journal's budget is spent.
+        var limits: [String: [IngestHandler.QueueLimit]] = [:]
+        for d in drainers {
+            guard let s = topology.sinks.first(where: { $0.name == d.name }), let max = s.built.common.queue.max_bytes?.bytes,
+                  (s.built.common.queue.when_full ?? .block) == .block else { continue }
+            for r in topology.receivers where topology.routes.contains(where: { $0.to.contains(s.name) && $0.takes(receiver: r.name) }) {
+                limits[r.name, default: []].append(IngestHandler.QueueLimit(sink: d.metrics, maxBytes: Int(max)))
+            }
+        }
+        let set = drainerSet
+        let status = StatusEndpoint(topology: topology, journal: journal, drainers: { set.all }, clock: clock,
+                                    port: port.load(ordering: .relaxed))
+        return IngestHandler(receivers: topology.receivers.map(\.receiver), journal: journal, quarantine: quarantine,
+                             clock: clock, signatureClock: signatureClock, logger: logger.child("ingest"),
+                             sinkMetrics: { set.all.map(\.metrics) }, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
+                             queueLimits: limits, connections: connectionGuard,
+                             readAPI: topology.readAPI.map { ReadAPI(settings: $0, requests: requestLog, logger: logger.child("read_api")) },
+                             requestLog: requestLog, status: status, reusing: earlier)
+    }
+
+    /// SIGHUP: takes a new, checked config while serving. Sinks whose config or routes changed
+    /// are rebuilt (each stops after its write in progress and the new one goes on from its
+    /// cursor), new ones start, removed ones stop (their queue stays on disk); receivers, routes,
+    /// the read API, the status page and the log follow the new config; the rest keep running.
+    /// Returns what it did, one line each, for the log.
+    public func reload(_ new: Topology) -> [String] {
+        let old = topology
+        var said: [String] = []
+        var kept = new
+        if old.listenHost != new.listenHost || (new.listenPort != 0 && old.listenPort != new.listenPort) {
+            said.append("listen changed: it takes effect after a restart")
+        }
+        if old.dataDir != new.dataDir { said.append("data_dir changed: it takes effect after a restart"); kept.dataDir = old.dataDir }
+        if (old.tls == nil) != (new.tls == nil) { said.append("tls changed: it takes effect after a restart") }
+        kept.listenHost = old.listenHost
+        kept.listenPort = old.listenPort
+        let current = drainers
+        var next: [SinkDrainer] = []
+        for s in new.sinks {
+            let running = current.first { $0.name == s.name }
+            if let running, old.sinkFingerprints[s.name] == new.sinkFingerprints[s.name] {
+                next.append(running)
+                continue
+            }
+            if let running {
+                running.requestStop()
+                running.stop(within: 10)
+            }
+            do {
+                let d = try makeDrainer(s, topology: kept, metrics: running?.metrics ?? SinkMetrics(name: s.name), inbox: running?.inbox)
+                try d.start()
+                next.append(d)
+                said.append(running == nil ? "sink \(s.name) added" : "sink \(s.name) rebuilt (its config or routes changed)")
+            } catch {
+                said.append("sink \(s.name) cannot start: \(error)")
+            }
+        }
+        for d in current where !new.sinks.contains(where: { $0.name == d.name }) {
+            d.requestStop()
+            d.stop(within: 10)
+            d.inbox?.close()
+            said.append("sink \(d.name) removed (what waited for it stays in its queue on disk)")
+        }
+        drainerSet.set(next)
+        let receivers = Set(new.receivers.map(\.name)), before = Set(old.receivers.map(\.name))
+        for r in receivers.subtracting(before).sorted() { said.append("receiver \(r) added") }
+        for r in before.subtracting(receivers).sorted() { said.append("receiver \(r) removed") }
+        live.withLock { $0 = kept }
+        switchable.replace(with: makeHandler(kept, reusing: handler.receiverMetrics))
+        return said
     }
 
     deinit {
@@ -171,7 +257,8 @@ public final class GatewayService: @unchecked Sendable {
         for d in drainers { try d.start() }
         control?.start()
         let port = try server.start()
-        statusEndpoint.port.store(port, ordering: .relaxed)
+        self.port.store(port, ordering: .relaxed)
+        handler.status?.port.store(port, ordering: .relaxed)
         writeStatus()
         if case .success(let t) = startThread({ [self] in statusLoop() }) { statusThread = t }
         return port
@@ -233,4 +320,15 @@ public final class GatewayService: @unchecked Sendable {
 public struct ServiceError: Error, CustomStringConvertible {
     public var description: String
     public init(_ d: String) { description = d }
+}
+
+/// Answers until the real handler is in place (a moment while `serve` starts).
+struct NotReady: HTTPHandler {
+    func handle(_ request: HTTPRequest) -> HTTPResponse {
+        problem(503, "Starting", "The gateway is starting; try again in a moment.", headers: [HTTPHeader("Retry-After", "1")])
+    }
+    func maxBodyBytes(forPath path: String) -> Int { 0 }
+    func bodyTooLarge(path: String, limit: Int) -> HTTPResponse { handle(HTTPRequest(method: "POST", path: path)) }
+    func tooMuchInFlight(path: String, limit: Int) -> HTTPResponse { handle(HTTPRequest(method: "POST", path: path)) }
+    func preflight(_ headersOnly: HTTPRequest) -> HTTPResponse? { handle(headersOnly) }
 }

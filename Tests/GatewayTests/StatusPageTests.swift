@@ -111,7 +111,7 @@ import Testing
     @Test func anotherMachineIsRefusedWithoutTheAdminToken() throws {
         let t = try ConfigTests().load(Self.config.replacingOccurrences(of: "DATA_DIR", with: "/tmp/hg-status-unit"))
         let journal = try Journal(directory: ServeProcess.makeTempDir("status-journal"), logger: Logger(component: "t", sink: MemoryLogSink()))
-        let endpoint = StatusEndpoint(topology: t, journal: journal, drainers: [], clock: SystemClock())
+        let endpoint = StatusEndpoint(topology: t, journal: journal, drainers: { [] }, clock: SystemClock())
         for address in ["192.168.1.20", "10.0.0.2", "2001:db8::1", "::ffff:192.168.1.20", ""] {
             let r = endpoint.handle(HTTPRequest(method: "GET", path: "/", remoteAddress: address), path: "/", receivers: [])
             #expect(r?.status == 403, "\(address)")

@@ -3,6 +3,7 @@ import Glibc
 import HealthgateCore
 import Pipeline
 import Posix
+import YAMLConfig
 
 /// `healthgate serve`: runs until SIGTERM or SIGINT, then shuts down gracefully.
 struct ServeCommand {
@@ -34,6 +35,7 @@ struct ServeCommand {
         sigemptyset(&set)
         sigaddset(&set, SIGINT)
         sigaddset(&set, SIGTERM)
+        sigaddset(&set, SIGHUP)
         pthread_sigmask(SIG_BLOCK, &set, nil)
         signal(SIGPIPE, SIG_IGN)
 
@@ -68,7 +70,11 @@ struct ServeCommand {
         fflush(nil)
 
         var sig: Int32 = 0
-        sigwait(&set, &sig)
+        while true {
+            sigwait(&set, &sig)
+            guard sig == SIGHUP else { break }
+            reload(source, service: service, logSink: logSink, logger: logger)
+        }
         logger.info("received \(sig == SIGTERM ? "SIGTERM" : "SIGINT"); stopping within \(formatSeconds(topology.shutdownTimeout)) "
                     + "(shutdown_timeout)")
         // Whatever hangs (a sink's close, a disk), the process is gone soon after the deadline;
@@ -82,5 +88,30 @@ struct ServeCommand {
         service.stop()
         logger.info("stopped")
         return 0
+    }
+
+    /// SIGHUP: the config file read and checked again; a bad one is refused with its problems
+    /// and the running config stays.
+    func reload(_ source: ConfigSource, service: GatewayService, logSink: StderrLogSink, logger: Logger) {
+        guard !source.isEmbedded else {
+            logger.warning("SIGHUP: serve runs on the embedded default, which has no file to read again; nothing reloaded")
+            return
+        }
+        let new: Topology
+        do {
+            new = try ConfigSource.resolve(options).load(logger: logger)
+        } catch let problems as ConfigProblems {
+            logger.error("SIGHUP: \(source.file) is refused, the running config stays: \(problems.problems.count) problem(s)")
+            for p in problems.problems { logger.error("SIGHUP: \(p)") }
+            return
+        } catch {
+            logger.error("SIGHUP: \(source.file) cannot be read (\(error)); the running config stays")
+            return
+        }
+        for w in new.warnings { logger.warning(w) }
+        let said = service.reload(new)
+        logSink.configure(minimum: new.log.level?.level ?? .info, format: new.log.format == .json ? .json : .logfmt)
+        logger.info("SIGHUP: \(source.file) reloaded" + (said.isEmpty ? "; nothing else changed" : ""))
+        for line in said { logger.info("SIGHUP: \(line)") }
     }
 }

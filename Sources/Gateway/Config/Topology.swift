@@ -31,6 +31,18 @@ public struct Topology: Sendable {
     /// `shutdown_timeout:` (default 20 s): how long SIGTERM waits for requests in flight and
     /// sinks' writes before `serve` exits.
     public var shutdownTimeout: Double = 20
+    /// Per sink, its config and the routes that lead to it, as text without locations: what a
+    /// reload compares to know which sinks to rebuild.
+    public var sinkFingerprints: [String: String] = [:]
+}
+
+/// A YAML subtree as text, without where it stood in the file (moving a block is no change).
+func fingerprint(_ node: YAMLNode) -> String {
+    switch node {
+    case .scalar(let s): return (s.isNull ? "~" : "") + "\"" + s.value.replacing("\"", with: "\\\"") + "\""
+    case .sequence(let items, _): return "[" + items.map(fingerprint).joined(separator: ",") + "]"
+    case .mapping(let entries, _): return "{" + entries.map { "\"\($0.key)\":" + fingerprint($0.value) }.joined(separator: ",") + "}"
+    }
 }
 
 /// `log: {level: info, format: logfmt}` — `format: json` for one JSON object a line.
@@ -241,6 +253,16 @@ public enum ConfigLoader {
         }
         if !problems.isEmpty { throw ConfigProblems(problems: problems) }
 
+        var fingerprints: [String: String] = [:]
+        let routeItems: [YAMLNode] = { if case .sequence(let items, _)? = top.routes { return items }; return [] }()
+        for entry in mappingEntries(top.sinks, path: "sinks", problems: &problems) {
+            let feeding = routeItems.filter { item in
+                guard case .sequence(let to, _)? = item["to"] else { return false }
+                return to.contains { $0.scalar?.value == entry.key }
+            }
+            fingerprints[entry.key] = fingerprint(entry.value) + "|" + feeding.map(fingerprint).joined(separator: ",")
+        }
+
         var warnings: [String] = []
         for s in sinks where !routes.contains(where: { $0.to.contains(s.name) }) {
             warnings.append("sink \"\(s.name)\" is in no route's `to`: it will receive nothing")
@@ -252,7 +274,7 @@ public enum ConfigLoader {
                         http: top.http ?? HTTPTuning(), receivers: receivers, routes: routes, sinks: sinks,
                         warnings: warnings, journal: top.journal ?? JournalConfig(),
                         quarantine: top.quarantine ?? QuarantineConfig(), readAPI: readAPI, admin: admin,
-                        log: top.log ?? LogConfig(), shutdownTimeout: shutdownTimeout)
+                        log: top.log ?? LogConfig(), shutdownTimeout: shutdownTimeout, sinkFingerprints: fingerprints)
     }
 
     /// `host:port`, `[v6]:port` or `:port`; the host is an IP address (or `localhost`).

@@ -61,7 +61,8 @@ public enum ControlChannel {
 final class ControlServer: Sendable {
     let path: String
     let journal: Journal
-    let drainers: [SinkDrainer]
+    let currentDrainers: @Sendable () -> [SinkDrainer]
+    var drainers: [SinkDrainer] { currentDrainers() }
     let clock: any Clock
     let logger: Logger
     private let listenFD: Int32
@@ -69,10 +70,10 @@ final class ControlServer: Sendable {
     private let state = Mutex<(stop: Bool, thread: pthread_t?)>((false, nil))
 
     /// Binds the socket (replacing a stale one: the data dir's lock says no other serve runs).
-    init(dataDir: String, journal: Journal, drainers: [SinkDrainer], clock: any Clock, logger: Logger) throws {
+    init(dataDir: String, journal: Journal, drainers: @escaping @Sendable () -> [SinkDrainer], clock: any Clock, logger: Logger) throws {
         path = ControlChannel.socketPath(dataDir: dataDir)
         self.journal = journal
-        self.drainers = drainers
+        self.currentDrainers = drainers
         self.clock = clock
         self.logger = logger
         unlink(path)

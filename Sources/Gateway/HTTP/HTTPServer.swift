@@ -19,6 +19,23 @@ public protocol HTTPHandler: Sendable {
     func preflight(_ headersOnly: HTTPRequest) -> HTTPResponse?
 }
 
+/// A handler that can be replaced while the server runs (`serve` on SIGHUP): each call goes to
+/// the one in place when it is made.
+public final class SwitchableHandler: HTTPHandler {
+    private let current: Mutex<any HTTPHandler>
+
+    public init(_ handler: any HTTPHandler) { current = Mutex(handler) }
+
+    public var handler: any HTTPHandler { current.withLock { $0 } }
+    public func replace(with handler: any HTTPHandler) { current.withLock { $0 = handler } }
+
+    public func handle(_ request: HTTPRequest) -> HTTPResponse { handler.handle(request) }
+    public func maxBodyBytes(forPath path: String) -> Int { handler.maxBodyBytes(forPath: path) }
+    public func bodyTooLarge(path: String, limit: Int) -> HTTPResponse { handler.bodyTooLarge(path: path, limit: limit) }
+    public func tooMuchInFlight(path: String, limit: Int) -> HTTPResponse { handler.tooMuchInFlight(path: path, limit: limit) }
+    public func preflight(_ headersOnly: HTTPRequest) -> HTTPResponse? { handler.preflight(headersOnly) }
+}
+
 public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
     public var description: String
 }

@@ -43,7 +43,8 @@ public final class IngestHandler: HTTPHandler, Sendable {
     public init(receivers: [any Receiver], journal: Journal, quarantine: Quarantine, clock: any Clock,
                 signatureClock: any Clock, logger: Logger, sinkMetrics: @escaping @Sendable () -> [SinkMetrics],
                 journalMaxBytes: Int? = nil, queueLimits: [String: [QueueLimit]] = [:], connections: ConnectionGuard? = nil,
-                readAPI: ReadAPI? = nil, requestLog: RequestLog? = nil, status: StatusEndpoint? = nil) {
+                readAPI: ReadAPI? = nil, requestLog: RequestLog? = nil, status: StatusEndpoint? = nil,
+                reusing earlier: [ReceiverMetrics] = []) {
         self.status = status
         self.connections = connections
         self.readAPI = readAPI
@@ -55,7 +56,8 @@ public final class IngestHandler: HTTPHandler, Sendable {
         var metrics: [ReceiverMetrics] = []
         for r in receivers {
             for p in r.paths { byPath[p] = r }
-            metrics.append(ReceiverMetrics(name: r.name))
+            // A receiver kept across a reload keeps its counts.
+            metrics.append(earlier.first { $0.name == r.name } ?? ReceiverMetrics(name: r.name))
         }
         self.receiversByPath = byPath
         self.receiverMetrics = metrics

@@ -14,16 +14,18 @@ import Synchronization
 public final class StatusEndpoint: Sendable {
     let topology: Topology
     let journal: Journal
-    let drainers: [SinkDrainer]
+    /// The sinks' drainers as they are now (a reload may replace some).
+    let currentDrainers: @Sendable () -> [SinkDrainer]
     let clock: any Clock
     /// The port `serve` listens on, once it does (for the setup links).
     let port = Atomic<UInt16>(0)
 
-    init(topology: Topology, journal: Journal, drainers: [SinkDrainer], clock: any Clock) {
+    init(topology: Topology, journal: Journal, drainers: @escaping @Sendable () -> [SinkDrainer], clock: any Clock, port: UInt16 = 0) {
         self.topology = topology
         self.journal = journal
-        self.drainers = drainers
+        self.currentDrainers = drainers
         self.clock = clock
+        self.port.store(port, ordering: .relaxed)
     }
 
     func handle(_ request: HTTPRequest, path: String, receivers: [ReceiverMetrics]) -> HTTPResponse? {
@@ -33,6 +35,7 @@ public final class StatusEndpoint: Sendable {
         }
         if let refusal = refusal(request) { return refusal }
         let now = clock.now()
+        let drainers = currentDrainers()
         let body = path == "/status"
             ? StatusReport.json(journal: journal, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
                                 receivers: receivers, drainers: drainers, now: now)
