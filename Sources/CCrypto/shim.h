@@ -5,6 +5,26 @@
 #include <openssl/params.h>
 #include <openssl/rand.h>
 #include <openssl/crypto.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/bio.h>
+
+/* 0 when key_pem is the private key of the certificate in cert_pem; 1: the certificate cannot
+   be read; 2: the key cannot be read; 3: they do not go together. */
+static inline int hg_check_key_pair(const char *key_pem, const char *cert_pem) {
+    BIO *cb = BIO_new_mem_buf(cert_pem, -1);
+    X509 *cert = cb ? PEM_read_bio_X509(cb, NULL, NULL, NULL) : NULL;
+    BIO_free(cb);
+    if (!cert) return 1;
+    BIO *kb = BIO_new_mem_buf(key_pem, -1);
+    EVP_PKEY *key = kb ? PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL) : NULL;
+    BIO_free(kb);
+    if (!key) { X509_free(cert); return 2; }
+    int ok = X509_check_private_key(cert, key);
+    EVP_PKEY_free(key);
+    X509_free(cert);
+    return ok == 1 ? 0 : 3;
+}
 
 /* HMAC-SHA256 over up to three consecutive parts (prefixes and body), written into out[32].
    EVP_MAC is used because HMAC_CTX is deprecated in OpenSSL 3; OSSL_PARAM arrays are awkward from Swift.

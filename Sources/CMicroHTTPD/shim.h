@@ -28,7 +28,7 @@ static inline struct MHD_Daemon *hg_mhd_start(const char *bind_host, uint16_t po
         MHD_RequestCompletedCallback completed, void *completed_cls,
         unsigned pool_size, unsigned conn_limit, unsigned timeout_s, size_t conn_memory_limit,
         const char *key_pem, const char *cert_pem, hg_mhd_log_sink log_sink,
-        MHD_NotifyConnectionCallback notify, void *notify_cls) {
+        MHD_NotifyConnectionCallback notify, void *notify_cls, int listen_fd) {
     struct sockaddr_in a4;
     struct sockaddr *sa = NULL;
     /* ITC: so that MHD_quiesce_daemon can stop the listening at shutdown while requests finish. */
@@ -48,7 +48,9 @@ static inline struct MHD_Daemon *hg_mhd_start(const char *bind_host, uint16_t po
     struct MHD_OptionItem ops[14];
     int n = 0;
     if (log_sink) ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)&hg_mhd_log_trampoline, (void *)log_sink };
-    ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, sa };
+    /* A socket handed over by a daemon that was quiesced (a TLS reload): its backlog goes on. */
+    if (listen_fd >= 0) ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, listen_fd, NULL };
+    else ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, sa };
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, completed_cls };
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_THREAD_POOL_SIZE, pool_size, NULL };
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT, conn_limit, NULL };

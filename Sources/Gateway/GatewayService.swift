@@ -1,5 +1,6 @@
 import Glibc
 import HealthgateCore
+import HealthgateCrypto
 import Pipeline
 import Posix
 import SinkKit
@@ -27,7 +28,11 @@ public final class GatewayService: @unchecked Sendable {
     private let live: Mutex<Topology>
     var journalMaxBytes: Int? { topology.journal.max_bytes.map { Int($0.bytes) } }
     var shutdownTimeout: Double { topology.shutdownTimeout }
-    let server: HTTPServer
+    /// The listener (a TLS reload replaces it, on the same socket). Touched by the thread that
+    /// starts, reloads and stops the service only.
+    private(set) var server: HTTPServer
+    /// The key and certificate it serves (nil: plain HTTP).
+    private var tlsPEM: (key: String, cert: String)?
     let switchable: SwitchableHandler
     /// `replay` beside this serve (nil when the socket could not be made; said in the log).
     let control: ControlServer?
@@ -36,7 +41,7 @@ public final class GatewayService: @unchecked Sendable {
     let signatureClock: any Clock
     let quarantine: Quarantine
     let requestLog: RequestLog?
-    let connectionGuard: ConnectionGuard
+    private(set) var connectionGuard: ConnectionGuard
     private let onCommit: @Sendable () -> Void
     private let port = Atomic<UInt16>(0)
     /// Held for the service's life: one `serve` per data dir.
@@ -73,11 +78,7 @@ public final class GatewayService: @unchecked Sendable {
         quarantine = Quarantine(directory: FileIO.join(topology.dataDir, "quarantine"),
                                 maxBytes: topology.quarantine.max_bytes.map { Int($0.bytes) } ?? Quarantine.defaultMaxBytes,
                                 clock: clock)
-        var guardLimits = ConnectionGuard.Limits()
-        if let n = topology.http.max_connections { guardLimits.maxConnections = n }
-        if let t = topology.http.header_timeout { guardLimits.headerTimeout = t.seconds }
-        if let r = topology.http.min_body_rate { guardLimits.minBodyRate = Int(r.bytes) }
-        connectionGuard = ConnectionGuard(limits: guardLimits, logger: logger.child("http"))
+        connectionGuard = GatewayService.makeGuard(topology, logger: logger)
         do {
             requestLog = try RequestLog(path: FileIO.join(topology.dataDir, "requests.db"), logger: logger.child("requests"))
         } catch {
@@ -92,27 +93,78 @@ public final class GatewayService: @unchecked Sendable {
             control = nil
             logger.warning("no control socket (\(error)): `healthgate replay` cannot run beside this serve")
         }
-        var keyPEM: String?
-        var certPEM: String?
-        if let tls = topology.tls {
-            keyPEM = String(decoding: try FileIO.readAll(tls.key), as: UTF8.self)
-            certPEM = String(decoding: try FileIO.readAll(tls.cert), as: UTF8.self)
-        }
-        server = HTTPServer(options: .init(host: topology.listenHost, port: topology.listenPort,
-                                           threads: topology.http.threads ?? 8,
-                                           connectionTimeoutSeconds: Int(topology.http.connection_timeout?.seconds ?? 30),
-                                           connectionLimit: topology.http.max_connections ?? 1024,
-                                           tlsKeyPEM: keyPEM, tlsCertPEM: certPEM, logger: logger.child("http"),
-                                           maxBufferedBytes: topology.http.max_buffered.map { Int($0.bytes) }
-                                               ?? HTTPServer.defaultMaxBuffered,
-                                           connectionGuard: connectionGuard),
-                            handler: switchable)
+        tlsPEM = try GatewayService.readTLS(topology)
+        server = GatewayService.makeServer(topology, tls: tlsPEM, guard: connectionGuard, handler: switchable, logger: logger)
         var drainers: [SinkDrainer] = []
         for s in topology.sinks {
             drainers.append(try makeDrainer(s, topology: topology, metrics: SinkMetrics(name: s.name), inbox: nil))
         }
         drainerSet.set(drainers)
         switchable.replace(with: makeHandler(topology, reusing: []))
+    }
+
+    static func makeGuard(_ topology: Topology, logger: Logger) -> ConnectionGuard {
+        var limits = ConnectionGuard.Limits()
+        if let n = topology.http.max_connections { limits.maxConnections = n }
+        if let t = topology.http.header_timeout { limits.headerTimeout = t.seconds }
+        if let r = topology.http.min_body_rate { limits.minBodyRate = Int(r.bytes) }
+        return ConnectionGuard(limits: limits, logger: logger.child("http"))
+    }
+
+    static func readTLS(_ topology: Topology) throws -> (key: String, cert: String)? {
+        guard let tls = topology.tls else { return nil }
+        return (String(decoding: try FileIO.readAll(tls.key), as: UTF8.self), String(decoding: try FileIO.readAll(tls.cert), as: UTF8.self))
+    }
+
+    static func makeServer(_ topology: Topology, tls: (key: String, cert: String)?, guard connectionGuard: ConnectionGuard,
+                           handler: any HTTPHandler, logger: Logger) -> HTTPServer {
+        HTTPServer(options: .init(host: topology.listenHost, port: topology.listenPort,
+                                  threads: topology.http.threads ?? 8,
+                                  connectionTimeoutSeconds: Int(topology.http.connection_timeout?.seconds ?? 30),
+                                  connectionLimit: topology.http.max_connections ?? 1024,
+                                  tlsKeyPEM: tls?.key, tlsCertPEM: tls?.cert, logger: logger.child("http"),
+                                  maxBufferedBytes: topology.http.max_buffered.map { Int($0.bytes) } ?? HTTPServer.defaultMaxBuffered,
+                                  connectionGuard: connectionGuard),
+                   handler: handler)
+    }
+
+    /// A new key and certificate (files changed, or tls set or unset) for the same socket: a new
+    /// listener starts on it, the old one answers the requests it has, then stops. Nothing is
+    /// refused meanwhile: connections wait in the socket's backlog for the moment of the swap.
+    private func reloadTLS(_ new: Topology, said: inout [String]) {
+        let pem: (key: String, cert: String)?
+        do {
+            pem = try GatewayService.readTLS(new)
+        } catch {
+            said.append("tls: the key or certificate cannot be read (\(error)); the ones in use stay")
+            return
+        }
+        guard pem?.key != tlsPEM?.key || pem?.cert != tlsPEM?.cert else { return }
+        // Checked before the listener is touched: libmicrohttpd closes a socket it fails to start on.
+        if let pem, let why = Crypto.keyPairProblem(keyPEM: pem.key, certPEM: pem.cert) {
+            said.append("tls: the new key and certificate are refused (\(why)); the ones in use stay")
+            return
+        }
+        let fd = server.handOver()
+        guard fd >= 0 else { said.append("tls: the listener cannot hand its socket over; restart to use the new certificate"); return }
+        let old = server
+        let guardNew = GatewayService.makeGuard(new, logger: logger)
+        let next = GatewayService.makeServer(new, tls: pem, guard: guardNew, handler: switchable, logger: logger)
+        do {
+            try next.start(listenFD: fd)
+            tlsPEM = pem
+            connectionGuard = guardNew
+            said.append(pem == nil ? "tls turned off: plain HTTP from now on" : "tls: the new key and certificate are served from now on")
+        } catch {
+            // Checked above, so rare (libmicrohttpd refusing what libcrypto took): the socket is
+            // gone with it, so serve cannot go on listening.
+            said.append("tls: the new listener did not start (\(error)); stopping, restart serve")
+            logger.error("tls: the new listener did not start (\(error)); serve exits so that its supervisor restarts it")
+            kill(getpid(), SIGTERM)
+            return
+        }
+        server = next
+        old.finish(within: 10)
     }
 
     /// A sink's drainer, with the routes that lead to it in `topology`.
@@ -163,7 +215,6 @@ public final class GatewayService: @unchecked Sendable {
             said.append("listen changed: it takes effect after a restart")
         }
         if old.dataDir != new.dataDir { said.append("data_dir changed: it takes effect after a restart"); kept.dataDir = old.dataDir }
-        if (old.tls == nil) != (new.tls == nil) { said.append("tls changed: it takes effect after a restart") }
         kept.listenHost = old.listenHost
         kept.listenPort = old.listenPort
         let current = drainers
@@ -197,6 +248,7 @@ public final class GatewayService: @unchecked Sendable {
         let receivers = Set(new.receivers.map(\.name)), before = Set(old.receivers.map(\.name))
         for r in receivers.subtracting(before).sorted() { said.append("receiver \(r) added") }
         for r in before.subtracting(receivers).sorted() { said.append("receiver \(r) removed") }
+        reloadTLS(kept, said: &said)
         live.withLock { $0 = kept }
         switchable.replace(with: makeHandler(kept, reusing: handler.receiverMetrics))
         return said

@@ -4,6 +4,16 @@ import CCrypto
 /// HMAC-SHA256, constant-time comparison and random secrets, over libcrypto.
 public enum Crypto {
     /// HMAC-SHA256 of the concatenated parts.
+    /// Why `keyPEM` and `certPEM` cannot serve TLS together; nil when they can.
+    public static func keyPairProblem(keyPEM: String, certPEM: String) -> String? {
+        switch hg_check_key_pair(keyPEM, certPEM) {
+        case 0: nil
+        case 1: "the certificate is not a PEM X.509 certificate"
+        case 2: "the key is not a PEM private key (or it is encrypted)"
+        default: "the key is not the certificate's"
+        }
+    }
+
     public static func hmacSHA256(key: [UInt8], _ parts: [UInt8]...) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
         let p = parts + Array(repeating: [], count: max(0, 3 - parts.count))

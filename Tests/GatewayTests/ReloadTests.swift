@@ -35,6 +35,39 @@ import Testing
         })
     }
 
+    /// New certificate files and SIGHUP: the same port serves the new certificate; a key that
+    /// does not go with its certificate is refused and the one in use stays.
+    @Test func theTLSCertificateIsReloadedOnTheSameSocket() throws {
+        let dir = ServeProcess.makeTempDir("tls-reload")
+        func makeCert(_ name: String) throws {
+            let (rc, out) = try HTTPServerTests.shell("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 "
+                                                      + "-subj /CN=localhost -keyout \(dir)/\(name)-key.pem -out \(dir)/\(name)-cert.pem")
+            #expect(rc == 0, "\(out)")
+        }
+        try makeCert("one")
+        try makeCert("two")
+        try makeCert("three")
+        _ = try HTTPServerTests.shell("cp \(dir)/one-key.pem \(dir)/key.pem && cp \(dir)/one-cert.pem \(dir)/cert.pem")
+        let config = Self.config().replacingOccurrences(of: "data_dir: DATA_DIR", with: "data_dir: DATA_DIR\ntls: {cert: \(dir)/cert.pem, key: \(dir)/key.pem}")
+        let serve = try ServeProcess(config: config)
+        func status(trusting name: String) throws -> String {
+            try HTTPServerTests.shell("curl -s -o /dev/null -w '%{http_code}' --cacert \(dir)/\(name)-cert.pem https://localhost:\(serve.port)/healthz").1
+        }
+        #expect(try status(trusting: "one") == "200")
+        _ = try HTTPServerTests.shell("cp \(dir)/two-key.pem \(dir)/key.pem && cp \(dir)/two-cert.pem \(dir)/cert.pem")
+        kill(serve.process.processIdentifier, SIGHUP)
+        #expect(ServeProcess.eventually { serve.stderrText.contains("the new key and certificate are served") }, "\(serve.stderrText)")
+        #expect(try status(trusting: "two") == "200")
+        #expect(try status(trusting: "one") != "200")
+        // A key that is not the certificate's: refused, the second pair goes on.
+        _ = try HTTPServerTests.shell("cp \(dir)/three-key.pem \(dir)/key.pem && cp \(dir)/two-cert.pem \(dir)/cert.pem")
+        kill(serve.process.processIdentifier, SIGHUP)
+        #expect(ServeProcess.eventually { serve.stderrText.contains("are refused") }, "\(serve.stderrText)")
+        #expect(try status(trusting: "two") == "200")
+        serve.stop()
+        #expect(serve.process.terminationStatus == 0)
+    }
+
     @Test func aReloadUnderTrafficAnswersAndKeepsEveryRequest() throws {
         let serve = try ServeProcess(config: Self.config())
         let port = serve.port

@@ -121,9 +121,10 @@ public final class HTTPServer: @unchecked Sendable {
         stop()
     }
 
-    /// Starts listening; returns the bound port (useful with port 0).
+    /// Starts listening; returns the bound port (useful with port 0). With `listenFD`, on the
+    /// socket another server handed over (`handOver`), instead of binding one.
     @discardableResult
-    public func start() throws(HTTPServerError) -> UInt16 {
+    public func start(listenFD: Int32 = -1) throws(HTTPServerError) -> UInt16 {
         // MHD keeps pointers to the key and certificate for the daemon's lifetime.
         if let k = options.tlsKeyPEM, let c = options.tlsCertPEM {
             keyCopy = strdup(k)
@@ -142,7 +143,7 @@ public final class HTTPServer: @unchecked Sendable {
                              UInt32(options.connectionTimeoutSeconds), 128 * 1024,
                              keyCopy.map { UnsafePointer($0) }, certCopy.map { UnsafePointer($0) },
                              options.logger == nil ? nil : MHDLog.sink,
-                             connections == nil ? nil : MHDCallbacks.notify, cls)
+                             connections == nil ? nil : MHDCallbacks.notify, cls, listenFD)
         guard let d else {
             let why = errno != 0 ? String(cString: strerror(errno)) : "invalid address or TLS key/certificate"
             throw HTTPServerError(description: "cannot listen on \(options.host):\(options.port): \(why)")
@@ -159,6 +160,24 @@ public final class HTTPServer: @unchecked Sendable {
     /// Stops accepting and closes every connection (in-flight handlers finish first).
     public func stop() {
         stop(finishingWithin: 0)
+    }
+
+    /// Stops accepting and gives the listening socket away (to a server that starts on it);
+    /// the connections open go on until `finish`. -1 when there is none to give.
+    public func handOver() -> Int32 {
+        guard let d = daemon else { return -1 }
+        return MHD_quiesce_daemon(d)
+    }
+
+    /// After `handOver`: lets the requests in flight finish (up to `seconds`), then closes this
+    /// server's connections; the socket it gave away stays open.
+    public func finish(within seconds: Double) {
+        guard let d = daemon else { return }
+        let until = monotonicSeconds() + seconds
+        while inFlight.load(ordering: .acquiring) > 0 && monotonicSeconds() < until { usleep(10_000) }
+        connections?.stop()
+        MHD_stop_daemon(d)
+        daemon = nil
     }
 
     /// Stops accepting connections at once, gives the requests in flight up to `seconds` to be
