@@ -16,18 +16,7 @@ import Testing
                       "N8N_TOKEN", "MQTT_PASSWORD", "PG_PASSWORD", "AGENT_TOKEN", "ANNA_TOKEN"]
         .reduce(into: [String: String]()) { $0[$1] = "x-\($1)-0123456789" }
 
-    static func make(_ args: [String]) throws -> (Int32, String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/make")
-        p.arguments = ["-s", "-C", root] + args
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = out
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
-    }
+    static func make(_ args: [String]) throws -> (Int32, String) { try Command.run("/usr/bin/make", ["-s", "-C", root] + args) }
 
     @Test func makeInstallPutsItWhereAnAdminLooksAndUninstallTakesItAway() throws {
         let dest = ServeProcess.makeTempDir("install")
@@ -45,17 +34,9 @@ import Testing
         var isDir: ObjCBool = false
         #expect(fm.fileExists(atPath: dest + "/etc/healthgate", isDirectory: &isDir) && isDir.boolValue)
         // The installed binary checks the installed example.
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: dest + "/usr/bin/healthgate")
-        p.arguments = ["check", "--config", dest + "/usr/share/healthgate/config.example.yaml"]
-        p.environment = ProcessInfo.processInfo.environment.merging(Self.env) { $1 }
-        let pipe = Pipe()
-        p.standardOutput = pipe
-        p.standardError = pipe
-        try p.run()
-        let checked = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 0, "\(checked)")
+        let (crc, checked) = try Command.run(dest + "/usr/bin/healthgate", ["check", "--config", dest + "/usr/share/healthgate/config.example.yaml"],
+                                             environment: ProcessInfo.processInfo.environment.merging(Self.env) { $1 })
+        #expect(crc == 0, "\(checked)")
         #expect(checked.contains("ok"))
 
         let (urc, uout) = try Self.make(["uninstall", "DESTDIR=\(dest)", "PREFIX=/usr"])
@@ -75,16 +56,8 @@ import Testing
                      "CapabilityBoundingSet=\n", "SystemCallFilter=@system-service", "TimeoutStopSec=30"] {
             #expect(unit.contains(word), "\(word)")
         }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-analyze")
-        p.arguments = ["verify", dir + "/healthgate.service"]
-        let pipe = Pipe()
-        p.standardOutput = pipe
-        p.standardError = pipe
-        try p.run()
-        let said = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 0 && said.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "\(said)")
+        let (vrc, said) = try Command.run("/usr/bin/systemd-analyze", ["verify", dir + "/healthgate.service"])
+        #expect(vrc == 0 && said.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "\(said)")
         // And its exposure, as systemd rates it, is low ("OK" is below 2.0… "EXPOSED" above 7).
         let (_, security) = try DatabaseProcess.run("/usr/bin/systemd-analyze", ["security", "--offline=yes", dir + "/healthgate.service"])
         let level = security.split(separator: "\n").last { $0.contains("Overall exposure level") }

@@ -7,18 +7,7 @@ import Testing
 
 /// What the HTTP layer promises beyond the receivers: HTTPS, idle-client limits, no redirects.
 @Suite(.serialized) struct HTTPServerTests {
-    static func shell(_ command: String) throws -> (Int32, String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/sh")
-        p.arguments = ["-c", command]
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = out
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
-    }
+    static func shell(_ command: String) throws -> (Int32, String) { try Command.run("/bin/sh", ["-c", command]) }
 
     @Test func servesHTTPSWhenTLSHasACertAndKey() throws {
         let dir = ServeProcess.makeTempDir("tls")

@@ -47,16 +47,22 @@ enum ReadQueries {
         }
     }
 
-    // MARK: samples
-
-    static func samples(_ q: ReadQuery, _ lease: ReadPool.Lease) throws(PGError) -> ReadResult {
+    /// Rows with a start, of the devices asked for, from `from` (inclusive) to `to` (not).
+    static func timed(_ q: ReadQuery) -> ParameterizedSQL {
         var sql = ParameterizedSQL()
         sql.conditions.append("start_at IS NOT NULL")
         if let d = q.devices { sql.conditions.append("device = ANY(\(sql.bind(ParameterizedSQL.textArray(d)))::text[])") }
-        if let t = q.type { sql.conditions.append("type = \(sql.bind(t))") }
-        if let k = q.kind { sql.conditions.append("kind = \(sql.bind(k))") }
         if let f = q.from { sql.conditions.append("start_at >= \(sql.bind(f))::timestamptz") }
         if let t = q.to { sql.conditions.append("start_at < \(sql.bind(t))::timestamptz") }
+        return sql
+    }
+
+    // MARK: samples
+
+    static func samples(_ q: ReadQuery, _ lease: ReadPool.Lease) throws(PGError) -> ReadResult {
+        var sql = timed(q)
+        if let t = q.type { sql.conditions.append("type = \(sql.bind(t))") }
+        if let k = q.kind { sql.conditions.append("kind = \(sql.bind(k))") }
         if let a = q.after {
             sql.conditions.append("(start_at, device, uuid, part) > (\(sql.bind(a[0]))::timestamptz, \(sql.bind(a[1])), "
                                   + "\(sql.bind(a[2])), \(sql.bind(a[3]))::integer)")
@@ -144,11 +150,7 @@ enum ReadQueries {
     // MARK: workouts
 
     static func workouts(_ q: ReadQuery, _ lease: ReadPool.Lease) throws(PGError) -> ReadResult {
-        var sql = ParameterizedSQL()
-        sql.conditions.append("start_at IS NOT NULL")
-        if let d = q.devices { sql.conditions.append("device = ANY(\(sql.bind(ParameterizedSQL.textArray(d)))::text[])") }
-        if let f = q.from { sql.conditions.append("start_at >= \(sql.bind(f))::timestamptz") }
-        if let t = q.to { sql.conditions.append("start_at < \(sql.bind(t))::timestamptz") }
+        var sql = timed(q)
         if let a = q.after {
             sql.conditions.append("(start_at, device, uuid) > (\(sql.bind(a[0]))::timestamptz, \(sql.bind(a[1])), \(sql.bind(a[2])))")
         }
