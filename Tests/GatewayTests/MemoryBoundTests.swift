@@ -59,7 +59,9 @@ import Testing
     /// for each request and its drain (each is delivered before the next is sent).
     @Test func theLargestBodiesWithinTheDefaultsStayUnder300MB() throws {
         let serve = try ServeProcess(config: Self.config)
-        let c = serve.client()
+        // A connection of its own for each body: the one before may sit idle (drain, building the
+        // next body) past http.header_timeout, which closes idle keep-alive connections.
+        var c: RawHTTPClient { serve.client() }
         let auth = [("Authorization", "Bearer t")]
         let limit = ReceiverConfig.defaultMaxJSONBody
         let hae = Self.body(limit, #"{"data":{"metrics":[{"name":"heart_rate","units":"count/min","data":["#, "]}]}}") {
