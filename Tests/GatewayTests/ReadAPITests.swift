@@ -144,6 +144,10 @@ import YAMLConfig
         let asIngest = try get(serve, "/samples", token: "ingest-token-123456")
         #expect(asIngest.status == 401 && asIngest.headers.contains { $0.0.lowercased() == "www-authenticate" })
         #expect(try get(serve, "/samples", token: nil).status == 401)
+        // Said in the log (the first at once), without the token.
+        #expect(ServeProcess.eventually(5) { serve.stderrText.contains("read API: refused a request from 127.0.0.1 (") },
+                "\(serve.stderrText)")
+        #expect(!serve.stderrText.contains("ingest-token-123456"))
         let r = try serve.client().request("POST", "/v1/ingest", headers: [("Authorization", "Bearer \(Self.agent)"),
                                                                          ("Content-Type", "application/json")],
                                            body: Array(#"{"device_id":"ios-1","samples":[]}"#.utf8))

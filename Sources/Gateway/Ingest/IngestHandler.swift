@@ -122,8 +122,10 @@ public final class IngestHandler: HTTPHandler, Sendable {
             }
             return ingest(request, receiver)
         }
-        if let readAPI, let answer = readAPI.handle(request, path: path) { return answer }
-        if let status, let answer = status.handle(request, path: path, receivers: receiverMetrics) { return answer }
+        if let readAPI, let answer = readAPI.handle(request, path: path) { return refused(answer, by: "read API", request) }
+        if let status, let answer = status.handle(request, path: path, receivers: receiverMetrics) {
+            return refused(answer, by: "status page", request)
+        }
         switch (request.method, path) {
         case ("GET", "/healthz"), ("HEAD", "/healthz"):
             return health()
@@ -275,6 +277,15 @@ public final class IngestHandler: HTTPHandler, Sendable {
             }
         }
         return nil
+    }
+
+    /// Refused credentials of the read API and the status page go to the log as a receiver's
+    /// do (the first at once, the rest summed up once a minute), never the token.
+    func refused(_ answer: HTTPResponse, by what: String, _ request: HTTPRequest) -> HTTPResponse {
+        if answer.status == 401 || answer.status == 403 {
+            refusals.note(receiver: what, status: answer.status, address: request.remoteAddress, now: clock.now())
+        }
+        return answer
     }
 
     /// `, delivery <id>` for a request that names itself (Syncky's X-Syncky-Delivery, or
