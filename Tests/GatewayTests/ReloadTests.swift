@@ -59,11 +59,13 @@ import Testing
         #expect(ServeProcess.eventually { serve.stderrText.contains("the new key and certificate are served") }, "\(serve.stderrText)")
         #expect(try status(trusting: "two") == "200")
         #expect(try status(trusting: "one") != "200")
-        // A key that is not the certificate's: refused, the second pair goes on.
+        // A key that is not the certificate's: the config is refused (as `check` refuses it), the second pair goes on.
         _ = try HTTPServerTests.shell("cp \(dir)/three-key.pem \(dir)/key.pem && cp \(dir)/two-cert.pem \(dir)/cert.pem")
         kill(serve.process.processIdentifier, SIGHUP)
-        #expect(ServeProcess.eventually { serve.stderrText.contains("are refused") }, "\(serve.stderrText)")
+        #expect(ServeProcess.eventually { serve.stderrText.contains("the key is not the certificate") }, "\(serve.stderrText)")
         #expect(try status(trusting: "two") == "200")
+        let check = try CLITests.run(["check", "--config", serve.configPath])
+        #expect(check.status != 0 && check.err.contains("tls: the key is not the certificate's"), "\(check.err)")
         serve.stop()
         #expect(serve.process.terminationStatus == 0)
     }

@@ -1,5 +1,6 @@
 import Glibc
 import HealthgateCore
+import HealthgateCrypto
 import Pipeline
 import Posix
 import SinkKit
@@ -116,6 +117,9 @@ public enum ConfigLoader {
         } else {
             problems.append(ConfigProblem(location: root["listen"]?.location, path: "listen",
                                           message: "\"\(listen)\" is not IP:PORT (e.g. 0.0.0.0:8080, 127.0.0.1:8080 or [::]:8080)"))
+        }
+        if let tls = top.tls, let why = ConfigLoader.tlsProblem(tls) {
+            problems.append(ConfigProblem(location: root["tls"]?.location, path: "tls", message: why))
         }
         let dataDir = top.data_dir ?? defaultDataDir
         if let why = ConfigLoader.unsafeDataDir(dataDir) {
@@ -275,6 +279,15 @@ public enum ConfigLoader {
                         warnings: warnings, journal: top.journal ?? JournalConfig(),
                         quarantine: top.quarantine ?? QuarantineConfig(), readAPI: readAPI, admin: admin,
                         log: top.log ?? LogConfig(), shutdownTimeout: shutdownTimeout, sinkFingerprints: fingerprints)
+    }
+
+    /// Why the key and certificate files cannot serve HTTPS (unreadable, not PEM, not a pair);
+    /// nil when they can. Said by `check`, and by a reload before the listener is touched.
+    static func tlsProblem(_ tls: TLSConfig) -> String? {
+        guard let key = try? FileIO.readAll(tls.key) else { return "tls.key \(tls.key) cannot be read" }
+        guard let cert = try? FileIO.readAll(tls.cert) else { return "tls.cert \(tls.cert) cannot be read" }
+        return Crypto.keyPairProblem(keyPEM: String(decoding: key, as: UTF8.self), certPEM: String(decoding: cert, as: UTF8.self))
+            .map { "tls: \($0) (key \(tls.key), certificate \(tls.cert))" }
     }
 
     /// `host:port`, `[v6]:port` or `:port`; the host is an IP address (or `localhost`).
