@@ -112,6 +112,14 @@ public enum Crypto {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// `base64url` read back (padding optional); nil when it is not base64url.
+    public static func base64urlDecode(_ s: String) -> [UInt8]? {
+        guard !s.contains("+") && !s.contains("/") else { return nil }
+        var b64 = s.replacing("-", with: "+").replacing("_", with: "/")
+        while b64.utf8.count % 4 != 0 { b64 += "=" }
+        return base64Decode(b64)
+    }
+
     /// Standard base64 with padding (RFC 4648 §4).
     public static func base64(_ bytes: [UInt8]) -> String {
         let table = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)

@@ -171,13 +171,17 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// After `handOver`: lets the requests in flight finish (up to `seconds`), then closes this
     /// server's connections; the socket it gave away stays open.
-    public func finish(within seconds: Double) {
-        guard let d = daemon else { return }
+    /// The requests still in flight then (cut off).
+    @discardableResult
+    public func finish(within seconds: Double) -> Int {
+        guard let d = daemon else { return 0 }
         let until = monotonicSeconds() + seconds
         while inFlight.load(ordering: .acquiring) > 0 && monotonicSeconds() < until { usleep(10_000) }
+        let left = inFlight.load(ordering: .acquiring)
         connections?.stop()
         MHD_stop_daemon(d)
         daemon = nil
+        return left
     }
 
     /// Stops accepting connections at once, gives the requests in flight up to `seconds` to be
@@ -185,17 +189,12 @@ public final class HTTPServer: @unchecked Sendable {
     @discardableResult
     public func stop(finishingWithin seconds: Double) -> Int {
         var left = 0
-        if let d = daemon, seconds > 0 {
-            let listening = MHD_quiesce_daemon(d)
+        if daemon != nil, seconds > 0 {
+            let listening = handOver()
             // The socket stays open for libmicrohttpd's threads until it stops, but listens no
             // more: a new connection is refused at once instead of waiting in the backlog.
             if listening >= 0 { Glibc.shutdown(listening, Int32(SHUT_RDWR)) }
-            let until = monotonicSeconds() + seconds
-            while inFlight.load(ordering: .acquiring) > 0 && monotonicSeconds() < until { usleep(10_000) }
-            left = inFlight.load(ordering: .acquiring)
-            connections?.stop()
-            MHD_stop_daemon(d)
-            daemon = nil
+            left = finish(within: seconds)
             if listening >= 0 { Glibc.close(listening) }
         }
         connections?.stop()

@@ -164,25 +164,32 @@ public final class IngestHandler: HTTPHandler, Sendable {
         return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "application/json")], body: w.bytes)
     }
 
+    /// What became of a request, for the receiver's last-request figures and the request log.
+    struct Noted {
+        var records = 0
+        var refused = 0
+        var duplicates = 0
+        var device: String?
+        var id: String?
+        var note: String?
+    }
+
     func ingest(_ request: HTTPRequest, _ receiver: any Receiver) -> HTTPResponse {
-        var noted: (records: Int, refused: Int, duplicates: Int, device: String?, id: String?, note: String?) = (0, 0, 0, nil, nil, nil)
+        var noted = Noted()
         let response = ingest(request, receiver, noted: &noted)
-        if response.status != 401 && response.status != 403 {
-            let m = metricsByName[receiver.name]!
-            m.lastStatus.store(response.status, ordering: .relaxed)
-            m.lastRequestNanos.store(clock.now().unixNanoseconds, ordering: .relaxed)
-        }
-        if let requestLog, response.status != 401 && response.status != 403 {
-            requestLog.note(time: clock.now(), receiver: receiver.name, device: noted.device ?? request.header("x-device-id"),
-                            requestID: noted.id ?? request.header("x-syncky-delivery") ?? request.header("x-request-id"),
-                            status: response.status, records: noted.records, refused: noted.refused,
-                            duplicates: noted.duplicates, note: noted.note)
-        }
+        // Refused credentials are not a phone's request (RefusalLog says them).
+        guard response.status != 401 && response.status != 403 else { return response }
+        let now = clock.now()
+        let m = metricsByName[receiver.name]!
+        m.lastStatus.store(response.status, ordering: .relaxed)
+        m.lastRequestNanos.store(now.unixNanoseconds, ordering: .relaxed)
+        requestLog?.note(time: now, receiver: receiver.name, device: noted.device ?? request.header("x-device-id"),
+                         requestID: noted.id ?? IngestHandler.deliveryID(request), status: response.status,
+                         records: noted.records, refused: noted.refused, duplicates: noted.duplicates, note: noted.note)
         return response
     }
 
-    func ingest(_ request: HTTPRequest, _ receiver: any Receiver,
-                noted: inout (records: Int, refused: Int, duplicates: Int, device: String?, id: String?, note: String?)) -> HTTPResponse {
+    func ingest(_ request: HTTPRequest, _ receiver: any Receiver, noted: inout Noted) -> HTTPResponse {
         let m = metricsByName[receiver.name]!
         m.requests.add(1, ordering: .relaxed)
         if request.body.count > receiver.maxBodyBytes {
@@ -291,8 +298,12 @@ public final class IngestHandler: HTTPHandler, Sendable {
     /// `, delivery <id>` for a request that names itself (Syncky's X-Syncky-Delivery, or
     /// X-Request-Id), so a log line can be matched with the app's own log; else nothing.
     static func requestID(_ request: HTTPRequest) -> String {
-        guard let id = request.header("x-syncky-delivery") ?? request.header("x-request-id"), !id.isEmpty else { return "" }
-        return ", delivery " + QuarantinedRecord.name(id)
+        deliveryID(request).map { ", delivery " + QuarantinedRecord.name($0) } ?? ""
+    }
+
+    /// The id a request gives itself: X-Syncky-Delivery, else X-Request-Id.
+    static func deliveryID(_ request: HTTPRequest) -> String? {
+        (request.header("x-syncky-delivery") ?? request.header("x-request-id")).flatMap { $0.isEmpty ? nil : $0 }
     }
 
     func unavailable(_ noSpace: Bool) -> HTTPResponse {

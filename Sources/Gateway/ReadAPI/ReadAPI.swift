@@ -118,8 +118,7 @@ public final class ReadAPI: Sendable {
 
     /// The read token the request carries, compared in constant time with each.
     func authorize(_ request: HTTPRequest) -> ReadAPISettings.Token? {
-        guard let h = request.header("authorization"), h.count > 7, h.prefix(7).lowercased() == "bearer " else { return nil }
-        let given = Array(h.dropFirst(7).utf8)
+        guard let given = Authenticator.bearer(request) else { return nil }
         var found: ReadAPISettings.Token?
         for t in settings.tokens where Crypto.constantTimeEqual(t.secret, given) { found = t }
         return found
@@ -254,9 +253,7 @@ enum ReadCursor {
     }
 
     static func decode(_ s: String, endpoint: ReadAPI.Endpoint) -> [String]? {
-        var b64 = s.replacing("-", with: "+").replacing("_", with: "/")
-        while b64.utf8.count % 4 != 0 { b64 += "=" }
-        guard let bytes = Crypto.base64Decode(b64), let doc = try? JSONParser().parse(bytes), doc.root.kind == .array else { return nil }
+        guard let bytes = Crypto.base64urlDecode(s), let doc = try? JSONParser().parse(bytes), doc.root.kind == .array else { return nil }
         var parts: [String] = []
         for e in doc.root.elements {
             guard let s = e.string else { return nil }

@@ -21,27 +21,37 @@ public struct Authenticator: Sendable {
         self.headerName = header.lowercased()
     }
 
+    /// The token of `Authorization: Bearer <token>` (scheme in any case), or nil.
+    static func bearer(_ request: HTTPRequest) -> [UInt8]? {
+        guard let v = request.header("authorization"), v.count > 7, v.prefix(7).lowercased() == "bearer " else { return nil }
+        return Array(v.utf8.dropFirst(7))
+    }
+
+    /// The user and password of `Authorization: Basic <base64>`, or nil.
+    static func basic(_ request: HTTPRequest) -> (user: [UInt8], password: [UInt8])? {
+        guard let v = request.header("authorization"), v.count > 6, v.prefix(6).lowercased() == "basic ",
+              let decoded = Crypto.base64Decode(String(v.dropFirst(6)).trimmingSpaces),
+              let colon = decoded.firstIndex(of: 0x3A) else { return nil }
+        return (Array(decoded[..<colon]), Array(decoded[(colon + 1)...]))
+    }
+
     /// nil when the request is allowed; otherwise the 401 to send.
     public func check(_ request: HTTPRequest) -> HTTPResponse? {
         switch kind {
         case .none:
             return nil
         case .bearer:
-            guard let v = request.header("authorization"), v.count > 7,
-                  v.prefix(7).lowercased() == "bearer " else {
+            guard let given = Authenticator.bearer(request) else {
                 return refuse("An Authorization: Bearer header is required.", challenge: "Bearer")
             }
-            let given = Array(v.utf8.dropFirst(7))
             return Crypto.constantTimeEqual(given, token) ? nil
                 : refuse("The Bearer token is not the one configured for this receiver.", challenge: "Bearer")
         case .basic:
-            guard let v = request.header("authorization"), v.count > 6, v.prefix(6).lowercased() == "basic ",
-                  let decoded = Crypto.base64Decode(String(v.dropFirst(6)).trimmingSpaces),
-                  let colon = decoded.firstIndex(of: 0x3A) else {
+            guard let given = Authenticator.basic(request) else {
                 return refuse("An Authorization: Basic header is required.", challenge: "Basic realm=\"healthgate\"")
             }
-            let userOK = Crypto.constantTimeEqual(Array(decoded[..<colon]), user)
-            let passOK = Crypto.constantTimeEqual(Array(decoded[(colon + 1)...]), token)
+            let userOK = Crypto.constantTimeEqual(given.user, user)
+            let passOK = Crypto.constantTimeEqual(given.password, token)
             return userOK && passOK ? nil
                 : refuse("The user or password is not the one configured for this receiver.",
                          challenge: "Basic realm=\"healthgate\"")

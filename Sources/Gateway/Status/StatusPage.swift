@@ -71,16 +71,8 @@ public final class StatusEndpoint: Sendable {
     /// The token as `Bearer <token>`, or as the password of `Basic` (any user), compared in
     /// constant time.
     static func carries(_ token: [UInt8], _ request: HTTPRequest) -> Bool {
-        guard let h = request.header("authorization") else { return false }
-        if h.count > 7, h.prefix(7).lowercased() == "bearer " {
-            return Crypto.constantTimeEqual(Array(h.dropFirst(7).utf8), token)
-        }
-        if h.count > 6, h.prefix(6).lowercased() == "basic ",
-           let decoded = Crypto.base64Decode(String(h.dropFirst(6)).trimmingSpaces),
-           let colon = decoded.firstIndex(of: 0x3A) {
-            return Crypto.constantTimeEqual(Array(decoded[(colon + 1)...]), token)
-        }
-        return false
+        guard let given = Authenticator.bearer(request) ?? Authenticator.basic(request)?.password else { return false }
+        return Crypto.constantTimeEqual(given, token)
     }
 
     /// Each Syncky receiver's setup link, as `healthgate link` prints it.
