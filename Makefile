@@ -48,11 +48,13 @@ homeassistant: deps
 ## The tests' data dirs, servers and journals go into a directory of this run's own (TMPDIR),
 ## removed afterwards whatever the outcome: runs after runs do not fill /tmp. It is 0755 so that
 ## PostgreSQL, started as the postgres user when the tests run as root, can reach its own dirs.
+## Tests/run.sh gives the run a deadline (TEST_TIMEOUT, 2400 s): past it, it says which tests
+## were still running and where they waited, and fails.
 test: deps pyclients homeassistant
 	$(SWIFT) build -c release --product healthgate
 	@tmp=$$(mktemp -d /tmp/healthgate-test.XXXXXX) && chmod 755 $$tmp && \
 	HEALTHGATE_BIN=$(CURDIR)/$(BIN) HEALTHGATE_PYTHON=$(CURDIR)/$(PYVENV)/bin/python HEALTHGATE_HA_VENV=$(HA_VENV) \
-	  TMPDIR=$$tmp $(SWIFT) test --parallel --num-workers 2; status=$$?; rm -rf $$tmp; exit $$status
+	  TMPDIR=$$tmp bash Tests/run.sh $(SWIFT); status=$$?; rm -rf $$tmp; exit $$status
 
 ## Throughput and latency of the whole path, into the file sink with fsync on: once as fast
 ## as the server answers (throughput), once paced at 400,000 samples/s (latency under load),

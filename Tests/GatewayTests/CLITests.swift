@@ -15,22 +15,11 @@ import Testing
     }
 
     static func run(_ args: [String], cwd: String? = nil, env: [String: String] = [:]) throws -> Run {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: ServeProcess.binary)
-        p.arguments = args
-        if let cwd { p.currentDirectoryURL = URL(fileURLWithPath: cwd) }
         var e = ProcessInfo.processInfo.environment
         e["HEALTHGATE_CONFIG"] = nil
         for (k, v) in env { e[k] = v }
-        p.environment = e
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let r = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return Run(status: p.terminationStatus, out: String(decoding: o, as: UTF8.self), err: String(decoding: r, as: UTF8.self))
+        let r = try Command.runApart(ServeProcess.binary, args, environment: e, cwd: cwd)
+        return Run(status: r.status, out: r.out, err: r.err)
     }
 
     @Test func versionAndUsage() throws {

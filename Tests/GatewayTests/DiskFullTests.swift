@@ -10,12 +10,7 @@ import Testing
 /// returns. The data dir is a small tmpfs (mounting it needs root, as CI runs).
 @Suite(.serialized) struct DiskFullTests {
     static func sh(_ command: String) -> Int32 {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/sh")
-        p.arguments = ["-c", command]
-        try? p.run()
-        p.waitUntilExit()
-        return p.terminationStatus
+        (try? Command.run("/bin/sh", ["-c", command], timeout: 60))?.0 ?? -1
     }
 
     @Test func aFullDiskAnswers503AndLosesNothingAcknowledged() throws {

@@ -38,7 +38,7 @@ import Testing
     /// sleep and a ride.
     static func annasSamples(now: Int64) -> [String] {
         func q(_ uuid: String, _ type: String, _ value: String, _ unit: String, ago: Int64) -> String {
-            #"{"uuid":"\#(uuid)","type":"\#(type)","value":\#(value),"unit":"\#(unit)","start":"\#(iso(now - ago))","end":"\#(iso(now - ago + 30))","source":{"app":"com.apple.Health","device":"Apple Watch"}}"#
+            #"{"uuid":"\#(uuid)","type":"\#(type)","value":\#(value),"unit":"\#(unit)","start":"\#(iso(TestTime.ago(ago, now: now)))","end":"\#(iso(TestTime.ago(ago, now: now) + 30))","source":{"app":"com.apple.Health","device":"Apple Watch"}}"#
         }
         func sleep(_ uuid: String, _ stage: String, ago: Int64, minutes: Int64) -> String {
             #"{"uuid":"\#(uuid)","type":"sleep_analysis","value":"\#(stage)","start":"\#(iso(now - ago))","end":"\#(iso(now - ago + minutes * 60))"}"#
@@ -54,7 +54,7 @@ import Testing
     /// Ben's Health Auto Export body (its dates in the phone's offset, +01:00).
     static func bensBody(now: Int64) -> String {
         func d(_ ago: Int64) -> String {
-            let t = Timestamp(seconds: now - ago + 3600).rfc3339()   // local time at +01:00
+            let t = Timestamp(seconds: TestTime.ago(ago, now: now, offset: 3600) + 3600).rfc3339()   // local time at +01:00
             return String(t.prefix(10)) + " " + String(t.dropFirst(11).prefix(8)) + " +0100"
         }
         return #"""

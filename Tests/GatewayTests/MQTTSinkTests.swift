@@ -36,7 +36,7 @@ import YAMLConfig
     }
 
     static func iso(_ secondsAgo: Int) -> String {
-        Timestamp(seconds: Int64(Date().timeIntervalSince1970) - Int64(secondsAgo)).rfc3339()
+        Timestamp(seconds: TestTime.ago(Int64(secondsAgo))).rfc3339()
     }
 
     static func steps(_ uuid: String, _ value: Int, ago: Int = 600) -> String {

@@ -104,9 +104,12 @@ import Testing
                                    routes: "  - {from: [phone, chunks], to: [extra]}")
                        + "\n  extra: {kind: file, path: \"extra.ndjson\", batch: {max_wait: 10ms}}\n", to: serve)
         kill(serve.process.processIdentifier, SIGHUP)
-        #expect(ServeProcess.eventually { serve.stderrText.contains("reloaded") }, "\(serve.stderrText)")
-        #expect(serve.stderrText.contains("sink extra added") && serve.stderrText.contains("sink archive rebuilt")
-                && serve.stderrText.contains("receiver chunks added"), "\(serve.stderrText)")
+        // What changed is said after the "reloaded" line: wait for all of it.
+        #expect(ServeProcess.eventually {
+            let said = serve.stderrText
+            return said.contains("reloaded") && said.contains("sink extra added") && said.contains("sink archive rebuilt")
+                && said.contains("receiver chunks added")
+        }, "\(serve.stderrText)")
         Thread.sleep(forTimeInterval: 0.8)
         let ingest = try serve.client().request("POST", "/v1/ingest", headers: [("Authorization", "Bearer ingest-token-123456"),
                                                                               ("Content-Type", "application/json")],

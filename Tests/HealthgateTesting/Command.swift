@@ -1,30 +1,85 @@
 import Foundation
+import Glibc
 
-/// Runs a program to its end; its exit status and what it wrote, stdout and stderr together.
+/// Runs a program to its end, or past `timeout` seconds kills it and whatever it started (a hung
+/// program must not hang the run). What it writes goes to files, not pipes: a program it started
+/// and left behind (Chromium's helpers, a shell's background job) would hold a pipe open and a
+/// read to its end would never return.
 enum Command {
+    /// Its exit status and what it wrote, stdout and stderr together.
     static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
                     cwd: String? = nil, timeout: Double = 300) throws -> (Int32, String) {
+        let r = try spawn(executable, arguments, environment: environment, cwd: cwd, timeout: timeout, stderr: .withStdout)
+        return (r.status, r.out)
+    }
+
+    /// Its exit status, its stdout and its stderr apart.
+    static func runApart(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+                         cwd: String? = nil, timeout: Double = 300) throws -> (status: Int32, out: String, err: String) {
+        try spawn(executable, arguments, environment: environment, cwd: cwd, timeout: timeout, stderr: .apart)
+    }
+
+    /// Its exit status and its stdout; stderr thrown away.
+    static func runQuiet(_ executable: String, _ arguments: [String], timeout: Double) throws -> (Int32, String) {
+        let r = try spawn(executable, arguments, environment: nil, cwd: nil, timeout: timeout, stderr: .discarded)
+        return (r.status, r.out)
+    }
+
+    enum Stderr { case withStdout, apart, discarded }
+
+    private static func spawn(_ executable: String, _ arguments: [String], environment: [String: String]?, cwd: String?,
+                              timeout: Double, stderr: Stderr) throws -> (status: Int32, out: String, err: String) {
+        let dir = ServeProcess.makeTempDir("command")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let outPath = dir + "/out", errPath = dir + "/err"
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+        guard let out = FileHandle(forWritingAtPath: outPath), let err = FileHandle(forWritingAtPath: errPath) else {
+            throw ServeError(description: "cannot make the output files of \(executable) in \(dir)")
+        }
+        defer { try? out.close(); try? err.close() }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: executable)
         p.arguments = arguments
         if let environment { p.environment = environment }
         if let cwd { p.currentDirectoryURL = URL(fileURLWithPath: cwd) }
-        let out = Pipe()
+        p.standardInput = FileHandle(forReadingAtPath: "/dev/null")
         p.standardOutput = out
-        p.standardError = out
+        switch stderr {
+        case .withStdout: p.standardError = out
+        case .apart: p.standardError = err
+        case .discarded: p.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        }
         try p.run()
-        // Whatever it does, it does not outlive the timeout (a hung program must not hang the run).
+        // Foundation starts each child in a process group of its own (its pid): killing the group
+        // ends what it started too.
         let pid = p.processIdentifier
-        let ended = Ended()
-        DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { ended.lock.withLock { if !ended.value { kill(pid, SIGKILL) } } }
-        let data = out.fileHandleForReading.readDataToEndOfFile()
+        let deadline = Date().addingTimeInterval(timeout)
+        while p.isRunning && Date() < deadline { usleep(5_000) }
+        let timedOut = p.isRunning
+        if timedOut { kill(-pid, SIGKILL); kill(pid, SIGKILL) }
         p.waitUntilExit()
-        ended.lock.withLock { ended.value = true }   // its pid may be another's from now on
-        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+        kill(-pid, SIGKILL)   // and whatever it left behind
+        let said = String(decoding: FileManager.default.contents(atPath: outPath) ?? Data(), as: UTF8.self)
+        var errors = String(decoding: FileManager.default.contents(atPath: errPath) ?? Data(), as: UTF8.self)
+        if timedOut { errors += "\n(\(executable) was killed: still running \(timeout) s after it started)" }
+        return (p.terminationStatus, stderr == .withStdout && timedOut ? said + errors : said, errors)
     }
+}
 
-    private final class Ended: @unchecked Sendable {
-        let lock = NSLock()
-        var value = false
+extension Process {
+    /// Waits for it to end, at most `seconds`; past them it (and its process group) is killed.
+    /// True when it ended by itself.
+    @discardableResult
+    func waitUntilExit(within seconds: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while isRunning && Date() < deadline { usleep(5_000) }
+        let ended = !isRunning
+        if !ended {
+            kill(-processIdentifier, SIGKILL)
+            kill(processIdentifier, SIGKILL)
+        }
+        waitUntilExit()
+        return ended
     }
 }

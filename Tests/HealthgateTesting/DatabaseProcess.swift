@@ -43,7 +43,7 @@ final class DatabaseProcess {
     deinit {
         if process.isRunning {
             kill(process.processIdentifier, stopSignal)
-            process.waitUntilExit()
+            process.waitUntilExit(within: 30)
         }
     }
 
@@ -64,7 +64,7 @@ final class DatabaseProcess {
                                  "-addext", "subjectAltName=IP:127.0.0.1"]
             openssl.standardError = FileHandle(forWritingAtPath: "/dev/null")
             try openssl.run()
-            openssl.waitUntilExit()
+            openssl.waitUntilExit(within: 60)
             https = "https-enabled = true\n  https-certificate = \"\(dir)/cert.pem\"\n  https-private-key = \"\(dir)/key.pem\""
         }
         try """
@@ -107,19 +107,7 @@ final class DatabaseProcess {
     /// children inherit, so `timeout(1)` and `mosquitto_sub -W` never fire.)
     @discardableResult
     static func run(_ executable: String, _ arguments: [String], timeout: Double = 20) throws -> (Int32, String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: executable)
-        p.arguments = arguments
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        try p.run()
-        let deadline = Date().addingTimeInterval(timeout)
-        while p.isRunning && Date() < deadline { usleep(10_000) }
-        if p.isRunning { kill(p.processIdentifier, SIGKILL) }
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+        try Command.runQuiet(executable, arguments, timeout: timeout)
     }
 
     /// mosquitto, the MQTT broker: anonymous, no persistence, on loopback.
