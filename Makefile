@@ -10,7 +10,7 @@ PYVENV     := .build/pyvenv
 # Home Assistant for the discovery test: outside the clone, made once per machine (~3 min).
 HA_VENV    ?= $(HOME)/.cache/healthgate/ha-2024.3.3
 
-.PHONY: run test bench build deps pyclients homeassistant check-format clean install uninstall
+.PHONY: run test bench build deps pyclients homeassistant check-format clean install uninstall fuzz
 
 ## Install the Debian packages that are missing (only those).
 deps:
@@ -67,6 +67,16 @@ bench: build
 	.build/release/healthgate-bench --healthgate $(BIN) --mqtt --seconds 5
 	.build/release/healthgate-bench --healthgate $(BIN) --postgres --seconds 5
 	.build/release/healthgate-bench --healthgate $(BIN) --transforms --seconds 5
+
+## Fuzzing: every parser a stranger reaches (Sources/Fuzz/Targets), under libFuzzer and
+## AddressSanitizer, each target for FUZZ_SECONDS from its committed corpus (Tests/Fuzz/corpus);
+## fails on any finding and says where its reproducer is (Tests/Fuzz/run.sh). Not part of `make test`,
+## which runs the corpora and the findings through the same targets without libFuzzer.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= syncky-native syncky-csv syncky-influx influx hae ingest healthsync headers config
+fuzz: deps
+	$(SWIFT) build --scratch-path .build/fuzz --sanitize fuzzer --sanitize address -Xswiftc -DFUZZING --product healthgate-fuzz
+	bash Tests/Fuzz/run.sh .build/fuzz/debug/healthgate-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 ## Install where a Debian admin expects it: the binary in $(PREFIX)/bin, the systemd unit in
 ## $(PREFIX)/lib/systemd/system (pointing at that binary), the example config and the contrib

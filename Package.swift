@@ -8,6 +8,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "healthgate", targets: ["healthgate"]),
+        .executable(name: "healthgate-fuzz", targets: ["healthgate-fuzz"]),
     ],
     targets: [
         // Debian C libraries as system-library targets.
@@ -80,6 +81,12 @@ let package = Package(
                                                         "SinkKit", "SinkMQTT", "SinkPostgres", "SinkInfluxDB", "HTTPDelivery"],
                           path: "Sources/Bench", swiftSettings: strict),
 
+        // The fuzz targets: a library the tests run the committed corpora through, and its
+        // driver, libFuzzer's when built for `make fuzz`.
+        .target(name: "FuzzTargets", dependencies: ["Gateway", "HealthgateCore", "CanonicalJSON", "FastJSON", "HealthgateCrypto", "YAMLConfig"],
+                path: "Sources/Fuzz/Targets", swiftSettings: strict),
+        .executableTarget(name: "healthgate-fuzz", dependencies: ["FuzzTargets"], path: "Sources/Fuzz/Driver", swiftSettings: strict),
+
         // Test doubles: scripted endpoint, real server processes, the fake clock, test transforms.
         .target(name: "HealthgateTesting", dependencies: ["Gateway", "Pipeline", "SinkKit", "HTTPDelivery", "SinkMQTT", "HealthgateCore", "Posix",
                                                           "YAMLConfig", "Transforms"],
@@ -96,7 +103,7 @@ let package = Package(
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Pipeline", "SinkKit", "Sinks", "SinkFile", "SinkHTTP", "SinkInfluxDB", "SinkMQTT",
                                                          "SinkPostgres",
                                                          "HTTPDelivery", "HealthgateTesting", "Posix", "CanonicalJSON", "Transforms",
-                                                         "HealthgateCrypto", "CZlib", "YAMLConfig"],
+                                                         "HealthgateCrypto", "CZlib", "YAMLConfig", "FuzzTargets"],
                     swiftSettings: strict),
     ],
     cxxLanguageStandard: .cxx17
