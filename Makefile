@@ -10,7 +10,7 @@ PYVENV     := .build/pyvenv
 # Home Assistant for the discovery test: outside the clone, made once per machine (~3 min).
 HA_VENV    ?= $(HOME)/.cache/healthgate/ha-2024.3.3
 
-.PHONY: run test bench build deps pyclients homeassistant check-format clean install uninstall fuzz
+.PHONY: run test test-asan bench build deps pyclients homeassistant check-format clean install uninstall fuzz
 
 ## Install the Debian packages that are missing (only those).
 deps:
@@ -55,6 +55,25 @@ test: deps pyclients homeassistant
 	@tmp=$$(mktemp -d /tmp/healthgate-test.XXXXXX) && chmod 755 $$tmp && \
 	HEALTHGATE_BIN=$(CURDIR)/$(BIN) HEALTHGATE_PYTHON=$(CURDIR)/$(PYVENV)/bin/python HEALTHGATE_HA_VENV=$(HA_VENV) \
 	  TMPDIR=$$tmp bash Tests/run.sh $(SWIFT); status=$$?; rm -rf $$tmp; exit $$status
+	$(MAKE) --no-print-directory test-asan ASAN_TESTS="$(ASAN_IN_MAKE_TEST)" ASAN_SERVE=debug
+
+## The tests under AddressSanitizer, in .build/asan, serve built with it too (release, so the
+## largest bodies go through in time); LeakSanitizer off (the Swift runtime keeps its caches to
+## the end); what is not ours is suppressed in Tests/Sanitizers/asan.supp, each with why.
+## ASAN_TESTS='--filter X' runs some; `make test` runs the suites that hold our parsers, journal,
+## codecs and transforms in-process (ASAN_IN_MAKE_TEST), `make test-asan` all of them.
+ASAN_IN_MAKE_TEST := --filter '(FastJSONTests|YAMLConfigTests|HealthgateCoreTests|PipelineTests|CanonicalCodecTests|Syncky|OtherReceiversTests|IngestReceiverTests|HealthSyncReceiverTests|HostileStringsTests|TransformTests|StatefulTransformTests|FuzzCorpusTests|ConfigTests|HAStateBookTests|SinkComplianceTests)'
+ASAN_TESTS ?=
+ASAN_SERVE ?= release
+test-asan: deps pyclients homeassistant
+	$(SWIFT) build --build-tests --scratch-path .build/asan --sanitize address
+	$(if $(filter release,$(ASAN_SERVE)),$(SWIFT) build -c release --scratch-path .build/asan --sanitize address --product healthgate)
+	@tmp=$$(mktemp -d /tmp/healthgate-test.XXXXXX) && chmod 755 $$tmp && \
+	ASAN_OPTIONS=detect_leaks=0:suppressions=$(CURDIR)/Tests/Sanitizers/asan.supp \
+	HEALTHGATE_BIN=$(CURDIR)/.build/asan/$(ASAN_SERVE)/healthgate HEALTHGATE_TESTSERVE_BIN=$(CURDIR)/.build/asan/debug/healthgate-testserve \
+	HEALTHGATE_PYTHON=$(CURDIR)/$(PYVENV)/bin/python HEALTHGATE_HA_VENV=$(HA_VENV) \
+	TEST_BUILD_OPTIONS="--scratch-path .build/asan --sanitize address" \
+	  TMPDIR=$$tmp bash Tests/run.sh $(SWIFT) --skip-build $(ASAN_TESTS); status=$$?; rm -rf $$tmp; exit $$status
 
 ## Throughput and latency of the whole path, into the file sink with fsync on: once as fast
 ## as the server answers (throughput), once paced at 400,000 samples/s (latency under load),

@@ -6,7 +6,8 @@
 # ended had passed, the ones that had not ended run again, alone, once: the run passes only if
 # they do, and the report of the hang above stays in the output for someone to fix.
 # Usage: Tests/run.sh SWIFT [swift test options, e.g. --filter X]
-# (the environment is the tests': HEALTHGATE_BIN, HEALTHGATE_PYTHON, TMPDIR, ...)
+# (the environment is the tests': HEALTHGATE_BIN, HEALTHGATE_PYTHON, TMPDIR, ...; TEST_BUILD_OPTIONS,
+# e.g. "--scratch-path .build/asan --sanitize address", go to both runs)
 set -u
 swift=$1
 shift
@@ -51,7 +52,9 @@ run() {   # event stream, limit, swift test options...
     local events=$1 limit=$2
     shift 2
     rm -f "$events" "$events.hung"
-    setsid "$swift" test --parallel --num-workers 2 --event-stream-output-path "$events" --event-stream-version 0 "$@" &
+    # shellcheck disable=SC2086
+    setsid "$swift" test ${TEST_BUILD_OPTIONS:-} --parallel --num-workers 2 --event-stream-output-path "$events" \
+        --event-stream-version 0 "$@" &
     local pid=$!
     (
         sleep "$limit"

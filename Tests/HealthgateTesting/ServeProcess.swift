@@ -25,8 +25,10 @@ final class ServeProcess {
         return root.appendingPathComponent(".build/release/healthgate").path
     }
 
-    /// `healthgate` with the test transforms (`Tests/TestServe`), built with the tests.
+    /// `healthgate` with the test transforms (`Tests/TestServe`), built with the tests
+    /// (`HEALTHGATE_TESTSERVE_BIN` names another build of it: the sanitizer runs').
     static var testServeBinary: String {
+        if let given = ProcessInfo.processInfo.environment["HEALTHGATE_TESTSERVE_BIN"] { return given }
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
         return root.appendingPathComponent(".build/debug/healthgate-testserve").path
