@@ -10,7 +10,7 @@ PYVENV     := .build/pyvenv
 # Home Assistant for the discovery test: outside the clone, made once per machine (~3 min).
 HA_VENV    ?= $(HOME)/.cache/healthgate/ha-2024.3.3
 
-.PHONY: run test test-asan bench build deps pyclients homeassistant check-format clean install uninstall fuzz
+.PHONY: run test test-asan soak bench build deps pyclients homeassistant check-format clean install uninstall fuzz
 
 ## Install the Debian packages that are missing (only those).
 deps:
@@ -86,6 +86,15 @@ bench: build
 	.build/release/healthgate-bench --healthgate $(BIN) --mqtt --seconds 5
 	.build/release/healthgate-bench --healthgate $(BIN) --postgres --seconds 5
 	.build/release/healthgate-bench --healthgate $(BIN) --transforms --seconds 5
+
+## An hour (SOAK_SECONDS) of mixed traffic from several senders into the file, influxdb and mqtt
+## sinks while influxd and mosquitto go down and come back and healthgate is restarted; checks that
+## RSS and open descriptors stay flat and that every acknowledged sample arrived (Sources/Bench/Soak.swift).
+## Not in CI.
+SOAK_SECONDS ?= 3600
+soak: build
+	$(SWIFT) build -c release --product healthgate-bench
+	.build/release/healthgate-bench --healthgate $(BIN) --soak $(SOAK_SECONDS)
 
 ## Fuzzing: every parser a stranger reaches (Sources/Fuzz/Targets), under libFuzzer and
 ## AddressSanitizer, each target for FUZZ_SECONDS from its committed corpus (Tests/Fuzz/corpus);

@@ -287,9 +287,9 @@ enum BenchMain {
         }
     }
 
-    static func startMosquitto(dir: String) -> (Process, UInt16) {
+    static func startMosquitto(dir: String, port given: UInt16? = nil) -> (Process, UInt16) {
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        let port = UInt16.random(in: 40_001...60_000)
+        let port = given ?? UInt16.random(in: 40_001...60_000)
         try! "listener \(port) 127.0.0.1\nallow_anonymous true\npersistence false\n"
             .write(toFile: dir + "/mosquitto.conf", atomically: true, encoding: .utf8)
         let p = Process()
@@ -366,9 +366,9 @@ enum BenchMain {
                      + "healthgate end to end: %.0f%% of it", rate, endToEnd / rate * 100))
     }
 
-    static func startInfluxd(dir: String) -> (Process, UInt16) {
+    static func startInfluxd(dir: String, port given: UInt16? = nil) -> (Process, UInt16) {
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        let port = UInt16.random(in: 20_000...40_000)
+        let port = given ?? UInt16.random(in: 20_000...40_000)
         let rpc = port + 1
         try! """
         reporting-disabled = true

@@ -20,6 +20,8 @@ struct BenchOptions {
     var mqtt = false
     var postgres = false
     var transforms = false
+    /// `--soak SECONDS`: `make soak` (Soak.swift).
+    var soak: Double?
 
     init(_ args: [String]) {
         var i = 1
@@ -37,6 +39,7 @@ struct BenchOptions {
             case "--mqtt": mqtt = true; i -= 1
             case "--postgres": postgres = true; i -= 1
             case "--transforms": transforms = true; i -= 1
+            case "--soak": soak = Double(v)
             default: break
             }
             i += 2
@@ -45,4 +48,6 @@ struct BenchOptions {
 }
 
 let benchOptions = BenchOptions(CommandLine.arguments)
-if benchOptions.micro { Micro.run(samples: benchOptions.samplesPerBody, only: benchOptions.only) } else { BenchMain.run(benchOptions) }
+if let seconds = benchOptions.soak {
+    Soak.run(binary: benchOptions.binary, plan: Soak.Plan(seconds: seconds))
+} else if benchOptions.micro { Micro.run(samples: benchOptions.samplesPerBody, only: benchOptions.only) } else { BenchMain.run(benchOptions) }
