@@ -46,7 +46,6 @@ enum Soak {
     }
 
     static func run(binary: String, plan: Plan) {
-        setvbuf(stdout, nil, _IOLBF, 0)   // a line a minute, also into a file
         let dir = NSTemporaryDirectory() + "healthgate-soak-\(getpid())"
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         var (influxd, influxPort) = BenchMain.startInfluxd(dir: dir + "/influxd")
@@ -73,7 +72,7 @@ enum Soak {
         """
         try! config.write(toFile: dir + "/soak.yaml", atomically: true, encoding: .utf8)
         var server = startServe(binary: binary, config: dir + "/soak.yaml", port: port)
-        print("soak: \(Int(plan.seconds)) s, \(plan.phones) Syncky phones (\(plan.samplesPerBody) samples a body every "
+        say("soak: \(Int(plan.seconds)) s, \(plan.phones) Syncky phones (\(plan.samplesPerBody) samples a body every "
               + "\(plan.every) s), an ingest client and a Health Auto Export phone; influxd and mosquitto down for "
               + "\(Int(plan.outage)) s every \(Int(plan.outageEvery)) s (in turn), healthgate restarted every \(Int(plan.restartEvery)) s")
 
@@ -177,7 +176,7 @@ enum Soak {
             if t - lastPrint >= 60 {
                 lastPrint = t
                 let a = tally.lock.withLock { (tally.synckyAcked.count * plan.samplesPerBody + tally.ingestAcked + tally.haeAcked) }
-                print(String(format: "  %5.0f s: RSS %d MB, %d descriptors, %d samples acknowledged", t, samples.last!.rssMB,
+                say(String(format: "  %5.0f s: RSS %d MB, %d descriptors, %d samples acknowledged", t, samples.last!.rssMB,
                              samples.last!.fds, a))
             }
             if t >= nextOutage && t + plan.outage < plan.seconds {
@@ -234,26 +233,26 @@ enum Soak {
         let settled = samples.filter { $0.t >= min(600, plan.seconds / 4) }
         let rss = settled.map(\.rssMB), fds = settled.map(\.fds)
         let total = acked.count * plan.samplesPerBody + ingest + hae
-        print(String(format: "soak over %.0f s: %d samples acknowledged (%d Syncky, %d ingest, %d HAE), %d outages, %d restarts of healthgate",
+        say(String(format: "soak over %.0f s: %d samples acknowledged (%d Syncky, %d ingest, %d HAE), %d outages, %d restarts of healthgate",
                      Date().timeIntervalSince(started), total, acked.count * plan.samplesPerBody, ingest, hae, outages, restarts))
-        print("refused: \(refused.isEmpty ? "none" : refused.map { "\($0.value) × \($0.key)" }.joined(separator: ", ")); "
+        say("refused: \(refused.isEmpty ? "none" : refused.map { "\($0.value) × \($0.key)" }.joined(separator: ", ")); "
               + "unanswered (connection lost, mostly during the restarts; not counted as acknowledged): \(unanswered)")
-        print("sent by the sinks (this last run of healthgate): " + sent.map { (name: String, n: Int) in "\(name) \(n)" }.joined(separator: ", ")
+        say("sent by the sinks (this last run of healthgate): " + sent.map { (name: String, n: Int) in "\(name) \(n)" }.joined(separator: ", ")
               + "; waiting at the end: \(waiting)")
-        print("the archive: \(expected.count - missing) of \(expected.count) acknowledged Syncky samples (missing \(missing)); "
+        say("the archive: \(expected.count - missing) of \(expected.count) acknowledged Syncky samples (missing \(missing)); "
               + "ingest \(ingestArchived) of \(ingest); HAE \(haeArchived) of \(hae)")
         if let lo = rss.min(), let hi = rss.max(), let flo = fds.min(), let fhi = fds.max() {
-            print("after the first \(Int(settled.first?.t ?? 0)) s: RSS \(lo)–\(hi) MB, open descriptors \(flo)–\(fhi)")
+            say("after the first \(Int(settled.first?.t ?? 0)) s: RSS \(lo)–\(hi) MB, open descriptors \(flo)–\(fhi)")
         }
         let lost = missing > 0 || ingestArchived < ingest || haeArchived < hae || waiting != 0
-        print(lost ? "SOAK FAILED: acknowledged samples are missing or still waiting" : "soak: nothing acknowledged was lost")
+        say(lost ? "SOAK FAILED: acknowledged samples are missing or still waiting" : "soak: nothing acknowledged was lost")
         // Flat: the last quarter's peak within a quarter (and 10 MB) of the first settled
         // quarter's, and no more descriptors than then, give or take a few connections.
         let quarter = max(1, settled.count / 4)
         let early = settled.prefix(quarter), late = settled.suffix(quarter)
         let grew = (late.map(\.rssMB).max() ?? 0) > (early.map(\.rssMB).max() ?? 0) * 5 / 4 + 10
             || (late.map(\.fds).min() ?? 0) > (early.map(\.fds).max() ?? 0) + 8
-        print(grew ? "SOAK FAILED: RSS or descriptors grew (first quarter vs last, above)" : "soak: RSS and descriptors stayed flat")
+        say(grew ? "SOAK FAILED: RSS or descriptors grew (first quarter vs last, above)" : "soak: RSS and descriptors stayed flat")
         let failed = lost || grew
         kill(influxd.processIdentifier, SIGTERM)
         kill(mosquitto.processIdentifier, SIGTERM)
@@ -261,6 +260,13 @@ enum Soak {
         mosquitto.waitUntilExit()
         try? FileManager.default.removeItem(atPath: dir)
         exit(failed ? 1 : 0)
+    }
+
+    /// A line to stdout at once (print's is buffered when stdout is a file: a soak's progress
+    /// would show only at its end).
+    static func say(_ line: String) {
+        let bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
     }
 
     static func startServe(binary: String, config: String, port: UInt16) -> Process {
