@@ -10,7 +10,7 @@ PYVENV     := .build/pyvenv
 # Home Assistant for the discovery test: outside the clone, made once per machine (~3 min).
 HA_VENV    ?= $(HOME)/.cache/healthgate/ha-2024.3.3
 
-.PHONY: run test test-asan soak bench build deps pyclients homeassistant check-format clean install uninstall fuzz
+.PHONY: run test test-asan test-tsan sanitized soak bench build deps pyclients homeassistant check-format clean install uninstall fuzz
 
 ## Install the Debian packages that are missing (only those).
 deps:
@@ -55,37 +55,37 @@ test: deps pyclients homeassistant
 	@tmp=$$(mktemp -d /tmp/healthgate-test.XXXXXX) && chmod 755 $$tmp && \
 	HEALTHGATE_BIN=$(CURDIR)/$(BIN) HEALTHGATE_PYTHON=$(CURDIR)/$(PYVENV)/bin/python HEALTHGATE_HA_VENV=$(HA_VENV) \
 	  TMPDIR=$$tmp bash Tests/run.sh $(SWIFT); status=$$?; rm -rf $$tmp; exit $$status
-	$(MAKE) --no-print-directory test-asan ASAN_TESTS="$(ASAN_IN_MAKE_TEST)" ASAN_SERVE=debug
+	$(MAKE) --no-print-directory test-asan SAN_TESTS="$(SAN_IN_MAKE_TEST)" SAN_SERVE=debug
 
-## The tests under AddressSanitizer, in .build/asan, serve built with it too (release, so the
-## largest bodies go through in time); LeakSanitizer off (the Swift runtime keeps its caches to
-## the end); what is not ours is suppressed in Tests/Sanitizers/asan.supp, each with why.
-## ASAN_TESTS='--filter X' runs some; `make test` runs the suites that hold our parsers, journal,
-## codecs and transforms in-process (ASAN_IN_MAKE_TEST), `make test-asan` all of them.
-ASAN_IN_MAKE_TEST := --filter '(FastJSONTests|YAMLConfigTests|HealthgateCoreTests|PipelineTests|CanonicalCodecTests|Syncky|OtherReceiversTests|IngestReceiverTests|HealthSyncReceiverTests|HostileStringsTests|TransformTests|StatefulTransformTests|FuzzCorpusTests|ConfigTests|HAStateBookTests|SinkComplianceTests)'
-ASAN_TESTS ?=
-ASAN_SERVE ?= release
-test-asan: deps pyclients homeassistant
-	$(SWIFT) build --build-tests --scratch-path .build/asan --sanitize address
-	$(if $(filter release,$(ASAN_SERVE)),$(SWIFT) build -c release --scratch-path .build/asan --sanitize address --product healthgate)
+## The tests under a sanitizer: `make test-asan` (AddressSanitizer) and `make test-tsan`
+## (ThreadSanitizer), built in .build/asan and .build/tsan, serve built with it too (release, so
+## the largest bodies go through in time). Every report, the test process's and each serve's,
+## goes to a file of the run (log_path) and fails the run, printed. LeakSanitizer is off (the
+## Swift runtime keeps its caches to the end); what is not ours is suppressed in
+## Tests/Sanitizers/, each with why. SAN_TESTS='--filter X' runs some; `make test` runs the suites
+## that hold our parsers, codecs, journal, transforms and the sinks' C clients in-process under
+## ASan (SAN_IN_MAKE_TEST), with a debug serve (built with the tests, no second build).
+SAN_IN_MAKE_TEST := --filter '(FastJSONTests|YAMLConfigTests|HealthgateCoreTests|PipelineTests|CanonicalCodecTests|Syncky|OtherReceiversTests|IngestReceiverTests|HealthSyncReceiverTests|HostileStringsTests|TransformTests|StatefulTransformTests|FuzzCorpusTests|ConfigTests|HAStateBookTests|SinkComplianceTests)'
+SAN_TESTS ?=
+SAN_SERVE ?= release
+ASAN_OPTIONS_RUN = detect_leaks=0:suppressions=$(CURDIR)/Tests/Sanitizers/asan.supp
+TSAN_OPTIONS_RUN = suppressions=$(CURDIR)/Tests/Sanitizers/tsan.supp:halt_on_error=0
+test-asan:
+	@$(MAKE) --no-print-directory sanitized SAN=address SAN_DIR=asan SAN_ENV=ASAN_OPTIONS SAN_OPTIONS='$(ASAN_OPTIONS_RUN)'
+test-tsan:
+	@$(MAKE) --no-print-directory sanitized SAN=thread SAN_DIR=tsan SAN_ENV=TSAN_OPTIONS SAN_OPTIONS='$(TSAN_OPTIONS_RUN)'
+sanitized: deps pyclients homeassistant
+	$(SWIFT) build --build-tests --scratch-path .build/$(SAN_DIR) --sanitize $(SAN)
+	$(if $(filter release,$(SAN_SERVE)),$(SWIFT) build -c release --scratch-path .build/$(SAN_DIR) --sanitize $(SAN) --product healthgate)
 	@tmp=$$(mktemp -d /tmp/healthgate-test.XXXXXX) && chmod 755 $$tmp && \
-	ASAN_OPTIONS=detect_leaks=0:suppressions=$(CURDIR)/Tests/Sanitizers/asan.supp \
-	HEALTHGATE_BIN=$(CURDIR)/.build/asan/$(ASAN_SERVE)/healthgate HEALTHGATE_TESTSERVE_BIN=$(CURDIR)/.build/asan/debug/healthgate-testserve \
+	$(SAN_ENV)="$(SAN_OPTIONS):log_path=$$tmp/sanitizer-report" \
+	HEALTHGATE_BIN=$(CURDIR)/.build/$(SAN_DIR)/$(SAN_SERVE)/healthgate HEALTHGATE_TESTSERVE_BIN=$(CURDIR)/.build/$(SAN_DIR)/debug/healthgate-testserve \
 	HEALTHGATE_PYTHON=$(CURDIR)/$(PYVENV)/bin/python HEALTHGATE_HA_VENV=$(HA_VENV) \
-	TEST_BUILD_OPTIONS="--scratch-path .build/asan --sanitize address" \
-	  TMPDIR=$$tmp bash Tests/run.sh $(SWIFT) --skip-build $(ASAN_TESTS); status=$$?; rm -rf $$tmp; exit $$status
-
-## Throughput and latency of the whole path, into the file sink with fsync on: once as fast
-## as the server answers (throughput), once paced at 400,000 samples/s (latency under load),
-## once into a real InfluxDB 1.x, and once into a real mosquitto (the mqtt sink) beside its own ceiling.
-bench: build
-	$(SWIFT) build -c release --product healthgate-bench
-	.build/release/healthgate-bench --healthgate $(BIN)
-	.build/release/healthgate-bench --healthgate $(BIN) --rate 400000
-	.build/release/healthgate-bench --healthgate $(BIN) --influx --seconds 5
-	.build/release/healthgate-bench --healthgate $(BIN) --mqtt --seconds 5
-	.build/release/healthgate-bench --healthgate $(BIN) --postgres --seconds 5
-	.build/release/healthgate-bench --healthgate $(BIN) --transforms --seconds 5
+	TEST_BUILD_OPTIONS="--scratch-path .build/$(SAN_DIR) --sanitize $(SAN)" \
+	  TMPDIR=$$tmp bash Tests/run.sh $(SWIFT) --skip-build $(SAN_TESTS); status=$$?; \
+	reports=$$(ls $$tmp/sanitizer-report.* 2>/dev/null); \
+	if [ -n "$$reports" ]; then echo "=== $(SAN) sanitizer reports:"; cat $$reports | head -300; status=1; fi; \
+	rm -rf $$tmp; exit $$status
 
 ## An hour (SOAK_SECONDS) of mixed traffic from several senders into the file, influxdb and mqtt
 ## sinks while influxd and mosquitto go down and come back and healthgate is restarted; checks that

@@ -12,7 +12,7 @@ import Synchronization
 /// write, close the journal).
 /// The sinks' drainers in place now: a reload replaces the ones whose config changed.
 final class DrainerSet: Sendable {
-    private let list = Mutex<[SinkDrainer]>([])
+    private let list = Locked<[SinkDrainer]>([])
     var all: [SinkDrainer] { list.withLock { $0 } }
     func set(_ drainers: [SinkDrainer]) { list.withLock { $0 = drainers } }
 }
@@ -25,7 +25,7 @@ public final class GatewayService: @unchecked Sendable {
     public var drainers: [SinkDrainer] { drainerSet.all }
     public var handler: IngestHandler { switchable.handler as! IngestHandler }
     let drainerSet = DrainerSet()
-    private let live: Mutex<Topology>
+    private let live: Locked<Topology>
     var journalMaxBytes: Int? { topology.journal.max_bytes.map { Int($0.bytes) } }
     var shutdownTimeout: Double { topology.shutdownTimeout }
     /// The listener (a TLS reload replaces it, on the same socket). Touched by the thread that
@@ -52,7 +52,7 @@ public final class GatewayService: @unchecked Sendable {
 
     public init(topology: Topology, logger: Logger, clock: any WaitClock = SystemClock(),
                 signatureClock: any Clock = SystemClock()) throws {
-        live = Mutex(topology)
+        live = Locked(topology)
         self.logger = logger
         self.clock = clock
         self.signatureClock = signatureClock

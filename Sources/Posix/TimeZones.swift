@@ -13,7 +13,7 @@ public enum TimeZones {
         var initialOffset: Int32
     }
 
-    private static let cache = Mutex<[String: Zone?]>([:])
+    private static let cache = Locked<[String: Zone?]>([:])
 
     /// What a config says when it names a zone the system's tz database has not got; nil when it has it.
     public static func problem(_ name: String) -> String? {

@@ -29,7 +29,8 @@ final class ThreadedEndpoint: @unchecked Sendable {
         listen(fd, 64)
         _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
         port = UInt16(bigEndian: addr.sin_port)
-        _ = startThread { [self] in acceptLoop() }
+        // Detached: nothing joins them (ThreadSanitizer calls an unjoined thread a leak).
+        if case .success(let t) = startThread({ [self] in acceptLoop() }) { pthread_detach(t) }
     }
 
     deinit { stop() }
@@ -58,7 +59,7 @@ final class ThreadedEndpoint: @unchecked Sendable {
             }
             connections.append(c)
             lock.unlock()
-            _ = startThread { [self] in serve(c) }
+            if case .success(let t) = startThread({ [self] in serve(c) }) { pthread_detach(t) }
         }
     }
 

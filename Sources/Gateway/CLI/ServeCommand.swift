@@ -80,11 +80,12 @@ struct ServeCommand {
         // Whatever hangs (a sink's close, a disk), the process is gone soon after the deadline;
         // what was not delivered is in the journal, and acknowledged data is never in memory only.
         let hardDeadline = topology.shutdownTimeout + 2
-        _ = startThread {
+        let watchdog = startThread {
             sleep(UInt32(hardDeadline.rounded(.up)))
             logger.error("still stopping \(formatSeconds(hardDeadline)) after the signal: exiting now")
             _exit(0)
         }
+        if case .success(let t) = watchdog { pthread_detach(t) }
         service.stop()
         logger.info("stopped")
         return 0

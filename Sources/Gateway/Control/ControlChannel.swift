@@ -67,7 +67,7 @@ final class ControlServer: Sendable {
     let logger: Logger
     private let listenFD: Int32
     private let stopping = Monitor()
-    private let state = Mutex<(stop: Bool, thread: pthread_t?)>((false, nil))
+    private let state = Locked<(stop: Bool, thread: pthread_t?)>((false, nil))
 
     /// Binds the socket (replacing a stale one: the data dir's lock says no other serve runs).
     init(dataDir: String, journal: Journal, drainers: @escaping @Sendable () -> [SinkDrainer], clock: any Clock, logger: Logger) throws {

@@ -22,9 +22,9 @@ public protocol HTTPHandler: Sendable {
 /// A handler that can be replaced while the server runs (`serve` on SIGHUP): each call goes to
 /// the one in place when it is made.
 public final class SwitchableHandler: HTTPHandler {
-    private let current: Mutex<any HTTPHandler>
+    private let current: Locked<any HTTPHandler>
 
-    public init(_ handler: any HTTPHandler) { current = Mutex(handler) }
+    public init(_ handler: any HTTPHandler) { current = Locked(handler) }
 
     public var handler: any HTTPHandler { current.withLock { $0 } }
     public func replace(with handler: any HTTPHandler) { current.withLock { $0 = handler } }

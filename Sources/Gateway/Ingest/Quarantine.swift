@@ -28,7 +28,7 @@ public final class Quarantine: Sendable {
         var linesDropped = 0
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
     public static let defaultMaxBytes = 100 << 20
 
     public init(directory: String, maxBodyBytes: Int = 1 << 20, maxBytes: Int = Quarantine.defaultMaxBytes, clock: any Clock) {
@@ -36,7 +36,7 @@ public final class Quarantine: Sendable {
         self.maxBodyBytes = maxBodyBytes
         self.maxBytes = maxBytes
         self.clock = clock
-        state = Mutex(Quarantine.scan(directory))
+        state = Locked(Quarantine.scan(directory))
     }
 
     /// What is on disk already: its size, and the bodies in the order they were kept.

@@ -1,4 +1,5 @@
 import HealthgateCore
+import Posix
 import Storage
 import Synchronization
 
@@ -30,7 +31,7 @@ public final class RequestLog: Sendable {
     }
 
     let db: SQLite
-    private let writer: Mutex<Writer>
+    private let writer: Locked<Writer>
     let keep: Int
     let logger: Logger
 
@@ -43,7 +44,7 @@ public final class RequestLog: Sendable {
               duplicates INTEGER NOT NULL, note TEXT)
             """)
         try db.execute("CREATE INDEX IF NOT EXISTS requests_device ON requests (device, id)")
-        writer = Mutex(Writer(try db.prepare(
+        writer = Locked(Writer(try db.prepare(
             "INSERT INTO requests (at_ns, receiver, device, request_id, status, records, refused, duplicates, note) "
             + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")))
         self.keep = keep

@@ -27,7 +27,7 @@ final class ReadPool: Sendable {
     private let access: PostgresSink.ReadAccess
     private let limit: Int
     private let statementTimeoutMs: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let freed = Monitor()
 
     init(access: PostgresSink.ReadAccess, limit: Int, statementTimeoutMs: Int) {

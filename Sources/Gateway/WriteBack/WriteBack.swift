@@ -10,7 +10,7 @@ public final class WriteBack: Sendable {
     let dataDir: String
     let logger: Logger
     /// Opened at the first use, so that `check` and `link` do not create the store.
-    private let store = Mutex<CommandStore?>(nil)
+    private let store = Locked<CommandStore?>(nil)
     private let warnedUnsigned = Atomic<Bool>(false)
 
     public init(receiver: String, dataDir: String, logger: Logger) {

@@ -33,8 +33,8 @@ public final class SinkDrainer: Sendable {
     private let wake = Monitor()
     private let stopping = Atomic<Bool>(false)
     private let finished = Atomic<Bool>(false)
-    private let thread = Mutex<pthread_t?>(nil)
-    private let startCursor = Mutex<CursorStore.Committed?>(nil)
+    private let thread = Locked<pthread_t?>(nil)
+    private let startCursor = Locked<CursorStore.Committed?>(nil)
 
     public init(name: String, built: BuiltSink, routes: [Route], journal: Journal, inbox: Journal? = nil, dataDir: String,
                 logger: Logger, clock: any WaitClock = SystemClock(), timeZones: any TimeZoneLookup = SystemTimeZones(),

@@ -1,4 +1,5 @@
 import HealthgateCore
+import Posix
 import SinkKit
 import Synchronization
 
@@ -19,9 +20,9 @@ public final class SinkMetrics: Sendable {
     public let inboxSeq = Atomic<UInt64>(1)
     /// When the next try of a failed batch is due (Unix seconds; 0 when not retrying).
     public let nextRetryAt = Atomic<Int64>(0)
-    private let lastErrorText = Mutex<String?>(nil)
-    private let reachable = Mutex<Reachability>(.unknown)
-    private let reported = Mutex<SinkReport?>(nil)
+    private let lastErrorText = Locked<String?>(nil)
+    private let reachable = Locked<Reachability>(.unknown)
+    private let reported = Locked<SinkReport?>(nil)
 
     public init(name: String) { self.name = name }
 

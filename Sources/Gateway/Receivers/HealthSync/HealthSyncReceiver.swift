@@ -126,7 +126,7 @@ final class ExportLog: Sendable {
     }
 
     let path: String
-    private let state = Mutex(State())
+    private let state = Locked(State())
     static let keep = 10_000
 
     init(path: String) { self.path = path }

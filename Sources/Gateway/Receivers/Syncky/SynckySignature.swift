@@ -82,7 +82,7 @@ public final class ReplayCache: Sendable {
         var fd: Int32 = -1
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     let path: String?
 
     public init(path: String? = nil) {
