@@ -78,7 +78,7 @@ sanitized: deps pyclients homeassistant
 	$(SWIFT) build --build-tests --scratch-path .build/$(SAN_DIR) --sanitize $(SAN)
 	$(if $(filter release,$(SAN_SERVE)),$(SWIFT) build -c release --scratch-path .build/$(SAN_DIR) --sanitize $(SAN) --product healthgate)
 	@tmp=$$(mktemp -d /tmp/healthgate-test.XXXXXX) && chmod 755 $$tmp && \
-	$(SAN_ENV)="$(SAN_OPTIONS):log_path=$$tmp/sanitizer-report" \
+	$(SAN_ENV)="$(SAN_OPTIONS):log_path=$$tmp/sanitizer-report" HEALTHGATE_SANITIZER=$(SAN) \
 	HEALTHGATE_BIN=$(CURDIR)/.build/$(SAN_DIR)/$(SAN_SERVE)/healthgate HEALTHGATE_TESTSERVE_BIN=$(CURDIR)/.build/$(SAN_DIR)/debug/healthgate-testserve \
 	HEALTHGATE_PYTHON=$(CURDIR)/$(PYVENV)/bin/python HEALTHGATE_HA_VENV=$(HA_VENV) \
 	TEST_BUILD_OPTIONS="--scratch-path .build/$(SAN_DIR) --sanitize $(SAN)" \

@@ -56,8 +56,12 @@ import Testing
     }
 
     /// Each of the largest bodies the defaults take, into three sinks: peak RSS under 300 MB,
-    /// for each request and its drain (each is delivered before the next is sent).
-    @Test func theLargestBodiesWithinTheDefaultsStayUnder300MB() throws {
+    /// for each request and its drain (each is delivered before the next is sent). Not under a
+    /// sanitizer (`make test-asan`/`test-tsan` set HEALTHGATE_SANITIZER): its shadow memory is not
+    /// the gateway's, and 16 MB bodies do not get through its slowdown within the client's 30 s.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["HEALTHGATE_SANITIZER"] == nil,
+                   "a memory bound is measured without a sanitizer"))
+    func theLargestBodiesWithinTheDefaultsStayUnder300MB() throws {
         let serve = try ServeProcess(config: Self.config)
         // A connection of its own for each body: the one before may sit idle (drain, building the
         // next body) past http.header_timeout, which closes idle keep-alive connections.
