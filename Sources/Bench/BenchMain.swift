@@ -97,14 +97,8 @@ enum BenchMain {
                     }
                     body.stamp(connection: c, request: n)
                     n += 1
-                    let t = Int64(Date().timeIntervalSince1970)
-                    let mac = Crypto.hmacSHA256(key: Array(secret.utf8), Array("\(t).".utf8), body.bytes)
-                    let head = "POST /syncky HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
-                        + "X-Syncky-Format: native\r\nX-Syncky-Timestamp: \(t)\r\n"
-                        + "X-Syncky-Signature: v1=\(Crypto.lowercaseHex(mac))\r\nAuthorization: Bearer \(token)\r\n"
-                        + "Content-Length: \(body.bytes.count)\r\n\r\n"
                     let t0 = DispatchTime.now().uptimeNanoseconds
-                    guard let status = conn.post(Array(head.utf8), body.bytes) else { failures.add(0); continue }
+                    guard let status = conn.post(BenchMain.signedHead(body.bytes), body.bytes) else { failures.add(0); continue }
                     let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e6
                     if status == 200 { latencies.add(dt) } else { failures.add(Double(status)) }
                 }
@@ -424,6 +418,15 @@ enum BenchMain {
             return Int(line.split(separator: " ").last ?? "0") ?? 0
         }
         return 0
+    }
+
+    /// The head of a Syncky request for `body`, signed now, with the bench receiver's token.
+    static func signedHead(_ body: [UInt8]) -> [UInt8] {
+        let t = Int64(Date().timeIntervalSince1970)
+        let mac = Crypto.hmacSHA256(key: Array(secret.utf8), Array("\(t).".utf8), body)
+        return Array(("POST /syncky HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nX-Syncky-Format: native\r\n"
+            + "X-Syncky-Timestamp: \(t)\r\nX-Syncky-Signature: v1=\(Crypto.lowercaseHex(mac))\r\n"
+            + "Authorization: Bearer \(token)\r\nContent-Length: \(body.count)\r\n\r\n").utf8)
     }
 
     /// A body of realistic samples with a delivery id that is stamped per request (so every

@@ -2,7 +2,6 @@ import Foundation
 import Gateway
 import Glibc
 import HealthgateCore
-import HealthgateCrypto
 
 /// `make soak` (`healthgate-bench --soak SECONDS`): mixed traffic for a long time from several
 /// senders — Syncky phones (signed native bodies), a `/v1/ingest` client and a Health Auto
@@ -89,12 +88,7 @@ enum Soak {
                 var n = 0
                 while Date() < stopAt {
                     body.stamp(connection: phone, request: n)
-                    let t = Int64(Date().timeIntervalSince1970)
-                    let mac = Crypto.hmacSHA256(key: Array(secret.utf8), Array("\(t).".utf8), body.bytes)
-                    let head = "POST /syncky HTTP/1.1\r\nHost: soak\r\nContent-Type: application/json\r\nX-Syncky-Format: native\r\n"
-                        + "X-Syncky-Timestamp: \(t)\r\nX-Syncky-Signature: v1=\(Crypto.lowercaseHex(mac))\r\n"
-                        + "Authorization: Bearer \(token)\r\nContent-Length: \(body.bytes.count)\r\n\r\n"
-                    let status = conn.post(Array(head.utf8), body.bytes)
+                    let status = conn.post(BenchMain.signedHead(body.bytes), body.bytes)
                     let request = n
                     tally.ack {
                         switch status {
@@ -109,59 +103,21 @@ enum Soak {
             }
         }
         // The ingest client: chunks of 50 samples, a second apart, each sample's uuid its own.
-        group.enter()
-        Thread.detachNewThread {
-            defer { group.leave() }
-            let conn = Connection(port: port)
-            var n = 0
-            while Date() < stopAt {
-                var samples: [String] = []
-                for i in 0..<50 {
-                    let ts = Timestamp(seconds: 1_790_000_000 + Int64(n * 50 + i)).rfc3339()
-                    samples.append(#"{"source_uuid":"soak-\#(n)-\#(i)","data_type":"stepCount","ts":"\#(ts)","value":\#(i),"unit":"count"}"#)
-                }
-                let body = Array((#"{"device_id":"soak-ingest","samples":["# + samples.joined(separator: ",") + "]}").utf8)
-                let head = "POST /v1/ingest HTTP/1.1\r\nHost: soak\r\nContent-Type: application/json\r\n"
-                    + "Authorization: Bearer soak-ingest-token-0123456789\r\nContent-Length: \(body.count)\r\n\r\n"
-                let status = conn.post(Array(head.utf8), body)
-                tally.ack {
-                    switch status {
-                    case 202?, 200?: tally.ingestAcked += 50
-                    case nil: tally.unanswered += 1
-                    case let s?: tally.refused[s, default: 0] += 1
-                    }
-                }
-                n += 1
-                usleep(1_000_000)
+        sender(group, port: port, until: stopAt, every: 1, path: "/v1/ingest", token: "soak-ingest-token-0123456789",
+               tally: tally, acknowledged: { $0.ingestAcked += 50 }) { n in
+            let samples = (0..<50).map { i in
+                #"{"source_uuid":"soak-\#(n)-\#(i)","data_type":"stepCount","ts":"\#(Timestamp(seconds: 1_790_000_000 + Int64(n * 50 + i)).rfc3339())","value":\#(i),"unit":"count"}"#
             }
+            return #"{"device_id":"soak-ingest","samples":["# + samples.joined(separator: ",") + "]}"
         }
         // The Health Auto Export phone: 20 step counts every two seconds, each at its own minute.
-        group.enter()
-        Thread.detachNewThread {
-            defer { group.leave() }
-            let conn = Connection(port: port)
-            var n = 0
-            while Date() < stopAt {
-                var points: [String] = []
-                for i in 0..<20 {
-                    let t = Timestamp(seconds: 1_780_000_000 + Int64((n * 20 + i) * 60)).rfc3339()
-                    let date = String(t.prefix(10)) + " " + String(t.dropFirst(11).prefix(8)) + " +0000"
-                    points.append(#"{"date":"\#(date)","qty":\#(i + 1)}"#)
-                }
-                let body = Array((#"{"data":{"metrics":[{"name":"step_count","units":"count","data":["# + points.joined(separator: ",") + "]}]}}").utf8)
-                let head = "POST /api/data HTTP/1.1\r\nHost: soak\r\nContent-Type: application/json\r\n"
-                    + "Authorization: Bearer soak-hae-token-0123456789\r\nContent-Length: \(body.count)\r\n\r\n"
-                let status = conn.post(Array(head.utf8), body)
-                tally.ack {
-                    switch status {
-                    case 200?: tally.haeAcked += 20
-                    case nil: tally.unanswered += 1
-                    case let s?: tally.refused[s, default: 0] += 1
-                    }
-                }
-                n += 1
-                usleep(2_000_000)
+        sender(group, port: port, until: stopAt, every: 2, path: "/api/data", token: "soak-hae-token-0123456789",
+               tally: tally, acknowledged: { $0.haeAcked += 20 }) { n in
+            let points = (0..<20).map { i in
+                let t = Timestamp(seconds: 1_780_000_000 + Int64((n * 20 + i) * 60)).rfc3339()
+                return #"{"date":"\#(t.prefix(10)) \#(t.dropFirst(11).prefix(8)) +0000","qty":\#(i + 1)}"#
             }
+            return #"{"data":{"metrics":[{"name":"step_count","units":"count","data":["# + points.joined(separator: ",") + "]}]}}"
         }
 
         // The outages and restarts, and the server's RSS and descriptors every 10 s.
@@ -267,6 +223,33 @@ enum Soak {
     static func say(_ line: String) {
         let bytes = Array((line + "\n").utf8)
         _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+    }
+
+    /// A sender on a connection of its own: the JSON body `body(n)` for its n-th request every
+    /// `every` seconds until `until`, with Bearer `token`; a 2xx counted by `acknowledged`.
+    static func sender(_ group: DispatchGroup, port: UInt16, until: Date, every: Double, path: String, token: String,
+                       tally: Tally, acknowledged: @escaping @Sendable (Tally) -> Void, body: @escaping @Sendable (Int) -> String) {
+        group.enter()
+        Thread.detachNewThread {
+            defer { group.leave() }
+            let conn = Connection(port: port)
+            var n = 0
+            while Date() < until {
+                let bytes = Array(body(n).utf8)
+                let head = "POST \(path) HTTP/1.1\r\nHost: soak\r\nContent-Type: application/json\r\n"
+                    + "Authorization: Bearer \(token)\r\nContent-Length: \(bytes.count)\r\n\r\n"
+                let status = conn.post(Array(head.utf8), bytes)
+                tally.ack {
+                    switch status {
+                    case let s? where s / 100 == 2: acknowledged(tally)
+                    case nil: tally.unanswered += 1
+                    case let s?: tally.refused[s, default: 0] += 1
+                    }
+                }
+                n += 1
+                usleep(useconds_t(every * 1e6))
+            }
+        }
     }
 
     static func startServe(binary: String, config: String, port: UInt16) -> Process {

@@ -47,15 +47,9 @@ public enum FuzzTargets {
             if body.starts(with: [0x1F, 0x8B]) { headers.append(("Content-Encoding", "gzip")) }
             receive(receiver: "influx", body: Array(body), headers: headers, query: query)
         },
-        Target(name: "hae", summary: "Health Auto Export JSON bodies") { body in
-            receive(receiver: "hae", body: body, headers: [("Content-Type", "application/json")])
-        },
-        Target(name: "ingest", summary: "/v1/ingest chunks") { body in
-            receive(receiver: "ingest", body: body, headers: [("Content-Type", "application/json")])
-        },
-        Target(name: "healthsync", summary: "HealthSync exports") { body in
-            receive(receiver: "healthsync", body: body, headers: [("Content-Type", "application/json")])
-        },
+        json("hae", "Health Auto Export JSON bodies"),
+        json("ingest", "/v1/ingest chunks"),
+        json("healthsync", "HealthSync exports"),
         Target(name: "headers", summary: "auth and signature headers (lines `name: value`, a blank line, the body)") { input in
             headers(input)
         },
@@ -65,6 +59,13 @@ public enum FuzzTargets {
     ]
 
     public static func named(_ name: String) -> Target? { all.first { $0.name == name } }
+
+    /// JSON bodies to the receiver of the same name.
+    static func json(_ name: String, _ summary: String) -> Target {
+        Target(name: name, summary: summary) { body in
+            receive(receiver: name, body: body, headers: [("Content-Type", "application/json")])
+        }
+    }
 
     // MARK: receivers
 
