@@ -49,7 +49,7 @@ public enum FuzzTargets {
         },
         json("hae", "Health Auto Export JSON bodies"),
         json("ingest", "/v1/ingest chunks"),
-        json("healthsync", "HealthSync exports"),
+        json("healthsync", "HealthSync exports", headers: [("X-Device-Id", "fuzz-device")]),   // as HealthSync sends it
         Target(name: "headers", summary: "auth and signature headers (lines `name: value`, a blank line, the body)") { input in
             headers(input)
         },
@@ -61,9 +61,9 @@ public enum FuzzTargets {
     public static func named(_ name: String) -> Target? { all.first { $0.name == name } }
 
     /// JSON bodies to the receiver of the same name.
-    static func json(_ name: String, _ summary: String) -> Target {
+    static func json(_ name: String, _ summary: String, headers: [(String, String)] = []) -> Target {
         Target(name: name, summary: summary) { body in
-            receive(receiver: name, body: body, headers: [("Content-Type", "application/json")])
+            receive(receiver: name, body: body, headers: [("Content-Type", "application/json")] + headers)
         }
     }
 
