@@ -5,6 +5,20 @@ import Testing
 /// The real servers the sink tests run against start, answer, and stop: mosquitto (for the MQTT
 /// sink) and PostgreSQL (for the postgres sink), as Debian packages them.
 @Suite(.serialized) struct TestServersTests {
+    /// A program a test runs cannot hold the run: past its timeout it is killed with what it
+    /// started, whether it hangs itself or leaves a child behind (Foundation's Process counts a
+    /// program as running while a child it left holds on: before, a pipe read waited for it too).
+    @Test func aProgramATestRunsEndsByItsTimeoutWhateverItLeavesBehind() throws {
+        var started = Date()
+        let (_, said) = try Command.run("/bin/sh", ["-c", "sleep 60 & echo started"], timeout: 2)
+        #expect(said.hasPrefix("started\n"), "\(said)")
+        #expect(Date().timeIntervalSince(started) < 10)
+        started = Date()
+        let (hung, text) = try Command.run("/bin/sh", ["-c", "sleep 60 & sleep 60"], timeout: 1)
+        #expect(hung != 0 && text.contains("was killed"), "\(text)")
+        #expect(Date().timeIntervalSince(started) < 10)
+    }
+
     @Test func mosquittoCarriesAMessage() throws {
         let broker = try DatabaseProcess.mosquitto()
         let sub = Process()

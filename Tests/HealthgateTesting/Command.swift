@@ -51,15 +51,8 @@ enum Command {
         case .discarded: p.standardError = FileHandle(forWritingAtPath: "/dev/null")
         }
         try p.run()
-        // Foundation starts each child in a process group of its own (its pid): killing the group
-        // ends what it started too.
-        let pid = p.processIdentifier
-        let deadline = Date().addingTimeInterval(timeout)
-        while p.isRunning && Date() < deadline { usleep(5_000) }
-        let timedOut = p.isRunning
-        if timedOut { kill(-pid, SIGKILL); kill(pid, SIGKILL) }
-        p.waitUntilExit()
-        kill(-pid, SIGKILL)   // and whatever it left behind
+        let timedOut = !p.waitUntilExit(within: timeout)
+        kill(-p.processIdentifier, SIGKILL)   // and whatever it left behind, in its process group
         let said = String(decoding: FileManager.default.contents(atPath: outPath) ?? Data(), as: UTF8.self)
         var errors = String(decoding: FileManager.default.contents(atPath: errPath) ?? Data(), as: UTF8.self)
         if timedOut { errors += "\n(\(executable) was killed: still running \(timeout) s after it started)" }
@@ -68,8 +61,9 @@ enum Command {
 }
 
 extension Process {
-    /// Waits for it to end, at most `seconds`; past them it (and its process group) is killed.
-    /// True when it ended by itself.
+    /// Waits for it to end, at most `seconds`; past them it (and its process group: Foundation
+    /// starts each child in a group of its own, its pid, so this ends what it started too) is
+    /// killed. True when it ended by itself.
     @discardableResult
     func waitUntilExit(within seconds: Double) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
