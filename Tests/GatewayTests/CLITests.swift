@@ -140,8 +140,10 @@ import Testing
     @Test func onATerminalServeShowsTheLinkAndQRCode() throws {
         let dir = ServeProcess.makeTempDir("tty")
         let out = dir + "/typescript"
-        let cmd = "HEALTHGATE_DATA_DIR=\(dir)/data HEALTHGATE_LISTEN=127.0.0.1:0 timeout -s INT 3 script -qfec "
-            + "'\(ServeProcess.binary) serve' \(out) >/dev/null 2>&1; cat \(out)"
+        // serve is ended by a timeout inside the terminal's session: one outside it reaches only
+        // `script`, and a serve that outlived it went on in that session (SIGHUP is a reload).
+        let cmd = "HEALTHGATE_DATA_DIR=\(dir)/data HEALTHGATE_LISTEN=127.0.0.1:0 timeout -s KILL 60 script -qfec "
+            + "'timeout --foreground -s INT 3 \(ServeProcess.binary) serve' \(out) >/dev/null 2>&1; cat \(out)"
         let (_, text) = try HTTPServerTests.shell("cd \(dir) && " + cmd)
         #expect(text.contains("syncky://webhook?") && text.contains("token=hg_"), "\(text)")
         #expect(text.contains("█"))

@@ -119,8 +119,11 @@ import Testing
         // A bad config: refused with its problem, the running one stays.
         try Self.write(Self.config(routes: "  - {from: [phone], to: [nowhere]}"), to: serve)
         kill(serve.process.processIdentifier, SIGHUP)
-        #expect(ServeProcess.eventually { serve.stderrText.contains("is refused, the running config stays") }, "\(serve.stderrText)")
-        #expect(serve.stderrText.contains("no sink is named \\\"nowhere\\\""), "\(serve.stderrText)")
+        // The problem is said on the line after the refusal: wait for both.
+        #expect(ServeProcess.eventually {
+            let said = serve.stderrText
+            return said.contains("is refused, the running config stays") && said.contains("no sink is named \\\"nowhere\\\"")
+        }, "\(serve.stderrText)")
         Thread.sleep(forTimeInterval: 0.8)
         #expect(try serve.client().request("POST", "/v1/ingest", headers: [("Authorization", "Bearer ingest-token-123456"),
                                                                           ("Content-Type", "application/json")],

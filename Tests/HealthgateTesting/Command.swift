@@ -41,7 +41,12 @@ enum Command {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: executable)
         p.arguments = arguments
-        if let environment { p.environment = environment }
+        // A mark in the environment of all it starts: what leaves its process group (a session
+        // of its own, as `script` makes for its terminal) is found by it and ended too.
+        let mark = "HEALTHGATE_TEST_COMMAND=" + (dir as NSString).lastPathComponent
+        var env = environment ?? ProcessInfo.processInfo.environment
+        env["HEALTHGATE_TEST_COMMAND"] = (dir as NSString).lastPathComponent
+        p.environment = env
         if let cwd { p.currentDirectoryURL = URL(fileURLWithPath: cwd) }
         p.standardInput = FileHandle(forReadingAtPath: "/dev/null")
         p.standardOutput = out
@@ -51,29 +56,48 @@ enum Command {
         case .discarded: p.standardError = FileHandle(forWritingAtPath: "/dev/null")
         }
         try p.run()
-        let timedOut = !p.waitUntilExit(within: timeout)
+        let timedOut = !p.waitUntilExit(within: timeout) { killMarked(mark) }
         kill(-p.processIdentifier, SIGKILL)   // and whatever it left behind, in its process group
+        killMarked(mark)
         let said = String(decoding: FileManager.default.contents(atPath: outPath) ?? Data(), as: UTF8.self)
         var errors = String(decoding: FileManager.default.contents(atPath: errPath) ?? Data(), as: UTF8.self)
         if timedOut { errors += "\n(\(executable) was killed: still running \(timeout) s after it started)" }
-        return (p.terminationStatus, stderr == .withStdout && timedOut ? said + errors : said, errors)
+        // Foundation counts it running while anything holds what it gave the child: then it has
+        // no status to give.
+        let status = p.isRunning ? -1 : p.terminationStatus
+        return (status, stderr == .withStdout && timedOut ? said + errors : said, errors)
+    }
+
+    /// SIGKILLs every process whose environment holds `mark` (KEY=value, whole).
+    static func killMarked(_ mark: String) {
+        let wanted = Array(mark.utf8)
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return }
+        for entry in entries {
+            guard let pid = Int32(entry), pid != getpid(),
+                  let environ = FileManager.default.contents(atPath: "/proc/\(entry)/environ") else { continue }
+            if environ.split(separator: 0).contains(where: { $0.elementsEqual(wanted) }) { kill(pid, SIGKILL) }
+        }
     }
 }
 
 extension Process {
     /// Waits for it to end, at most `seconds`; past them it (and its process group: Foundation
     /// starts each child in a group of its own, its pid, so this ends what it started too) is
-    /// killed. True when it ended by itself.
+    /// killed, and `alsoKill` runs. True when it ended by itself. The wait after the kill is
+    /// bounded too: Foundation counts a program as running while something it started holds on,
+    /// and that something may be out of reach (another session); then `isRunning` stays true.
     @discardableResult
-    func waitUntilExit(within seconds: Double) -> Bool {
+    func waitUntilExit(within seconds: Double, alsoKill: () -> Void = {}) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while isRunning && Date() < deadline { usleep(5_000) }
         let ended = !isRunning
         if !ended {
             kill(-processIdentifier, SIGKILL)
             kill(processIdentifier, SIGKILL)
+            alsoKill()
+            let grace = Date().addingTimeInterval(10)
+            while isRunning && Date() < grace { usleep(5_000) }
         }
-        waitUntilExit()
         return ended
     }
 }
