@@ -87,6 +87,18 @@ sanitized: deps pyclients homeassistant
 	if [ -n "$$reports" ]; then echo "=== $(SAN) sanitizer reports:"; cat $$reports | head -300; status=1; fi; \
 	rm -rf $$tmp; exit $$status
 
+## The benchmark suite (Sources/Bench/Suite.swift): every sink (file, InfluxDB, PostgreSQL, MQTT,
+## each a real server on loopback) x bodies of 10 KB, 100 KB and 1 MB x 1, 8 and 64 senders, each
+## beside its server's own ceiling measured in the same run; prints one markdown table (and writes
+## it to .build/bench-table.md), with the machine and the targets met. BENCH_README=1 puts the table
+## into README.md; BENCH_ARGS narrows it (--sinks file,mqtt --bodies 100KB --senders 8 --seconds 5).
+## One run by hand: .build/release/healthgate-bench [--influx|--mqtt|--postgres] [--connections N] ...
+BENCH_ARGS ?=
+bench: build
+	$(SWIFT) build -c release --product healthgate-bench
+	.build/release/healthgate-bench --healthgate $(BIN) --suite --table .build/bench-table.md \
+	  $(if $(BENCH_README),--readme README.md) $(BENCH_ARGS)
+
 ## An hour (SOAK_SECONDS) of mixed traffic from several senders into the file, influxdb and mqtt
 ## sinks while influxd and mosquitto go down and come back and healthgate is restarted; checks that
 ## RSS and open descriptors stay flat and that every acknowledged sample arrived (Sources/Bench/Soak.swift).

@@ -11,59 +11,15 @@ let token = "bench_token_0123456789abcdefghijklmnopqrstuvwxyz"
 let secret = "whsec_benchbenchbenchbenchbenchbenchbenchben"
 
 enum BenchMain {
+    /// One run with the options' load into one sink, printed, beside the sink's server's own
+    /// ceiling when it has one.
     static func run(_ o: BenchOptions) {
         let dir = NSTemporaryDirectory() + "healthgate-bench-\(getpid())"
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        // --influx: the sink is a real InfluxDB 1.x (Debian's influxd) on a free port.
-        var influxd: Process?
-        var influxPort: UInt16 = 0
-        var sinkLine = #"archive: {kind: file, path: "archive/{device}/{date}.ndjson"}"#
-        if o.influx {
-            let (p, port) = startInfluxd(dir: dir + "/influxd")
-            influxd = p
-            influxPort = port
-            sinkLine = #"archive: {kind: influxdb, url: "http://127.0.0.1:\#(port)", api: v1, database: health, precision: s}"#
-        }
-        // --mqtt: the sink is the mqtt sink (Home Assistant states, and every record with
-        // publish_records) into a real mosquitto (Debian's) on a free port.
-        var mosquittoPort: UInt16 = 0
-        if o.mqtt {
-            let (p, port) = startMosquitto(dir: dir + "/mosquitto")
-            influxd = p
-            mosquittoPort = port
-            sinkLine = #"archive: {kind: mqtt, url: "mqtt://127.0.0.1:\#(port)", publish_records: true}"#
-        }
-        // --postgres: the sink is the postgres sink into a real PostgreSQL 15 (Debian's) in a
-        // fresh cluster on a free port.
-        var postgres: Postgres?
-        if o.postgres {
-            postgres = Postgres(dir: dir + "/postgres")
-            sinkLine = #"archive: {kind: postgres, dsn: "\#(postgres!.dsn)"}"#
-        }
-        let config = BenchMain.config(dataDir: dir + "/data", transforms: o.transforms, sinkLine: sinkLine)
-        try! config.write(toFile: dir + "/bench.yaml", atomically: true, encoding: .utf8)
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: o.binary)
-        server.arguments = ["serve", "--config", dir + "/bench.yaml"]
-        let out = Pipe()
-        server.standardOutput = out
-        server.standardError = FileHandle.nullDevice
-        try! server.run()
-        var port: UInt16 = 0
-        var text = ""
-        while port == 0 {
-            let d = out.fileHandleForReading.availableData
-            if d.isEmpty { usleep(10_000); continue }
-            text += String(decoding: d, as: UTF8.self)
-            for line in text.split(separator: "\n") where line.hasPrefix("listening on ") {
-                port = line.split(separator: ":").last.flatMap { UInt16($0) } ?? 0
-            }
-        }
-        out.fileHandleForReading.readabilityHandler = { h in _ = h.availableData }
-        let pid = server.processIdentifier
-        usleep(300_000)
-        let idleRSS = rssKiB(pid, "VmRSS")
-
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let sink: BenchSink = o.influx ? .influxdb : o.mqtt ? .mqtt : o.postgres ? .postgres : .file
+        let target = BenchTarget(sink, dir: dir)
+        defer { target.stop() }
         let template = makeBody(samples: o.samplesPerBody)
         print("healthgate bench: \(o.connections) connections × \(Int(o.seconds)) s, bodies of "
               + "\(template.bytes.count) bytes with \(o.samplesPerBody) samples, "
@@ -72,80 +28,26 @@ enum BenchMain {
                  : o.postgres ? "into PostgreSQL 15 (postgres sink: COPY and upsert)" : "file sink with fsync")
               + (o.transforms ? ", through filter + convert + tag" : "")
               + (o.rate > 0 ? ", paced to \(Int(o.rate)) samples/s" : ", each sending as soon as it is answered"))
-        // Paced: each connection sends on its own fixed schedule (an open loop), so the time
-        // to 2xx is what one phone sees while the server carries that load.
-        let interval = o.rate > 0 ? Double(o.samplesPerBody * o.connections) / o.rate : 0
-        let latencies = LatencyLog()
-        let stopAt = Date().addingTimeInterval(o.seconds)
-        let group = DispatchGroup()
-        let failures = LatencyLog()
-        let started = Date()
-        let serverPort = port
-        for c in 0..<o.connections {
-            group.enter()
-            Thread.detachNewThread {
-                defer { group.leave() }
-                var body = template
-                let conn = Connection(port: serverPort)
-                var n = 0
-                var next = Date().addingTimeInterval(interval * Double(c) / Double(max(1, o.connections)))
-                while Date() < stopAt {
-                    if interval > 0 {
-                        let wait = next.timeIntervalSinceNow
-                        if wait > 0 { usleep(useconds_t(wait * 1e6)) }
-                        next = next.addingTimeInterval(interval)
-                    }
-                    body.stamp(connection: c, request: n)
-                    n += 1
-                    let t0 = DispatchTime.now().uptimeNanoseconds
-                    guard let status = conn.post(BenchMain.signedHead(body.bytes), body.bytes) else { failures.add(0); continue }
-                    let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e6
-                    if status == 200 { latencies.add(dt) } else { failures.add(Double(status)) }
-                }
-            }
-        }
-        var peakRSS = idleRSS
-        while group.wait(timeout: .now() + 0.1) == .timedOut { peakRSS = max(peakRSS, rssKiB(pid, "VmRSS")) }
-        let elapsed = Date().timeIntervalSince(started)
-        let acked = latencies.count * o.samplesPerBody
-        // End to end: until the sink has written every acknowledged sample.
-        var sent = 0
-        let drainDeadline = Date().addingTimeInterval(120)
-        while Date() < drainDeadline {
-            peakRSS = max(peakRSS, rssKiB(pid, "VmRSS"))
-            sent = sinkSent(port: port)
-            if sent >= acked { break }
-            usleep(50_000)
-        }
-        let endToEnd = Date().timeIntervalSince(started)
-        peakRSS = max(peakRSS, rssKiB(pid, "VmHWM"))
-        let sorted = latencies.sorted
-        let mb = Double(latencies.count * template.bytes.count) / 1e6
+        let config = BenchMain.config(dataDir: dir + "/data", transforms: o.transforms, sinkLine: target.sinkLine)
+        let m = measure(binary: o.binary, config: config, dir: dir, template: template, connections: o.connections,
+                        seconds: o.seconds, rate: o.rate)
         print(String(format: "acknowledged: %d requests, %d samples in %.1f s: %.0f samples/s, %.1f MB/s",
-                     latencies.count, acked, elapsed, Double(acked) / elapsed, mb / elapsed))
-        print("end to end (\(o.influx ? "written to InfluxDB" : o.mqtt ? "acknowledged by mosquitto" : o.postgres ? "committed in PostgreSQL" : "archived and fsynced")): "
-              + String(format: "%d samples in %.1f s: %.0f samples/s", sent, endToEnd, Double(sent) / endToEnd))
-        if !sorted.isEmpty {
-            print(String(format: "time to 2xx: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
-                         sorted[sorted.count / 2], sorted[min(sorted.count - 1, sorted.count * 99 / 100)], sorted.last!))
+                     m.requests, m.samples, m.ackSeconds, m.ackRate, m.megabytesPerSecond))
+        print("end to end (\(sink.delivered)): "
+              + String(format: "%d samples in %.1f s: %.0f samples/s", m.delivered, m.endToEndSeconds, m.endToEndRate))
+        if !m.latencies.isEmpty {
+            print(String(format: "time to 2xx: p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms",
+                         m.percentile(0.5), m.percentile(0.99), m.percentile(0.999), m.latencies.last!))
         }
-        print("server RSS: idle \(idleRSS / 1024) MB, peak \(peakRSS / 1024) MB; failed requests: \(failures.count)")
-        print(String(format: "server CPU: %.1f s over %.1f s (%.0f%% of the machine's %d cores)", cpuSeconds(pid), endToEnd,
-                     cpuSeconds(pid) / endToEnd / Double(ProcessInfo.processInfo.activeProcessorCount) * 100,
-                     ProcessInfo.processInfo.activeProcessorCount))
-        kill(pid, SIGTERM)
-        server.waitUntilExit()
-        if o.mqtt { mosquittoCeiling(port: mosquittoPort) }
-        if let postgres {
-            postgres.ceiling(rows: max(200_000, sent), batch: 20_000, dir: dir)
-            postgres.stop()
+        print("server RSS: idle \(m.idleRSSKiB / 1024) MB, peak \(m.peakRSSKiB / 1024) MB; failed requests: \(m.failures)")
+        print(String(format: "server CPU: %.1f s over %.1f s (%.0f%% of the machine's %d cores), %.1f s a million samples",
+                     m.cpuSeconds, m.endToEndSeconds,
+                     m.cpuSeconds / m.endToEndSeconds / Double(ProcessInfo.processInfo.activeProcessorCount) * 100,
+                     ProcessInfo.processInfo.activeProcessorCount, m.cpuPerMillion))
+        if sink != .file, let (rate, how) = target.ceiling(archive: nil) {
+            print(String(format: "the server's own ceiling (%@, no healthgate): %.0f records/s; healthgate end to end: %.0f%% of it",
+                         how, rate, m.endToEndRate / rate * 100))
         }
-        if let influxd {
-            influxCeiling(port: influxPort, endToEnd: Double(sent) / endToEnd)
-            kill(influxd.processIdentifier, SIGTERM)
-            influxd.waitUntilExit()
-        }
-        try? FileManager.default.removeItem(atPath: dir)
     }
 
     /// The config the bench serves: one syncky receiver, one route (through filter + convert +
@@ -188,8 +90,7 @@ enum BenchMain {
 
         init(dir: String) {
             self.dir = dir
-            bin = ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql"))?.sorted().last)
-                .map { "/usr/lib/postgresql/\($0)/bin" } ?? "/usr/lib/postgresql/15/bin"
+            bin = Postgres.binDir()
             try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
             if getuid() == 0 { _ = Postgres.run("/bin/chown", ["postgres:postgres", dir]) }
             _ = command([bin + "/initdb", "-D", dir + "/data", "-A", "trust", "-U", "healthgate", "-E", "UTF8"])
@@ -203,6 +104,12 @@ enum BenchMain {
             try! process.run()
             for _ in 0..<100 where Postgres.run(bin + "/pg_isready", ["-q", "-h", "127.0.0.1", "-p", "\(port)"]) != 0 { usleep(100_000) }
             _ = psql(["-d", "postgres", "-c", "CREATE DATABASE health"])
+        }
+
+        /// Where Debian's newest PostgreSQL keeps its programs.
+        static func binDir() -> String {
+            ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql"))?.sorted().last)
+                .map { "/usr/lib/postgresql/\($0)/bin" } ?? "/usr/lib/postgresql/15/bin"
         }
 
         @discardableResult
@@ -230,7 +137,7 @@ enum BenchMain {
         /// sink writes them — batches of `batch` through COPY into a temporary table and one
         /// INSERT … ON CONFLICT … DO UPDATE … WHERE changed, a transaction each, from one
         /// connection (psql's \copy) — without healthgate.
-        func ceiling(rows: Int, batch: Int, dir: String) {
+        func ceiling(rows: Int, batch: Int, dir: String) -> Double? {
             // The sink's own table (its indexes and generated column too), empty, beside it.
             let columns = PostgresSink.columns.joined(separator: ", ")
             let rest = PostgresSink.columns.dropFirst(3)
@@ -269,10 +176,12 @@ enum BenchMain {
             let started = Date()
             let rc = psql(["-d", "health", "-f", dir + "/ceiling.sql"])
             let s = Date().timeIntervalSince(started)
-            print(rc == 0
-                  ? String(format: "PostgreSQL's own ceiling (one connection, COPY + upsert in batches of %d, no healthgate): %.0f rows/s",
-                           batch, Double(batches * batch) / s)
-                  : "PostgreSQL's own ceiling: psql failed (\(rc))")
+            psql(["-d", "health", "-c", "DROP TABLE ceiling"])
+            guard rc == 0 else {
+                print("PostgreSQL's own ceiling: psql failed (\(rc))")
+                return nil
+            }
+            return Double(batches * batch) / s
         }
 
         func stop() {
@@ -297,12 +206,12 @@ enum BenchMain {
 
     /// The broker's own ceiling in the same run: one client publishing 320-byte messages at
     /// QoS 1 in windows of 5,000 and waiting for every acknowledgement, as the sink does.
-    static func mosquittoCeiling(port: UInt16) {
+    static func mosquittoCeiling(port: UInt16) -> Double? {
         var o = MQTTClient.Options(host: "127.0.0.1", port: Int(port), clientID: "bench-ceiling")
         o.timeoutSeconds = 30
         guard let c = try? MQTTClient(options: o), (try? c.connect()) != nil else {
             print("mosquitto's own ceiling: could not connect")
-            return
+            return nil
         }
         let payload = [UInt8](repeating: 0x61, count: 320)
         let started = Date()
@@ -317,8 +226,8 @@ enum BenchMain {
             sent += mids.count
         }
         let s = Date().timeIntervalSince(started)
-        print(String(format: "mosquitto's own ceiling (one client, QoS 1, 320-byte messages): %.0f messages/s", Double(sent) / s))
         c.disconnect()
+        return Double(sent) / s
     }
 
     /// The samples a bench body holds, in turn: type, unit, value.
@@ -328,8 +237,8 @@ enum BenchMain {
     /// InfluxDB's own ceiling in the same run: the same kind of points as the sink writes
     /// (heart rate, steps, energy, distance, with their tags), in gzip'd batches of 5,000 lines
     /// made beforehand, posted one after another on one connection into a database of their own,
-    /// no healthgate; then healthgate's end-to-end rate as a share of it.
-    static func influxCeiling(port: UInt16, endToEnd: Double) {
+    /// no healthgate; in points a second.
+    static func influxCeiling(port: UInt16) -> Double? {
         _ = try? CurlClient().send("POST", url: "http://127.0.0.1:\(port)/query?q=CREATE%20DATABASE%20ceiling", headers: [], body: [])
         let types = BenchMain.sampleTypes
         var bodies: [[UInt8]] = []
@@ -351,13 +260,13 @@ enum BenchMain {
         for body in bodies where Date().timeIntervalSince(started) < 8 {
             guard let r = try? client.send("POST", url: url, headers: headers, body: body), r.status == 204 else {
                 print("InfluxDB's own ceiling: a write failed")
-                return
+                return nil
             }
             points += 5_000
         }
         let rate = Double(points) / Date().timeIntervalSince(started)
-        print(String(format: "InfluxDB's own ceiling (one connection, gzip'd batches of 5,000 lines, no healthgate): %.0f points/s; "
-                     + "healthgate end to end: %.0f%% of it", rate, endToEnd / rate * 100))
+        _ = try? CurlClient().send("POST", url: "http://127.0.0.1:\(port)/query?q=DROP%20DATABASE%20ceiling", headers: [], body: [])
+        return rate
     }
 
     static func startInfluxd(dir: String, port given: UInt16? = nil) -> (Process, UInt16) {
@@ -457,11 +366,13 @@ struct Body {
     let uuidOffsets: [Int]
     let deliveryOffset: Int
 
-    /// Writes the connection and request number into the first 8+8 hex digits of each uuid.
-    mutating func stamp(connection: Int, request: Int) {
-        let tag = Array(String(format: "%08x", (connection << 24) | (request & 0xFFFFFF)).utf8)
-        for o in uuidOffsets { for k in 0..<8 { bytes[o + k] = tag[k] } }
-        for k in 0..<8 { bytes[deliveryOffset + k] = tag[k] }
+    /// Writes the connection and request number into the first 8 hex digits of each uuid and
+    /// of the delivery id, and the run's number into the 4 after them (so that no run of a suite
+    /// writes over what an earlier one left in a sink's server).
+    mutating func stamp(connection: Int, request: Int, run: Int = 0) {
+        let tag = Array(String(format: "%08x-%04x", (connection << 24) | (request & 0xFFFFFF), run & 0xFFFF).utf8)
+        for o in uuidOffsets { for k in 0..<13 { bytes[o + k] = tag[k] } }
+        for k in 0..<13 { bytes[deliveryOffset + k] = tag[k] }
     }
 }
 

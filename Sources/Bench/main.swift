@@ -22,6 +22,8 @@ struct BenchOptions {
     var transforms = false
     /// `--soak SECONDS`: `make soak` (Soak.swift).
     var soak: Double?
+    /// `--suite`: `make bench` (Suite.swift), narrowed by `--sinks`, `--bodies`, `--senders`.
+    var suite: Suite.Plan?
 
     init(_ args: [String]) {
         var i = 1
@@ -40,14 +42,32 @@ struct BenchOptions {
             case "--postgres": postgres = true; i -= 1
             case "--transforms": transforms = true; i -= 1
             case "--soak": soak = Double(v)
-            default: break
+            case "--suite": suite = suite ?? Suite.Plan(); i -= 1
+            case "--sinks": suite = suite ?? Suite.Plan(); suite!.sinks = v.split(separator: ",").compactMap { BenchSink(rawValue: String($0)) }
+            case "--bodies": suite = suite ?? Suite.Plan(); suite!.bodies = v.split(separator: ",").compactMap { Self.bytes(String($0)) }
+            case "--senders": suite = suite ?? Suite.Plan(); suite!.senders = v.split(separator: ",").compactMap { Int($0) }
+            case "--table": suite = suite ?? Suite.Plan(); suite!.table = v
+            case "--readme": suite = suite ?? Suite.Plan(); suite!.readme = v
+            default: fatalError("healthgate-bench: unknown option \(args[i])")
             }
             i += 2
         }
+        suite?.binary = binary
+        if suite != nil, args.contains("--seconds") { suite!.seconds = seconds }
+    }
+
+    /// `10KB`, `100KB`, `1MB` (decimal, as the table says them).
+    static func bytes(_ s: String) -> Int? {
+        let u = s.uppercased()
+        if u.hasSuffix("MB") { return Int(u.dropLast(2)).map { $0 * 1_000_000 } }
+        if u.hasSuffix("KB") { return Int(u.dropLast(2)).map { $0 * 1_000 } }
+        return Int(u)
     }
 }
 
 let benchOptions = BenchOptions(CommandLine.arguments)
-if let seconds = benchOptions.soak {
+if let plan = benchOptions.suite {
+    Suite.run(plan)
+} else if let seconds = benchOptions.soak {
     Soak.run(binary: benchOptions.binary, plan: Soak.Plan(seconds: seconds))
 } else if benchOptions.micro { Micro.run(samples: benchOptions.samplesPerBody, only: benchOptions.only) } else { BenchMain.run(benchOptions) }

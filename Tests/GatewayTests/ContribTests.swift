@@ -18,6 +18,23 @@ import Testing
 
     static func make(_ args: [String]) throws -> (Int32, String) { try Command.run("/usr/bin/make", ["-s", "-C", root] + args) }
 
+    /// Every `make X` the README tells a user to run is a target of the Makefile (`make bench`
+    /// was once lost from it while the README went on naming it).
+    @Test func everyMakeCommandTheReadmeNamesIsATarget() throws {
+        let readme = try String(contentsOfFile: Self.root + "/README.md", encoding: .utf8)
+        var targets = Set<String>()
+        for piece in readme.components(separatedBy: "`make ").dropFirst() {
+            let word = piece.prefix { $0.isLetter || $0.isNumber || $0 == "-" }
+            if !word.isEmpty { targets.insert(String(word)) }
+        }
+        #expect(targets.isSuperset(of: ["run", "test", "bench", "fuzz", "soak", "test-asan", "test-tsan"]), "\(targets.sorted())")
+        for target in targets.sorted() {
+            // -n: what it would run, not running it; a target that is not there is an error.
+            let (rc, out) = try Command.run("/usr/bin/make", ["-n", "-C", Self.root, target], timeout: 60)
+            #expect(rc == 0 && !out.contains("No rule to make target"), "make \(target): \(out.suffix(400))")
+        }
+    }
+
     @Test func makeInstallPutsItWhereAnAdminLooksAndUninstallTakesItAway() throws {
         let dest = ServeProcess.makeTempDir("install")
         let (rc, out) = try Self.make(["install", "DESTDIR=\(dest)", "PREFIX=/usr", "NO_BUILD=1"])

@@ -1,0 +1,259 @@
+import Foundation
+import Gateway
+import Glibc
+
+/// The sinks the bench puts load through, each with a real server behind it (but `file`).
+enum BenchSink: String, CaseIterable {
+    case file, influxdb, postgres, mqtt
+
+    /// What "end to end" means for it.
+    var delivered: String {
+        switch self {
+        case .file: "archived and fsynced"
+        case .influxdb: "written to InfluxDB"
+        case .postgres: "committed in PostgreSQL"
+        case .mqtt: "acknowledged by mosquitto"
+        }
+    }
+}
+
+/// What one run of load measured: from the senders' side (acknowledged requests, their time to
+/// 2xx) and from the server's (delivered by the sink, its CPU time and peak RSS).
+struct Measurement {
+    var requests = 0
+    var samples = 0
+    var bytes = 0
+    /// From the first request to the last answer.
+    var ackSeconds = 0.0
+    var delivered = 0
+    /// From the first request until the sink had delivered every acknowledged sample.
+    var endToEndSeconds = 0.0
+    /// Times to 2xx in milliseconds, sorted.
+    var latencies: [Double] = []
+    var failures = 0
+    var idleRSSKiB = 0
+    var peakRSSKiB = 0
+    /// The server's user + system time over the run.
+    var cpuSeconds = 0.0
+
+    var ackRate: Double { ackSeconds > 0 ? Double(samples) / ackSeconds : 0 }
+    var megabytesPerSecond: Double { ackSeconds > 0 ? Double(bytes) / 1e6 / ackSeconds : 0 }
+    var endToEndRate: Double { endToEndSeconds > 0 ? Double(delivered) / endToEndSeconds : 0 }
+    var cpuPerMillion: Double { delivered > 0 ? cpuSeconds / Double(delivered) * 1e6 : 0 }
+
+    /// The time to 2xx below which `fraction` of the requests were answered (nearest rank).
+    func percentile(_ fraction: Double) -> Double {
+        guard !latencies.isEmpty else { return 0 }
+        let rank = Int((fraction * Double(latencies.count)).rounded(.up)) - 1
+        return latencies[min(latencies.count - 1, max(0, rank))]
+    }
+}
+
+/// A sink's server for the bench, started once, emptied between runs so that no run writes
+/// over what an earlier one left; `ceiling` measures what the server itself takes.
+final class BenchTarget {
+    let sink: BenchSink
+    let dir: String
+    private(set) var sinkLine = #"archive: {kind: file, path: "archive/{device}/{date}.ndjson"}"#
+    private var server: Process?
+    private var port: UInt16 = 0
+    private var postgres: BenchMain.Postgres?
+
+    init(_ sink: BenchSink, dir: String) {
+        self.sink = sink
+        self.dir = dir
+        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        switch sink {
+        case .file: break
+        case .influxdb:
+            // A real InfluxDB 1.x (Debian's influxd) on a free port.
+            (server, port) = BenchMain.startInfluxd(dir: dir + "/influxd")
+            sinkLine = #"archive: {kind: influxdb, url: "http://127.0.0.1:\#(port)", api: v1, database: health, precision: s}"#
+        case .mqtt:
+            // Home Assistant states, and every record with publish_records, into a real mosquitto.
+            (server, port) = BenchMain.startMosquitto(dir: dir + "/mosquitto")
+            sinkLine = #"archive: {kind: mqtt, url: "mqtt://127.0.0.1:\#(port)", publish_records: true}"#
+        case .postgres:
+            // PostgreSQL 15 (Debian's) in a fresh cluster on a free port.
+            let pg = BenchMain.Postgres(dir: dir + "/postgres")
+            postgres = pg
+            sinkLine = #"archive: {kind: postgres, dsn: "\#(pg.dsn)"}"#
+        }
+    }
+
+    /// Empties what the last run wrote (the file sink's archive goes with healthgate's data dir).
+    func reset() {
+        switch sink {
+        case .file, .mqtt: break
+        case .influxdb:
+            let c = Connection(port: port)
+            for q in ["DROP%20DATABASE%20health", "CREATE%20DATABASE%20health"] {
+                _ = c.post(Array("POST /query?q=\(q) HTTP/1.1\r\nHost: b\r\nContent-Length: 0\r\n\r\n".utf8), [])
+            }
+        case .postgres:
+            postgres?.psql(["-d", "health", "-c", "DO $$ BEGIN IF to_regclass('healthgate.records') IS NOT NULL THEN "
+                            + "TRUNCATE healthgate.records; END IF; END $$; CHECKPOINT"])
+        }
+    }
+
+    /// The server's own ceiling, in records a second, and how it was measured; `archive` is a
+    /// file the file sink wrote (its lines are what the disk's ceiling writes).
+    func ceiling(archive: String?) -> (rate: Double, how: String)? {
+        switch sink {
+        case .file:
+            guard let archive, let rate = BenchMain.diskCeiling(lines: archive, dir: dir) else { return nil }
+            return (rate, "the archive's own lines appended in 1 MiB writes, fdatasync after each")
+        case .influxdb:
+            guard let rate = BenchMain.influxCeiling(port: port) else { return nil }
+            return (rate, "points in gzip'd batches of 5,000 lines, one connection")
+        case .mqtt:
+            guard let rate = BenchMain.mosquittoCeiling(port: port) else { return nil }
+            return (rate, "320-byte messages at QoS 1 in windows of 5,000, one client")
+        case .postgres:
+            guard let rate = postgres?.ceiling(rows: 200_000, batch: 20_000, dir: dir) else { return nil }
+            return (rate, "COPY + upsert in batches of 20,000 rows, one connection")
+        }
+    }
+
+    func stop() {
+        if let server {
+            kill(server.processIdentifier, SIGTERM)
+            server.waitUntilExit()
+        }
+        postgres?.stop()
+    }
+}
+
+extension BenchMain {
+    /// Starts `healthgate serve` on `config`, posts `template` (stamped per request) from
+    /// `connections` keep-alive connections for `seconds` or until `maxSamples` are
+    /// acknowledged, waits until the sink named `archive` has delivered them all, and stops it.
+    /// `rate` > 0 paces each connection on a fixed schedule (an open loop).
+    static func measure(binary: String, config: String, dir: String, template: Body, connections: Int, seconds: Double,
+                        rate: Double = 0, maxSamples: Int = .max, run: Int = 0) -> Measurement {
+        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        try! config.write(toFile: dir + "/bench.yaml", atomically: true, encoding: .utf8)
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: binary)
+        server.arguments = ["serve", "--config", dir + "/bench.yaml"]
+        let out = Pipe()
+        server.standardOutput = out
+        server.standardError = FileHandle.nullDevice
+        try! server.run()
+        var port: UInt16 = 0
+        var text = ""
+        while port == 0 {
+            let d = out.fileHandleForReading.availableData
+            if d.isEmpty {
+                guard server.isRunning else { fatalError("healthgate serve did not start: \(text)") }
+                usleep(10_000)
+                continue
+            }
+            text += String(decoding: d, as: UTF8.self)
+            for line in text.split(separator: "\n") where line.hasPrefix("listening on ") {
+                port = line.split(separator: ":").last.flatMap { UInt16($0) } ?? 0
+            }
+        }
+        out.fileHandleForReading.readabilityHandler = { h in _ = h.availableData }
+        let pid = server.processIdentifier
+        usleep(300_000)
+        var m = Measurement()
+        m.idleRSSKiB = rssKiB(pid, "VmRSS")
+        let cpuBefore = cpuSeconds(pid)
+
+        let perBody = template.uuidOffsets.count
+        let interval = rate > 0 ? Double(perBody * connections) / rate : 0
+        let latencies = LatencyLog()
+        let failures = LatencyLog()
+        let budget = SampleBudget(maxSamples)
+        let stopAt = Date().addingTimeInterval(seconds)
+        let group = DispatchGroup()
+        let started = Date()
+        let serverPort = port
+        for c in 0..<connections {
+            group.enter()
+            Thread.detachNewThread {
+                defer { group.leave() }
+                var body = template
+                let conn = Connection(port: serverPort)
+                var n = 0
+                var next = Date().addingTimeInterval(interval * Double(c) / Double(max(1, connections)))
+                while Date() < stopAt, budget.take(perBody) {
+                    if interval > 0 {
+                        let wait = next.timeIntervalSinceNow
+                        if wait > 0 { usleep(useconds_t(wait * 1e6)) }
+                        next = next.addingTimeInterval(interval)
+                    }
+                    body.stamp(connection: c, request: n, run: run)
+                    n += 1
+                    let t0 = DispatchTime.now().uptimeNanoseconds
+                    guard let status = conn.post(signedHead(body.bytes), body.bytes) else { failures.add(0); continue }
+                    let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e6
+                    if status == 200 { latencies.add(dt) } else { failures.add(Double(status)) }
+                }
+            }
+        }
+        m.peakRSSKiB = m.idleRSSKiB
+        while group.wait(timeout: .now() + 0.1) == .timedOut { m.peakRSSKiB = max(m.peakRSSKiB, rssKiB(pid, "VmRSS")) }
+        m.ackSeconds = Date().timeIntervalSince(started)
+        m.latencies = latencies.sorted
+        m.requests = m.latencies.count
+        m.samples = m.requests * perBody
+        m.bytes = m.requests * template.bytes.count
+        m.failures = failures.count
+        // End to end: until the sink has delivered every acknowledged sample.
+        let drainDeadline = Date().addingTimeInterval(300)
+        while Date() < drainDeadline {
+            m.peakRSSKiB = max(m.peakRSSKiB, rssKiB(pid, "VmRSS"))
+            m.delivered = sinkSent(port: port)
+            if m.delivered >= m.samples { break }
+            usleep(20_000)
+        }
+        m.endToEndSeconds = Date().timeIntervalSince(started)
+        m.peakRSSKiB = max(m.peakRSSKiB, rssKiB(pid, "VmHWM"))
+        m.cpuSeconds = cpuSeconds(pid) - cpuBefore
+        kill(pid, SIGTERM)
+        server.waitUntilExit()
+        return m
+    }
+
+    /// The disk's own ceiling: the first MiB of `lines` (an archive the file sink wrote)
+    /// appended to a file of its own in 1 MiB writes with an fdatasync after each, for 3 s; in
+    /// lines a second.
+    static func diskCeiling(lines path: String, dir: String) -> Double? {
+        guard let data = FileManager.default.contents(atPath: path), !data.isEmpty else { return nil }
+        var chunk = [UInt8](data.prefix(1 << 20))
+        if let last = chunk.lastIndex(of: 0x0A) { chunk.removeSubrange((last + 1)...) }
+        let linesInChunk = chunk.reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) }
+        guard linesInChunk > 0 else { return nil }
+        let target = dir + "/disk-ceiling.ndjson"
+        let fd = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0o600)
+        guard fd >= 0 else { return nil }
+        defer { close(fd); unlink(target) }
+        let started = Date()
+        var written = 0
+        while Date().timeIntervalSince(started) < 3 {
+            let n = chunk.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            guard n == chunk.count, fdatasync(fd) == 0 else { return nil }
+            written += linesInChunk
+        }
+        return Double(written) / Date().timeIntervalSince(started)
+    }
+}
+
+/// How many samples the senders of a run may still send, shared between them.
+final class SampleBudget: @unchecked Sendable {
+    private let lock = NSLock()
+    private var left: Int
+
+    init(_ samples: Int) { left = samples }
+
+    /// Takes `n` if any are left.
+    func take(_ n: Int) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard left > 0 else { return false }
+        left -= n
+        return true
+    }
+}

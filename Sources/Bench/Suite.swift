@@ -1,0 +1,243 @@
+import Foundation
+import Glibc
+
+/// `make bench` (`healthgate-bench --suite`): every sink (file, InfluxDB, PostgreSQL, MQTT) ×
+/// bodies of 10 KB, 100 KB and 1 MB × 1, 8 and 64 senders, each run measured end to end and
+/// beside its server's own ceiling measured in the same suite; then one markdown table, with the
+/// machine it ran on and which targets it meets, printed, written to `--table`, and put into
+/// `--readme` between its bench-suite markers.
+enum Suite {
+    struct Plan {
+        var binary = ".build/release/healthgate"
+        var sinks = BenchSink.allCases
+        var bodies = [10_000, 100_000, 1_000_000]
+        var senders = [1, 8, 64]
+        /// The most one run sends for; it stops sooner once it has sent the sink's share.
+        var seconds = 5.0
+        var table: String?
+        var readme: String?
+
+        /// Samples one run sends at most: about what the sink delivers in 5 to 10 s, so that
+        /// the drain after the senders stop does not dominate the suite's time.
+        func maxSamples(_ sink: BenchSink) -> Int {
+            switch sink {
+            case .file: 2_000_000
+            case .influxdb: 600_000
+            case .postgres: 400_000
+            case .mqtt: 300_000
+            }
+        }
+    }
+
+    struct Row {
+        let sink: BenchSink
+        let bodyBytes: Int
+        let samplesPerBody: Int
+        let senders: Int
+        let transforms: Bool
+        let m: Measurement
+        var ceiling: Double?
+    }
+
+    static func run(_ plan: Plan) {
+        let dir = NSTemporaryDirectory() + "healthgate-suite-\(getpid())"
+        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let started = Date()
+        var rows: [Row] = []
+        var ceilings: [BenchSink: (Double, String)] = [:]
+        var runNumber = 0
+        for sink in plan.sinks {
+            let target = BenchTarget(sink, dir: dir + "/\(sink.rawValue)")
+            var archive: String?
+            var scenarios: [(Int, Int, Bool)] = plan.bodies.flatMap { b in plan.senders.map { (b, $0, false) } }
+            // The transforms' cost: the file sink's 1 MB × 8 run again through filter + convert + tag.
+            if sink == .file && plan.bodies.contains(1_000_000) && plan.senders.contains(8) { scenarios.append((1_000_000, 8, true)) }
+            for (bodyBytes, senders, transforms) in scenarios {
+                runNumber += 1
+                target.reset()
+                let samples = samplesFor(bytes: bodyBytes)
+                let template = BenchMain.makeBody(samples: samples)
+                let runDir = dir + "/run-\(runNumber)"
+                let config = BenchMain.config(dataDir: runDir + "/data", transforms: transforms, sinkLine: target.sinkLine)
+                let m = BenchMain.measure(binary: plan.binary, config: config, dir: runDir, template: template, connections: senders,
+                                          seconds: plan.seconds, maxSamples: plan.maxSamples(sink), run: runNumber)
+                let row = Row(sink: sink, bodyBytes: bodyBytes, samplesPerBody: samples, senders: senders, transforms: transforms, m: m)
+                print(line(row))
+                fflush(nil)   // each run as it ends, also into a pipe or a file
+                rows.append(row)
+                if sink == .file && archive == nil { archive = keepArchive(runDir + "/data", into: dir) }
+                try? FileManager.default.removeItem(atPath: runDir)
+            }
+            if let c = target.ceiling(archive: archive) {
+                ceilings[sink] = c
+                print(String(format: "%@: the server's own ceiling (%@): %.0f records/s", sink.rawValue, c.1, c.0))
+            }
+            target.stop()
+        }
+        for i in rows.indices { rows[i].ceiling = ceilings[rows[i].sink]?.0 }
+        let text = report(rows, plan: plan, ceilings: ceilings, minutes: Date().timeIntervalSince(started) / 60)
+        print("")
+        print(text)
+        if let path = plan.table { try? text.write(toFile: path, atomically: true, encoding: .utf8) }
+        if let path = plan.readme { putIntoReadme(text, path: path) }
+    }
+
+    /// The samples a native body of about `bytes` holds.
+    static func samplesFor(bytes: Int) -> Int {
+        let a = BenchMain.makeBody(samples: 100).bytes.count, b = BenchMain.makeBody(samples: 200).bytes.count
+        let perSample = Double(b - a) / 100
+        return max(1, Int((Double(bytes - (a - Int(perSample * 100)))) / perSample))
+    }
+
+    /// Copies the first archive file the file sink wrote (for the disk's ceiling).
+    static func keepArchive(_ dataDir: String, into dir: String) -> String? {
+        guard let walker = FileManager.default.enumerator(atPath: dataDir) else { return nil }
+        for case let path as String in walker where path.hasSuffix(".ndjson") && path.contains("archive/") {
+            let kept = dir + "/archive-sample.ndjson"
+            try? FileManager.default.removeItem(atPath: kept)
+            guard (try? FileManager.default.copyItem(atPath: dataDir + "/" + path, toPath: kept)) != nil else { continue }
+            return kept
+        }
+        return nil
+    }
+
+    static func size(_ bytes: Int) -> String { bytes >= 1_000_000 ? "\(bytes / 1_000_000) MB" : "\(bytes / 1_000) KB" }
+
+    static func thousands(_ v: Double) -> String {
+        let n = Int(v.rounded())
+        var s = String(n)
+        var i = s.count - 3
+        while i > 0 { s.insert(",", at: s.index(s.startIndex, offsetBy: i)); i -= 3 }
+        return s
+    }
+
+    static func line(_ r: Row) -> String {
+        String(format: "%@ %@ × %d%@: %d requests, %@ samples/s acknowledged, %@ end to end, p50/p99/p99.9 %.1f/%.1f/%.1f ms, "
+               + "%.1f CPU s a million, peak RSS %d MB, %d failed",
+               r.sink.rawValue, size(r.bodyBytes), r.senders, r.transforms ? " (transforms)" : "", r.m.requests,
+               thousands(r.m.ackRate), thousands(r.m.endToEndRate), r.m.percentile(0.5), r.m.percentile(0.99),
+               r.m.percentile(0.999), r.m.cpuPerMillion, r.m.peakRSSKiB / 1024, r.m.failures)
+    }
+
+    /// The machine, the table and the targets, as markdown.
+    static func report(_ rows: [Row], plan: Plan, ceilings: [BenchSink: (Double, String)], minutes: Double) -> String {
+        var out = "Produced by `make bench` on \(isoDate()) in \(max(1, Int(minutes.rounded()))) min. \(machine())\n\n"
+        out += "| sink | body (samples) | senders | requests | acknowledged samples/s | MB/s | end to end samples/s "
+            + "| server's own ceiling, records/s | end to end / ceiling | time to 2xx p50 / p99 / p99.9 ms "
+            + "| server CPU s a million samples | peak RSS MB | failed |\n"
+        out += "|" + String(repeating: " --- |", count: 13) + "\n"
+        for r in rows {
+            let ceiling = r.ceiling.map(thousands) ?? "—"
+            let share = r.ceiling.map { String(format: "%.0f %%", r.m.endToEndRate / $0 * 100) } ?? "—"
+            out += "| \(r.sink.rawValue)\(r.transforms ? " + filter, convert, tag" : "") | \(size(r.bodyBytes)) (\(thousands(Double(r.samplesPerBody)))) "
+                + "| \(r.senders) | \(r.m.requests) | \(thousands(r.m.ackRate)) | " + String(format: "%.1f", r.m.megabytesPerSecond)
+                + " | \(thousands(r.m.endToEndRate)) | \(ceiling) | \(share) | "
+                + String(format: "%.1f / %.1f / %.1f", r.m.percentile(0.5), r.m.percentile(0.99), r.m.percentile(0.999))
+                + " | " + String(format: "%.1f", r.m.cpuPerMillion) + " | \(r.m.peakRSSKiB / 1024) | \(r.m.failures) |\n"
+        }
+        out += "\nEnd to end: from the first request until the sink had delivered every acknowledged sample ("
+            + BenchSink.allCases.map { "\($0.rawValue): \($0.delivered)" }.joined(separator: "; ") + "). "
+            + "Each run is a fresh `healthgate serve` (fsync before every 2xx) with one Syncky receiver (signed native bodies) "
+            + "and one route; its senders post on keep-alive connections, each again as soon as it is answered, for "
+            + String(format: "%.0f s", plan.seconds) + " or until the run has sent about what its sink delivers in 5–10 s ("
+            + plan.sinks.map { "\($0.rawValue) \(thousands(Double(plan.maxSamples($0))))" }.joined(separator: ", ")
+            + " samples), so time to 2xx is the senders' count over the throughput, not a paced latency. The ceilings, "
+            + "measured in the same suite without healthgate: "
+            + ceilings.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue): \($0.value.1)" }.joined(separator: "; ")
+            + ". p99.9 is the slowest answer when a run has fewer than 1,000 requests.\n\n"
+        out += "Targets:\n"
+        for t in targets(rows) { out += "- \(t)\n" }
+        return out
+    }
+
+    /// Which of the issues' targets the rows meet, said plainly.
+    static func targets(_ rows: [Row]) -> [String] {
+        var said: [String] = []
+        func row(_ sink: BenchSink, _ body: Int, _ senders: Int, transforms: Bool = false) -> Row? {
+            rows.first { $0.sink == sink && $0.bodyBytes == body && $0.senders == senders && $0.transforms == transforms }
+        }
+        if let r = row(.influxdb, 1_000_000, 8), let c = r.ceiling {
+            let share = r.m.endToEndRate / c
+            said.append(String(format: "InfluxDB end to end ≥ 80 %% of influxd's own ceiling (1 MB × 8): %@ (%.0f %%)",
+                               share >= 0.8 ? "met" : "not met", share * 100))
+        }
+        if let plain = row(.file, 1_000_000, 8), let shaped = row(.file, 1_000_000, 8, transforms: true), plain.m.endToEndRate > 0 {
+            let ratio = shaped.m.endToEndRate / plain.m.endToEndRate
+            said.append(String(format: "Transforms within 10 %% of the plain run (file, 1 MB × 8, end to end): %@ (%.2f of plain)",
+                               ratio >= 0.9 ? "met" : "not met", ratio))
+        }
+        // Issue 15's load is ~100 KB bodies from 20 connections; 64 senders of 1 MB hold 64 MB of bodies in flight.
+        let hundred = rows.filter { $0.bodyBytes == 100_000 && !$0.transforms }
+        if let peak = hundred.map(\.m.peakRSSKiB).max() {
+            let all = rows.map(\.m.peakRSSKiB).max() ?? peak
+            said.append("Peak RSS under load ≤ 100 MB with 100 KB bodies: \(peak / 1024 <= 100 ? "met" : "not met") (at most \(peak / 1024) MB; "
+                        + "\(all / 1024) MB at most in the whole suite, where 64 senders of 1 MB bodies have 64 MB in flight)")
+        }
+        let files = hundred.filter { $0.sink == .file }
+        if !files.isEmpty {
+            let each = files.map { String(format: "%d %@ %.0f ms", $0.senders, $0.senders == 1 ? "sender" : "senders", $0.m.percentile(0.99)) }
+            let all = files.allSatisfy { $0.m.percentile(0.99) < 50 }
+            said.append("p99 time to 2xx under 50 ms with 100 KB bodies (file sink): \(all ? "met" : "not met everywhere") (\(each.joined(separator: ", "))); "
+                        + "the side-by-side with Fluent Bit under wrk is not part of this suite")
+        }
+        return said
+    }
+
+    static func isoDate() -> String {
+        let f = DateFormatter()
+        f.dateFormat = "yyyy-MM-dd"
+        f.timeZone = TimeZone(identifier: "UTC")
+        return f.string(from: Date())
+    }
+
+    /// The CPU, cores, memory, kernel and OS, and the servers' versions.
+    static func machine() -> String {
+        let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+        let model = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }?
+            .split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "unknown CPU"
+        let meminfo = (try? String(contentsOfFile: "/proc/meminfo", encoding: .utf8)) ?? ""
+        let memKiB = meminfo.split(separator: "\n").first { $0.hasPrefix("MemTotal") }?
+            .split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+        let os = ((try? String(contentsOfFile: "/etc/os-release", encoding: .utf8)) ?? "").split(separator: "\n")
+            .first { $0.hasPrefix("PRETTY_NAME=") }?.dropFirst(12).trimmingCharacters(in: CharacterSet(charactersIn: "\"")) ?? "Linux"
+        var u = utsname()
+        uname(&u)
+        let kernel = withUnsafeBytes(of: &u.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let versions = [("influxd", ["/usr/bin/influxd", "version"]), ("mosquitto", ["/usr/sbin/mosquitto", "-h"]),
+                        ("PostgreSQL", [BenchMain.Postgres.binDir() + "/postgres", "--version"])]
+            .compactMap { name, cmd in firstVersion(cmd).map { "\(name) \($0)" } }
+        return "\(model), \(ProcessInfo.processInfo.activeProcessorCount) cores, \(String(format: "%.1f", Double(memKiB) / 1024 / 1024)) GiB of memory, "
+            + "\(os), Linux \(kernel); " + versions.joined(separator: ", ")
+            + "; the load generator runs on the same cores as healthgate and the servers."
+    }
+
+    /// The first version-looking word a command prints.
+    static func firstVersion(_ command: [String]) -> String? {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: command[0])
+        p.arguments = Array(command.dropFirst())
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = out
+        guard (try? p.run()) != nil else { return nil }
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        let words = text.split { $0 == " " || $0 == "\n" || $0 == "," }.map { $0.hasPrefix("v") ? $0.dropFirst() : $0 }
+        return words.first { $0.first?.isNumber == true && $0.contains(".") }.map(String.init)
+    }
+
+    static let begin = "<!-- bench-suite:begin -->", end = "<!-- bench-suite:end -->"
+
+    /// Replaces what stands between the README's markers with `text`.
+    static func putIntoReadme(_ text: String, path: String) {
+        guard let readme = try? String(contentsOfFile: path, encoding: .utf8),
+              let a = readme.range(of: begin), let b = readme.range(of: end), a.upperBound <= b.lowerBound else {
+            print("\(path) has no \(begin) … \(end) markers: the table is not put into it")
+            return
+        }
+        let updated = readme[..<a.upperBound] + "\n" + text + readme[b.lowerBound...]
+        try? String(updated).write(toFile: path, atomically: true, encoding: .utf8)
+        print("the table is in \(path)")
+    }
+}
