@@ -36,15 +36,15 @@ struct Pending {
         }
         guard skip < decoded.count else { return }
         let n = decoded.count - skip
-        positions.reserveCapacity(count + n)
-        records.records.reserveCapacity(records.count + n)
-        records.lines.reserveCapacity(records.count + n)
+        positions.reserve(atLeast: count + n)
+        records.records.reserve(atLeast: records.count + n)
+        records.lines.reserve(atLeast: records.count + n)
         // Each record is moved out of `decoded` (not copied: a copy retains each of its
         // strings), its place left to an empty record until `decoded` goes.
         decoded.withUnsafeMutableBufferPointer { all in
             let base = all.baseAddress!
             if let ahead, ends != nil {
-                ends!.reserveCapacity(count + n)
+                ends!.reserve(atLeast: count + n)
                 for index in skip..<all.count {
                     _ = ahead.process((base + index).move(), line: ranges.map { .whole(e.payload[$0[index]]) } ?? .none,
                                              into: &records)
@@ -105,5 +105,14 @@ struct Pending {
         records.records += other.records.records
         records.lines += other.records.lines
         positions += other.positions
+    }
+}
+
+extension Array {
+    /// Room for `n` elements, growing by doubling: `reserveCapacity(count + n)` for each of
+    /// many small journal entries reallocates (and copies every pending record) each time —
+    /// it was a fifth of the server's CPU with 44-sample bodies.
+    mutating func reserve(atLeast n: Int) {
+        if capacity < n { reserveCapacity(Swift.max(n, capacity * 2)) }
     }
 }
