@@ -413,6 +413,23 @@ import YAMLConfig
 
     /// A sensor the config no longer has (excluded since) is removed from Home Assistant: its
     /// retained config is emptied when the sink connects.
+    /// A topic level from any name: ASCII byte by byte, anything else by Unicode's lower case,
+    /// the same slug either way; what had to change keeps a hash of the original.
+    @Test func slugsAreTopicLevelsWhateverTheName() {
+        let names = ["d_zsOZ123abc", "steps", "heart_rate", "Alice's iPhone", "HKQuantityTypeIdentifierHeartRate", "a/b+#",
+                     "", " ", "ÄÖÜ", "İstanbul", "emoji 😀", "x\u{0}y", String(repeating: "long-name", count: 12), "MiXeD-123"]
+        for n in names {
+            let slug = MQTTSink.slug(n)
+            #expect(slug == MQTTSink.unicodeSlug(n), "\(n)")
+            #expect(!slug.isEmpty && slug.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F || $0 == 0x2D },
+                    "\(n) → \(slug)")
+            #expect(slug.utf8.count <= 64)
+        }
+        #expect(MQTTSink.slug("steps") == "steps")
+        #expect(MQTTSink.slug("Steps") != MQTTSink.slug("steps") && MQTTSink.slug("Steps").hasPrefix("steps_"))
+        #expect(MQTTSink.slug("a b") != MQTTSink.slug("a_b"))
+    }
+
     @Test func anExcludedSensorIsRemoved() throws {
         let broker = try DatabaseProcess.mosquitto()
         let url = "mqtt://127.0.0.1:\(broker.port)"
