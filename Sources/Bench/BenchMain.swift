@@ -239,7 +239,7 @@ enum BenchMain {
     /// made beforehand, posted one after another on one connection into a database of their own,
     /// no healthgate; in points a second.
     static func influxCeiling(port: UInt16) -> Double? {
-        _ = try? CurlClient().send("POST", url: "http://127.0.0.1:\(port)/query?q=CREATE%20DATABASE%20ceiling", headers: [], body: [])
+        influxQuery(port: port, "CREATE DATABASE ceiling")
         let types = BenchMain.sampleTypes
         var bodies: [[UInt8]] = []
         var t = 1_760_400_000
@@ -265,7 +265,7 @@ enum BenchMain {
             points += 5_000
         }
         let rate = Double(points) / Date().timeIntervalSince(started)
-        _ = try? CurlClient().send("POST", url: "http://127.0.0.1:\(port)/query?q=DROP%20DATABASE%20ceiling", headers: [], body: [])
+        influxQuery(port: port, "DROP DATABASE ceiling")
         return rate
     }
 
@@ -298,9 +298,14 @@ enum BenchMain {
             if c.get("/ping") != nil { break }
             usleep(100_000)
         }
-        let create = "POST /query?q=CREATE%20DATABASE%20health HTTP/1.1\r\nHost: b\r\nContent-Length: 0\r\n\r\n"
-        _ = c.post(Array(create.utf8), [])
+        influxQuery(port: port, "CREATE DATABASE health")
         return (p, port)
+    }
+
+    /// An InfluxQL statement to the influxd on `port` (databases made and dropped between runs).
+    static func influxQuery(port: UInt16, _ statement: String) {
+        let q = statement.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+        _ = Connection(port: port).post(Array("POST /query?q=\(q) HTTP/1.1\r\nHost: bench\r\nContent-Length: 0\r\n\r\n".utf8), [])
     }
 
     static func rssKiB(_ pid: Int32, _ field: String) -> Int {
@@ -320,13 +325,18 @@ enum BenchMain {
         return (u + k) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
-    static func sinkSent(port: UInt16) -> Int {
-        let c = Connection(port: port)
-        guard let text = c.get("/metrics") else { return 0 }
-        for line in text.split(separator: "\n") where line.hasPrefix("healthgate_sink_records_sent_total{sink=\"archive\"}") {
-            return Int(line.split(separator: " ").last ?? "0") ?? 0
+    /// What the bench's sink (`archive`) has delivered so far.
+    static func sinkSent(port: UInt16) -> Int { max(0, metric(port, "healthgate_sink_records_sent_total", sink: "archive")) }
+
+    /// A metric's value from `/metrics`: of one sink, or summed over every sink; -1 when unanswered.
+    static func metric(_ port: UInt16, _ name: String, sink: String? = nil) -> Int {
+        guard let text = Connection(port: port).get("/metrics") else { return -1 }
+        var total = 0
+        for line in text.split(separator: "\n") where line.hasPrefix(name + "{") {
+            if let sink, !line.hasPrefix(name + "{sink=\"\(sink)\"}") { continue }
+            total += Int(line.split(separator: " ").last ?? "0") ?? 0
         }
-        return 0
+        return total
     }
 
     /// The head of a Syncky request for `body`, signed now, with the bench receiver's token.

@@ -86,10 +86,8 @@ final class BenchTarget {
         switch sink {
         case .file, .mqtt: break
         case .influxdb:
-            let c = Connection(port: port)
-            for q in ["DROP%20DATABASE%20health", "CREATE%20DATABASE%20health"] {
-                _ = c.post(Array("POST /query?q=\(q) HTTP/1.1\r\nHost: b\r\nContent-Length: 0\r\n\r\n".utf8), [])
-            }
+            BenchMain.influxQuery(port: port, "DROP DATABASE health")
+            BenchMain.influxQuery(port: port, "CREATE DATABASE health")
         case .postgres:
             postgres?.psql(["-d", "health", "-c", "DO $$ BEGIN IF to_regclass('healthgate.records') IS NOT NULL THEN "
                             + "TRUNCATE healthgate.records; END IF; END $$; CHECKPOINT"])

@@ -163,11 +163,11 @@ enum Soak {
         let drainDeadline = Date().addingTimeInterval(300)
         var waiting = -1
         while Date() < drainDeadline {
-            waiting = metric(port, "healthgate_sink_records_waiting")
+            waiting = BenchMain.metric(port, "healthgate_sink_records_waiting")
             if waiting == 0 { break }
             sleep(1)
         }
-        let sent: [(String, Int)] = ["archive", "influx", "mqtt"].map { ($0, metric(port, "healthgate_sink_records_sent_total", sink: $0)) }
+        let sent: [(String, Int)] = ["archive", "influx", "mqtt"].map { ($0, BenchMain.metric(port, "healthgate_sink_records_sent_total", sink: $0)) }
         kill(server.processIdentifier, SIGTERM)
         server.waitUntilExit()
 
@@ -266,17 +266,6 @@ enum Soak {
 
     static func openDescriptors(_ pid: Int32) -> Int {
         ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []).count
-    }
-
-    /// A metric's value: of one sink, or summed over every sink.
-    static func metric(_ port: UInt16, _ name: String, sink: String? = nil) -> Int {
-        guard let text = Connection(port: port).get("/metrics") else { return -1 }
-        var total = 0
-        for line in text.split(separator: "\n") where line.hasPrefix(name + "{") {
-            if let sink, !line.hasPrefix(name + "{sink=\"\(sink)\"}") { continue }
-            total += Int(line.split(separator: " ").last ?? "0") ?? 0
-        }
-        return total
     }
 
     /// The distinct uuids of the NDJSON records in the files of `dir` whose names start with

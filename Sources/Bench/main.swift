@@ -26,6 +26,8 @@ struct BenchOptions {
     var suite: Suite.Plan?
 
     init(_ args: [String]) {
+        var plan = Suite.Plan()
+        var inSuite = false
         var i = 1
         while i < args.count {
             let v = i + 1 < args.count ? args[i + 1] : ""
@@ -42,18 +44,29 @@ struct BenchOptions {
             case "--postgres": postgres = true; i -= 1
             case "--transforms": transforms = true; i -= 1
             case "--soak": soak = Double(v)
-            case "--suite": suite = suite ?? Suite.Plan(); i -= 1
-            case "--sinks": suite = suite ?? Suite.Plan(); suite!.sinks = v.split(separator: ",").compactMap { BenchSink(rawValue: String($0)) }
-            case "--bodies": suite = suite ?? Suite.Plan(); suite!.bodies = v.split(separator: ",").compactMap { Self.bytes(String($0)) }
-            case "--senders": suite = suite ?? Suite.Plan(); suite!.senders = v.split(separator: ",").compactMap { Int($0) }
-            case "--table": suite = suite ?? Suite.Plan(); suite!.table = v
-            case "--readme": suite = suite ?? Suite.Plan(); suite!.readme = v
+            case "--suite": inSuite = true; i -= 1
+            case "--sinks": plan.sinks = Self.list(v, args[i], BenchSink.init(rawValue:))
+            case "--bodies": plan.bodies = Self.list(v, args[i], Self.bytes)
+            case "--senders": plan.senders = Self.list(v, args[i]) { Int($0) }
+            case "--table": plan.table = v
+            case "--readme": plan.readme = v
             default: fatalError("healthgate-bench: unknown option \(args[i])")
             }
+            // Any of the suite's own options asks for the suite.
+            if ["--sinks", "--bodies", "--senders", "--table", "--readme"].contains(args[i]) { inSuite = true }
             i += 2
         }
-        suite?.binary = binary
-        if suite != nil, args.contains("--seconds") { suite!.seconds = seconds }
+        plan.binary = binary
+        if args.contains("--seconds") { plan.seconds = seconds }
+        suite = inSuite ? plan : nil
+    }
+
+    /// A comma-separated list, every item understood.
+    static func list<T>(_ v: String, _ option: String, _ parse: (String) -> T?) -> [T] {
+        v.split(separator: ",").map { item in
+            guard let value = parse(String(item)) else { fatalError("healthgate-bench: \(option) does not know \"\(item)\"") }
+            return value
+        }
     }
 
     /// `10KB`, `100KB`, `1MB` (decimal, as the table says them).

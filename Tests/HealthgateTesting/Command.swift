@@ -43,10 +43,9 @@ enum Command {
         p.arguments = arguments
         // A mark in the environment of all it starts: what leaves its process group (a session
         // of its own, as `script` makes for its terminal) is found by it and ended too.
-        let mark = "HEALTHGATE_TEST_COMMAND=" + (dir as NSString).lastPathComponent
-        var env = environment ?? ProcessInfo.processInfo.environment
-        env["HEALTHGATE_TEST_COMMAND"] = (dir as NSString).lastPathComponent
-        p.environment = env
+        let (key, tag) = ("HEALTHGATE_TEST_COMMAND", (dir as NSString).lastPathComponent)
+        p.environment = (environment ?? ProcessInfo.processInfo.environment).merging([key: tag]) { $1 }
+        let mark = key + "=" + tag
         if let cwd { p.currentDirectoryURL = URL(fileURLWithPath: cwd) }
         p.standardInput = FileHandle(forReadingAtPath: "/dev/null")
         p.standardOutput = out
