@@ -378,11 +378,31 @@ struct Body {
 
     /// Writes the connection and request number into the first 8 hex digits of each uuid and
     /// of the delivery id, and the run's number into the 4 after them (so that no run of a suite
-    /// writes over what an earlier one left in a sink's server).
+    /// writes over what an earlier one left in a sink's server). A uuid's 8 digits are scrambled
+    /// per sample, so that uuids come in no order, as HealthKit's random ones do (a sink that
+    /// keeps an index by uuid pays for that), and stay unique: for each sample the scramble of
+    /// the request number is one to one.
     mutating func stamp(connection: Int, request: Int, run: Int = 0) {
-        let tag = Array(String(format: "%08x-%04x", (connection << 24) | (request & 0xFFFFFF), run & 0xFFFF).utf8)
-        for o in uuidOffsets { for k in 0..<13 { bytes[o + k] = tag[k] } }
-        for k in 0..<13 { bytes[deliveryOffset + k] = tag[k] }
+        let id = UInt32(truncatingIfNeeded: (connection << 24) | (request & 0xFFFFFF))
+        let hex = Array("0123456789abcdef".utf8)
+        let runDigits = Array(String(format: "-%04x", run & 0xFFFF).utf8)
+        func put(_ value: UInt32, at o: Int) {
+            for k in 0..<8 { bytes[o + k] = hex[Int((value >> (28 - 4 * UInt32(k))) & 0xF)] }
+            for k in 0..<5 { bytes[o + 8 + k] = runDigits[k] }
+        }
+        for (i, o) in uuidOffsets.enumerated() { put(Body.scramble(id) ^ Body.scramble(UInt32(i) &* 0x9E37_79B9), at: o) }
+        put(id, at: deliveryOffset)
+    }
+
+    /// A one-to-one mix of 32 bits (odd multiplications and xor-shifts are each invertible).
+    static func scramble(_ v: UInt32) -> UInt32 {
+        var x = v
+        x ^= x >> 16
+        x &*= 0x7FEB_352D
+        x ^= x >> 15
+        x &*= 0x846C_A68B
+        x ^= x >> 16
+        return x
     }
 }
 

@@ -29,10 +29,13 @@ public final class SQLite: @unchecked Sendable {
     fileprivate var db: OpaquePointer?
     public let path: String
 
-    public init(path: String) throws(Failure) {
+    /// `sharedAcrossThreads: false` for a connection one thread owns: SQLite then takes no
+    /// mutex around each call (a statement run per record pays for it).
+    public init(path: String, sharedAcrossThreads: Bool = true) throws(Failure) {
         self.path = path
         var handle: OpaquePointer?
-        let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nil)
+        let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+                                     | (sharedAcrossThreads ? SQLITE_OPEN_FULLMUTEX : SQLITE_OPEN_NOMUTEX), nil)
         guard rc == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             sqlite3_close(handle)
@@ -93,6 +96,27 @@ public final class SQLite: @unchecked Sendable {
         }
 
         deinit { sqlite3_finalize(stmt) }
+
+        /// Binds text to parameter `i` (from 1; SQLite copies it), for `step`.
+        public func bind(_ i: Int32, text: String) {
+            sqlite3_bind_text(stmt, i, text, -1, hg_sqlite_transient())
+        }
+
+        /// Binds an integer to parameter `i` (from 1), for `step`.
+        public func bind(_ i: Int32, int: Int64) {
+            sqlite3_bind_int64(stmt, i, int)
+        }
+
+        /// Runs the statement with what was bound to its end (for statements that return no
+        /// rows) and makes it ready to run again; every parameter must be bound again.
+        public func step() throws(Failure) {
+            defer { sqlite3_reset(stmt) }
+            var rc = sqlite3_step(stmt)
+            while rc == SQLITE_ROW { rc = sqlite3_step(stmt) }
+            guard rc == SQLITE_DONE else {
+                throw Failure(description: "\(owner.path): \(String(cString: sqlite3_errmsg(owner.db)))")
+            }
+        }
 
         /// Binds `values` and runs the statement to its end (for statements that return no rows).
         public func run(_ values: Value...) throws(Failure) {

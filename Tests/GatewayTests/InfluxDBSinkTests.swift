@@ -256,10 +256,15 @@ import YAMLConfig
         }
     }
 
-    /// The point index of earlier versions (one table, `points`) is still read and cleaned: a
-    /// record written before the upgrade can be deleted after it. New points go to the new
-    /// tables, a series stored once however many points it has.
-    @Test func thePointIndexReadsAndCleansTheOneTableOfEarlierVersions() throws {
+    static func row(_ uuid: String, _ series: String, time: Int64, device: String = "phone-1", part: Int? = nil) -> PointIndex.Row {
+        PointIndex.Row(device: device, uuid: uuid, part: part, series: ArraySlice(Array(series.utf8)), timeNanos: time)
+    }
+
+    /// The point indexes of earlier versions (one table, `points`; then one keyed table,
+    /// `record_points`) are still read and cleaned: a record written before the upgrade can be
+    /// deleted after it. New points go to the chunks, a series stored once however many points
+    /// it has.
+    @Test func thePointIndexReadsAndCleansTheTablesOfEarlierVersions() throws {
         let path = ServeProcess.makeTempDir("pi") + "/points.sqlite"
         do {
             let old = try SQLite(path: path)
@@ -269,18 +274,111 @@ import YAMLConfig
                 """)
             try old.execute("INSERT INTO points VALUES (?, ?, ?, ?, ?, ?)",
                             [.text("ph"), .text("old"), .int(-1), .text("steps"), .text(PointIndex.pack([("unit", "count")])), .int(7)])
+            try old.execute("""
+                CREATE TABLE series (id INTEGER PRIMARY KEY, measurement TEXT NOT NULL, tags TEXT NOT NULL, UNIQUE (measurement, tags))
+                """)
+            try old.execute("""
+                CREATE TABLE record_points (device TEXT NOT NULL, uuid TEXT NOT NULL, part INTEGER NOT NULL,
+                    series INTEGER NOT NULL, time INTEGER NOT NULL, PRIMARY KEY (device, uuid, part)) WITHOUT ROWID
+                """)
+            try old.execute("INSERT INTO series VALUES (1, 'heart_rate', ?)", [.text(PointIndex.pack([("phone", "ph"), ("unit", "count/min")]))])
+            try old.execute("INSERT INTO record_points VALUES ('ph', 'keyed', -1, 1, 8)")
         }
         let index = PointIndex(path: path)
         #expect(try index.points(device: "ph", uuid: "old") == [PointIndex.Point(measurement: "steps", tags: [("unit", "count")], timeNanos: 7)])
         let point = PointIndex.Point(measurement: "heart_rate", tags: [("phone", "ph"), ("unit", "count/min")], timeNanos: 9)
-        try index.record([(PipelineTests.record("new"), point), (PipelineTests.record("new2"), point)])
+        #expect(try index.points(device: "ph", uuid: "keyed") == [PointIndex.Point(measurement: "heart_rate", tags: point.tags, timeNanos: 8)])
+        try index.record([Self.row("new", "heart_rate,phone=ph,unit=count/min", time: 9), Self.row("new2", "heart_rate,phone=ph,unit=count/min", time: 9)])
         #expect(try index.points(device: "phone-1", uuid: "new") == [point])
         try index.remove(device: "ph", uuid: "old")
+        try index.remove(device: "ph", uuid: "keyed")
         #expect(try index.points(device: "ph", uuid: "old").isEmpty)
+        #expect(try index.points(device: "ph", uuid: "keyed").isEmpty)
         index.close()
         let db = try SQLite(path: path)
         #expect(try db.query("SELECT count(*) FROM series").first?.first?.int == 1)
         #expect(try db.query("SELECT count(*) FROM points").first?.first?.int == 0)
+        #expect(try db.query("SELECT count(*) FROM record_points").first?.first?.int == 0)
+    }
+
+    /// Points are appended to an open chunk with no index (a B-tree keyed by random uuids made
+    /// every commit rewrite a page per point); a full chunk is indexed by key when the sink is
+    /// idle or a lookup comes, and never written again. Lookups find a key in every chunk, each
+    /// point once, also the old point of a record written again with another time; a delete
+    /// forgets them all, and all of it holds across a reopen.
+    @Test func thePointIndexIsALogOfChunksIndexedWhenFull() throws {
+        let path = ServeProcess.makeTempDir("pi") + "/points.sqlite"
+        func indexes(_ db: SQLite) throws -> [String] {
+            try db.query("SELECT tbl_name FROM sqlite_master WHERE type = 'index' AND tbl_name LIKE 'chunk_%' ORDER BY 1").map { $0[0].text ?? "" }
+        }
+        var index = PointIndex(path: path, chunkRows: 3)
+        try index.record([Self.row("a", "steps,unit=count", time: 1), Self.row("b", "steps,unit=count", time: 2)])
+        try index.record([Self.row("c", "hr,unit=bpm", time: 3), Self.row("a", "steps,unit=count", time: 1),
+                          Self.row("d", "hr,unit=bpm", time: 4, part: 0), Self.row("d", "hr,unit=bpm", time: 5, part: 1)])
+        // Full, but nothing sealed it yet: the writes never sort.
+        #expect(try indexes(SQLite(path: path)).isEmpty)
+        try index.sealIfFull()
+        #expect(try indexes(SQLite(path: path)) == ["chunk_1"])
+        // "a" again, at another time, into the next chunk; "a" written twice at 1 is one point.
+        try index.record([Self.row("a", "steps,unit=count", time: 6)])
+        let steps = { (t: Int64) in PointIndex.Point(measurement: "steps", tags: [("unit", "count")], timeNanos: t) }
+        #expect(try index.points(device: "phone-1", uuid: "a") == [steps(1), steps(6)])
+        #expect(try index.points(device: "phone-1", uuid: "d").map(\.timeNanos) == [4, 5])
+        #expect(try index.points(device: "other", uuid: "a").isEmpty)
+        index.close()
+        index = PointIndex(path: path, chunkRows: 3)
+        #expect(try index.points(device: "phone-1", uuid: "a") == [steps(1), steps(6)])
+        try index.remove(device: "phone-1", uuid: "a")
+        #expect(try index.points(device: "phone-1", uuid: "a").isEmpty)
+        #expect(try index.points(device: "phone-1", uuid: "b") == [steps(2)])
+        // A backfill that never idles: the write past 20 chunks' worth seals at once.
+        try index.record((0..<61).map { Self.row("x\($0)", "steps,unit=count", time: Int64($0)) })
+        #expect(try indexes(SQLite(path: path)) == ["chunk_1", "chunk_2"])
+        #expect(try index.points(device: "phone-1", uuid: "x60") == [steps(60)])
+        index.close()
+    }
+
+    /// The series the index notes is read back from the line's bytes as InfluxDB stores it:
+    /// escapes undone, a tab written as a space, a trailing backslash dropped — so a delete
+    /// names the point InfluxDB has.
+    @Test func aSeriesIsReadBackFromItsLineAsInfluxDBStoresIt() {
+        let e = LineProtocolEncoder(measurement: "{type}", phoneTag: "phone", tags: [("k=1", "a b,c")], precision: .ns)
+        var r = CanonicalRecord(kind: "quantity", device: "ph one", receiver: "r", uuid: "u", type: "weird,type x=1",
+                                start: Timestamp(seconds: 1), value: .number(2), unit: "tab\tend\\")
+        r.source = RecordSource(app: "a\\,b", device: "Watch=2")
+        var out: [UInt8] = []
+        guard case .line(let end, let time) = e.encode(r, into: &out) else { Issue.record("not encoded"); return }
+        #expect(time == 1_000_000_000)
+        let (m, tags) = PointIndex.parseSeries(out[..<end])
+        #expect(m == "weird,type x=1")
+        #expect(tags.map { "\($0.0)=\($0.1)" } == ["device=Watch=2", "k=1=a b,c", "phone=ph one", #"source=a\,b"#, "unit=tab end"])
+    }
+
+    /// Tags are written from slots sorted once; a record with labels from routes takes the list
+    /// path. Both give the same bytes for the same tags, whatever the config's keys.
+    @Test func theEncodersTwoTagPathsAgree() {
+        let e = LineProtocolEncoder(measurement: "{type}", phoneTag: "phone", tags: [("unit", "dup"), ("a", "{source}"), ("z", ""), ("m", "x")],
+                                    precision: .s)
+        var records: [CanonicalRecord] = [PipelineTests.record("1"), PipelineTests.record("2", type: "hr", device: "ph,2")]
+        var w = CanonicalRecord(kind: "workout", device: "p", receiver: "r", uuid: "w", type: "workout", start: Timestamp(seconds: 5))
+        w.activity = "running"
+        w.durationS = 60
+        w.source = RecordSource(app: "app", device: "Watch")
+        records.append(w)
+        for r in records {
+            var fast: [UInt8] = []
+            var listed: [UInt8] = []
+            for slot in e.slots { e.append(slot, of: r, isWorkout: r.kind == RecordKind.workout, to: &fast) }
+            e.appendTags(withLabelsOf: r, isWorkout: r.kind == RecordKind.workout, to: &listed)
+            #expect(String(decoding: fast, as: UTF8.self) == String(decoding: listed, as: UTF8.self))
+            #expect(!fast.isEmpty)
+        }
+    }
+
+    @Test func aGzipLevelOutOfRangeIsAConfigError() throws {
+        #expect(throws: ConfigProblems.self) { try sink("http://x", extra: ", org: o, bucket: b, token: t, gzip_level: 0") }
+        #expect(throws: ConfigProblems.self) { try sink("http://x", extra: ", org: o, bucket: b, token: t, gzip_level: 10") }
+        _ = try sink("http://x", extra: ", org: o, bucket: b, token: t, gzip_level: 9")
     }
 
     @Test func measurementAndTagTemplatesRenderPerRecord() throws {

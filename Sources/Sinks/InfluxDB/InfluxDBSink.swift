@@ -21,7 +21,8 @@ public final class InfluxDBSink: Sink {
     let shownURL: String
     let headers: [(String, String)]
     let encoder: LineProtocolEncoder
-    let gzip: Bool
+    /// The zlib level bodies are gzip'd at; nil: sent plain.
+    let gzip: Int32?
     /// One connection per request in flight; deletes use the first.
     let clients: [CurlClient]
     var client: CurlClient { clients[0] }
@@ -39,7 +40,7 @@ public final class InfluxDBSink: Sink {
         var headers: [(String, String)]
     }
 
-    init(name: String, writeURL: String, headers: [(String, String)], encoder: LineProtocolEncoder, gzip: Bool,
+    init(name: String, writeURL: String, headers: [(String, String)], encoder: LineProtocolEncoder, gzip: Int32?,
          options: CurlClient.Options, deletes: Deletes, indexPath: String, logger: Logger, clock: any Clock = SystemClock()) {
         self.name = name
         self.writeURL = writeURL
@@ -109,8 +110,14 @@ public final class InfluxDBSink: Sink {
         }
         let endpoint = ["v1": "/write", "v2": "/api/v2/write", "v3": "/api/v3/write_lp"][api.rawValue]!
         let url = base + endpoint + "?" + query.map { "\(PercentEncoding.encode($0.0))=\(PercentEncoding.encode($0.1))" }.joined(separator: "&")
-        let gzip = c.gzip ?? true
-        if gzip { headers.append(("Content-Encoding", "gzip")) }
+        if let level = c.gzip_level, !(1...9).contains(level) {
+            problems.append(ConfigProblem(location: node["gzip_level"]?.location, path: path + ".gzip_level",
+                                          message: "gzip_level must be 1 (fastest) to 9 (smallest), not \(level)"))
+        }
+        // Level 1 by default: less than half of level 6's CPU for bodies a little bigger (the
+        // sink's lines shrink about 10× at 1, 12× at 6); on a small box the CPU is what limits.
+        let gzip: Int32? = (c.gzip ?? true) ? Int32(min(9, max(1, c.gzip_level ?? 1))) : nil
+        if gzip != nil { headers.append(("Content-Encoding", "gzip")) }
         let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
                                                   defaultMaxItems: 10_000, adding: problems)
         let encoder = LineProtocolEncoder(measurement: c.measurement ?? "{type}", phoneTag: c.phone_tag ?? "phone",
@@ -135,12 +142,14 @@ public final class InfluxDBSink: Sink {
 
     /// Lines a request carries at most (InfluxDB's own advice is 5,000 a write).
     static let linesPerRequest = 5_000
-    /// Requests in flight at once: while InfluxDB takes one, the sink encodes the next and
-    /// notes where the last went.
+    /// Requests in flight at once: while InfluxDB takes one, the sink encodes the next.
     static let requestsInFlight = 2
 
     /// Upserts go out in runs of at most `linesPerRequest` lines, up to `requestsInFlight` at
-    /// once, each on a helper thread with a connection of its own; a delete is applied where it
+    /// once, each on a helper thread with a connection of its own, while another notes where
+    /// the run's points go in the point index — whatever InfluxDB answers: a delete of a point
+    /// that is not there deletes nothing, and noting before the answer keeps the index off the
+    /// sink's critical path. `write` returns only once they are noted. A delete is applied where it
     /// stands, after every upsert before it is answered, so "write, then delete" and "delete,
     /// then write again" both end as they should. Outcomes are taken in order: once something
     /// must wait (a keep), everything after it waits too, even what a request in flight got in
@@ -154,32 +163,27 @@ public final class InfluxDBSink: Sink {
         var inFlight: [Request] = []
         var slot = 0
 
+        // Where each run's points go is noted as the run goes out, on a helper thread while
+        // InfluxDB takes the request.
+        let noting = IndexWork(index: index, logger: logger)
+        defer { noting.finish() }
+
         // The answer of the oldest request in flight, taken in order.
         func settle(_ request: Request) {
             request.wait()
-            var written: [(record: CanonicalRecord, point: PointIndex.Point)] = []
             let sent = request.run
             switch request.result {
             case .accepted:
-                for (k, i) in sent.indices.enumerated() {
-                    written.append((batch.records[i], sent.points[k]))
-                    if let halted { outcomes[i] = .keep(reason: halted) }
-                }
+                if let halted { for i in sent.indices { outcomes[i] = .keep(reason: halted) } }
             case .keep(let reason, let after):
                 if halted == nil { halted = reason; retryAfter = after }
                 for i in sent.indices { outcomes[i] = .keep(reason: halted!) }
             case .perRecord(let perLine):
                 for (k, o) in perLine.enumerated() {
                     let i = sent.indices[k]
-                    if o == .accepted { written.append((batch.records[i], sent.points[k])) }
                     if case .keep(let why) = o, halted == nil { halted = why }
                     outcomes[i] = halted.map { .keep(reason: $0) } ?? o
                 }
-            }
-            do {
-                try index.record(written)
-            } catch {
-                logger.error("cannot note where \(written.count) point(s) went (\(error)); deleting them later will not find them")
             }
         }
         func launch() {
@@ -198,6 +202,11 @@ public final class InfluxDBSink: Sink {
             slot = (slot + 1) % clients.count
             request.start()
             inFlight.append(request)
+            noting.add(next.indices.indices.map { k in
+                let i = next.indices[k]
+                return PointIndex.Row(device: batch.records[i].device, uuid: batch.records[i].uuid, part: batch.records[i].part,
+                                      series: next.body[next.starts[k]..<next.seriesEnds[k]], timeNanos: next.times[k])
+            })
         }
         func settleAll() {
             while !inFlight.isEmpty { settle(inFlight.removeFirst()) }
@@ -211,6 +220,7 @@ public final class InfluxDBSink: Sink {
             if batch.records[i].op == .delete {
                 launch()
                 settleAll()
+                noting.finish()   // the delete reads the index
                 if let halted {
                     outcomes[i] = .keep(reason: halted)
                     continue
@@ -221,10 +231,11 @@ public final class InfluxDBSink: Sink {
             }
             let before = run.body.count
             switch encoder.encode(batch.records[i], into: &run.body) {
-            case .line(let point):
+            case .line(let seriesEnd, let time):
                 run.starts.append(before)
                 run.indices.append(i)
-                run.points.append(point)
+                run.seriesEnds.append(seriesEnd)
+                run.times.append(time)
                 if run.indices.count == InfluxDBSink.linesPerRequest { launch() }
             case .cannot(let why):
                 run.body.removeSubrange(before...)
@@ -233,6 +244,8 @@ public final class InfluxDBSink: Sink {
         }
         launch()
         settleAll()
+        // The cursor moves past these records once this returns: their points are noted first.
+        noting.finish()
         if outcomes.allSatisfy({ $0 == .accepted }) { return .accepted }
         if let halted, outcomes.allSatisfy({ if case .keep = $0 { return true }; return false }) {
             return .keep(reason: halted, retryAfterSeconds: retryAfter)
@@ -241,19 +254,85 @@ public final class InfluxDBSink: Sink {
     }
 
     /// Lines for one request: their bytes one after another, where each begins, whose record
-    /// each is, and where its point lives.
+    /// each is, and where its point lives (its series ends at `seriesEnds`, its time).
     struct Run {
         var body: [UInt8] = []
         var starts: [Int] = []
         var indices: [Int] = []
-        var points: [PointIndex.Point] = []
+        var seriesEnds: [Int] = []
+        var times: [Int64] = []
 
-        /// The lines of `range`, gzip'd when asked.
-        func body(_ range: Range<Int>, gzip: Bool) -> [UInt8] {
+        /// The lines of `range`, gzip'd at the level given.
+        func body(_ range: Range<Int>, gzip: Int32?) -> [UInt8] {
             let from = starts[range.lowerBound]
             let to = range.upperBound < starts.count ? starts[range.upperBound] : body.count
             let bytes = from == 0 && to == body.count ? body : Array(body[from..<to])
-            return gzip ? InfluxDBSink.gzip(bytes) : bytes
+            return gzip.map { InfluxDBSink.gzip(bytes, level: $0) } ?? bytes
+        }
+    }
+
+    /// The point index's rows of each run sent, written in order on a helper thread (fork and
+    /// join: from the first `add` to `finish` only the helper touches the index). A failure is
+    /// logged: the points are in InfluxDB, only a later delete of them will not find them.
+    final class IndexWork {
+        let index: PointIndex
+        let logger: Logger
+        private let monitor = Monitor()
+        private var queue: [[PointIndex.Row]] = []
+        private var closed = false
+        private var thread: pthread_t?
+
+        init(index: PointIndex, logger: Logger) {
+            self.index = index
+            self.logger = logger
+        }
+
+        func add(_ rows: [PointIndex.Row]) {
+            monitor.withLock {
+                queue.append(rows)
+                monitor.broadcast()
+            }
+            if thread == nil {
+                closed = false
+                switch startThread({ self.run() }) {
+                case .success(let t): thread = t
+                case .failure: finish()   // no thread to be had: on this one
+                }
+            }
+        }
+
+        private func run() {
+            while true {
+                let next: [PointIndex.Row]? = monitor.withLock {
+                    while queue.isEmpty && !closed { monitor.wait() }
+                    return queue.isEmpty ? nil : queue.removeFirst()
+                }
+                guard let rows = next else { return }
+                note(rows)
+            }
+        }
+
+        private func note(_ rows: [PointIndex.Row]) {
+            do {
+                try index.record(rows)
+            } catch {
+                logger.error("cannot note where \(rows.count) point(s) went (\(error)); deleting them later will not find them")
+            }
+        }
+
+        /// Waits until every row added is noted (on this thread when there is no helper).
+        func finish() {
+            guard let t = thread else {
+                let rest = monitor.withLock { () -> [[PointIndex.Row]] in defer { queue = [] }; return queue }
+                for rows in rest { note(rows) }
+                return
+            }
+            monitor.withLock {
+                closed = true
+                monitor.broadcast()
+            }
+            pthread_join(t, nil)
+            thread = nil
         }
     }
 
@@ -264,11 +343,11 @@ public final class InfluxDBSink: Sink {
         let poster: BatchPoster
         let url: String
         let headers: [(String, String)]
-        let gzip: Bool
+        let gzip: Int32?
         var result: SinkWriteResult = .keep(reason: "not sent", retryAfterSeconds: nil)
         var thread: pthread_t?
 
-        init(run: Run, poster: BatchPoster, url: String, headers: [(String, String)], gzip: Bool) {
+        init(run: Run, poster: BatchPoster, url: String, headers: [(String, String)], gzip: Int32?) {
             self.run = run
             self.poster = poster
             self.url = url
@@ -353,10 +432,10 @@ public final class InfluxDBSink: Sink {
         return .accepted
     }
 
-    /// gzip (RFC 1952) of a body.
-    public static func gzip(_ data: [UInt8]) -> [UInt8] {
+    /// gzip (RFC 1952) of a body, at zlib's `level` (1 fastest … 9 smallest).
+    public static func gzip(_ data: [UInt8], level: Int32 = 1) -> [UInt8] {
         var stream = z_stream()
-        guard deflateInit2_(&stream, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
+        guard deflateInit2_(&stream, level, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
                             Int32(MemoryLayout<z_stream>.size)) == Z_OK else { return data }
         defer { deflateEnd(&stream) }
         var out = [UInt8](repeating: 0, count: Int(deflateBound(&stream, UInt(data.count))) + 32)
@@ -376,6 +455,16 @@ public final class InfluxDBSink: Sink {
     }
 
     public func probe() -> Reachability { client.probe(url: deletes.base) }
+
+    /// Nothing waits: index the open chunk of the point index if it is full (a sort the
+    /// writes need not wait for).
+    public func idle() {
+        do {
+            try index.sealIfFull()
+        } catch {
+            logger.error("cannot index the point index's newest points (\(error)); deletes scan them until it can")
+        }
+    }
 
     public func close() {
         for c in clients { c.close() }

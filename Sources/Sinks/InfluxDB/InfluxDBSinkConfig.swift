@@ -17,6 +17,7 @@ import YAMLConfig
 ///   # username: u, password: p   # v1: Basic
 ///   precision: s                 # ns | us | ms | s (default ns)
 ///   gzip: true                   # default true
+///   gzip_level: 1                # 1 (fastest, the default) to 9 (smallest)
 ///   phone_tag: phone             # the tag naming the phone (the record's device); "" for none
 ///   tags: {person: me, app: "{source}"}  # tags on every point; values may be templates
 ///   measurement: "{type}"        # template: {type}, {kind}, {receiver}, {phone}, {source}, {unit}
@@ -42,6 +43,7 @@ public struct InfluxDBSinkConfig: Decodable, Sendable {
     public var token: String?
     public var precision: Precision?
     public var gzip: Bool?
+    public var gzip_level: Int?
     public var phone_tag: String?
     public var tags: [String: String]?
     public var measurement: String?

@@ -16,6 +16,22 @@ struct LineProtocolEncoder: Sendable {
     let staticTags: [(String, String)]
     let templatedTags: [(String, RecordTemplate)]
     let precision: InfluxDBSinkConfig.Precision
+    /// Every tag a point can have (but the labels routes add), sorted by key once: a record's
+    /// line is then written tag by tag, with no tag list made, sorted or filtered per record.
+    let slots: [Slot]
+
+    /// One tag, its key escaped, and where its value comes from.
+    struct Slot: Sendable {
+        var key: [UInt8]
+        var value: Value
+
+        enum Value: Sendable {
+            /// A static tag's value, escaped (never empty: an empty one has no slot).
+            case fixed([UInt8])
+            case template(RecordTemplate)
+            case unit, source, device, activity, phone
+        }
+    }
 
     init(measurement: String, phoneTag: String, tags: [(String, String)], precision: InfluxDBSinkConfig.Precision) {
         self.measurement = RecordTemplate(measurement, allowed: LineProtocolEncoder.fields)
@@ -24,11 +40,33 @@ struct LineProtocolEncoder: Sendable {
         staticTags = compiled.filter { $0.2.isConstant }.map { ($0.0, $0.1) }
         templatedTags = compiled.filter { !$0.2.isConstant }.map { ($0.0, $0.2) }
         self.precision = precision
+        // In the order `encodeWithLabels` lists them, so that equal keys come out alike.
+        var named: [(String, Slot.Value)] = []
+        for (k, v) in staticTags where !v.isEmpty {
+            var escaped: [UInt8] = []
+            LineProtocolEncoder.appendEscaped(v, to: &escaped)
+            named.append((k, .fixed(escaped)))
+        }
+        for (k, t) in templatedTags { named.append((k, .template(t))) }
+        named += [("unit", .unit), ("source", .source), ("device", .device), ("activity", .activity)]
+        if !phoneTag.isEmpty { named.append((phoneTag, .phone)) }
+        slots = LineProtocolEncoder.sortedByKey(named).map { k, v in
+            var key: [UInt8] = []
+            LineProtocolEncoder.appendEscaped(k, to: &key)
+            return Slot(key: key, value: v)
+        }
     }
 
-    enum Encoded {
-        /// The line was appended; where the point lives.
-        case line(PointIndex.Point)
+    /// Sorted by key, equal keys in the order given.
+    static func sortedByKey<V>(_ tags: [(String, V)]) -> [(String, V)] {
+        tags.enumerated().sorted { a, b in a.element.0 < b.element.0 || (a.element.0 == b.element.0 && a.offset < b.offset) }
+            .map(\.element)
+    }
+
+    enum Encoded: Equatable {
+        /// The line was appended; its series (measurement and tags, as written) ends at
+        /// `seriesEnd` in the output, and its point's time.
+        case line(seriesEnd: Int, timeNanos: Int64)
         /// What the sink cannot represent, and why (it goes to the dead letters).
         case cannot(String)
     }
@@ -49,25 +87,14 @@ struct LineProtocolEncoder: Sendable {
             case nil: return .cannot("a \(r.kind) record with no value has no field to write")
             }
         }
-        var tags: [(String, String)] = staticTags
-        for (k, t) in templatedTags { tags.append((k, t.render(r, LineProtocolEncoder.value))) }
-        if let u = r.unit, !u.isEmpty { tags.append(("unit", u)) }
-        if let a = r.source?.app, !a.isEmpty { tags.append(("source", a)) }
-        if let d = r.source?.device, !d.isEmpty { tags.append(("device", d)) }
-        if let a = r.activity, !a.isEmpty, isWorkout { tags.append(("activity", a)) }
-        if !phoneTag.isEmpty { tags.append((phoneTag, r.device)) }
-        // The labels routes added (`tag`), where they do not take a name the sink gives itself.
-        for t in r.tags where !tags.contains(where: { $0.0 == t.name }) { tags.append((t.name, t.value)) }
-        tags.sort { $0.0 < $1.0 }
-        tags.removeAll { $0.1.isEmpty }
         let name = measurement.render(r, LineProtocolEncoder.value)
         LineProtocolEncoder.appendEscaped(name, measurement: true, to: &out)
-        for (k, v) in tags {
-            out.append(UInt8(ascii: ","))
-            LineProtocolEncoder.appendEscaped(k, to: &out)
-            out.append(UInt8(ascii: "="))
-            LineProtocolEncoder.appendEscaped(v, to: &out)
+        if r.tags.isEmpty {
+            for slot in slots { append(slot, of: r, isWorkout: isWorkout, to: &out) }
+        } else {
+            appendTags(withLabelsOf: r, isWorkout: isWorkout, to: &out)
         }
+        let seriesEnd = out.count
         var separator = UInt8(ascii: " ")
         func field(_ key: StaticString, _ write: (inout [UInt8]) -> Void) {
             out.append(separator)
@@ -94,7 +121,51 @@ struct LineProtocolEncoder: Sendable {
         out.append(UInt8(ascii: " "))
         LineProtocolEncoder.appendInt(timestamp(start), to: &out)
         out.append(UInt8(ascii: "\n"))
-        return .line(PointIndex.Point(measurement: name, tags: tags, timeNanos: start.unixNanoseconds))
+        return .line(seriesEnd: seriesEnd, timeNanos: start.unixNanoseconds)
+    }
+
+    /// `,key=value` for a slot whose value the record has.
+    @inline(__always)
+    func append(_ slot: Slot, of r: CanonicalRecord, isWorkout: Bool, to out: inout [UInt8]) {
+        func tag(_ value: String?) {
+            guard let value, !value.isEmpty else { return }
+            out.append(UInt8(ascii: ","))
+            out.append(contentsOf: slot.key)
+            out.append(UInt8(ascii: "="))
+            LineProtocolEncoder.appendEscaped(value, to: &out)
+        }
+        switch slot.value {
+        case .fixed(let v):
+            out.append(UInt8(ascii: ","))
+            out.append(contentsOf: slot.key)
+            out.append(UInt8(ascii: "="))
+            out.append(contentsOf: v)
+        case .template(let t): tag(t.render(r, LineProtocolEncoder.value))
+        case .unit: tag(r.unit)
+        case .source: tag(r.source?.app)
+        case .device: tag(r.source?.device)
+        case .activity: if isWorkout { tag(r.activity) }
+        case .phone: tag(r.device)
+        }
+    }
+
+    /// The tags of a record that carries labels from routes (`tag`): listed, the labels added
+    /// where they do not take a name the sink gives itself, sorted and written.
+    func appendTags(withLabelsOf r: CanonicalRecord, isWorkout: Bool, to out: inout [UInt8]) {
+        var tags: [(String, String)] = staticTags
+        for (k, t) in templatedTags { tags.append((k, t.render(r, LineProtocolEncoder.value))) }
+        if let u = r.unit, !u.isEmpty { tags.append(("unit", u)) }
+        if let a = r.source?.app, !a.isEmpty { tags.append(("source", a)) }
+        if let d = r.source?.device, !d.isEmpty { tags.append(("device", d)) }
+        if let a = r.activity, !a.isEmpty, isWorkout { tags.append(("activity", a)) }
+        if !phoneTag.isEmpty { tags.append((phoneTag, r.device)) }
+        for t in r.tags where !tags.contains(where: { $0.0 == t.name }) { tags.append((t.name, t.value)) }
+        for (k, v) in LineProtocolEncoder.sortedByKey(tags) where !v.isEmpty {
+            out.append(UInt8(ascii: ","))
+            LineProtocolEncoder.appendEscaped(k, to: &out)
+            out.append(UInt8(ascii: "="))
+            LineProtocolEncoder.appendEscaped(v, to: &out)
+        }
     }
 
     static func value(_ f: RecordTemplate.Field, _ r: CanonicalRecord) -> String {

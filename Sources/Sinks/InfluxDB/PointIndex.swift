@@ -1,10 +1,20 @@
+import Glibc
 import HealthgateCore
 import Posix
 import Storage
 
 /// Where the sink wrote each record's point — measurement, tag set, time — by the record's key
 /// `(device, uuid, part)`, in SQLite under the data dir, so that a delete (which carries only
-/// the key) can find the point to remove. One row per key: a record written again replaces it.
+/// the key) can find the points to remove.
+///
+/// Written as a log, not a B-tree by key: HealthKit's uuids are random, and a table keyed by
+/// them dirtied a page per point at every commit (a tenth of the rate InfluxDB takes, with a
+/// year of history to backfill). Points go in the order they are written into the open chunk
+/// (a table with no index: an append); once it holds `chunkRows` points it is sealed — indexed
+/// by key in one sort — and never written again: when the sink is idle, before a lookup, or in
+/// the write that takes it past `maxOpenRows` (a backfill that never idles). A lookup asks each
+/// sealed chunk's index and scans the open one. Every point a key was written as stays until the key is deleted, so a delete
+/// removes them all (also the old point of a record that came again with another time).
 final class PointIndex {
     struct Point: Equatable {
         var measurement: String
@@ -12,66 +22,126 @@ final class PointIndex {
         var timeNanos: Int64
 
         static func == (a: Point, b: Point) -> Bool {
-            a.timeNanos == b.timeNanos && Series(a) == Series(b)
+            a.timeNanos == b.timeNanos && a.measurement == b.measurement && a.tags.elementsEqual(b.tags, by: { $0 == $1 })
         }
     }
 
-    /// A point's series (measurement and tag set, not the time): the key of `seriesIDs`,
-    /// hashed from the point's own strings (none made per record).
-    struct Series: Hashable {
-        let point: Point
-        init(_ point: Point) { self.point = point }
+    /// A point's series as the line protocol writes it — measurement and tags, escaped, the
+    /// line's bytes up to its fields — the key of `seriesIDs` (hashed as bytes: no string is
+    /// made per point).
+    struct SeriesKey: Hashable {
+        let bytes: ArraySlice<UInt8>
 
-        static func == (a: Series, b: Series) -> Bool {
-            a.point.measurement == b.point.measurement && a.point.tags.elementsEqual(b.point.tags, by: { $0 == $1 })
+        static func == (a: SeriesKey, b: SeriesKey) -> Bool {
+            a.bytes.count == b.bytes.count && a.bytes.withUnsafeBytes { x in
+                b.bytes.withUnsafeBytes { y in x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 }
+            }
         }
 
         func hash(into h: inout Hasher) {
-            h.combine(point.measurement)
-            for (k, v) in point.tags {
-                h.combine(k)
-                h.combine(v)
-            }
+            bytes.withUnsafeBytes { h.combine(bytes: $0) }
         }
     }
 
-    let path: String
-    private var db: SQLite?
-    private var upsert: SQLite.Statement?
-    private var addSeries: SQLite.Statement?
-    /// The id of each series (measurement and tags) this process has seen.
-    private var seriesIDs: [Series: Int64] = [:]
-    /// Whether the one-table index of earlier versions is there: read and cleaned as well.
-    private var legacy = false
+    /// One written point: its record's key, its series (as `SeriesKey` says) and its time.
+    struct Row {
+        var device: String
+        var uuid: String
+        var part: Int?
+        var series: ArraySlice<UInt8>
+        var timeNanos: Int64
+    }
 
-    init(path: String) { self.path = path }
+    let path: String
+    /// Points in a chunk before it is sealed: the most a lookup scans.
+    let chunkRows: Int
+    /// Points in the open chunk past which a write seals it at once.
+    var maxOpenRows: Int { chunkRows * 20 }
+    private var db: SQLite?
+    private var addSeries: SQLite.Statement?
+    /// The open chunk, how many points it holds, and its insert statement.
+    private var openChunk: (id: Int64, rows: Int, insert: SQLite.Statement)?
+    private var sealedChunks: [Int64] = []
+    /// The keyed tables of earlier versions that are there: read and cleaned, never written.
+    private var legacyTables: [String] = []
+    /// The id of each series (measurement and tags) this process has seen.
+    private var seriesIDs: [SeriesKey: Int64] = [:]
+
+    init(path: String, chunkRows: Int = 50_000) {
+        self.path = path
+        self.chunkRows = max(1, chunkRows)
+    }
 
     /// Closes the database; the next use opens it again.
     func close() {
-        upsert = nil
+        openChunk = nil
         addSeries = nil
         db = nil
     }
 
-    // A series (measurement and tag set) once, in `series`; a record's point as the series'
-    // id and the time, by the record's key, in a table that is its own key's B-tree.
+    /// A chunk's table. Its name is made of its number alone: no outside text reaches the SQL.
+    private static func table(_ id: Int64) -> String { "chunk_\(id)" }
+
+    // A series (measurement and tag set) once, in `series`; chunks listed in `point_chunks`.
     private func open() throws -> SQLite {
         if let db { return db }
         try FileIO.makeDirectories(FileIO.dirname(path), mode: 0o700)
-        let d = try SQLite(path: path)
+        // Used by the sink's thread alone: no mutex around each call.
+        let d = try SQLite(path: path, sharedAcrossThreads: false)
         try d.execute("""
             CREATE TABLE IF NOT EXISTS series (id INTEGER PRIMARY KEY, measurement TEXT NOT NULL, tags TEXT NOT NULL,
                 UNIQUE (measurement, tags))
             """)
         try d.execute("""
-            CREATE TABLE IF NOT EXISTS record_points (device TEXT NOT NULL, uuid TEXT NOT NULL, part INTEGER NOT NULL,
-                series INTEGER NOT NULL, time INTEGER NOT NULL, PRIMARY KEY (device, uuid, part)) WITHOUT ROWID
+            CREATE TABLE IF NOT EXISTS point_chunks (id INTEGER PRIMARY KEY, rows INTEGER NOT NULL, sealed INTEGER NOT NULL)
             """)
-        legacy = !(try d.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'points'")).isEmpty
-        upsert = try d.prepare("INSERT OR REPLACE INTO record_points VALUES (?, ?, ?, ?, ?)")
+        legacyTables = try ["points", "record_points"].filter {
+            !(try d.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [.text($0)])).isEmpty
+        }
         addSeries = try d.prepare("INSERT OR IGNORE INTO series (measurement, tags) VALUES (?, ?)")
         db = d
+        var open: (Int64, Int)?
+        sealedChunks = []
+        for row in try d.query("SELECT id, rows, sealed FROM point_chunks ORDER BY id") {
+            let id = row[0].int ?? 0
+            if row[2].int == 1 { sealedChunks.append(id) } else if open == nil { open = (id, Int(row[1].int ?? 0)) }
+        }
+        if let (id, rows) = open {
+            openChunk = (id, rows, try d.prepare("INSERT INTO \(PointIndex.table(id)) VALUES (?, ?, ?, ?, ?)"))
+        } else {
+            try d.transaction { try startChunk(d) }
+        }
         return d
+    }
+
+    /// A new open chunk (inside a transaction).
+    private func startChunk(_ d: SQLite) throws {
+        try d.execute("INSERT INTO point_chunks (rows, sealed) VALUES (0, 0)")
+        guard let id = try d.query("SELECT max(id) FROM point_chunks").first?.first?.int else {
+            throw SQLite.Failure(description: "\(path): a chunk just listed is not there")
+        }
+        try d.execute("""
+            CREATE TABLE \(PointIndex.table(id)) (device TEXT NOT NULL, uuid TEXT NOT NULL, part INTEGER NOT NULL,
+                series INTEGER NOT NULL, time INTEGER NOT NULL)
+            """)
+        openChunk = (id, 0, try d.prepare("INSERT INTO \(PointIndex.table(id)) VALUES (?, ?, ?, ?, ?)"))
+    }
+
+    /// Indexes the open chunk by key (one sort) and opens the next, in one transaction.
+    private func seal(_ d: SQLite) throws {
+        guard let chunk = openChunk else { return }
+        let table = PointIndex.table(chunk.id)
+        try d.transaction {
+            try d.execute("CREATE INDEX \(table)_key ON \(table) (device, uuid)")
+            try d.execute("UPDATE point_chunks SET sealed = 1 WHERE id = ?", [.int(chunk.id)])
+            try startChunk(d)
+        }
+        sealedChunks.append(chunk.id)
+    }
+
+    /// The tables a lookup reads, oldest first.
+    private var tables: [String] {
+        legacyTables + (sealedChunks + (openChunk.map { [$0.id] } ?? [])).map(PointIndex.table)
     }
 
     /// Tags as one string: key and value separated by US, pairs by RS (neither can be in a tag).
@@ -93,46 +163,118 @@ final class PointIndex {
         }
     }
 
-    private func seriesID(_ p: Point, in db: SQLite) throws -> Int64 {
-        let key = Series(p)
-        if let id = seriesIDs[key] { return id }
+    private func seriesID(_ series: ArraySlice<UInt8>, in db: SQLite) throws -> Int64 {
+        if let id = seriesIDs[SeriesKey(bytes: series)] { return id }
+        let p = PointIndex.parseSeries(series)
         let tags = PointIndex.pack(p.tags)
         try addSeries!.run(.text(p.measurement), .text(tags))
         guard let id = try db.query("SELECT id FROM series WHERE measurement = ? AND tags = ?", [.text(p.measurement), .text(tags)])
             .first?.first?.int else { throw SQLite.Failure(description: "\(path): a series just written is not there") }
         if seriesIDs.count >= 100_000 { seriesIDs.removeAll() }
-        seriesIDs[key] = id
+        // Its own bytes: the key must not keep the request's whole body alive.
+        seriesIDs[SeriesKey(bytes: ArraySlice(Array(series)))] = id
         return id
     }
 
-    /// Notes where each record's point went, in one transaction, the statement prepared once.
-    func record(_ entries: [(record: CanonicalRecord, point: Point)]) throws {
-        guard !entries.isEmpty else { return }
-        let db = try open()
-        try db.transaction {
-            for (r, p) in entries {
-                try upsert!.run(.text(r.device), .text(r.uuid), .int(Int64(r.part ?? -1)), .int(try seriesID(p, in: db)),
-                                .int(p.timeNanos))
-            }
-        }
+    /// Whether `b[i]` is a backslash escaping a separator.
+    private static func escapes(_ b: ArraySlice<UInt8>, at i: Int) -> Bool {
+        b[i] == UInt8(ascii: "\\") && i + 1 < b.endIndex
+            && (b[i + 1] == UInt8(ascii: ",") || b[i + 1] == UInt8(ascii: " ") || b[i + 1] == UInt8(ascii: "="))
     }
 
-    /// Every point written under `(device, uuid)`, all parts.
+    /// A series' measurement and tags from its line-protocol bytes (`m,k=v,k2=v2`), unescaped
+    /// as InfluxDB reads them: what a delete must name.
+    static func parseSeries(_ bytes: ArraySlice<UInt8>) -> (measurement: String, tags: [(String, String)]) {
+        // Split at the commas and the first `=` of each pair that are not escaped.
+        var pieces: [ArraySlice<UInt8>] = []
+        var from = bytes.startIndex
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
+            if escapes(bytes, at: i) { i += 2; continue }
+            if bytes[i] == UInt8(ascii: ",") {
+                pieces.append(bytes[from..<i])
+                from = i + 1
+            }
+            i += 1
+        }
+        pieces.append(bytes[from..<bytes.endIndex])
+        func unescape(_ b: ArraySlice<UInt8>) -> String {
+            var out: [UInt8] = []
+            var j = b.startIndex
+            while j < b.endIndex {
+                if escapes(b, at: j) { j += 1 }
+                out.append(b[j])
+                j += 1
+            }
+            return String(decoding: out, as: UTF8.self)
+        }
+        var tags: [(String, String)] = []
+        for pair in pieces.dropFirst() {
+            var j = pair.startIndex
+            while j < pair.endIndex && !(pair[j] == UInt8(ascii: "=") ) {
+                j += escapes(pair, at: j) ? 2 : 1
+            }
+            guard j < pair.endIndex else { continue }
+            tags.append((unescape(pair[..<j]), unescape(pair[(j + 1)...])))
+        }
+        return (unescape(pieces[0]), tags)
+    }
+
+    /// Notes where each record's point went, in one transaction, the statement prepared once
+    /// per chunk and its values bound one by one (no list of values made per point).
+    func record(_ rows: [Row]) throws {
+        guard !rows.isEmpty else { return }
+        let db = try open()
+        guard let chunk = openChunk else { return }
+        try db.transaction {
+            let s = chunk.insert
+            for row in rows {
+                s.bind(1, text: row.device)
+                s.bind(2, text: row.uuid)
+                s.bind(3, int: Int64(row.part ?? -1))
+                s.bind(4, int: try seriesID(row.series, in: db))
+                s.bind(5, int: row.timeNanos)
+                try s.step()
+            }
+            try db.execute("UPDATE point_chunks SET rows = ? WHERE id = ?", [.int(Int64(chunk.rows + rows.count)), .int(chunk.id)])
+        }
+        openChunk?.rows += rows.count
+        if chunk.rows + rows.count >= maxOpenRows { try seal(db) }
+    }
+
+    /// Seals the open chunk if it holds `chunkRows` points or more.
+    func sealIfFull() throws {
+        guard let db, let chunk = openChunk, chunk.rows >= chunkRows else { return }
+        try seal(db)
+    }
+
+    /// Every point written under `(device, uuid)`, all parts, each once, oldest first.
     func points(device: String, uuid: String) throws -> [Point] {
         let db = try open()
-        var found = try db.query("""
-            SELECT s.measurement, s.tags, p.time FROM record_points p JOIN series s ON s.id = p.series
-            WHERE p.device = ? AND p.uuid = ?
-            """, [.text(device), .text(uuid)])
-        if legacy {
-            found += try db.query("SELECT measurement, tags, time FROM points WHERE device = ? AND uuid = ?", [.text(device), .text(uuid)])
+        try sealIfFull()
+        var found: [Point] = []
+        for table in tables {
+            let rows = table == "points"
+                ? try db.query("SELECT measurement, tags, time FROM points WHERE device = ? AND uuid = ?", [.text(device), .text(uuid)])
+                : try db.query("""
+                    SELECT s.measurement, s.tags, p.time FROM \(table) p JOIN series s ON s.id = p.series
+                    WHERE p.device = ? AND p.uuid = ?
+                    """, [.text(device), .text(uuid)])
+            for r in rows {
+                let p = Point(measurement: r[0].text ?? "", tags: PointIndex.unpack(r[1].text ?? ""), timeNanos: r[2].int ?? 0)
+                if !found.contains(p) { found.append(p) }
+            }
         }
-        return found.map { Point(measurement: $0[0].text ?? "", tags: PointIndex.unpack($0[1].text ?? ""), timeNanos: $0[2].int ?? 0) }
+        return found
     }
 
+    /// Forgets every point of `(device, uuid)`.
     func remove(device: String, uuid: String) throws {
         let db = try open()
-        try db.execute("DELETE FROM record_points WHERE device = ? AND uuid = ?", [.text(device), .text(uuid)])
-        if legacy { try db.execute("DELETE FROM points WHERE device = ? AND uuid = ?", [.text(device), .text(uuid)]) }
+        try db.transaction {
+            for table in tables {
+                try db.execute("DELETE FROM \(table) WHERE device = ? AND uuid = ?", [.text(device), .text(uuid)])
+            }
+        }
     }
 }
