@@ -153,10 +153,11 @@ enum BenchMain {
                 var data = ""
                 for i in 0..<batch {
                     let n = b * batch + i
+                    // uuids in no order, as the bench's bodies send them (HealthKit's are random).
                     data += String(format: "d_benchbenchbenchbench0\t%08x-0000-4000-8000-%012d\t0\tquantity\theart_rate\t"
                                    + "2026-10-14T%02d:%02d:00Z\t2026-10-14T%02d:%02d:59Z\t2026-10-14T%02d:%02d:00\t72\tcount/min\t"
                                    + "com.apple.Health\tApple Watch\tphone\n",
-                                   b, i, (n / 60) % 24, n % 60, (n / 60) % 24, n % 60, (n / 60) % 24, n % 60)
+                                   Body.scramble(UInt32(b)) ^ Body.scramble(UInt32(i) &* 0x9E37_79B9), i, (n / 60) % 24, n % 60, (n / 60) % 24, n % 60, (n / 60) % 24, n % 60)
                 }
                 try! data.write(toFile: dir + "/ceiling-\(b).tsv", atomically: false, encoding: .utf8)
                 script += """

@@ -68,7 +68,7 @@ final class BenchTarget {
         case .influxdb:
             // A real InfluxDB 1.x (Debian's influxd) on a free port.
             (server, port) = BenchMain.startInfluxd(dir: dir + "/influxd")
-            sinkLine = #"archive: {kind: influxdb, url: "http://127.0.0.1:\#(port)", api: v1, database: health, precision: s}"#
+            sinkLine = BenchTarget.influxSinkLine(port: port, database: influxDatabase)
         case .mqtt:
             // Home Assistant states, and every record with publish_records, into a real mosquitto.
             (server, port) = BenchMain.startMosquitto(dir: dir + "/mosquitto")
@@ -81,13 +81,25 @@ final class BenchTarget {
         }
     }
 
+    private var influxDatabase = "health"
+    private var runs = 0
+
+    static func influxSinkLine(port: UInt16, database: String) -> String {
+        #"archive: {kind: influxdb, url: "http://127.0.0.1:\#(port)", api: v1, database: \#(database), precision: s}"#
+    }
+
     /// Empties what the last run wrote (the file sink's archive goes with healthgate's data dir).
     func reset() {
         switch sink {
         case .file, .mqtt: break
         case .influxdb:
-            BenchMain.influxQuery(port: port, "DROP DATABASE health")
-            BenchMain.influxQuery(port: port, "CREATE DATABASE health")
+            // A database of its own for each run: influxd 1.6 answered every other run's writes
+            // "database not found" after a DROP and CREATE of the same name in a row.
+            BenchMain.influxQuery(port: port, "DROP DATABASE \(influxDatabase)")
+            runs += 1
+            influxDatabase = "health_\(runs)"
+            BenchMain.influxQuery(port: port, "CREATE DATABASE \(influxDatabase)")
+            sinkLine = BenchTarget.influxSinkLine(port: port, database: influxDatabase)
         case .postgres:
             postgres?.psql(["-d", "health", "-c", "DO $$ BEGIN IF to_regclass('healthgate.records') IS NOT NULL THEN "
                             + "TRUNCATE healthgate.records; END IF; END $$; CHECKPOINT"])
@@ -136,7 +148,11 @@ extension BenchMain {
         server.arguments = ["serve", "--config", dir + "/bench.yaml"]
         let out = Pipe()
         server.standardOutput = out
-        server.standardError = FileHandle.nullDevice
+        // BENCH_SERVE_STDERR=path keeps the servers' logs (appended), to see why a run stalls.
+        server.standardError = ProcessInfo.processInfo.environment["BENCH_SERVE_STDERR"].flatMap { path -> FileHandle? in
+            _ = FileManager.default.createFile(atPath: path, contents: nil)
+            return FileHandle(forWritingAtPath: path).map { $0.seekToEndOfFile(); return $0 }
+        } ?? FileHandle.nullDevice
         try! server.run()
         var port: UInt16 = 0
         var text = ""
