@@ -116,7 +116,7 @@ public final class InfluxDBSink: Sink {
         }
         // Level 1 by default: less than half of level 6's CPU for bodies a little bigger (the
         // sink's lines shrink about 10× at 1, 12× at 6); on a small box the CPU is what limits.
-        let gzip: Int32? = (c.gzip ?? true) ? Int32(min(9, max(1, c.gzip_level ?? 1))) : nil
+        let gzip: Int32? = (c.gzip ?? true) ? Int32(c.gzip_level ?? 1) : nil   // out of 1…9 is refused below
         if gzip != nil { headers.append(("Content-Encoding", "gzip")) }
         let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
                                                   defaultMaxItems: 10_000, adding: problems)
@@ -166,7 +166,6 @@ public final class InfluxDBSink: Sink {
         // Where each run's points go is noted as the run goes out, on a helper thread while
         // InfluxDB takes the request.
         let noting = IndexWork(index: index, logger: logger)
-        defer { noting.finish() }
 
         // The answer of the oldest request in flight, taken in order.
         func settle(_ request: Request) {
