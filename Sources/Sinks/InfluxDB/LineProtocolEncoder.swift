@@ -40,7 +40,7 @@ struct LineProtocolEncoder: Sendable {
         staticTags = compiled.filter { $0.2.isConstant }.map { ($0.0, $0.1) }
         templatedTags = compiled.filter { !$0.2.isConstant }.map { ($0.0, $0.2) }
         self.precision = precision
-        // In the order `encodeWithLabels` lists them, so that equal keys come out alike.
+        // In the order `appendTags(withLabelsOf:)` lists them, so that equal keys come out alike.
         var named: [(String, Slot.Value)] = []
         for (k, v) in staticTags where !v.isEmpty {
             var escaped: [UInt8] = []
@@ -63,7 +63,7 @@ struct LineProtocolEncoder: Sendable {
             .map(\.element)
     }
 
-    enum Encoded: Equatable {
+    enum Encoded {
         /// The line was appended; its series (measurement and tags, as written) ends at
         /// `seriesEnd` in the output, and its point's time.
         case line(seriesEnd: Int, timeNanos: Int64)
@@ -127,18 +127,19 @@ struct LineProtocolEncoder: Sendable {
     /// `,key=value` for a slot whose value the record has.
     @inline(__always)
     func append(_ slot: Slot, of r: CanonicalRecord, isWorkout: Bool, to out: inout [UInt8]) {
-        func tag(_ value: String?) {
-            guard let value, !value.isEmpty else { return }
+        func key() {
             out.append(UInt8(ascii: ","))
             out.append(contentsOf: slot.key)
             out.append(UInt8(ascii: "="))
+        }
+        func tag(_ value: String?) {
+            guard let value, !value.isEmpty else { return }
+            key()
             LineProtocolEncoder.appendEscaped(value, to: &out)
         }
         switch slot.value {
         case .fixed(let v):
-            out.append(UInt8(ascii: ","))
-            out.append(contentsOf: slot.key)
-            out.append(UInt8(ascii: "="))
+            key()
             out.append(contentsOf: v)
         case .template(let t): tag(t.render(r, LineProtocolEncoder.value))
         case .unit: tag(r.unit)
