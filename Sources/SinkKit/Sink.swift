@@ -39,6 +39,33 @@ public protocol Sink: AnyObject {
     func report() -> SinkReport?
 }
 
+/// A sink that keeps more than one batch in flight: `begin` hands it a batch and returns once
+/// the batch is on its way (encoded, its requests sent), not when the destination has answered;
+/// `finishOldest` waits for the oldest batch begun and not finished and says what became of its
+/// records, as `write` would have. Batches finish in the order they began, and a record waits
+/// (`keep`) whenever one before it, in its batch or an earlier one, had to wait. The drainer
+/// uses it only for a sink without state of its own behind routes without state (the state
+/// committed with the cursor must be the one of exactly the records before it); it moves its
+/// cursor past a batch only once that batch and every one before it are finished and delivered,
+/// and calls `write` (retries, the inbox) only with nothing in flight.
+public protocol PipelinedSink: Sink {
+    /// How many batches the drainer may begin before it finishes the oldest.
+    var batchesInFlight: Int { get }
+    func begin(_ batch: SinkBatch)
+    func finishOldest() -> SinkWriteResult
+}
+
+extension SinkWriteResult {
+    /// Whether some record must be written again (a keep), not only accepted or rejected.
+    public var keepsAny: Bool {
+        switch self {
+        case .accepted: false
+        case .keep: true
+        case .perRecord(let outcomes): outcomes.contains { if case .keep = $0 { return true }; return false }
+        }
+    }
+}
+
 /// A sink's own word for `status` and `/metrics`.
 public struct SinkReport: Sendable, Equatable {
     public var detail: String?

@@ -1,4 +1,5 @@
 import CZlib
+import CanonicalJSON
 import Foundation
 @testable import Gateway
 import HealthgateCore
@@ -302,23 +303,22 @@ import YAMLConfig
     }
 
     /// Points are appended to an open chunk with no index (a B-tree keyed by random uuids made
-    /// every commit rewrite a page per point); a full chunk is indexed by key when the sink is
-    /// idle or a lookup comes, and never written again. Lookups find a key in every chunk, each
-    /// point once, also the old point of a record written again with another time; a delete
-    /// forgets them all, and all of it holds across a reopen.
+    /// every commit rewrite a page per point); the write that fills a chunk indexes it by the
+    /// key's hash, and it is never written again. Lookups find a key in every chunk, each point
+    /// once, also the old point of a record written again with another time; a delete forgets
+    /// them all, and all of it holds across a reopen.
     @Test func thePointIndexIsALogOfChunksIndexedWhenFull() throws {
         let path = ServeProcess.makeTempDir("pi") + "/points.sqlite"
         func indexes(_ db: SQLite) throws -> [String] {
-            try db.query("SELECT tbl_name FROM sqlite_master WHERE type = 'index' AND tbl_name LIKE 'chunk_%' ORDER BY 1").map { $0[0].text ?? "" }
+            try db.query("SELECT tbl_name FROM sqlite_master WHERE type = 'index' AND tbl_name LIKE '%chunk_%' ORDER BY 1").map { $0[0].text ?? "" }
         }
         var index = PointIndex(path: path, chunkRows: 3)
         try index.record([Self.row("a", "steps,unit=count", time: 1), Self.row("b", "steps,unit=count", time: 2)])
+        // Not full: not sorted.
+        #expect(try indexes(SQLite(path: path)).isEmpty)
         try index.record([Self.row("c", "hr,unit=bpm", time: 3), Self.row("a", "steps,unit=count", time: 1),
                           Self.row("d", "hr,unit=bpm", time: 4, part: 0), Self.row("d", "hr,unit=bpm", time: 5, part: 1)])
-        // Full, but nothing sealed it yet: the writes never sort.
-        #expect(try indexes(SQLite(path: path)).isEmpty)
-        try index.sealIfFull()
-        #expect(try indexes(SQLite(path: path)) == ["chunk_1"])
+        #expect(try indexes(SQLite(path: path)) == ["hchunk_1"])
         // "a" again, at another time, into the next chunk; "a" written twice at 1 is one point.
         try index.record([Self.row("a", "steps,unit=count", time: 6)])
         let steps = { (t: Int64) in PointIndex.Point(measurement: "steps", tags: [("unit", "count")], timeNanos: t) }
@@ -331,11 +331,43 @@ import YAMLConfig
         try index.remove(device: "phone-1", uuid: "a")
         #expect(try index.points(device: "phone-1", uuid: "a").isEmpty)
         #expect(try index.points(device: "phone-1", uuid: "b") == [steps(2)])
-        // A backfill that never idles: the write past 20 chunks' worth seals at once.
         try index.record((0..<61).map { Self.row("x\($0)", "steps,unit=count", time: Int64($0)) })
-        #expect(try indexes(SQLite(path: path)) == ["chunk_1", "chunk_2"])
+        #expect(try indexes(SQLite(path: path)) == ["hchunk_1", "hchunk_2"])
         #expect(try index.points(device: "phone-1", uuid: "x60") == [steps(60)])
         index.close()
+    }
+
+    /// The chunks of the version before the hash (`chunk_<n>`, indexed by device and uuid, and
+    /// `point_chunks` without its `hashed` column) are read and cleaned after the upgrade; their
+    /// open chunk is sealed as it is, and new points go to hashed chunks.
+    @Test func theChunksOfTheVersionBeforeTheHashAreStillRead() throws {
+        let path = ServeProcess.makeTempDir("pi") + "/points.sqlite"
+        do {
+            let old = try SQLite(path: path)
+            try old.execute("CREATE TABLE series (id INTEGER PRIMARY KEY, measurement TEXT NOT NULL, tags TEXT NOT NULL, UNIQUE (measurement, tags))")
+            try old.execute("CREATE TABLE point_chunks (id INTEGER PRIMARY KEY, rows INTEGER NOT NULL, sealed INTEGER NOT NULL)")
+            try old.execute("INSERT INTO series VALUES (1, 'steps', ?)", [.text(PointIndex.pack([("unit", "count")]))])
+            for (id, sealed) in [(1, 1), (2, 0)] {
+                try old.execute("CREATE TABLE chunk_\(id) (device TEXT NOT NULL, uuid TEXT NOT NULL, part INTEGER NOT NULL, series INTEGER NOT NULL, time INTEGER NOT NULL)")
+                try old.execute("INSERT INTO chunk_\(id) VALUES ('ph', ?, -1, 1, ?)", [.text("old\(id)"), .int(Int64(id))])
+                try old.execute("INSERT INTO point_chunks VALUES (?, 1, ?)", [.int(Int64(id)), .int(Int64(sealed))])
+            }
+            try old.execute("CREATE INDEX chunk_1_key ON chunk_1 (device, uuid)")
+        }
+        let index = PointIndex(path: path, chunkRows: 100)
+        let steps = { (t: Int64) in PointIndex.Point(measurement: "steps", tags: [("unit", "count")], timeNanos: t) }
+        #expect(try index.points(device: "ph", uuid: "old1") == [steps(1)])
+        #expect(try index.points(device: "ph", uuid: "old2") == [steps(2)])
+        try index.record([Self.row("old2", "steps,unit=count", time: 9, device: "ph")])
+        #expect(try index.points(device: "ph", uuid: "old2") == [steps(2), steps(9)])
+        try index.remove(device: "ph", uuid: "old2")
+        #expect(try index.points(device: "ph", uuid: "old2").isEmpty)
+        #expect(try index.points(device: "ph", uuid: "old1") == [steps(1)])
+        index.close()
+        let db = try SQLite(path: path)
+        #expect(try db.query("SELECT id, sealed, hashed FROM point_chunks ORDER BY id").map { $0.map { $0.int ?? -1 } }
+                == [[1, 1, 0], [2, 1, 0], [3, 0, 1]])
+        #expect(try db.query("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'chunk_2_key'").first?.first?.int == 1)
     }
 
     /// The series the index notes is read back from the line's bytes as InfluxDB stores it:
@@ -463,5 +495,97 @@ import YAMLConfig
         } catch {
             Issue.record("\(error)")
         }
+    }
+}
+
+/// The drainer with batches in flight (the influxdb sink is a `PipelinedSink`): requests of
+/// several batches out at once, answered out of order, some refused for now.
+@Suite struct PipelinedDrainerTests {
+    /// 40 batches of 25 records (journal entries of 10, so cursors fall inside entries) go to a
+    /// scripted InfluxDB that holds every other request until the next one is in (so answers
+    /// come out of order), refuses the first attempt of every seventh request with a 503, and
+    /// once one whole request with a 500 after a later one was taken. Each time the drainer
+    /// commits its cursor, every record before it must have been taken by a 204; at the end
+    /// every record is taken, the cursor is at the end, and requests were seen in flight together.
+    @Test func theCursorNeverPassesARecordInfluxDBHasNotTaken() throws {
+        struct State {
+            var taken = Set<Int>()
+            var arrivals = 0
+            var waiting = 0
+            var overlapped = false
+            var refusedOnce = Set<Int>()
+            var fiveHundred = false
+        }
+        let state = Mutex(State())
+        let endpoint = ThreadedEndpoint { r in
+            // Each line's time (precision s) is its record's number.
+            let times = InfluxDBSinkTests.inflate(r.body).split(separator: "\n").compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }
+            let first = times.first ?? -1
+            let (hold, refuse) = state.withLock { s -> (Bool, Bool) in
+                s.arrivals += 1
+                if s.waiting > 0 { s.overlapped = true }
+                let refuse = first % 7 == 0 && s.refusedOnce.insert(first).inserted
+                return (s.arrivals % 2 == 1, refuse)
+            }
+            if hold {
+                // Held until another request comes in (at most 0.3 s): answered after it.
+                let seen = state.withLock { s -> Int in s.waiting += 1; return s.arrivals }
+                for _ in 0..<30 where state.withLock({ $0.arrivals }) == seen { usleep(10_000) }
+                state.withLock { $0.waiting -= 1 }
+            }
+            if refuse { return HTTPResponse(status: 503) }
+            let failLate = state.withLock { s -> Bool in
+                // Once: a request that comes after others were taken fails whole.
+                if !s.fiveHundred && s.taken.count > 300 && !times.contains(where: { s.taken.contains($0) }) {
+                    s.fiveHundred = true
+                    return true
+                }
+                return false
+            }
+            if failLate { return HTTPResponse(status: 500) }
+            state.withLock { s in for t in times { s.taken.insert(t) } }
+            return HTTPResponse(status: 204)
+        }
+        let dir = ServeProcess.makeTempDir("pipelined")
+        let logger = Logger(component: "test", sink: MemoryLogSink())
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        let total = 1000, perEntry = 10
+        for e in 0..<(total / perEntry) {
+            let records = (0..<perEntry).map { k -> CanonicalRecord in
+                var r = PipelineTests.record("u\(e * perEntry + k)")
+                r.start = Timestamp(seconds: Int64(e * perEntry + k))
+                return r
+            }
+            try j.append(payload: CanonicalCodec.encodeLines(records), count: records.count, time: Timestamp(seconds: 0))
+        }
+        let node = try parseYAML("""
+            {kind: influxdb, url: "http://127.0.0.1:\(endpoint.port)", api: v1, database: d, precision: s,
+             batch: {max_items: 25}, retry: {initial: 5ms, max: 20ms}}
+            """, file: "t", environment: [:])
+        let built = try InfluxDBSink.build(name: "influx", node: node, path: "sinks.influx", context: SinkBuildContext(dataDir: dir))
+        let metrics = SinkMetrics(name: "influx")
+        let violations = Mutex<[String]>([])
+        let commits = Mutex(0)
+        let d = SinkDrainer(name: "influx", built: built, routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["influx"])],
+                            journal: j, dataDir: dir, logger: logger, metrics: metrics) {
+            // The cursor just committed: every record before it must be in InfluxDB.
+            let seq = Int(metrics.cursorSeq.load(ordering: .relaxed)), skip = metrics.cursorSkip.load(ordering: .relaxed)
+            let before = (seq - 1) * perEntry + skip
+            let missing = state.withLock { s in (0..<before).filter { !s.taken.contains($0) } }
+            commits.withLock { $0 += 1 }
+            if !missing.isEmpty { violations.withLock { $0.append("cursor \(seq)/\(skip) passed \(missing.prefix(5))") } }
+        }
+        try d.start()
+        defer { d.stop() }
+        #expect(ServeProcess.eventually(30) { (try? d.loadCursor()) == Cursor(seq: UInt64(total / perEntry + 1), skip: 0) },
+                "the drainer did not get to the end")
+        d.stop()
+        #expect(violations.withLock { $0 }.isEmpty, "\(violations.withLock { $0 })")
+        let s = state.withLock { $0 }
+        #expect(s.taken.count == total)
+        #expect(s.overlapped, "requests were in flight together")
+        #expect(!s.refusedOnce.isEmpty && s.fiveHundred, "the script refused some")
+        #expect(commits.withLock { $0 } >= 10)
+        #expect(metrics.kept.load(ordering: .relaxed) > 0)
     }
 }

@@ -41,13 +41,16 @@ public struct BatchDelivery {
     }
 
     /// `wait(seconds)` sleeps and returns false to stop; `abandon()` is asked while waiting.
-    public mutating func deliver(records: [CanonicalRecord], lines: [RecordLine], wait: (Double) -> Bool,
-                                 abandon: () -> Bool = { false }) -> Outcome {
+    /// `first`: the outcome of a write already made of these records (a batch the sink had in
+    /// flight), taken as the first attempt's.
+    public mutating func deliver(records: [CanonicalRecord], lines: [RecordLine], first: SinkWriteResult? = nil,
+                                 wait: (Double) -> Bool, abandon: () -> Bool = { false }) -> Outcome {
         var records = records
         var lines = lines
         var attempt = 0
+        var first = first
         while !records.isEmpty {
-            let result = sink.write(SinkBatch(records: records, lines: lines))
+            let result = first.take() ?? sink.write(SinkBatch(records: records, lines: lines))
             metrics.batches.add(1, ordering: .relaxed)
             metrics.report = sink.report()
             var retryAfter: Double?

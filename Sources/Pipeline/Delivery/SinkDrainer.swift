@@ -175,6 +175,16 @@ final class DrainLoop {
     let deadLetters: DeadLetters
     var sink: (any Sink)?
     var delivery: BatchDelivery?
+    /// The sink, when batches go to it pipelined (see `PipelinedSink`): it keeps batches in
+    /// flight, and routes hold no state.
+    var pipelined: (any PipelinedSink)?
+    /// Batches begun and not finished, oldest first, each with the cursor past it.
+    var flights: [Flight] = []
+
+    struct Flight {
+        var batch: RoutedRecords
+        var cursor: Cursor
+    }
     var committed: CursorStore.Committed
     var reader: JournalReader
     var inboxReader: JournalReader?
@@ -228,6 +238,9 @@ final class DrainLoop {
                     }
                 }
                 sink = s
+                if ahead != nil, let p = s as? any PipelinedSink, p.batchesInFlight > 1, s.saveState() == nil {
+                    pipelined = p
+                }
                 delivery = BatchDelivery(sink: s, name: name, retry: d.built.common.retry, metrics: metrics,
                                          deadLetters: deadLetters, logger: logger, clock: d.clock)
                 if openAttempts > 0 { logger.info("sink \(name): opened after \(openAttempts) failed attempt(s)") }
@@ -268,8 +281,13 @@ final class DrainLoop {
         let onCorrupt: (String) -> Void = { [logger, name] in logger.error("sink \(name): \($0)") }
         var stuckSince: Double?
 
+        defer { _ = settleAll() }
         while !d.isStopping {
-            if d.overLimit() { shed() ; skip = 0 }
+            if d.overLimit() {
+                if settleAll() == .stopped { return }
+                shed()
+                skip = 0
+            }
             // What `replay --sink` handed to this sink goes out between journal batches.
             if !deliverInbox(maxItems: maxItems) { return }
             // Fill the buffer from the journal.
@@ -292,6 +310,11 @@ final class DrainLoop {
                 }
                 stuckSince = nil
                 if entries.isEmpty && pending.isEmpty {
+                    // Nothing more to send: what is in flight is finished before waiting.
+                    if !flights.isEmpty {
+                        if settleAll() == .stopped { return }
+                        continue
+                    }
                     if !idle() { return }
                     continue
                 }
@@ -327,6 +350,25 @@ final class DrainLoop {
                 pending.removeFirst(consumed)
             }
             if filtered > 0 { metrics.filtered.add(filtered, ordering: .relaxed) }
+            if !batch.isEmpty, let p = pipelined, batch.count <= maxItems {
+                // Begun, and the oldest batch in flight finished once too many are: the sink's
+                // requests are answered while this thread decodes and encodes the next batch.
+                let cursor = pending.isEmpty ? Cursor(seq: reader.nextSeq, skip: 0)
+                                             : Cursor(seq: pending.positions[0].seq, skip: pending.positions[0].index)
+                let ahead = startReadAhead()
+                p.begin(SinkBatch(records: batch.records, lines: batch.lines))
+                flights.append(Flight(batch: batch, cursor: cursor))
+                var outcome = BatchDelivery.Outcome.delivered
+                if flights.count >= p.batchesInFlight {
+                    let result = p.finishOldest()
+                    if let ahead { finish(ahead) }
+                    outcome = settleOldest(result)
+                } else if let ahead {
+                    finish(ahead)
+                }
+                if outcome == .stopped { return }
+                continue
+            }
             if !batch.isEmpty {
                 let ahead = startReadAhead()
                 let outcome = deliver(batch)
@@ -336,8 +378,10 @@ final class DrainLoop {
                 case .stopped: return
                 case .abandoned: continue   // shed at the top of the loop, the batch included
                 }
-            } else if monotonicSeconds() - lastSavedAt < 1 {
-                continue   // all filtered out: commit now and then, not per batch
+            } else if !flights.isEmpty || monotonicSeconds() - lastSavedAt < 1 {
+                // All filtered out: commit now and then, not per batch (and never past a batch
+                // in flight: the cursor moves with it).
+                continue
             }
             var next = committed
             next.journal = pending.isEmpty ? Cursor(seq: reader.nextSeq, skip: 0)
@@ -383,10 +427,48 @@ final class DrainLoop {
         return true
     }
 
+    /// The oldest batch in flight, whose write came out as `result` (from `finishOldest`):
+    /// delivered as `BatchDelivery` says, then the cursor past it committed. When some of it must
+    /// wait, every batch in flight after it is finished too and written again after it, in order
+    /// (so that an older version of a record sent again never lands over a newer one).
+    func settleOldest(_ result: SinkWriteResult) -> BatchDelivery.Outcome {
+        guard let p = pipelined, !flights.isEmpty else { return .delivered }
+        var again = [flights.removeFirst()]
+        if result.keepsAny {
+            for _ in flights { _ = p.finishOldest() }
+            again += flights
+            flights = []
+        }
+        for (k, f) in again.enumerated() {
+            let outcome = delivery!.deliver(records: f.batch.records, lines: f.batch.lines, first: k == 0 ? result : nil,
+                                            wait: { [d] seconds in d.sleep(seconds) }, abandon: { [d] in d.overLimit() })
+            if outcome != .delivered { return outcome }
+            var next = committed
+            next.journal = f.cursor
+            save(next)
+        }
+        return .delivered
+    }
+
+    /// Finishes every batch in flight, oldest first.
+    func settleAll() -> BatchDelivery.Outcome {
+        while let p = pipelined, !flights.isEmpty {
+            let outcome = settleOldest(p.finishOldest())
+            if outcome != .delivered {
+                for _ in flights { _ = p.finishOldest() }
+                flights = []
+                return outcome
+            }
+        }
+        return .delivered
+    }
+
     /// Delivers what waits in the inbox, an entry at a time, committing after each batch.
     /// False when stopping.
     func deliverInbox(maxItems: Int) -> Bool {
         guard let inbox = d.inbox, let r = inboxReader, inbox.lastDurableSeq >= r.nextSeq else { return true }
+        // Written with nothing in flight.
+        if !flights.isEmpty && settleAll() == .stopped { return false }
         let entries = r.read(maxEntries: 1, maxBytes: SinkDrainer.readAheadBytes) { [logger, name] in
             logger.error("sink \(name) inbox: \($0)")
         }

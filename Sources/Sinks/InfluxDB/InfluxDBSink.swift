@@ -14,7 +14,7 @@ import YAMLConfig
 /// Token auth the phone apps cannot send. A point is identified by measurement, tags and time,
 /// so a record sent again overwrites its point instead of adding one. Outcomes as `BatchPoster`
 /// says: a 400 narrows the batch down to the lines InfluxDB refuses, 413 halves, 401/403 keep.
-public final class InfluxDBSink: Sink {
+public final class InfluxDBSink: PipelinedSink {
     public let name: String
     let writeURL: String
     /// The write URL as shown in reasons and the log (made once).
@@ -142,90 +142,115 @@ public final class InfluxDBSink: Sink {
 
     /// Lines a request carries at most (InfluxDB's own advice is 5,000 a write).
     static let linesPerRequest = 5_000
-    /// Requests in flight at once: while InfluxDB takes one, the sink encodes the next.
-    static let requestsInFlight = 2
+    /// Requests in flight at once, across the batches in flight: while InfluxDB takes some, the
+    /// sink encodes the next.
+    static let requestsInFlight = 4
 
-    /// Upserts go out in runs of at most `linesPerRequest` lines, up to `requestsInFlight` at
-    /// once, each on a helper thread with a connection of its own, while another notes where
-    /// the run's points go in the point index — whatever InfluxDB answers: a delete of a point
-    /// that is not there deletes nothing, and noting before the answer keeps the index off the
-    /// sink's critical path. `write` returns only once they are noted. A delete is applied where it
-    /// stands, after every upsert before it is answered, so "write, then delete" and "delete,
-    /// then write again" both end as they should. Outcomes are taken in order: once something
-    /// must wait (a keep), everything after it waits too, even what a request in flight got in
-    /// (InfluxDB overwrites a point written again, so sending it again later is harmless). The
-    /// drainer moves its cursor only past what this says was accepted.
-    public func write(_ batch: SinkBatch) -> SinkWriteResult {
-        var outcomes = [DeliveryOutcome](repeating: .accepted, count: batch.count)
+    /// Two batches in flight: while InfluxDB answers one, the drainer decodes and encodes the next.
+    public var batchesInFlight: Int { 2 }
+
+    /// The batches begun and not finished, oldest first.
+    private var open: [BatchInFlight] = []
+    /// Requests sent and not yet answered, oldest first (of any batch in flight).
+    private var inFlight: [Request] = []
+    /// Why the sink stopped sending: once a request must wait (a keep), every record after it
+    /// waits too, in its batch and in the batches begun after it, even what a request in flight
+    /// got in (InfluxDB overwrites a point written again, so sending it again later is
+    /// harmless). Cleared when a batch is begun with nothing in flight: a new attempt.
+    private var halted: String?
+    private var slot = 0
+    /// Where each run's points go, noted on a helper thread as the runs go out.
+    private lazy var noting = IndexWork(index: index, logger: logger)
+
+    /// One batch's outcomes as its requests are answered.
+    final class BatchInFlight {
+        var outcomes: [DeliveryOutcome]
         var halted: String?
         var retryAfter: Double?
-        var run = Run()
-        var inFlight: [Request] = []
-        var slot = 0
+        /// The index rows of this batch's runs are noted once `noting` has noted this many runs.
+        var notedRuns = 0
 
-        // Where each run's points go is noted as the run goes out, on a helper thread while
-        // InfluxDB takes the request.
-        let noting = IndexWork(index: index, logger: logger)
-
-        // The answer of the oldest request in flight, taken in order.
-        func settle(_ request: Request) {
-            request.wait()
-            let sent = request.run
-            switch request.result {
-            case .accepted:
-                if let halted { for i in sent.indices { outcomes[i] = .keep(reason: halted) } }
-            case .keep(let reason, let after):
-                if halted == nil { halted = reason; retryAfter = after }
-                for i in sent.indices { outcomes[i] = .keep(reason: halted!) }
-            case .perRecord(let perLine):
-                for (k, o) in perLine.enumerated() {
-                    let i = sent.indices[k]
-                    if case .keep(let why) = o, halted == nil { halted = why }
-                    outcomes[i] = halted.map { .keep(reason: $0) } ?? o
-                }
-            }
+        init(count: Int) {
+            outcomes = Array(repeating: .accepted, count: count)
         }
+
+        var result: SinkWriteResult {
+            if outcomes.allSatisfy({ $0 == .accepted }) { return .accepted }
+            if let halted, outcomes.allSatisfy({ if case .keep = $0 { return true }; return false }) {
+                return .keep(reason: halted, retryAfterSeconds: retryAfter)
+            }
+            return .perRecord(outcomes)
+        }
+
+        func keep(_ indices: some Sequence<Int>, _ reason: String) {
+            if halted == nil { halted = reason }
+            for i in indices { outcomes[i] = .keep(reason: reason) }
+        }
+    }
+
+    public func write(_ batch: SinkBatch) -> SinkWriteResult {
+        begin(batch)
+        return finishOldest()
+    }
+
+    /// Upserts go out in runs of at most `linesPerRequest` lines, up to `requestsInFlight` at
+    /// once (across batches), each on a helper thread with a connection of its own, while another
+    /// notes where the run's points go in the point index — whatever InfluxDB answers: a delete of
+    /// a point that is not there deletes nothing, and noting before the answer keeps the index
+    /// off the sink's critical path. A batch is finished only once its points are noted. A delete
+    /// is applied where it stands, after every upsert before it (in its batch and in those before)
+    /// is answered, and not at all once something waits, so "write, then delete" and "delete,
+    /// then write again" both end as they should. Outcomes are taken in order (see `halted`):
+    /// the drainer moves its cursor only past what `finishOldest` says was accepted.
+    public func begin(_ batch: SinkBatch) {
+        if open.isEmpty && inFlight.isEmpty { halted = nil }
+        let b = BatchInFlight(count: batch.count)
+        b.notedRuns = noting.addedRuns   // the batches before it, at least
+        open.append(b)
+        var run = Run()
+
         func launch() {
             guard !run.indices.isEmpty else { return }
             let next = run
             run = Run()
-            if inFlight.count == InfluxDBSink.requestsInFlight { settle(inFlight.removeFirst()) }
+            if inFlight.count >= InfluxDBSink.requestsInFlight { settle(inFlight.removeFirst()) }
             if let halted {
-                for i in next.indices { outcomes[i] = .keep(reason: halted) }
+                b.keep(next.indices, halted)
                 return
             }
-            let request = Request(run: next, poster: BatchPoster(sinkName: name, url: shownURL,
-                                                                credentialsHint: "sinks.\(name).token (or username/password)",
-                                                                client: clients[slot], logger: logger, clock: clock),
+            let request = Request(run: next, batch: b,
+                                  poster: BatchPoster(sinkName: name, url: shownURL,
+                                                      credentialsHint: "sinks.\(name).token (or username/password)",
+                                                      client: clients[slot], logger: logger, clock: clock),
                                   url: writeURL, headers: headers, gzip: gzip)
             slot = (slot + 1) % clients.count
             request.start()
             inFlight.append(request)
-            noting.add(next.indices.indices.map { k in
+            b.notedRuns = noting.add(next.indices.indices.map { k in
                 let i = next.indices[k]
                 return PointIndex.Row(device: batch.records[i].device, uuid: batch.records[i].uuid, part: batch.records[i].part,
                                       series: next.body[next.starts[k]..<next.seriesEnds[k]], timeNanos: next.times[k])
             })
         }
-        func settleAll() {
-            while !inFlight.isEmpty { settle(inFlight.removeFirst()) }
-        }
 
         for i in batch.records.indices {
             if let halted {
-                outcomes[i] = .keep(reason: halted)
+                b.keep([i], halted)
                 continue
             }
             if batch.records[i].op == .delete {
                 launch()
-                settleAll()
-                noting.finish()   // the delete reads the index
+                while !inFlight.isEmpty { settle(inFlight.removeFirst()) }
+                noting.wait(forRuns: noting.addedRuns)   // the delete reads the index
                 if let halted {
-                    outcomes[i] = .keep(reason: halted)
+                    b.keep([i], halted)
                     continue
                 }
-                outcomes[i] = delete(batch.records[i])
-                if case .keep(let why) = outcomes[i] { halted = why }
+                b.outcomes[i] = delete(batch.records[i])
+                if case .keep(let why) = b.outcomes[i] {
+                    b.halted = why
+                    halted = why
+                }
                 continue
             }
             let before = run.body.count
@@ -238,18 +263,46 @@ public final class InfluxDBSink: Sink {
                 if run.indices.count == InfluxDBSink.linesPerRequest { launch() }
             case .cannot(let why):
                 run.body.removeSubrange(before...)
-                outcomes[i] = .rejected(reason: why)
+                b.outcomes[i] = .rejected(reason: why)
             }
         }
         launch()
-        settleAll()
-        // The cursor moves past these records once this returns: their points are noted first.
-        noting.finish()
-        if outcomes.allSatisfy({ $0 == .accepted }) { return .accepted }
-        if let halted, outcomes.allSatisfy({ if case .keep = $0 { return true }; return false }) {
-            return .keep(reason: halted, retryAfterSeconds: retryAfter)
+    }
+
+    /// Waits for the answers of the oldest batch begun (and for its points to be noted: the
+    /// cursor moves past these records once this returns), and says what became of its records.
+    public func finishOldest() -> SinkWriteResult {
+        guard !open.isEmpty else { return .accepted }
+        let b = open.removeFirst()
+        while let r = inFlight.first, r.batch === b {
+            inFlight.removeFirst()
+            settle(r)
         }
-        return .perRecord(outcomes)
+        noting.wait(forRuns: b.notedRuns)
+        return b.result
+    }
+
+    /// The answer of the oldest request in flight, taken in order.
+    private func settle(_ request: Request) {
+        request.wait()
+        let sent = request.run
+        let b = request.batch
+        switch request.result {
+        case .accepted:
+            if let halted { b.keep(sent.indices, halted) }
+        case .keep(let reason, let after):
+            if halted == nil {
+                halted = reason
+                b.retryAfter = after
+            }
+            b.keep(sent.indices, halted!)
+        case .perRecord(let perLine):
+            for (k, o) in perLine.enumerated() {
+                let i = sent.indices[k]
+                if case .keep(let why) = o, halted == nil { halted = why }
+                if let halted { b.keep([i], halted) } else { b.outcomes[i] = o }
+            }
+        }
     }
 
     /// Lines for one request: their bytes one after another, where each begins, whose record
@@ -270,14 +323,18 @@ public final class InfluxDBSink: Sink {
         }
     }
 
-    /// The point index's rows of each run sent, written in order on a helper thread (fork and
-    /// join: from the first `add` to `finish` only the helper touches the index). A failure is
-    /// logged: the points are in InfluxDB, only a later delete of them will not find them.
+    /// The point index's rows of each run sent, written in order on a helper thread that lives
+    /// as long as the sink (from the first `add` to `stop`, only the helper touches the index but
+    /// between a `wait` that found everything noted and the next `add`). A failure is logged: the
+    /// points are in InfluxDB, only a later delete of them will not find them.
     final class IndexWork {
         let index: PointIndex
         let logger: Logger
         private let monitor = Monitor()
         private var queue: [[PointIndex.Row]] = []
+        /// Runs added, and runs noted, since the sink opened.
+        private var added = 0
+        private var noted = 0
         private var closed = false
         private var thread: pthread_t?
 
@@ -286,17 +343,21 @@ public final class InfluxDBSink: Sink {
             self.logger = logger
         }
 
-        func add(_ rows: [PointIndex.Row]) {
-            monitor.withLock {
-                queue.append(rows)
-                monitor.broadcast()
-            }
-            if thread == nil {
-                closed = false
+        /// Queues a run's rows; returns how many runs must be noted for these to be.
+        func add(_ rows: [PointIndex.Row]) -> Int {
+            if thread == nil && !closed {
                 switch startThread({ self.run() }) {
                 case .success(let t): thread = t
-                case .failure: finish()   // no thread to be had: on this one
+                case .failure:   // no thread to be had: noted on this one
+                    note(rows)
+                    return monitor.withLock { added += 1; noted += 1; return added }
                 }
+            }
+            return monitor.withLock {
+                queue.append(rows)
+                added += 1
+                monitor.broadcast()
+                return added
             }
         }
 
@@ -308,6 +369,10 @@ public final class InfluxDBSink: Sink {
                 }
                 guard let rows = next else { return }
                 note(rows)
+                monitor.withLock {
+                    noted += 1
+                    monitor.broadcast()
+                }
             }
         }
 
@@ -319,18 +384,23 @@ public final class InfluxDBSink: Sink {
             }
         }
 
-        /// Waits until every row added is noted (on this thread when there is no helper).
-        func finish() {
-            guard let t = thread else {
-                let rest = monitor.withLock { () -> [[PointIndex.Row]] in defer { queue = [] }; return queue }
-                for rows in rest { note(rows) }
-                return
+        /// Runs added so far.
+        var addedRuns: Int { monitor.withLock { added } }
+
+        /// Waits until the first `runs` runs added are noted.
+        func wait(forRuns runs: Int) {
+            monitor.withLock {
+                while noted < runs { monitor.wait() }
             }
+        }
+
+        /// Notes what is queued and ends the helper.
+        func stop() {
             monitor.withLock {
                 closed = true
                 monitor.broadcast()
             }
-            pthread_join(t, nil)
+            if let t = thread { pthread_join(t, nil) }
             thread = nil
         }
     }
@@ -339,6 +409,7 @@ public final class InfluxDBSink: Sink {
     /// helper touches it and its connection).
     final class Request {
         let run: Run
+        let batch: BatchInFlight
         let poster: BatchPoster
         let url: String
         let headers: [(String, String)]
@@ -346,8 +417,9 @@ public final class InfluxDBSink: Sink {
         var result: SinkWriteResult = .keep(reason: "not sent", retryAfterSeconds: nil)
         var thread: pthread_t?
 
-        init(run: Run, poster: BatchPoster, url: String, headers: [(String, String)], gzip: Int32?) {
+        init(run: Run, batch: BatchInFlight, poster: BatchPoster, url: String, headers: [(String, String)], gzip: Int32?) {
             self.run = run
+            self.batch = batch
             self.poster = poster
             self.url = url
             self.headers = headers
@@ -458,6 +530,7 @@ public final class InfluxDBSink: Sink {
     /// Nothing waits: index the open chunk of the point index if it is full (a sort the
     /// writes need not wait for).
     public func idle() {
+        noting.wait(forRuns: noting.addedRuns)   // the helper then leaves the index alone
         do {
             try index.sealIfFull()
         } catch {
@@ -466,6 +539,8 @@ public final class InfluxDBSink: Sink {
     }
 
     public func close() {
+        while !open.isEmpty { _ = finishOldest() }
+        noting.stop()
         for c in clients { c.close() }
         index.close()
     }

@@ -10,11 +10,14 @@ import Storage
 /// Written as a log, not a B-tree by key: HealthKit's uuids are random, and a table keyed by
 /// them dirtied a page per point at every commit (a tenth of the rate InfluxDB takes, with a
 /// year of history to backfill). Points go in the order they are written into the open chunk
-/// (a table with no index: an append); once it holds `chunkRows` points it is sealed — indexed
-/// by key in one sort — and never written again: when the sink is idle, before a lookup, or in
-/// the write that takes it past `maxOpenRows` (a backfill that never idles). A lookup asks each
-/// sealed chunk's index and scans the open one. Every point a key was written as stays until the key is deleted, so a delete
-/// removes them all (also the old point of a record that came again with another time).
+/// (a table with no index: an append); once it holds `chunkRows` points the write that filled it
+/// seals it — indexes it in one sort — and it is never written again. The sort is by a 64-bit
+/// hash of the key (`keyHash`), not by the key's two texts: a third of the cost (sorting a
+/// million `(device, uuid)` texts stalled a backfill for three seconds); a lookup asks each
+/// sealed chunk's index by hash, checks the key itself, and scans the open one. Chunks from
+/// before the hash (`chunk_<n>`, indexed by `(device, uuid)`) are still read and cleaned. Every
+/// point a key was written as stays until the key is deleted, so a delete removes them all
+/// (also the old point of a record that came again with another time).
 final class PointIndex {
     struct Point: Equatable {
         var measurement: String
@@ -55,13 +58,12 @@ final class PointIndex {
     let path: String
     /// Points in a chunk before it is sealed: the most a lookup scans.
     let chunkRows: Int
-    /// Points in the open chunk past which a write seals it at once.
-    var maxOpenRows: Int { chunkRows * 20 }
     private var db: SQLite?
     private var addSeries: SQLite.Statement?
-    /// The open chunk, how many points it holds, and its insert statement.
+    /// The open chunk, how many points it holds, and its insert statement (always hashed).
     private var openChunk: (id: Int64, rows: Int, insert: SQLite.Statement)?
-    private var sealedChunks: [Int64] = []
+    /// Sealed chunks, oldest first, and whether each is keyed by hash.
+    private var sealedChunks: [(id: Int64, hashed: Bool)] = []
     /// The keyed tables of earlier versions that are there: read and cleaned, never written.
     private var legacyTables: [String] = []
     /// The id of each series (measurement and tags) this process has seen.
@@ -80,7 +82,17 @@ final class PointIndex {
     }
 
     /// A chunk's table. Its name is made of its number alone: no outside text reaches the SQL.
-    private static func table(_ id: Int64) -> String { "chunk_\(id)" }
+    private static func table(_ id: Int64, hashed: Bool = true) -> String { hashed ? "hchunk_\(id)" : "chunk_\(id)" }
+
+    /// The 64-bit FNV-1a hash of a record's key, what chunks are indexed by (the same in every
+    /// process: the index outlives it). Equal hashes of different keys only cost a row read.
+    static func keyHash(device: String, uuid: String) -> Int64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in device.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+        h = (h ^ 0xFF) &* 0x100_0000_01b3   // never in UTF-8: "ab"+"c" and "a"+"bc" differ
+        for b in uuid.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+        return Int64(bitPattern: h)
+    }
 
     // A series (measurement and tag set) once, in `series`; chunks listed in `point_chunks`.
     private func open() throws -> SQLite {
@@ -93,55 +105,72 @@ final class PointIndex {
                 UNIQUE (measurement, tags))
             """)
         try d.execute("""
-            CREATE TABLE IF NOT EXISTS point_chunks (id INTEGER PRIMARY KEY, rows INTEGER NOT NULL, sealed INTEGER NOT NULL)
+            CREATE TABLE IF NOT EXISTS point_chunks (id INTEGER PRIMARY KEY, rows INTEGER NOT NULL, sealed INTEGER NOT NULL,
+                hashed INTEGER NOT NULL DEFAULT 1)
             """)
+        // Chunks of the version before the hash: the column says so (0) for each of them.
+        if try d.query("SELECT 1 FROM pragma_table_info('point_chunks') WHERE name = 'hashed'").isEmpty {
+            try d.execute("ALTER TABLE point_chunks ADD COLUMN hashed INTEGER NOT NULL DEFAULT 0")
+        }
         legacyTables = try ["points", "record_points"].filter {
             !(try d.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [.text($0)])).isEmpty
         }
         addSeries = try d.prepare("INSERT OR IGNORE INTO series (measurement, tags) VALUES (?, ?)")
         db = d
-        var open: (Int64, Int)?
+        var open: (id: Int64, rows: Int, hashed: Bool)?
         sealedChunks = []
-        for row in try d.query("SELECT id, rows, sealed FROM point_chunks ORDER BY id") {
-            let id = row[0].int ?? 0
-            if row[2].int == 1 { sealedChunks.append(id) } else if open == nil { open = (id, Int(row[1].int ?? 0)) }
+        for row in try d.query("SELECT id, rows, sealed, hashed FROM point_chunks ORDER BY id") {
+            let id = row[0].int ?? 0, hashed = row[3].int != 0
+            if row[2].int == 1 { sealedChunks.append((id, hashed)) } else if open == nil { open = (id, Int(row[1].int ?? 0), hashed) }
         }
-        if let (id, rows) = open {
-            openChunk = (id, rows, try d.prepare("INSERT INTO \(PointIndex.table(id)) VALUES (?, ?, ?, ?, ?)"))
+        if let open, open.hashed {
+            openChunk = (open.id, open.rows, try d.prepare("INSERT INTO \(PointIndex.table(open.id)) VALUES (?, ?, ?, ?, ?, ?)"))
         } else {
-            try d.transaction { try startChunk(d) }
+            try d.transaction {
+                // An open chunk of the version before: sealed as it is (its index by key), so
+                // that every chunk written from now on is hashed.
+                if let open {
+                    let table = PointIndex.table(open.id, hashed: false)
+                    try d.execute("CREATE INDEX IF NOT EXISTS \(table)_key ON \(table) (device, uuid)")
+                    try d.execute("UPDATE point_chunks SET sealed = 1 WHERE id = ?", [.int(open.id)])
+                    sealedChunks.append((open.id, false))
+                }
+                try startChunk(d)
+            }
         }
         return d
     }
 
     /// A new open chunk (inside a transaction).
     private func startChunk(_ d: SQLite) throws {
-        try d.execute("INSERT INTO point_chunks (rows, sealed) VALUES (0, 0)")
+        try d.execute("INSERT INTO point_chunks (rows, sealed, hashed) VALUES (0, 0, 1)")
         guard let id = try d.query("SELECT max(id) FROM point_chunks").first?.first?.int else {
             throw SQLite.Failure(description: "\(path): a chunk just listed is not there")
         }
         try d.execute("""
-            CREATE TABLE \(PointIndex.table(id)) (device TEXT NOT NULL, uuid TEXT NOT NULL, part INTEGER NOT NULL,
-                series INTEGER NOT NULL, time INTEGER NOT NULL)
+            CREATE TABLE \(PointIndex.table(id)) (key INTEGER NOT NULL, device TEXT NOT NULL, uuid TEXT NOT NULL,
+                part INTEGER NOT NULL, series INTEGER NOT NULL, time INTEGER NOT NULL)
             """)
-        openChunk = (id, 0, try d.prepare("INSERT INTO \(PointIndex.table(id)) VALUES (?, ?, ?, ?, ?)"))
+        openChunk = (id, 0, try d.prepare("INSERT INTO \(PointIndex.table(id)) VALUES (?, ?, ?, ?, ?, ?)"))
     }
 
-    /// Indexes the open chunk by key (one sort) and opens the next, in one transaction.
+    /// Indexes the open chunk by key hash (one sort of integers) and opens the next, in one
+    /// transaction.
     private func seal(_ d: SQLite) throws {
         guard let chunk = openChunk else { return }
         let table = PointIndex.table(chunk.id)
         try d.transaction {
-            try d.execute("CREATE INDEX \(table)_key ON \(table) (device, uuid)")
+            try d.execute("CREATE INDEX \(table)_key ON \(table) (key)")
             try d.execute("UPDATE point_chunks SET sealed = 1 WHERE id = ?", [.int(chunk.id)])
             try startChunk(d)
         }
-        sealedChunks.append(chunk.id)
+        sealedChunks.append((chunk.id, true))
     }
 
-    /// The tables a lookup reads, oldest first.
-    private var tables: [String] {
-        legacyTables + (sealedChunks + (openChunk.map { [$0.id] } ?? [])).map(PointIndex.table)
+    /// The tables a lookup reads, oldest first, and whether each is keyed by hash.
+    private var tables: [(name: String, hashed: Bool)] {
+        legacyTables.map { ($0, false) }
+            + (sealedChunks + (openChunk.map { [($0.id, true)] } ?? [])).map { (PointIndex.table($0.id, hashed: $0.hashed), $0.hashed) }
     }
 
     /// Tags as one string: key and value separated by US, pairs by RS (neither can be in a tag).
@@ -221,7 +250,8 @@ final class PointIndex {
     }
 
     /// Notes where each record's point went, in one transaction, the statement prepared once
-    /// per chunk and its values bound one by one (no list of values made per point).
+    /// per chunk and its values bound one by one (no list of values made per point); the write
+    /// that fills the open chunk seals it.
     func record(_ rows: [Row]) throws {
         guard !rows.isEmpty else { return }
         let db = try open()
@@ -229,17 +259,18 @@ final class PointIndex {
         try db.transaction {
             let s = chunk.insert
             for row in rows {
-                s.bind(1, text: row.device)
-                s.bind(2, text: row.uuid)
-                s.bind(3, int: Int64(row.part ?? -1))
-                s.bind(4, int: try seriesID(row.series, in: db))
-                s.bind(5, int: row.timeNanos)
+                s.bind(1, int: PointIndex.keyHash(device: row.device, uuid: row.uuid))
+                s.bind(2, text: row.device)
+                s.bind(3, text: row.uuid)
+                s.bind(4, int: Int64(row.part ?? -1))
+                s.bind(5, int: try seriesID(row.series, in: db))
+                s.bind(6, int: row.timeNanos)
                 try s.step()
             }
             try db.execute("UPDATE point_chunks SET rows = ? WHERE id = ?", [.int(Int64(chunk.rows + rows.count)), .int(chunk.id)])
         }
         openChunk?.rows += rows.count
-        if chunk.rows + rows.count >= maxOpenRows { try seal(db) }
+        if chunk.rows + rows.count >= chunkRows { try seal(db) }
     }
 
     /// Seals the open chunk if it holds `chunkRows` points or more.
@@ -253,9 +284,15 @@ final class PointIndex {
         let db = try open()
         try sealIfFull()
         var found: [Point] = []
-        for table in tables {
+        let key = PointIndex.keyHash(device: device, uuid: uuid)
+        for (table, hashed) in tables {
             let rows = table == "points"
                 ? try db.query("SELECT measurement, tags, time FROM points WHERE device = ? AND uuid = ?", [.text(device), .text(uuid)])
+                : hashed
+                ? try db.query("""
+                    SELECT s.measurement, s.tags, p.time FROM \(table) p JOIN series s ON s.id = p.series
+                    WHERE p.key = ? AND p.device = ? AND p.uuid = ?
+                    """, [.int(key), .text(device), .text(uuid)])
                 : try db.query("""
                     SELECT s.measurement, s.tags, p.time FROM \(table) p JOIN series s ON s.id = p.series
                     WHERE p.device = ? AND p.uuid = ?
@@ -271,9 +308,14 @@ final class PointIndex {
     /// Forgets every point of `(device, uuid)`.
     func remove(device: String, uuid: String) throws {
         let db = try open()
+        let key = PointIndex.keyHash(device: device, uuid: uuid)
         try db.transaction {
-            for table in tables {
-                try db.execute("DELETE FROM \(table) WHERE device = ? AND uuid = ?", [.text(device), .text(uuid)])
+            for (table, hashed) in tables {
+                if hashed {
+                    try db.execute("DELETE FROM \(table) WHERE key = ? AND device = ? AND uuid = ?", [.int(key), .text(device), .text(uuid)])
+                } else {
+                    try db.execute("DELETE FROM \(table) WHERE device = ? AND uuid = ?", [.text(device), .text(uuid)])
+                }
             }
         }
     }
