@@ -14,6 +14,8 @@ public final class SQLite: @unchecked Sendable {
         case int(Int64)
         case double(Double)
         case text(String)
+        /// Bytes, bound as a BLOB (read back as `.null`: nothing reads blobs yet).
+        case blob([UInt8])
 
         public var text: String? { if case .text(let s) = self { return s }; return nil }
         public var int: Int64? { if case .int(let i) = self { return i }; return nil }
@@ -102,6 +104,11 @@ public final class SQLite: @unchecked Sendable {
             sqlite3_bind_text(stmt, i, text, -1, hg_sqlite_transient())
         }
 
+        /// Binds bytes to parameter `i` (from 1; SQLite copies them), for `step`.
+        public func bind(_ i: Int32, blob: UnsafeRawBufferPointer) {
+            sqlite3_bind_blob(stmt, i, blob.baseAddress, Int32(blob.count), hg_sqlite_transient())
+        }
+
         /// Binds an integer to parameter `i` (from 1), for `step`.
         public func bind(_ i: Int32, int: Int64) {
             sqlite3_bind_int64(stmt, i, int)
@@ -151,6 +158,7 @@ public final class SQLite: @unchecked Sendable {
             case .int(let x): sqlite3_bind_int64(stmt, index, x)
             case .double(let x): sqlite3_bind_double(stmt, index, x)
             case .text(let s): sqlite3_bind_text(stmt, index, s, -1, hg_sqlite_transient())
+            case .blob(let b): b.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), hg_sqlite_transient()) }
             }
         }
     }

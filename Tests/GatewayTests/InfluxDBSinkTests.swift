@@ -337,6 +337,29 @@ import YAMLConfig
         index.close()
     }
 
+    /// A UUID's text is stored as its 16 bytes (and its case), anything else as text: the same
+    /// UUID in upper and in lower case, in mixed case, and a uuid that is no UUID are four keys,
+    /// each found alone, on one device and not on another.
+    @Test func uuidsAreStoredCompactlyAndStayApart() throws {
+        let lower = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", upper = lower.uppercased()
+        let mixed = "0A1B2C3D-4e5f-4a6b-8c7d-9e0f1a2b3c4d", other = "hae-0a1b2c3d"
+        #expect(PointIndex.StoredKey(uuid: lower).bytes != nil && PointIndex.StoredKey(uuid: upper).bytes != nil)
+        #expect(PointIndex.StoredKey(uuid: mixed).bytes == nil && PointIndex.StoredKey(uuid: other).bytes == nil)
+        #expect(PointIndex.StoredKey(uuid: lower).key == 0x0a1b_2c3d_4e5f_4a6b)
+        let path = ServeProcess.makeTempDir("pi") + "/points.sqlite"
+        let index = PointIndex(path: path, chunkRows: 3)
+        let uuids = [lower, upper, mixed, other]
+        try index.record(uuids.enumerated().map { Self.row($1, "steps,unit=count", time: Int64($0)) })
+        for (t, u) in uuids.enumerated() {
+            #expect(try index.points(device: "phone-1", uuid: u).map(\.timeNanos) == [Int64(t)], "\(u)")
+            #expect(try index.points(device: "phone-2", uuid: u).isEmpty)
+        }
+        try index.remove(device: "phone-1", uuid: upper)
+        #expect(try index.points(device: "phone-1", uuid: upper).isEmpty)
+        #expect(try index.points(device: "phone-1", uuid: lower).map(\.timeNanos) == [0])
+        index.close()
+    }
+
     /// The chunks of the version before the hash (`chunk_<n>`, indexed by device and uuid, and
     /// `point_chunks` without its `hashed` column) are read and cleaned after the upgrade; their
     /// open chunk is sealed as it is, and new points go to hashed chunks.

@@ -11,10 +11,12 @@ import Storage
 /// them dirtied a page per point at every commit (a tenth of the rate InfluxDB takes, with a
 /// year of history to backfill). Points go in the order they are written into the open chunk
 /// (a table with no index: an append); once it holds `chunkRows` points the write that filled it
-/// seals it — indexes it in one sort — and it is never written again. The sort is by a 64-bit
-/// hash of the key (`keyHash`), not by the key's two texts: a third of the cost (sorting a
-/// million `(device, uuid)` texts stalled a backfill for three seconds); a lookup asks each
-/// sealed chunk's index by hash, checks the key itself, and scans the open one. Chunks from
+/// seals it — indexes it in one sort — and it is never written again. A chunk's row is small:
+/// the device as a number (table `devices`), the uuid as its 16 bytes when it is a UUID's text
+/// (`StoredKey`), and a 64-bit `key` drawn from the uuid that the sort is by — integers, not the
+/// key's two texts (sorting a million `(device, uuid)` texts stalled a backfill for three
+/// seconds); rows go in 32 to a statement. A lookup asks each sealed chunk's index by `key`,
+/// checks the device and uuid themselves, and scans the open one. Chunks from
 /// before the hash (`chunk_<n>`, indexed by `(device, uuid)`) are still read and cleaned. Every
 /// point a key was written as stays until the key is deleted, so a delete removes them all
 /// (also the old point of a record that came again with another time).
@@ -60,8 +62,13 @@ final class PointIndex {
     let chunkRows: Int
     private var db: SQLite?
     private var addSeries: SQLite.Statement?
-    /// The open chunk, how many points it holds, and its insert statement (always hashed).
-    private var openChunk: (id: Int64, rows: Int, insert: SQLite.Statement)?
+    /// The open chunk, how many points it holds, and its insert statements: one row, and
+    /// `rowsPerInsert` rows (always hashed).
+    private var openChunk: (id: Int64, rows: Int, insert: SQLite.Statement, insertMany: SQLite.Statement)?
+    static let rowsPerInsert = 32
+    /// The number of each device this index has seen (table `devices`), and the last one asked.
+    private var deviceIDs: [String: Int64] = [:]
+    private var lastDevice: (name: String, id: Int64)?
     /// Sealed chunks, oldest first, and whether each is keyed by hash.
     private var sealedChunks: [(id: Int64, hashed: Bool)] = []
     /// The keyed tables of earlier versions that are there: read and cleaned, never written.
@@ -77,6 +84,8 @@ final class PointIndex {
     /// Closes the database; the next use opens it again.
     func close() {
         openChunk = nil
+        deviceIDs = [:]
+        lastDevice = nil
         addSeries = nil
         db = nil
     }
@@ -84,14 +93,79 @@ final class PointIndex {
     /// A chunk's table. Its name is made of its number alone: no outside text reaches the SQL.
     private static func table(_ id: Int64, hashed: Bool = true) -> String { hashed ? "hchunk_\(id)" : "chunk_\(id)" }
 
-    /// The 64-bit FNV-1a hash of a record's key, what chunks are indexed by (the same in every
-    /// process: the index outlives it). Equal hashes of different keys only cost a row read.
-    static func keyHash(device: String, uuid: String) -> Int64 {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in device.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
-        h = (h ^ 0xFF) &* 0x100_0000_01b3   // never in UTF-8: "ab"+"c" and "a"+"bc" differ
-        for b in uuid.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
-        return Int64(bitPattern: h)
+    /// A uuid as a chunk stores it: a UUID's text (8-4-4-4-12 hex digits, lower or upper case
+    /// throughout) as a case byte and its 16 bytes, anything else as its text; and the 64-bit
+    /// key the chunk is sorted by: the UUID's first 8 bytes (random in HealthKit's), or the
+    /// FNV-1a hash of the text. The same in every process (the index outlives it); keys equal
+    /// for different uuids only cost a row read.
+    struct StoredKey {
+        var key: Int64
+        /// 17 bytes, or none (then the uuid is stored as text).
+        var bytes: (UInt64, UInt64, UInt8)?
+
+        init(uuid: String) {
+            var text = uuid
+            let parsed = text.withUTF8 { StoredKey.parse($0) }
+            if let parsed {
+                bytes = parsed
+                key = Int64(bitPattern: parsed.0.bigEndian)
+            } else {
+                bytes = nil
+                var h: UInt64 = 0xcbf2_9ce4_8422_2325
+                text.withUTF8 { for b in $0 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 } }
+                key = Int64(bitPattern: h)
+            }
+        }
+
+        static func parse(_ p: UnsafeBufferPointer<UInt8>) -> (UInt64, UInt64, UInt8)? {
+            guard p.count == 36, p[8] == 0x2D, p[13] == 0x2D, p[18] == 0x2D, p[23] == 0x2D else { return nil }
+            var words: (UInt64, UInt64) = (0, 0)
+            var n = 0
+            var lower = false, upper = false
+            for (i, c) in p.enumerated() where i != 8 && i != 13 && i != 18 && i != 23 {
+                let v: UInt8
+                switch c {
+                case 0x30...0x39: v = c - 0x30
+                case 0x61...0x66: v = c - 0x61 + 10; lower = true
+                case 0x41...0x46: v = c - 0x41 + 10; upper = true
+                default: return nil
+                }
+                if n < 16 { words.0 = words.0 << 4 | UInt64(v) } else { words.1 = words.1 << 4 | UInt64(v) }
+                n += 1
+            }
+            if lower && upper { return nil }   // mixed case: kept as text, so no two texts meet
+            // Stored big-endian, so that the bytes read as the UUID's.
+            return (words.0.bigEndian, words.1.bigEndian, upper ? 1 : 0)
+        }
+
+        /// Binds the uuid to parameter `i`.
+        func bind(_ s: SQLite.Statement, _ i: Int32, text: String) {
+            if var b = bytes {
+                withUnsafeBytes(of: &b) { s.bind(i, blob: UnsafeRawBufferPointer(rebasing: $0[0..<17])) }
+            } else {
+                s.bind(i, text: text)
+            }
+        }
+
+        func value(text: String) -> SQLite.Value {
+            guard var b = bytes else { return .text(text) }
+            return .blob(withUnsafeBytes(of: &b) { Array($0[0..<17]) })
+        }
+    }
+
+    /// The device's number, made the first time it is seen.
+    private func deviceID(_ name: String, in db: SQLite, create: Bool) throws -> Int64? {
+        if let last = lastDevice, last.name == name { return last.id }
+        if let id = deviceIDs[name] {
+            lastDevice = (name, id)
+            return id
+        }
+        if create { try db.execute("INSERT OR IGNORE INTO devices (name) VALUES (?)", [.text(name)]) }
+        guard let id = try db.query("SELECT id FROM devices WHERE name = ?", [.text(name)]).first?.first?.int else { return nil }
+        if deviceIDs.count >= 10_000 { deviceIDs.removeAll() }
+        deviceIDs[name] = id
+        lastDevice = (name, id)
+        return id
     }
 
     // A series (measurement and tag set) once, in `series`; chunks listed in `point_chunks`.
@@ -104,6 +178,7 @@ final class PointIndex {
             CREATE TABLE IF NOT EXISTS series (id INTEGER PRIMARY KEY, measurement TEXT NOT NULL, tags TEXT NOT NULL,
                 UNIQUE (measurement, tags))
             """)
+        try d.execute("CREATE TABLE IF NOT EXISTS devices (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)")
         try d.execute("""
             CREATE TABLE IF NOT EXISTS point_chunks (id INTEGER PRIMARY KEY, rows INTEGER NOT NULL, sealed INTEGER NOT NULL,
                 hashed INTEGER NOT NULL DEFAULT 1)
@@ -124,7 +199,7 @@ final class PointIndex {
             if row[2].int == 1 { sealedChunks.append((id, hashed)) } else if open == nil { open = (id, Int(row[1].int ?? 0), hashed) }
         }
         if let open, open.hashed {
-            openChunk = (open.id, open.rows, try d.prepare("INSERT INTO \(PointIndex.table(open.id)) VALUES (?, ?, ?, ?, ?, ?)"))
+            openChunk = try PointIndex.chunk(open.id, rows: open.rows, in: d)
         } else {
             try d.transaction {
                 // An open chunk of the version before: sealed as it is (its index by key), so
@@ -148,10 +223,19 @@ final class PointIndex {
             throw SQLite.Failure(description: "\(path): a chunk just listed is not there")
         }
         try d.execute("""
-            CREATE TABLE \(PointIndex.table(id)) (key INTEGER NOT NULL, device TEXT NOT NULL, uuid TEXT NOT NULL,
+            CREATE TABLE \(PointIndex.table(id)) (key INTEGER NOT NULL, device INTEGER NOT NULL, uuid NOT NULL,
                 part INTEGER NOT NULL, series INTEGER NOT NULL, time INTEGER NOT NULL)
             """)
-        openChunk = (id, 0, try d.prepare("INSERT INTO \(PointIndex.table(id)) VALUES (?, ?, ?, ?, ?, ?)"))
+        openChunk = try PointIndex.chunk(id, rows: 0, in: d)
+    }
+
+    /// An open chunk and its insert statements.
+    private static func chunk(_ id: Int64, rows: Int, in d: SQLite) throws
+        -> (id: Int64, rows: Int, insert: SQLite.Statement, insertMany: SQLite.Statement) {
+        let one = "(?, ?, ?, ?, ?, ?)"
+        let many = Array(repeating: one, count: rowsPerInsert).joined(separator: ", ")
+        return (id, rows, try d.prepare("INSERT INTO \(table(id)) VALUES \(one)"),
+                try d.prepare("INSERT INTO \(table(id)) VALUES \(many)"))
     }
 
     /// Indexes the open chunk by key hash (one sort of integers) and opens the next, in one
@@ -256,18 +340,35 @@ final class PointIndex {
         guard !rows.isEmpty else { return }
         let db = try open()
         guard let chunk = openChunk else { return }
-        try db.transaction {
-            let s = chunk.insert
-            for row in rows {
-                s.bind(1, int: PointIndex.keyHash(device: row.device, uuid: row.uuid))
-                s.bind(2, text: row.device)
-                s.bind(3, text: row.uuid)
-                s.bind(4, int: Int64(row.part ?? -1))
-                s.bind(5, int: try seriesID(row.series, in: db))
-                s.bind(6, int: row.timeNanos)
+        // What a failed transaction leaves out must not stay in the caches either.
+        do { try db.transaction {
+            var at = 0
+            while at < rows.count {
+                let n = rows.count - at >= PointIndex.rowsPerInsert ? PointIndex.rowsPerInsert : 1
+                let s = n == 1 ? chunk.insert : chunk.insertMany
+                for k in 0..<n {
+                    let row = rows[at + k]
+                    let p = Int32(k * 6)
+                    let stored = StoredKey(uuid: row.uuid)
+                    s.bind(p + 1, int: stored.key)
+                    guard let device = try deviceID(row.device, in: db, create: true) else {
+                        throw SQLite.Failure(description: "\(path): a device just written is not there")
+                    }
+                    s.bind(p + 2, int: device)
+                    stored.bind(s, p + 3, text: row.uuid)
+                    s.bind(p + 4, int: Int64(row.part ?? -1))
+                    s.bind(p + 5, int: try seriesID(row.series, in: db))
+                    s.bind(p + 6, int: row.timeNanos)
+                }
                 try s.step()
+                at += n
             }
             try db.execute("UPDATE point_chunks SET rows = ? WHERE id = ?", [.int(Int64(chunk.rows + rows.count)), .int(chunk.id)])
+        } } catch {
+            deviceIDs = [:]
+            lastDevice = nil
+            seriesIDs = [:]
+            throw error
         }
         openChunk?.rows += rows.count
         if chunk.rows + rows.count >= chunkRows { try seal(db) }
@@ -284,15 +385,17 @@ final class PointIndex {
         let db = try open()
         try sealIfFull()
         var found: [Point] = []
-        let key = PointIndex.keyHash(device: device, uuid: uuid)
+        let stored = StoredKey(uuid: uuid)
+        let deviceID = try self.deviceID(device, in: db, create: false)
         for (table, hashed) in tables {
+            if hashed && deviceID == nil { continue }   // a device never written has no point there
             let rows = table == "points"
                 ? try db.query("SELECT measurement, tags, time FROM points WHERE device = ? AND uuid = ?", [.text(device), .text(uuid)])
                 : hashed
                 ? try db.query("""
                     SELECT s.measurement, s.tags, p.time FROM \(table) p JOIN series s ON s.id = p.series
                     WHERE p.key = ? AND p.device = ? AND p.uuid = ?
-                    """, [.int(key), .text(device), .text(uuid)])
+                    """, [.int(stored.key), .int(deviceID!), stored.value(text: uuid)])
                 : try db.query("""
                     SELECT s.measurement, s.tags, p.time FROM \(table) p JOIN series s ON s.id = p.series
                     WHERE p.device = ? AND p.uuid = ?
@@ -308,11 +411,14 @@ final class PointIndex {
     /// Forgets every point of `(device, uuid)`.
     func remove(device: String, uuid: String) throws {
         let db = try open()
-        let key = PointIndex.keyHash(device: device, uuid: uuid)
+        let stored = StoredKey(uuid: uuid)
+        let deviceID = try self.deviceID(device, in: db, create: false)
         try db.transaction {
             for (table, hashed) in tables {
                 if hashed {
-                    try db.execute("DELETE FROM \(table) WHERE key = ? AND device = ? AND uuid = ?", [.int(key), .text(device), .text(uuid)])
+                    guard let deviceID else { continue }
+                    try db.execute("DELETE FROM \(table) WHERE key = ? AND device = ? AND uuid = ?",
+                                   [.int(stored.key), .int(deviceID), stored.value(text: uuid)])
                 } else {
                     try db.execute("DELETE FROM \(table) WHERE device = ? AND uuid = ?", [.text(device), .text(uuid)])
                 }
