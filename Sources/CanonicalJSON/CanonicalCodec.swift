@@ -189,7 +189,7 @@ public enum CanonicalCodec {
             case .device: device = try shared(v, .device, "device")
             case .receiver: receiver = try shared(v, .receiver, "receiver")
             case .uuid: uuid = try str(v, "uuid")
-            case .type: type = try str(v, "type")
+            case .type: type = try shared(v, .type, "type")
             case .part: r.part = try int(v, "part")
             case .parts: r.parts = try int(v, "parts")
             case .start: r.start = try time(v, "start")
@@ -206,7 +206,7 @@ public enum CanonicalCodec {
                 if let s = v.string { r.value = .string(s) } else if let d = v.double { r.value = .number(d) } else {
                     throw CanonicalDecodeError("\"value\" must be a number or a string")
                 }
-            case .unit: r.unit = try str(v, "unit")
+            case .unit: r.unit = try shared(v, .unit, "unit")
             case .code: r.code = try int(v, "code")
             case .activity: r.activity = try str(v, "activity")
             case .durationS: r.durationS = try num(v, "duration_s")
