@@ -59,6 +59,46 @@ import YAMLConfig
         d.stop()
     }
 
+    /// Two sinks read each journal entry decoded once: the second drainer copies what the first
+    /// decoded (waiting for it when both reach an entry together), the last reader takes the
+    /// entry out, and both sinks write the same lines. Once in step, once one after the other.
+    @Test func twoSinksDecodeEachEntryOnce() throws {
+        for together in [true, false] {
+            let dir = ServeProcess.makeTempDir("shared")
+            let j = try Journal(directory: dir + "/journal", logger: logger)
+            for e in 0..<3 { try append(j, (0..<4).map { Self.record("e\(e)r\($0)") }) }
+            let shared = DecodedEntries()
+            shared.setReaders(2)
+            let logger = self.logger
+            func drainer(_ name: String) -> SinkDrainer {
+                let built = BuiltSink.testing(common: SinkCommonConfig(batch: BatchConfig(max_items: 100))) { _ in
+                    FileSink(name: name, pathTemplate: "\(name).ndjson", baseDir: dir, rotateBytes: 1 << 20, logger: logger, clock: SystemClock())
+                }
+                return SinkDrainer(name: name, built: built, routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: [name])],
+                                   journal: j, dataDir: dir, logger: logger, decoded: shared)
+            }
+            func lines(_ name: String) -> [String] {
+                ((try? String(contentsOfFile: dir + "/\(name).ndjson", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+            }
+            let a = drainer("a"), b = drainer("b")
+            try a.start()
+            if together { try b.start() }
+            #expect(ServeProcess.eventually { lines("a").count == 12 })
+            if !together {
+                #expect(shared.keptRecords == 12, "left for the other sink")
+                try b.start()
+            }
+            #expect(ServeProcess.eventually { lines("b").count == 12 })
+            a.stop()
+            b.stop()
+            #expect(shared.decodes.load(ordering: .relaxed) == 3, "together: \(together)")
+            #expect(shared.reuses.load(ordering: .relaxed) == 3)
+            #expect(shared.keptRecords == 0, "the last reader took each entry out")
+            #expect(lines("a") == lines("b"))
+            #expect(lines("a").first?.contains("\"uuid\":\"e0r0\"") == true)
+        }
+    }
+
     @Test func routesFilterByTypeGlobsPerSink() throws {
         let dir = ServeProcess.makeTempDir("pipe")
         let j = try Journal(directory: dir + "/journal", logger: logger)

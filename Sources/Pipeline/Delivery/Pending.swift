@@ -27,37 +27,49 @@ struct Pending {
     var count: Int { positions.count }
     var isEmpty: Bool { positions.isEmpty }
 
-    /// Decodes a journal entry's records from `skip` on, routing them when `ahead` is given.
-    mutating func decode(_ e: JournalEntry, skip: Int, parser: JSONParser, ahead: SinkRoutes?,
+    /// Decodes a journal entry's records from `skip` on (or takes them from `shared`, where
+    /// another sink's drainer decoded them), routing them when `ahead` is given.
+    mutating func decode(_ e: JournalEntry, skip: Int, parser: JSONParser, ahead: SinkRoutes?, shared: DecodedEntries? = nil,
                          bad: (ArraySlice<UInt8>, String) -> Void) {
-        var (decoded, ranges) = CanonicalCodec.decodeLinesWithRanges(e.payload, parser: parser) { line, error, range in
+        // With other sinks reading the journal, the records are copied out of the shared entry;
+        // alone, they are moved out of what was decoded.
+        var entry = shared?.shared == true ? shared!.decode(e, parser: parser) : DecodedEntries.decodeNow(e, parser: parser)
+        let owned = shared?.shared != true
+        for f in entry.failures {
             // Only a damaged disk or a bug gets here: the line is kept, not dropped.
-            bad(e.payload[range], "journal entry \(e.seq) line \(line) is not a canonical record: \(error)")
+            bad(entry.payload[f.range], "journal entry \(e.seq) line \(f.line) is not a canonical record: \(f.error)")
         }
-        guard skip < decoded.count else { return }
-        let n = decoded.count - skip
+        let ranges = entry.ranges
+        let payload = entry.payload
+        guard skip < entry.records.count else { return }
+        let n = entry.records.count - skip
         positions.reserve(atLeast: count + n)
         records.records.reserve(atLeast: records.count + n)
         records.lines.reserve(atLeast: records.count + n)
-        // Each record is moved out of `decoded` (not copied: a copy retains each of its
-        // strings), its place left to an empty record until `decoded` goes.
-        decoded.withUnsafeMutableBufferPointer { all in
-            let base = all.baseAddress!
+        if ahead != nil, ends != nil { ends!.reserve(atLeast: count + n) }
+        func take(_ r: consuming CanonicalRecord, _ index: Int) {
+            let line: RecordLine = ranges.map { .whole(payload[$0[index]]) } ?? .none
             if let ahead, ends != nil {
-                ends!.reserve(atLeast: count + n)
-                for index in skip..<all.count {
-                    _ = ahead.process((base + index).move(), line: ranges.map { .whole(e.payload[$0[index]]) } ?? .none,
-                                             into: &records)
-                    positions.append((e.seq, index))
-                    ends!.append(records.count)
-                }
+                _ = ahead.process(r, line: line, into: &records)
+                positions.append((e.seq, index))
+                ends!.append(records.count)
             } else {
-                for index in skip..<all.count {
-                    records.append((base + index).move(), line: ranges.map { .whole(e.payload[$0[index]]) } ?? .none)
-                    positions.append((e.seq, index))
-                }
+                records.append(r, line: line)
+                positions.append((e.seq, index))
             }
-            (base + skip).initialize(repeating: RoutedRecords.moved, count: n)
+        }
+        if owned {
+            // Each record is moved out of the decoded array (not copied: a copy retains each
+            // of its strings), its place left to an empty record until the array goes.
+            entry.records.withUnsafeMutableBufferPointer { all in
+                let base = all.baseAddress!
+                for index in skip..<all.count { take((base + index).move(), index) }
+                (base + skip).initialize(repeating: RoutedRecords.moved, count: n)
+            }
+        } else {
+            entry.records.withUnsafeBufferPointer { all in
+                for index in skip..<all.count { take(all[index], index) }
+            }
         }
     }
 

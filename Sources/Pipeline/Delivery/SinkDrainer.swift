@@ -30,6 +30,8 @@ public final class SinkDrainer: Sendable {
     let onCommit: @Sendable () -> Void
     /// How long `stop` waits for the write in progress and `close`.
     let shutdownDeadline: Double
+    /// Entries decoded once for every sink (nil: this drainer decodes everything itself).
+    let decoded: DecodedEntries?
     private let wake = Monitor()
     private let stopping = Atomic<Bool>(false)
     private let finished = Atomic<Bool>(false)
@@ -38,7 +40,8 @@ public final class SinkDrainer: Sendable {
 
     public init(name: String, built: BuiltSink, routes: [Route], journal: Journal, inbox: Journal? = nil, dataDir: String,
                 logger: Logger, clock: any WaitClock = SystemClock(), timeZones: any TimeZoneLookup = SystemTimeZones(),
-                metrics: SinkMetrics? = nil, shutdownDeadline: Double = 10, onCommit: @escaping @Sendable () -> Void = {}) {
+                metrics: SinkMetrics? = nil, shutdownDeadline: Double = 10, decoded: DecodedEntries? = nil,
+                onCommit: @escaping @Sendable () -> Void = {}) {
         self.name = name
         self.built = built
         self.routes = routes
@@ -53,6 +56,7 @@ public final class SinkDrainer: Sendable {
         self.cursors = CursorStore(path: FileIO.join(dir, "cursor"))
         self.onCommit = onCommit
         self.shutdownDeadline = shutdownDeadline
+        self.decoded = decoded
     }
 
     public static func stateDirectory(sink: String, dataDir: String) -> String {
@@ -517,7 +521,9 @@ final class DrainLoop {
     }
 
     func decode(_ e: JournalEntry, skip: Int) {
-        pending.decode(e, skip: skip, parser: parser, ahead: ahead) { line, reason in deadLetters.keep(line: line, reason: reason) }
+        pending.decode(e, skip: skip, parser: parser, ahead: ahead, shared: d.decoded) { line, reason in
+            deadLetters.keep(line: line, reason: reason)
+        }
     }
 
     /// The next journal entries, read and decoded on a helper thread while the sink writes the
@@ -530,6 +536,7 @@ final class DrainLoop {
         let reader: JournalReader
         let parser: JSONParser
         let ahead: SinkRoutes?
+        let shared: DecodedEntries?
         let logger: Logger
         let name: String
         var pending: Pending
@@ -537,10 +544,11 @@ final class DrainLoop {
         var bytes = 0
         var thread: pthread_t?
 
-        init(reader: JournalReader, parser: JSONParser, ahead: SinkRoutes?, logger: Logger, name: String) {
+        init(reader: JournalReader, parser: JSONParser, ahead: SinkRoutes?, shared: DecodedEntries?, logger: Logger, name: String) {
             self.reader = reader
             self.parser = parser
             self.ahead = ahead
+            self.shared = shared
             pending = Pending(routed: ahead != nil)
             self.logger = logger
             self.name = name
@@ -561,7 +569,7 @@ final class DrainLoop {
                 if entries.isEmpty { return }
                 for e in entries {
                     bytes += e.payload.count
-                    pending.decode(e, skip: 0, parser: parser, ahead: ahead) { line, reason in bad.append((line, reason)) }
+                    pending.decode(e, skip: 0, parser: parser, ahead: ahead, shared: shared) { line, reason in bad.append((line, reason)) }
                 }
             }
         }
@@ -571,7 +579,7 @@ final class DrainLoop {
         guard pending.count < d.built.common.batch.maxItems, d.journal.lastDurableSeq >= reader.nextSeq else { return nil }
         // The drainer's own parser: it is not used while the sink writes (one parser's buffers
         // per sink, not two).
-        let job = ReadAhead(reader: reader, parser: parser, ahead: ahead, logger: logger, name: name)
+        let job = ReadAhead(reader: reader, parser: parser, ahead: ahead, shared: d.decoded, logger: logger, name: name)
         job.wanted = d.built.common.batch.maxItems - pending.count
         guard case .success(let t) = startThread({ job.run() }) else { return nil }
         job.thread = t

@@ -1,0 +1,121 @@
+import CanonicalJSON
+import FastJSON
+import HealthgateCore
+import Posix
+import Synchronization
+
+/// Journal entries decoded once for all the sinks that read them: the first drainer to reach an
+/// entry decodes it and leaves the records here; the others copy them (a copy retains the
+/// records' strings, a twentieth of a decode) and the last of them takes the entry out. A
+/// drainer that reaches an entry another is decoding waits for it (sinks in step reach each new
+/// entry together). Bounded: past `maxRecords` the oldest entries go, and a sink that lags that
+/// far behind decodes them again itself. With one sink nothing is kept (`readers` ≤ 1), and its
+/// drainer moves records out of what it decoded, as before.
+public final class DecodedEntries: @unchecked Sendable {
+    /// One entry as decoded: its records, each one's line in `payload` (nil when some line did
+    /// not decode, so that lines and records do not pair up), and the lines that did not decode.
+    struct Entry: Sendable {
+        var payload: [UInt8]
+        var records: [CanonicalRecord]
+        var ranges: [Range<Int>]?
+        var failures: [(line: Int, error: CanonicalDecodeError, range: Range<Int>)]
+        /// Drainers still to read it.
+        var left: Int
+    }
+
+    private enum Slot {
+        case decoding
+        case decoded(Entry)
+    }
+
+    // Under `monitor`.
+    private let monitor = Monitor()
+    private var readers = 1
+    private var slots: [UInt64: Slot] = [:]
+    /// Entries kept, oldest first, and the records they hold.
+    private var order: [UInt64] = []
+    private var records = 0
+
+    let maxRecords: Int
+    /// Entries decoded, and entries a drainer found decoded (for tests).
+    public let decodes = Atomic<Int>(0)
+    public let reuses = Atomic<Int>(0)
+
+    public init(maxRecords: Int = 20_000) {
+        self.maxRecords = maxRecords
+    }
+
+    /// How many drainers read the journal (the sinks of the running config).
+    public func setReaders(_ n: Int) {
+        monitor.withLock {
+            readers = max(1, n)
+            if readers == 1 {
+                slots = slots.filter { if case .decoding = $0.value { return true }; return false }
+                order = []
+                records = 0
+            }
+        }
+    }
+
+    var shared: Bool { monitor.withLock { readers > 1 } }
+
+    /// Records held for drainers still to read them (tests).
+    public var keptRecords: Int { monitor.withLock { records } }
+
+    /// The entry decoded: from here when another drainer left it (or as soon as the one
+    /// decoding it is done), else decoded now and left for the others.
+    func decode(_ e: JournalEntry, parser: JSONParser) -> Entry {
+        let found: Entry? = monitor.withLock {
+            while true {
+                switch slots[e.seq] {
+                case .decoding?:
+                    monitor.wait()
+                case .decoded(var entry)?:
+                    entry.left -= 1
+                    if entry.left <= 0 {
+                        slots[e.seq] = nil
+                        if let i = order.firstIndex(of: e.seq) { order.remove(at: i) }
+                        records -= entry.records.count
+                    } else {
+                        slots[e.seq] = .decoded(entry)
+                    }
+                    return entry
+                case nil:
+                    if readers > 1 { slots[e.seq] = .decoding }
+                    return nil
+                }
+            }
+        }
+        if let found {
+            reuses.add(1, ordering: .relaxed)
+            return found
+        }
+        var entry = DecodedEntries.decodeNow(e, parser: parser)
+        decodes.add(1, ordering: .relaxed)
+        monitor.withLock {
+            defer { monitor.broadcast() }
+            guard case .decoding? = slots[e.seq] else { return }
+            guard readers > 1 else {
+                slots[e.seq] = nil
+                return
+            }
+            entry.left = readers - 1
+            slots[e.seq] = .decoded(entry)
+            order.append(e.seq)
+            records += entry.records.count
+            while records > maxRecords, let oldest = order.first {
+                order.removeFirst()
+                if case .decoded(let gone)? = slots.removeValue(forKey: oldest) { records -= gone.records.count }
+            }
+        }
+        return entry
+    }
+
+    static func decodeNow(_ e: JournalEntry, parser: JSONParser) -> Entry {
+        var failures: [(line: Int, error: CanonicalDecodeError, range: Range<Int>)] = []
+        let (records, ranges) = CanonicalCodec.decodeLinesWithRanges(e.payload, parser: parser) { line, error, range in
+            failures.append((line, error, range))
+        }
+        return Entry(payload: e.payload, records: records, ranges: ranges, failures: failures, left: 0)
+    }
+}
