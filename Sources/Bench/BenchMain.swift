@@ -27,8 +27,9 @@ enum BenchMain {
                  : o.mqtt ? "into mosquitto (mqtt sink, QoS 1, states and every record)"
                  : o.postgres ? "into PostgreSQL 15 (postgres sink: COPY and upsert)" : "file sink with fsync")
               + (o.transforms ? ", through filter + convert + tag" : "")
+              + (o.copies > 0 ? ", and \(o.copies) NDJSON archive(s) beside it" : "")
               + (o.rate > 0 ? ", paced to \(Int(o.rate)) samples/s" : ", each sending as soon as it is answered"))
-        let config = BenchMain.config(dataDir: dir + "/data", transforms: o.transforms, sinkLine: target.sinkLine)
+        let config = BenchMain.config(dataDir: dir + "/data", transforms: o.transforms, sinkLine: target.sinkLine, copies: o.copies)
         let m = measure(binary: o.binary, config: config, dir: dir, template: template, connections: o.connections,
                         seconds: o.seconds, rate: o.rate)
         print(String(format: "acknowledged: %d requests, %d samples in %.1f s: %.0f samples/s, %.1f MB/s",
@@ -51,9 +52,10 @@ enum BenchMain {
     }
 
     /// The config the bench serves: one syncky receiver, one route (through filter + convert +
-    /// tag with `transforms`), one sink.
-    static func config(dataDir: String, transforms: Bool, sinkLine: String) -> String {
-        """
+    /// tag with `transforms`), one sink (and `copies` file sinks beside it).
+    static func config(dataDir: String, transforms: Bool, sinkLine: String, copies: Int = 0) -> String {
+        let names = ["archive"] + (0..<copies).map { "copy\($0 + 1)" }
+        return """
         listen: 127.0.0.1:0
         data_dir: \(dataDir)
         receivers:
@@ -72,9 +74,10 @@ enum BenchMain {
               - convert: {distance: km, energy: kJ}
               - tag: {person: bench, household: home}
         """ : "")
-            to: [archive]
+            to: [\(names.joined(separator: ", "))]
         sinks:
           \(sinkLine)
+        \(names.dropFirst().map { "  \($0): {kind: file, path: \"\($0)/{device}/{date}.ndjson\"}" }.joined(separator: "\n"))
         """
     }
 

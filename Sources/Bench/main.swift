@@ -20,6 +20,9 @@ struct BenchOptions {
     var mqtt = false
     var postgres = false
     var transforms = false
+    /// `--copies N`: N more file sinks on the same route (the fan-out's cost; end to end is
+    /// still the first sink's).
+    var copies = 0
     /// `--soak SECONDS`: `make soak` (Soak.swift).
     var soak: Double?
     /// `--suite`: `make bench` (Suite.swift), narrowed by `--sinks`, `--bodies`, `--senders`.
@@ -43,6 +46,7 @@ struct BenchOptions {
             case "--mqtt": mqtt = true; i -= 1
             case "--postgres": postgres = true; i -= 1
             case "--transforms": transforms = true; i -= 1
+            case "--copies": copies = Int(v) ?? copies
             case "--soak": soak = Double(v)
             case "--suite": inSuite = true; i -= 1
             case "--sinks": plan.sinks = Self.list(v, args[i], BenchSink.init(rawValue:))

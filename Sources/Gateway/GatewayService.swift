@@ -25,8 +25,6 @@ public final class GatewayService: @unchecked Sendable {
     public var drainers: [SinkDrainer] { drainerSet.all }
     public var handler: IngestHandler { switchable.handler as! IngestHandler }
     let drainerSet = DrainerSet()
-    /// Journal entries decoded once for all sinks.
-    let decoded = DecodedEntries()
     private let live: Locked<Topology>
     var journalMaxBytes: Int? { topology.journal.max_bytes.map { Int($0.bytes) } }
     var shutdownTimeout: Double { topology.shutdownTimeout }
@@ -98,7 +96,7 @@ public final class GatewayService: @unchecked Sendable {
         tlsPEM = try GatewayService.readTLS(topology)
         server = GatewayService.makeServer(topology, tls: tlsPEM, guard: connectionGuard, handler: switchable, logger: logger)
         var drainers: [SinkDrainer] = []
-        decoded.setReaders(topology.sinks.count)
+        journal.decoded.setReaders(topology.sinks.count)
         for s in topology.sinks {
             drainers.append(try makeDrainer(s, topology: topology, metrics: SinkMetrics(name: s.name), inbox: nil))
         }
@@ -178,7 +176,7 @@ public final class GatewayService: @unchecked Sendable {
                                        segmentBytes: 16 << 20, logger: logger.child("inbox \(s.name)"))
         return SinkDrainer(name: s.name, built: s.built, routes: routes, journal: journal, inbox: box,
                            dataDir: topology.dataDir, logger: logger.child("queue"), clock: clock, metrics: metrics,
-                           decoded: decoded, onCommit: onCommit)
+                           onCommit: onCommit)
     }
 
     /// What answers the HTTP requests for `topology`: its receivers, the read API, the status page.
@@ -222,7 +220,7 @@ public final class GatewayService: @unchecked Sendable {
         kept.listenPort = old.listenPort
         let current = drainers
         var next: [SinkDrainer] = []
-        decoded.setReaders(new.sinks.count)
+        journal.decoded.setReaders(new.sinks.count)
         for s in new.sinks {
             let running = current.first { $0.name == s.name }
             if let running, old.sinkFingerprints[s.name] == new.sinkFingerprints[s.name] {

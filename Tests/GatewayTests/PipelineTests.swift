@@ -67,7 +67,7 @@ import YAMLConfig
             let dir = ServeProcess.makeTempDir("shared")
             let j = try Journal(directory: dir + "/journal", logger: logger)
             for e in 0..<3 { try append(j, (0..<4).map { Self.record("e\(e)r\($0)") }) }
-            let shared = DecodedEntries()
+            let shared = j.decoded
             shared.setReaders(2)
             let logger = self.logger
             func drainer(_ name: String) -> SinkDrainer {
@@ -75,7 +75,7 @@ import YAMLConfig
                     FileSink(name: name, pathTemplate: "\(name).ndjson", baseDir: dir, rotateBytes: 1 << 20, logger: logger, clock: SystemClock())
                 }
                 return SinkDrainer(name: name, built: built, routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: [name])],
-                                   journal: j, dataDir: dir, logger: logger, decoded: shared)
+                                   journal: j, dataDir: dir, logger: logger)
             }
             func lines(_ name: String) -> [String] {
                 ((try? String(contentsOfFile: dir + "/\(name).ndjson", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)

@@ -41,7 +41,7 @@ public final class DecodedEntries: @unchecked Sendable {
     public let decodes = Atomic<Int>(0)
     public let reuses = Atomic<Int>(0)
 
-    public init(maxRecords: Int = 20_000) {
+    public init(maxRecords: Int = 10_000) {
         self.maxRecords = maxRecords
     }
 

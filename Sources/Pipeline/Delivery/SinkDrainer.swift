@@ -30,8 +30,6 @@ public final class SinkDrainer: Sendable {
     let onCommit: @Sendable () -> Void
     /// How long `stop` waits for the write in progress and `close`.
     let shutdownDeadline: Double
-    /// Entries decoded once for every sink (nil: this drainer decodes everything itself).
-    let decoded: DecodedEntries?
     private let wake = Monitor()
     private let stopping = Atomic<Bool>(false)
     private let finished = Atomic<Bool>(false)
@@ -40,8 +38,7 @@ public final class SinkDrainer: Sendable {
 
     public init(name: String, built: BuiltSink, routes: [Route], journal: Journal, inbox: Journal? = nil, dataDir: String,
                 logger: Logger, clock: any WaitClock = SystemClock(), timeZones: any TimeZoneLookup = SystemTimeZones(),
-                metrics: SinkMetrics? = nil, shutdownDeadline: Double = 10, decoded: DecodedEntries? = nil,
-                onCommit: @escaping @Sendable () -> Void = {}) {
+                metrics: SinkMetrics? = nil, shutdownDeadline: Double = 10, onCommit: @escaping @Sendable () -> Void = {}) {
         self.name = name
         self.built = built
         self.routes = routes
@@ -56,7 +53,6 @@ public final class SinkDrainer: Sendable {
         self.cursors = CursorStore(path: FileIO.join(dir, "cursor"))
         self.onCommit = onCommit
         self.shutdownDeadline = shutdownDeadline
-        self.decoded = decoded
     }
 
     public static func stateDirectory(sink: String, dataDir: String) -> String {
@@ -521,7 +517,7 @@ final class DrainLoop {
     }
 
     func decode(_ e: JournalEntry, skip: Int) {
-        pending.decode(e, skip: skip, parser: parser, ahead: ahead, shared: d.decoded) { line, reason in
+        pending.decode(e, skip: skip, parser: parser, ahead: ahead, shared: d.journal.decoded) { line, reason in
             deadLetters.keep(line: line, reason: reason)
         }
     }
@@ -579,7 +575,7 @@ final class DrainLoop {
         guard pending.count < d.built.common.batch.maxItems, d.journal.lastDurableSeq >= reader.nextSeq else { return nil }
         // The drainer's own parser: it is not used while the sink writes (one parser's buffers
         // per sink, not two).
-        let job = ReadAhead(reader: reader, parser: parser, ahead: ahead, shared: d.decoded, logger: logger, name: name)
+        let job = ReadAhead(reader: reader, parser: parser, ahead: ahead, shared: d.journal.decoded, logger: logger, name: name)
         job.wanted = d.built.common.batch.maxItems - pending.count
         guard case .success(let t) = startThread({ job.run() }) else { return nil }
         job.thread = t

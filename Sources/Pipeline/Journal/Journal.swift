@@ -34,6 +34,9 @@ public final class Journal: @unchecked Sendable {
     static let magic: UInt32 = 0x314A_4748  // "HGJ1" little-endian
 
     public let directory: String
+    /// Its entries decoded once for all the sinks that read them (`DecodedEntries`: told how
+    /// many do by `serve`; one by default, and then nothing is kept).
+    public let decoded = DecodedEntries()
     let segmentBytes: Int
     private let logger: Logger
     private let monitor = Monitor()
