@@ -93,11 +93,14 @@ sanitized: deps pyclients homeassistant
 ## it to .build/bench-table.md), with the machine and the targets met. BENCH_README=1 puts the table
 ## into README.md; BENCH_ARGS narrows it (--sinks file,mqtt --bodies 100KB --senders 8 --seconds 5).
 ## One run by hand: .build/release/healthgate-bench [--influx|--mqtt|--postgres] [--connections N] ...
+## FLUENT_BIT=/path/to/fluent-bit adds ingest side by side with it under wrk (Sources/Bench/SideBySide.swift).
 BENCH_ARGS ?=
+FLUENT_BIT ?=
 bench: build
+	@$(MAKE) --no-print-directory deps DEB_PKGS="$(DEB_PKGS) wrk"
 	$(SWIFT) build -c release --product healthgate-bench
 	.build/release/healthgate-bench --healthgate $(BIN) --suite --table .build/bench-table.md \
-	  $(if $(BENCH_README),--readme README.md) $(BENCH_ARGS)
+	  $(if $(BENCH_README),--readme README.md) $(if $(FLUENT_BIT),--fluent-bit $(FLUENT_BIT)) $(BENCH_ARGS)
 
 ## An hour (SOAK_SECONDS) of mixed traffic from several senders into the file, influxdb and mqtt
 ## sinks while influxd and mosquitto go down and come back and healthgate is restarted; checks that

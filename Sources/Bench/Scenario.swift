@@ -141,34 +141,9 @@ extension BenchMain {
     /// `rate` > 0 paces each connection on a fixed schedule (an open loop).
     static func measure(binary: String, config: String, dir: String, template: Body, connections: Int, seconds: Double,
                         rate: Double = 0, maxSamples: Int = .max, run: Int = 0) -> Measurement {
-        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        try! config.write(toFile: dir + "/bench.yaml", atomically: true, encoding: .utf8)
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: binary)
-        server.arguments = ["serve", "--config", dir + "/bench.yaml"]
-        let out = Pipe()
-        server.standardOutput = out
-        // BENCH_SERVE_STDERR=path keeps the servers' logs (appended), to see why a run stalls.
-        server.standardError = ProcessInfo.processInfo.environment["BENCH_SERVE_STDERR"].flatMap { path -> FileHandle? in
-            _ = FileManager.default.createFile(atPath: path, contents: nil)
-            return FileHandle(forWritingAtPath: path).map { $0.seekToEndOfFile(); return $0 }
-        } ?? FileHandle.nullDevice
-        try! server.run()
-        var port: UInt16 = 0
-        var text = ""
-        while port == 0 {
-            let d = out.fileHandleForReading.availableData
-            if d.isEmpty {
-                guard server.isRunning else { fatalError("healthgate serve did not start: \(text)") }
-                usleep(10_000)
-                continue
-            }
-            text += String(decoding: d, as: UTF8.self)
-            for line in text.split(separator: "\n") where line.hasPrefix("listening on ") {
-                port = line.split(separator: ":").last.flatMap { UInt16($0) } ?? 0
-            }
+        guard let (server, port) = startServe(binary: binary, config: config, dir: dir) else {
+            fatalError("healthgate serve did not start")
         }
-        out.fileHandleForReading.readabilityHandler = { h in _ = h.availableData }
         let pid = server.processIdentifier
         usleep(300_000)
         var m = Measurement()
@@ -229,6 +204,43 @@ extension BenchMain {
         kill(pid, SIGTERM)
         server.waitUntilExit()
         return m
+    }
+
+    /// Starts `healthgate serve` on `config` (written to `dir`/bench.yaml) and waits until it
+    /// says where it listens; nil when it ends first.
+    static func startServe(binary: String, config: String, dir: String) -> (Process, UInt16)? {
+        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        try! config.write(toFile: dir + "/bench.yaml", atomically: true, encoding: .utf8)
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: binary)
+        server.arguments = ["serve", "--config", dir + "/bench.yaml"]
+        let out = Pipe()
+        server.standardOutput = out
+        // BENCH_SERVE_STDERR=path keeps the servers' logs (appended), to see why a run stalls.
+        server.standardError = ProcessInfo.processInfo.environment["BENCH_SERVE_STDERR"].flatMap { path -> FileHandle? in
+            _ = FileManager.default.createFile(atPath: path, contents: nil)
+            return FileHandle(forWritingAtPath: path).map { $0.seekToEndOfFile(); return $0 }
+        } ?? FileHandle.nullDevice
+        try! server.run()
+        var port: UInt16 = 0
+        var text = ""
+        while port == 0 {
+            let d = out.fileHandleForReading.availableData
+            if d.isEmpty {
+                guard server.isRunning else {
+                    print("healthgate serve did not start: \(text)")
+                    return nil
+                }
+                usleep(10_000)
+                continue
+            }
+            text += String(decoding: d, as: UTF8.self)
+            for line in text.split(separator: "\n") where line.hasPrefix("listening on ") {
+                port = line.split(separator: ":").last.flatMap { UInt16($0) } ?? 0
+            }
+        }
+        out.fileHandleForReading.readabilityHandler = { h in _ = h.availableData }
+        return (server, port)
     }
 
     /// The disk's own ceiling: the first MiB of `lines` (an archive the file sink wrote)

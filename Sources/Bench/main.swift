@@ -54,10 +54,11 @@ struct BenchOptions {
             case "--senders": plan.senders = Self.list(v, args[i]) { Int($0) }
             case "--table": plan.table = v
             case "--readme": plan.readme = v
+            case "--fluent-bit": plan.fluentBit = v
             default: fatalError("healthgate-bench: unknown option \(args[i])")
             }
             // Any of the suite's own options asks for the suite.
-            if ["--sinks", "--bodies", "--senders", "--table", "--readme"].contains(args[i]) { inSuite = true }
+            if ["--sinks", "--bodies", "--senders", "--table", "--readme", "--fluent-bit"].contains(args[i]) { inSuite = true }
             i += 2
         }
         plan.binary = binary

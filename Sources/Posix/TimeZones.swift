@@ -38,9 +38,11 @@ public enum TimeZones {
         return Int(lo == 0 ? zone.initialOffset : zone.offsetAfter[lo - 1])
     }
 
-    /// Names like `Europe/Budapest`, `UTC`, `America/Argentina/Buenos_Aires`; no `..`.
+    /// Names like `Europe/Budapest`, `UTC`, `America/Argentina/Buenos_Aires`: ASCII letters,
+    /// digits, `/ _ - +` (so never `..`), not starting with `/`. Byte by byte: it runs for every
+    /// sample a receiver gives a zone (the generic `contains` was a twelfth of the ingest API's CPU).
     public static func valid(_ name: String) -> Bool {
-        !name.isEmpty && name.count < 64 && !name.contains("..") && !name.hasPrefix("/")
+        !name.utf8.isEmpty && name.utf8.count < 64 && name.utf8.first != 0x2F
             && name.utf8.allSatisfy { ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39)
                 || $0 == 0x2F || $0 == 0x5F || $0 == 0x2D || $0 == 0x2B }
     }

@@ -9,6 +9,19 @@ import Testing
 
 /// `POST /v1/ingest` as its spec describes it, through serve.
 @Suite(.serialized) struct IngestReceiverTests {
+    /// Zone names are checked byte by byte (for every sample that gives one): letters, digits,
+    /// `/ _ - +`, never a dot, a leading slash, or 64 bytes.
+    @Test func zoneNamesAreCheckedByteByByte() {
+        for good in ["UTC", "Europe/Budapest", "America/Argentina/Buenos_Aires", "Etc/GMT+5", "America/Port-au-Prince"] {
+            #expect(TimeZones.valid(good), "\(good)")
+        }
+        for bad in ["", "../etc/passwd", "Europe/..", "Europe/Bud.apest", "/etc/localtime", "Europe/Bud apest", "Éurope/X",
+                    String(repeating: "a", count: 64)] {
+            #expect(!TimeZones.valid(bad), "\(bad)")
+        }
+        #expect(TimeZones.valid(String(repeating: "a", count: 63)))
+    }
+
     static let config = """
     listen: 127.0.0.1:0
     data_dir: DATA_DIR

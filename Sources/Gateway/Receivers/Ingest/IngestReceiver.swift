@@ -88,6 +88,21 @@ struct IngestMapper {
     let receiver: String
     let device: String
     let timeZone: String?
+    /// The last `data_type` looked up and what the registry said of it (a chunk's samples come
+    /// in runs of one type).
+    private var lastType: (name: String, type: HealthType?)?
+
+    init(receiver: String, device: String, timeZone: String?) {
+        self.receiver = receiver
+        self.device = device
+        self.timeZone = timeZone
+    }
+
+    /// The fields each item kind maps; the rest are kept (`keepRest`).
+    static let sampleFields: Set<String> = ["source_uuid", "data_type", "ts", "end_ts", "value", "unit", "source_device",
+                                            "source_bundle", "workout_source_uuid"]
+    static let workoutFields: Set<String> = ["source_uuid", "started_at", "ended_at", "activity_type", "total_energy_kcal",
+                                             "total_distance_m"]
 
     enum Mapped {
         case success(CanonicalRecord)
@@ -133,12 +148,18 @@ struct IngestMapper {
         }
     }
 
-    func sample(_ v: JSONRef) -> Mapped {
+    mutating func sample(_ v: JSONRef) -> Mapped {
         guard let uuid = v["source_uuid"]?.string, !uuid.isEmpty else { return bad("the sample has no source_uuid", v) }
         guard let dataType = v["data_type"]?.string, !dataType.isEmpty else { return bad("the sample has no data_type", v) }
         guard let ts = time(v["ts"]) else { return bad("\"ts\" is not an RFC 3339 time", v) }
         guard let start = ts else { return bad("the sample has no ts", v) }
-        let known = HealthTypes.hk(dataType)
+        let known: HealthType?
+        if let last = lastType, last.name == dataType {
+            known = last.type
+        } else {
+            known = HealthTypes.hk(dataType)
+            lastType = (dataType, known)
+        }
         let type = known?.name ?? dataType
         var r = CanonicalRecord(kind: known?.kind == .category ? RecordKind.category : RecordKind.quantity, device: device,
                                 receiver: receiver, uuid: uuid, type: type, start: start, utcOffset: offset(at: start))
@@ -166,8 +187,7 @@ struct IngestMapper {
         }
         // The link to its workout, resolved by whoever stores both (the workout may come later).
         if let w = v["workout_source_uuid"]?.string { r.extra.append(RecordField("workout_uuid", .string(w))) }
-        keepRest(v, used: ["source_uuid", "data_type", "ts", "end_ts", "value", "unit", "source_device", "source_bundle",
-                           "workout_source_uuid"], into: &r, asKindFields: false)
+        keepRest(v, used: IngestMapper.sampleFields, into: &r, asKindFields: false)
         return .success(r)
     }
 
@@ -183,8 +203,7 @@ struct IngestMapper {
         if let e = end { r.durationS = Double(e.seconds - start.seconds) + Double(e.nanoseconds - start.nanoseconds) / 1e9 }
         r.energyKcal = v["total_energy_kcal"]?.double
         r.distanceM = v["total_distance_m"]?.double
-        keepRest(v, used: ["source_uuid", "started_at", "ended_at", "activity_type", "total_energy_kcal", "total_distance_m"],
-                 into: &r, asKindFields: true)
+        keepRest(v, used: IngestMapper.workoutFields, into: &r, asKindFields: true)
         return .success(r)
     }
 

@@ -1,0 +1,191 @@
+import Foundation
+import Glibc
+
+/// Ingest side by side with Fluent Bit, as issue 15 measures it: `wrk` (2 threads, 20
+/// connections, 10 s) POSTs one ~100 KB JSON body of 480 samples again and again, first to
+/// healthgate's ingest API (`/v1/ingest`, a bearer token; the records journaled and fdatasynced
+/// before every 2xx, the file sink archiving them) and then to a Fluent Bit given by path (its
+/// `http` input, the same 480 samples as a JSON array, its `file` output; memory buffer, no
+/// fsync). Prints, for each, records/s and p99 time to answer, and their ratio.
+enum SideBySide {
+    struct Result {
+        var requestsPerSecond = 0.0
+        var p99ms = 0.0
+        var errors = 0
+        var peakRSSMB = 0
+        var records: Double { requestsPerSecond * Double(SideBySide.samples) }
+    }
+
+    static let samples = 480
+    static let wrkArguments = ["-t2", "-c20", "-d10s", "--latency"]
+
+    /// The sample objects both are sent, each ~210 bytes.
+    static func sampleObjects() -> [String] {
+        let types = BenchMain.sampleTypes
+        return (0..<samples).map { i in
+            let (type, unit, value) = types[i % types.count]
+            let dataType = ["heart_rate": "heartRate", "steps": "stepCount", "active_energy_burned": "activeEnergyBurned",
+                            "distance_walking_running": "distanceWalkingRunning"][type] ?? type
+            return String(format: #"{"source_uuid":"%08X-0000-4000-8000-%012d","data_type":"%@","ts":"2026-10-14T%02d:%02d:00Z","value":%@,"unit":"%@","source_device":"Apple Watch","source_bundle":"com.apple.health"}"#,
+                          i &* 2_654_435_761 & 0xFFFF_FFFF, i, dataType, (i / 60) % 24, i % 60, value, unit)
+        }
+    }
+
+    /// Both runs, and the lines of markdown that say what they measured.
+    static func run(healthgate: String, fluentBit: String, dir: String) -> (lines: [String], target: String) {
+        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let objects = sampleObjects()
+        let hgBody = #"{"device_id":"bench-phone","time_zone":"UTC","samples":["# + objects.joined(separator: ",") + "]}"
+        let fbBody = "[" + objects.map { "{\"device_id\":\"bench-phone\"," + $0.dropFirst() }.joined(separator: ",") + "]"
+        try? hgBody.write(toFile: dir + "/healthgate.json", atomically: true, encoding: .utf8)
+        try? fbBody.write(toFile: dir + "/fluent-bit.json", atomically: true, encoding: .utf8)
+        try? """
+            -- POSTs the body in BENCH_BODY, with BENCH_AUTH as its Authorization when given.
+            local f = assert(io.open(os.getenv("BENCH_BODY"), "rb"))
+            wrk.method = "POST"
+            wrk.body = f:read("*a")
+            f:close()
+            wrk.headers["Content-Type"] = "application/json"
+            local auth = os.getenv("BENCH_AUTH")
+            if auth and #auth > 0 then wrk.headers["Authorization"] = auth end
+            """.write(toFile: dir + "/post.lua", atomically: true, encoding: .utf8)
+
+        // healthgate: the ingest API into the file sink, fsync before every 2xx.
+        let config = """
+            listen: 127.0.0.1:0
+            data_dir: \(dir)/data
+            receivers:
+              app: {kind: ingest, auth: {type: bearer, token: \(token)}, max_body: 1MB}
+            routes:
+              - {name: archive, from: ["*"], to: [archive]}
+            sinks:
+              archive: {kind: file, path: "archive/{device}/{date}.ndjson"}
+            """
+        var hg = Result()
+        if let (server, port) = BenchMain.startServe(binary: healthgate, config: config, dir: dir) {
+            hg = wrk(url: "http://127.0.0.1:\(port)/v1/ingest", body: dir + "/healthgate.json", auth: "Bearer \(token)", dir: dir)
+            hg.peakRSSMB = BenchMain.rssKiB(server.processIdentifier, "VmHWM") / 1024
+            kill(server.processIdentifier, SIGTERM)
+            server.waitUntilExit()
+        }
+
+        // Fluent Bit: http input → file output, memory buffer, no fsync.
+        let fbPort = UInt16.random(in: 41_000...49_000)
+        try? FileManager.default.createDirectory(atPath: dir + "/fb-out", withIntermediateDirectories: true)
+        try? """
+            [SERVICE]
+                flush        1
+                log_level    warn
+                http_server  off
+            [INPUT]
+                name         http
+                listen       127.0.0.1
+                port         \(fbPort)
+                tag          bench
+                storage.type memory
+                http2        off
+            [OUTPUT]
+                name    file
+                match   *
+                path    \(dir)/fb-out
+                file    bench.log
+                format  plain
+            """.write(toFile: dir + "/fluent-bit.conf", atomically: true, encoding: .utf8)
+        var fb = Result()
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: fluentBit)
+        p.arguments = ["-c", dir + "/fluent-bit.conf"]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        var fbRan = false
+        if (try? p.run()) != nil {
+            if waitForPort(fbPort) {
+                fb = wrk(url: "http://127.0.0.1:\(fbPort)/", body: dir + "/fluent-bit.json", auth: "", dir: dir)
+                fb.peakRSSMB = BenchMain.rssKiB(p.processIdentifier, "VmHWM") / 1024
+                fbRan = true
+            }
+            kill(p.processIdentifier, SIGTERM)
+            p.waitUntilExit()
+        }
+        let version = Suite.firstVersion([fluentBit, "--version"]) ?? "?"
+        var lines = ["Ingest side by side with Fluent Bit \(version) (`make bench FLUENT_BIT=…`): `wrk \(wrkArguments.joined(separator: " "))` "
+                     + "POSTing one \(hgBody.utf8.count / 1000) KB body of \(samples) samples again and again; healthgate's ingest API "
+                     + "journals and fdatasyncs each before its 2xx and archives to the file sink, Fluent Bit's http input takes the "
+                     + "same samples as a JSON array into its file output (memory buffer, no fsync).", "",
+                     "| | requests/s | records/s | p99 ms | peak RSS MB | failed |", "| --- | --- | --- | --- | --- | --- |"]
+        for (name, r) in [("healthgate", hg), ("Fluent Bit", fb)] {
+            lines.append("| \(name) | " + String(format: "%.0f", r.requestsPerSecond) + " | \(Suite.thousands(r.records)) | "
+                         + String(format: "%.1f", r.p99ms) + " | \(r.peakRSSMB) | \(r.errors) |")
+        }
+        let ratio = fb.records > 0 ? hg.records / fb.records : 0
+        let met = fbRan && ratio >= 3 && hg.p99ms < 50 && hg.errors == 0 && hg.peakRSSMB <= 100
+        let target = fbRan
+            ? String(format: "Ingest ≥ 3× Fluent Bit with p99 under 50 ms and peak RSS ≤ 100 MB (wrk, 100 KB bodies): %@ (%.2f×, p99 %.1f ms, %d MB)",
+                     met ? "met" : "not met", ratio, hg.p99ms, hg.peakRSSMB)
+            : "Ingest ≥ 3× Fluent Bit: not measured (\(fluentBit) did not start or did not listen)"
+        return (lines, target)
+    }
+
+    static func waitForPort(_ port: UInt16) -> Bool {
+        for _ in 0..<100 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_port = port.bigEndian
+            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let ok = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            } == 0
+            close(fd)
+            if ok { return true }
+            usleep(100_000)
+        }
+        return false
+    }
+
+    /// One wrk run, its requests/s, p99 and failures read from what it prints.
+    static func wrk(url: String, body: String, auth: String, dir: String) -> Result {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/wrk")
+        p.arguments = wrkArguments + ["-s", dir + "/post.lua", url]
+        var env = ProcessInfo.processInfo.environment
+        env["BENCH_BODY"] = body
+        env["BENCH_AUTH"] = auth
+        p.environment = env
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = out
+        guard (try? p.run()) != nil else {
+            print("wrk did not start (apt-get install wrk)")
+            return Result()
+        }
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        return parse(text)
+    }
+
+    /// What wrk printed: `Requests/sec:`, the `99%` line of `--latency`, non-2xx answers and
+    /// socket errors.
+    static func parse(_ text: String) -> Result {
+        var r = Result()
+        for raw in text.split(separator: "\n") {
+            let words = raw.split(separator: " ", omittingEmptySubsequences: true)
+            guard let first = words.first else { continue }
+            if first == "Requests/sec:", words.count > 1 { r.requestsPerSecond = Double(words[1]) ?? 0 }
+            if first == "99%", words.count > 1 { r.p99ms = milliseconds(String(words[1])) }
+            if raw.contains("Non-2xx or 3xx responses:"), let n = words.last.flatMap({ Int($0) }) { r.errors += n }
+            if first == "Socket", raw.contains("errors:") {
+                r.errors += words.compactMap { Int($0.trimmingCharacters(in: CharacterSet(charactersIn: ","))) }.reduce(0, +)
+            }
+        }
+        return r
+    }
+
+    /// wrk's durations: `812.00us`, `4.89ms`, `1.02s`, `2.00m`.
+    static func milliseconds(_ s: String) -> Double {
+        for (unit, factor) in [("us", 0.001), ("ms", 1.0), ("s", 1000.0), ("m", 60_000.0)] where s.hasSuffix(unit) {
+            return (Double(s.dropLast(unit.count)) ?? 0) * factor
+        }
+        return Double(s) ?? 0
+    }
+}
