@@ -99,8 +99,10 @@ struct IngestMapper {
     }
 
     /// The fields each item kind maps; the rest are kept (`keepRest`).
-    static let sampleFields: Set<String> = ["source_uuid", "data_type", "ts", "end_ts", "value", "unit", "source_device",
-                                            "source_bundle", "workout_source_uuid"]
+    static let sampleFieldNames = ["source_uuid", "data_type", "ts", "end_ts", "value", "unit", "source_device", "source_bundle",
+                                   "workout_source_uuid"]
+    static let sampleFields = Set(sampleFieldNames)
+    static let sampleKeys = JSONKeyTable(sampleFieldNames)
     static let workoutFields: Set<String> = ["source_uuid", "started_at", "ended_at", "activity_type", "total_energy_kcal",
                                              "total_distance_m"]
 
@@ -149,9 +151,15 @@ struct IngestMapper {
     }
 
     mutating func sample(_ v: JSONRef) -> Mapped {
-        guard let uuid = v["source_uuid"]?.string, !uuid.isEmpty else { return bad("the sample has no source_uuid", v) }
-        guard let dataType = v["data_type"]?.string, !dataType.isEmpty else { return bad("the sample has no data_type", v) }
-        guard let ts = time(v["ts"]) else { return bad("\"ts\" is not an RFC 3339 time", v) }
+        // The item's members read once (a lookup by name per field scanned them all each time).
+        var field = [JSONRef?](repeating: nil, count: IngestMapper.sampleFieldNames.count)
+        var more = false
+        for (k, value) in v.members {
+            if let i = IngestMapper.sampleKeys.index(of: k) { field[i] = value } else { more = true }
+        }
+        guard let uuid = field[0]?.string, !uuid.isEmpty else { return bad("the sample has no source_uuid", v) }
+        guard let dataType = field[1]?.string, !dataType.isEmpty else { return bad("the sample has no data_type", v) }
+        guard let ts = time(field[2]) else { return bad("\"ts\" is not an RFC 3339 time", v) }
         guard let start = ts else { return bad("the sample has no ts", v) }
         let known: HealthType?
         if let last = lastType, last.name == dataType {
@@ -163,31 +171,35 @@ struct IngestMapper {
         let type = known?.name ?? dataType
         var r = CanonicalRecord(kind: known?.kind == .category ? RecordKind.category : RecordKind.quantity, device: device,
                                 receiver: receiver, uuid: uuid, type: type, start: start, utcOffset: offset(at: start))
-        guard let end = time(v["end_ts"]) else { return bad("\"end_ts\" is not an RFC 3339 time", v) }
+        guard let end = time(field[3]) else { return bad("\"end_ts\" is not an RFC 3339 time", v) }
         r.end = end
-        if let value = v["value"] {
+        if let value = field[4] {
             if let d = value.double {
                 // Into the type's canonical unit as it is journaled (ReceivedBatch.append).
                 r.value = .number(d)
-                r.unit = v["unit"]?.string
+                r.unit = field[5]?.string
             } else if let s = value.string {
                 r.kind = RecordKind.category
                 let code = known?.code(forValue: s)
                 r.value = .string(code.flatMap { known?.valueName(forCode: $0) } ?? s)
                 r.code = code
-                r.unit = v["unit"]?.string   // kept as sent: nothing a sender gave is dropped
+                r.unit = field[5]?.string   // kept as sent: nothing a sender gave is dropped
             } else {
                 return bad("\"value\" must be a number or a name", v)
             }
         } else {
             return bad("the sample has no value", v)
         }
-        if v["source_device"] != nil || v["source_bundle"] != nil {
-            r.source = RecordSource(app: v["source_bundle"]?.string, device: v["source_device"]?.string)
+        if field[6] != nil || field[7] != nil {
+            r.source = RecordSource(app: field[7]?.string, device: field[6]?.string)
         }
         // The link to its workout, resolved by whoever stores both (the workout may come later).
-        if let w = v["workout_source_uuid"]?.string { r.extra.append(RecordField("workout_uuid", .string(w))) }
-        keepRest(v, used: IngestMapper.sampleFields, into: &r, asKindFields: false)
+        if let w = field[8]?.string { r.extra.append(RecordField("workout_uuid", .string(w))) }
+        if more {
+            keepRest(v, used: IngestMapper.sampleFields, into: &r, asKindFields: false)
+        } else if let tz = timeZone {
+            r.extra.append(RecordField("time_zone", .string(tz)))
+        }
         return .success(r)
     }
 
