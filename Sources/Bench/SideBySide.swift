@@ -128,16 +128,7 @@ enum SideBySide {
 
     static func waitForPort(_ port: UInt16) -> Bool {
         for _ in 0..<100 {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_port = port.bigEndian
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let ok = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            } == 0
-            close(fd)
-            if ok { return true }
+            if Connection(port: port).open() { return true }
             usleep(100_000)
         }
         return false
