@@ -370,6 +370,15 @@ final class DrainLoop {
                 continue
             }
             if !batch.isEmpty {
+                // Written whole (routes that copy records made it larger than a batch): with
+                // nothing in flight, as `write` must be.
+                if !flights.isEmpty {
+                    switch settleAll() {
+                    case .delivered: break
+                    case .stopped: return
+                    case .abandoned: continue   // shed at the top of the loop, this batch included
+                    }
+                }
                 let ahead = startReadAhead()
                 let outcome = deliver(batch)
                 if let ahead { finish(ahead) }

@@ -189,6 +189,8 @@ public final class InfluxDBSink: PipelinedSink {
     }
 
     public func write(_ batch: SinkBatch) -> SinkWriteResult {
+        // `write` finishes the batch it began: nothing else may be in flight (the drainer's rule).
+        assert(open.isEmpty, "write called with \(open.count) batch(es) in flight")
         begin(batch)
         return finishOldest()
     }
