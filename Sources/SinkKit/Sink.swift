@@ -43,9 +43,10 @@ public protocol Sink: AnyObject {
 /// the batch is on its way (encoded, its requests sent), not when the destination has answered;
 /// `finishOldest` waits for the oldest batch begun and not finished and says what became of its
 /// records, as `write` would have. Batches finish in the order they began, and a record waits
-/// (`keep`) whenever one before it, in its batch or an earlier one, had to wait. The drainer
-/// uses it only for a sink without state of its own behind routes without state (the state
-/// committed with the cursor must be the one of exactly the records before it); it moves its
+/// (`keep`) whenever one before it, in its batch or an earlier one, had to wait. Such a sink
+/// keeps no state of its own (`saveState` is nil), and the drainer pipelines it only behind
+/// routes without state (the state committed with the cursor must be the one of exactly the
+/// records before it); it moves its
 /// cursor past a batch only once that batch and every one before it are finished and delivered,
 /// and calls `write` (retries, the inbox) only with nothing in flight.
 public protocol PipelinedSink: Sink {

@@ -338,6 +338,20 @@ import YAMLConfig
         index.close()
     }
 
+    /// An open chunk that is full when the index opens (the process that filled it stopped
+    /// before sealing it) is sealed then.
+    @Test func aFullOpenChunkIsSealedWhenTheIndexOpens() throws {
+        let path = ServeProcess.makeTempDir("pi") + "/points.sqlite"
+        var index = PointIndex(path: path, chunkRows: 3)
+        try index.record([Self.row("a", "steps,unit=count", time: 1), Self.row("b", "steps,unit=count", time: 2)])
+        index.close()
+        index = PointIndex(path: path, chunkRows: 2)
+        #expect(try index.points(device: "phone-1", uuid: "b").map(\.timeNanos) == [2])
+        let db = try SQLite(path: path)
+        #expect(try db.query("SELECT id, sealed FROM point_chunks ORDER BY id").map { $0.map { $0.int ?? -1 } } == [[1, 1], [2, 0]])
+        index.close()
+    }
+
     /// A UUID's text is stored as its 16 bytes (and its case), anything else as text: the same
     /// UUID in upper and in lower case, in mixed case, and a uuid that is no UUID are four keys,
     /// each found alone, on one device and not on another.

@@ -57,15 +57,19 @@ public final class DecodedEntries: @unchecked Sendable {
         }
     }
 
-    var shared: Bool { monitor.withLock { readers > 1 } }
-
     /// Records held for drainers still to read them (tests).
     public var keptRecords: Int { monitor.withLock { records } }
 
     /// The entry decoded: from here when another drainer left it (or as soon as the one
-    /// decoding it is done), else decoded now and left for the others.
-    func decode(_ e: JournalEntry, parser: JSONParser) -> Entry {
+    /// decoding it is done), else decoded now and left for the others; `owned` when no other
+    /// sink reads it (the caller may move its records out).
+    func decode(_ e: JournalEntry, parser: JSONParser) -> (entry: Entry, owned: Bool) {
+        var alone = false
         let found: Entry? = monitor.withLock {
+            if readers <= 1 {
+                alone = true
+                return nil
+            }
             while true {
                 switch slots[e.seq] {
                 case .decoding?:
@@ -81,17 +85,18 @@ public final class DecodedEntries: @unchecked Sendable {
                     }
                     return entry
                 case nil:
-                    if readers > 1 { slots[e.seq] = .decoding }
+                    slots[e.seq] = .decoding
                     return nil
                 }
             }
         }
         if let found {
             reuses.add(1, ordering: .relaxed)
-            return found
+            return (found, false)
         }
         var entry = DecodedEntries.decodeNow(e, parser: parser)
         decodes.add(1, ordering: .relaxed)
+        if alone { return (entry, true) }
         monitor.withLock {
             defer { monitor.broadcast() }
             guard case .decoding? = slots[e.seq] else { return }
@@ -108,7 +113,7 @@ public final class DecodedEntries: @unchecked Sendable {
                 if case .decoded(let gone)? = slots.removeValue(forKey: oldest) { records -= gone.records.count }
             }
         }
-        return entry
+        return (entry, false)
     }
 
     static func decodeNow(_ e: JournalEntry, parser: JSONParser) -> Entry {

@@ -33,8 +33,9 @@ struct Pending {
                          bad: (ArraySlice<UInt8>, String) -> Void) {
         // With other sinks reading the journal, the records are copied out of the shared entry;
         // alone, they are moved out of what was decoded.
-        var entry = shared?.shared == true ? shared!.decode(e, parser: parser) : DecodedEntries.decodeNow(e, parser: parser)
-        let owned = shared?.shared != true
+        let decoded = shared?.decode(e, parser: parser) ?? (entry: DecodedEntries.decodeNow(e, parser: parser), owned: true)
+        var entry = decoded.entry
+        let owned = decoded.owned
         for f in entry.failures {
             // Only a damaged disk or a bug gets here: the line is kept, not dropped.
             bad(entry.payload[f.range], "journal entry \(e.seq) line \(f.line) is not a canonical record: \(f.error)")

@@ -238,7 +238,7 @@ final class DrainLoop {
                     }
                 }
                 sink = s
-                if ahead != nil, let p = s as? any PipelinedSink, p.batchesInFlight > 1, s.saveState() == nil {
+                if ahead != nil, let p = s as? any PipelinedSink, p.batchesInFlight > 1 {
                     pipelined = p
                 }
                 delivery = BatchDelivery(sink: s, name: name, retry: d.built.common.retry, metrics: metrics,
@@ -353,8 +353,7 @@ final class DrainLoop {
             if !batch.isEmpty, let p = pipelined, batch.count <= maxItems {
                 // Begun, and the oldest batch in flight finished once too many are: the sink's
                 // requests are answered while this thread decodes and encodes the next batch.
-                let cursor = pending.isEmpty ? Cursor(seq: reader.nextSeq, skip: 0)
-                                             : Cursor(seq: pending.positions[0].seq, skip: pending.positions[0].index)
+                let cursor = pendingCursor
                 let ahead = startReadAhead()
                 p.begin(SinkBatch(records: batch.records, lines: batch.lines))
                 flights.append(Flight(batch: batch, cursor: cursor))
@@ -393,10 +392,15 @@ final class DrainLoop {
                 continue
             }
             var next = committed
-            next.journal = pending.isEmpty ? Cursor(seq: reader.nextSeq, skip: 0)
-                                           : Cursor(seq: pending.positions[0].seq, skip: pending.positions[0].index)
+            next.journal = pendingCursor
             save(next)
         }
+    }
+
+    /// Where the journal records not yet taken into a batch begin: the cursor past every batch
+    /// made so far.
+    var pendingCursor: Cursor {
+        pending.isEmpty ? Cursor(seq: reader.nextSeq, skip: 0) : Cursor(seq: pending.positions[0].seq, skip: pending.positions[0].index)
     }
 
     /// Nothing waits: let the sink and the transforms do what time asks, note how far
@@ -541,7 +545,6 @@ final class DrainLoop {
         let reader: JournalReader
         let parser: JSONParser
         let ahead: SinkRoutes?
-        let shared: DecodedEntries?
         let logger: Logger
         let name: String
         var pending: Pending
@@ -549,11 +552,10 @@ final class DrainLoop {
         var bytes = 0
         var thread: pthread_t?
 
-        init(reader: JournalReader, parser: JSONParser, ahead: SinkRoutes?, shared: DecodedEntries?, logger: Logger, name: String) {
+        init(reader: JournalReader, parser: JSONParser, ahead: SinkRoutes?, logger: Logger, name: String) {
             self.reader = reader
             self.parser = parser
             self.ahead = ahead
-            self.shared = shared
             pending = Pending(routed: ahead != nil)
             self.logger = logger
             self.name = name
@@ -574,7 +576,9 @@ final class DrainLoop {
                 if entries.isEmpty { return }
                 for e in entries {
                     bytes += e.payload.count
-                    pending.decode(e, skip: 0, parser: parser, ahead: ahead, shared: shared) { line, reason in bad.append((line, reason)) }
+                    pending.decode(e, skip: 0, parser: parser, ahead: ahead, shared: reader.journal.decoded) { line, reason in
+                        bad.append((line, reason))
+                    }
                 }
             }
         }
@@ -584,7 +588,7 @@ final class DrainLoop {
         guard pending.count < d.built.common.batch.maxItems, d.journal.lastDurableSeq >= reader.nextSeq else { return nil }
         // The drainer's own parser: it is not used while the sink writes (one parser's buffers
         // per sink, not two).
-        let job = ReadAhead(reader: reader, parser: parser, ahead: ahead, shared: d.journal.decoded, logger: logger, name: name)
+        let job = ReadAhead(reader: reader, parser: parser, ahead: ahead, logger: logger, name: name)
         job.wanted = d.built.common.batch.maxItems - pending.count
         guard case .success(let t) = startThread({ job.run() }) else { return nil }
         job.thread = t

@@ -532,17 +532,6 @@ public final class InfluxDBSink: PipelinedSink {
 
     public func probe() -> Reachability { client.probe(url: deletes.base) }
 
-    /// Nothing waits: index the open chunk of the point index if it is full (a sort the
-    /// writes need not wait for).
-    public func idle() {
-        noting.wait(forRuns: noting.addedRuns)   // the helper then leaves the index alone
-        do {
-            try index.sealIfFull()
-        } catch {
-            logger.error("cannot index the point index's newest points (\(error)); deletes scan them until it can")
-        }
-    }
-
     public func close() {
         while !open.isEmpty { _ = finishOldest() }
         noting.stop()

@@ -64,7 +64,8 @@ final class PointIndex {
     private var addSeries: SQLite.Statement?
     /// The open chunk, how many points it holds, and its insert statements: one row, and
     /// `rowsPerInsert` rows (always hashed).
-    private var openChunk: (id: Int64, rows: Int, insert: SQLite.Statement, insertMany: SQLite.Statement)?
+    typealias OpenChunk = (id: Int64, rows: Int, insert: SQLite.Statement, insertMany: SQLite.Statement)
+    private var openChunk: OpenChunk?
     static let rowsPerInsert = 32
     /// The number of each device this index has seen (table `devices`), and the last one asked.
     private var deviceIDs: [String: Int64] = [:]
@@ -200,6 +201,8 @@ final class PointIndex {
         }
         if let open, open.hashed {
             openChunk = try PointIndex.chunk(open.id, rows: open.rows, in: d)
+            // Full: the process that filled it stopped before it sealed it.
+            if open.rows >= chunkRows { try seal(d) }
         } else {
             try d.transaction {
                 // An open chunk of the version before: sealed as it is (its index by key), so
@@ -230,8 +233,7 @@ final class PointIndex {
     }
 
     /// An open chunk and its insert statements.
-    private static func chunk(_ id: Int64, rows: Int, in d: SQLite) throws
-        -> (id: Int64, rows: Int, insert: SQLite.Statement, insertMany: SQLite.Statement) {
+    private static func chunk(_ id: Int64, rows: Int, in d: SQLite) throws -> OpenChunk {
         let one = "(?, ?, ?, ?, ?, ?)"
         let many = Array(repeating: one, count: rowsPerInsert).joined(separator: ", ")
         return (id, rows, try d.prepare("INSERT INTO \(table(id)) VALUES \(one)"),
@@ -340,31 +342,10 @@ final class PointIndex {
         guard !rows.isEmpty else { return }
         let db = try open()
         guard let chunk = openChunk else { return }
-        // What a failed transaction leaves out must not stay in the caches either.
-        do { try db.transaction {
-            var at = 0
-            while at < rows.count {
-                let n = rows.count - at >= PointIndex.rowsPerInsert ? PointIndex.rowsPerInsert : 1
-                let s = n == 1 ? chunk.insert : chunk.insertMany
-                for k in 0..<n {
-                    let row = rows[at + k]
-                    let p = Int32(k * 6)
-                    let stored = StoredKey(uuid: row.uuid)
-                    s.bind(p + 1, int: stored.key)
-                    guard let device = try deviceID(row.device, in: db, create: true) else {
-                        throw SQLite.Failure(description: "\(path): a device just written is not there")
-                    }
-                    s.bind(p + 2, int: device)
-                    stored.bind(s, p + 3, text: row.uuid)
-                    s.bind(p + 4, int: Int64(row.part ?? -1))
-                    s.bind(p + 5, int: try seriesID(row.series, in: db))
-                    s.bind(p + 6, int: row.timeNanos)
-                }
-                try s.step()
-                at += n
-            }
-            try db.execute("UPDATE point_chunks SET rows = ? WHERE id = ?", [.int(Int64(chunk.rows + rows.count)), .int(chunk.id)])
-        } } catch {
+        do {
+            try db.transaction { try insert(rows, into: chunk, db) }
+        } catch {
+            // What a failed transaction leaves out must not stay in the caches either.
             deviceIDs = [:]
             lastDevice = nil
             seriesIDs = [:]
@@ -374,16 +355,35 @@ final class PointIndex {
         if chunk.rows + rows.count >= chunkRows { try seal(db) }
     }
 
-    /// Seals the open chunk if it holds `chunkRows` points or more.
-    func sealIfFull() throws {
-        guard let db, let chunk = openChunk, chunk.rows >= chunkRows else { return }
-        try seal(db)
+    /// The rows into the open chunk, `rowsPerInsert` to a statement (inside a transaction).
+    private func insert(_ rows: [Row], into chunk: OpenChunk, _ db: SQLite) throws {
+        var at = 0
+        while at < rows.count {
+            let n = rows.count - at >= PointIndex.rowsPerInsert ? PointIndex.rowsPerInsert : 1
+            let s = n == 1 ? chunk.insert : chunk.insertMany
+            for k in 0..<n {
+                let row = rows[at + k]
+                let p = Int32(k * 6)
+                let stored = StoredKey(uuid: row.uuid)
+                s.bind(p + 1, int: stored.key)
+                guard let device = try deviceID(row.device, in: db, create: true) else {
+                    throw SQLite.Failure(description: "\(path): a device just written is not there")
+                }
+                s.bind(p + 2, int: device)
+                stored.bind(s, p + 3, text: row.uuid)
+                s.bind(p + 4, int: Int64(row.part ?? -1))
+                s.bind(p + 5, int: try seriesID(row.series, in: db))
+                s.bind(p + 6, int: row.timeNanos)
+            }
+            try s.step()
+            at += n
+        }
+        try db.execute("UPDATE point_chunks SET rows = ? WHERE id = ?", [.int(Int64(chunk.rows + rows.count)), .int(chunk.id)])
     }
 
     /// Every point written under `(device, uuid)`, all parts, each once, oldest first.
     func points(device: String, uuid: String) throws -> [Point] {
         let db = try open()
-        try sealIfFull()
         var found: [Point] = []
         let stored = StoredKey(uuid: uuid)
         let deviceID = try self.deviceID(device, in: db, create: false)
