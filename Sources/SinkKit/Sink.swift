@@ -56,17 +56,6 @@ public protocol PipelinedSink: Sink {
     func finishOldest() -> SinkWriteResult
 }
 
-extension SinkWriteResult {
-    /// Whether some record must be written again (a keep), not only accepted or rejected.
-    public var keepsAny: Bool {
-        switch self {
-        case .accepted: false
-        case .keep: true
-        case .perRecord(let outcomes): outcomes.contains { if case .keep = $0 { return true }; return false }
-        }
-    }
-}
-
 /// A sink's own word for `status` and `/metrics`.
 public struct SinkReport: Sendable, Equatable {
     public var detail: String?

@@ -261,6 +261,36 @@ enum ConfigDurationFor {
         #expect(try String(contentsOfFile: dir + "/sinks/scripted/dead-letters.ndjson", encoding: .utf8).contains("poison"))
     }
 
+    /// The same under a sink with batches in flight: the batch whose rejected record cannot be
+    /// dead-lettered is written again, and the sink's `write` is never called while a batch it
+    /// began is still out (it was: a batch whose first answer only rejected was settled with the
+    /// next one in flight, then written again beside it). The batches after it are written again
+    /// after it, in order, and every record lands once the dead letters can be written.
+    @Test func aDeadLetterThatCannotBeWrittenUnderBatchesInFlight() throws {
+        let dir = ServeProcess.makeTempDir("pipe")
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        for e in 0..<10 {
+            try append(j, (0..<10).map { k in PipelineTests.record(e == 2 && k == 4 ? "poison" : "r\(e * 10 + k)") })
+        }
+        try FileIO.makeDirectories(dir + "/sinks/inflight/dead-letters.ndjson")
+        let sink = InFlightSink()
+        let d = drainer(sink, j, dir: dir, maxItems: 10)
+        try d.start()
+        #expect(ServeProcess.eventually { d.metrics.kept.load(ordering: .relaxed) >= 3 })
+        #expect(d.metrics.rejected.load(ordering: .relaxed) == 0)
+        try FileManager.default.removeItem(atPath: dir + "/sinks/inflight/dead-letters.ndjson")
+        #expect(ServeProcess.eventually { (try? d.loadCursor()) == Cursor(seq: 11, skip: 0) })
+        d.stop()
+        #expect(sink.violations.isEmpty, "\(sink.violations)")
+        #expect(d.metrics.rejected.load(ordering: .relaxed) == 1)
+        #expect(Set(sink.accepted) == Set((0..<100).filter { $0 != 24 }.map { "r\($0)" }))
+        // The poison's last try (alone: the rest of its batch was taken) came before the batch
+        // after it was taken for the last time.
+        let w = sink.lastWrites
+        #expect((w.lastIndex(of: "poison") ?? .max) < (w.lastIndex(of: "r39") ?? -1), "\(w)")
+        #expect(try String(contentsOfFile: dir + "/sinks/inflight/dead-letters.ndjson", encoding: .utf8).contains("poison"))
+    }
+
     @Test func aJournalLineThatIsNotARecordIsKeptAsADeadLetter() throws {
         let dir = ServeProcess.makeTempDir("pipe")
         let j = try Journal(directory: dir + "/journal", logger: logger)
@@ -352,6 +382,58 @@ final class GateSink: Sink, Named, @unchecked Sendable {
             return .accepted
         }
         return .keep(reason: "closed for the test", retryAfterSeconds: 60)
+    }
+
+    func close() {}
+}
+
+/// A sink with two batches in flight (as the influxdb sink): rejects every `poison` record,
+/// accepts the rest, and notes each `write` called while a batch it began is still out.
+final class InFlightSink: PipelinedSink, Named, @unchecked Sendable {
+    let name = "inflight"
+    let batchesInFlight = 2
+    private let lock = NSLock()
+    /// What each batch begun and not finished came out as: taken when begun, as a request sent is.
+    private var open: [SinkWriteResult] = []
+    private var _accepted: [String] = []
+    private var _violations: [String] = []
+
+    var accepted: [String] { lock.lock(); defer { lock.unlock() }; return _accepted }
+    var violations: [String] { lock.lock(); defer { lock.unlock() }; return _violations }
+    /// The last record of each batch taken, in the order taken.
+    var lastWrites: [String] { lock.lock(); defer { lock.unlock() }; return _lastWrites }
+    private var _lastWrites: [String] = []
+
+    private func take(_ batch: SinkBatch) -> SinkWriteResult {
+        _lastWrites.append(batch.records.last?.uuid ?? "")
+        return .perRecord(batch.records.map { r in
+            if r.uuid == "poison" { return .rejected(reason: "the destination said no") }
+            _accepted.append(r.uuid)
+            return .accepted
+        })
+    }
+
+    func begin(_ batch: SinkBatch) {
+        lock.lock()
+        defer { lock.unlock() }
+        open.append(take(batch))
+    }
+
+    func finishOldest() -> SinkWriteResult {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !open.isEmpty else {
+            _violations.append("finishOldest with nothing in flight")
+            return .keep(reason: "nothing in flight", retryAfterSeconds: nil)
+        }
+        return open.removeFirst()
+    }
+
+    func write(_ batch: SinkBatch) -> SinkWriteResult {
+        lock.lock()
+        defer { lock.unlock() }
+        if !open.isEmpty { _violations.append("write with \(open.count) batch(es) in flight") }
+        return take(batch)
     }
 
     func close() {}
