@@ -441,13 +441,15 @@ final class DrainLoop {
     }
 
     /// The oldest batch in flight, whose write came out as `result` (from `finishOldest`):
-    /// delivered as `BatchDelivery` says, then the cursor past it committed. When some of it must
-    /// wait, every batch in flight after it is finished too and written again after it, in order
-    /// (so that an older version of a record sent again never lands over a newer one).
+    /// delivered as `BatchDelivery` says, then the cursor past it committed. Unless all of it was
+    /// accepted, every batch in flight after it is finished too and written again after it, in
+    /// order: `BatchDelivery` may write some of it again (a keep, or a rejected record whose dead
+    /// letter cannot be written), which the sink takes only with nothing in flight, and an
+    /// older version of a record sent again must never land over a newer one.
     func settleOldest(_ result: SinkWriteResult) -> BatchDelivery.Outcome {
         guard let p = pipelined, !flights.isEmpty else { return .delivered }
         var again = [flights.removeFirst()]
-        if result.keepsAny {
+        if case .accepted = result {} else {
             for _ in flights { _ = p.finishOldest() }
             again += flights
             flights = []
