@@ -51,7 +51,7 @@ let package = Package(
         // One target per sink, linking only what it needs; `Sinks` registers them.
         .target(name: "SinkFile", dependencies: ["SinkKit", "HealthgateCore", "Posix", "CanonicalJSON", "YAMLConfig"],
                 path: "Sources/Sinks/File", swiftSettings: strict),
-        .target(name: "SinkHTTP", dependencies: ["SinkKit", "HTTPDelivery", "HealthgateCore", "CanonicalJSON", "HealthgateCrypto", "YAMLConfig"],
+        .target(name: "SinkHTTP", dependencies: ["SinkKit", "HTTPDelivery", "HealthgateCore", "Posix", "CanonicalJSON", "HealthgateCrypto", "YAMLConfig"],
                 path: "Sources/Sinks/HTTP", swiftSettings: strict),
         .target(name: "SinkInfluxDB", dependencies: ["SinkKit", "HTTPDelivery", "HealthgateCore", "Posix", "FastJSON", "Storage",
                                                      "HealthgateCrypto", "CZlib", "YAMLConfig"],

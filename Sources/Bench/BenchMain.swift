@@ -17,7 +17,7 @@ enum BenchMain {
         let dir = NSTemporaryDirectory() + "healthgate-bench-\(getpid())"
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let sink: BenchSink = o.influx ? .influxdb : o.mqtt ? .mqtt : o.postgres ? .postgres : .file
+        let sink: BenchSink = o.influx ? .influxdb : o.mqtt ? .mqtt : o.postgres ? .postgres : o.http ? .http : .file
         let target = BenchTarget(sink, dir: dir)
         defer { target.stop() }
         let template = makeBody(samples: o.samplesPerBody)
@@ -25,7 +25,8 @@ enum BenchMain {
               + "\(template.bytes.count) bytes with \(o.samplesPerBody) samples, "
               + (o.influx ? "into InfluxDB 1.x (influxd on loopback)"
                  : o.mqtt ? "into mosquitto (mqtt sink, QoS 1, states and every record)"
-                 : o.postgres ? "into PostgreSQL 15 (postgres sink: COPY and upsert)" : "file sink with fsync")
+                 : o.postgres ? "into PostgreSQL 15 (postgres sink: COPY and upsert)"
+                 : o.http ? "into a webhook receiver (http sink, NDJSON)" : "file sink with fsync")
               + (o.transforms ? ", through filter + convert + tag" : "")
               + (o.copies > 0 ? ", and \(o.copies) NDJSON archive(s) beside it" : "")
               + (o.rate > 0 ? ", paced to \(Int(o.rate)) samples/s" : ", each sending as soon as it is answered"))

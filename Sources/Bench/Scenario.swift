@@ -4,7 +4,7 @@ import Glibc
 
 /// The sinks the bench puts load through, each with a real server behind it (but `file`).
 enum BenchSink: String, CaseIterable {
-    case file, influxdb, postgres, mqtt
+    case file, influxdb, postgres, mqtt, http
 
     /// What "end to end" means for it.
     var delivered: String {
@@ -13,6 +13,7 @@ enum BenchSink: String, CaseIterable {
         case .influxdb: "written to InfluxDB"
         case .postgres: "committed in PostgreSQL"
         case .mqtt: "acknowledged by mosquitto"
+        case .http: "answered 2xx by the webhook receiver"
         }
     }
 }
@@ -58,6 +59,7 @@ final class BenchTarget {
     private var server: Process?
     private var port: UInt16 = 0
     private var postgres: BenchMain.Postgres?
+    private var webhook: WebhookReceiver?
 
     init(_ sink: BenchSink, dir: String) {
         self.sink = sink
@@ -78,6 +80,11 @@ final class BenchTarget {
             let pg = BenchMain.Postgres(dir: dir + "/postgres")
             postgres = pg
             sinkLine = #"archive: {kind: postgres, dsn: "\#(pg.dsn)"}"#
+        case .http:
+            // A webhook receiver (NDJSON, 204) in this process, as n8n or Node-RED would be.
+            guard let w = WebhookReceiver() else { fatalError("the bench's webhook receiver did not start") }
+            webhook = w
+            sinkLine = w.sinkLine
         }
     }
 
@@ -91,7 +98,7 @@ final class BenchTarget {
     /// Empties what the last run wrote (the file sink's archive goes with healthgate's data dir).
     func reset() {
         switch sink {
-        case .file, .mqtt: break
+        case .file, .mqtt, .http: break
         case .influxdb:
             // A database of its own for each run: influxd 1.6 answered every other run's writes
             // "database not found" after a DROP and CREATE of the same name in a row.
@@ -122,6 +129,9 @@ final class BenchTarget {
         case .postgres:
             guard let rate = postgres?.ceiling(rows: 200_000, batch: 20_000, dir: dir) else { return nil }
             return (rate, "COPY + upsert in batches of 20,000 rows, one connection")
+        case .http:
+            guard let rate = webhook?.ceiling() else { return nil }
+            return (rate, "the sink's first NDJSON body posted again and again, one keep-alive connection")
         }
     }
 
@@ -131,6 +141,7 @@ final class BenchTarget {
             server.waitUntilExit()
         }
         postgres?.stop()
+        webhook?.stop()
     }
 }
 

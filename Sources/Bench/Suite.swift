@@ -27,6 +27,7 @@ enum Suite {
             case .influxdb: 600_000
             case .postgres: 400_000
             case .mqtt: 300_000
+            case .http: 1_000_000
             }
         }
     }

@@ -19,6 +19,7 @@ struct BenchOptions {
     var influx = false
     var mqtt = false
     var postgres = false
+    var http = false
     var transforms = false
     /// `--copies N`: N more file sinks on the same route (the fan-out's cost; end to end is
     /// still the first sink's).
@@ -45,6 +46,7 @@ struct BenchOptions {
             case "--influx": influx = true; i -= 1
             case "--mqtt": mqtt = true; i -= 1
             case "--postgres": postgres = true; i -= 1
+            case "--http": http = true; i -= 1
             case "--transforms": transforms = true; i -= 1
             case "--copies": copies = Int(v) ?? copies
             case "--soak": soak = Double(v)

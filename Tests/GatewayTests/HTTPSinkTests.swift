@@ -1,3 +1,4 @@
+import CanonicalJSON
 import Foundation
 @testable import Gateway
 import HealthgateCore
@@ -8,6 +9,7 @@ import HealthgateCrypto
 @testable import SinkHTTP
 import SinkKit
 @testable import Sinks
+import Synchronization
 import Testing
 import YAMLConfig
 
@@ -196,6 +198,84 @@ import YAMLConfig
 }
 
 /// A sink's URL and its endpoint's answers as they reach the log, `check` and `status`.
+/// The http sink through its drainer with two batches in flight: a webhook that answers every
+/// other request only after the next one came in (out of order), refuses the first try of some
+/// with a 503, and answers 400 to any request holding a poison record (the sink halves it to
+/// find that record while the next batch is out). Each commit of the cursor must come after every
+/// record before it was taken (or, for a poison, dead-lettered); at the end all are.
+@Suite struct PipelinedHTTPSinkTests {
+    @Test func theCursorNeverPassesARecordTheWebhookHasNotTaken() throws {
+        struct State {
+            var taken = Set<Int>()
+            var arrivals = 0
+            var waiting = 0
+            var overlapped = false
+            var refusedOnce = Set<Int>()
+        }
+        let state = Mutex(State())
+        let poison = Set([37, 38, 250, 499])
+        @Sendable func number(_ uuid: String) -> Int { Int(uuid.dropFirst()) ?? -1 }
+        let endpoint = ThreadedEndpoint { r in
+            let ns = ScriptedEndpoint.uuids(r).map(number)
+            let first = ns.first ?? -1
+            let (hold, refuse) = state.withLock { s -> (Bool, Bool) in
+                s.arrivals += 1
+                if s.waiting > 0 { s.overlapped = true }
+                let refuse = first % 7 == 0 && s.refusedOnce.insert(first).inserted
+                return (s.arrivals % 2 == 1, refuse)
+            }
+            if hold {
+                let seen = state.withLock { s -> Int in s.waiting += 1; return s.arrivals }
+                for _ in 0..<30 where state.withLock({ $0.arrivals }) == seen { usleep(10_000) }
+                state.withLock { $0.waiting -= 1 }
+            }
+            if refuse { return HTTPResponse(status: 503) }
+            if ns.contains(where: poison.contains) { return HTTPResponse(status: 400, body: Array(#"{"error":"poison"}"#.utf8)) }
+            state.withLock { s in for n in ns { s.taken.insert(n) } }
+            return HTTPResponse(status: 204)
+        }
+        let dir = ServeProcess.makeTempDir("pipelined-http")
+        let logger = Logger(component: "test", sink: MemoryLogSink())
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        let total = 600, perEntry = 10
+        for e in 0..<(total / perEntry) {
+            let records = (0..<perEntry).map { k in PipelineTests.record("r\(e * perEntry + k)") }
+            try j.append(payload: CanonicalCodec.encodeLines(records), count: records.count, time: Timestamp(seconds: 0))
+        }
+        let node = try parseYAML("""
+            {kind: http, url: "http://127.0.0.1:\(endpoint.port)/hook", format: ndjson,
+             batch: {max_items: 25}, retry: {initial: 5ms, max: 20ms}}
+            """, file: "t", environment: [:])
+        let built = try HTTPSink.build(name: "hook", node: node, path: "sinks.hook", context: SinkBuildContext(dataDir: dir))
+        let metrics = SinkMetrics(name: "hook")
+        let violations = Mutex<[String]>([])
+        let d = SinkDrainer(name: "hook", built: built, routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["hook"])],
+                            journal: j, dataDir: dir, logger: logger, metrics: metrics) {
+            let seq = Int(metrics.cursorSeq.load(ordering: .relaxed)), skip = metrics.cursorSkip.load(ordering: .relaxed)
+            let before = (seq - 1) * perEntry + skip
+            let missing = state.withLock { s in (0..<before).filter { !s.taken.contains($0) && !poison.contains($0) } }
+            let rejected = metrics.rejected.load(ordering: .relaxed)
+            if !missing.isEmpty { violations.withLock { $0.append("cursor \(seq)/\(skip) passed \(missing.prefix(5))") } }
+            if rejected < poison.filter({ $0 < before }).count {
+                violations.withLock { $0.append("cursor \(seq)/\(skip) passed a poison not dead-lettered") }
+            }
+        }
+        try d.start()
+        defer { d.stop() }
+        #expect(ServeProcess.eventually(30) { (try? d.loadCursor()) == Cursor(seq: UInt64(total / perEntry + 1), skip: 0) },
+                "the drainer did not get to the end")
+        d.stop()
+        #expect(violations.withLock { $0 }.isEmpty, "\(violations.withLock { $0 })")
+        let s = state.withLock { $0 }
+        #expect(s.taken == Set(0..<total).subtracting(poison))
+        #expect(s.overlapped, "requests were in flight together")
+        #expect(!s.refusedOnce.isEmpty)
+        #expect(metrics.rejected.load(ordering: .relaxed) == poison.count)
+        let dead = try String(contentsOfFile: dir + "/sinks/hook/dead-letters.ndjson", encoding: .utf8)
+        #expect(poison.allSatisfy { dead.contains("\"r\($0)\"") })
+    }
+}
+
 @Suite struct SafeTextTests {
     @Test func urlsLoseTheirCredentialsAndSecretQueryValues() {
         #expect(SafeText.url("https://alice:s3cret@hooks.example:8443/in/x?apikey=abc123&db=health&token=t#frag")

@@ -1,5 +1,7 @@
 import CanonicalJSON
+import Glibc
 import HTTPDelivery
+import Posix
 import HealthgateCore
 import HealthgateCrypto
 import SinkKit
@@ -15,7 +17,10 @@ import YAMLConfig
 ///   rejected (to the dead letters, with the endpoint's answer), the rest accepted.
 /// With `hmac`, each request carries `X-Healthgate-Timestamp` and `X-Healthgate-Signature:
 /// v1=<hex HMAC-SHA256(secret, timestamp + "." + body)>`, the scheme of Syncky's requests.
-public final class HTTPSink: Sink {
+///
+/// Two batches in flight (`PipelinedSink`): while the endpoint answers one batch's POST (on a
+/// helper thread, on a connection of its own), the drainer decodes the next and begins it.
+public final class HTTPSink: PipelinedSink {
     public let name: String
     let url: String
     /// The URL as shown in reasons and the log (made once).
@@ -24,6 +29,12 @@ public final class HTTPSink: Sink {
     let headers: [(String, String)]
     let hmacSecret: [UInt8]?
     let client: CurlClient
+    let options: CurlClient.Options
+    /// Batches begun and not finished, oldest first.
+    private var open: [Flight] = []
+    /// Connections of finished batches, for the next ones begun.
+    private var spare: [CurlClient] = []
+    public let batchesInFlight = 2
     let logger: Logger
     let clock: any Clock
 
@@ -36,6 +47,7 @@ public final class HTTPSink: Sink {
         self.headers = headers
         self.hmacSecret = hmacSecret.map { Array($0.utf8) }
         self.client = CurlClient(options: options)
+        self.options = options
         self.logger = logger
         self.clock = clock
     }
@@ -82,7 +94,45 @@ public final class HTTPSink: Sink {
     }
 
     public func write(_ batch: SinkBatch) -> SinkWriteResult {
-        poster.post(count: batch.count) { range in
+        // Only with nothing in flight (the drainer's rule): `client` is this thread's own.
+        assert(open.isEmpty, "write called with \(open.count) batch(es) in flight")
+        return post(batch, on: client)
+    }
+
+    /// One batch in flight: its POST (and the halving of a refused one) on a helper thread with
+    /// a connection of its own (fork and join: between `begin` and `finishOldest` only the helper
+    /// touches the flight and its connection).
+    final class Flight {
+        let client: CurlClient
+        var result: SinkWriteResult = .keep(reason: "not sent", retryAfterSeconds: nil)
+        var thread: pthread_t?
+
+        init(client: CurlClient) { self.client = client }
+    }
+
+    public func begin(_ batch: SinkBatch) {
+        let f = Flight(client: spare.popLast() ?? CurlClient(options: options))
+        let job = { f.result = self.post(batch, on: f.client) }
+        switch startThread(job) {
+        case .success(let t): f.thread = t
+        case .failure: job()   // no thread to be had: on this one
+        }
+        open.append(f)
+    }
+
+    public func finishOldest() -> SinkWriteResult {
+        guard !open.isEmpty else { return .accepted }
+        let f = open.removeFirst()
+        if let t = f.thread { pthread_join(t, nil) }
+        f.thread = nil
+        spare.append(f.client)
+        return f.result
+    }
+
+    /// Posts a batch (halved where refused) on `client`. Reads only what does not change once
+    /// the sink is made, so two threads may post at once, each on its own connection.
+    private func post(_ batch: SinkBatch, on client: CurlClient) -> SinkWriteResult {
+        poster(client).post(count: batch.count) { range in
             let body = encode(batch, range)
             var requestHeaders = headers
             if let secret = hmacSecret {
@@ -96,7 +146,7 @@ public final class HTTPSink: Sink {
         }
     }
 
-    var poster: BatchPoster {
+    func poster(_ client: CurlClient) -> BatchPoster {
         BatchPoster(sinkName: name, url: shownURL, credentialsHint: "sinks.\(name).auth (and headers)", client: client,
                     logger: logger, clock: clock)
     }
@@ -116,5 +166,10 @@ public final class HTTPSink: Sink {
 
     public func probe() -> Reachability { client.probe(url: url) }
 
-    public func close() { client.close() }
+    public func close() {
+        while !open.isEmpty { _ = finishOldest() }
+        for c in spare { c.close() }
+        spare = []
+        client.close()
+    }
 }
