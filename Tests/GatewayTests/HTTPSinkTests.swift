@@ -205,33 +205,16 @@ import YAMLConfig
 /// record before it was taken (or, for a poison, dead-lettered); at the end all are.
 @Suite struct PipelinedHTTPSinkTests {
     @Test func theCursorNeverPassesARecordTheWebhookHasNotTaken() throws {
-        struct State {
-            var taken = Set<Int>()
-            var arrivals = 0
-            var waiting = 0
-            var overlapped = false
-            var refusedOnce = Set<Int>()
-        }
-        let state = Mutex(State())
+        let taken = Mutex(Set<Int>())
+        let script = OutOfOrderScript()
         let poison = Set([37, 38, 250, 499])
         @Sendable func number(_ uuid: String) -> Int { Int(uuid.dropFirst()) ?? -1 }
         let endpoint = ThreadedEndpoint { r in
             let ns = ScriptedEndpoint.uuids(r).map(number)
-            let first = ns.first ?? -1
-            let (hold, refuse) = state.withLock { s -> (Bool, Bool) in
-                s.arrivals += 1
-                if s.waiting > 0 { s.overlapped = true }
-                let refuse = first % 7 == 0 && s.refusedOnce.insert(first).inserted
-                return (s.arrivals % 2 == 1, refuse)
-            }
-            if hold {
-                let seen = state.withLock { s -> Int in s.waiting += 1; return s.arrivals }
-                for _ in 0..<30 where state.withLock({ $0.arrivals }) == seen { usleep(10_000) }
-                state.withLock { $0.waiting -= 1 }
-            }
+            let refuse = script.arrive(first: ns.first ?? -1)
             if refuse { return HTTPResponse(status: 503) }
             if ns.contains(where: poison.contains) { return HTTPResponse(status: 400, body: Array(#"{"error":"poison"}"#.utf8)) }
-            state.withLock { s in for n in ns { s.taken.insert(n) } }
+            taken.withLock { t in for n in ns { t.insert(n) } }
             return HTTPResponse(status: 204)
         }
         let dir = ServeProcess.makeTempDir("pipelined-http")
@@ -253,7 +236,7 @@ import YAMLConfig
                             journal: j, dataDir: dir, logger: logger, metrics: metrics) {
             let seq = Int(metrics.cursorSeq.load(ordering: .relaxed)), skip = metrics.cursorSkip.load(ordering: .relaxed)
             let before = (seq - 1) * perEntry + skip
-            let missing = state.withLock { s in (0..<before).filter { !s.taken.contains($0) && !poison.contains($0) } }
+            let missing = taken.withLock { t in (0..<before).filter { !t.contains($0) && !poison.contains($0) } }
             let rejected = metrics.rejected.load(ordering: .relaxed)
             if !missing.isEmpty { violations.withLock { $0.append("cursor \(seq)/\(skip) passed \(missing.prefix(5))") } }
             if rejected < poison.filter({ $0 < before }).count {
@@ -266,10 +249,9 @@ import YAMLConfig
                 "the drainer did not get to the end")
         d.stop()
         #expect(violations.withLock { $0 }.isEmpty, "\(violations.withLock { $0 })")
-        let s = state.withLock { $0 }
-        #expect(s.taken == Set(0..<total).subtracting(poison))
-        #expect(s.overlapped, "requests were in flight together")
-        #expect(!s.refusedOnce.isEmpty)
+        #expect(taken.withLock { $0 } == Set(0..<total).subtracting(poison))
+        #expect(script.overlapped, "requests were in flight together")
+        #expect(!script.refused.isEmpty)
         #expect(metrics.rejected.load(ordering: .relaxed) == poison.count)
         let dead = try String(contentsOfFile: dir + "/sinks/hook/dead-letters.ndjson", encoding: .utf8)
         #expect(poison.allSatisfy { dead.contains("\"r\($0)\"") })

@@ -550,29 +550,14 @@ import YAMLConfig
     @Test(arguments: [false, true]) func theCursorNeverPassesARecordInfluxDBHasNotTaken(copying: Bool) throws {
         struct State {
             var taken = Set<Int>()
-            var arrivals = 0
-            var waiting = 0
-            var overlapped = false
-            var refusedOnce = Set<Int>()
             var fiveHundred = false
         }
         let state = Mutex(State())
+        let script = OutOfOrderScript()
         let endpoint = ThreadedEndpoint { r in
             // Each line's time (precision s) is its record's number.
             let times = InfluxDBSinkTests.inflate(r.body).split(separator: "\n").compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }
-            let first = times.first ?? -1
-            let (hold, refuse) = state.withLock { s -> (Bool, Bool) in
-                s.arrivals += 1
-                if s.waiting > 0 { s.overlapped = true }
-                let refuse = first % 7 == 0 && s.refusedOnce.insert(first).inserted
-                return (s.arrivals % 2 == 1, refuse)
-            }
-            if hold {
-                // Held until another request comes in (at most 0.3 s): answered after it.
-                let seen = state.withLock { s -> Int in s.waiting += 1; return s.arrivals }
-                for _ in 0..<30 where state.withLock({ $0.arrivals }) == seen { usleep(10_000) }
-                state.withLock { $0.waiting -= 1 }
-            }
+            let refuse = script.arrive(first: times.first ?? -1)
             if refuse { return HTTPResponse(status: 503) }
             let failLate = state.withLock { s -> Bool in
                 // Once: a request that comes after others were taken fails whole.
@@ -629,8 +614,8 @@ import YAMLConfig
         #expect(violations.withLock { $0 }.isEmpty, "\(violations.withLock { $0 })")
         let s = state.withLock { $0 }
         #expect(s.taken.count == total)
-        #expect(s.overlapped, "requests were in flight together")
-        #expect(!s.refusedOnce.isEmpty && s.fiveHundred, "the script refused some")
+        #expect(script.overlapped, "requests were in flight together")
+        #expect(!script.refused.isEmpty && s.fiveHundred, "the script refused some")
         #expect(commits.withLock { $0 } >= 10)
         #expect(metrics.kept.load(ordering: .relaxed) > 0)
     }

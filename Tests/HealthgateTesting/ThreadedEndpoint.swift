@@ -117,3 +117,47 @@ final class ThreadedEndpoint: @unchecked Sendable {
         return nil
     }
 }
+
+/// The out-of-order part of a scripted endpoint for requests in flight: every other request is
+/// held until the next one comes in (at most 0.3 s), so that it is answered after it, and the
+/// first try of a request whose first record number is a multiple of 7 is to be refused.
+final class OutOfOrderScript: @unchecked Sendable {
+    private let lock = NSLock()
+    private var arrivals = 0
+    private var waiting = 0
+    private var _overlapped = false
+    private var _refused = Set<Int>()
+
+    init() {}
+
+    /// Requests were held while another came in.
+    var overlapped: Bool { lock.lock(); defer { lock.unlock() }; return _overlapped }
+    /// The first record numbers of the requests refused once.
+    var refused: Set<Int> { lock.lock(); defer { lock.unlock() }; return _refused }
+
+    /// Holds the request whose first record is `first` as the script says; true when it is to
+    /// be refused.
+    func arrive(first: Int) -> Bool {
+        lock.lock()
+        arrivals += 1
+        if waiting > 0 { _overlapped = true }
+        let refuse = first % 7 == 0 && _refused.insert(first).inserted
+        let hold = arrivals % 2 == 1
+        let seen = arrivals
+        if hold { waiting += 1 }
+        lock.unlock()
+        if hold {
+            for _ in 0..<30 {
+                lock.lock()
+                let moved = arrivals != seen
+                lock.unlock()
+                if moved { break }
+                usleep(10_000)
+            }
+            lock.lock()
+            waiting -= 1
+            lock.unlock()
+        }
+        return refuse
+    }
+}
