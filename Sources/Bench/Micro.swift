@@ -25,7 +25,7 @@ enum Micro {
                 if name.hasPrefix("receive") || name.hasPrefix("routes") { f() }   // what later stages read
                 return
             }
-            let n = only == nil ? runs : 3
+            let n = Int(ProcessInfo.processInfo.environment["MICRO_RUNS"] ?? "") ?? (only == nil ? runs : 3)
             f()
             let t0 = DispatchTime.now().uptimeNanoseconds
             for _ in 0..<n { f() }
