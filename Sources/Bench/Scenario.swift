@@ -131,7 +131,7 @@ final class BenchTarget {
             return (rate, "COPY + upsert in batches of 20,000 rows, one connection")
         case .http:
             guard let rate = webhook?.ceiling() else { return nil }
-            return (rate, "the sink's first NDJSON body posted again and again, one keep-alive connection")
+            return (rate, "the sink's largest NDJSON body posted again and again, one keep-alive connection")
         }
     }
 

@@ -8,11 +8,11 @@ import Synchronization
 /// The `http` sink's server in the bench: a webhook receiver on loopback (healthgate's own
 /// HTTP server, libmicrohttpd, 8 threads) that parses each NDJSON line of a POST (simdjson, as a
 /// consumer that reads what it gets must), counts the records with a uuid, answers 204, and
-/// keeps the first body it took — its ceiling is that body posted again and again from one
-/// keep-alive connection, without healthgate.
+/// keeps the largest body it took (a whole batch) — its ceiling is that body posted again and
+/// again from one keep-alive connection, without healthgate.
 final class WebhookReceiver: HTTPHandler, @unchecked Sendable {
     let records = Atomic<Int>(0)
-    private let first = Mutex<[UInt8]?>(nil)
+    private let largest = Mutex<(body: [UInt8], records: Int)?>(nil)
     private var server: HTTPServer?
     private(set) var port: UInt16 = 0
 
@@ -30,7 +30,7 @@ final class WebhookReceiver: HTTPHandler, @unchecked Sendable {
         guard request.method == "POST" else { return HTTPResponse(status: 405) }
         let lines = WebhookReceiver.records(request.body)
         records.add(lines, ordering: .relaxed)
-        first.withLock { if $0 == nil && lines > 0 { $0 = request.body } }
+        largest.withLock { if lines > ($0?.records ?? 0) { $0 = (request.body, lines) } }
         return HTTPResponse(status: 204)
     }
 
@@ -39,11 +39,10 @@ final class WebhookReceiver: HTTPHandler, @unchecked Sendable {
     func tooMuchInFlight(path: String, limit: Int) -> HTTPResponse { HTTPResponse(status: 503) }
     func preflight(_ headersOnly: HTTPRequest) -> HTTPResponse? { nil }
 
-    /// The receiver's own ceiling, in records a second: the first body the sink posted, posted
+    /// The receiver's own ceiling, in records a second: the largest body the sink posted, posted
     /// again from one keep-alive connection for 3 s.
     func ceiling() -> Double? {
-        guard let body = first.withLock({ $0 }) else { return nil }
-        let perBody = WebhookReceiver.records(body)
+        guard let (body, perBody) = largest.withLock({ $0 }) else { return nil }
         let head = Array(("POST /hook HTTP/1.1\r\nHost: bench\r\nContent-Type: application/x-ndjson\r\n"
                           + "Content-Length: \(body.count)\r\n\r\n").utf8)
         let conn = Connection(port: port)

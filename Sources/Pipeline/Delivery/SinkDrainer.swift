@@ -151,6 +151,10 @@ public final class SinkDrainer: Sendable {
 
     /// How much journal a drainer reads ahead of its sink: bounds its memory.
     static let readAheadBytes = 2 << 20
+    /// The most records a read-ahead decodes while the sink writes: a file sink's whole batch;
+    /// a larger batch (postgres: 20,000) is finished by the drainer itself. (The read-ahead
+    /// decoding a postgres batch whole held 25 MB more at peak.)
+    static let readAheadRecords = 10_000
 
     /// For `when_full: drop_oldest`: the limit past which the oldest waiting records are dropped.
     var dropOldestAbove: Int? {
@@ -180,6 +184,14 @@ final class DrainLoop {
     var pipelined: (any PipelinedSink)?
     /// Batches begun and not finished, oldest first, each with the cursor past it.
     var flights: [Flight] = []
+    /// Pipelined: the read-ahead decoding on while batches go out, joined only once its records
+    /// are wanted (or the reader, the parser or the journal's position are).
+    var decoding: ReadAhead?
+    /// Pipelined: the cursor past the batches delivered since the last commit, committed at
+    /// most every `commitEvery` while batches flow (each commit is two fsyncs: per 1,000-record
+    /// http batch they held the sink to one batch at a time), and whenever nothing is in flight.
+    var uncommitted: CursorStore.Committed?
+    static let commitEvery = 0.05
 
     struct Flight {
         var batch: RoutedRecords
@@ -276,13 +288,17 @@ final class DrainLoop {
         }
         guard openSink() else { return }
         var skip = committed.journal.skip
-        let maxItems = d.built.common.batch.maxItems
         let maxWait = d.built.common.batch.maxWaitSeconds
         let onCorrupt: (String) -> Void = { [logger, name] in logger.error("sink \(name): \($0)") }
         var stuckSince: Double?
 
-        defer { _ = settleAll() }
+        defer {
+            joinDecoding()
+            _ = settleAll()
+        }
         while !d.isStopping {
+            // The read-ahead still decoding is joined before anything else reads the journal
+            // or uses the parser (the fill below, `shed`, the inbox: each joins it).
             if d.overLimit() {
                 if settleAll() == .stopped { return }
                 shed()
@@ -292,6 +308,7 @@ final class DrainLoop {
             if !deliverInbox(maxItems: maxItems) { return }
             // Fill the buffer from the journal.
             if pending.count < maxItems {
+                joinDecoding()
                 let entries = reader.read(maxEntries: 64, maxBytes: SinkDrainer.readAheadBytes, corrupt: onCorrupt)
                 for e in entries {
                     bytesSinceRelief += e.payload.count
@@ -353,24 +370,21 @@ final class DrainLoop {
             if !batch.isEmpty, let p = pipelined, batch.count <= maxItems {
                 // Begun, and the oldest batch in flight finished once too many are: the sink's
                 // requests are answered while this thread decodes and encodes the next batch.
-                let cursor = pendingCursor
-                let ahead = startReadAhead()
+                let cursor = pendingCursor()
+                // Decoding goes on across batches, up to a batch and `readAheadRecords` ahead:
+                // the sink's requests and the next entries' decoding overlap however their
+                // sizes fall (one fork and join per batch made a 1,000-record http batch wait
+                // for a whole 4,800-record entry's decoding every few batches).
+                if decoding == nil { decoding = startReadAhead(upTo: maxItems + SinkDrainer.readAheadRecords) }
                 p.begin(SinkBatch(records: batch.records, lines: batch.lines))
                 flights.append(Flight(batch: batch, cursor: cursor))
-                var outcome = BatchDelivery.Outcome.delivered
-                if flights.count >= p.batchesInFlight {
-                    let result = p.finishOldest()
-                    if let ahead { finish(ahead) }
-                    outcome = settleOldest(result)
-                } else if let ahead {
-                    finish(ahead)
-                }
-                if outcome == .stopped { return }
+                if flights.count >= p.batchesInFlight, settleOldest(p.finishOldest()) == .stopped { return }
                 continue
             }
             if !batch.isEmpty {
                 // Written whole (routes that copy records made it larger than a batch): with
                 // nothing in flight, as `write` must be.
+                joinDecoding()
                 if !flights.isEmpty {
                     switch settleAll() {
                     case .delivered: break
@@ -392,15 +406,18 @@ final class DrainLoop {
                 continue
             }
             var next = committed
-            next.journal = pendingCursor
+            next.journal = pendingCursor()
             save(next)
         }
     }
 
     /// Where the journal records not yet taken into a batch begin: the cursor past every batch
-    /// made so far.
-    var pendingCursor: Cursor {
-        pending.isEmpty ? Cursor(seq: reader.nextSeq, skip: 0) : Cursor(seq: pending.positions[0].seq, skip: pending.positions[0].index)
+    /// made so far. (With none pending, the reader's position: a read-ahead still decoding is
+    /// joined first.)
+    func pendingCursor() -> Cursor {
+        if pending.isEmpty { joinDecoding() }
+        return pending.isEmpty ? Cursor(seq: reader.nextSeq, skip: 0)
+            : Cursor(seq: pending.positions[0].seq, skip: pending.positions[0].index)
     }
 
     /// Nothing waits: let the sink and the transforms do what time asks, note how far
@@ -458,9 +475,9 @@ final class DrainLoop {
             let outcome = delivery!.deliver(records: f.batch.records, lines: f.batch.lines, first: k == 0 ? result : nil,
                                             wait: { [d] seconds in d.sleep(seconds) }, abandon: { [d] in d.overLimit() })
             if outcome != .delivered { return outcome }
-            var next = committed
+            var next = uncommitted ?? committed
             next.journal = f.cursor
-            save(next)
+            if monotonicSeconds() - lastSavedAt >= DrainLoop.commitEvery { save(next) } else { uncommitted = next }
         }
         return .delivered
     }
@@ -468,6 +485,8 @@ final class DrainLoop {
     /// Finishes every batch in flight, oldest first. (A batch not delivered at once finishes
     /// those after it first: when this returns, nothing is in flight.)
     func settleAll() -> BatchDelivery.Outcome {
+        // What was delivered is committed however this ends.
+        defer { if let u = uncommitted { save(u) } }
         while let p = pipelined, !flights.isEmpty {
             let outcome = settleOldest(p.finishOldest())
             if outcome != .delivered { return outcome }
@@ -479,6 +498,7 @@ final class DrainLoop {
     /// False when stopping.
     func deliverInbox(maxItems: Int) -> Bool {
         guard let inbox = d.inbox, let r = inboxReader, inbox.lastDurableSeq >= r.nextSeq else { return true }
+        joinDecoding()   // the parser is the read-ahead's while it runs
         // Written with nothing in flight.
         if !flights.isEmpty && settleAll() == .stopped { return false }
         let entries = r.read(maxEntries: 1, maxBytes: SinkDrainer.readAheadBytes) { [logger, name] in
@@ -515,9 +535,11 @@ final class DrainLoop {
 
     /// Commits the position with the transforms' state as it is now.
     func save(_ next: CursorStore.Committed) {
+        uncommitted = nil   // `next` is as far as it, or further
         var c = next
         c.states = [:]
-        for (k, v) in routes.saveState() { c.states[k] = v }
+        // Routes that only map keep no state (and may be mapping on the read-ahead thread now).
+        if ahead == nil { for (k, v) in routes.saveState() { c.states[k] = v } }
         if let state = sink?.saveState() { c.states[DrainLoop.sinkStateKey] = state }
         do {
             try d.commit(c)
@@ -584,15 +606,30 @@ final class DrainLoop {
     }
 
     func startReadAhead() -> ReadAhead? {
-        guard pending.count < d.built.common.batch.maxItems, d.journal.lastDurableSeq >= reader.nextSeq else { return nil }
+        startReadAhead(upTo: min(maxItems, pending.count + SinkDrainer.readAheadRecords))
+    }
+
+    /// A read-ahead decoding until `upTo` records are pending (nil when as many are, or the
+    /// journal holds nothing more).
+    func startReadAhead(upTo: Int) -> ReadAhead? {
+        guard pending.count < upTo, d.journal.lastDurableSeq >= reader.nextSeq else { return nil }
         // The drainer's own parser: it is not used while the sink writes (one parser's buffers
         // per sink, not two).
         let job = ReadAhead(reader: reader, parser: parser, ahead: ahead, logger: logger, name: name)
-        job.wanted = d.built.common.batch.maxItems - pending.count
+        job.wanted = upTo - pending.count
         guard case .success(let t) = startThread({ job.run() }) else { return nil }
         job.thread = t
         return job
     }
+
+    func joinDecoding() {
+        if let job = decoding {
+            decoding = nil
+            finish(job)
+        }
+    }
+
+    var maxItems: Int { d.built.common.batch.maxItems }
 
     func finish(_ job: ReadAhead) {
         if let t = job.thread { pthread_join(t, nil) }
@@ -603,6 +640,7 @@ final class DrainLoop {
 
     /// Drops the oldest waiting records so that at most the limit waits, and moves the cursor.
     func shed() {
+        joinDecoding()   // the reader is the read-ahead's while it runs
         guard let max = d.dropOldestAbove else { return }
         let before = d.journal.backlog(fromSeq: metrics.cursorSeq.load(ordering: .relaxed),
                                        skip: metrics.cursorSkip.load(ordering: .relaxed))
