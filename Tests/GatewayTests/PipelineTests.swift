@@ -291,6 +291,32 @@ enum ConfigDurationFor {
         #expect(try String(contentsOfFile: dir + "/sinks/inflight/dead-letters.ndjson", encoding: .utf8).contains("poison"))
     }
 
+    /// A pipelined sink whose read-ahead decodes on across batches, with `replay --sink`
+    /// records arriving in its inbox while it drains: the inbox goes out with nothing in flight
+    /// (the read-ahead joined first: it and the inbox share the parser), and every record of
+    /// both lands once the cursors are at their ends.
+    @Test func theInboxGoesOutBetweenPipelinedBatches() throws {
+        let dir = ServeProcess.makeTempDir("pipe")
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        let inbox = try Journal(directory: dir + "/inbox", logger: logger)
+        for e in 0..<60 { try append(j, (0..<10).map { PipelineTests.record("r\(e * 10 + $0)") }) }
+        let sink = InFlightSink()
+        let common = SinkCommonConfig(batch: BatchConfig(max_items: 10),
+                                      retry: RetryConfig(initial: ConfigDurationFor.ms(5), max: ConfigDurationFor.ms(10)))
+        let d = SinkDrainer(name: sink.name, built: .testing(sink, common: common),
+                            routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: [sink.name])],
+                            journal: j, inbox: inbox, dataDir: dir, logger: logger)
+        try d.start()
+        for e in 0..<4 {
+            try append(inbox, (0..<5).map { PipelineTests.record("i\(e * 5 + $0)") })
+            usleep(2_000)
+        }
+        #expect(ServeProcess.eventually { (try? d.loadCursor()) == Cursor(seq: 61, skip: 0) && Set(sink.accepted).count == 620 })
+        d.stop()
+        #expect(sink.violations.isEmpty, "\(sink.violations)")
+        #expect(Set(sink.accepted) == Set((0..<600).map { "r\($0)" } + (0..<20).map { "i\($0)" }))
+    }
+
     @Test func aJournalLineThatIsNotARecordIsKeptAsADeadLetter() throws {
         let dir = ServeProcess.makeTempDir("pipe")
         let j = try Journal(directory: dir + "/journal", logger: logger)
