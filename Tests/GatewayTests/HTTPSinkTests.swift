@@ -219,12 +219,8 @@ import YAMLConfig
         }
         let dir = ServeProcess.makeTempDir("pipelined-http")
         let logger = Logger(component: "test", sink: MemoryLogSink())
-        let j = try Journal(directory: dir + "/journal", logger: logger)
         let total = 600, perEntry = 10
-        for e in 0..<(total / perEntry) {
-            let records = (0..<perEntry).map { k in PipelineTests.record("r\(e * perEntry + k)") }
-            try j.append(payload: CanonicalCodec.encodeLines(records), count: records.count, time: Timestamp(seconds: 0))
-        }
+        let j = try PipelineTests.journal(dir: dir, records: total, perEntry: perEntry, logger: logger) { PipelineTests.record("r\($0)") }
         let node = try parseYAML("""
             {kind: http, url: "http://127.0.0.1:\(endpoint.port)/hook", format: ndjson,
              batch: {max_items: 25}, retry: {initial: 5ms, max: 20ms}}

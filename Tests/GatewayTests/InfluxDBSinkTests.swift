@@ -573,15 +573,11 @@ import YAMLConfig
         }
         let dir = ServeProcess.makeTempDir("pipelined")
         let logger = Logger(component: "test", sink: MemoryLogSink())
-        let j = try Journal(directory: dir + "/journal", logger: logger)
         let total = 1000, perEntry = 10
-        for e in 0..<(total / perEntry) {
-            let records = (0..<perEntry).map { k -> CanonicalRecord in
-                var r = PipelineTests.record("u\(e * perEntry + k)", type: (e * perEntry + k) % 3 == 0 ? "marked" : "steps")
-                r.start = Timestamp(seconds: Int64(e * perEntry + k))
-                return r
-            }
-            try j.append(payload: CanonicalCodec.encodeLines(records), count: records.count, time: Timestamp(seconds: 0))
+        let j = try PipelineTests.journal(dir: dir, records: total, perEntry: perEntry, logger: logger) { n in
+            var r = PipelineTests.record("u\(n)", type: n % 3 == 0 ? "marked" : "steps")
+            r.start = Timestamp(seconds: Int64(n))
+            return r
         }
         let node = try parseYAML("""
             {kind: influxdb, url: "http://127.0.0.1:\(endpoint.port)", api: v1, database: d, precision: s,

@@ -28,6 +28,18 @@ import YAMLConfig
         try j.append(payload: CanonicalCodec.encodeLines(records), count: records.count, time: Timestamp(seconds: 0))
     }
 
+    /// A journal in `dir`/journal holding `records` records made by `record(n)`, `perEntry` to an
+    /// entry (so that batches and cursors fall inside entries).
+    static func journal(dir: String, records: Int, perEntry: Int, logger: Logger,
+                        _ record: (Int) -> CanonicalRecord) throws -> Journal {
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        for e in 0..<(records / perEntry) {
+            let rs = (0..<perEntry).map { record(e * perEntry + $0) }
+            try j.append(payload: CanonicalCodec.encodeLines(rs), count: rs.count, time: Timestamp(seconds: 0))
+        }
+        return j
+    }
+
     @Test func theFileSinkWritesByTemplateAndResumesFromItsCursor() throws {
         let dir = ServeProcess.makeTempDir("pipe")
         let j = try Journal(directory: dir + "/journal", logger: logger)
