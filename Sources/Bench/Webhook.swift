@@ -11,7 +11,6 @@ import Synchronization
 /// keeps the largest body it took (a whole batch) — its ceiling is that body posted again and
 /// again from one keep-alive connection, without healthgate.
 final class WebhookReceiver: HTTPHandler, @unchecked Sendable {
-    let records = Atomic<Int>(0)
     private let largest = Mutex<(body: [UInt8], records: Int)?>(nil)
     private var server: HTTPServer?
     private(set) var port: UInt16 = 0
@@ -29,7 +28,6 @@ final class WebhookReceiver: HTTPHandler, @unchecked Sendable {
     func handle(_ request: HTTPRequest) -> HTTPResponse {
         guard request.method == "POST" else { return HTTPResponse(status: 405) }
         let lines = WebhookReceiver.records(request.body)
-        records.add(lines, ordering: .relaxed)
         largest.withLock { if lines > ($0?.records ?? 0) { $0 = (request.body, lines) } }
         return HTTPResponse(status: 204)
     }

@@ -21,3 +21,27 @@ public func startThread(_ body: @escaping () -> Void) -> Result<pthread_t, IOErr
     }
     return .success(t)
 }
+
+/// A job on a helper thread of its own, joined once for its result (fork and join: between the
+/// two only the helper touches what the job uses). Run on the caller's thread when no thread
+/// can be had. For the sinks' requests in flight and the drainer's read-ahead.
+public final class Forked<Result> {
+    private var thread: pthread_t?
+    private var result: Result?
+
+    public init(_ body: @escaping () -> Result) {
+        switch startThread({ self.result = body() }) {
+        case .success(let t): thread = t
+        case .failure: result = body()
+        }
+    }
+
+    /// Waits for the job, once, and gives what it returned.
+    public func join() -> Result {
+        if let t = thread {
+            pthread_join(t, nil)
+            thread = nil
+        }
+        return result!
+    }
+}

@@ -239,12 +239,7 @@ import YAMLConfig
                 violations.withLock { $0.append("cursor \(seq)/\(skip) passed a poison not dead-lettered") }
             }
         }
-        try d.start()
-        defer { d.stop() }
-        #expect(ServeProcess.eventually(30) { (try? d.loadCursor()) == Cursor(seq: UInt64(total / perEntry + 1), skip: 0) },
-                "the drainer did not get to the end")
-        d.stop()
-        #expect(violations.withLock { $0 }.isEmpty, "\(violations.withLock { $0 })")
+        try PipelineTests.drainToEnd(d, entries: total / perEntry, violations: violations)
         #expect(taken.withLock { $0 } == Set(0..<total).subtracting(poison))
         #expect(script.overlapped, "requests were in flight together")
         #expect(!script.refused.isEmpty)

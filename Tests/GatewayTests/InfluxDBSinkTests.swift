@@ -602,12 +602,7 @@ import YAMLConfig
             commits.withLock { $0 += 1 }
             if !missing.isEmpty { violations.withLock { $0.append("cursor \(seq)/\(skip) passed \(missing.prefix(5))") } }
         }
-        try d.start()
-        defer { d.stop() }
-        #expect(ServeProcess.eventually(30) { (try? d.loadCursor()) == Cursor(seq: UInt64(total / perEntry + 1), skip: 0) },
-                "the drainer did not get to the end")
-        d.stop()
-        #expect(violations.withLock { $0 }.isEmpty, "\(violations.withLock { $0 })")
+        try PipelineTests.drainToEnd(d, entries: total / perEntry, violations: violations)
         let s = state.withLock { $0 }
         #expect(s.taken.count == total)
         #expect(script.overlapped, "requests were in flight together")

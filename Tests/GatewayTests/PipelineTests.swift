@@ -9,6 +9,7 @@ import Posix
 @testable import SinkFile
 import SinkKit
 @testable import Sinks
+import Synchronization
 import Testing
 import Transforms
 import YAMLConfig
@@ -38,6 +39,17 @@ import YAMLConfig
             try j.append(payload: CanonicalCodec.encodeLines(rs), count: rs.count, time: Timestamp(seconds: 0))
         }
         return j
+    }
+
+    /// Starts `d`, waits (30 s at most) until its cursor is past the journal's `entries`
+    /// entries, stops it, and expects that no commit found a `violation`.
+    static func drainToEnd(_ d: SinkDrainer, entries: Int, violations: borrowing Mutex<[String]>) throws {
+        try d.start()
+        defer { d.stop() }
+        #expect(ServeProcess.eventually(30) { (try? d.loadCursor()) == Cursor(seq: UInt64(entries + 1), skip: 0) },
+                "the drainer did not get to the end")
+        d.stop()
+        #expect(violations.withLock { $0 }.isEmpty, "\(violations.withLock { $0 })")
     }
 
     @Test func theFileSinkWritesByTemplateAndResumesFromItsCursor() throws {

@@ -184,8 +184,8 @@ final class DrainLoop {
     var pipelined: (any PipelinedSink)?
     /// Batches begun and not finished, oldest first, each with the cursor past it.
     var flights: [Flight] = []
-    /// Pipelined: the read-ahead decoding on while batches go out, joined only once its records
-    /// are wanted (or the reader, the parser or the journal's position are).
+    /// The read-ahead decoding while the sink writes: joined right after a `write`; pipelined,
+    /// only once its records are wanted (or the reader, the parser or the journal's position are).
     var decoding: ReadAhead?
     /// Pipelined: the cursor past the batches delivered since the last commit, committed at
     /// most every `commitEvery` while batches flow (each commit is two fsyncs: per 1,000-record
@@ -305,7 +305,7 @@ final class DrainLoop {
                 skip = 0
             }
             // What `replay --sink` handed to this sink goes out between journal batches.
-            if !deliverInbox(maxItems: maxItems) { return }
+            if !deliverInbox() { return }
             // Fill the buffer from the journal.
             if pending.count < maxItems {
                 joinDecoding()
@@ -393,9 +393,9 @@ final class DrainLoop {
                     case .abandoned: continue   // shed at the top of the loop, this batch included
                     }
                 }
-                let ahead = startReadAhead()
+                decoding = startReadAhead(upTo: min(maxItems, pending.count + SinkDrainer.readAheadRecords))
                 let outcome = deliver(batch)
-                if let ahead { finish(ahead) }
+                joinDecoding()
                 switch outcome {
                 case .delivered: break
                 case .stopped: return
@@ -497,7 +497,7 @@ final class DrainLoop {
 
     /// Delivers what waits in the inbox, an entry at a time, committing after each batch.
     /// False when stopping.
-    func deliverInbox(maxItems: Int) -> Bool {
+    func deliverInbox() -> Bool {
         guard let inbox = d.inbox, let r = inboxReader, inbox.lastDurableSeq >= r.nextSeq else { return true }
         joinDecoding()   // the parser is the read-ahead's while it runs
         // Written with nothing in flight.
@@ -560,9 +560,10 @@ final class DrainLoop {
     /// The next journal entries, read and decoded on a helper thread while the sink writes the
     /// batch before them (the decoding overlaps the destination's round trip), and when routes
     /// only map, routed and their changed lines encoded there too. Fork and join: between
-    /// `startReadAhead` and `finish` only the helper touches `reader`, `parser` and the routes,
-    /// and the drainer thread is inside `deliver`, which uses none of them; what the helper found
-    /// is applied on the drainer thread afterwards (dead letters, pending), so nothing else is shared.
+    /// `startReadAhead` and `joinDecoding` only the helper touches `reader`, `parser` and the
+    /// routes, and the drainer thread uses none of them (each of its uses joins first); what the
+    /// helper found is applied on the drainer thread afterwards (dead letters, pending), so nothing
+    /// else is shared.
     final class ReadAhead {
         let reader: JournalReader
         let parser: JSONParser
@@ -572,7 +573,7 @@ final class DrainLoop {
         var pending: Pending
         var bad: [(ArraySlice<UInt8>, String)] = []
         var bytes = 0
-        var thread: pthread_t?
+        var running: Forked<Void>?
 
         init(reader: JournalReader, parser: JSONParser, ahead: SinkRoutes?, logger: Logger, name: String) {
             self.reader = reader
@@ -606,10 +607,6 @@ final class DrainLoop {
         }
     }
 
-    func startReadAhead() -> ReadAhead? {
-        startReadAhead(upTo: min(maxItems, pending.count + SinkDrainer.readAheadRecords))
-    }
-
     /// A read-ahead decoding until `upTo` records are pending (nil when as many are, or the
     /// journal holds nothing more).
     func startReadAhead(upTo: Int) -> ReadAhead? {
@@ -618,26 +615,21 @@ final class DrainLoop {
         // per sink, not two).
         let job = ReadAhead(reader: reader, parser: parser, ahead: ahead, logger: logger, name: name)
         job.wanted = upTo - pending.count
-        guard case .success(let t) = startThread({ job.run() }) else { return nil }
-        job.thread = t
+        job.running = Forked { job.run() }
         return job
     }
 
+    /// Waits for the read-ahead, if one runs, and takes what it decoded after what is pending.
     func joinDecoding() {
-        if let job = decoding {
-            decoding = nil
-            finish(job)
-        }
-    }
-
-    var maxItems: Int { d.built.common.batch.maxItems }
-
-    func finish(_ job: ReadAhead) {
-        if let t = job.thread { pthread_join(t, nil) }
+        guard let job = decoding else { return }
+        decoding = nil
+        job.running?.join()
         for (line, reason) in job.bad { deadLetters.keep(line: line, reason: reason) }
         bytesSinceRelief += job.bytes
         pending.append(job.pending)
     }
+
+    var maxItems: Int { d.built.common.batch.maxItems }
 
     /// Drops the oldest waiting records so that at most the limit waits, and moves the cursor.
     func shed() {

@@ -1,5 +1,4 @@
 import CanonicalJSON
-import Glibc
 import HTTPDelivery
 import Posix
 import HealthgateCore
@@ -30,8 +29,9 @@ public final class HTTPSink: PipelinedSink {
     let hmacSecret: [UInt8]?
     let client: CurlClient
     let options: CurlClient.Options
-    /// Batches begun and not finished, oldest first.
-    private var open: [Flight] = []
+    /// Batches begun and not finished, oldest first: each one's POST (and the halving of a
+    /// refused one) on a helper thread with a connection of its own.
+    private var open: [(client: CurlClient, post: Forked<SinkWriteResult>)] = []
     /// Connections of finished batches, for the next ones begun.
     private var spare: [CurlClient] = []
     public let batchesInFlight = 2
@@ -99,34 +99,17 @@ public final class HTTPSink: PipelinedSink {
         return post(batch, on: client)
     }
 
-    /// One batch in flight: its POST (and the halving of a refused one) on a helper thread with
-    /// a connection of its own (fork and join: between `begin` and `finishOldest` only the helper
-    /// touches the flight and its connection).
-    final class Flight {
-        let client: CurlClient
-        var result: SinkWriteResult = .keep(reason: "not sent", retryAfterSeconds: nil)
-        var thread: pthread_t?
-
-        init(client: CurlClient) { self.client = client }
-    }
-
     public func begin(_ batch: SinkBatch) {
-        let f = Flight(client: spare.popLast() ?? CurlClient(options: options))
-        let job = { f.result = self.post(batch, on: f.client) }
-        switch startThread(job) {
-        case .success(let t): f.thread = t
-        case .failure: job()   // no thread to be had: on this one
-        }
-        open.append(f)
+        let client = spare.popLast() ?? CurlClient(options: options)
+        open.append((client, Forked { self.post(batch, on: client) }))
     }
 
     public func finishOldest() -> SinkWriteResult {
         guard !open.isEmpty else { return .accepted }
         let f = open.removeFirst()
-        if let t = f.thread { pthread_join(t, nil) }
-        f.thread = nil
+        let result = f.post.join()
         spare.append(f.client)
-        return f.result
+        return result
     }
 
     /// Posts a batch (halved where refused) on `client`. Reads only what does not change once

@@ -289,10 +289,10 @@ public final class InfluxDBSink: PipelinedSink {
 
     /// The answer of the oldest request in flight, taken in order.
     private func settle(_ request: Request) {
-        request.wait()
+        let result = request.wait()
         let sent = request.run
         let b = request.batch
-        switch request.result {
+        switch result {
         case .accepted:
             if let halted { b.keep(sent.indices, halted) }
         case .keep(let reason, let after):
@@ -419,8 +419,7 @@ public final class InfluxDBSink: PipelinedSink {
         let url: String
         let headers: [(String, String)]
         let gzip: Int32?
-        var result: SinkWriteResult = .keep(reason: "not sent", retryAfterSeconds: nil)
-        var thread: pthread_t?
+        private var posting: Forked<SinkWriteResult>?
 
         init(run: Run, batch: BatchInFlight, poster: BatchPoster, url: String, headers: [(String, String)], gzip: Int32?) {
             self.run = run
@@ -431,21 +430,14 @@ public final class InfluxDBSink: PipelinedSink {
             self.gzip = gzip
         }
 
-        func post() {
-            result = poster.post(count: run.indices.count) { range in (url, headers, run.body(range, gzip: gzip)) }
-        }
-
         func start() {
-            switch startThread({ self.post() }) {
-            case .success(let t): thread = t
-            case .failure: post()   // no thread to be had: on this one
+            posting = Forked { [self] in
+                poster.post(count: run.indices.count) { range in (url, headers, run.body(range, gzip: gzip)) }
             }
         }
 
-        func wait() {
-            if let t = thread { pthread_join(t, nil) }
-            thread = nil
-        }
+        /// Waits for the answer.
+        func wait() -> SinkWriteResult { posting!.join() }
     }
 
     /// Removes every point written under the record's key (all parts), then forgets them.
