@@ -18,13 +18,15 @@ extension CanonicalRecord {
     func ndjsonBound(from: Field) -> Int {
         func s(_ t: String?) -> Int { t.map { JSONBytes.bound($0) } ?? 0 }
         var n = 400 + 9 * JSONBytes.numberBound
+        // Only what is written from `from` on: a line cut at the labels bounds just those.
         if from <= .type { n += s(op.rawValue) + s(kind) + s(device) + s(receiver) + s(uuid) + s(type) }
-        n += s(unit) + s(activity)
-        if case .string(let v)? = value { n += s(v) }
-        for f in fields { n += s(f.name) + f.value.bytes.count + 2 }
-        n += s(source?.app) + s(source?.device)
-        for t in tags { n += s(t.name) + s(t.value) + 2 }
-        n += metadata?.bytes.count ?? 0
+        if from <= .value, case .string(let v)? = value { n += s(v) }
+        if from <= .unit { n += s(unit) }
+        if from <= .activity { n += s(activity) }
+        if from <= .fields { for f in fields { n += s(f.name) + f.value.bytes.count + 2 } }
+        if from <= .source, let source { n += s(source.app) + s(source.device) }
+        if from <= .tags { for t in tags { n += s(t.name) + s(t.value) + 2 } }
+        if from <= .metadata { n += metadata?.bytes.count ?? 0 }
         for f in extra { n += s(f.name) + f.value.bytes.count + 2 }
         return n
     }
@@ -205,6 +207,19 @@ public enum RecordLine: Sendable {
 extension CanonicalRecord {
     /// Appends this record's canonical line, with its line feed, reusing what `line` holds
     /// (and the `tags` text of the records before, with `tagsText`).
+    /// `appendNDJSON(to:reusing:tagsText:)` for the record at `record`, read where it lies: a
+    /// call on `records[i]` copies the record first (retaining each of its strings, releasing
+    /// them after), which cost a sixth of writing a changed line.
+    public static func appendNDJSON(at record: UnsafePointer<CanonicalRecord>, to out: inout [UInt8],
+                                    reusing line: RecordLine, tagsText: TagsText?) {
+        // Inout access to the pointee is the one the compiler does not copy; nothing writes to it.
+        UnsafeMutablePointer(mutating: record).pointee.appendInPlace(to: &out, reusing: line, tagsText: tagsText)
+    }
+
+    private mutating func appendInPlace(to out: inout [UInt8], reusing line: RecordLine, tagsText: TagsText?) {
+        appendNDJSON(to: &out, reusing: line, tagsText: tagsText)
+    }
+
     public func appendNDJSON(to out: inout [UInt8], reusing line: RecordLine, tagsText: TagsText? = nil) {
         switch line {
         case .none:

@@ -4,16 +4,20 @@ public struct Glob: Sendable, Equatable, CustomStringConvertible {
     public let pattern: String
     private let bytes: [UInt8]
     private let literal: Bool
+    /// `*`: every name (a route's `from: ["*"]`, asked once per record).
+    public let matchesAll: Bool
 
     public init(_ pattern: String) {
         self.pattern = pattern
         self.bytes = Array(pattern.utf8)
         self.literal = !bytes.contains(0x2A) && !bytes.contains(0x3F)
+        self.matchesAll = !bytes.isEmpty && bytes.allSatisfy { $0 == 0x2A }
     }
 
     public var description: String { pattern }
 
     public func matches(_ name: String) -> Bool {
+        if matchesAll { return true }
         if literal { return name == pattern }
         var name = name
         return name.withUTF8 { Glob.match(bytes[...], $0[...]) }

@@ -175,7 +175,9 @@ public struct SinkBatch {
         if case .whole(let line) = lines[i] {
             out.append(contentsOf: line)
         } else {
-            records[i].appendNDJSON(to: &out, reusing: lines[i], tagsText: tagsText)
+            records.withUnsafeBufferPointer {
+                CanonicalRecord.appendNDJSON(at: $0.baseAddress! + i, to: &out, reusing: lines[i], tagsText: tagsText)
+            }
         }
     }
 

@@ -82,6 +82,10 @@ public final class SinkRoutes {
         let declared: [CanonicalRecord.Fields]
         /// Every transform maps one record to at most one, in place.
         let maps: Bool
+        /// The route's `from`, and whether it takes every receiver: asked once per record,
+        /// without copying the route (which retains its arrays) to ask it.
+        let from: [Glob]
+        let takesAll: Bool
 
         init(route: Route, transforms: [any Transform], keys: [String], changes: CanonicalRecord.Fields, maps: Bool) {
             self.route = route
@@ -90,6 +94,12 @@ public final class SinkRoutes {
             self.changes = changes
             declared = route.transforms.map(\.changes)
             self.maps = maps
+            from = route.from
+            takesAll = route.from.contains(where: \.matchesAll)
+        }
+
+        @inline(__always) func takes(receiver: String) -> Bool {
+            takesAll || from.contains { $0.matches(receiver) }
         }
     }
 
@@ -124,7 +134,7 @@ public final class SinkRoutes {
     }
 
     private func process(_ r: consuming CanonicalRecord, line: RecordLine, lane: Lane, into out: inout RoutedRecords) {
-        guard lane.route.takes(receiver: r.receiver) else { return }
+        guard lane.takes(receiver: r.receiver) else { return }
         if lane.transforms.isEmpty {
             out.append(r, line: line)
             return
