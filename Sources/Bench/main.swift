@@ -57,10 +57,15 @@ struct BenchOptions {
             case "--table": plan.table = v
             case "--readme": plan.readme = v
             case "--fluent-bit": plan.fluentBit = v
-            default: fatalError("healthgate-bench: unknown option \(args[i])")
+            case "--pairs": plan.pairs = Self.number(v, args[i])
+            case "--help", "-h":
+                print(Self.usage)
+                exit(0)
+            default:
+                Self.fail("unknown option \(args[i])")
             }
             // Any of the suite's own options asks for the suite.
-            if ["--sinks", "--bodies", "--senders", "--table", "--readme", "--fluent-bit"].contains(args[i]) { inSuite = true }
+            if ["--sinks", "--bodies", "--senders", "--table", "--readme", "--fluent-bit", "--pairs"].contains(args[i]) { inSuite = true }
             i += 2
         }
         plan.binary = binary
@@ -68,10 +73,30 @@ struct BenchOptions {
         suite = inSuite ? plan : nil
     }
 
+    static let usage = """
+        usage: healthgate-bench [--healthgate PATH] [options]
+          one run (file sink unless said): --connections N  --seconds N  --samples N  --rate SAMPLES_PER_S
+                                           --influx | --mqtt | --postgres | --http   --transforms   --copies N
+          the hot path's stages on one core: --micro [--only WORD]   (MICRO_RUNS=N repeats each)
+          the suite (make bench): --suite  --sinks file,influxdb,postgres,mqtt,http  --bodies 10KB,100KB,1MB
+                                  --senders 1,8,64  --pairs N  --table FILE  --readme FILE  --fluent-bit PATH
+          make soak: --soak SECONDS
+        """
+
+    static func fail(_ why: String) -> Never {
+        FileHandle.standardError.write(Data("healthgate-bench: \(why)\n\n\(usage)\n".utf8))
+        exit(2)
+    }
+
+    static func number(_ v: String, _ option: String) -> Int {
+        guard let n = Int(v), n >= 0 else { fail("\(option) wants a whole number, not \"\(v)\"") }
+        return n
+    }
+
     /// A comma-separated list, every item understood.
     static func list<T>(_ v: String, _ option: String, _ parse: (String) -> T?) -> [T] {
         v.split(separator: ",").map { item in
-            guard let value = parse(String(item)) else { fatalError("healthgate-bench: \(option) does not know \"\(item)\"") }
+            guard let value = parse(String(item)) else { fail("\(option) does not know \"\(item)\"") }
             return value
         }
     }

@@ -51,11 +51,11 @@ struct Pending {
         func take(_ r: consuming CanonicalRecord, _ index: Int) {
             let line: RecordLine = ranges.map { .whole(payload[$0[index]]) } ?? .none
             if let ahead, ends != nil {
-                _ = ahead.process(r, line: line, into: &records)
+                _ = ahead.process(consume r, line: line, into: &records)
                 positions.append((e.seq, index))
                 ends!.append(records.count)
             } else {
-                records.append(r, line: line)
+                records.append(consume r, line: line)
                 positions.append((e.seq, index))
             }
         }
@@ -108,16 +108,21 @@ struct Pending {
         positions.removeFirst(n)
     }
 
-    /// Appends what a read-ahead decoded after these.
-    mutating func append(_ other: Pending) {
+    /// Appends what a read-ahead decoded after these, moving its records (a copy retained
+    /// each string of each), and leaves it empty.
+    mutating func append(_ other: inout Pending) {
         guard !other.isEmpty else { return }
+        if isEmpty {
+            swap(&self, &other)
+            return
+        }
         if let more = other.ends {
             let base = records.count
             ends!.append(contentsOf: more.lazy.map { $0 + base })
         }
-        records.records += other.records.records
-        records.lines += other.records.lines
+        records.appendMoving(&other.records)
         positions += other.positions
+        other = Pending(routed: other.isRouted)
     }
 }
 

@@ -33,7 +33,7 @@ public struct RoutedRecords {
     public var isEmpty: Bool { records.isEmpty }
 
     public mutating func append(_ r: consuming CanonicalRecord, line: RecordLine) {
-        records.append(r)
+        records.append(consume r)
         lines.append(line)
     }
 
@@ -66,6 +66,28 @@ public struct RoutedRecords {
     mutating func removeFirst(_ n: Int) {
         records.removeFirst(n)
         lines.removeFirst(n)
+    }
+
+    /// Appends `other`'s records after these, moved (not copied), leaving `other` empty.
+    mutating func appendMoving(_ other: inout RoutedRecords) {
+        if isEmpty {
+            swap(&self, &other)
+            return
+        }
+        RoutedRecords.appendMoving(&other.records, to: &records, leaving: RoutedRecords.moved)
+        RoutedRecords.appendMoving(&other.lines, to: &lines, leaving: .none)
+    }
+
+    private static func appendMoving<T>(_ from: inout [T], to all: inout [T], leaving placeholder: T) {
+        let n = from.count
+        guard n > 0 else { return }
+        all.reserve(atLeast: all.count + n)
+        from.withUnsafeMutableBufferPointer { buffer in
+            let base = buffer.baseAddress!
+            all.append(contentsOf: (0..<n).lazy.map { (base + $0).move() })
+            base.initialize(repeating: placeholder, count: n)
+        }
+        from.removeAll()
     }
 }
 
@@ -126,7 +148,7 @@ public final class SinkRoutes {
         let before = out.count
         if lanes.count == 1 {
             // The one route has the record itself: no copy.
-            process(r, line: line, lane: lanes[0], into: &out)
+            process(consume r, line: line, lane: lanes[0], into: &out)
         } else {
             for lane in lanes { process(copy r, line: line, lane: lane, into: &out) }
         }
@@ -136,7 +158,7 @@ public final class SinkRoutes {
     private func process(_ r: consuming CanonicalRecord, line: RecordLine, lane: Lane, into out: inout RoutedRecords) {
         guard lane.takes(receiver: r.receiver) else { return }
         if lane.transforms.isEmpty {
-            out.append(r, line: line)
+            out.append(consume r, line: line)
             return
         }
         if lane.maps {

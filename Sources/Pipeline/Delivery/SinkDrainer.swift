@@ -626,7 +626,7 @@ final class DrainLoop {
         job.running?.join()
         for (line, reason) in job.bad { deadLetters.keep(line: line, reason: reason) }
         bytesSinceRelief += job.bytes
-        pending.append(job.pending)
+        pending.append(&job.pending)
     }
 
     var maxItems: Int { d.built.common.batch.maxItems }

@@ -66,22 +66,25 @@ public final class FileSink: Sink {
         var order: [(path: String, indices: [Int])] = []
         let today = clock.now().utcDate()
         var last: (key: PathTemplate.Key, group: Int)?
-        // By index: `enumerated()` would copy each record (retaining every string of it).
-        for i in records.indices {
-            let key = template.key(records[i])
-            if let last, last.key == key {
-                order[last.group].indices.append(i)
-                continue
+        // Each record's key read where it lies: `enumerated()`, or passing `records[i]`, would
+        // copy the record (retaining every string of it).
+        records.withUnsafeBufferPointer { all in
+            for i in all.indices {
+                let key = template.key(all.baseAddress! + i)
+                if let last, last.key == key {
+                    order[last.group].indices.append(i)
+                    continue
+                }
+                let path = template.render(all[i], fallbackDate: today)
+                let g: Int
+                if let existing = groups[path] { g = existing } else {
+                    g = order.count
+                    groups[path] = g
+                    order.append((path, []))
+                }
+                order[g].indices.append(i)
+                last = (key, g)
             }
-            let path = template.render(records[i], fallbackDate: today)
-            let g: Int
-            if let existing = groups[path] { g = existing } else {
-                g = order.count
-                groups[path] = g
-                order.append((path, []))
-            }
-            order[g].indices.append(i)
-            last = (key, g)
         }
         // Written so far: open files still to fsync, and files already synced and closed (to
         // keep the number of open files bounded); on failure each is cut back to its old size.
@@ -244,15 +247,15 @@ struct PathTemplate: Sendable {
         var kind: String?
     }
 
-    func key(_ r: CanonicalRecord) -> Key {
-        var k = Key(hasStart: r.start != nil)
+    func key(_ r: UnsafePointer<CanonicalRecord>) -> Key {
+        var k = Key(hasStart: r.pointee.start != nil)
         for case .field(let f) in template.parts {
             switch f {
-            case .device, .phone: k.device = r.device
-            case .receiver: k.receiver = r.receiver
-            case .date: k.day = r.start.map { ($0.seconds >= 0 ? $0.seconds : $0.seconds - 86_399) / 86_400 }
-            case .type: k.type = r.type
-            case .kind: k.kind = r.kind
+            case .device, .phone: k.device = r.pointee.device
+            case .receiver: k.receiver = r.pointee.receiver
+            case .date: k.day = r.pointee.start.map { ($0.seconds >= 0 ? $0.seconds : $0.seconds - 86_399) / 86_400 }
+            case .type: k.type = r.pointee.type
+            case .kind: k.kind = r.pointee.kind
             case .source, .unit: break   // not allowed in a path
             }
         }
