@@ -357,11 +357,16 @@ final class DrainLoop {
             if pending.isRouted {
                 (batch, consumed, filtered) = pending.takeRouted(atLeast: maxItems)
             } else {
-                while consumed < pending.count && batch.count < maxItems {
-                    if !routes.process(pending.records.records[consumed], line: pending.records.lines[consumed], into: &batch) {
-                        filtered += 1
+                // Each record moved out to the routes (a copy retained each of its strings), an
+                // empty one left in its place until `removeFirst`.
+                let lines = pending.records.lines
+                pending.records.records.withUnsafeMutableBufferPointer { all in
+                    let base = all.baseAddress
+                    while consumed < all.count && batch.count < maxItems {
+                        if !routes.process((base! + consumed).move(), line: lines[consumed], into: &batch) { filtered += 1 }
+                        (base! + consumed).initialize(to: RoutedRecords.moved)
+                        consumed += 1
                     }
-                    consumed += 1
                 }
                 routes.flush(into: &batch)
                 pending.removeFirst(consumed)
