@@ -86,7 +86,7 @@ enum BenchMain {
     /// PostgreSQL requires), fsync as Debian ships it (on).
     final class Postgres {
         let dir: String
-        let port = UInt16.random(in: 40_001...60_000)
+        let port = BenchMain.freePort()
         let bin: String
         let process = Process()
         var asPostgres: [String] { getuid() == 0 ? ["--reuid=postgres", "--regid=postgres", "--init-groups", "--"] : [] }
@@ -195,18 +195,59 @@ enum BenchMain {
         }
     }
 
+    /// A mosquitto of its own on `given` or a free port, listening when this returns (a broker
+    /// that cannot bind its port exits at once: it is started again on another).
     static func startMosquitto(dir: String, port given: UInt16? = nil) -> (Process, UInt16) {
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        let port = given ?? UInt16.random(in: 40_001...60_000)
-        try! "listener \(port) 127.0.0.1\nallow_anonymous true\npersistence false\n"
-            .write(toFile: dir + "/mosquitto.conf", atomically: true, encoding: .utf8)
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/sbin/mosquitto")
-        p.arguments = ["-c", dir + "/mosquitto.conf"]
-        p.standardError = FileHandle.nullDevice
-        try! p.run()
-        usleep(500_000)
-        return (p, port)
+        for _ in 0..<5 {
+            let port = given ?? freePort()
+            try! "listener \(port) 127.0.0.1\nallow_anonymous true\npersistence false\n"
+                .write(toFile: dir + "/mosquitto.conf", atomically: true, encoding: .utf8)
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/sbin/mosquitto")
+            p.arguments = ["-c", dir + "/mosquitto.conf"]
+            p.standardError = FileHandle.nullDevice
+            try! p.run()
+            for _ in 0..<100 where p.isRunning && !listening(port: port) { usleep(50_000) }
+            if p.isRunning && listening(port: port) { return (p, port) }
+            if p.isRunning { p.terminate() }
+            p.waitUntilExit()
+            if given != nil { usleep(500_000) }   // the port is the caller's: wait for it to be free
+        }
+        fatalError("healthgate-bench: mosquitto would not start (tried 5 times); is /usr/sbin/mosquitto installed?")
+    }
+
+    /// A loopback port nothing listens on, from the kernel. (A random one could be in the
+    /// ephemeral range and taken by a client's connection: a suite's broker once exited at once
+    /// on such a port and its MQTT rows delivered nothing.)
+    static func freePort() -> UInt16 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = loopback(port: 0)
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
+        }
+        precondition(ok, "healthgate-bench: no free loopback port")
+        return UInt16(bigEndian: addr.sin_port)
+    }
+
+    /// Whether something accepts connections on the loopback `port`.
+    static func listening(port: UInt16) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = loopback(port: port)
+        return withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+
+    private static func loopback(port: UInt16) -> sockaddr_in {
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = port.bigEndian
+        return addr
     }
 
     /// The broker's own ceiling in the same run: one client publishing 320-byte messages at
@@ -276,8 +317,8 @@ enum BenchMain {
 
     static func startInfluxd(dir: String, port given: UInt16? = nil) -> (Process, UInt16) {
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        let port = given ?? UInt16.random(in: 20_000...40_000)
-        let rpc = port + 1
+        let port = given ?? freePort()
+        let rpc = given.map { $0 + 1 } ?? freePort()
         try! """
         reporting-disabled = true
         bind-address = "127.0.0.1:\(rpc)"

@@ -202,11 +202,20 @@ extension BenchMain {
         m.bytes = m.requests * template.bytes.count
         m.failures = failures.count
         // End to end: until the sink has delivered every acknowledged sample.
+        // At most 300 s, and 60 s without a sample more delivered is a stalled sink (its server
+        // gone, say): the run ends there, its end-to-end rate what was delivered.
         let drainDeadline = Date().addingTimeInterval(300)
+        var progressed = (count: -1, at: Date())
         while Date() < drainDeadline {
             m.peakRSSKiB = max(m.peakRSSKiB, rssKiB(pid, "VmRSS"))
             m.delivered = sinkSent(port: port)
             if m.delivered >= m.samples { break }
+            if m.delivered != progressed.count {
+                progressed = (m.delivered, Date())
+            } else if Date().timeIntervalSince(progressed.at) > 60 {
+                print("healthgate-bench: the sink delivered nothing for 60 s (\(m.delivered) of \(m.samples) samples): run ended")
+                break
+            }
             usleep(20_000)
         }
         m.endToEndSeconds = Date().timeIntervalSince(started)
