@@ -10,11 +10,14 @@ public struct ConfigProblem: Error, Sendable, Equatable, CustomStringConvertible
     public var path: String
     /// What is wrong and, where possible, how to fix it.
     public var message: String
+    /// The environment variable whose being unset is the problem (`${NAME}` without a default).
+    public var unsetVariable: String?
 
-    public init(location: SourceLocation?, path: String, message: String) {
+    public init(location: SourceLocation?, path: String, message: String, unsetVariable: String? = nil) {
         self.location = location
         self.path = path
         self.message = message
+        self.unsetVariable = unsetVariable
     }
 
     public var description: String {

@@ -110,7 +110,8 @@ struct EnvironmentInterpolator {
         guard let value else {
             problems.append(ConfigProblem(
                 location: location, path: path,
-                message: "environment variable \(name) is not set; set it, or give a default with ${\(name):-value}"))
+                message: "environment variable \(name) is not set; set it, or give a default with ${\(name):-value}",
+                unsetVariable: name))
             return nil
         }
         return value

@@ -85,6 +85,63 @@ import Testing
         #expect(s.status == 2)
     }
 
+    /// `healthgate check FILE` is `check --config FILE`; one file, given one way.
+    @Test func checkTakesTheConfigFileAsItsArgument() throws {
+        let dir = ServeProcess.makeTempDir("cli")
+        #expect(try Self.run(["init", dir + "/a.yaml"]).status == 0)
+        let c = try Self.run(["check", dir + "/a.yaml"])
+        #expect(c.status == 0, "\(c.err)")
+        #expect(c.out.contains("config \(dir)/a.yaml: ok"))
+        let two = try Self.run(["check", dir + "/a.yaml", dir + "/b.yaml"])
+        #expect(two.status == 2)
+        #expect(two.err.contains("one config file, not 2"))
+        let both = try Self.run(["check", dir + "/a.yaml", "--config", dir + "/a.yaml"])
+        #expect(both.status == 2)
+        #expect(both.err.contains("not both"))
+        let missing = try Self.run(["check", dir + "/nope.yaml"])
+        #expect(missing.status == 2)
+        #expect(missing.err.contains("no such config file"))
+    }
+
+    /// A `${VAR}` unset where `check` runs (a secret the server's environment gives) is a
+    /// warning, the rest checked with a stand-in; `--require-env` and `serve` refuse it.
+    @Test func checkSaysWhichVariablesAreUnsetAndChecksTheRest() throws {
+        let dir = ServeProcess.makeTempDir("cli")
+        let name = "HG_TEST_UNSET_\(getpid())"
+        try """
+        listen: 127.0.0.1:0
+        data_dir: \(dir)/data
+        receivers:
+          phone: {kind: syncky, auth: {type: bearer, token: "${\(name)}"}}
+        sinks:
+          archive: {kind: file, path: a.ndjson}
+        """.write(toFile: dir + "/env.yaml", atomically: true, encoding: .utf8)
+        let c = try Self.run(["check", dir + "/env.yaml"])
+        #expect(c.status == 0, "\(c.err)")
+        #expect(c.err.contains("warning: environment variable \(name) is not set here"))
+        #expect(c.out.contains("ok (with 1 variable(s) not set here: \(name))"))
+        #expect(!c.out.contains("stand-in"), "the stand-in is not shown as if it were the token")
+        let strict = try Self.run(["check", dir + "/env.yaml", "--require-env"])
+        #expect(strict.status == 2)
+        #expect(strict.err.contains("environment variable \(name) is not set; set it"))
+        let set = try Self.run(["check", dir + "/env.yaml", "--require-env"], env: [name: "a-real-token-0123456789"])
+        #expect(set.status == 0, "\(set.err)")
+        #expect(!set.err.contains("warning"))
+        // Other problems are still reported, after the warning.
+        try """
+        receivers:
+          phone: {kind: syncky, auth: {type: bearer, token: "${\(name)}"}}
+        sinks:
+          archive: {kind: fil, path: x}
+        """.write(toFile: dir + "/both.yaml", atomically: true, encoding: .utf8)
+        let both = try Self.run(["check", dir + "/both.yaml"])
+        #expect(both.status == 2)
+        #expect(both.err.contains("\(name) is not set here") && both.err.contains("unknown sink kind \"fil\""))
+        let s = try Self.run(["serve", dir + "/env.yaml"])
+        #expect(s.status == 2)
+        #expect(s.err.contains("environment variable \(name) is not set"))
+    }
+
     /// `serve` with no config: makes the data dir, a token and a secret once (0600), and
     /// prints the setup link; a second start reuses them.
     /// An existing data dir that others may read (archives would be group readable) is set to

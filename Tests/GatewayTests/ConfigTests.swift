@@ -1,3 +1,4 @@
+import Foundation
 @testable import Gateway
 import Glibc
 import HealthgateCore
@@ -118,6 +119,14 @@ import YAMLConfig
         #expect(check.out.contains("read API: GET /api/v1/{samples,workouts,daily,latest,batches,openapi.json} over sink db; "
                                    + "2 read token(s), 1 limited to some devices"), "\(check.out)")
         #expect(t.quarantine.max_bytes != nil && t.http.header_timeout != nil && t.http.max_buffered != nil)
+        // As a newcomer types it, with none of its variables set: it passes, saying which it
+        // checked with stand-ins.
+        var bare = ProcessInfo.processInfo.environment
+        for name in env.keys { bare[name] = nil }
+        let plain = try Command.runApart(ServeProcess.binary, ["check", "config.example.yaml"], environment: bare, cwd: "/" + root)
+        #expect(plain.status == 0, "\(plain.err)")
+        #expect(plain.out.contains("config config.example.yaml: ok (with \(env.count) variable(s) not set here"), "\(plain.out)")
+        #expect(plain.err.contains("warning: environment variable PHONE_TOKEN is not set here"))
     }
 
     @Test func theEmbeddedDefaultLoads() throws {

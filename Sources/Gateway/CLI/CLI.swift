@@ -13,17 +13,19 @@ public enum CLI {
     healthgate \(version) — a gateway for Apple Health data
 
     usage:
-      healthgate serve [--config FILE]     run the gateway (no config: ./healthgate.yaml, else the embedded default)
-      healthgate init  [--config FILE] [--force]
+      healthgate serve [[--config] FILE]   run the gateway (no config: ./healthgate.yaml, else the embedded default)
+      healthgate init  [[--config] FILE] [--force]
                                            write a config with a fresh token and HMAC secret
-      healthgate check [--config FILE]     validate the config; print receivers, routes and sinks
+      healthgate check [[--config] FILE] [--require-env]
+                                           validate the config; print receivers, routes and sinks (an unset
+                                           ${VAR} is a warning, checked with a stand-in; --require-env: an error)
       healthgate link  [--receiver NAME] [--host HOST] [--format F] [--scheme S] [--qr] [--config FILE]
                                            print the Syncky setup link (--qr: and its QR code)
       healthgate write TYPE VALUE [UNIT] --at TIME [--end TIME] [--receiver NAME] [--id ID] [--force]
                                            queue a write-back command (sent in the reply to the next data request)
       healthgate delete COMMAND_ID [--receiver NAME]
                                            queue the delete of what a command wrote
-      healthgate status [--config FILE]    per sink: records waiting, oldest, sent/kept/rejected, last error
+      healthgate status [[--config] FILE]  per sink: records waiting, oldest, sent/kept/rejected, last error
       healthgate replay FILE.ndjson [--sink NAME] [--config FILE]
                                            deliver an archive, or a sink's dead letters, again
       healthgate replay --journal [--since TIME] [--sink NAME]
@@ -57,11 +59,11 @@ public enum CLI {
         args.removeFirst()
         do {
             switch command {
-            case "serve": return try ServeCommand(try Options(args, allowed: [])).run()
-            case "init": return try InitCommand(try Options(args, allowed: ["--force"])).run()
-            case "check": return try CheckCommand(try Options(args, allowed: [])).run()
+            case "serve": return try ServeCommand(try Options(try configPositional(args), allowed: [])).run()
+            case "init": return try InitCommand(try Options(try configPositional(args), allowed: ["--force"])).run()
+            case "check": return try CheckCommand(try Options(try configPositional(args), allowed: ["--require-env"])).run()
             case "link": return try LinkCommand(try Options(args, allowed: ["--receiver", "--host", "--format", "--scheme", "--qr"])).run()
-            case "status": return try StatusCommand(try Options(args, allowed: [])).run()
+            case "status": return try StatusCommand(try Options(try configPositional(args), allowed: [])).run()
             case "replay":
                 let file = args.first.flatMap { $0.hasPrefix("-") ? nil : $0 }
                 let o = try Options(file == nil ? args : Array(args.dropFirst()), allowed: ["--sink", "--journal", "--since"])
@@ -109,6 +111,20 @@ public enum CLI {
 public struct UsageError: Error {
     public var message: String
     public init(_ m: String) { message = m }
+}
+
+/// `healthgate check FILE` as `healthgate check --config FILE` (serve, init and status too):
+/// the one positional argument is the config file.
+func configPositional(_ args: [String]) throws(UsageError) -> [String] {
+    let (positional, rest) = Options.split(args)
+    guard let file = positional.first else { return args }
+    guard positional.count == 1 else {
+        throw UsageError("one config file, not \(positional.count) (\(positional.joined(separator: " ")))")
+    }
+    if rest.contains(where: { $0 == "--config" || $0.hasPrefix("--config=") }) {
+        throw UsageError("the config is \(file) or --config, not both")
+    }
+    return rest + ["--config", file]
 }
 
 /// `--config FILE` and each command's own flags.
@@ -219,7 +235,8 @@ struct ConfigSource {
         return ConfigSource(text: try DefaultConfig.embedded(), file: "(embedded default)", isEmbedded: true)
     }
 
-    func load(logger: Logger) throws(ConfigProblems) -> Topology {
-        try ConfigLoader.load(text: text, file: file, environment: environment(), logger: logger, transforms: transforms)
+    func load(logger: Logger, standIns: [String: String] = [:]) throws(ConfigProblems) -> Topology {
+        try ConfigLoader.load(text: text, file: file, environment: environment().merging(standIns) { real, _ in real },
+                              logger: logger, transforms: transforms)
     }
 }
