@@ -137,6 +137,20 @@ import Testing
         let both = try Self.run(["check", dir + "/both.yaml"])
         #expect(both.status == 2)
         #expect(both.err.contains("\(name) is not set here") && both.err.contains("unknown sink kind \"fil\""))
+        // Where the stand-in is not what belongs there (an address, a url), the problem is said
+        // as the unset variable it is, not as the stand-in's text.
+        try """
+        listen: ${\(name)_LISTEN}
+        data_dir: \(dir)/data
+        receivers:
+          phone: {kind: syncky, auth: {type: bearer, token: "${\(name)}"}}
+        sinks:
+          archive: {kind: file, path: a.ndjson}
+        """.write(toFile: dir + "/listen.yaml", atomically: true, encoding: .utf8)
+        let listen = try Self.run(["check", dir + "/listen.yaml"])
+        #expect(listen.status == 2)
+        #expect(listen.err.contains("listen.yaml:1:9: listen: environment variable \(name)_LISTEN is not set"), "\(listen.err)")
+        #expect(!listen.err.contains("stand-in-for"), "\(listen.err)")
         let s = try Self.run(["serve", dir + "/env.yaml"])
         #expect(s.status == 2)
         #expect(s.err.contains("environment variable \(name) is not set"))

@@ -54,6 +54,21 @@ struct CheckCommand {
         if unset.isEmpty || options.flags.contains("--require-env") { throw first }
         for name in unset { printErr("warning: environment variable \(name) is not set here: checked with a stand-in; serve needs it") }
         let standIns = Dictionary(uniqueKeysWithValues: unset.map { ($0, "stand-in-for-\($0)-0123456789abcdef") })
-        return (try source.load(logger: logger, standIns: standIns), unset)
+        do {
+            return (try source.load(logger: logger, standIns: standIns), unset)
+        } catch {
+            // A value that is wrong only because a stand-in is not what belongs there (`listen:
+            // ${LISTEN}`, a url) is reported as what it is: the variable is not set.
+            let becauseUnset = first.problems.filter { $0.unsetVariable != nil }
+            var problems: [ConfigProblem] = []
+            for p in error.problems {
+                if let original = becauseUnset.first(where: { $0.location != nil && $0.location == p.location }) {
+                    if !problems.contains(original) { problems.append(original) }
+                } else {
+                    problems.append(p)
+                }
+            }
+            throw ConfigProblems(problems: problems)
+        }
     }
 }
