@@ -208,7 +208,10 @@ enum BenchMain {
             p.arguments = ["-c", dir + "/mosquitto.conf"]
             p.standardError = FileHandle.nullDevice
             try! p.run()
-            for _ in 0..<100 where p.isRunning && !listening(port: port) { usleep(50_000) }
+            for _ in 0..<100 {
+                if !p.isRunning || listening(port: port) { break }
+                usleep(50_000)
+            }
             if p.isRunning && listening(port: port) { return (p, port) }
             if p.isRunning { p.terminate() }
             p.waitUntilExit()

@@ -27,6 +27,8 @@ struct Measurement {
     /// From the first request to the last answer.
     var ackSeconds = 0.0
     var delivered = 0
+    /// The sink stopped delivering before it had every sample: its end-to-end rate is not one.
+    var stalled = false
     /// From the first request until the sink had delivered every acknowledged sample.
     var endToEndSeconds = 0.0
     /// Times to 2xx in milliseconds, sorted.
@@ -214,6 +216,7 @@ extension BenchMain {
                 progressed = (m.delivered, Date())
             } else if Date().timeIntervalSince(progressed.at) > 60 {
                 print("healthgate-bench: the sink delivered nothing for 60 s (\(m.delivered) of \(m.samples) samples): run ended")
+                m.stalled = true
                 break
             }
             usleep(20_000)

@@ -157,7 +157,7 @@ enum Suite {
             let share = r.ceiling.map { String(format: "%.0f %%", r.m.endToEndRate / $0 * 100) } ?? "—"
             out += "| \(r.sink.rawValue)\(r.transforms ? " + filter, convert, tag" : "") | \(size(r.bodyBytes)) (\(thousands(Double(r.samplesPerBody)))) "
                 + "| \(r.senders) | \(r.m.requests) | \(thousands(r.m.ackRate)) | " + String(format: "%.1f", r.m.megabytesPerSecond)
-                + " | \(thousands(r.m.endToEndRate)) | \(ceiling) | \(share) | "
+                + " | \(thousands(r.m.endToEndRate))\(r.m.stalled ? " (stalled: \(thousands(Double(r.m.delivered))) of \(thousands(Double(r.m.samples))) delivered)" : "") | \(ceiling) | \(share) | "
                 + String(format: "%.1f / %.1f / %.1f", r.m.percentile(0.5), r.m.percentile(0.99), r.m.percentile(0.999))
                 + " | " + String(format: "%.1f", r.m.cpuPerMillion) + " | \(r.m.peakRSSKiB / 1024) | \(r.m.failures) |\n"
         }

@@ -205,21 +205,23 @@ public enum RecordLine: Sendable {
 }
 
 extension CanonicalRecord {
-    /// Appends this record's canonical line, with its line feed, reusing what `line` holds
-    /// (and the `tags` text of the records before, with `tagsText`).
     /// `appendNDJSON(to:reusing:tagsText:)` for the record at `record`, read where it lies: a
     /// call on `records[i]` copies the record first (retaining each of its strings, releasing
     /// them after), which cost a sixth of writing a changed line.
     public static func appendNDJSON(at record: UnsafePointer<CanonicalRecord>, to out: inout [UInt8],
                                     reusing line: RecordLine, tagsText: TagsText?) {
-        // Inout access to the pointee is the one the compiler does not copy; nothing writes to it.
+        // Inout access to the pointee is the one the compiler does not copy. Nothing may write
+        // through it: the array behind `record` may be shared (a batch in flight and the next).
         UnsafeMutablePointer(mutating: record).pointee.appendInPlace(to: &out, reusing: line, tagsText: tagsText)
     }
 
+    /// Writes nothing to `self`: `mutating` only so that the caller's access is in place.
     private mutating func appendInPlace(to out: inout [UInt8], reusing line: RecordLine, tagsText: TagsText?) {
         appendNDJSON(to: &out, reusing: line, tagsText: tagsText)
     }
 
+    /// Appends this record's canonical line, with its line feed, reusing what `line` holds
+    /// (and the `tags` text of the records before, with `tagsText`).
     public func appendNDJSON(to out: inout [UInt8], reusing line: RecordLine, tagsText: TagsText? = nil) {
         switch line {
         case .none:

@@ -176,6 +176,7 @@ public struct SinkBatch {
             out.append(contentsOf: line)
         } else {
             records.withUnsafeBufferPointer {
+                precondition(i < $0.count, "SinkBatch.appendLine: record \(i) of \($0.count)")
                 CanonicalRecord.appendNDJSON(at: $0.baseAddress! + i, to: &out, reusing: lines[i], tagsText: tagsText)
             }
         }

@@ -151,6 +151,28 @@ import Testing
         #expect(listen.status == 2)
         #expect(listen.err.contains("listen.yaml:1:9: listen: environment variable \(name)_LISTEN is not set"), "\(listen.err)")
         #expect(!listen.err.contains("stand-in-for"), "\(listen.err)")
+        // Found by the stand-in's text where the problem is said at another node (a route's
+        // list); and a stand-in printed by check is shown as the variable it stands for.
+        try """
+        listen: 127.0.0.1:0
+        data_dir: "${\(name)_DATA}"
+        receivers:
+          phone: {kind: syncky, auth: {type: bearer, token: "${\(name)}"}}
+        routes:
+          - {name: r, from: ["*"], to: ["${\(name)_SINK}"]}
+        sinks:
+          archive: {kind: file, path: a.ndjson}
+        """.write(toFile: dir + "/route.yaml", atomically: true, encoding: .utf8)
+        let route = try Self.run(["check", dir + "/route.yaml"])
+        #expect(route.status == 2)
+        #expect(route.err.contains("environment variable \(name)_SINK is not set; set it"), "\(route.err)")
+        #expect(!route.err.contains("stand-in-for"), "\(route.err)")
+        try String(contentsOfFile: dir + "/route.yaml", encoding: .utf8).replacingOccurrences(of: "${\(name)_SINK}", with: "archive")
+            .write(toFile: dir + "/route.yaml", atomically: true, encoding: .utf8)
+        let shown = try Self.run(["check", dir + "/route.yaml"], cwd: dir)
+        #expect(shown.status == 0, "\(shown.err)")
+        #expect(shown.out.contains("${\(name)_DATA}") && !shown.out.contains("stand-in-for"), "\(shown.out)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/stand-in-for-\(name)_DATA-0123456789abcdef"), "check made nothing")
         let s = try Self.run(["serve", dir + "/env.yaml"])
         #expect(s.status == 2)
         #expect(s.err.contains("environment variable \(name) is not set"))

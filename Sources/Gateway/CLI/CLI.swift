@@ -117,7 +117,7 @@ public struct UsageError: Error {
 /// the one positional argument is the config file.
 func configPositional(_ args: [String]) throws(UsageError) -> [String] {
     let (positional, rest) = Options.split(args)
-    guard let file = positional.first else { return args }
+    guard let file = positional.first, !file.hasPrefix("-") else { return args }
     guard positional.count == 1 else {
         throw UsageError("one config file, not \(positional.count) (\(positional.joined(separator: " ")))")
     }

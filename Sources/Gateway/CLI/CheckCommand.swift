@@ -11,30 +11,31 @@ struct CheckCommand {
         let source = try ConfigSource.resolve(options)
         let logger = Logger(component: "check", sink: StderrLogSink(minimum: .warning))
         let (t, unset) = try load(source, logger: logger)
+        func say(_ line: String) { print(CheckCommand.shown(line, unset)) }
         print("config \(source.file): ok\(unset.isEmpty ? "" : " (with \(unset.count) variable(s) not set here: \(unset.joined(separator: ", ")))")")
-        print("listen \(t.listenHost):\(t.listenPort)\(t.tls != nil ? " (HTTPS)" : ""), data dir \(t.dataDir)")
-        print("receivers:")
+        say("listen \(t.listenHost):\(t.listenPort)\(t.tls != nil ? " (HTTPS)" : ""), data dir \(t.dataDir)")
+        say("receivers:")
         for r in t.receivers {
-            print("  \(r.name): \(r.config.kind) POST \(r.receiver.paths.joined(separator: ", ")), "
+            say("  \(r.name): \(r.config.kind) POST \(r.receiver.paths.joined(separator: ", ")), "
                   + "auth \(r.config.auth?.type.rawValue ?? "none")\(r.config.hmac != nil ? ", HMAC signatures required" : "")")
         }
         // The graph: receivers → each route's transforms in order → sinks.
-        print("routes:")
+        say("routes:")
         for route in t.routes {
             let receivers = t.receivers.map(\.name).filter { route.takes(receiver: $0) }
             let steps = [receivers.joined(separator: ", ")] + route.transforms.map(\.kind) + [route.to.joined(separator: ", ")]
-            print("  \(route.name): \(steps.joined(separator: " → "))")
+            say("  \(route.name): \(steps.joined(separator: " → "))")
         }
-        print("sinks:")
+        say("sinks:")
         for s in t.sinks {
-            print("  \(s.name): \(s.built.summary); batch \(s.built.common.batch.maxItems)")
+            say("  \(s.name): \(s.built.summary); batch \(s.built.common.batch.maxItems)")
         }
         if let api = t.readAPI {
             let scoped = api.tokens.filter { $0.devices != nil }.count
-            print("read API: GET \(api.prefix)/{samples,workouts,daily,latest,batches,openapi.json} over sink \(api.sink); "
+            say("read API: GET \(api.prefix)/{samples,workouts,daily,latest,batches,openapi.json} over sink \(api.sink); "
                   + "\(api.tokens.count) read token(s)\(scoped > 0 ? ", \(scoped) limited to some devices" : "")")
         }
-        for w in t.warnings { print("warning: \(w)") }
+        for w in t.warnings { say("warning: \(w)") }
         return 0
     }
 
@@ -53,22 +54,33 @@ struct CheckCommand {
         for p in first.problems { if let name = p.unsetVariable, !unset.contains(name) { unset.append(name) } }
         if unset.isEmpty || options.flags.contains("--require-env") { throw first }
         for name in unset { printErr("warning: environment variable \(name) is not set here: checked with a stand-in; serve needs it") }
-        let standIns = Dictionary(uniqueKeysWithValues: unset.map { ($0, "stand-in-for-\($0)-0123456789abcdef") })
+        let standIns = Dictionary(uniqueKeysWithValues: unset.map { ($0, CheckCommand.standIn($0)) })
         do {
             return (try source.load(logger: logger, standIns: standIns), unset)
         } catch {
             // A value that is wrong only because a stand-in is not what belongs there (`listen:
-            // ${LISTEN}`, a url) is reported as what it is: the variable is not set.
+            // ${LISTEN}`, a url, a file to read) is reported as what it is: the variable is not
+            // set — found by where the value is, or by the stand-in's text in the problem.
             let becauseUnset = first.problems.filter { $0.unsetVariable != nil }
             var problems: [ConfigProblem] = []
             for p in error.problems {
-                if let original = becauseUnset.first(where: { $0.location != nil && $0.location == p.location }) {
-                    if !problems.contains(original) { problems.append(original) }
-                } else {
-                    problems.append(p)
+                let named = Set(standIns.filter { p.message.contains($0.value) }.keys)
+                let originals = becauseUnset.filter {
+                    ($0.location != nil && $0.location == p.location) || named.contains($0.unsetVariable!)
                 }
+                for o in originals.isEmpty ? [p] : originals where !problems.contains(o) { problems.append(o) }
             }
             throw ConfigProblems(problems: problems)
         }
     }
+
+    /// A stand-in's text, wherever `check` prints it (a data dir, a sink's path), shown as the
+    /// `${NAME}` it stands for.
+    private static func shown(_ line: String, _ unset: [String]) -> String {
+        var line = line
+        for name in unset { line = line.replacing(standIn(name), with: "${\(name)}") }
+        return line
+    }
+
+    static func standIn(_ name: String) -> String { "stand-in-for-\(name)-0123456789abcdef" }
 }
