@@ -108,14 +108,17 @@ import Testing
     @Test func checkSaysWhichVariablesAreUnsetAndChecksTheRest() throws {
         let dir = ServeProcess.makeTempDir("cli")
         let name = "HG_TEST_UNSET_\(getpid())"
-        try """
-        listen: 127.0.0.1:0
-        data_dir: \(dir)/data
-        receivers:
-          phone: {kind: syncky, auth: {type: bearer, token: "${\(name)}"}}
-        sinks:
-          archive: {kind: file, path: a.ndjson}
-        """.write(toFile: dir + "/env.yaml", atomically: true, encoding: .utf8)
+        func config(listen: String) -> String {
+            """
+            listen: \(listen)
+            data_dir: \(dir)/data
+            receivers:
+              phone: {kind: syncky, auth: {type: bearer, token: "${\(name)}"}}
+            sinks:
+              archive: {kind: file, path: a.ndjson}
+            """
+        }
+        try config(listen: "127.0.0.1:0").write(toFile: dir + "/env.yaml", atomically: true, encoding: .utf8)
         let c = try Self.run(["check", dir + "/env.yaml"])
         #expect(c.status == 0, "\(c.err)")
         #expect(c.err.contains("warning: environment variable \(name) is not set here"))
@@ -139,14 +142,7 @@ import Testing
         #expect(both.err.contains("\(name) is not set here") && both.err.contains("unknown sink kind \"fil\""))
         // Where the stand-in is not what belongs there (an address, a url), the problem is said
         // as the unset variable it is, not as the stand-in's text.
-        try """
-        listen: ${\(name)_LISTEN}
-        data_dir: \(dir)/data
-        receivers:
-          phone: {kind: syncky, auth: {type: bearer, token: "${\(name)}"}}
-        sinks:
-          archive: {kind: file, path: a.ndjson}
-        """.write(toFile: dir + "/listen.yaml", atomically: true, encoding: .utf8)
+        try config(listen: "${\(name)_LISTEN}").write(toFile: dir + "/listen.yaml", atomically: true, encoding: .utf8)
         let listen = try Self.run(["check", dir + "/listen.yaml"])
         #expect(listen.status == 2)
         #expect(listen.err.contains("listen.yaml:1:9: listen: environment variable \(name)_LISTEN is not set"), "\(listen.err)")
