@@ -321,7 +321,7 @@ enum BenchMain {
     static func startInfluxd(dir: String, port given: UInt16? = nil) -> (Process, UInt16) {
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let port = given ?? freePort()
-        let rpc = given.map { $0 + 1 } ?? freePort()
+        let rpc = freePort()   // its own each start: nothing keeps it (a restart on `given` once took port + 1, never checked free)
         try! """
         reporting-disabled = true
         bind-address = "127.0.0.1:\(rpc)"
