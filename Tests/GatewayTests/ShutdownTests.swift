@@ -30,6 +30,27 @@ import Testing
                                           body: Array(body.utf8)).status
     }
 
+    /// A serve that ended on its own (a signal the test sent itself) leaves no pipe watched
+    /// once the test stops it: the watches left on closed descriptors crashed libdispatch's
+    /// event loop later, in another test.
+    @Test func aServeThatEndedByItselfIsNoLongerWatched() throws {
+        let serve = try ServeProcess(config: """
+            listen: 127.0.0.1:0
+            data_dir: DATA_DIR
+            receivers:
+            \(Vectors.phoneReceiver)
+            sinks:
+              archive: {kind: file, path: "archive.ndjson"}
+            """)
+        #expect(serve.stdoutPipe.fileHandleForReading.readabilityHandler != nil)
+        kill(serve.process.processIdentifier, SIGTERM)
+        #expect(serve.process.waitUntilExit(within: 30))
+        serve.stop()
+        #expect(serve.stdoutPipe.fileHandleForReading.readabilityHandler == nil)
+        #expect(serve.stderrPipe.fileHandleForReading.readabilityHandler == nil)
+        #expect(serve.process.terminationStatus == 0, "\(serve.stderrText)")
+    }
+
     @Test func aSinkThatHangsDoesNotHoldTheStopPastTheDeadline() throws {
         let hang = ListeningSocket()   // takes the connection, never answers
         let serve = try ServeProcess(config: Self.config(sinkURL: "http://127.0.0.1:\(hang.port)/hook"))

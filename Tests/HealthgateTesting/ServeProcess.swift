@@ -9,8 +9,8 @@ final class ServeProcess {
     let configPath: String
     let binary: String
     private(set) var port: UInt16 = 0
-    private let stdoutPipe = Pipe()
-    private let stderrPipe = Pipe()
+    let stdoutPipe = Pipe()   // internal for the test that its handlers go (ShutdownTests)
+    let stderrPipe = Pipe()
     private(set) var stdoutText = ""
     private let stderrBuffer = LockedBuffer()
 
@@ -101,13 +101,26 @@ final class ServeProcess {
 
     /// Sends a signal and waits for the process to end.
     func stop(signal: Int32 = SIGTERM) {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, signal)
-        // serve ends within its shutdown_timeout (20 s by default) whatever its sinks do: past a
-        // minute it is hung, and killed so that the run goes on (and the test sees it in stderr).
-        if !process.waitUntilExit(within: 60) {
-            stderrBuffer.append(Data("\n(the test killed serve: still running 60 s after signal \(signal))\n".utf8))
+        if process.isRunning {
+            kill(process.processIdentifier, signal)
+            // serve ends within its shutdown_timeout (20 s by default) whatever its sinks do: past a
+            // minute it is hung, and killed so that the run goes on (and the test sees it in stderr).
+            if !process.waitUntilExit(within: 60) {
+                stderrBuffer.append(Data("\n(the test killed serve: still running 60 s after signal \(signal))\n".utf8))
+            }
         }
+        releasePipes()
+    }
+
+    private var pipesReleased = false
+
+    /// Stops watching the pipes once the process has ended — also when it ended on its own or
+    /// by a signal the test sent itself: `stop` returned early then, and the pipes went with
+    /// their dispatch sources still on their descriptors, which crashed libdispatch's event
+    /// loop later, in whatever test ran then (seen in `make test`).
+    private func releasePipes() {
+        guard !pipesReleased, !process.isRunning else { return }
+        pipesReleased = true
         stdoutPipe.fileHandleForReading.readabilityHandler = nil
         stderrPipe.fileHandleForReading.readabilityHandler = nil
         // What the process wrote last may not have reached the handler yet.
