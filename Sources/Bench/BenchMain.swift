@@ -208,11 +208,13 @@ enum BenchMain {
             p.arguments = ["-c", dir + "/mosquitto.conf"]
             p.standardError = FileHandle.nullDevice
             try! p.run()
+            var listening = false
             for _ in 0..<100 {
-                if !p.isRunning || listening(port: port) { break }
+                listening = Connection(port: port).open()
+                if !p.isRunning || listening { break }
                 usleep(50_000)
             }
-            if p.isRunning && listening(port: port) { return (p, port) }
+            if p.isRunning && listening { return (p, port) }
             if p.isRunning { p.terminate() }
             p.waitUntilExit()
             if given != nil { usleep(500_000) }   // the port is the caller's: wait for it to be free
@@ -235,17 +237,8 @@ enum BenchMain {
         return UInt16(bigEndian: addr.sin_port)
     }
 
-    /// Whether something accepts connections on the loopback `port`.
-    static func listening(port: UInt16) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = loopback(port: port)
-        return withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-    }
-
-    private static func loopback(port: UInt16) -> sockaddr_in {
+    /// 127.0.0.1:`port`.
+    static func loopback(port: UInt16) -> sockaddr_in {
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -492,10 +485,7 @@ final class Connection {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, 4)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = port.bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var addr = BenchMain.loopback(port: port)
         let rc = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }

@@ -70,10 +70,6 @@ public struct RoutedRecords {
 
     /// Appends `other`'s records after these, moved (not copied), leaving `other` empty.
     mutating func appendMoving(_ other: inout RoutedRecords) {
-        if isEmpty {
-            swap(&self, &other)
-            return
-        }
         RoutedRecords.appendMoving(&other.records, to: &records, leaving: RoutedRecords.moved)
         RoutedRecords.appendMoving(&other.lines, to: &lines, leaving: .none)
     }

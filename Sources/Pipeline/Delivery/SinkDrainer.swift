@@ -357,16 +357,16 @@ final class DrainLoop {
             if pending.isRouted {
                 (batch, consumed, filtered) = pending.takeRouted(atLeast: maxItems)
             } else {
-                // Each record moved out to the routes (a copy retained each of its strings), an
-                // empty one left in its place until `removeFirst`.
+                // Each record moved out to the routes (a copy retained each of its strings), empty
+                // ones left in their places until `removeFirst`.
                 let lines = pending.records.lines
                 pending.records.records.withUnsafeMutableBufferPointer { all in
-                    let base = all.baseAddress
+                    guard let base = all.baseAddress else { return }
                     while consumed < all.count && batch.count < maxItems {
-                        if !routes.process((base! + consumed).move(), line: lines[consumed], into: &batch) { filtered += 1 }
-                        (base! + consumed).initialize(to: RoutedRecords.moved)
+                        if !routes.process((base + consumed).move(), line: lines[consumed], into: &batch) { filtered += 1 }
                         consumed += 1
                     }
+                    base.initialize(repeating: RoutedRecords.moved, count: consumed)
                 }
                 routes.flush(into: &batch)
                 pending.removeFirst(consumed)
