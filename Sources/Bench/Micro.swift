@@ -38,6 +38,20 @@ enum Micro {
         time("receive (parse, map, encode)") {
             if case .accept(let b, _) = receiver.receive(request, context: context) { lines = b.payload }
         }
+        // The ingest API's chunk of as many samples (what the side-by-side with Fluent Bit posts).
+        let ingestConfig = """
+            data_dir: \(NSTemporaryDirectory())healthgate-micro
+            receivers:
+              app: {kind: ingest, auth: {type: bearer, token: \(token)}, max_body: 4MB}
+            """
+        let ingest = try! ConfigLoader.load(text: ingestConfig, file: "micro.yaml", environment: [:], logger: logger).receivers[0].receiver
+        let ingestRequest = HTTPRequest(method: "POST", path: "/v1/ingest", headers: [(name: "Authorization", value: "Bearer \(token)")],
+                                        body: Array(SideBySide.ingestBody(SideBySide.sampleObjects(count: samples)).utf8))
+        time("receive, ingest API chunk") {
+            guard case .accept(let b, _) = ingest.receive(ingestRequest, context: context), b.count == samples else {
+                fatalError("the ingest API did not take the micro chunk")
+            }
+        }
         let records = CanonicalCodec.decodeLines(lines, parser: parser)
         time("encode canonical NDJSON") { _ = CanonicalCodec.encodeLines(records) }
         time("decode canonical NDJSON") { _ = CanonicalCodec.decodeLines(lines, parser: parser) }

@@ -20,9 +20,9 @@ enum SideBySide {
     static let wrkArguments = ["-t2", "-c20", "-d10s", "--latency"]
 
     /// The sample objects both are sent, each ~210 bytes.
-    static func sampleObjects() -> [String] {
+    static func sampleObjects(count: Int = samples) -> [String] {
         let types = BenchMain.sampleTypes
-        return (0..<samples).map { i in
+        return (0..<count).map { i in
             let (type, unit, value) = types[i % types.count]
             let dataType = ["heart_rate": "heartRate", "steps": "stepCount", "active_energy_burned": "activeEnergyBurned",
                             "distance_walking_running": "distanceWalkingRunning"][type] ?? type
@@ -31,11 +31,16 @@ enum SideBySide {
         }
     }
 
+    /// An ingest API chunk (`POST /v1/ingest`) of these sample objects.
+    static func ingestBody(_ objects: [String]) -> String {
+        #"{"device_id":"bench-phone","time_zone":"UTC","samples":["# + objects.joined(separator: ",") + "]}"
+    }
+
     /// Both runs, and the lines of markdown that say what they measured.
     static func run(healthgate: String, fluentBit: String, dir: String) -> (lines: [String], target: String) {
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let objects = sampleObjects()
-        let hgBody = #"{"device_id":"bench-phone","time_zone":"UTC","samples":["# + objects.joined(separator: ",") + "]}"
+        let hgBody = ingestBody(objects)
         let fbBody = "[" + objects.map { "{\"device_id\":\"bench-phone\"," + $0.dropFirst() }.joined(separator: ",") + "]"
         try? hgBody.write(toFile: dir + "/healthgate.json", atomically: true, encoding: .utf8)
         try? fbBody.write(toFile: dir + "/fluent-bit.json", atomically: true, encoding: .utf8)

@@ -84,35 +84,25 @@ public struct ReceivedBatch: Sendable {
     private var known = KnownCache()
 
     /// `unmapped`: kept although its fields have no canonical place (counted with the unknown types).
-    public mutating func append(_ record: CanonicalRecord, unmapped: Bool = false) {
-        if let changed = canonicalForm(record) {
-            encode(changed, unmapped: unmapped)
-        } else {
-            encode(record, unmapped: unmapped)
-        }
+    public mutating func append(_ record: consuming CanonicalRecord, unmapped: Bool = false) {
+        var r = record
+        makeCanonical(&r)
+        encode(r, unmapped: unmapped)
     }
 
     /// The same fact, the same record, whichever sender it came from: a sample given as one
     /// instant ends when it starts (HealthKit's own convention), and a quantity is in its type's
-    /// canonical unit (160 lb → 72.57 kg). nil when the record is in that form already (most
-    /// are: then it is not copied).
-    private mutating func canonicalForm(_ record: CanonicalRecord) -> CanonicalRecord? {
-        let instant = record.end == nil && record.start != nil && record.op == .upsert
-            && RecordKind.instantKinds.contains(record.kind)
-        var converted: (Double, String)?
-        if record.kind == RecordKind.quantity, let unit = record.unit, case .number(let d)? = record.value,
-           let target = known.canonicalUnit(record.type), unit != target,
+    /// canonical unit (160 lb → 72.57 kg). Changed in place (most records are in that form already).
+    private mutating func makeCanonical(_ r: inout CanonicalRecord) {
+        if r.end == nil && r.start != nil && r.op == .upsert && RecordKind.isInstantKind(r.kind) {
+            r.end = r.start
+        }
+        if r.kind == RecordKind.quantity, let unit = r.unit, case .number(let d)? = r.value,
+           let target = known.canonicalUnit(r.type), unit != target,
            let v = Units.convert(d, from: unit, to: target) {
-            converted = (v, target)
-        }
-        guard instant || converted != nil else { return nil }
-        var r = record
-        if instant { r.end = r.start }
-        if let (v, unit) = converted {
             r.value = .number(v)
-            r.unit = unit
+            r.unit = target
         }
-        return r
     }
 
     private mutating func encode(_ record: CanonicalRecord, unmapped: Bool) {

@@ -19,6 +19,11 @@ public enum RecordKind {
     /// Kinds whose samples may come as one instant: given a start and no end, they end at their start.
     public static let instantKinds: Set<String> = [quantity, category, "state_of_mind"]
 
+    /// Whether `kind` is one of `instantKinds`, by comparing (no hashing: it is asked per record).
+    @inlinable public static func isInstantKind(_ kind: String) -> Bool {
+        kind == quantity || kind == category || kind == "state_of_mind"
+    }
+
     /// The kind of a type named in a deletion or a body that gives no other hint.
     public static func kind(ofType type: String) -> String {
         if namedKinds.contains(type) { return type }

@@ -7,10 +7,24 @@ import Synchronization
 /// once per zone. Past the last transition the zone's last offset holds (the footer's rule,
 /// which only matters for instants past 2037, is not evaluated).
 public enum TimeZones {
-    struct Zone: Sendable {
+    /// One zone's offsets, read from the tz database once: what a receiver holds for a body whose
+    /// samples all name the same zone, so each sample's offset is a binary search, not a lookup
+    /// by name under a lock.
+    public struct Zone: Sendable {
         var transitions: [Int64]
         var offsetAfter: [Int32]
         var initialOffset: Int32
+
+        /// The zone's UTC offset in seconds at `instant` (Unix seconds).
+        public func offset(at instant: Int64) -> Int {
+            // The last transition at or before the instant.
+            var lo = 0, hi = transitions.count
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if transitions[mid] <= instant { lo = mid + 1 } else { hi = mid }
+            }
+            return Int(lo == 0 ? initialOffset : offsetAfter[lo - 1])
+        }
     }
 
     private static let cache = Locked<[String: Zone?]>([:])
@@ -21,21 +35,18 @@ public enum TimeZones {
     }
 
     public static func offset(_ name: String, at instant: Int64) -> Int? {
+        zone(name)?.offset(at: instant)
+    }
+
+    /// The zone named `name`, or nil when the system's tz database has not got it.
+    public static func zone(_ name: String) -> Zone? {
         guard valid(name) else { return nil }
-        let zone = cache.withLock { c -> Zone? in
+        return cache.withLock { c -> Zone? in
             if let z = c[name] { return z }
             let z = load(name)
             c[name] = z
             return z
         }
-        guard let zone else { return nil }
-        // The last transition at or before the instant.
-        var lo = 0, hi = zone.transitions.count
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if zone.transitions[mid] <= instant { lo = mid + 1 } else { hi = mid }
-        }
-        return Int(lo == 0 ? zone.initialOffset : zone.offsetAfter[lo - 1])
     }
 
     /// Names like `Europe/Budapest`, `UTC`, `America/Argentina/Buenos_Aires`: ASCII letters,

@@ -3,6 +3,8 @@ import Foundation
 import HealthgateCore
 @testable import HealthgateTesting
 @testable import Pipeline
+import CanonicalJSON
+import FastJSON
 import SinkKit
 import Posix
 import Testing
@@ -110,6 +112,60 @@ import Testing
         // A chunk with only deletions is valid.
         let onlyDeletions = try c.request("POST", "/v1/ingest", headers: auth, body: Array(#"{"device_id":"p","deletions":["x"]}"#.utf8))
         #expect(onlyDeletions.status == 202)
+    }
+
+    /// A chunk that cycles through more types, units and sources than the receiver keeps from
+    /// one sample to the next (eight types, four strings a field): every record is still its own
+    /// sample's, whatever came before it.
+    @Test func eachSampleIsItsOwnWhateverCameBeforeIt() throws {
+        let given: [(type: String, value: String, unit: String, want: (type: String, value: Double?, name: String?, unit: String))] = [
+            ("stepCount", "412", "count", ("steps", 412, nil, "count")),
+            ("heartRate", "72", "count/min", ("heart_rate", 72, nil, "count/min")),
+            ("bodyMass", "70500", "g", ("body_mass", 70.5, nil, "kg")),
+            ("distanceWalkingRunning", "1.5", "km", ("distance_walking_running", 1500, nil, "m")),
+            ("activeEnergyBurned", "12", "kcal", ("active_energy_burned", 12, nil, "kcal")),
+            ("restingHeartRate", "55", "count/min", ("resting_heart_rate", 55, nil, "count/min")),
+            ("oxygenSaturation", "0.97", "%", ("oxygen_saturation", 0.97, nil, "%")),
+            ("flightsClimbed", "3", "count", ("flights_climbed", 3, nil, "count")),
+            ("HKQuantityTypeIdentifierBodyMass", "154", "lb", ("body_mass", 154 * 0.45359237, nil, "kg")),
+            ("appleStandHour", #""idle""#, "", ("apple_stand_hour", nil, "idle", "")),
+            ("brandNewType", "3", "zz", ("brandNewType", 3, nil, "zz")),
+            ("distanceWalkingRunning", "800", "m", ("distance_walking_running", 800, nil, "m")),
+        ]
+        let sources = [("watch", "com.apple.health"), ("phone", "com.example.a"), ("ring", "com.example.b"),
+                       ("scale", "com.example.c"), ("band", "com.example.d")]
+        var items: [String] = []
+        for i in 0..<60 {
+            let g = given[i % given.count], (dev, app) = sources[i % sources.count]
+            let unit = g.unit.isEmpty ? "" : #","unit":"\#(g.unit)""#
+            items.append(#"{"source_uuid":"u-\#(i)","data_type":"\#(g.type)","ts":"2026-0\#(1 + i % 9)-11T07:15:00Z","value":\#(g.value)\#(unit),"#
+                         + #""source_device":"\#(dev)","source_bundle":"\#(app)"}"#)
+        }
+        // One sample that ends before it starts: set aside, the others kept.
+        items.append(#"{"source_uuid":"backwards","data_type":"stepCount","ts":"2026-08-11T07:15:00Z","end_ts":"2026-08-11T07:14:00Z","value":1}"#)
+        let body = #"{"device_id":"p1","time_zone":"America/New_York","samples":["# + items.joined(separator: ",") + "]}"
+        let receiver = IngestReceiver(name: "chunks", paths: ["/v1/ingest"], maxBodyBytes: 1 << 20, auth: Authenticator(kind: .none),
+                                      maxItems: 1000, parsers: ParserPool())
+        let reception = receiver.receive(HTTPRequest(method: "POST", path: "/v1/ingest", headers: [], body: Array(body.utf8)),
+                                         context: ReceiveContext(now: Timestamp(seconds: 1_791_961_500)))
+        guard case .accept(let batch, let reply) = reception else { Issue.record("not accepted: \(reception)"); return }
+        #expect(reply.status == 202)
+        #expect(batch.quarantined.map(\.reason) == [#""end_ts" is before "ts""#])
+        let records = CanonicalCodec.decodeLines(batch.payload, parser: JSONParser())
+        try #require(records.count == 60)
+        for (i, r) in records.enumerated() {
+            let want = given[i % given.count].want, (dev, app) = sources[i % sources.count]
+            #expect(r.uuid == "u-\(i)" && r.type == want.type && (r.unit ?? "") == want.unit, "\(i): \(r.type) \(r.unit ?? "-")")
+            if let v = want.value {
+                guard case .number(let got)? = r.value else { Issue.record("\(i): no number"); continue }
+                #expect(abs(got - v) < 1e-9 * max(1, abs(v)), "\(i): \(got) \(v)")
+            } else {
+                #expect(r.value == .string(want.name!) && r.kind == RecordKind.category && r.code == 1, "\(i)")
+            }
+            #expect(r.source == RecordSource(app: app, device: dev), "\(i)")
+            #expect(r.extra == [RecordField("time_zone", .string("America/New_York"))], "\(i)")
+            #expect(r.end == r.start && r.utcOffset == ((1 + i % 9) >= 3 && (1 + i % 9) <= 10 ? -4 : -5) * 3600, "\(i)")
+        }
     }
 
     @Test func timeZoneOffsetsFollowDaylightSaving() {

@@ -49,10 +49,7 @@ public struct IngestReceiver: Receiver {
             var received = [0, 0, 0, 0, 0]
             for (i, key) in ["samples", "workouts", "sleep_segments", "activity_summaries", "deletions"].enumerated() {
                 for item in root[key].map({ Array($0.elements) }) ?? [] {
-                    switch mapper.map(key, item) {
-                    case .success(let r): batch.append(r); received[i] += 1
-                    case .failure(let q): batch.quarantined.append(q)
-                    }
+                    if mapper.take(key, item, into: &batch) { received[i] += 1 }
                 }
             }
             let batchID = Crypto.derivedKey(["ingest", name, deviceID, "\(context.now.unixNanoseconds)", "\(request.body.count)",
@@ -88,14 +85,24 @@ struct IngestMapper {
     let receiver: String
     let device: String
     let timeZone: String?
-    /// The last `data_type` looked up and what the registry said of it (a chunk's samples come
-    /// in runs of one type).
-    private var lastType: (name: String, type: HealthType?)?
+    /// `time_zone`'s zone, read once per chunk (nil when absent or not in the tz database).
+    private let zone: TimeZones.Zone?
+    /// The `extra` every record of the chunk carries when `time_zone` is given: one array, shared.
+    private let zoneExtra: [RecordField]
+    /// A chunk's samples repeat a few types, units and sources: their strings are made once
+    /// (slots: data_type, unit, source_device, source_bundle).
+    private var strings = JSONStringReuse(slots: 4)
+    /// The last few `data_type`s looked up and what the registry said of them (its name for the
+    /// type and whether it is a category: all a sample with a number needs).
+    private var types: [(given: String, known: Known?)] = []
+    private var nextType = 0
 
     init(receiver: String, device: String, timeZone: String?) {
         self.receiver = receiver
         self.device = device
         self.timeZone = timeZone
+        zone = timeZone.flatMap { TimeZones.zone($0) }
+        zoneExtra = timeZone.map { [RecordField("time_zone", .string($0))] } ?? []
     }
 
     /// The fields each item kind maps; the rest are kept (`keepRest`).
@@ -114,25 +121,61 @@ struct IngestMapper {
     /// A subtree as compact JSON text.
     static func raw(_ v: JSONRef) -> RawJSON { CanonicalCodec.raw(v) }
 
-    func bad(_ reason: String, _ v: JSONRef) -> Mapped { .failure(QuarantinedRecord(reason: reason, raw: IngestMapper.raw(v))) }
+    func bad(_ reason: String, _ v: JSONRef) -> Mapped { .failure(setAside(reason, v)) }
 
+    func setAside(_ reason: String, _ v: JSONRef) -> QuarantinedRecord { QuarantinedRecord(reason: reason, raw: IngestMapper.raw(v)) }
+
+    /// nil when the value is not an RFC 3339 time; `.some(nil)` when it is absent or null.
     func time(_ v: JSONRef?) -> Timestamp?? {
         guard let v, !v.isNull else { return .some(nil) }
-        guard let s = v.string, let (t, _) = Timestamp.parseRFC3339(s) else { return nil }
+        guard let parsed = v.withStringBytes({ Timestamp.parseRFC3339($0) }), let (t, _) = parsed else { return nil }
         return .some(t)
     }
 
     /// `time_zone` kept as the record's UTC offset at its start (DST included).
     func offset(at t: Timestamp?) -> Int? {
-        guard let t, let tz = timeZone else { return nil }
-        return TimeZones.offset(tz, at: t.seconds)
+        guard let t, let zone else { return nil }
+        return zone.offset(at: t.seconds)
     }
 
     func keepRest(_ v: JSONRef, used: Set<String>, into r: inout CanonicalRecord, asKindFields: Bool) {
         for (k, value) in v.members where !used.contains(k.string) {
             if asKindFields { r.addKindField(k.string, IngestMapper.raw(value)) } else { r.extra.append(RecordField(k.string, IngestMapper.raw(value))) }
         }
-        if let tz = timeZone { r.extra.append(RecordField("time_zone", .string(tz))) }
+        addZone(to: &r)
+    }
+
+    /// `time_zone` as the record's last `extra` field (the chunk's shared array when it is the only one).
+    func addZone(to r: inout CanonicalRecord) {
+        guard !zoneExtra.isEmpty else { return }
+        if r.extra.isEmpty { r.extra = zoneExtra } else { r.extra.append(contentsOf: zoneExtra) }
+    }
+
+    struct Known {
+        let name: String
+        let isCategory: Bool
+    }
+
+    /// What the registry says of the type named `given` (HealthKit's identifier or its short
+    /// forms), from the last eight names looked up before asking the registry.
+    mutating func knownType(_ given: String) -> Known? {
+        for t in types where t.given == given { return t.known }
+        let known = HealthTypes.hk(given).map { Known(name: $0.name, isCategory: $0.kind == .category) }
+        if types.count < 8 { types.append((given, known)) } else { types[nextType] = (given, known); nextType = (nextType + 1) % 8 }
+        return known
+    }
+
+    /// Adds the item's record to `batch` and returns true, or sets it aside in `batch` with the reason.
+    mutating func take(_ key: String, _ v: JSONRef, into batch: inout ReceivedBatch) -> Bool {
+        if key == "samples" && v.kind == .object {
+            guard let q = sample(v, into: &batch) else { return true }
+            batch.quarantined.append(q)
+            return false
+        }
+        switch map(key, v) {
+        case .success(let r): batch.append(r); return true
+        case .failure(let q): batch.quarantined.append(q); return false
+        }
     }
 
     mutating func map(_ key: String, _ v: JSONRef) -> Mapped {
@@ -143,64 +186,65 @@ struct IngestMapper {
         }
         guard v.kind == .object else { return bad("an item of \(key) must be an object", v) }
         switch key {
-        case "samples": return sample(v)
         case "workouts": return workout(v)
         case "sleep_segments": return sleep(v)
         default: return summary(v)
         }
     }
 
-    mutating func sample(_ v: JSONRef) -> Mapped {
+    /// Adds the sample's record to `batch`, or returns why it is set aside (no record is copied
+    /// on the way: a chunk's samples are most of what healthgate is sent).
+    mutating func sample(_ v: JSONRef, into batch: inout ReceivedBatch) -> QuarantinedRecord? {
         // The item's members read once (a lookup by name per field scanned them all each time).
-        var field = [JSONRef?](repeating: nil, count: IngestMapper.sampleFieldNames.count)
+        var field = InlineArray<9, JSONRef?>(repeating: nil)   // sampleFieldNames, in order: no array a sample
         var more = false
         for (k, value) in v.members {
             if let i = IngestMapper.sampleKeys.index(of: k) { field[i] = value } else { more = true }
         }
-        guard let uuid = field[0]?.string, !uuid.isEmpty else { return bad("the sample has no source_uuid", v) }
-        guard let dataType = field[1]?.string, !dataType.isEmpty else { return bad("the sample has no data_type", v) }
-        guard let ts = time(field[2]) else { return bad("\"ts\" is not an RFC 3339 time", v) }
-        guard let start = ts else { return bad("the sample has no ts", v) }
-        let known: HealthType?
-        if let last = lastType, last.name == dataType {
-            known = last.type
-        } else {
-            known = HealthTypes.hk(dataType)
-            lastType = (dataType, known)
+        guard let uuid = field[0]?.string, !uuid.isEmpty else { return setAside("the sample has no source_uuid", v) }
+        guard let dataType = field[1].flatMap({ strings.string($0, slot: 0) }), !dataType.isEmpty else {
+            return setAside("the sample has no data_type", v)
         }
+        guard let ts = time(field[2]) else { return setAside("\"ts\" is not an RFC 3339 time", v) }
+        guard let start = ts else { return setAside("the sample has no ts", v) }
+        let known = knownType(dataType)
         let type = known?.name ?? dataType
-        var r = CanonicalRecord(kind: known?.kind == .category ? RecordKind.category : RecordKind.quantity, device: device,
+        var r = CanonicalRecord(kind: known?.isCategory == true ? RecordKind.category : RecordKind.quantity, device: device,
                                 receiver: receiver, uuid: uuid, type: type, start: start, utcOffset: offset(at: start))
-        guard let end = time(field[3]) else { return bad("\"end_ts\" is not an RFC 3339 time", v) }
+        guard let end = time(field[3]) else { return setAside("\"end_ts\" is not an RFC 3339 time", v) }
+        if let end, end < start { return setAside("\"end_ts\" is before \"ts\"", v) }
         r.end = end
         if let value = field[4] {
             if let d = value.double {
                 // Into the type's canonical unit as it is journaled (ReceivedBatch.append).
                 r.value = .number(d)
-                r.unit = field[5]?.string
+                r.unit = field[5].flatMap { strings.string($0, slot: 1) }
             } else if let s = value.string {
                 r.kind = RecordKind.category
-                let code = known?.code(forValue: s)
-                r.value = .string(code.flatMap { known?.valueName(forCode: $0) } ?? s)
+                let category = known == nil ? nil : HealthTypes.hk(dataType)
+                let code = category?.code(forValue: s)
+                r.value = .string(code.flatMap { category?.valueName(forCode: $0) } ?? s)
                 r.code = code
-                r.unit = field[5]?.string   // kept as sent: nothing a sender gave is dropped
+                r.unit = field[5].flatMap { strings.string($0, slot: 1) }   // kept as sent: nothing a sender gave is dropped
             } else {
-                return bad("\"value\" must be a number or a name", v)
+                return setAside("\"value\" must be a number or a name", v)
             }
         } else {
-            return bad("the sample has no value", v)
+            return setAside("the sample has no value", v)
         }
         if field[6] != nil || field[7] != nil {
-            r.source = RecordSource(app: field[7]?.string, device: field[6]?.string)
+            r.source = RecordSource(app: field[7].flatMap { strings.string($0, slot: 3) },
+                                    device: field[6].flatMap { strings.string($0, slot: 2) })
         }
         // The link to its workout, resolved by whoever stores both (the workout may come later).
         if let w = field[8]?.string { r.extra.append(RecordField("workout_uuid", .string(w))) }
         if more {
             keepRest(v, used: IngestMapper.sampleFields, into: &r, asKindFields: false)
-        } else if let tz = timeZone {
-            r.extra.append(RecordField("time_zone", .string(tz)))
+        } else {
+            addZone(to: &r)
         }
-        return .success(r)
+        batch.append(r)
+        return nil
     }
 
     func workout(_ v: JSONRef) -> Mapped {
