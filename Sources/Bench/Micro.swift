@@ -55,6 +55,10 @@ enum Micro {
         let records = CanonicalCodec.decodeLines(lines, parser: parser)
         time("encode canonical NDJSON") { _ = CanonicalCodec.encodeLines(records) }
         time("decode canonical NDJSON") { _ = CanonicalCodec.decodeLines(lines, parser: parser) }
+        // What a file sink named by {device}/{date} reads of each record (no transform on its route).
+        let pathFields = CanonicalRecord.Fields(.device, .start)
+        time("decode, device + start only") { _ = CanonicalCodec.decodeLinesWithRanges(lines, parser: parser, only: pathFields) }
+        time("decode, no field (lines only)") { _ = CanonicalCodec.decodeLinesWithRanges(lines, parser: parser, only: []) }
         // The drainer's share for the file sink: its routes, then the lines it writes (each
         // journal line as it is when the route leaves the record unchanged).
         for transforms in [false, true] {

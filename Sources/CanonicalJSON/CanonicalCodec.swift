@@ -29,36 +29,53 @@ public enum CanonicalCodec {
     /// Reads NDJSON canonical records with the byte range of each one's line (line feed
     /// included). The ranges are nil when some line did not decode (records and lines would not
     /// pair up).
-    public static func decodeLinesWithRanges(_ bytes: [UInt8], parser: JSONParser,
+    public static func decodeLinesWithRanges(_ bytes: [UInt8], parser: JSONParser, only: CanonicalRecord.Fields = .all,
                                              onError: (Int, CanonicalDecodeError, Range<Int>) -> Void = { _, _, _ in })
         -> ([CanonicalRecord], [Range<Int>]?) {
+        if only.rawValue == 0 {
+            // Nothing read: the lines alone, not parsed (their entry's checksum was checked when
+            // it was read), each with an empty record.
+            let ranges = lineRanges(bytes)
+            return (Array(repeating: CanonicalRecord(kind: "", device: "", receiver: "", uuid: "", type: ""), count: ranges.count), ranges)
+        }
         var failed = false
-        let records = decodeLines(bytes, parser: parser) { line, error, range in
+        let records = decodeLines(bytes, parser: parser, only: only) { line, error, range in
             failed = true
             onError(line, error, range)
         }
         if failed { return (records, nil) }
+        let ranges = lineRanges(bytes, expected: records.count)
+        return (records, ranges.count == records.count ? ranges : nil)
+    }
+
+    /// The byte range of each line that is not blank (line feed included), as `decodeLines` reads them.
+    static func lineRanges(_ bytes: [UInt8], expected: Int = 0) -> [Range<Int>] {
         var ranges: [Range<Int>] = []
-        ranges.reserveCapacity(records.count)
+        ranges.reserveCapacity(expected)
         bytes.withUnsafeBytes { all in
             guard let base = all.baseAddress else { return }
             var start = 0
             while start < all.count {
                 let end = memchr(base + start, 0x0A, all.count - start).map { base.distance(to: UnsafeRawPointer($0)) + 1 }
                     ?? all.count
-                if end - start > 1 || (end == all.count && end > start) { ranges.append(start..<end) }
+                // The line without its line feed, blank as `decodeLines` skips it.
+                let text = UnsafeRawBufferPointer(start: base + start, count: end - start - (all[end - 1] == 0x0A ? 1 : 0))
+                let blank = text.isEmpty || (text.count <= 2 && text.allSatisfy { $0 == 0x20 || $0 == 0x0D })
+                if !blank { ranges.append(start..<end) }
                 start = end
             }
         }
-        return (records, ranges.count == records.count ? ranges : nil)
+        return ranges
     }
 
     /// Reads NDJSON canonical records. Blank lines are skipped; a line that is not a canonical
-    /// record is reported with its 1-based line number and its byte range.
-    public static func decodeLines(_ bytes: [UInt8], parser: JSONParser,
+    /// record is reported with its 1-based line number and its byte range. `only`: the fields
+    /// read (see `decode(_:reuse:only:)`).
+    public static func decodeLines(_ bytes: [UInt8], parser: JSONParser, only: CanonicalRecord.Fields = .all,
                                    onError: (Int, CanonicalDecodeError, Range<Int>) -> Void = { _, _, _ in }) -> [CanonicalRecord] {
-        if let all = decodeAsArray(bytes, parser: parser) { return all }
+        if let all = decodeAsArray(bytes, parser: parser, only: only) { return all }
         var out: [CanonicalRecord] = []
+        var reuse = JSONStringReuse(slots: Key.allCases.count + 2)
         bytes.withUnsafeBytes { all in
             guard let base = all.baseAddress else { return }
             var lineStart = 0
@@ -78,7 +95,7 @@ public enum CanonicalCodec {
                 if line.isEmpty || (line.count <= 2 && line.allSatisfy { $0 == 0x20 || $0 == 0x0D }) { continue }
                 do {
                     let doc = try parser.parse(line)
-                    out.append(try decode(doc.root))
+                    out.append(try decode(doc.root, reuse: &reuse, only: only))
                 } catch let e as JSONError {
                     onError(lineNumber, CanonicalDecodeError("\(e)"), range)
                 } catch let e as CanonicalDecodeError {
@@ -95,7 +112,7 @@ public enum CanonicalCodec {
     /// escapes them inside strings), so `[` + the lines joined by `,` + `]` is one JSON array,
     /// parsed in one go instead of one parse per line. Nil when anything is off; the caller
     /// then reads line by line and reports each bad line.
-    static func decodeAsArray(_ bytes: [UInt8], parser: JSONParser) -> [CanonicalRecord]? {
+    static func decodeAsArray(_ bytes: [UInt8], parser: JSONParser, only: CanonicalRecord.Fields) -> [CanonicalRecord]? {
         guard let last = bytes.last, last == 0x0A, bytes.count > 1 else { return nil }
         var joined = [UInt8](repeating: 0, count: bytes.count + 1)
         let ok = joined.withUnsafeMutableBytes { out -> Bool in
@@ -121,9 +138,10 @@ public enum CanonicalCodec {
         var out: [CanonicalRecord] = []
         out.reserveCapacity(doc.root.count)
         var reuse = JSONStringReuse(slots: Key.allCases.count + 2)
-        for element in doc.root.elements {
-            guard let r = try? decode(element, reuse: &reuse) else { return nil }
-            out.append(r)
+        do {
+            for element in doc.root.elements { out.append(try decode(element, reuse: &reuse, only: only)) }
+        } catch {
+            return nil
         }
         return out
     }
@@ -139,6 +157,35 @@ public enum CanonicalCodec {
         "unit", "code", "activity", "duration_s", "energy_kcal", "distance_m", "source", "metadata", "extra", "tags",
     ])
 
+    /// The record field each key fills (members of no canonical name go to `fields`).
+    static let keyFields: [CanonicalRecord.Field] = Key.allCases.map { key in
+        switch key {
+        case .op: .op
+        case .kind: .kind
+        case .device: .device
+        case .receiver: .receiver
+        case .uuid: .uuid
+        case .type: .type
+        case .part: .part
+        case .parts: .parts
+        case .start: .start
+        case .end: .end
+        case .utcOffset: .utcOffset
+        case .value: .value
+        case .unit: .unit
+        case .code: .code
+        case .activity: .activity
+        case .durationS: .durationS
+        case .energyKcal: .energyKcal
+        case .distanceM: .distanceM
+        case .source: .source
+        case .metadata: .metadata
+        case .extra: .extra
+        case .tags: .tags
+        case .other: .fields
+        }
+    }
+
     /// One canonical record from a parsed JSON object, in one pass over its members.
     public static func decode(_ o: JSONRef) throws(CanonicalDecodeError) -> CanonicalRecord {
         var reuse = JSONStringReuse(slots: Key.allCases.count + 2)
@@ -146,8 +193,12 @@ public enum CanonicalCodec {
     }
 
     /// As `decode(_:)`, sharing repeated strings with the previous records through `reuse`.
-    public static func decode(_ o: JSONRef, reuse: inout JSONStringReuse) throws(CanonicalDecodeError) -> CanonicalRecord {
+    /// `only`: the fields read (`op` always is); the others are left empty, unread and unchecked —
+    /// for a sink that reads a few fields and writes each record's journal line as it is.
+    public static func decode(_ o: JSONRef, reuse: inout JSONStringReuse,
+                              only: CanonicalRecord.Fields = .all) throws(CanonicalDecodeError) -> CanonicalRecord {
         guard o.kind == .object else { throw CanonicalDecodeError("a record must be a JSON object") }
+        let every = only.rawValue == CanonicalRecord.Fields.all.rawValue
         var op: CanonicalRecord.Op?
         var kind: String?, device: String?, receiver: String?, uuid: String?, type: String?
         var r = CanonicalRecord(kind: "", device: "", receiver: "", uuid: "", type: "")
@@ -179,7 +230,9 @@ public enum CanonicalCodec {
             return t
         }
         for (k, v) in o.members {
-            switch keys.index(of: k).map({ Key(rawValue: $0)! }) ?? .other {
+            let key = keys.index(of: k).map({ Key(rawValue: $0)! }) ?? .other
+            if !every && key != .op && !only.has(keyFields[key.rawValue]) { continue }
+            switch key {
             case .op:
                 guard let s = try str(v, "op"), let parsed = CanonicalRecord.Op(rawValue: s) else {
                     throw CanonicalDecodeError("\"op\" must be \"upsert\" or \"delete\"")
@@ -195,12 +248,12 @@ public enum CanonicalCodec {
             case .start: r.start = try time(v, "start")
             case .end: r.end = try time(v, "end")
             case .utcOffset:
-                if let off = try str(v, "utc_offset") {
-                    guard let secs = Timestamp.parseOffset(off) else {
-                        throw CanonicalDecodeError("\"utc_offset\" is not ±hh:mm")
-                    }
-                    r.utcOffset = secs
+                if v.isNull { break }
+                guard let parsed = v.withStringBytes({ Timestamp.parseOffset($0) }) else {
+                    throw CanonicalDecodeError("\"utc_offset\" must be a string")
                 }
+                guard let secs = parsed else { throw CanonicalDecodeError("\"utc_offset\" is not ±hh:mm") }
+                r.utcOffset = secs
             case .value:
                 if v.isNull { break }
                 if let s = v.string { r.value = .string(s) } else if let d = v.double { r.value = .number(d) } else {
@@ -237,17 +290,17 @@ public enum CanonicalCodec {
             }
         }
         guard let op else { throw CanonicalDecodeError("\"op\" is missing") }
-        guard let kind else { throw CanonicalDecodeError("\"kind\" is missing") }
-        guard let device else { throw CanonicalDecodeError("\"device\" is missing") }
-        guard let receiver else { throw CanonicalDecodeError("\"receiver\" is missing") }
-        guard let uuid else { throw CanonicalDecodeError("\"uuid\" is missing") }
-        guard let type else { throw CanonicalDecodeError("\"type\" is missing") }
         r.op = op
-        r.kind = kind
-        r.device = device
-        r.receiver = receiver
-        r.uuid = uuid
-        r.type = type
+        func required(_ value: String?, _ field: CanonicalRecord.Field, _ k: StaticString) throws(CanonicalDecodeError) -> String {
+            if let value { return value }
+            if !every && !only.has(field) { return "" }
+            throw CanonicalDecodeError("\"\(k)\" is missing")
+        }
+        r.kind = try required(kind, .kind, "kind")
+        r.device = try required(device, .device, "device")
+        r.receiver = try required(receiver, .receiver, "receiver")
+        r.uuid = try required(uuid, .uuid, "uuid")
+        r.type = try required(type, .type, "type")
         return r
     }
 

@@ -96,7 +96,7 @@ public final class GatewayService: @unchecked Sendable {
         tlsPEM = try GatewayService.readTLS(topology)
         server = GatewayService.makeServer(topology, tls: tlsPEM, guard: connectionGuard, handler: switchable, logger: logger)
         var drainers: [SinkDrainer] = []
-        journal.decoded.setReaders(topology.sinks.count)
+        journal.decoded.setReaders(GatewayService.wholeRecordReaders(topology))
         for s in topology.sinks {
             drainers.append(try makeDrainer(s, topology: topology, metrics: SinkMetrics(name: s.name), inbox: nil))
         }
@@ -168,6 +168,11 @@ public final class GatewayService: @unchecked Sendable {
         old.finish(within: 10)
     }
 
+    /// The sinks whose drainers decode whole records, and share them (`DecodedEntries`).
+    static func wholeRecordReaders(_ topology: Topology) -> Int {
+        topology.sinks.filter { s in SinkDrainer.readsWholeRecords(s.built, routes: topology.routes.filter { $0.to.contains(s.name) }) }.count
+    }
+
     /// A sink's drainer, with the routes that lead to it in `topology`.
     private func makeDrainer(_ s: (name: String, built: BuiltSink), topology: Topology, metrics: SinkMetrics,
                              inbox: Journal?) throws -> SinkDrainer {
@@ -220,7 +225,7 @@ public final class GatewayService: @unchecked Sendable {
         kept.listenPort = old.listenPort
         let current = drainers
         var next: [SinkDrainer] = []
-        journal.decoded.setReaders(new.sinks.count)
+        journal.decoded.setReaders(GatewayService.wholeRecordReaders(new))
         for s in new.sinks {
             let running = current.first { $0.name == s.name }
             if let running, old.sinkFingerprints[s.name] == new.sinkFingerprints[s.name] {

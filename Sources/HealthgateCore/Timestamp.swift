@@ -168,14 +168,19 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
 
     /// Parses `+02:00`, `-0530`, `Z`; nil otherwise.
     public static func parseOffset(_ s: String) -> Int? {
-        let b = Array(s.utf8)
-        if b == [0x5A] { return 0 }
+        var s = s
+        return s.withUTF8 { parseOffset(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// `parseOffset` of UTF-8 bytes (no array, no string: it runs for every record decoded).
+    public static func parseOffset(_ b: UnsafeRawBufferPointer) -> Int? {
+        if b.count == 1 && b[0] == 0x5A { return 0 }
         guard b.count == 6 || b.count == 5, b[0] == 0x2B || b[0] == 0x2D else { return nil }
-        let digits = b.count == 6 ? [b[1], b[2], b[4], b[5]] : [b[1], b[2], b[3], b[4]]
         if b.count == 6 && b[3] != 0x3A { return nil }
-        guard digits.allSatisfy({ $0 &- 0x30 <= 9 }) else { return nil }
-        let h = Int(digits[0] - 0x30) * 10 + Int(digits[1] - 0x30)
-        let m = Int(digits[2] - 0x30) * 10 + Int(digits[3] - 0x30)
+        let (d0, d1, d2, d3) = b.count == 6 ? (b[1], b[2], b[4], b[5]) : (b[1], b[2], b[3], b[4])
+        guard d0 &- 0x30 <= 9, d1 &- 0x30 <= 9, d2 &- 0x30 <= 9, d3 &- 0x30 <= 9 else { return nil }
+        let h = Int(d0 - 0x30) * 10 + Int(d1 - 0x30)
+        let m = Int(d2 - 0x30) * 10 + Int(d3 - 0x30)
         guard h <= 23, m <= 59 else { return nil }
         return (b[0] == 0x2D ? -1 : 1) * (h * 3600 + m * 60)
     }

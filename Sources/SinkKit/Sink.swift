@@ -132,13 +132,20 @@ public struct BuiltSink: Sendable {
     /// For a sink that keeps records where they can be read back (postgres): how to reach them,
     /// for the read API. Its type is the sink's own.
     public var readable: (any Sendable)?
+    /// The fields of a record the sink's `write` reads (`.all` unless it says fewer). A sink
+    /// that writes each record's journal line as it is (`SinkBatch.appendLine`) and reads only
+    /// what names its files, say, lists those: when no transform runs on its routes, so that
+    /// every record comes with its whole line, the drainer reads only those fields of the
+    /// journal and leaves the rest of each record empty.
+    public var reads: CanonicalRecord.Fields
 
     public init(kind: String, common: SinkCommonConfig, summary: String, readable: (any Sendable)? = nil,
-                open: @escaping @Sendable (SinkContext) throws(SinkOpenError) -> any Sink) {
+                reads: CanonicalRecord.Fields = .all, open: @escaping @Sendable (SinkContext) throws(SinkOpenError) -> any Sink) {
         self.kind = kind
         self.common = common
         self.summary = summary
         self.readable = readable
+        self.reads = reads
         self.open = open
     }
 }

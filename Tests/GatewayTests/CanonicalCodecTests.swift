@@ -120,4 +120,35 @@ import Testing
         #expect(Array((a + b)[r[0]]) == a)
         #expect(Array((a + b)[r[1]]) == b)
     }
+
+    /// A sink that reads a few fields gets those, the rest left empty and unchecked; one that
+    /// reads none gets each line's range with an empty record, the lines not parsed, and blank
+    /// lines skipped as a full decode skips them.
+    @Test func readsOnlyTheFieldsAsked() throws {
+        let lines = CanonicalCodec.encodeLines([Self.full, PipelineTests.record("z")]) + Array(" \r\n\n".utf8)
+            + CanonicalCodec.encodeLines([Self.full])
+        let (all, allRanges) = CanonicalCodec.decodeLinesWithRanges(lines, parser: JSONParser())
+        #expect(all.count == 3 && allRanges?.count == 3)
+        let (some, someRanges) = CanonicalCodec.decodeLinesWithRanges(lines, parser: JSONParser(),
+                                                                      only: CanonicalRecord.Fields(.device, .start))
+        #expect(someRanges == allRanges)
+        #expect(some.map(\.device) == all.map(\.device) && some.map(\.start) == all.map(\.start))
+        #expect(some[0].op == .upsert && some[0].uuid.isEmpty && some[0].type.isEmpty && some[0].kind.isEmpty)
+        #expect(some[0].value == nil && some[0].source == nil && some[0].metadata == nil && some[0].extra.isEmpty
+                && some[0].fields.isEmpty && some[0].utcOffset == nil && some[0].end == nil)
+        // A field that is not read is not required either; one that is, is.
+        let noUUID = Array(#"{"op":"upsert","kind":"k","device":"d","receiver":"r","type":"t"}"#.utf8) + [0x0A]
+        let (partial, partialRanges) = CanonicalCodec.decodeLinesWithRanges(noUUID, parser: JSONParser(), only: CanonicalRecord.Fields(.device))
+        #expect(partial.count == 1 && partial[0].device == "d" && partialRanges?.count == 1)
+        var errors = 0
+        _ = CanonicalCodec.decodeLinesWithRanges(noUUID, parser: JSONParser(), only: CanonicalRecord.Fields(.uuid)) { _, _, _ in errors += 1 }
+        #expect(errors == 1)
+        let (none, noneRanges) = CanonicalCodec.decodeLinesWithRanges(lines, parser: JSONParser(), only: [])
+        #expect(noneRanges == allRanges && none.count == 3 && none.allSatisfy { $0.uuid.isEmpty && $0.device.isEmpty })
+        // The offset is read from its bytes as from a string.
+        for (text, seconds) in [("+02:00", 7200), ("-05:30", -19800), ("Z", 0), ("+0100", 3600), ("+2:00", nil), ("+24:00", nil),
+                                ("+02-00", nil), ("", nil)] as [(String, Int?)] {
+            #expect(Timestamp.parseOffset(text) == seconds, "\(text)")
+        }
+    }
 }

@@ -341,6 +341,64 @@ enum ConfigDurationFor {
         #expect(Set(sink.accepted) == Set((0..<600).map { "r\($0)" } + (0..<20).map { "i\($0)" }))
     }
 
+    /// A file sink reads of each record only what names its files (none for a fixed path), and
+    /// writes the journal's lines as they are; a record it refuses is kept in the dead letters
+    /// whole, read again from its line, and the log names it. A transform on its route, or a
+    /// route from some receivers only, makes the drainer read what those need.
+    @Test func aSinkThatReadsFewFieldsWritesTheJournalLinesAndKeepsRefusedOnesWhole() throws {
+        let dir = ServeProcess.makeTempDir("few")
+        try FileIO.makeDirectories(dir + "/out")
+        try FileIO.writeAtomically(dir + "/out/blocked", Array("x".utf8))   // ENOTDIR for device "blocked", forever
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        var records = (0..<6).map { i in
+            var r = CanonicalCodecTests.full
+            r.uuid = "u\(i)"
+            r.device = i == 3 ? "blocked" : "phone-\(i % 2)"
+            return r
+        }
+        records.append(PipelineTests.record("plain"))
+        let payload = CanonicalCodec.encodeLines(records)
+        try j.append(payload: payload, count: records.count, time: Timestamp(seconds: 0))
+        let logs = MemoryLogSink()
+        let logger = Logger(component: "test", sink: logs)
+        let all = Route(name: "all", from: [Glob("*")], transforms: [], to: ["a", "b"])
+        func built(_ path: String) throws -> BuiltSink {
+            try FileSink.build(name: "x", node: parseYAML("{kind: file, path: \"\(path)\"}", file: "t", environment: [:]),
+                               path: "sinks.x", context: SinkBuildContext(dataDir: dir))
+        }
+        let byDevice = try built("out/{device}/{date}.ndjson"), fixed = try built("fixed.ndjson")
+        #expect(byDevice.reads.rawValue == CanonicalRecord.Fields(.device, .start).rawValue && fixed.reads.rawValue == 0)
+        #expect(!SinkDrainer.readsWholeRecords(byDevice, routes: [all]) && !SinkDrainer.readsWholeRecords(fixed, routes: [all]))
+        let filter = try #require(TransformRegistry.builder(named: "filter"))
+        let filtered = Route(name: "f", from: [Glob("*")], transforms: [try filter(parseYAML("{types: [steps]}", file: "t", environment: [:]), "f")],
+                             to: ["a"])
+        #expect(SinkDrainer.readsWholeRecords(byDevice, routes: [all, filtered]))
+        #expect(SinkRoutes.fieldsRead(routes: [Route(name: "s", from: [Glob("phone*")], transforms: [], to: ["b"])],
+                                      sinkReads: fixed.reads).rawValue == CanonicalRecord.Fields(.receiver).rawValue)
+        let a = SinkDrainer(name: "a", built: byDevice, routes: [all], journal: j, dataDir: dir, logger: logger)
+        let b = SinkDrainer(name: "b", built: fixed, routes: [all], journal: j, dataDir: dir, logger: logger)
+        try a.start()
+        try b.start()
+        defer { a.stop(); b.stop() }
+        #expect(ServeProcess.eventually { (try? a.loadCursor()) == Cursor(seq: 2, skip: 0) && (try? b.loadCursor()) == Cursor(seq: 2, skip: 0) })
+        let lines = String(decoding: payload, as: UTF8.self).split(separator: "\n").map(String.init)
+        func file(_ path: String) -> [String] {
+            ((try? String(contentsOfFile: dir + "/" + path, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+        }
+        #expect(file("fixed.ndjson") == lines)
+        let day = Timestamp(seconds: 1_791_954_000).utcDate()
+        #expect(file("out/phone-0/\(day).ndjson") == [lines[0], lines[2], lines[4]])
+        #expect(day == "2026-10-14")
+        #expect(file("out/phone-1/\(day).ndjson") == [lines[1], lines[5], lines[6]])
+        let dead = file("sinks/a/dead-letters.ndjson")
+        #expect(dead.count == 1)
+        let kept = try #require(try JSONSerialization.jsonObject(with: Data((dead.first ?? "").utf8)) as? [String: Any])
+        let record = try #require(kept["record"] as? [String: Any])
+        let original = try #require(try JSONSerialization.jsonObject(with: Data(lines[3].utf8)) as? NSDictionary)
+        #expect(NSDictionary(dictionary: record) == original, "the whole record, not the fields the sink read")
+        #expect(logs.all.contains { $0.message.contains("a workout record (uuid u3) was rejected") }, "\(logs.all.map(\.message))")
+    }
+
     @Test func aJournalLineThatIsNotARecordIsKeptAsADeadLetter() throws {
         let dir = ServeProcess.makeTempDir("pipe")
         let j = try Journal(directory: dir + "/journal", logger: logger)

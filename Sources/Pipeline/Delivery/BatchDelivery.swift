@@ -72,7 +72,7 @@ public struct BatchDelivery {
                         keep.append(i)
                         reason = why
                     case .rejected(let why):
-                        if !deadLetters.keep(records[i], reason: why) {
+                        if !deadLetters.keep(records[i], line: lines[i], reason: why) {
                             // Not kept anywhere yet: try the record again rather than lose it.
                             keep.append(i)
                             reason = "a rejected record could not be written to the dead letters"

@@ -26,15 +26,26 @@ public struct DeadLetters: Sendable {
     }
 
     /// Keeps a record the sink rejected for good. False when it could not be written (then
-    /// the caller keeps the record for another try).
-    public func keep(_ r: CanonicalRecord, reason: String) -> Bool {
+    /// the caller keeps the record for another try). `line`: what of its journal line holds;
+    /// a whole line is kept as it is, and read again in full for the log (the drainer may have
+    /// read only the fields its sink needs: `BuiltSink.reads`).
+    public func keep(_ given: CanonicalRecord, line: RecordLine = .none, reason: String) -> Bool {
+        var r = given
+        var encoded: [UInt8]
+        if case .whole(let bytes) = line, bytes.last == 0x0A,
+           let doc = try? JSONParser().parse(Array(bytes.dropLast())), let full = try? CanonicalCodec.decode(doc.root) {
+            r = full
+            encoded = Array(bytes.dropLast())
+        } else {
+            encoded = CanonicalCodec.encodeLine(r)
+        }
         var w = JSONWriter(capacity: 512)
         w.beginObject()
         w.key("time"); w.string(Timestamp(seconds: clock.now().seconds).rfc3339())
         w.key("sink"); w.string(sink)
         w.key("reason"); w.string(reason)
         w.key("record")
-        w.raw(CanonicalCodec.encodeLine(r))
+        w.raw(encoded)
         w.endObject()
         w.newline()
         do {

@@ -10,7 +10,8 @@ import Synchronization
 /// drainer that reaches an entry another is decoding waits for it (sinks in step reach each new
 /// entry together). Bounded: past `maxRecords` the oldest entries go, and a sink that lags that
 /// far behind decodes them again itself. With one sink nothing is kept (`readers` ≤ 1), and its
-/// drainer moves records out of what it decoded, as before.
+/// drainer moves records out of what it decoded, as before. Sinks that read only a few fields
+/// (`SinkDrainer.readsWholeRecords` false) decode those themselves and are not readers here.
 public final class DecodedEntries: @unchecked Sendable {
     /// One entry as decoded: its records, each one's line in `payload` (nil when some line did
     /// not decode, so that lines and records do not pair up), and the lines that did not decode.
@@ -116,9 +117,9 @@ public final class DecodedEntries: @unchecked Sendable {
         return (entry, false)
     }
 
-    static func decodeNow(_ e: JournalEntry, parser: JSONParser) -> Entry {
+    static func decodeNow(_ e: JournalEntry, parser: JSONParser, only: CanonicalRecord.Fields = .all) -> Entry {
         var failures: [(line: Int, error: CanonicalDecodeError, range: Range<Int>)] = []
-        let (records, ranges) = CanonicalCodec.decodeLinesWithRanges(e.payload, parser: parser) { line, error, range in
+        let (records, ranges) = CanonicalCodec.decodeLinesWithRanges(e.payload, parser: parser, only: only) { line, error, range in
             failures.append((line, error, range))
         }
         return Entry(payload: e.payload, records: records, ranges: ranges, failures: failures, left: 0)

@@ -28,12 +28,22 @@ struct Pending {
     var isEmpty: Bool { positions.isEmpty }
 
     /// Decodes a journal entry's records from `skip` on (or takes them from `shared`, where
-    /// another sink's drainer decoded them), routing them when `ahead` is given.
+    /// another sink's drainer decoded them), routing them when `ahead` is given. `only`: the
+    /// fields the sink and its routes read (`SinkRoutes.fieldsRead`); fewer than all are read
+    /// here, not shared, and only while every record keeps its whole line.
     mutating func decode(_ e: JournalEntry, skip: Int, parser: JSONParser, ahead: SinkRoutes?, shared: DecodedEntries? = nil,
-                         bad: (ArraySlice<UInt8>, String) -> Void) {
+                         only: CanonicalRecord.Fields = .all, bad: (ArraySlice<UInt8>, String) -> Void) {
         // With other sinks reading the journal, the records are copied out of the shared entry;
         // alone, they are moved out of what was decoded.
-        let decoded = shared?.decode(e, parser: parser) ?? (entry: DecodedEntries.decodeNow(e, parser: parser), owned: true)
+        var decoded: (entry: DecodedEntries.Entry, owned: Bool)
+        if only.rawValue != CanonicalRecord.Fields.all.rawValue {
+            decoded = (DecodedEntries.decodeNow(e, parser: parser, only: only), true)
+            // A line that did not decode leaves the records without their lines: the sink then
+            // encodes each record, and needs all of it.
+            if decoded.entry.ranges == nil { decoded = (DecodedEntries.decodeNow(e, parser: parser), true) }
+        } else {
+            decoded = shared?.decode(e, parser: parser) ?? (entry: DecodedEntries.decodeNow(e, parser: parser), owned: true)
+        }
         var entry = decoded.entry
         let owned = decoded.owned
         for f in entry.failures {

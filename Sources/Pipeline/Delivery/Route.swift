@@ -134,6 +134,16 @@ public final class SinkRoutes {
         }
     }
 
+    /// The fields of the journal's records that `routes` and a sink reading `sinkReads` read:
+    /// with no transform on them, the sink's and, unless every route takes every receiver,
+    /// `receiver`; all of them once a transform runs (it may read any, and changes lines).
+    public static func fieldsRead(routes: [Route], sinkReads: CanonicalRecord.Fields) -> CanonicalRecord.Fields {
+        if routes.contains(where: { !$0.transforms.isEmpty }) { return .all }
+        var fields = sinkReads
+        if !routes.allSatisfy({ $0.from.contains(where: \.matchesAll) }) { fields.insert(.receiver) }
+        return fields
+    }
+
     /// True when every route only maps records (or has no transforms): no state, nothing
     /// emitted later, so records can be routed ahead of the batch they go in.
     public var onlyMap: Bool { lanes.allSatisfy(\.maps) }

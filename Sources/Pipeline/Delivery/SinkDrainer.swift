@@ -55,6 +55,12 @@ public final class SinkDrainer: Sendable {
         self.shutdownDeadline = shutdownDeadline
     }
 
+    /// Whether a drainer of this sink and these routes decodes every field of every record (and
+    /// so shares what it decodes with the other sinks: `DecodedEntries.setReaders` counts these).
+    public static func readsWholeRecords(_ built: BuiltSink, routes: [Route]) -> Bool {
+        SinkRoutes.fieldsRead(routes: routes, sinkReads: built.reads).rawValue == CanonicalRecord.Fields.all.rawValue
+    }
+
     public static func stateDirectory(sink: String, dataDir: String) -> String {
         FileIO.join(FileIO.join(dataDir, "sinks"), sink)
     }
@@ -205,6 +211,8 @@ final class DrainLoop {
     /// Set when every route to this sink only maps records: they then run as records are
     /// decoded, on the read-ahead thread too (see `Pending`).
     let ahead: SinkRoutes?
+    /// The fields of the journal's records the sink and its routes read (`SinkRoutes.fieldsRead`).
+    let reads: CanonicalRecord.Fields
     var lastSavedAt: Double
     var lastProbeAt = -Double.infinity
     var lastIdleAt = -Double.infinity
@@ -222,6 +230,7 @@ final class DrainLoop {
         routes = SinkRoutes(routes: d.routes, sink: d.name, clock: d.clock, timeZones: d.timeZones, logger: d.logger)
         routes.restore(start.states, logger: d.logger)
         ahead = routes.onlyMap ? routes : nil
+        reads = SinkRoutes.fieldsRead(routes: d.routes, sinkReads: d.built.reads)
         pending = Pending(routed: ahead != nil)
         deadLetters = DeadLetters(sink: d.name, dataDir: d.dataDir, metrics: d.metrics, logger: d.logger, clock: d.clock)
         committed = start
@@ -557,7 +566,7 @@ final class DrainLoop {
     }
 
     func decode(_ e: JournalEntry, skip: Int) {
-        pending.decode(e, skip: skip, parser: parser, ahead: ahead, shared: d.journal.decoded) { line, reason in
+        pending.decode(e, skip: skip, parser: parser, ahead: ahead, shared: d.journal.decoded, only: reads) { line, reason in
             deadLetters.keep(line: line, reason: reason)
         }
     }
@@ -573,6 +582,7 @@ final class DrainLoop {
         let reader: JournalReader
         let parser: JSONParser
         let ahead: SinkRoutes?
+        let reads: CanonicalRecord.Fields
         let logger: Logger
         let name: String
         var pending: Pending
@@ -580,10 +590,11 @@ final class DrainLoop {
         var bytes = 0
         var running: Forked<Void>?
 
-        init(reader: JournalReader, parser: JSONParser, ahead: SinkRoutes?, logger: Logger, name: String) {
+        init(reader: JournalReader, parser: JSONParser, ahead: SinkRoutes?, reads: CanonicalRecord.Fields, logger: Logger, name: String) {
             self.reader = reader
             self.parser = parser
             self.ahead = ahead
+            self.reads = reads
             pending = Pending(routed: ahead != nil)
             self.logger = logger
             self.name = name
@@ -604,7 +615,7 @@ final class DrainLoop {
                 if entries.isEmpty { return }
                 for e in entries {
                     bytes += e.payload.count
-                    pending.decode(e, skip: 0, parser: parser, ahead: ahead, shared: reader.journal.decoded) { line, reason in
+                    pending.decode(e, skip: 0, parser: parser, ahead: ahead, shared: reader.journal.decoded, only: reads) { line, reason in
                         bad.append((line, reason))
                     }
                 }
@@ -618,7 +629,7 @@ final class DrainLoop {
         guard pending.count < upTo, d.journal.lastDurableSeq >= reader.nextSeq else { return nil }
         // The drainer's own parser: it is not used while the sink writes (one parser's buffers
         // per sink, not two).
-        let job = ReadAhead(reader: reader, parser: parser, ahead: ahead, logger: logger, name: name)
+        let job = ReadAhead(reader: reader, parser: parser, ahead: ahead, reads: reads, logger: logger, name: name)
         job.wanted = upTo - pending.count
         job.running = Forked { job.run() }
         return job

@@ -52,7 +52,9 @@ public final class FileSink: Sink {
         let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
                                                   defaultMaxItems: 10_000)
         let template = c.path
-        return BuiltSink(kind: "file", common: common, summary: "file \(FileIO.join(context.dataDir, c.path))") { ctx in
+        // It writes the journal's lines as they are: of a record it reads what names its file.
+        return BuiltSink(kind: "file", common: common, summary: "file \(FileIO.join(context.dataDir, c.path))",
+                         reads: PathTemplate(template).reads) { ctx in
             FileSink(name: ctx.name, pathTemplate: template, baseDir: ctx.dataDir, rotateBytes: rotate,
                      logger: ctx.logger, clock: ctx.clock)
         }
@@ -235,6 +237,22 @@ struct PathTemplate: Sendable {
 
     init(_ template: String) {
         self.template = RecordTemplate(template, allowed: PathTemplate.fields)
+    }
+
+    /// The record fields the placeholders read.
+    var reads: CanonicalRecord.Fields {
+        var fields = CanonicalRecord.Fields()
+        for case .field(let f) in template.parts {
+            switch f {
+            case .device, .phone: fields.insert(.device)
+            case .receiver: fields.insert(.receiver)
+            case .date: fields.insert(.start)
+            case .type: fields.insert(.type)
+            case .kind: fields.insert(.kind)
+            case .source, .unit: break   // not allowed in a path
+            }
+        }
+        return fields
     }
 
     /// What a rendered path depends on, for the placeholders this template uses.

@@ -87,7 +87,9 @@ public final class HTTPSink: PipelinedSink {
         let finalHeaders = headers
         let secret = c.hmac?.secret
         let options = CurlClient.Options(timeoutSeconds: c.timeout?.seconds ?? 30, caFile: c.ca_file)
-        return BuiltSink(kind: "http", common: common, summary: "http POST \(SafeText.url(c.url)) (\(format.rawValue))") { ctx in
+        // Its bodies are the journal's lines as they are: it reads no field of a record.
+        return BuiltSink(kind: "http", common: common, summary: "http POST \(SafeText.url(c.url)) (\(format.rawValue))",
+                         reads: CanonicalRecord.Fields()) { ctx in
             HTTPSink(name: ctx.name, url: url, format: format, headers: finalHeaders, hmacSecret: secret, options: options,
                      logger: ctx.logger, clock: ctx.clock)
         }
