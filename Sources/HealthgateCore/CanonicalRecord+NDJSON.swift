@@ -114,8 +114,8 @@ extension CanonicalRecord {
         /// None (not the variadic form with no fields: that one builds an array).
         public init() { rawValue = 0 }
         public init(_ fields: Field...) { self.init(rawValue: fields.reduce(0) { $0 | 1 << UInt32($1.rawValue) }) }
-        public func has(_ f: Field) -> Bool { rawValue & 1 << UInt32(f.rawValue) != 0 }
-        public mutating func insert(_ f: Field) { self = Fields(rawValue: rawValue | 1 << UInt32(f.rawValue)) }
+        @inlinable public func has(_ f: Field) -> Bool { rawValue & 1 << UInt32(f.rawValue) != 0 }
+        @inlinable public mutating func insert(_ f: Field) { self = Fields(rawValue: rawValue | 1 << UInt32(f.rawValue)) }
         public static let all = Fields(rawValue: 1 << UInt32(Field.allCases.count) - 1)
     }
 

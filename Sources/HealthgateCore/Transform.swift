@@ -8,11 +8,17 @@ public protocol TransformSpec: Sendable {
     /// only keep or drop records (a filter, dedupe): records they pass are unchanged, and sinks
     /// reuse all their bytes. Default `.all`.
     var changes: CanonicalRecord.Fields { get }
+    /// The fields of a record the transform reads. With no other need for them (the sink's
+    /// `BuiltSink.reads`, the fields from the first one a route changes on), the drainer leaves
+    /// the rest of each journal record unread. Default `.all`; a transform that keeps state or
+    /// emits records of its own needs all.
+    var reads: CanonicalRecord.Fields { get }
     func instantiate(_ context: TransformContext) -> any Transform
 }
 
 extension TransformSpec {
     public var changes: CanonicalRecord.Fields { .all }
+    public var reads: CanonicalRecord.Fields { .all }
 }
 
 /// A transform at work on one sink's drainer thread (not `Sendable`: it never leaves it).

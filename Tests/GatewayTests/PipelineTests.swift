@@ -372,7 +372,20 @@ enum ConfigDurationFor {
         let filter = try #require(TransformRegistry.builder(named: "filter"))
         let filtered = Route(name: "f", from: [Glob("*")], transforms: [try filter(parseYAML("{types: [steps]}", file: "t", environment: [:]), "f")],
                              to: ["a"])
-        #expect(SinkDrainer.readsWholeRecords(byDevice, routes: [all, filtered]))
+        #expect(!SinkDrainer.readsWholeRecords(byDevice, routes: [all, filtered]))
+        func route(_ kind: String, _ yaml: String) throws -> Route {
+            let build = try #require(TransformRegistry.builder(named: kind))
+            return Route(name: kind, from: [Glob("*")], transforms: [try build(parseYAML(yaml, file: "t", environment: [:]), kind)], to: ["a"])
+        }
+        // What a transform reads is read; where a route changes records, every field from
+        // `value` on; all of them for a change before `value` or a transform with state.
+        let filterReads = SinkRoutes.fieldsRead(routes: [filtered], sinkReads: fixed.reads)
+        #expect(filterReads.has(.type) && filterReads.has(.value) && !filterReads.has(.uuid) && !filterReads.has(.extra))
+        let tagReads = SinkRoutes.fieldsRead(routes: [try route("tag", "{person: a}")], sinkReads: fixed.reads)
+        #expect(tagReads.has(.value) && tagReads.has(.fields) && tagReads.has(.extra) && !tagReads.has(.uuid) && !tagReads.has(.type))
+        for (kind, yaml) in [("rename", "{types: {steps: walking}}"), ("dedupe", "{ttl: 1d}")] {
+            #expect(SinkDrainer.readsWholeRecords(fixed, routes: [try route(kind, yaml)]), "\(kind)")
+        }
         #expect(SinkRoutes.fieldsRead(routes: [Route(name: "s", from: [Glob("phone*")], transforms: [], to: ["b"])],
                                       sinkReads: fixed.reads).rawValue == CanonicalRecord.Fields(.receiver).rawValue)
         let a = SinkDrainer(name: "a", built: byDevice, routes: [all], journal: j, dataDir: dir, logger: logger)
@@ -397,6 +410,46 @@ enum ConfigDurationFor {
         let original = try #require(try JSONSerialization.jsonObject(with: Data(lines[3].utf8)) as? NSDictionary)
         #expect(NSDictionary(dictionary: record) == original, "the whole record, not the fields the sink read")
         #expect(logs.all.contains { $0.message.contains("a workout record (uuid u3) was rejected") }, "\(logs.all.map(\.message))")
+    }
+
+    /// Through filter + convert + tag, the drainer reads only what those and the sink need; a
+    /// changed record whose journal line cannot be cut before its changed fields (it carries
+    /// the phone's own `fields`) is read again in full and written whole: every line is the
+    /// transformed record's own, field for field.
+    @Test func transformsOnFewFieldsGiveTheWholeTransformedRecord() throws {
+        let dir = ServeProcess.makeTempDir("few-transforms")
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        var records: [CanonicalRecord] = []
+        for i in 0..<8 {
+            var r = i % 2 == 0 ? CanonicalCodecTests.full : PipelineTests.record("p\(i)", type: i % 4 == 1 ? "steps" : "distance_walking_running")
+            r.uuid = "u\(i)"
+            if r.type == "distance_walking_running" { r.unit = "m"; r.value = .number(1500) }
+            records.append(r)
+        }
+        try j.append(payload: CanonicalCodec.encodeLines(records), count: records.count, time: Timestamp(seconds: 0))
+        var transforms: [any TransformSpec] = []
+        for (kind, yaml) in [("filter", "{exclude_types: [steps]}"), ("convert", "{distance: km}"), ("tag", "{person: alice}")] {
+            let build = try #require(TransformRegistry.builder(named: kind))
+            transforms.append(try build(parseYAML(yaml, file: "t", environment: [:]), kind))
+        }
+        let route = Route(name: "r", from: [Glob("*")], transforms: transforms, to: ["out"])
+        let built = try FileSink.build(name: "out", node: parseYAML("{kind: file, path: out.ndjson}", file: "t", environment: [:]),
+                                       path: "sinks.out", context: SinkBuildContext(dataDir: dir))
+        #expect(!SinkDrainer.readsWholeRecords(built, routes: [route]))
+        let d = SinkDrainer(name: "out", built: built, routes: [route], journal: j, dataDir: dir, logger: logger)
+        try d.start()
+        defer { d.stop() }
+        #expect(ServeProcess.eventually { (try? d.loadCursor()) == Cursor(seq: 2, skip: 0) })
+        let written = ((try? String(contentsOfFile: dir + "/out.ndjson", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+        var expected: [String] = []
+        for r in records where r.type != "steps" {
+            var t = r
+            if t.type == "distance_walking_running" { t.value = .number(1.5); t.unit = "km" }
+            t.tags = [RecordTag("person", "alice")]
+            expected.append(String(decoding: CanonicalCodec.encodeLine(t), as: UTF8.self))
+        }
+        #expect(written == expected)
+        #expect(written.count == 6 && written.allSatisfy { $0.contains(#""uuid":"u"#) })
     }
 
     @Test func aJournalLineThatIsNotARecordIsKeptAsADeadLetter() throws {

@@ -58,10 +58,25 @@ struct Pending {
         records.records.reserve(atLeast: records.count + n)
         records.lines.reserve(atLeast: records.count + n)
         if ahead != nil, ends != nil { ends!.reserve(atLeast: count + n) }
+        let partial = only.rawValue != CanonicalRecord.Fields.all.rawValue && ranges != nil
         func take(_ r: consuming CanonicalRecord, _ index: Int) {
             let line: RecordLine = ranges.map { .whole(payload[$0[index]]) } ?? .none
             if let ahead, ends != nil {
+                let before = records.count
                 _ = ahead.process(consume r, line: line, into: &records)
+                if partial && records.lines[before...].contains(where: { if case .none = $0 { true } else { false } }),
+                   case .whole(let bytes) = line {
+                    // A changed record whose line could not be cut (see `RecordLine.patch`) is
+                    // written whole from its fields: all of them are read, and it goes again.
+                    records.removeLast(records.count - before)
+                    guard let doc = try? parser.parse(Array(bytes)), let full = try? CanonicalCodec.decode(doc.root) else {
+                        bad(bytes, "journal entry \(e.seq) line \(index + 1) is not a canonical record")
+                        positions.append((e.seq, index))
+                        ends!.append(records.count)
+                        return
+                    }
+                    _ = ahead.process(full, line: line, into: &records)
+                }
                 positions.append((e.seq, index))
                 ends!.append(records.count)
             } else {

@@ -68,6 +68,11 @@ public struct RoutedRecords {
         lines.removeFirst(n)
     }
 
+    mutating func removeLast(_ n: Int) {
+        records.removeLast(n)
+        lines.removeLast(n)
+    }
+
     /// Appends `other`'s records after these, moved (not copied), leaving `other` empty.
     mutating func appendMoving(_ other: inout RoutedRecords) {
         RoutedRecords.appendMoving(&other.records, to: &records, leaving: RoutedRecords.moved)
@@ -135,14 +140,27 @@ public final class SinkRoutes {
     }
 
     /// The fields of the journal's records that `routes` and a sink reading `sinkReads` read:
-    /// with no transform on them, the sink's and, unless every route takes every receiver,
-    /// `receiver`; all of them once a transform runs (it may read any, and changes lines).
+    /// the sink's; `receiver` unless every route takes every receiver; what each transform
+    /// reads (`TransformSpec.reads`); and, where a route changes records, every field from
+    /// `value` on (a sink writes those anew after the journal line's head, and where that head
+    /// ends depends on which of them the record has) — all of them when it may change one
+    /// before `value` (the line is then written whole from the record).
     public static func fieldsRead(routes: [Route], sinkReads: CanonicalRecord.Fields) -> CanonicalRecord.Fields {
-        if routes.contains(where: { !$0.transforms.isEmpty }) { return .all }
         var fields = sinkReads
         if !routes.allSatisfy({ $0.from.contains(where: \.matchesAll) }) { fields.insert(.receiver) }
+        for route in routes {
+            for t in route.transforms { fields.formUnion(t.reads) }
+            let changes = route.changes
+            if changes.rawValue == 0 { continue }
+            guard let first = CanonicalRecord.Field(rawValue: changes.rawValue.trailingZeroBitCount), first >= .value else { return .all }
+            fields.formUnion(fromValueOn)
+        }
         return fields
     }
+
+    /// `value` and every field after it.
+    static let fromValueOn = CanonicalRecord.Fields(rawValue: CanonicalRecord.Fields.all.rawValue
+                                                    & ~(1 << UInt32(CanonicalRecord.Field.value.rawValue) - 1))
 
     /// True when every route only maps records (or has no transforms): no state, nothing
     /// emitted later, so records can be routed ahead of the batch they go in.

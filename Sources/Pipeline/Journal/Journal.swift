@@ -224,20 +224,22 @@ public final class Journal: @unchecked Sendable {
         var lastBreak = -1
         var records = 0
         var recordsAtBreak = 0
-        payload.withUnsafeBufferPointer { b in
-            var i = 0
-            while i < b.count {
-                if b[i] == 0x0A {
-                    records += 1
-                    if i + 1 - start > limit && lastBreak >= start {
-                        parts.append((start..<(lastBreak + 1), recordsAtBreak))
-                        start = lastBreak + 1
-                        records -= recordsAtBreak
-                    }
-                    lastBreak = i
-                    recordsAtBreak = records
+        payload.withUnsafeBytes { b in
+            guard let base = b.baseAddress else { return }
+            // Line feed to line feed with memchr (a byte-by-byte loop was 3 % of the ingest
+            // threads' time with 1 MB bodies).
+            var from = 0
+            while from < b.count, let hit = memchr(base + from, 0x0A, b.count - from) {
+                let i = base.distance(to: UnsafeRawPointer(hit))
+                records += 1
+                if i + 1 - start > limit && lastBreak >= start {
+                    parts.append((start..<(lastBreak + 1), recordsAtBreak))
+                    start = lastBreak + 1
+                    records -= recordsAtBreak
                 }
-                i += 1
+                lastBreak = i
+                recordsAtBreak = records
+                from = i + 1
             }
         }
         if start < payload.count { parts.append((start..<payload.count, records)) }

@@ -18,6 +18,7 @@ public struct ConvertTransform: TransformSpec {
     public var kind: String { "convert" }
     /// A value and its unit.
     public var changes: CanonicalRecord.Fields { ConvertTransform.valueAndUnit }
+    public var reads: CanonicalRecord.Fields { CanonicalRecord.Fields(.op, .type, .value, .unit) }
     static let valueAndUnit = CanonicalRecord.Fields(.value, .unit)
 
     public func instantiate(_ context: TransformContext) -> any Transform { Instance(spec: self) }

@@ -59,6 +59,10 @@ public struct FilterTransform: TransformSpec {
 
     public var kind: String { "filter" }
     public var changes: CanonicalRecord.Fields { [] }
+    /// Everything a rule may look at, whichever are configured.
+    public var reads: CanonicalRecord.Fields {
+        CanonicalRecord.Fields(.op, .type, .kind, .device, .receiver, .source, .start, .end, .value)
+    }
 
     public func instantiate(_ context: TransformContext) -> any Transform { Instance(spec: self, clock: context.clock) }
 

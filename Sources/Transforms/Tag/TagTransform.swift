@@ -15,6 +15,7 @@ public struct TagTransform: TransformSpec {
 
     public var kind: String { "tag" }
     public var changes: CanonicalRecord.Fields { CanonicalRecord.Fields(.tags) }
+    public var reads: CanonicalRecord.Fields { CanonicalRecord.Fields(.tags) }
 
     public func instantiate(_ context: TransformContext) -> any Transform { MappingInstance(apply) }
 
