@@ -75,7 +75,7 @@ enum SideBySide {
         }
 
         // Fluent Bit: http input → file output, memory buffer, no fsync.
-        let fbPort = UInt16.random(in: 41_000...49_000)
+        let fbPort = BenchMain.freePort()
         try? FileManager.default.createDirectory(atPath: dir + "/fb-out", withIntermediateDirectories: true)
         try? """
             [SERVICE]

@@ -514,6 +514,63 @@ enum ConfigDurationFor {
             #expect(capacities.count < 30, "the pending records were reallocated \(capacities.count) times for 2,000 entries")
         }
     }
+
+    /// Records taken out of what is pending, or appended to it, keep their order and their
+    /// lines whichever side is moved (the fewer): a batch taking most, or little, of what is
+    /// pending; a read-ahead's records joining fewer, or more.
+    @Test func movedRecordsKeepTheirOrderAndLines() {
+        let bytes = Array("0123456789".utf8)
+        func records(_ range: Range<Int>) -> RoutedRecords {
+            var r = RoutedRecords()
+            for i in range { r.append(PipelineTests.record("r\(i)"), line: i % 3 == 0 ? .none : .whole(bytes[(i % 10)...])) }
+            return r
+        }
+        func check(_ r: RoutedRecords, _ range: Range<Int>, _ what: String) {
+            #expect(r.records.map(\.uuid) == range.map { "r\($0)" }, "\(what)")
+            #expect(r.lines.enumerated().allSatisfy { i, line in
+                switch line {
+                case .none: (range.lowerBound + i) % 3 == 0
+                case .whole(let b): (range.lowerBound + i) % 3 != 0 && Array(b) == Array(bytes[((range.lowerBound + i) % 10)...])
+                case .head: false
+                }
+            }, "\(what)")
+        }
+        for range in [0..<0, 0..<1, 0..<100, 10..<50, 90..<100] {
+            var pending = records(0..<100)
+            check(pending.take(range), range, "taken \(range)")
+        }
+        // Taken batch by batch, routed ahead: each batch the next records, whatever the batch size,
+        // the pending ones always the rest.
+        for size in [1, 7, 300, 2_999, 3_000, 5_000] {
+            var pending = Pending(routed: true)
+            let routes = SinkRoutes(routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["s"])], sink: "s",
+                                    clock: SystemClock(), timeZones: SystemTimeZones(), logger: Logger(component: "t", sink: MemoryLogSink()))
+            let payload = CanonicalCodec.encodeLines((0..<1_000).map { PipelineTests.record("r\($0)") })
+            for seq in 1...3 {
+                pending.decode(JournalEntry(seq: UInt64(seq), timeNanos: 0, count: 1_000, payload: payload), skip: 0,
+                               parser: JSONParser(), ahead: routes) { _, why in Issue.record("\(why)") }
+            }
+            var taken = 0
+            while !pending.isEmpty {
+                let first = pending.first!
+                #expect(first.seq == UInt64(taken / 1_000 + 1) && first.index == taken % 1_000, "size \(size): \(first) after \(taken)")
+                let (batch, consumed, filtered) = pending.takeRouted(atLeast: size)
+                #expect(consumed == min(size, 3_000 - taken) && filtered == 0 && batch.count == consumed)
+                #expect(batch.records.map(\.uuid) == (taken..<(taken + consumed)).map { "r\($0 % 1_000)" }, "size \(size) at \(taken)")
+                #expect(batch.lines.allSatisfy { if case .whole = $0 { true } else { false } })
+                taken += consumed
+                #expect(pending.count == 3_000 - taken)
+            }
+            #expect(taken == 3_000)
+        }
+        for (a, b) in [(0, 5), (5, 0), (3, 40), (40, 3), (20, 20)] {
+            var pending = records(0..<a)
+            var more = records(a..<(a + b))
+            pending.appendMoving(&more)
+            check(pending, 0..<(a + b), "\(a) + \(b)")
+            #expect(more.isEmpty)
+        }
+    }
 }
 
 /// Accepts the first `acceptFirst` records it is given, then keeps everything.

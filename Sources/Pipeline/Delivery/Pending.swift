@@ -13,10 +13,15 @@ import HealthgateCore
 struct Pending {
     /// The records (routed ahead: the routes' outputs) and their lines.
     var records = RoutedRecords()
-    /// Where each journal record came from.
-    var positions: [(seq: UInt64, index: Int)] = []
+    /// Where each journal record came from (from `head` on: the ones before were taken).
+    private(set) var positions: [(seq: UInt64, index: Int)] = []
     /// Routed ahead: for each journal record, the end of its outputs in `records`.
-    var ends: [Int]?
+    private(set) var ends: [Int]?
+    /// Routed ahead: the journal records already taken by `takeRouted` (their outputs moved out
+    /// of `records`, placeholders left): a batch smaller than what is pending (an http sink's
+    /// 1,000 of 10,000 read ahead) takes from here on instead of moving all the rest to the
+    /// front each time; the taken part is dropped once it is most of the arrays.
+    private(set) var head = 0
 
     init(routed: Bool) {
         ends = routed ? [] : nil
@@ -24,8 +29,10 @@ struct Pending {
 
     var isRouted: Bool { ends != nil }
     /// Journal records held.
-    var count: Int { positions.count }
-    var isEmpty: Bool { positions.isEmpty }
+    var count: Int { positions.count - head }
+    var isEmpty: Bool { count == 0 }
+    /// Where the oldest journal record held came from.
+    var first: (seq: UInt64, index: Int)? { isEmpty ? nil : positions[head] }
 
     /// Decodes a journal entry's records from `skip` on (or takes them from `shared`, where
     /// another sink's drainer decoded them), routing them when `ahead` is given. `only`: the
@@ -54,10 +61,10 @@ struct Pending {
         let payload = entry.payload
         guard skip < entry.records.count else { return }
         let n = entry.records.count - skip
-        positions.reserve(atLeast: count + n)
+        positions.reserve(atLeast: positions.count + n)
         records.records.reserve(atLeast: records.count + n)
         records.lines.reserve(atLeast: records.count + n)
-        if ahead != nil, ends != nil { ends!.reserve(atLeast: count + n) }
+        if ahead != nil, ends != nil { ends!.reserve(atLeast: positions.count + n) }
         let partial = only.rawValue != CanonicalRecord.Fields.all.rawValue && ranges != nil
         func take(_ r: consuming CanonicalRecord, _ index: Int) {
             let line: RecordLine = ranges.map { .whole(payload[$0[index]]) } ?? .none
@@ -104,27 +111,37 @@ struct Pending {
     /// many of those the routes passed nothing on for.
     mutating func takeRouted(atLeast maxItems: Int) -> (RoutedRecords, consumed: Int, filtered: Int) {
         guard let ends else { preconditionFailure("takeRouted on records that were not routed ahead") }
+        let from = head == 0 ? 0 : ends[head - 1]   // the first output not taken
         var consumed = 0, filtered = 0, taken = 0
-        while consumed < ends.count && taken < maxItems {
-            if ends[consumed] == taken { filtered += 1 }
-            taken = ends[consumed]
+        while head + consumed < ends.count && taken < maxItems {
+            let end = ends[head + consumed] - from
+            if end == taken { filtered += 1 }
+            taken = end
             consumed += 1
         }
-        var batch = RoutedRecords()
-        if consumed == count {
-            batch = records
+        if head == 0 && consumed == count {
+            let batch = records
             self = Pending(routed: true)
             return (batch, consumed, filtered)
         }
-        batch = records.takeFirst(taken)
-        positions.removeFirst(consumed)
-        self.ends = ends[consumed...].map { $0 - taken }
+        let batch = records.take(from..<(from + taken))
+        head += consumed
+        if head == positions.count {
+            self = Pending(routed: true)
+        } else if head >= 1024 && head * 2 >= positions.count {
+            // The taken part is most of it: dropped, the rest moved to the front once.
+            let outputs = ends[head - 1]
+            records.removeFirst(outputs)
+            positions.removeFirst(head)
+            self.ends = ends[head...].map { $0 - outputs }
+            head = 0
+        }
         return (batch, consumed, filtered)
     }
 
     /// Drops the oldest `n` journal records (plain only: routed ahead, `takeRouted`).
     mutating func removeFirst(_ n: Int) {
-        precondition(ends == nil, "removeFirst on records routed ahead")
+        precondition(ends == nil && head == 0, "removeFirst on records routed ahead")
         if n >= count {
             self = Pending(routed: false)
             return
@@ -141,6 +158,7 @@ struct Pending {
             swap(&self, &other)
             return
         }
+        precondition(other.head == 0, "a read-ahead's records were taken from before they joined")
         if let more = other.ends {
             let base = records.count
             ends!.append(contentsOf: more.lazy.map { $0 + base })

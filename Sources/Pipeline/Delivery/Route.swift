@@ -37,31 +37,29 @@ public struct RoutedRecords {
         lines.append(line)
     }
 
-    /// Takes out the first `n`: moved, not copied (a copy retains each string of a record);
-    /// what stays is moved to the front.
-    mutating func takeFirst(_ n: Int) -> RoutedRecords {
-        var first = RoutedRecords()
-        first.records = RoutedRecords.moveFirst(n, of: &records, leaving: RoutedRecords.moved)
-        first.lines = RoutedRecords.moveFirst(n, of: &lines, leaving: .none)
-        removeFirst(n)
-        return first
+    /// The records (and lines) in `range`, moved out; placeholders left in their places.
+    mutating func take(_ range: Range<Int>) -> RoutedRecords {
+        var out = RoutedRecords()
+        out.records = RoutedRecords.move(range, of: &records, leaving: RoutedRecords.moved)
+        out.lines = RoutedRecords.move(range, of: &lines, leaving: .none)
+        return out
+    }
+
+    private static func move<T>(_ range: Range<Int>, of all: inout [T], leaving placeholder: T) -> [T] {
+        precondition(range.upperBound <= all.count)
+        guard !range.isEmpty else { return [] }
+        return all.withUnsafeMutableBufferPointer { buffer in
+            let from = buffer.baseAddress! + range.lowerBound
+            return Array(unsafeUninitializedCapacity: range.count) { out, count in
+                out.baseAddress!.moveInitialize(from: from, count: range.count)
+                from.initialize(repeating: placeholder, count: range.count)
+                count = range.count
+            }
+        }
     }
 
     /// What is left where a record was moved out, until it is removed.
     static let moved = CanonicalRecord(kind: "", device: "", receiver: "", uuid: "", type: "")
-
-    private static func moveFirst<T>(_ n: Int, of all: inout [T], leaving placeholder: T) -> [T] {
-        precondition(n <= all.count)
-        guard n > 0 else { return [] }
-        return all.withUnsafeMutableBufferPointer { buffer in
-            let base = buffer.baseAddress!
-            return Array(unsafeUninitializedCapacity: n) { out, count in
-                out.baseAddress!.moveInitialize(from: base, count: n)
-                base.initialize(repeating: placeholder, count: n)
-                count = n
-            }
-        }
-    }
 
     mutating func removeFirst(_ n: Int) {
         records.removeFirst(n)
@@ -82,6 +80,19 @@ public struct RoutedRecords {
     private static func appendMoving<T>(_ from: inout [T], to all: inout [T], leaving placeholder: T) {
         let n = from.count
         guard n > 0 else { return }
+        let m = all.count
+        if m < n {
+            // Fewer here than come: these are moved in front of the others, which are shifted
+            // bitwise (no placeholder for them), and the others' array becomes this one.
+            all.withUnsafeMutableBufferPointer { buffer in
+                let base = buffer.baseAddress!
+                from.insert(contentsOf: (0..<m).lazy.map { (base + $0).move() }, at: 0)
+                base.initialize(repeating: placeholder, count: m)
+            }
+            swap(&all, &from)
+            from.removeAll()
+            return
+        }
         all.reserve(atLeast: all.count + n)
         from.withUnsafeMutableBufferPointer { buffer in
             let base = buffer.baseAddress!

@@ -432,7 +432,7 @@ final class DrainLoop {
     func pendingCursor() -> Cursor {
         if pending.isEmpty { joinDecoding() }
         return pending.isEmpty ? Cursor(seq: reader.nextSeq, skip: 0)
-            : Cursor(seq: pending.positions[0].seq, skip: pending.positions[0].index)
+            : Cursor(seq: pending.first!.seq, skip: pending.first!.index)
     }
 
     /// Nothing waits: let the sink and the transforms do what time asks, note how far
