@@ -452,6 +452,38 @@ enum ConfigDurationFor {
         #expect(written.count == 6 && written.allSatisfy { $0.contains(#""uuid":"u"#) })
     }
 
+    /// A record refused after a transform changed it (its line the journal's head, the rest
+    /// written anew) is kept in the dead letters as the sink wrote it, every field there —
+    /// not the few fields the drainer read of it.
+    @Test func aRefusedTransformedRecordIsKeptWhole() throws {
+        let dir = ServeProcess.makeTempDir("few-dead")
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        let records = [PipelineTests.record("fine"), PipelineTests.record("refused", device: "blocked/x")]
+        try j.append(payload: CanonicalCodec.encodeLines(records), count: 2, time: Timestamp(seconds: 0))
+        let build = try #require(TransformRegistry.builder(named: "tag"))
+        let route = Route(name: "r", from: [Glob("*")], transforms: [try build(parseYAML("{person: alice}", file: "t", environment: [:]), "tag")],
+                          to: ["out"])
+        // `{device}` makes "blocked_x": a directory stands where its file would go (EISDIR), for good.
+        try FileIO.makeDirectories(dir + "/out/blocked_x.ndjson")
+        let built = try FileSink.build(name: "out", node: parseYAML("{kind: file, path: \"out/{device}.ndjson\"}", file: "t", environment: [:]),
+                                       path: "sinks.out", context: SinkBuildContext(dataDir: dir))
+        #expect(!SinkRoutes.fieldsRead(routes: [route], sinkReads: built.reads).has(.uuid))
+        let logs = MemoryLogSink()
+        let d = SinkDrainer(name: "out", built: built, routes: [route], journal: j, dataDir: dir, logger: Logger(component: "t", sink: logs))
+        try d.start()
+        defer { d.stop() }
+        #expect(ServeProcess.eventually { (try? d.loadCursor()) == Cursor(seq: 2, skip: 0) })
+        let dead = ((try? String(contentsOfFile: dir + "/sinks/out/dead-letters.ndjson", encoding: .utf8)) ?? "").split(separator: "\n")
+        #expect(dead.count == 1)
+        let kept = try #require(try JSONSerialization.jsonObject(with: Data((dead.first ?? "").utf8)) as? [String: Any])
+        let record = try #require(kept["record"] as? [String: Any])
+        var tagged = records[1]
+        tagged.tags = [RecordTag("person", "alice")]
+        let want = try #require(try JSONSerialization.jsonObject(with: Data(CanonicalCodec.encodeLine(tagged))) as? NSDictionary)
+        #expect(NSDictionary(dictionary: record) == want)
+        #expect(logs.all.contains { $0.message.contains("a steps record (uuid refused) was rejected") }, "\(logs.all.map(\.message))")
+    }
+
     @Test func aJournalLineThatIsNotARecordIsKeptAsADeadLetter() throws {
         let dir = ServeProcess.makeTempDir("pipe")
         let j = try Journal(directory: dir + "/journal", logger: logger)

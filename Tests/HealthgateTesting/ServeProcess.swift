@@ -84,6 +84,7 @@ final class ServeProcess {
                 process.waitUntilExit()
                 stderrPipe.fileHandleForReading.readabilityHandler = nil
                 stderrBuffer.append(stderrPipe.fileHandleForReading.readDataToEndOfFile())
+                ServeProcess.keepAWhile([stdoutPipe, stderrPipe])
                 throw ServeError(description: "serve did not start: \(stdoutText)\n\(stderrText)")
             }
             let data = handle.availableData
@@ -125,6 +126,23 @@ final class ServeProcess {
         stderrPipe.fileHandleForReading.readabilityHandler = nil
         // What the process wrote last may not have reached the handler yet.
         stderrBuffer.append(stderrPipe.fileHandleForReading.readDataToEndOfFile())
+        ServeProcess.keepAWhile([stdoutPipe, stderrPipe])
+    }
+
+    /// Keeps pipes (and so their descriptors) open a few seconds after their handlers were
+    /// removed. Removing one cancels its dispatch source, and libdispatch lets go of the
+    /// descriptor later, on its own thread: closed (and reused) before that, it crashed
+    /// libdispatch's event loop (`_dispatch_event_loop_drain`, "Bad pointer dereference") in
+    /// whatever test ran then — seen again in `make test` after the handlers were removed on
+    /// every stop, while a serve was being stopped.
+    static func keepAWhile(_ pipes: [Pipe]) {
+        let kept = Kept(pipes)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 5) { withExtendedLifetime(kept) {} }
+    }
+
+    private final class Kept: @unchecked Sendable {
+        let pipes: [Pipe]
+        init(_ pipes: [Pipe]) { self.pipes = pipes }
     }
 
     deinit { stop(signal: SIGKILL) }

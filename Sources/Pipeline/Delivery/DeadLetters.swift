@@ -26,18 +26,19 @@ public struct DeadLetters: Sendable {
     }
 
     /// Keeps a record the sink rejected for good. False when it could not be written (then
-    /// the caller keeps the record for another try). `line`: what of its journal line holds;
-    /// a whole line is kept as it is, and read again in full for the log (the drainer may have
-    /// read only the fields its sink needs: `BuiltSink.reads`).
+    /// the caller keeps the record for another try). `line`: what of its journal line holds.
+    /// The record is written as the sink wrote it — the journal's bytes, and after a cut head
+    /// the fields from there on — and read again in full for the log: the drainer may have read
+    /// only the fields its sink and routes need (`SinkRoutes.fieldsRead`), never those in a head.
     public func keep(_ given: CanonicalRecord, line: RecordLine = .none, reason: String) -> Bool {
         var r = given
-        var encoded: [UInt8]
-        if case .whole(let bytes) = line, bytes.last == 0x0A,
-           let doc = try? JSONParser().parse(Array(bytes.dropLast())), let full = try? CanonicalCodec.decode(doc.root) {
+        var encoded: [UInt8] = []
+        given.appendNDJSON(to: &encoded, reusing: line)
+        if encoded.last == 0x0A { encoded.removeLast() }
+        if case .none = line {
+            // Encoded from the record itself, which was read whole.
+        } else if let doc = try? JSONParser().parse(encoded), let full = try? CanonicalCodec.decode(doc.root) {
             r = full
-            encoded = Array(bytes.dropLast())
-        } else {
-            encoded = CanonicalCodec.encodeLine(r)
         }
         var w = JSONWriter(capacity: 512)
         w.beginObject()

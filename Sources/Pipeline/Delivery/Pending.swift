@@ -77,7 +77,7 @@ struct Pending {
                     // written whole from its fields: all of them are read, and it goes again.
                     records.removeLast(records.count - before)
                     guard let doc = try? parser.parse(Array(bytes)), let full = try? CanonicalCodec.decode(doc.root) else {
-                        bad(bytes, "journal entry \(e.seq) line \(index + 1) is not a canonical record")
+                        bad(bytes, "journal entry \(e.seq) record \(index + 1) is not a canonical record")
                         positions.append((e.seq, index))
                         ends!.append(records.count)
                         return
