@@ -38,6 +38,7 @@ public enum CanonicalCodec {
             let ranges = lineRanges(bytes)
             return (Array(repeating: CanonicalRecord(kind: "", device: "", receiver: "", uuid: "", type: ""), count: ranges.count), ranges)
         }
+        if readsHeadOnly(only) { return decodeHeads(bytes, parser: parser, only: only, onError: onError) }
         var failed = false
         let records = decodeLines(bytes, parser: parser, only: only) { line, error, range in
             failed = true

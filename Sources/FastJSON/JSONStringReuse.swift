@@ -18,19 +18,22 @@ public struct JSONStringReuse {
     /// The string value of `ref` (nil when it is not a string), shared with one of the slot's
     /// recent values when equal.
     public mutating func string(_ ref: JSONRef, slot: Int) -> String? {
-        ref.withStringBytes { b -> String in
-            let first = slot * JSONStringReuse.ways
-            for i in first..<(first + JSONStringReuse.ways) where strings[i].utf8.count == b.count {
-                if b.count == 0 { return strings[i] }
-                let same = strings[i].utf8.withContiguousStorageIfAvailable { kept in
-                    memcmpEqual(kept.baseAddress!, b.baseAddress!, b.count)
-                }
-                if same == true { return strings[i] }
+        ref.withStringBytes { b -> String in string(bytes: b, slot: slot) }
+    }
+
+    /// The string of these UTF-8 bytes, shared with one of the slot's recent values when equal.
+    public mutating func string(bytes b: UnsafeRawBufferPointer, slot: Int) -> String {
+        let first = slot * JSONStringReuse.ways
+        for i in first..<(first + JSONStringReuse.ways) where strings[i].utf8.count == b.count {
+            if b.count == 0 { return strings[i] }
+            let same = strings[i].utf8.withContiguousStorageIfAvailable { kept in
+                memcmpEqual(kept.baseAddress!, b.baseAddress!, b.count)
             }
-            let s = String(decoding: b, as: UTF8.self)
-            strings[first + next[slot]] = s
-            next[slot] = (next[slot] + 1) % JSONStringReuse.ways
-            return s
+            if same == true { return strings[i] }
         }
+        let s = String(decoding: b, as: UTF8.self)
+        strings[first + next[slot]] = s
+        next[slot] = (next[slot] + 1) % JSONStringReuse.ways
+        return s
     }
 }

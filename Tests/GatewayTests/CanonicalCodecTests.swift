@@ -151,4 +151,41 @@ import Testing
             #expect(Timestamp.parseOffset(text) == seconds, "\(text)")
         }
     }
+
+    /// The head of a line scanned without a parser gives what the parser gives, field for
+    /// field, for every mix of head fields — escaped strings, non-ASCII, parts, offsets, deletes,
+    /// blank lines, a last line without its line feed — and a bad line is reported the same.
+    @Test func theScannedHeadIsWhatTheParserReads() throws {
+        var records: [CanonicalRecord] = [Self.full, PipelineTests.record("plain")]
+        var odd = Self.full
+        odd.device = "Anna's \"phone\" \\ é \u{1}"   // escapes: the scan leaves these to the parser
+        odd.kind = "quantity"
+        odd.utcOffset = -(5 * 3600 + 30 * 60)
+        records.append(odd)
+        records.append(CanonicalRecord(op: .delete, kind: "any", device: "d é ü", receiver: "r", uuid: "gone", type: "any"))
+        var noStart = PipelineTests.record("nostart")
+        noStart.start = nil
+        noStart.end = nil
+        records.append(noStart)
+        var bytes = CanonicalCodec.encodeLines(records)
+        bytes.insert(contentsOf: Array(" \r\n\n".utf8), at: CanonicalCodec.encodeLines([records[0]]).count)
+        bytes += CanonicalCodec.encodeLine(PipelineTests.record("last, no line feed"))
+        let head = CanonicalCodec.headFields
+        let masks: [CanonicalRecord.Fields] = [CanonicalRecord.Fields(.device, .start), CanonicalRecord.Fields(.receiver),
+                                               CanonicalRecord.Fields(.type, .kind, .uuid), CanonicalRecord.Fields(.part, .parts, .end, .utcOffset), head]
+        for mask in masks {
+            let (scanned, ranges) = CanonicalCodec.decodeLinesWithRanges(bytes, parser: JSONParser(), only: mask)
+            let parsed = CanonicalCodec.decodeLines(bytes, parser: JSONParser(), only: mask)
+            #expect(scanned == parsed, "mask \(mask.rawValue)")
+            #expect(scanned.count == 6 && ranges == CanonicalCodec.decodeLinesWithRanges(bytes, parser: JSONParser()).1)
+        }
+        #expect(CanonicalCodec.decodeLinesWithRanges(bytes, parser: JSONParser(), only: head).0[2].device == odd.device)
+        // A line that is not a record: reported with its line number, no ranges.
+        var errors: [Int] = []
+        let bad = CanonicalCodec.encodeLines([records[1]]) + Array("{\"op\":\"maybe\",\"kind\":\"k\"}\nnot json\n".utf8)
+        let (some, none) = CanonicalCodec.decodeLinesWithRanges(bad, parser: JSONParser(), only: CanonicalRecord.Fields(.device)) { line, _, _ in
+            errors.append(line)
+        }
+        #expect(some.count == 1 && none == nil && errors == [2, 3])
+    }
 }
