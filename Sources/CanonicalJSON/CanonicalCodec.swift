@@ -53,20 +53,47 @@ public enum CanonicalCodec {
     static func lineRanges(_ bytes: [UInt8], expected: Int = 0) -> [Range<Int>] {
         var ranges: [Range<Int>] = []
         ranges.reserveCapacity(expected)
+        forEachLine(bytes) { _, _, withFeed, _ in ranges.append(withFeed) }
+        return ranges
+    }
+
+    /// Calls `body` for each line that is not blank (empty, or at most two spaces and carriage
+    /// returns) with its text, its 1-based line number, its byte range with its line feed and
+    /// without it.
+    static func forEachLine(_ bytes: [UInt8],
+                            _ body: (_ text: UnsafeRawBufferPointer, _ number: Int, _ withFeed: Range<Int>, _ range: Range<Int>) -> Void) {
         bytes.withUnsafeBytes { all in
             guard let base = all.baseAddress else { return }
-            var start = 0
-            while start < all.count {
-                let end = memchr(base + start, 0x0A, all.count - start).map { base.distance(to: UnsafeRawPointer($0)) + 1 }
+            var lineStart = 0
+            var lineNumber = 0
+            while lineStart < all.count {
+                lineNumber += 1
+                let lineEnd = memchr(base + lineStart, 0x0A, all.count - lineStart).map { base.distance(to: UnsafeRawPointer($0)) }
                     ?? all.count
-                // The line without its line feed, blank as `decodeLines` skips it.
-                let text = UnsafeRawBufferPointer(start: base + start, count: end - start - (all[end - 1] == 0x0A ? 1 : 0))
-                let blank = text.isEmpty || (text.count <= 2 && text.allSatisfy { $0 == 0x20 || $0 == 0x0D })
-                if !blank { ranges.append(start..<end) }
-                start = end
+                let line = UnsafeRawBufferPointer(start: base + lineStart, count: lineEnd - lineStart)
+                let range = lineStart..<lineEnd
+                lineStart = lineEnd + 1
+                if line.isEmpty || (line.count <= 2 && line.allSatisfy { $0 == 0x20 || $0 == 0x0D }) { continue }
+                body(line, lineNumber, range.lowerBound..<min(lineEnd + 1, all.count), range)
             }
         }
-        return ranges
+    }
+
+    /// One line parsed and decoded, or its error reported (nil then).
+    static func decodeLine(_ line: UnsafeRawBufferPointer, number: Int, range: Range<Int>, parser: JSONParser,
+                           reuse: inout JSONStringReuse, only: CanonicalRecord.Fields,
+                           onError: (Int, CanonicalDecodeError, Range<Int>) -> Void) -> CanonicalRecord? {
+        do {
+            let doc = try parser.parse(line)
+            return try decode(doc.root, reuse: &reuse, only: only)
+        } catch let e as JSONError {
+            onError(number, CanonicalDecodeError("\(e)"), range)
+        } catch let e as CanonicalDecodeError {
+            onError(number, e, range)
+        } catch {
+            onError(number, CanonicalDecodeError("\(error)"), range)
+        }
+        return nil
     }
 
     /// Reads NDJSON canonical records. Blank lines are skipped; a line that is not a canonical
@@ -77,33 +104,9 @@ public enum CanonicalCodec {
         if let all = decodeAsArray(bytes, parser: parser, only: only) { return all }
         var out: [CanonicalRecord] = []
         var reuse = JSONStringReuse(slots: Key.allCases.count + 2)
-        bytes.withUnsafeBytes { all in
-            guard let base = all.baseAddress else { return }
-            var lineStart = 0
-            var lineNumber = 0
-            while lineStart < all.count {
-                lineNumber += 1
-                let rest = all.count - lineStart
-                let lineEnd: Int
-                if let nl = memchr(base + lineStart, 0x0A, rest) {
-                    lineEnd = base.distance(to: UnsafeRawPointer(nl))
-                } else {
-                    lineEnd = all.count
-                }
-                let line = UnsafeRawBufferPointer(start: base + lineStart, count: lineEnd - lineStart)
-                let range = lineStart..<lineEnd
-                lineStart = lineEnd + 1
-                if line.isEmpty || (line.count <= 2 && line.allSatisfy { $0 == 0x20 || $0 == 0x0D }) { continue }
-                do {
-                    let doc = try parser.parse(line)
-                    out.append(try decode(doc.root, reuse: &reuse, only: only))
-                } catch let e as JSONError {
-                    onError(lineNumber, CanonicalDecodeError("\(e)"), range)
-                } catch let e as CanonicalDecodeError {
-                    onError(lineNumber, e, range)
-                } catch {
-                    onError(lineNumber, CanonicalDecodeError("\(error)"), range)
-                }
+        forEachLine(bytes) { line, number, _, range in
+            if let r = decodeLine(line, number: number, range: range, parser: parser, reuse: &reuse, only: only, onError: onError) {
+                out.append(r)
             }
         }
         return out
@@ -159,7 +162,9 @@ public enum CanonicalCodec {
     ])
 
     /// The record field each key fills (members of no canonical name go to `fields`).
-    static let keyFields: [CanonicalRecord.Field] = Key.allCases.map { key in
+    static let keyFields: [CanonicalRecord.Field] = Key.allCases.map(field)
+
+    @inline(__always) static func field(_ key: Key) -> CanonicalRecord.Field {
         switch key {
         case .op: .op
         case .kind: .kind

@@ -34,44 +34,22 @@ extension CanonicalCodec {
         let table = keys
         records.reserveCapacity(bytes.count / 200)
         ranges.reserveCapacity(bytes.count / 200)
-        bytes.withUnsafeBytes { all in
-            guard let base = all.baseAddress else { return }
-            var lineStart = 0
-            var lineNumber = 0
-            while lineStart < all.count {
-                lineNumber += 1
-                let lineEnd = memchr(base + lineStart, 0x0A, all.count - lineStart).map { base.distance(to: UnsafeRawPointer($0)) }
-                    ?? all.count
-                let line = UnsafeRawBufferPointer(start: base + lineStart, count: lineEnd - lineStart)
-                let range = lineStart..<min(lineEnd + 1, all.count)
-                let text = lineStart..<lineEnd
-                lineStart = lineEnd + 1
-                // Blank lines are skipped, as `decodeLines` skips them.
-                if line.isEmpty || (line.count <= 2 && line.allSatisfy { $0 == 0x20 || $0 == 0x0D }) { continue }
-                // Scanned into its place in the array (a record returned would be copied out).
-                records.append(blank)
-                let scanned = records.withUnsafeMutableBufferPointer { all in
-                    decodeHead(line, only: only, keys: table, reuse: &reuse, into: &all[all.count - 1])
-                }
-                if scanned {
-                    ranges.append(range)
-                    continue
-                }
-                records.removeLast()
-                do {
-                    let doc = try parser.parse(line)
-                    records.append(try decode(doc.root, reuse: &reuse, only: only))
-                    ranges.append(range)
-                } catch let e as JSONError {
-                    failed = true
-                    onError(lineNumber, CanonicalDecodeError("\(e)"), text)
-                } catch let e as CanonicalDecodeError {
-                    failed = true
-                    onError(lineNumber, e, text)
-                } catch {
-                    failed = true
-                    onError(lineNumber, CanonicalDecodeError("\(error)"), text)
-                }
+        forEachLine(bytes) { line, number, withFeed, range in
+            // Scanned into its place in the array (a record returned would be copied out).
+            records.append(blank)
+            let scanned = records.withUnsafeMutableBufferPointer { all in
+                decodeHead(line, only: only, keys: table, reuse: &reuse, into: &all[all.count - 1])
+            }
+            if scanned {
+                ranges.append(withFeed)
+                return
+            }
+            records.removeLast()
+            if let r = decodeLine(line, number: number, range: range, parser: parser, reuse: &reuse, only: only, onError: onError) {
+                records.append(r)
+                ranges.append(withFeed)
+            } else {
+                failed = true
             }
         }
         return (records, failed ? nil : ranges)
@@ -157,22 +135,5 @@ extension CanonicalCodec {
         guard let op, seen.rawValue & required.rawValue == required.rawValue else { return false }
         r.op = op
         return true
-    }
-
-    /// The record field of a head key (`keyFields` without its array).
-    @inline(__always) static func field(_ key: Key) -> CanonicalRecord.Field {
-        switch key {
-        case .op: .op
-        case .kind: .kind
-        case .device: .device
-        case .receiver: .receiver
-        case .uuid: .uuid
-        case .type: .type
-        case .part: .part
-        case .parts: .parts
-        case .start: .start
-        case .end: .end
-        default: .utcOffset
-        }
     }
 }
