@@ -35,6 +35,8 @@ extension CanonicalRecord {
     /// someone else's bytes.
     func writeNDJSON(_ o: inout JSONBytes, from: Field = .op, tagsText: TagsText? = nil) {
         @inline(__always) func writes(_ f: Field) -> Bool { from <= f }
+        // The head, op … utc_offset, first and in this order, strings, integers and times only:
+        // `CanonicalCodec.decodeHead` scans it without a parser (a change here is a change there).
         if writes(.op) { o.lit("{\"op\":"); o.str(op.rawValue) }
         if writes(.kind) { o.lit(",\"kind\":"); o.str(kind) }
         if writes(.device) { o.lit(",\"device\":"); o.str(device) }
