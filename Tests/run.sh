@@ -48,6 +48,19 @@ report() {   # run's pid, its event stream, its limit
     fi
 }
 
+# What the tests started and did not stop goes with the run: a test process that crashed left
+# its servers (mosquitto, PostgreSQL, influxd, serve) running, each in a process group of its own
+# (Foundation's Process), with the run's temporary directory in its command line. Only when that
+# directory is the run's own (`make test` gives it one), never a shared /tmp.
+leftovers() {
+    case "$dir" in ""|/|/tmp|/tmp/) return ;; esac
+    pgrep -f -- "$dir/" >/dev/null 2>&1 || return 0
+    echo "=== stopping what the tests left running: $(pgrep -f -l -- "$dir/" | awk '{print $2}' | sort -u | paste -sd' ')"
+    pkill -TERM -f -- "$dir/" 2>/dev/null
+    sleep 2
+    pkill -KILL -f -- "$dir/" 2>/dev/null
+}
+
 run() {   # event stream, limit, swift test options...
     local events=$1 limit=$2
     shift 2
@@ -69,6 +82,7 @@ run() {   # event stream, limit, swift test options...
     local status=$?
     pkill -P "$watchdog" sleep 2>/dev/null
     wait "$watchdog" 2>/dev/null
+    leftovers
     return $status
 }
 
