@@ -36,7 +36,7 @@ public enum CanonicalCodec {
             // Nothing read: the lines alone, not parsed (their entry's checksum was checked when
             // it was read), each with an empty record.
             let ranges = lineRanges(bytes)
-            return (Array(repeating: CanonicalRecord(kind: "", device: "", receiver: "", uuid: "", type: ""), count: ranges.count), ranges)
+            return (Array(repeating: CanonicalRecord.empty, count: ranges.count), ranges)
         }
         if readsHeadOnly(only) { return decodeHeads(bytes, parser: parser, only: only, onError: onError) }
         var failed = false
@@ -162,8 +162,6 @@ public enum CanonicalCodec {
     ])
 
     /// The record field each key fills (members of no canonical name go to `fields`).
-    static let keyFields: [CanonicalRecord.Field] = Key.allCases.map(field)
-
     @inline(__always) static func field(_ key: Key) -> CanonicalRecord.Field {
         switch key {
         case .op: .op
@@ -204,7 +202,7 @@ public enum CanonicalCodec {
     public static func decode(_ o: JSONRef, reuse: inout JSONStringReuse,
                               only: CanonicalRecord.Fields = .all) throws(CanonicalDecodeError) -> CanonicalRecord {
         guard o.kind == .object else { throw CanonicalDecodeError("a record must be a JSON object") }
-        let every = only.rawValue == CanonicalRecord.Fields.all.rawValue
+        let every = only.isAll
         var op: CanonicalRecord.Op?
         var kind: String?, device: String?, receiver: String?, uuid: String?, type: String?
         var r = CanonicalRecord(kind: "", device: "", receiver: "", uuid: "", type: "")
@@ -237,7 +235,7 @@ public enum CanonicalCodec {
         }
         for (k, v) in o.members {
             let key = keys.index(of: k).map({ Key(rawValue: $0)! }) ?? .other
-            if !every && key != .op && !only.has(keyFields[key.rawValue]) { continue }
+            if !every && key != .op && !only.has(field(key)) { continue }
             switch key {
             case .op:
                 guard let s = try str(v, "op"), let parsed = CanonicalRecord.Op(rawValue: s) else {

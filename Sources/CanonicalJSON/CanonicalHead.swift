@@ -30,7 +30,7 @@ extension CanonicalCodec {
         var ranges: [Range<Int>] = []
         var failed = false
         var reuse = JSONStringReuse(slots: Key.allCases.count + 2)
-        let blank = CanonicalRecord(kind: "", device: "", receiver: "", uuid: "", type: "")
+        let blank = CanonicalRecord.empty
         let table = keys
         records.reserveCapacity(bytes.count / 200)
         ranges.reserveCapacity(bytes.count / 200)

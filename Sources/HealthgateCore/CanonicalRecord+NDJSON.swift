@@ -119,6 +119,12 @@ extension CanonicalRecord {
         @inlinable public func has(_ f: Field) -> Bool { rawValue & 1 << UInt32(f.rawValue) != 0 }
         @inlinable public mutating func insert(_ f: Field) { self = Fields(rawValue: rawValue | 1 << UInt32(f.rawValue)) }
         public static let all = Fields(rawValue: 1 << UInt32(Field.allCases.count) - 1)
+        /// Every field.
+        @inlinable public var isAll: Bool { rawValue == Fields.all.rawValue }
+        /// The first of these fields in the line's order (nil for none).
+        public var first: Field? { rawValue == 0 ? nil : Field(rawValue: rawValue.trailingZeroBitCount) }
+        /// `field` and every field after it in the line's order.
+        public static func from(_ field: Field) -> Fields { Fields(rawValue: all.rawValue & ~(1 << UInt32(field.rawValue) - 1)) }
     }
 
     /// Where, in this record's canonical line, the bytes of `field` and of every field after it
@@ -201,7 +207,7 @@ public enum RecordLine: Sendable {
     /// `patch` for a record of the given `lineShape` (taken before transforms changed it).
     public static func patch(shape: CanonicalRecord.Fields, line: ArraySlice<UInt8>, changing: CanonicalRecord.Fields) -> RecordLine {
         if changing.rawValue == 0 { return .whole(line) }
-        guard let from = CanonicalRecord.Field(rawValue: changing.rawValue.trailingZeroBitCount),
+        guard let from = changing.first,
               let cut = CanonicalRecord.lineOffset(of: from, in: line, shape: shape) else { return .none }
         return .head(line[..<cut], from: from)
     }

@@ -76,6 +76,10 @@ public struct CanonicalRecord: Sendable, Equatable {
 }
 
 extension CanonicalRecord {
+    /// A record with nothing in it: what a reader fills field by field, and what is left where a
+    /// record was moved out of an array.
+    public static let empty = CanonicalRecord(kind: "", device: "", receiver: "", uuid: "", type: "")
+
     /// The names the canonical record itself uses at its top level.
     public static let canonicalFieldNames: Set<String> = [
         "op", "kind", "device", "receiver", "uuid", "type", "part", "parts", "start", "end", "utc_offset",

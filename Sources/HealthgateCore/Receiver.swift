@@ -142,37 +142,50 @@ public struct QuarantinedRecord: Sendable, Equatable {
     }
 }
 
+/// The last eight answers to a question asked of a name (the registry, for every sample of a
+/// body: a body repeats a few types and units), kept in a ring, so asking again costs a few
+/// string comparisons instead of a lookup by name.
+public struct RecentAnswers<Value> {
+    private var keys: [String] = []
+    private var values: [Value] = []
+    private var next = 0
+
+    public init() {}
+
+    /// The answer for `key`: a recent one, else `make()`'s, kept in place of the oldest.
+    public mutating func value(_ key: String, _ make: () -> Value) -> Value {
+        for i in keys.indices where keys[i] == key { return values[i] }
+        let v = make()
+        if keys.count < 8 {
+            keys.append(key)
+            values.append(v)
+        } else {
+            keys[next] = key
+            values[next] = v
+            next = (next + 1) % 8
+        }
+        return v
+    }
+}
+
+extension RecentAnswers: Sendable where Value: Sendable {}
+
 /// The last few answers of the registry, for checks on every record of a body.
 struct KnownCache: Sendable {
-    private var types: [(String, Bool)] = []
-    private var units: [(String, Bool)] = []
-    private var canonical: [(String, String?)] = []
+    private var types = RecentAnswers<Bool>()
+    private var units = RecentAnswers<Bool>()
+    private var canonical = RecentAnswers<String?>()
 
     /// The type's canonical unit (nil for types without one), from the last few asked.
     mutating func canonicalUnit(_ type: String) -> String? {
-        for (t, u) in canonical where t == type { return u }
-        let u = HealthTypes.named(type)?.unit
-        if canonical.count >= 8 { canonical.removeFirst() }
-        canonical.append((type, u))
-        return u
+        canonical.value(type) { HealthTypes.named(type)?.unit }
     }
 
     mutating func typeIsKnown(_ type: String) -> Bool {
-        for (t, k) in types where t == type { return k }
-        let k = RecordKind.namedKinds.contains(type) || HealthTypes.kind(of: type) != nil
-        remember(&types, type, k)
-        return k
+        types.value(type) { RecordKind.namedKinds.contains(type) || HealthTypes.kind(of: type) != nil }
     }
 
     mutating func unitIsKnown(_ unit: String) -> Bool {
-        for (u, k) in units where u == unit { return k }
-        let k = Units.family(of: unit) != nil
-        remember(&units, unit, k)
-        return k
-    }
-
-    private func remember(_ list: inout [(String, Bool)], _ key: String, _ value: Bool) {
-        if list.count >= 8 { list.removeFirst() }
-        list.append((key, value))
+        units.value(unit) { Units.family(of: unit) != nil }
     }
 }

@@ -16,10 +16,8 @@ public enum RecordKind {
 
     /// Kinds that come in parts, keyed by `(device, uuid, part)`.
     public static let partedKinds: Set<String> = ["workout_route", "heartbeat_series"]
-    /// Kinds whose samples may come as one instant: given a start and no end, they end at their start.
-    public static let instantKinds: Set<String> = [quantity, category, "state_of_mind"]
-
-    /// Whether `kind` is one of `instantKinds`, by comparing (no hashing: it is asked per record).
+    /// Whether samples of `kind` may come as one instant (given a start and no end, they end at
+    /// their start): quantities, categories, states of mind. Compared, not hashed: asked per record.
     @inlinable public static func isInstantKind(_ kind: String) -> Bool {
         kind == quantity || kind == category || kind == "state_of_mind"
     }

@@ -43,7 +43,7 @@ struct Pending {
         // With other sinks reading the journal, the records are copied out of the shared entry;
         // alone, they are moved out of what was decoded.
         var decoded: (entry: DecodedEntries.Entry, owned: Bool)
-        if only.rawValue != CanonicalRecord.Fields.all.rawValue {
+        if !only.isAll {
             decoded = (DecodedEntries.decodeNow(e, parser: parser, only: only), true)
             // A line that did not decode leaves the records without their lines: the sink then
             // encodes each record, and needs all of it.
@@ -65,7 +65,7 @@ struct Pending {
         records.records.reserve(atLeast: records.count + n)
         records.lines.reserve(atLeast: records.count + n)
         if ahead != nil, ends != nil { ends!.reserve(atLeast: positions.count + n) }
-        let partial = only.rawValue != CanonicalRecord.Fields.all.rawValue && ranges != nil
+        let partial = !only.isAll && ranges != nil
         func take(_ r: consuming CanonicalRecord, _ index: Int) {
             let line: RecordLine = ranges.map { .whole(payload[$0[index]]) } ?? .none
             if let ahead, ends != nil {
@@ -97,7 +97,7 @@ struct Pending {
             entry.records.withUnsafeMutableBufferPointer { all in
                 let base = all.baseAddress!
                 for index in skip..<all.count { take((base + index).move(), index) }
-                (base + skip).initialize(repeating: RoutedRecords.moved, count: n)
+                (base + skip).initialize(repeating: CanonicalRecord.empty, count: n)
             }
         } else {
             entry.records.withUnsafeBufferPointer { all in

@@ -40,7 +40,7 @@ public struct RoutedRecords {
     /// The records (and lines) in `range`, moved out; placeholders left in their places.
     mutating func take(_ range: Range<Int>) -> RoutedRecords {
         var out = RoutedRecords()
-        out.records = RoutedRecords.move(range, of: &records, leaving: RoutedRecords.moved)
+        out.records = RoutedRecords.move(range, of: &records, leaving: CanonicalRecord.empty)
         out.lines = RoutedRecords.move(range, of: &lines, leaving: .none)
         return out
     }
@@ -58,9 +58,6 @@ public struct RoutedRecords {
         }
     }
 
-    /// What is left where a record was moved out, until it is removed.
-    static let moved = CanonicalRecord(kind: "", device: "", receiver: "", uuid: "", type: "")
-
     mutating func removeFirst(_ n: Int) {
         records.removeFirst(n)
         lines.removeFirst(n)
@@ -73,7 +70,7 @@ public struct RoutedRecords {
 
     /// Appends `other`'s records after these, moved (not copied), leaving `other` empty.
     mutating func appendMoving(_ other: inout RoutedRecords) {
-        RoutedRecords.appendMoving(&other.records, to: &records, leaving: RoutedRecords.moved)
+        RoutedRecords.appendMoving(&other.records, to: &records, leaving: CanonicalRecord.empty)
         RoutedRecords.appendMoving(&other.lines, to: &lines, leaving: .none)
     }
 
@@ -161,17 +158,12 @@ public final class SinkRoutes {
         if !routes.allSatisfy({ $0.from.contains(where: \.matchesAll) }) { fields.insert(.receiver) }
         for route in routes {
             for t in route.transforms { fields.formUnion(t.reads) }
-            let changes = route.changes
-            if changes.rawValue == 0 { continue }
-            guard let first = CanonicalRecord.Field(rawValue: changes.rawValue.trailingZeroBitCount), first >= .value else { return .all }
-            fields.formUnion(fromValueOn)
+            guard let first = route.changes.first else { continue }
+            guard first >= .value else { return .all }
+            fields.formUnion(.from(.value))
         }
         return fields
     }
-
-    /// `value` and every field after it.
-    static let fromValueOn = CanonicalRecord.Fields(rawValue: CanonicalRecord.Fields.all.rawValue
-                                                    & ~(1 << UInt32(CanonicalRecord.Field.value.rawValue) - 1))
 
     /// True when every route only maps records (or has no transforms): no state, nothing
     /// emitted later, so records can be routed ahead of the batch they go in.

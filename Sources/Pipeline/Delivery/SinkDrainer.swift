@@ -58,7 +58,7 @@ public final class SinkDrainer: Sendable {
     /// Whether a drainer of this sink and these routes decodes every field of every record (and
     /// so shares what it decodes with the other sinks: `DecodedEntries.setReaders` counts these).
     public static func readsWholeRecords(_ built: BuiltSink, routes: [Route]) -> Bool {
-        SinkRoutes.fieldsRead(routes: routes, sinkReads: built.reads).rawValue == CanonicalRecord.Fields.all.rawValue
+        SinkRoutes.fieldsRead(routes: routes, sinkReads: built.reads).isAll
     }
 
     public static func stateDirectory(sink: String, dataDir: String) -> String {
@@ -375,7 +375,7 @@ final class DrainLoop {
                         if !routes.process((base + consumed).move(), line: lines[consumed], into: &batch) { filtered += 1 }
                         consumed += 1
                     }
-                    base.initialize(repeating: RoutedRecords.moved, count: consumed)
+                    base.initialize(repeating: CanonicalRecord.empty, count: consumed)
                 }
                 routes.flush(into: &batch)
                 pending.removeFirst(consumed)

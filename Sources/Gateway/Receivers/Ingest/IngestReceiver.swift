@@ -94,8 +94,7 @@ struct IngestMapper {
     private var strings = JSONStringReuse(slots: 4)
     /// The last few `data_type`s looked up and what the registry said of them (its name for the
     /// type and whether it is a category: all a sample with a number needs).
-    private var types: [(given: String, known: Known?)] = []
-    private var nextType = 0
+    private var types = RecentAnswers<Known?>()
 
     init(receiver: String, device: String, timeZone: String?) {
         self.receiver = receiver
@@ -159,10 +158,7 @@ struct IngestMapper {
     /// What the registry says of the type named `given` (HealthKit's identifier or its short
     /// forms), from the last eight names looked up before asking the registry.
     mutating func knownType(_ given: String) -> Known? {
-        for t in types where t.given == given { return t.known }
-        let known = HealthTypes.hk(given).map { Known(name: $0.name, isCategory: $0.kind == .category) }
-        if types.count < 8 { types.append((given, known)) } else { types[nextType] = (given, known); nextType = (nextType + 1) % 8 }
-        return known
+        types.value(given) { HealthTypes.hk(given).map { Known(name: $0.name, isCategory: $0.kind == .category) } }
     }
 
     /// Adds the item's record to `batch` and returns true, or sets it aside in `batch` with the reason.

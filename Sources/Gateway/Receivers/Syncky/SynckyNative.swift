@@ -93,15 +93,11 @@ enum SynckyNative {
     /// What one body's samples share: repeated strings, and the kind of the last type seen.
     struct SampleCache {
         var strings = JSONStringReuse(slots: 2)
-        private var types: [(name: String, kind: HealthTypeKind?)] = []
-        private var next = 0
+        private var kinds = RecentAnswers<HealthTypeKind?>()
 
         /// The registry's kind of `type`, from the last eight types seen before asking it.
         mutating func kind(of type: String) -> HealthTypeKind? {
-            for t in types where t.name == type { return t.kind }
-            let kind = HealthTypes.kind(of: type)
-            if types.count < 8 { types.append((type, kind)) } else { types[next] = (type, kind); next = (next + 1) % 8 }
-            return kind
+            kinds.value(type) { HealthTypes.kind(of: type) }
         }
     }
 
