@@ -22,7 +22,7 @@ enum Micro {
         let context = ReceiveContext(now: Timestamp(seconds: 1_791_961_500))
         func time(_ name: String, _ runs: Int = 40, _ f: () -> Void) {
             if let only, !name.contains(only) {
-                if name.hasPrefix("receive") || name.hasPrefix("routes") { f() }   // what later stages read
+                if name.hasPrefix("receive") || name.hasPrefix("routes") || name.hasPrefix("decode for") { f() }   // what later stages read
                 return
             }
             let n = Int(ProcessInfo.processInfo.environment["MICRO_RUNS"] ?? "") ?? (only == nil ? runs : 3)
@@ -59,21 +59,28 @@ enum Micro {
         let pathFields = CanonicalRecord.Fields(.device, .start)
         time("decode, device + start only") { _ = CanonicalCodec.decodeLinesWithRanges(lines, parser: parser, only: pathFields) }
         time("decode, no field (lines only)") { _ = CanonicalCodec.decodeLinesWithRanges(lines, parser: parser, only: []) }
-        // The drainer's share for the file sink: its routes, then the lines it writes (each
-        // journal line as it is when the route leaves the record unchanged).
+        // The drainer's share for the file sink named by {device}/{date}: what it and its route
+        // read of each record, its route, then the lines it writes (each journal line as it is,
+        // or patched where the route changed the record).
         for transforms in [false, true] {
             let text = BenchMain.config(dataDir: NSTemporaryDirectory() + "healthgate-micro", transforms: transforms,
                                         sinkLine: #"archive: {kind: file, path: "a.ndjson"}"#)
             let topology = try! ConfigLoader.load(text: text, file: "bench.yaml", environment: [:], logger: logger)
             let routes = SinkRoutes(routes: topology.routes, sink: "archive", clock: SystemClock(),
                                     timeZones: SystemTimeZones(), logger: logger)
-            let (decoded, ranges) = CanonicalCodec.decodeLinesWithRanges(lines, parser: parser) { _, _, _ in }
-            let journalLines = ranges!.map { lines[$0] }
-            var routed = RoutedRecords()
             let name = transforms ? "filter + convert + tag" : "no transforms"
+            let reads = SinkRoutes.fieldsRead(routes: topology.routes, sinkReads: pathFields)
+            var read = CanonicalCodec.readLines(lines, parser: parser, only: reads, patches: routes.changes)
+            time("decode for the file sink, \(name)") {
+                read = CanonicalCodec.readLines(lines, parser: parser, only: reads, patches: routes.changes)
+            }
+            let journalLines = read.ranges!.enumerated().map { i, range -> RecordLine in
+                read.spans.map { RecordLine.patched(lines[range], changed: [], spans: $0[i]) } ?? .whole(lines[range])
+            }
+            var routed = RoutedRecords()
             time("routes, \(name)") {
                 routed = RoutedRecords()
-                for (r, line) in zip(decoded, journalLines) { _ = routes.process(r, line: .whole(line), into: &routed) }
+                for (r, line) in zip(read.records, journalLines) { _ = routes.process(r, line: line, into: &routed) }
             }
             var out: [UInt8] = []
             time("file lines, \(name)") {

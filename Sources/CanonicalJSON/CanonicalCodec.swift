@@ -28,25 +28,56 @@ public enum CanonicalCodec {
 
     /// Reads NDJSON canonical records with the byte range of each one's line (line feed
     /// included). The ranges are nil when some line did not decode (records and lines would not
-    /// pair up).
+    /// pair up). `only`: the fields read (see `decode(_:reuse:only:)`).
     public static func decodeLinesWithRanges(_ bytes: [UInt8], parser: JSONParser, only: CanonicalRecord.Fields = .all,
                                              onError: (Int, CanonicalDecodeError, Range<Int>) -> Void = { _, _, _ in })
         -> ([CanonicalRecord], [Range<Int>]?) {
-        if only.rawValue == 0 {
+        let read = readLines(bytes, parser: parser, only: only, onError: onError)
+        return (read.records, read.ranges)
+    }
+
+    /// What `readLines` read.
+    public struct ReadLines {
+        public var records: [CanonicalRecord]
+        /// Each line's bytes, line feed included; nil when some line did not decode (or walk).
+        public var ranges: [Range<Int>]?
+        /// With `patches`, each line's spans of those fields (`LineSpans.none` for each when
+        /// they make more than two runs: a sink walks the line then).
+        public var spans: [LineSpans]?
+    }
+
+    /// `decodeLinesWithRanges`, for a sink that writes records as their journal lines with the
+    /// fields in `patches` written anew (those a route may change: `RecordLine.patched`): with
+    /// fewer than all fields read, every line must walk (`CanonicalLine`), the ranges nil
+    /// otherwise, and each line's spans of `patches` are found as it is read.
+    public static func readLines(_ bytes: [UInt8], parser: JSONParser, only: CanonicalRecord.Fields = .all,
+                                 patches: CanonicalRecord.Fields = [],
+                                 onError: (Int, CanonicalDecodeError, Range<Int>) -> Void = { _, _, _ in }) -> ReadLines {
+        let patching = patches.rawValue != 0 && !only.isAll
+        if only.rawValue == 0 && !patching {
             // Nothing read: the lines alone, not parsed (their entry's checksum was checked when
             // it was read), each with an empty record.
             let ranges = lineRanges(bytes)
-            return (Array(repeating: CanonicalRecord.empty, count: ranges.count), ranges)
+            return ReadLines(records: Array(repeating: CanonicalRecord.empty, count: ranges.count), ranges: ranges)
         }
-        if readsHeadOnly(only) { return decodeHeads(bytes, parser: parser, only: only, onError: onError) }
+        if readsScanned(only) { return decodeScanned(bytes, parser: parser, only: only, patches: patching ? patches : [], onError: onError) }
         var failed = false
         let records = decodeLines(bytes, parser: parser, only: only) { line, error, range in
             failed = true
             onError(line, error, range)
         }
-        if failed { return (records, nil) }
-        let ranges = lineRanges(bytes, expected: records.count)
-        return (records, ranges.count == records.count ? ranges : nil)
+        if failed { return ReadLines(records: records) }
+        var ranges: [Range<Int>] = []
+        var spans: [LineSpans] = []
+        ranges.reserveCapacity(records.count)
+        let runs = LineSpans.runs(of: patches)
+        forEachLine(bytes) { line, _, withFeed, _ in
+            ranges.append(withFeed)
+            guard patching, !failed else { return }
+            if let s = CanonicalLine.spans(of: line, runs: runs) { spans.append(s) } else { failed = true }
+        }
+        guard !failed, ranges.count == records.count else { return ReadLines(records: records) }
+        return ReadLines(records: records, ranges: ranges, spans: patching ? spans : nil)
     }
 
     /// The byte range of each line that is not blank (line feed included), as `decodeLines` reads them.

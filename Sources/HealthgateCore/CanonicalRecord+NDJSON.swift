@@ -7,34 +7,46 @@ extension CanonicalRecord {
     /// byte: the keys are fixed ASCII, so only values need escaping, and this runs once per
     /// sample on the ingest path. Field order is fixed, so equal records give equal bytes.
     public func appendNDJSON(to out: inout [UInt8]) {
-        JSONBytes.append(to: &out, atMost: ndjsonBound) { o in writeNDJSON(&o) }
+        appendNDJSON(to: &out, tagsText: nil)
+    }
+
+    /// `appendNDJSON(to:)`, the labels' text shared with the records before (`TagsText`).
+    func appendNDJSON(to out: inout [UInt8], tagsText: TagsText?) {
+        JSONBytes.append(to: &out, atMost: ndjsonBound) { o in
+            writeMembers(&o, only: .all, tagsText: tagsText)
+            o.lit("}\n")
+        }
     }
 
     /// At most how many bytes `appendNDJSON` writes: every string escaped at its worst (6
     /// bytes a byte), every number and time at its longest, every key.
-    var ndjsonBound: Int { ndjsonBound(from: .op) }
+    var ndjsonBound: Int { ndjsonBound(only: .all) }
 
-    /// At most how many bytes `writeNDJSON(from:)` writes.
-    func ndjsonBound(from: Field) -> Int {
+    /// At most how many bytes `writeMembers(only:)` writes.
+    func ndjsonBound(only: Fields) -> Int {
         func s(_ t: String?) -> Int { t.map { JSONBytes.bound($0) } ?? 0 }
         var n = 400 + 9 * JSONBytes.numberBound
-        // Only what is written from `from` on: a line cut at the labels bounds just those.
-        if from <= .type { n += s(op.rawValue) + s(kind) + s(device) + s(receiver) + s(uuid) + s(type) }
-        if from <= .value, case .string(let v)? = value { n += s(v) }
-        if from <= .unit { n += s(unit) }
-        if from <= .activity { n += s(activity) }
-        if from <= .fields { for f in fields { n += s(f.name) + f.value.bytes.count + 2 } }
-        if from <= .source, let source { n += s(source.app) + s(source.device) }
-        if from <= .tags { for t in tags { n += s(t.name) + s(t.value) + 2 } }
-        if from <= .metadata { n += metadata?.bytes.count ?? 0 }
-        for f in extra { n += s(f.name) + f.value.bytes.count + 2 }
+        if only.has(.op) { n += s(op.rawValue) }
+        if only.has(.kind) { n += s(kind) }
+        if only.has(.device) { n += s(device) }
+        if only.has(.receiver) { n += s(receiver) }
+        if only.has(.uuid) { n += s(uuid) }
+        if only.has(.type) { n += s(type) }
+        if only.has(.value), case .string(let v)? = value { n += s(v) }
+        if only.has(.unit) { n += s(unit) }
+        if only.has(.activity) { n += s(activity) }
+        if only.has(.fields) { for f in fields { n += s(f.name) + f.value.bytes.count + 2 } }
+        if only.has(.source), let source { n += s(source.app) + s(source.device) }
+        if only.has(.tags) { for t in tags { n += s(t.name) + s(t.value) + 2 } }
+        if only.has(.metadata) { n += metadata?.bytes.count ?? 0 }
+        if only.has(.extra) { for f in extra { n += s(f.name) + f.value.bytes.count + 2 } }
         return n
     }
 
-    /// Writes the line from `from` on: by default the whole line. The fields before are
-    /// someone else's bytes.
-    func writeNDJSON(_ o: inout JSONBytes, from: Field = .op, tagsText: TagsText? = nil) {
-        @inline(__always) func writes(_ f: Field) -> Bool { from <= f }
+    /// Writes the members of the fields in `only` (those the record has), each `,"key":value`
+    /// but `op`, which opens the object: `{"op":…`. The object's closing `}` is the caller's.
+    func writeMembers(_ o: inout JSONBytes, only: Fields, tagsText: TagsText? = nil) {
+        @inline(__always) func writes(_ f: Field) -> Bool { only.has(f) }
         // The head, op … utc_offset, first and in this order, strings, integers and times only:
         // `CanonicalCodec.decodeHead` scans it without a parser (a change here is a change there).
         if writes(.op) { o.lit("{\"op\":"); o.str(op.rawValue) }
@@ -88,7 +100,6 @@ extension CanonicalRecord {
             }
             o.byte(0x7D)
         }
-        o.lit("}\n")
     }
 
     /// `,"tags":{…}`.
@@ -126,63 +137,6 @@ extension CanonicalRecord {
         /// `field` and every field after it in the line's order.
         public static func from(_ field: Field) -> Fields { Fields(rawValue: all.rawValue & ~(1 << UInt32(field.rawValue) - 1)) }
     }
-
-    /// Where, in this record's canonical line, the bytes of `field` and of every field after it
-    /// begin: the bytes before are the fields before it. Found by the key of the first such
-    /// field the record has, and only where every byte before that key is a string, number or
-    /// time, or the source object (whose only keys are "app" and "device"): nothing of the
-    /// phone's own JSON that could hold the same bytes. nil otherwise, and for fields before
-    /// `value`.
-    public func lineOffset(of field: Field, in line: ArraySlice<UInt8>) -> Int? {
-        CanonicalRecord.lineOffset(of: field, in: line, shape: lineShape)
-    }
-
-    /// Which of the fields a line may lack this record has (`fields`, `tags`, `extra`: when
-    /// not empty) — all `lineOffset` needs of the record, taken before transforms change it.
-    public var lineShape: Fields {
-        var s: UInt32 = 0
-        @inline(__always) func add(_ f: Field, _ present: Bool) { if present { s |= 1 << UInt32(f.rawValue) } }
-        add(.value, value != nil); add(.unit, unit != nil); add(.code, code != nil); add(.activity, activity != nil)
-        add(.durationS, durationS != nil); add(.energyKcal, energyKcal != nil); add(.distanceM, distanceM != nil)
-        add(.fields, !fields.isEmpty); add(.source, source != nil); add(.tags, !tags.isEmpty)
-        add(.metadata, metadata != nil); add(.extra, !extra.isEmpty)
-        return Fields(rawValue: s)
-    }
-
-    /// `lineOffset` for the line of a record of the given shape.
-    static func lineOffset(of field: Field, in line: ArraySlice<UInt8>, shape: Fields) -> Int? {
-        guard field >= .value else { return nil }
-        func find(_ key: StaticString) -> Int? {
-            line.withUnsafeBytes { b -> Int? in
-                guard let base = b.baseAddress else { return nil }
-                let k = UnsafeRawBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
-                // By the first letter of the name (`,"` and then it): far rarer in a line than
-                // the comma before every key.
-                var at = 2
-                while at + k.count - 2 <= b.count, let hit = memchr(base + at, Int32(k[2]), b.count - at - (k.count - 2) + 1) {
-                    let p = base.distance(to: UnsafeRawPointer(hit))
-                    if memcmp(base + p - 2, k.baseAddress!, k.count) == 0 { return line.startIndex + p - 2 }
-                    at = p + 1
-                }
-                return nil
-            }
-        }
-        if field <= .value, shape.has(.value) { return find(",\"value\":") }
-        if field <= .unit, shape.has(.unit) { return find(",\"unit\":") }
-        if field <= .code, shape.has(.code) { return find(",\"code\":") }
-        if field <= .activity, shape.has(.activity) { return find(",\"activity\":") }
-        if field <= .durationS, shape.has(.durationS) { return find(",\"duration_s\":") }
-        if field <= .energyKcal, shape.has(.energyKcal) { return find(",\"energy_kcal\":") }
-        if field <= .distanceM, shape.has(.distanceM) { return find(",\"distance_m\":") }
-        // Fields carry the phone's own keys and JSON: past them nothing is found safely.
-        guard !shape.has(.fields) else { return nil }
-        if field <= .source, shape.has(.source) { return find(",\"source\":{") }
-        if field <= .tags, shape.has(.tags) { return find(",\"tags\":{") }
-        // Tags hold label names, which could be "metadata" or "extra": past them only the
-        // line's end is safe.
-        if !shape.has(.metadata) && !shape.has(.extra) && line.count >= 2 { return line.endIndex - 2 }   // before "}\n"
-        return nil
-    }
 }
 
 /// What of a record's canonical line the journal's bytes still hold, on its way to a sink.
@@ -191,25 +145,22 @@ public enum RecordLine: Sendable {
     case none
     /// The whole line (with its line feed), as the journal holds it: the record is unchanged.
     case whole(ArraySlice<UInt8>)
-    /// The journal line's bytes before `from`: the record's fields before it are unchanged,
-    /// and only the rest is written anew.
-    case head(ArraySlice<UInt8>, from: CanonicalRecord.Field)
+    /// The journal line (with its line feed) of a record whose fields in `changed` may have
+    /// changed (none: the line is the record's): those are written anew from the record, every
+    /// other member is copied from the line. Where `spans` holds the changed fields, the runs
+    /// it spans are written from the record and the bytes around them copied; otherwise the
+    /// line is walked for its members (`CanonicalLine`). The record need hold no other field
+    /// than those written from it.
+    case patched(ArraySlice<UInt8>, changed: CanonicalRecord.Fields, spans: LineSpans)
 
-    /// What of `record`'s journal `line` holds once fields in `changing` may have changed:
-    /// the record is as it came, the line its journal line. All of it when nothing changes;
-    /// the bytes before the first field that may change; `.none` when the line cannot be cut
-    /// there safely (see `lineOffset`). (Keeping the bytes after the changed fields as well
-    /// cost more, in finding them, than writing those fields anew saved.)
-    public static func patch(_ record: CanonicalRecord, line: ArraySlice<UInt8>, changing: CanonicalRecord.Fields) -> RecordLine {
-        patch(shape: record.lineShape, line: line, changing: changing)
-    }
-
-    /// `patch` for a record of the given `lineShape` (taken before transforms changed it).
-    public static func patch(shape: CanonicalRecord.Fields, line: ArraySlice<UInt8>, changing: CanonicalRecord.Fields) -> RecordLine {
-        if changing.rawValue == 0 { return .whole(line) }
-        guard let from = changing.first,
-              let cut = CanonicalRecord.lineOffset(of: from, in: line, shape: shape) else { return .none }
-        return .head(line[..<cut], from: from)
+    /// This line once the record's fields in `changed` changed (nothing of it when it is none).
+    public func changing(_ changed: CanonicalRecord.Fields) -> RecordLine {
+        if changed.rawValue == 0 { return self }
+        switch self {
+        case .none: return .none
+        case .whole(let bytes): return .patched(bytes, changed: changed, spans: .none)
+        case .patched(let bytes, let before, let spans): return .patched(bytes, changed: before.union(changed), spans: spans)
+        }
     }
 }
 
@@ -234,12 +185,81 @@ extension CanonicalRecord {
     public func appendNDJSON(to out: inout [UInt8], reusing line: RecordLine, tagsText: TagsText? = nil) {
         switch line {
         case .none:
-            JSONBytes.append(to: &out, atMost: ndjsonBound) { o in writeNDJSON(&o, tagsText: tagsText) }
+            appendNDJSON(to: &out, tagsText: tagsText)
         case .whole(let bytes):
             out.append(contentsOf: bytes)
-        case .head(let head, let from):
-            out.append(contentsOf: head)
-            JSONBytes.append(to: &out, atMost: ndjsonBound(from: from)) { o in writeNDJSON(&o, from: from, tagsText: tagsText) }
+        case .patched(let bytes, let changed, let spans):
+            if changed.rawValue == 0 {
+                out.append(contentsOf: bytes)
+            } else if spans.first.rawValue != 0 && changed.isSubset(of: spans.fields) {
+                appendSpliced(bytes, changed: changed, spans: spans, to: &out, tagsText: tagsText)
+            } else if !appendPatched(bytes, changed: changed, to: &out, tagsText: tagsText) {
+                // Not a line as the writer writes it: nothing of it is kept. (Lines a sink gets
+                // patched walked when they were read, or their records were read whole.)
+                appendNDJSON(to: &out, tagsText: tagsText)
+            }
+        }
+    }
+
+    /// `line` with the runs `spans` spans that hold changed fields written from the record
+    /// (the others are as the line has them).
+    private func appendSpliced(_ line: ArraySlice<UInt8>, changed: Fields, spans: LineSpans, to out: inout [UInt8], tagsText: TagsText?) {
+        let first = spans.first.rawValue & changed.rawValue != 0 ? spans.first : Fields()
+        let second = spans.second.rawValue & changed.rawValue != 0 ? spans.second : Fields()
+        line.withUnsafeBytes { b in
+            JSONBytes.append(to: &out, atMost: b.count + ndjsonBound(only: first.union(second))) { o in
+                var copied = 0
+                @inline(__always) func splice(_ run: Fields, _ start: UInt32, _ end: UInt32) {
+                    guard run.rawValue != 0 else { return }
+                    o.raw(UnsafeRawBufferPointer(rebasing: b[copied..<Int(start)]))
+                    writeMembers(&o, only: run, tagsText: tagsText)
+                    copied = Int(end)
+                }
+                splice(first, spans.firstStart, spans.firstEnd)
+                splice(second, spans.secondStart, spans.secondEnd)
+                o.raw(UnsafeRawBufferPointer(rebasing: b[copied...]))
+            }
+        }
+    }
+
+    /// `line`'s members in order, each changed one written from the record instead (where the
+    /// line has it, or where it belongs when the line lacks it); false, and nothing written,
+    /// when the line does not walk.
+    private func appendPatched(_ line: ArraySlice<UInt8>, changed: Fields, to out: inout [UInt8], tagsText: TagsText?) -> Bool {
+        line.withUnsafeBytes { all -> Bool in
+            guard all.count >= 3, all[all.count - 1] == 0x0A else { return false }
+            let b = UnsafeRawBufferPointer(rebasing: all[..<(all.count - 1)])
+            var walked = false
+            JSONBytes.append(to: &out, atMost: b.count + 2 + ndjsonBound(only: changed)) { o in
+                let start = o.count
+                var walk = CanonicalLine(b)
+                var copied = 0   // the line's bytes before this are written (or left out)
+                var done: UInt32 = 0   // the fields below this bit are written
+                @inline(__always) func below(_ bit: UInt32) -> UInt32 { bit >= 32 ? ~0 : (1 << bit) - 1 }
+                while let m = walk.next() {
+                    let bit = UInt32(m.field.rawValue)
+                    let isChanged = changed.has(m.field)
+                    // The changed fields between the last member and this one (and this one's).
+                    var due = changed.rawValue & below(bit) & ~below(done)
+                    if isChanged && bit >= done { due |= 1 << bit }
+                    if due != 0 || isChanged {
+                        o.raw(UnsafeRawBufferPointer(rebasing: b[copied..<m.start]))
+                        if due != 0 { writeMembers(&o, only: Fields(rawValue: due), tagsText: tagsText) }
+                        copied = isChanged ? m.end : m.start
+                    }
+                    done = max(done, bit + 1)
+                }
+                guard !walk.failed else {
+                    o.truncate(to: start)
+                    return
+                }
+                o.raw(UnsafeRawBufferPointer(rebasing: b[copied..<walk.position]))
+                let due = changed.rawValue & ~below(done)
+                if due != 0 { writeMembers(&o, only: Fields(rawValue: due), tagsText: tagsText) }
+                o.lit("}\n")
+                walked = true
+            }
+            return walked
         }
     }
 }
@@ -304,6 +324,12 @@ struct JSONBytes {
     private init(base: UnsafeMutablePointer<UInt8>, capacity: Int, count: Int) {
         self.base = base
         self.capacity = capacity
+        self.count = count
+    }
+
+    /// Takes back what was written after `count` bytes.
+    mutating func truncate(to count: Int) {
+        precondition(count <= self.count)
         self.count = count
     }
 

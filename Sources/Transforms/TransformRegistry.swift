@@ -24,11 +24,12 @@ public enum TransformRegistry {
 }
 
 /// The instance of a stateless transform that changes each record in place (rename, tag): the
-/// route runs `apply` on its one copy of the record; it says whether it changed it.
+/// route runs `apply` on its one copy of the record; it says which fields it changed.
 final class MappingInstance: Transform {
-    let apply: (inout CanonicalRecord) -> Bool
+    /// Changes the record in place; says which fields it changed.
+    let apply: (inout CanonicalRecord) -> CanonicalRecord.Fields
 
-    init(_ apply: @escaping (inout CanonicalRecord) -> Bool) { self.apply = apply }
+    init(_ apply: @escaping (inout CanonicalRecord) -> CanonicalRecord.Fields) { self.apply = apply }
 
     func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
         var r = record
@@ -38,7 +39,7 @@ final class MappingInstance: Transform {
 
     var maps: Bool { true }
 
-    func map(_ record: inout CanonicalRecord) -> CanonicalRecord.Fields? { apply(&record) ? .all : [] }
+    func map(_ record: inout CanonicalRecord) -> CanonicalRecord.Fields? { apply(&record) }
 }
 
 /// What a transform worked out for a record's type (and unit), kept for the next records: the

@@ -70,29 +70,87 @@ import Testing
         #expect(back == [r])
     }
 
-    /// For every set of fields a route may change, the journal's bytes before the first of
-    /// them and the record's own from there on are the whole line; where the record lacks what
-    /// the cut needs (none of the phone's own JSON before it), no cut.
-    @Test func aLineCutBeforeAnyChangedFieldsIsTheWholeLine() {
+    /// For every set of fields a route may change, a record read for just those fields (and
+    /// their spans, where they make at most two runs) and changed in them is written as the
+    /// journal's line with those members written anew: the same line as the whole record,
+    /// changed alike, encodes to — whether the sink walks the line or copies around the spans,
+    /// whichever fields the line has or lacks, and with the phone's own JSON holding the same
+    /// key names.
+    @Test func aPatchedLineIsTheChangedRecordsWholeLine() {
         let all = CanonicalRecord.Field.allCases
         var sets: [CanonicalRecord.Fields] = [CanonicalRecord.Fields(.value, .unit), CanonicalRecord.Fields(.tags),
                                               CanonicalRecord.Fields(.value, .unit, .tags), CanonicalRecord.Fields(.source),
+                                              CanonicalRecord.Fields(.type, .device), CanonicalRecord.Fields(.op, .tags),
                                               CanonicalRecord.Fields(.unit, .source, .metadata), .all]
         sets += all.map { CanonicalRecord.Fields($0) }
-        var patched = 0
+        func change(_ r: inout CanonicalRecord, _ set: CanonicalRecord.Fields) {
+            if set.has(.type) { r.type = "renamed" }
+            if set.has(.device) { r.device = "alice-iphone" }
+            if set.has(.value) { r.value = .number(1.5) }
+            if set.has(.unit) { r.unit = "lb" }
+            if set.has(.tags) { r.tags = [RecordTag("person", "alice")] }
+            if set.has(.source) { r.source = nil }
+            if set.has(.metadata) { r.metadata = RawJSON(#"{"m":1}"#) }
+            if set.has(.extra) { r.extra = [] }
+            if set.has(.fields) { r.fields = [] }
+            if set.has(.code) { r.code = 7 }
+        }
+        var spliced = 0
         for r in TransformTests.shapes {
             let line = CanonicalCodec.encodeLine(r) + [0x0A]
             for set in sets {
-                let patch = RecordLine.patch(r, line: line[...], changing: set)
+                var whole = r
+                change(&whole, set)
+                let expected = String(decoding: CanonicalCodec.encodeLine(whole) + [0x0A], as: UTF8.self)
+                let read = CanonicalCodec.readLines(line, parser: JSONParser(), only: set, patches: set)
+                #expect(read.records.count == 1 && read.ranges?.count == 1, "\(r.uuid) \(set)")
+                guard var partial = read.records.first else { continue }
+                change(&partial, set)
+                for spans in [read.spans?.first ?? .none, .none] {
+                    if spans.first.rawValue != 0 { spliced += 1 }
+                    var out: [UInt8] = []
+                    partial.appendNDJSON(to: &out, reusing: .patched(line[...], changed: set, spans: spans))
+                    #expect(String(decoding: out, as: UTF8.self) == expected, "\(r.uuid) \(set) \(spans.first.rawValue != 0 ? "spans" : "walked")")
+                }
+                // Nothing changed: the journal's line as it is.
                 var out: [UInt8] = []
-                r.appendNDJSON(to: &out, reusing: patch)
-                #expect(String(decoding: out, as: UTF8.self) == String(decoding: line, as: UTF8.self), "\(r.uuid) \(set)")
-                if case .head = patch { patched += 1 }
-                // Fields before `value` are never cut at.
-                if set.has(.type) || set.has(.uuid) { #expect({ if case .none = patch { true } else { false } }(), "\(r.uuid)") }
+                partial.appendNDJSON(to: &out, reusing: .patched(line[...], changed: [], spans: .none))
+                #expect(out == line)
             }
         }
-        #expect(patched > 40)
+        #expect(spliced > 100)
+        // The runs of a set of fields.
+        let runs = LineSpans.runs(of: CanonicalRecord.Fields(.value, .unit, .tags))
+        #expect(runs?.0 == CanonicalRecord.Fields(.value, .unit) && runs?.1 == CanonicalRecord.Fields(.tags))
+        #expect(LineSpans.runs(of: CanonicalRecord.Fields(.type, .value, .tags)) == nil)
+        #expect(LineSpans.runs(of: .all)?.0 == .all)
+    }
+
+    /// A line that is not as the writer writes it — white space, a member out of order or
+    /// twice, a string left open, something after the object — does not walk, so nothing of it
+    /// is copied: read for patching, its entry has no lines (the sink encodes whole records);
+    /// patched anyway, the record is written whole.
+    @Test func aLineThatDoesNotWalkIsNotPatched() {
+        let good = #"{"op":"upsert","kind":"k","device":"d","receiver":"r","uuid":"u","type":"t","value":1,"unit":"kg"}"#
+        #expect(good.utf8.withContiguousStorageIfAvailable { CanonicalLine.walks(UnsafeRawBufferPointer($0)) } == true)
+        let bad = [
+            #"{"op":"upsert", "kind":"k","device":"d","receiver":"r","uuid":"u","type":"t","value":1}"#,
+            #"{"op":"upsert","device":"d","kind":"k","receiver":"r","uuid":"u","type":"t","value":1}"#,
+            #"{"op":"upsert","kind":"k","device":"d","receiver":"r","uuid":"u","type":"t","value":1,"value":2}"#,
+            #"{"op":"upsert","kind":"k","device":"d","receiver":"r","uuid":"u","type":"t","unit":"kg}"#,
+            #"{"op":"upsert","kind":"k","device":"d","receiver":"r","uuid":"u","type":"t","value":1}x"#,
+        ]
+        for text in bad {
+            let line = Array(text.utf8) + [0x0A]
+            #expect(line.dropLast().withUnsafeBytes { CanonicalLine.walks($0) } == false, "\(text)")
+            let read = CanonicalCodec.readLines(good.utf8 + [0x0A] + line, parser: JSONParser(), only: CanonicalRecord.Fields(.value),
+                                                patches: CanonicalRecord.Fields(.value))
+            #expect(read.ranges == nil, "\(text)")
+        }
+        let r = CanonicalRecord(kind: "k", device: "d", receiver: "r", uuid: "u", type: "t", value: .number(2))
+        var out: [UInt8] = []
+        r.appendNDJSON(to: &out, reusing: .patched(Array((bad[0] + "\n").utf8)[...], changed: CanonicalRecord.Fields(.value), spans: .none))
+        #expect(out == CanonicalCodec.encodeLine(r) + [0x0A])
     }
 
     @Test func reportsABadLineAndKeepsTheOthers() {
@@ -152,10 +210,11 @@ import Testing
         }
     }
 
-    /// The head of a line scanned without a parser gives what the parser gives, field for
-    /// field, for every mix of head fields — escaped strings, non-ASCII, parts, offsets, deletes,
-    /// blank lines, a last line without its line feed — and a bad line is reported the same.
-    @Test func theScannedHeadIsWhatTheParserReads() throws {
+    /// The fields of a line read from its walk, without a parser, are what the parser gives,
+    /// field for field, for every mix of them — escaped strings, non-ASCII, parts, offsets,
+    /// values as numbers and as names, sources, labels, deletes, the phone's own JSON around
+    /// them, blank lines, a last line without its line feed — and a bad line is reported the same.
+    @Test func theScannedFieldsAreWhatTheParserReads() throws {
         var records: [CanonicalRecord] = [Self.full, PipelineTests.record("plain")]
         var odd = Self.full
         odd.device = "Anna's \"phone\" \\ é \u{1}"   // escapes: the scan leaves these to the parser
@@ -167,19 +226,47 @@ import Testing
         noStart.start = nil
         noStart.end = nil
         records.append(noStart)
+        var numbers = PipelineTests.record("numbers")
+        numbers.value = .number(-1.25e-7)
+        numbers.code = -42
+        numbers.durationS = 0.1
+        numbers.energyKcal = 1e21
+        numbers.distanceM = 123456.789
+        numbers.tags = [RecordTag("person", "é \"x\"")]   // an escaped label: parsed
+        records.append(numbers)
+        // Numbers read with one division, and those left to strtod (17 digits, an exponent).
+        for (i, d) in [0.30000000000000004, 5.752999999999999, 0.01842, 18.42, 1.375, 999999999999999, Double.leastNonzeroMagnitude, 72].enumerated() {
+            var r = PipelineTests.record("number \(i)")
+            r.value = .number(d)
+            r.distanceM = -d
+            records.append(r)
+        }
+        var named = PipelineTests.record("named")
+        named.value = .string("asleep_core")
+        named.activity = "running"
+        named.source = RecordSource(app: nil, device: "Watch")
+        records.append(named)
+        records += TransformTests.shapes
         var bytes = CanonicalCodec.encodeLines(records)
         bytes.insert(contentsOf: Array(" \r\n\n".utf8), at: CanonicalCodec.encodeLines([records[0]]).count)
         bytes += CanonicalCodec.encodeLine(PipelineTests.record("last, no line feed"))
-        let head = CanonicalCodec.headFields
-        let masks: [CanonicalRecord.Fields] = [CanonicalRecord.Fields(.device, .start), CanonicalRecord.Fields(.receiver),
-                                               CanonicalRecord.Fields(.type, .kind, .uuid), CanonicalRecord.Fields(.part, .parts, .end, .utcOffset), head]
+        let scannable = CanonicalCodec.scannedFields
+        var masks: [CanonicalRecord.Fields] = [CanonicalRecord.Fields(.device, .start), CanonicalRecord.Fields(.receiver),
+                                               CanonicalRecord.Fields(.type, .kind, .uuid), CanonicalRecord.Fields(.part, .parts, .end, .utcOffset),
+                                               CanonicalRecord.Fields(.type, .value, .unit, .tags), CanonicalRecord.Fields(.source, .activity),
+                                               CanonicalRecord.Fields(.code, .durationS, .energyKcal, .distanceM), scannable]
+        masks += CanonicalRecord.Field.allCases.map { CanonicalRecord.Fields($0) }.filter { scannable.isSuperset(of: $0) }
+        let count = records.count + 1
         for mask in masks {
             let (scanned, ranges) = CanonicalCodec.decodeLinesWithRanges(bytes, parser: JSONParser(), only: mask)
             let parsed = CanonicalCodec.decodeLines(bytes, parser: JSONParser(), only: mask)
             #expect(scanned == parsed, "mask \(mask.rawValue)")
-            #expect(scanned.count == 6 && ranges == CanonicalCodec.decodeLinesWithRanges(bytes, parser: JSONParser()).1)
+            #expect(scanned.count == count && ranges == CanonicalCodec.decodeLinesWithRanges(bytes, parser: JSONParser()).1)
+            // Read for patching (each line walked to its end, its spans found): the same.
+            let read = CanonicalCodec.readLines(bytes, parser: JSONParser(), only: mask, patches: mask)
+            #expect(read.records == parsed && read.ranges == ranges && read.spans?.count == count, "mask \(mask.rawValue)")
         }
-        #expect(CanonicalCodec.decodeLinesWithRanges(bytes, parser: JSONParser(), only: head).0[2].device == odd.device)
+        #expect(CanonicalCodec.decodeLinesWithRanges(bytes, parser: JSONParser(), only: scannable).0[2].device == odd.device)
         // A line that is not a record: reported with its line number, no ranges.
         var errors: [Int] = []
         let bad = CanonicalCodec.encodeLines([records[1]]) + Array("{\"op\":\"maybe\",\"kind\":\"k\"}\nnot json\n".utf8)

@@ -377,15 +377,18 @@ enum ConfigDurationFor {
             let build = try #require(TransformRegistry.builder(named: kind))
             return Route(name: kind, from: [Glob("*")], transforms: [try build(parseYAML(yaml, file: "t", environment: [:]), kind)], to: ["a"])
         }
-        // What a transform reads is read; where a route changes records, every field from
-        // `value` on; all of them for a change before `value` or a transform with state.
+        // What a transform reads is read (a filter: what its rules look at), and what a route
+        // changes (written anew from the record); all of it for a transform with state.
         let filterReads = SinkRoutes.fieldsRead(routes: [filtered], sinkReads: fixed.reads)
-        #expect(filterReads.has(.type) && filterReads.has(.value) && !filterReads.has(.uuid) && !filterReads.has(.extra))
+        #expect(filterReads.rawValue == CanonicalRecord.Fields(.op, .type).rawValue)
+        let byValue = try route("filter", "{values: {heart_rate: {min: 25}}, sources: [com.apple.*]}")
+        #expect(SinkRoutes.fieldsRead(routes: [byValue], sinkReads: fixed.reads).rawValue
+                == CanonicalRecord.Fields(.op, .type, .value, .source).rawValue)
         let tagReads = SinkRoutes.fieldsRead(routes: [try route("tag", "{person: a}")], sinkReads: fixed.reads)
-        #expect(tagReads.has(.value) && tagReads.has(.fields) && tagReads.has(.extra) && !tagReads.has(.uuid) && !tagReads.has(.type))
-        for (kind, yaml) in [("rename", "{types: {steps: walking}}"), ("dedupe", "{ttl: 1d}")] {
-            #expect(SinkDrainer.readsWholeRecords(fixed, routes: [try route(kind, yaml)]), "\(kind)")
-        }
+        #expect(tagReads.rawValue == CanonicalRecord.Fields(.tags).rawValue)
+        let renameReads = SinkRoutes.fieldsRead(routes: [try route("rename", "{types: {steps: walking}}")], sinkReads: byDevice.reads)
+        #expect(renameReads.rawValue == CanonicalRecord.Fields(.type, .device, .start).rawValue)
+        #expect(SinkDrainer.readsWholeRecords(fixed, routes: [try route("dedupe", "{ttl: 1d}")]))
         #expect(SinkRoutes.fieldsRead(routes: [Route(name: "s", from: [Glob("phone*")], transforms: [], to: ["b"])],
                                       sinkReads: fixed.reads).rawValue == CanonicalRecord.Fields(.receiver).rawValue)
         let a = SinkDrainer(name: "a", built: byDevice, routes: [all], journal: j, dataDir: dir, logger: logger)
@@ -563,7 +566,7 @@ enum ConfigDurationFor {
                 switch line {
                 case .none: (range.lowerBound + i) % 3 == 0
                 case .whole(let b): (range.lowerBound + i) % 3 != 0 && Array(b) == Array(bytes[((range.lowerBound + i) % 10)...])
-                case .head: false
+                case .patched: false
                 }
             }, "\(what)")
         }

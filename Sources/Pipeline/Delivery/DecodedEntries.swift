@@ -19,6 +19,8 @@ public final class DecodedEntries: @unchecked Sendable {
         var payload: [UInt8]
         var records: [CanonicalRecord]
         var ranges: [Range<Int>]?
+        /// Read for patching (`CanonicalCodec.readLines`): each line's spans.
+        var spans: [LineSpans]? = nil
         var failures: [(line: Int, error: CanonicalDecodeError, range: Range<Int>)]
         /// Drainers still to read it.
         var left: Int
@@ -117,11 +119,12 @@ public final class DecodedEntries: @unchecked Sendable {
         return (entry, false)
     }
 
-    static func decodeNow(_ e: JournalEntry, parser: JSONParser, only: CanonicalRecord.Fields = .all) -> Entry {
+    static func decodeNow(_ e: JournalEntry, parser: JSONParser, only: CanonicalRecord.Fields = .all,
+                          patches: CanonicalRecord.Fields = []) -> Entry {
         var failures: [(line: Int, error: CanonicalDecodeError, range: Range<Int>)] = []
-        let (records, ranges) = CanonicalCodec.decodeLinesWithRanges(e.payload, parser: parser, only: only) { line, error, range in
+        let read = CanonicalCodec.readLines(e.payload, parser: parser, only: only, patches: patches) { line, error, range in
             failures.append((line, error, range))
         }
-        return Entry(payload: e.payload, records: records, ranges: ranges, failures: failures, left: 0)
+        return Entry(payload: e.payload, records: read.records, ranges: read.ranges, spans: read.spans, failures: failures, left: 0)
     }
 }

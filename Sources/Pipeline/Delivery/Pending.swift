@@ -37,16 +37,17 @@ struct Pending {
     /// Decodes a journal entry's records from `skip` on (or takes them from `shared`, where
     /// another sink's drainer decoded them), routing them when `ahead` is given. `only`: the
     /// fields the sink and its routes read (`SinkRoutes.fieldsRead`); fewer than all are read
-    /// here, not shared, and only while every record keeps its whole line.
+    /// here, not shared, and only while every record keeps its line (and every line walks, where
+    /// a route changes records: the sink copies what they did not change from it).
     mutating func decode(_ e: JournalEntry, skip: Int, parser: JSONParser, ahead: SinkRoutes?, shared: DecodedEntries? = nil,
                          only: CanonicalRecord.Fields = .all, bad: (ArraySlice<UInt8>, String) -> Void) {
         // With other sinks reading the journal, the records are copied out of the shared entry;
         // alone, they are moved out of what was decoded.
         var decoded: (entry: DecodedEntries.Entry, owned: Bool)
         if !only.isAll {
-            decoded = (DecodedEntries.decodeNow(e, parser: parser, only: only), true)
-            // A line that did not decode leaves the records without their lines: the sink then
-            // encodes each record, and needs all of it.
+            decoded = (DecodedEntries.decodeNow(e, parser: parser, only: only, patches: ahead?.changes ?? []), true)
+            // A line that did not decode (or walk) leaves the records without their lines: the
+            // sink then encodes each record, and needs all of it.
             if decoded.entry.ranges == nil { decoded = (DecodedEntries.decodeNow(e, parser: parser), true) }
         } else {
             decoded = shared?.decode(e, parser: parser) ?? (entry: DecodedEntries.decodeNow(e, parser: parser), owned: true)
@@ -58,6 +59,7 @@ struct Pending {
             bad(entry.payload[f.range], "journal entry \(e.seq) line \(f.line) is not a canonical record: \(f.error)")
         }
         let ranges = entry.ranges
+        let spans = entry.spans
         let payload = entry.payload
         guard skip < entry.records.count else { return }
         let n = entry.records.count - skip
@@ -65,25 +67,12 @@ struct Pending {
         records.records.reserve(atLeast: records.count + n)
         records.lines.reserve(atLeast: records.count + n)
         if ahead != nil, ends != nil { ends!.reserve(atLeast: positions.count + n) }
-        let partial = !only.isAll && ranges != nil
         func take(_ r: consuming CanonicalRecord, _ index: Int) {
-            let line: RecordLine = ranges.map { .whole(payload[$0[index]]) } ?? .none
+            let line: RecordLine = ranges.map { ranges in
+                spans.map { .patched(payload[ranges[index]], changed: [], spans: $0[index]) } ?? .whole(payload[ranges[index]])
+            } ?? .none
             if let ahead, ends != nil {
-                let before = records.count
                 _ = ahead.process(consume r, line: line, into: &records)
-                if partial && records.lines[before...].contains(where: { if case .none = $0 { true } else { false } }),
-                   case .whole(let bytes) = line {
-                    // A changed record whose line could not be cut (see `RecordLine.patch`) is
-                    // written whole from its fields: all of them are read, and it goes again.
-                    records.removeLast(records.count - before)
-                    guard let doc = try? parser.parse(Array(bytes)), let full = try? CanonicalCodec.decode(doc.root) else {
-                        bad(bytes, "journal entry \(e.seq) record \(index + 1) is not a canonical record")
-                        positions.append((e.seq, index))
-                        ends!.append(records.count)
-                        return
-                    }
-                    _ = ahead.process(full, line: line, into: &records)
-                }
                 positions.append((e.seq, index))
                 ends!.append(records.count)
             } else {

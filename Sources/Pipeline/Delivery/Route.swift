@@ -149,21 +149,22 @@ public final class SinkRoutes {
 
     /// The fields of the journal's records that `routes` and a sink reading `sinkReads` read:
     /// the sink's; `receiver` unless every route takes every receiver; what each transform
-    /// reads (`TransformSpec.reads`); and, where a route changes records, every field from
-    /// `value` on (a sink writes those anew after the journal line's head, and where that head
-    /// ends depends on which of them the record has) — all of them when it may change one
-    /// before `value` (the line is then written whole from the record).
+    /// reads (`TransformSpec.reads`); and every field a route may change (a sink writes those
+    /// anew from the record, and copies the others from the journal's line: `RecordLine.patched`).
+    /// A transform that emits records of its own reads all (its records have no line).
     public static func fieldsRead(routes: [Route], sinkReads: CanonicalRecord.Fields) -> CanonicalRecord.Fields {
         var fields = sinkReads
         if !routes.allSatisfy({ $0.from.contains(where: \.matchesAll) }) { fields.insert(.receiver) }
         for route in routes {
             for t in route.transforms { fields.formUnion(t.reads) }
-            guard let first = route.changes.first else { continue }
-            guard first >= .value else { return .all }
-            fields.formUnion(.from(.value))
+            fields.formUnion(route.changes)
         }
         return fields
     }
+
+    /// The fields some route may change in the records it passes on (a sink writes those anew
+    /// in their lines: `RecordLine.patched`).
+    public var changes: CanonicalRecord.Fields { lanes.reduce([]) { $0.union($1.changes) } }
 
     /// True when every route only maps records (or has no transforms): no state, nothing
     /// emitted later, so records can be routed ahead of the batch they go in.
@@ -189,24 +190,18 @@ public final class SinkRoutes {
             return
         }
         if lane.maps {
-            // What of the journal's line still holds once the transforms ran: all of it, all
-            // but the fields they changed, or nothing; worked out only for a record they
-            // pass on, from the shape it came with, and from what they say they changed of it.
-            let shape = lane.changes.rawValue == 0 ? CanonicalRecord.Fields() : r.lineShape
+            // What of the journal's line still holds once the transforms ran: all of it, or
+            // all but the fields they say they changed.
             var x = consume r
             var changed = CanonicalRecord.Fields()
             for i in lane.transforms.indices {
                 guard let c = lane.transforms[i].map(&x) else { return }
                 changed.formUnion(c.intersection(lane.declared[i]))
             }
-            var keep = line
-            if changed.rawValue != 0 {
-                if case .whole(let bytes) = line { keep = .patch(shape: shape, line: bytes, changing: changed) } else { keep = .none }
-            }
-            out.append(consume x, line: keep)
+            out.append(consume x, line: line.changing(changed))
             return
         }
-        // Transforms that may emit other records than the one they got: no head is theirs.
+        // Transforms that may emit other records than the one they got: no line is theirs.
         let whole = lane.changes.rawValue == 0 ? line : RecordLine.none
         run(lane, r, from: 0) { out.append($0, line: whole) }
     }

@@ -59,9 +59,16 @@ public struct FilterTransform: TransformSpec {
 
     public var kind: String { "filter" }
     public var changes: CanonicalRecord.Fields { [] }
-    /// Everything a rule may look at, whichever are configured.
+    /// What the configured rules look at (the type always: its rules are looked up by it).
     public var reads: CanonicalRecord.Fields {
-        CanonicalRecord.Fields(.op, .type, .kind, .device, .receiver, .source, .start, .end, .value)
+        var fields = CanonicalRecord.Fields(.op, .type)
+        if !kinds.isEmpty { fields.insert(.kind) }
+        if !devices.isEmpty { fields.insert(.device) }
+        if !receivers.isEmpty { fields.insert(.receiver) }
+        if !sources.isEmpty || !sourceDevices.isEmpty { fields.insert(.source) }
+        if since != nil || maxAgeSeconds != nil { fields.formUnion(CanonicalRecord.Fields(.start, .end)) }
+        if !values.isEmpty || !excludeValues.isEmpty { fields.insert(.value) }
+        return fields
     }
 
     public func instantiate(_ context: TransformContext) -> any Transform { Instance(spec: self, clock: context.clock) }

@@ -18,15 +18,16 @@ public struct RenameTransform: TransformSpec {
 
     public var kind: String { "rename" }
     public var changes: CanonicalRecord.Fields { CanonicalRecord.Fields(.type, .device) }
+    public var reads: CanonicalRecord.Fields { CanonicalRecord.Fields(.type, .device) }
 
     public func instantiate(_ context: TransformContext) -> any Transform { MappingInstance(apply) }
 
-    /// Renames what the config names; true when it did.
+    /// Renames what the config names; says which of the two it renamed.
     @discardableResult
-    public func apply(_ r: inout CanonicalRecord) -> Bool {
-        var renamed = false
-        if let t = types[r.type] { r.type = t; renamed = true }
-        if let d = devices[r.device] { r.device = d; renamed = true }
+    public func apply(_ r: inout CanonicalRecord) -> CanonicalRecord.Fields {
+        var renamed = CanonicalRecord.Fields()
+        if let t = types[r.type] { r.type = t; renamed.insert(.type) }
+        if let d = devices[r.device] { r.device = d; renamed.insert(.device) }
         return renamed
     }
 

@@ -19,17 +19,17 @@ public struct TagTransform: TransformSpec {
 
     public func instantiate(_ context: TransformContext) -> any Transform { MappingInstance(apply) }
 
-    /// Labels the record (true: its tags changed).
+    /// Labels the record (its tags changed).
     @discardableResult
-    public func apply(_ r: inout CanonicalRecord) -> Bool {
+    public func apply(_ r: inout CanonicalRecord) -> CanonicalRecord.Fields {
         if r.tags.isEmpty {
             r.tags = tags   // shares the one array: no copy per record
-            return true
+            return CanonicalRecord.Fields(.tags)
         }
         for t in tags {
             if let i = r.tags.firstIndex(where: { $0.name == t.name }) { r.tags[i].value = t.value } else { r.tags.append(t) }
         }
-        return true
+        return CanonicalRecord.Fields(.tags)
     }
 
     public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {

@@ -1,0 +1,288 @@
+import Glibc
+
+/// The members of one canonical line, walked without a parser: where each `"key":value`
+/// begins and ends, and which of the record's fields it holds. What lets a sink write a changed
+/// record as its journal line with only the changed members written anew
+/// (`RecordLine.patched`), and `CanonicalCodec` read a few fields without parsing the rest.
+///
+/// It takes the line as `appendNDJSON` writes it — one object, no white space, members in the
+/// order of `CanonicalRecord.Field`, none twice but the phone's own (`fields`) — and says
+/// `failed` for anything else: then nothing of the line may be reused. Values are skipped by
+/// their brackets and strings (escapes honoured), not checked: the journal's checksum vouches
+/// for the bytes, the parser for their JSON when a field is read from them.
+public struct CanonicalLine {
+    /// One member: `start` is its `{` (the first) or the `,` before it, `end` the `,` or `}`
+    /// after it, so `start..<end` is all of it as the writer writes it.
+    public struct Member {
+        public var field: CanonicalRecord.Field
+        public var start: Int
+        public var valueStart: Int
+        public var end: Int
+    }
+
+    public let line: UnsafeRawBufferPointer
+    /// Where the next member's `{` or `,` is (the line's closing `}` once the walk is done).
+    public private(set) var position = 0
+    public private(set) var failed = false
+    private var last = -1
+
+    /// `line` without its line feed.
+    public init(_ line: UnsafeRawBufferPointer) {
+        self.line = line
+    }
+
+    /// Whether the whole of `line` walks.
+    public static func walks(_ line: UnsafeRawBufferPointer) -> Bool {
+        var walk = CanonicalLine(line)
+        while walk.next() != nil {}
+        return !walk.failed
+    }
+
+    /// The next member; nil at the end of the object (the walk done: `position` is its `}`)
+    /// or when the line is not as the writer writes it (`failed`).
+    public mutating func next() -> Member? {
+        let n = line.count
+        guard !failed, position < n else { return nil }
+        let separator = line[position]
+        if position == 0 {
+            guard separator == 0x7B else { return fail() }   // {
+            if n == 2 && line[1] == 0x7D {
+                position = 1
+                return nil
+            }
+        } else if separator == 0x7D {
+            return position == n - 1 ? nil : fail()
+        } else {
+            guard separator == 0x2C else { return fail() }
+        }
+        let keyStart = position + 1
+        guard keyStart < n, line[keyStart] == 0x22, let keyEnd = skipString(keyStart),
+              keyEnd < n, line[keyEnd] == 0x3A else { return fail() }
+        let valueStart = keyEnd + 1
+        guard let valueEnd = skipValue(valueStart) else { return fail() }
+        let key = UnsafeRawBufferPointer(rebasing: line[(keyStart + 1)..<(keyEnd - 1)])
+        var field = CanonicalRecord.Field(key: key) ?? .fields
+        // Labels are an object of strings; anything else under that name is one of the
+        // phone's own fields (as `CanonicalCodec.decode` reads it).
+        if field == .tags && !isObjectOfStrings(valueStart..<valueEnd) { field = .fields }
+        guard field.rawValue > last || (field == .fields && last == field.rawValue) else { return fail() }
+        last = field.rawValue
+        let member = Member(field: field, start: position, valueStart: valueStart, end: valueEnd)
+        position = valueEnd
+        return member
+    }
+
+    private mutating func fail() -> Member? {
+        failed = true
+        return nil
+    }
+
+    /// The index after the string whose opening quote is at `i`: eight bytes at a time to the
+    /// next quote or backslash (most strings are short and have neither inside), an escape
+    /// stepped over.
+    private func skipString(_ i: Int) -> Int? {
+        guard let base = line.baseAddress else { return nil }
+        let n = line.count
+        var at = i + 1
+        while at < n {
+            if at + 8 <= n {
+                let word = (base + at).loadUnaligned(as: UInt64.self)
+                let hits = CanonicalLine.bytesEqual(word, 0x22) | CanonicalLine.bytesEqual(word, 0x5C)
+                if hits == 0 {
+                    at += 8
+                    continue
+                }
+                at += hits.trailingZeroBitCount / 8
+            }
+            switch line[at] {
+            case 0x22: return at + 1
+            case 0x5C: at += 2
+            default: at += 1
+            }
+        }
+        return nil
+    }
+
+    /// The high bit of each byte of `word` that is `byte` (and, past the first such byte,
+    /// perhaps of others: only the lowest one set is exact, which is all that is read).
+    @inline(__always) static func bytesEqual(_ word: UInt64, _ byte: UInt8) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        let x = word ^ (ones &* UInt64(byte))
+        return (x &- ones) & ~x & highs
+    }
+
+    /// The index after the value that begins at `i`: a string, an object or array (by its
+    /// brackets, strings inside skipped whole), or a number or literal (up to the `,` or `}`).
+    private func skipValue(_ i: Int) -> Int? {
+        let n = line.count
+        guard i < n else { return nil }
+        switch line[i] {
+        case 0x22:
+            return skipString(i)
+        case 0x7B, 0x5B:
+            var depth = 0
+            var at = i
+            while at < n {
+                switch line[at] {
+                case 0x22:
+                    guard let after = skipString(at) else { return nil }
+                    at = after
+                    continue
+                case 0x7B, 0x5B: depth += 1
+                case 0x7D, 0x5D:
+                    depth -= 1
+                    if depth == 0 { return at + 1 }
+                default: break
+                }
+                at += 1
+            }
+            return nil
+        default:
+            var at = i
+            while at < n && line[at] != 0x2C && line[at] != 0x7D { at += 1 }
+            return at > i ? at : nil
+        }
+    }
+
+    /// Whether the value at `range` is `{}` or `{"name":"text",…}`.
+    private func isObjectOfStrings(_ range: Range<Int>) -> Bool {
+        guard line[range.lowerBound] == 0x7B else { return false }
+        var at = range.lowerBound + 1
+        if line[at] == 0x7D { return at + 1 == range.upperBound }
+        while at < range.upperBound {
+            guard line[at] == 0x22, let keyEnd = skipString(at), keyEnd + 1 < range.upperBound, line[keyEnd] == 0x3A,
+                  line[keyEnd + 1] == 0x22, let valueEnd = skipString(keyEnd + 1), valueEnd < range.upperBound else { return false }
+            if line[valueEnd] == 0x7D { return valueEnd + 1 == range.upperBound }
+            guard line[valueEnd] == 0x2C else { return false }
+            at = valueEnd + 1
+        }
+        return false
+    }
+}
+
+extension CanonicalRecord.Field {
+    /// The field whose canonical key is `key` (nil for any other name: one of the phone's own).
+    @inline(__always) public init?(key: UnsafeRawBufferPointer) {
+        guard let base = key.baseAddress, !key.isEmpty else { return nil }
+        // By length and first letters, then the whole name (a phone's own field may share those).
+        let first = key[0], second = key.count > 1 ? key[1] : 0
+        let guess: (CanonicalRecord.Field, StaticString)?
+        switch (key.count, first) {
+        case (2, 0x6F): guess = (.op, "op")
+        case (3, 0x65): guess = (.end, "end")
+        case (4, 0x74): guess = second == 0x79 ? (.type, "type") : (.tags, "tags")
+        case (4, 0x6B): guess = (.kind, "kind")
+        case (4, 0x75): guess = second == 0x75 ? (.uuid, "uuid") : (.unit, "unit")
+        case (4, 0x70): guess = (.part, "part")
+        case (4, 0x63): guess = (.code, "code")
+        case (5, 0x73): guess = (.start, "start")
+        case (5, 0x76): guess = (.value, "value")
+        case (5, 0x70): guess = (.parts, "parts")
+        case (5, 0x65): guess = (.extra, "extra")
+        case (6, 0x64): guess = (.device, "device")
+        case (6, 0x73): guess = (.source, "source")
+        case (8, 0x72): guess = (.receiver, "receiver")
+        case (8, 0x61): guess = (.activity, "activity")
+        case (8, 0x6D): guess = (.metadata, "metadata")
+        case (10, 0x75): guess = (.utcOffset, "utc_offset")
+        case (10, 0x64): guess = second == 0x75 ? (.durationS, "duration_s") : (.distanceM, "distance_m")
+        case (11, 0x65): guess = (.energyKcal, "energy_kcal")
+        default: guess = nil
+        }
+        guard let (field, name) = guess else { return nil }
+        let bytes = name.utf8Start
+        for i in 0..<key.count where base.load(fromByteOffset: i, as: UInt8.self) != bytes[i] { return nil }
+        self = field
+    }
+}
+
+/// Where, in one canonical line, the members of up to two runs of fields lie (fields next to
+/// each other in the line's order: `value` and `unit`; `tags`): each span from the first
+/// member of its run (or where one would go) to the end of its last. Found while the line was
+/// read (`CanonicalCodec`), with the run's fields, so that a sink writes a changed record's
+/// line as the journal's bytes around the runs and the runs written anew from the record
+/// (`RecordLine.patched`), without walking the line again.
+public struct LineSpans: Sendable {
+    /// The fields of each run ([] for none).
+    public let first: CanonicalRecord.Fields
+    public let second: CanonicalRecord.Fields
+    let firstStart: UInt32, firstEnd: UInt32, secondStart: UInt32, secondEnd: UInt32
+
+    /// No span known: a sink walks the line.
+    public static let none = LineSpans(first: [], second: [], firstStart: 0, firstEnd: 0, secondStart: 0, secondEnd: 0)
+
+    /// The fields the spans hold.
+    public var fields: CanonicalRecord.Fields { first.union(second) }
+
+    /// The runs of `fields` (a run: fields next to each other in `Field` order); nil when they
+    /// make more than two.
+    public static func runs(of fields: CanonicalRecord.Fields) -> (CanonicalRecord.Fields, CanonicalRecord.Fields)? {
+        var rest = fields.rawValue
+        var runs: [UInt32] = []
+        while rest != 0 {
+            let low = rest & (~rest &+ 1)   // the lowest field left
+            var run = low, next = low << 1
+            while next != 0 && rest & next != 0 {
+                run |= next
+                next <<= 1
+            }
+            runs.append(run)
+            rest &= ~run
+            if runs.count > 2 { return nil }
+        }
+        return (CanonicalRecord.Fields(rawValue: runs.first ?? 0), CanonicalRecord.Fields(rawValue: runs.count > 1 ? runs[1] : 0))
+    }
+
+    /// Finds the spans of two runs from the members of a walk, in order.
+    public struct Finder {
+        let runs: (CanonicalRecord.Fields, CanonicalRecord.Fields)
+        let bounds: (lo: Int, hi: Int, lo2: Int, hi2: Int)
+        var starts: (Int, Int) = (-1, -1)
+        var ends: (Int, Int) = (-1, -1)
+
+        public init(runs: (CanonicalRecord.Fields, CanonicalRecord.Fields)) {
+            self.runs = runs
+            func range(_ f: CanonicalRecord.Fields) -> (Int, Int) {
+                f.rawValue == 0 ? (Int.max, Int.max) : (f.rawValue.trailingZeroBitCount, 31 - f.rawValue.leadingZeroBitCount)
+            }
+            let (a, b) = range(runs.0), (c, d) = range(runs.1)
+            bounds = (a, b, c, d)
+        }
+
+        /// The last field a walk must reach for the spans: past it nothing changes them.
+        public var last: Int { runs.1.rawValue != 0 ? bounds.hi2 : bounds.hi }
+
+        @inline(__always) public mutating func see(_ m: CanonicalLine.Member) {
+            let f = m.field.rawValue
+            if f >= bounds.lo {
+                if starts.0 < 0 { starts.0 = m.start }
+                if f <= bounds.hi { ends.0 = m.end }
+                if f >= bounds.lo2 {
+                    if starts.1 < 0 { starts.1 = m.start }
+                    if f <= bounds.hi2 { ends.1 = m.end }
+                }
+            }
+        }
+
+        /// The spans, the line's closing `}` at `closing` (where a run no member reached would
+        /// go: a walk that stopped at a member past the runs has placed them all).
+        public func spans(closing: Int) -> LineSpans {
+            let s0 = starts.0 < 0 ? closing : starts.0, e0 = ends.0 < 0 ? s0 : ends.0
+            let s1 = starts.1 < 0 ? closing : starts.1, e1 = ends.1 < 0 ? s1 : ends.1
+            return LineSpans(first: runs.0, second: runs.1, firstStart: UInt32(s0), firstEnd: UInt32(e0),
+                             secondStart: UInt32(s1), secondEnd: UInt32(e1))
+        }
+    }
+}
+
+extension CanonicalLine {
+    /// The spans of `runs` in `line` (`LineSpans.none` without runs), from a walk of all of it;
+    /// nil when it does not walk.
+    public static func spans(of line: UnsafeRawBufferPointer, runs: (CanonicalRecord.Fields, CanonicalRecord.Fields)?) -> LineSpans? {
+        var walk = CanonicalLine(line)
+        guard let runs else { return walks(line) ? LineSpans.none : nil }
+        var finder = LineSpans.Finder(runs: runs)
+        while let m = walk.next() { finder.see(m) }
+        return walk.failed ? nil : finder.spans(closing: walk.position)
+    }
+}
