@@ -38,10 +38,11 @@ extension CanonicalCodec {
         records.reserveCapacity(bytes.count / 200)
         ranges.reserveCapacity(bytes.count / 200)
         if patching { spans.reserveCapacity(bytes.count / 200) }
+        let noFinder: LineSpans.Finder? = runs.map { LineSpans.Finder(runs: $0) }
         forEachLine(bytes) { line, number, withFeed, range in
             // Scanned into its place in the array (a record returned would be copied out).
             records.append(blank)
-            var finder = runs.map { LineSpans.Finder(runs: $0) }
+            var finder = noFinder
             var found = LineSpans.none
             let scanned = records.withUnsafeMutableBufferPointer { all in
                 decodeScanned(line, only: only, whole: patching && runs == nil, reuse: &reuse, into: &all[all.count - 1],

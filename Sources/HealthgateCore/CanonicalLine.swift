@@ -233,43 +233,41 @@ public struct LineSpans: Sendable {
         return (CanonicalRecord.Fields(rawValue: runs.first ?? 0), CanonicalRecord.Fields(rawValue: runs.count > 1 ? runs[1] : 0))
     }
 
-    /// Finds the spans of two runs from the members of a walk, in order.
+    /// Finds the spans of two runs from the members of a walk, in order. (Plain fields, no
+    /// tuples: one is made for every line read.)
     public struct Finder {
-        let runs: (CanonicalRecord.Fields, CanonicalRecord.Fields)
-        let bounds: (lo: Int, hi: Int, lo2: Int, hi2: Int)
-        var starts: (Int, Int) = (-1, -1)
-        var ends: (Int, Int) = (-1, -1)
+        let first: CanonicalRecord.Fields, second: CanonicalRecord.Fields
+        let lo: Int, hi: Int, lo2: Int, hi2: Int
+        var start = -1, end = -1, start2 = -1, end2 = -1
 
         public init(runs: (CanonicalRecord.Fields, CanonicalRecord.Fields)) {
-            self.runs = runs
-            func range(_ f: CanonicalRecord.Fields) -> (Int, Int) {
-                f.rawValue == 0 ? (Int.max, Int.max) : (f.rawValue.trailingZeroBitCount, 31 - f.rawValue.leadingZeroBitCount)
-            }
-            let (a, b) = range(runs.0), (c, d) = range(runs.1)
-            bounds = (a, b, c, d)
+            (first, second) = runs
+            lo = first.rawValue == 0 ? Int.max : first.rawValue.trailingZeroBitCount
+            hi = first.rawValue == 0 ? Int.max : 31 - first.rawValue.leadingZeroBitCount
+            lo2 = second.rawValue == 0 ? Int.max : second.rawValue.trailingZeroBitCount
+            hi2 = second.rawValue == 0 ? Int.max : 31 - second.rawValue.leadingZeroBitCount
         }
 
         /// The last field a walk must reach for the spans: past it nothing changes them.
-        public var last: Int { runs.1.rawValue != 0 ? bounds.hi2 : bounds.hi }
+        public var last: Int { second.rawValue != 0 ? hi2 : hi }
 
         @inline(__always) public mutating func see(_ m: CanonicalLine.Member) {
             let f = m.field.rawValue
-            if f >= bounds.lo {
-                if starts.0 < 0 { starts.0 = m.start }
-                if f <= bounds.hi { ends.0 = m.end }
-                if f >= bounds.lo2 {
-                    if starts.1 < 0 { starts.1 = m.start }
-                    if f <= bounds.hi2 { ends.1 = m.end }
-                }
+            guard f >= lo else { return }
+            if start < 0 { start = m.start }
+            if f <= hi { end = m.end }
+            if f >= lo2 {
+                if start2 < 0 { start2 = m.start }
+                if f <= hi2 { end2 = m.end }
             }
         }
 
         /// The spans, the line's closing `}` at `closing` (where a run no member reached would
         /// go: a walk that stopped at a member past the runs has placed them all).
         public func spans(closing: Int) -> LineSpans {
-            let s0 = starts.0 < 0 ? closing : starts.0, e0 = ends.0 < 0 ? s0 : ends.0
-            let s1 = starts.1 < 0 ? closing : starts.1, e1 = ends.1 < 0 ? s1 : ends.1
-            return LineSpans(first: runs.0, second: runs.1, firstStart: UInt32(s0), firstEnd: UInt32(e0),
+            let s0 = start < 0 ? closing : start, e0 = end < 0 ? s0 : end
+            let s1 = start2 < 0 ? closing : start2, e1 = end2 < 0 ? s1 : end2
+            return LineSpans(first: first, second: second, firstStart: UInt32(s0), firstEnd: UInt32(e0),
                              secondStart: UInt32(s1), secondEnd: UInt32(e1))
         }
     }

@@ -37,15 +37,17 @@ struct Pending {
     /// Decodes a journal entry's records from `skip` on (or takes them from `shared`, where
     /// another sink's drainer decoded them), routing them when `ahead` is given. `only`: the
     /// fields the sink and its routes read (`SinkRoutes.fieldsRead`); fewer than all are read
-    /// here, not shared, and only while every record keeps its line (and every line walks, where
-    /// a route changes records: the sink copies what they did not change from it).
+    /// here, not shared, and only while every record keeps its line. `patches`: the fields the
+    /// routes may change (`SinkRoutes.changes`), which the sink writes anew into the lines: every
+    /// line must walk then, and where they lie in it is found as it is read.
     mutating func decode(_ e: JournalEntry, skip: Int, parser: JSONParser, ahead: SinkRoutes?, shared: DecodedEntries? = nil,
-                         only: CanonicalRecord.Fields = .all, bad: (ArraySlice<UInt8>, String) -> Void) {
+                         only: CanonicalRecord.Fields = .all, patches: CanonicalRecord.Fields = [],
+                         bad: (ArraySlice<UInt8>, String) -> Void) {
         // With other sinks reading the journal, the records are copied out of the shared entry;
         // alone, they are moved out of what was decoded.
         var decoded: (entry: DecodedEntries.Entry, owned: Bool)
         if !only.isAll {
-            decoded = (DecodedEntries.decodeNow(e, parser: parser, only: only, patches: ahead?.changes ?? []), true)
+            decoded = (DecodedEntries.decodeNow(e, parser: parser, only: only, patches: patches), true)
             // A line that did not decode (or walk) leaves the records without their lines: the
             // sink then encodes each record, and needs all of it.
             if decoded.entry.ranges == nil { decoded = (DecodedEntries.decodeNow(e, parser: parser), true) }

@@ -213,6 +213,8 @@ final class DrainLoop {
     let ahead: SinkRoutes?
     /// The fields of the journal's records the sink and its routes read (`SinkRoutes.fieldsRead`).
     let reads: CanonicalRecord.Fields
+    /// The fields the routes may change, which the sink writes anew into the records' lines.
+    let patches: CanonicalRecord.Fields
     var lastSavedAt: Double
     var lastProbeAt = -Double.infinity
     var lastIdleAt = -Double.infinity
@@ -231,6 +233,7 @@ final class DrainLoop {
         routes.restore(start.states, logger: d.logger)
         ahead = routes.onlyMap ? routes : nil
         reads = SinkRoutes.fieldsRead(routes: d.routes, sinkReads: d.built.reads)
+        patches = routes.changes
         pending = Pending(routed: ahead != nil)
         deadLetters = DeadLetters(sink: d.name, dataDir: d.dataDir, metrics: d.metrics, logger: d.logger, clock: d.clock)
         committed = start
@@ -566,7 +569,7 @@ final class DrainLoop {
     }
 
     func decode(_ e: JournalEntry, skip: Int) {
-        pending.decode(e, skip: skip, parser: parser, ahead: ahead, shared: d.journal.decoded, only: reads) { line, reason in
+        pending.decode(e, skip: skip, parser: parser, ahead: ahead, shared: d.journal.decoded, only: reads, patches: patches) { line, reason in
             deadLetters.keep(line: line, reason: reason)
         }
     }
@@ -583,6 +586,7 @@ final class DrainLoop {
         let parser: JSONParser
         let ahead: SinkRoutes?
         let reads: CanonicalRecord.Fields
+        let patches: CanonicalRecord.Fields
         let logger: Logger
         let name: String
         var pending: Pending
@@ -590,11 +594,13 @@ final class DrainLoop {
         var bytes = 0
         var running: Forked<Void>?
 
-        init(reader: JournalReader, parser: JSONParser, ahead: SinkRoutes?, reads: CanonicalRecord.Fields, logger: Logger, name: String) {
+        init(reader: JournalReader, parser: JSONParser, ahead: SinkRoutes?, reads: CanonicalRecord.Fields,
+             patches: CanonicalRecord.Fields, logger: Logger, name: String) {
             self.reader = reader
             self.parser = parser
             self.ahead = ahead
             self.reads = reads
+            self.patches = patches
             pending = Pending(routed: ahead != nil)
             self.logger = logger
             self.name = name
@@ -615,7 +621,8 @@ final class DrainLoop {
                 if entries.isEmpty { return }
                 for e in entries {
                     bytes += e.payload.count
-                    pending.decode(e, skip: 0, parser: parser, ahead: ahead, shared: reader.journal.decoded, only: reads) { line, reason in
+                    pending.decode(e, skip: 0, parser: parser, ahead: ahead, shared: reader.journal.decoded, only: reads,
+                                   patches: patches) { line, reason in
                         bad.append((line, reason))
                     }
                 }
@@ -629,7 +636,7 @@ final class DrainLoop {
         guard pending.count < upTo, d.journal.lastDurableSeq >= reader.nextSeq else { return nil }
         // The drainer's own parser: it is not used while the sink writes (one parser's buffers
         // per sink, not two).
-        let job = ReadAhead(reader: reader, parser: parser, ahead: ahead, reads: reads, logger: logger, name: name)
+        let job = ReadAhead(reader: reader, parser: parser, ahead: ahead, reads: reads, patches: patches, logger: logger, name: name)
         job.wanted = upTo - pending.count
         job.running = Forked { job.run() }
         return job
