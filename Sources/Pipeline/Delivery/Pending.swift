@@ -82,6 +82,7 @@ struct Pending {
                 positions.append((e.seq, index))
             }
         }
+        let firstOutput = records.count
         if owned {
             // Each record is moved out of the decoded array (not copied: a copy retains each
             // of its strings), its place left to an empty record until the array goes.
@@ -95,6 +96,27 @@ struct Pending {
                 for index in skip..<all.count { take(all[index], index) }
             }
         }
+        if spans != nil, ahead != nil { writeChangedLines(from: firstOutput, payloadBytes: payload.count) }
+    }
+
+    /// Routed ahead with the records read in part (a sink that writes lines: file, http), the
+    /// lines of the records the routes changed are written here, on the read-ahead's threads,
+    /// into one buffer for the entry — the sink then copies every line as it is, as it does the
+    /// unchanged ones, instead of writing the changed members into it while it writes.
+    private mutating func writeChangedLines(from first: Int, payloadBytes: Int) {
+        var buffer: [UInt8] = []
+        var written: [(index: Int, range: Range<Int>)] = []
+        let tagsText = TagsText()
+        records.records.withUnsafeBufferPointer { all in
+            for i in first..<all.count {
+                guard case .patched(_, let changed, _) = records.lines[i], changed.rawValue != 0 else { continue }
+                if buffer.isEmpty { buffer.reserveCapacity(payloadBytes + payloadBytes / 4) }
+                let start = buffer.count
+                CanonicalRecord.appendNDJSON(at: all.baseAddress! + i, to: &buffer, reusing: records.lines[i], tagsText: tagsText)
+                written.append((i, start..<buffer.count))
+            }
+        }
+        for w in written { records.lines[w.index] = .whole(buffer[w.range]) }
     }
 
     /// Routed ahead: the outputs of the oldest journal records, record by record until at
