@@ -132,10 +132,6 @@ extension CanonicalRecord {
         public static let all = Fields(rawValue: 1 << UInt32(Field.allCases.count) - 1)
         /// Every field.
         @inlinable public var isAll: Bool { rawValue == Fields.all.rawValue }
-        /// The first of these fields in the line's order (nil for none).
-        public var first: Field? { rawValue == 0 ? nil : Field(rawValue: rawValue.trailingZeroBitCount) }
-        /// `field` and every field after it in the line's order.
-        public static func from(_ field: Field) -> Fields { Fields(rawValue: all.rawValue & ~(1 << UInt32(field.rawValue) - 1)) }
     }
 }
 
