@@ -81,9 +81,8 @@ public enum CanonicalCodec {
     }
 
     /// The byte range of each line that is not blank (line feed included), as `decodeLines` reads them.
-    static func lineRanges(_ bytes: [UInt8], expected: Int = 0) -> [Range<Int>] {
+    static func lineRanges(_ bytes: [UInt8]) -> [Range<Int>] {
         var ranges: [Range<Int>] = []
-        ranges.reserveCapacity(expected)
         forEachLine(bytes) { _, _, withFeed, _ in ranges.append(withFeed) }
         return ranges
     }
@@ -134,7 +133,7 @@ public enum CanonicalCodec {
                                    onError: (Int, CanonicalDecodeError, Range<Int>) -> Void = { _, _, _ in }) -> [CanonicalRecord] {
         if let all = decodeAsArray(bytes, parser: parser, only: only) { return all }
         var out: [CanonicalRecord] = []
-        var reuse = JSONStringReuse(slots: Key.allCases.count + 2)
+        var reuse = JSONStringReuse(slots: reuseSlots)
         forEachLine(bytes) { line, number, _, range in
             if let r = decodeLine(line, number: number, range: range, parser: parser, reuse: &reuse, only: only, onError: onError) {
                 out.append(r)
@@ -172,7 +171,7 @@ public enum CanonicalCodec {
         guard ok, let doc = try? parser.parse(joined), doc.root.kind == .array else { return nil }
         var out: [CanonicalRecord] = []
         out.reserveCapacity(doc.root.count)
-        var reuse = JSONStringReuse(slots: Key.allCases.count + 2)
+        var reuse = JSONStringReuse(slots: reuseSlots)
         do {
             for element in doc.root.elements { out.append(try decode(element, reuse: &reuse, only: only)) }
         } catch {
@@ -181,49 +180,15 @@ public enum CanonicalCodec {
         return out
     }
 
-    /// The canonical field names, in the order of `Key`.
-    enum Key: Int, CaseIterable {
-        case op, kind, device, receiver, uuid, type, part, parts, start, end, utcOffset, value, unit, code
-        case activity, durationS, energyKcal, distanceM, source, metadata, extra, tags, other
-    }
-
-    static let keys = JSONKeyTable([
-        "op", "kind", "device", "receiver", "uuid", "type", "part", "parts", "start", "end", "utc_offset", "value",
-        "unit", "code", "activity", "duration_s", "energy_kcal", "distance_m", "source", "metadata", "extra", "tags",
-    ])
-
-    /// The record field each key fills (members of no canonical name go to `fields`).
-    @inline(__always) static func field(_ key: Key) -> CanonicalRecord.Field {
-        switch key {
-        case .op: .op
-        case .kind: .kind
-        case .device: .device
-        case .receiver: .receiver
-        case .uuid: .uuid
-        case .type: .type
-        case .part: .part
-        case .parts: .parts
-        case .start: .start
-        case .end: .end
-        case .utcOffset: .utcOffset
-        case .value: .value
-        case .unit: .unit
-        case .code: .code
-        case .activity: .activity
-        case .durationS: .durationS
-        case .energyKcal: .energyKcal
-        case .distanceM: .distanceM
-        case .source: .source
-        case .metadata: .metadata
-        case .extra: .extra
-        case .tags: .tags
-        case .other: .fields
-        }
-    }
+    /// String slots for `JSONStringReuse`: one per field (by its `rawValue`), then the source's
+    /// app and device.
+    static let reuseSlots = CanonicalRecord.Field.allCases.count + 2
+    static let sourceAppSlot = CanonicalRecord.Field.allCases.count
+    static let sourceDeviceSlot = CanonicalRecord.Field.allCases.count + 1
 
     /// One canonical record from a parsed JSON object, in one pass over its members.
     public static func decode(_ o: JSONRef) throws(CanonicalDecodeError) -> CanonicalRecord {
-        var reuse = JSONStringReuse(slots: Key.allCases.count + 2)
+        var reuse = JSONStringReuse(slots: reuseSlots)
         return try decode(o, reuse: &reuse)
     }
 
@@ -242,7 +207,7 @@ public enum CanonicalCodec {
             guard let s = v.string else { throw CanonicalDecodeError("\"\(k)\" must be a string") }
             return s
         }
-        func shared(_ v: JSONRef, _ key: Key, _ k: StaticString) throws(CanonicalDecodeError) -> String? {
+        func shared(_ v: JSONRef, _ key: CanonicalRecord.Field, _ k: StaticString) throws(CanonicalDecodeError) -> String? {
             if v.isNull { return nil }
             guard let s = reuse.string(v, slot: key.rawValue) else { throw CanonicalDecodeError("\"\(k)\" must be a string") }
             return s
@@ -265,8 +230,9 @@ public enum CanonicalCodec {
             return t
         }
         for (k, v) in o.members {
-            let key = keys.index(of: k).map({ Key(rawValue: $0)! }) ?? .other
-            if !every && key != .op && !only.has(field(key)) { continue }
+            // Members of no canonical name go to `fields` (the walker's rule too: `CanonicalLine`).
+            let key = k.withBytes { CanonicalRecord.Field(key: $0) } ?? .fields
+            if !every && key != .op && !only.has(key) { continue }
             switch key {
             case .op:
                 guard let s = try str(v, "op"), let parsed = CanonicalRecord.Op(rawValue: s) else {
@@ -302,8 +268,8 @@ public enum CanonicalCodec {
             case .distanceM: r.distanceM = try num(v, "distance_m")
             case .source:
                 if v.kind == .object {
-                    let app = v["app"].flatMap { reuse.string($0, slot: Key.allCases.count) }
-                    let dev = v["device"].flatMap { reuse.string($0, slot: Key.allCases.count + 1) }
+                    let app = v["app"].flatMap { reuse.string($0, slot: sourceAppSlot) }
+                    let dev = v["device"].flatMap { reuse.string($0, slot: sourceDeviceSlot) }
                     r.source = RecordSource(app: app, device: dev)
                 }
             case .metadata:
@@ -320,7 +286,7 @@ public enum CanonicalCodec {
                 } else {
                     r.fields.append(RecordField(k.string, raw(v)))
                 }
-            case .other:
+            case .fields:
                 r.fields.append(RecordField(k.string, raw(v)))
             }
         }

@@ -31,7 +31,7 @@ extension CanonicalCodec {
         var ranges: [Range<Int>] = []
         var spans: [LineSpans] = []
         var failed = false
-        var reuse = JSONStringReuse(slots: Key.allCases.count + 2)
+        var reuse = JSONStringReuse(slots: reuseSlots)
         let blank = CanonicalRecord.empty
         let patching = patches.rawValue != 0
         let runs = patching ? LineSpans.runs(of: patches) : nil
@@ -142,9 +142,9 @@ extension CanonicalCodec {
                 var app: String?, device: String?
                 guard objectOfStrings(v, { name, text in
                     if name.count == 3 && memcmp(name.baseAddress!, "app", 3) == 0 && app == nil {
-                        app = reuse.string(bytes: text, slot: Key.allCases.count)
+                        app = reuse.string(bytes: text, slot: sourceAppSlot)
                     } else if name.count == 6 && memcmp(name.baseAddress!, "device", 6) == 0 && device == nil {
-                        device = reuse.string(bytes: text, slot: Key.allCases.count + 1)
+                        device = reuse.string(bytes: text, slot: sourceDeviceSlot)
                     } else {
                         return false
                     }

@@ -17,10 +17,6 @@ public struct JSONKeyTable: Sendable {
         key.withBytes { lookup($0) }
     }
 
-    /// The position of the name with exactly these UTF-8 bytes, or nil.
-    @inlinable
-    public func index(ofBytes key: UnsafeRawBufferPointer) -> Int? { lookup(key) }
-
     @usableFromInline
     func lookup(_ b: UnsafeRawBufferPointer) -> Int? {
         guard b.count < byLength.count else { return nil }

@@ -277,8 +277,8 @@ extension CanonicalLine {
     /// The spans of `runs` in `line` (`LineSpans.none` without runs), from a walk of all of it;
     /// nil when it does not walk.
     public static func spans(of line: UnsafeRawBufferPointer, runs: (CanonicalRecord.Fields, CanonicalRecord.Fields)?) -> LineSpans? {
-        var walk = CanonicalLine(line)
         guard let runs else { return walks(line) ? LineSpans.none : nil }
+        var walk = CanonicalLine(line)
         var finder = LineSpans.Finder(runs: runs)
         while let m = walk.next() { finder.see(m) }
         return walk.failed ? nil : finder.spans(closing: walk.position)

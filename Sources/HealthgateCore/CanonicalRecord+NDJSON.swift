@@ -47,8 +47,8 @@ extension CanonicalRecord {
     /// but `op`, which opens the object: `{"op":…`. The object's closing `}` is the caller's.
     func writeMembers(_ o: inout JSONBytes, only: Fields, tagsText: TagsText? = nil) {
         @inline(__always) func writes(_ f: Field) -> Bool { only.has(f) }
-        // The head, op … utc_offset, first and in this order, strings, integers and times only:
-        // `CanonicalCodec.decodeHead` scans it without a parser (a change here is a change there).
+        // Every member in the order of `Field`: `CanonicalLine` walks the lines in that order, and
+        // refuses any other (a change here is a change there).
         if writes(.op) { o.lit("{\"op\":"); o.str(op.rawValue) }
         if writes(.kind) { o.lit(",\"kind\":"); o.str(kind) }
         if writes(.device) { o.lit(",\"device\":"); o.str(device) }

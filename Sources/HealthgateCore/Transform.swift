@@ -9,8 +9,8 @@ public protocol TransformSpec: Sendable {
     /// reuse all their bytes. Default `.all`.
     var changes: CanonicalRecord.Fields { get }
     /// The fields of a record the transform reads. With no other need for them (the sink's
-    /// `BuiltSink.reads`, the fields from the first one a route changes on), the drainer leaves
-    /// the rest of each journal record unread. Default `.all`; a transform that keeps state or
+    /// `BuiltSink.reads`, the fields a route changes), the drainer leaves the rest of each
+    /// journal record unread. Default `.all`; a transform that keeps state or
     /// emits records of its own needs all.
     var reads: CanonicalRecord.Fields { get }
     func instantiate(_ context: TransformContext) -> any Transform

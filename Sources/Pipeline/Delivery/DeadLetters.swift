@@ -27,9 +27,9 @@ public struct DeadLetters: Sendable {
 
     /// Keeps a record the sink rejected for good. False when it could not be written (then
     /// the caller keeps the record for another try). `line`: what of its journal line holds.
-    /// The record is written as the sink wrote it — the journal's bytes, and after a cut head
-    /// the fields from there on — and read again in full for the log: the drainer may have read
-    /// only the fields its sink and routes need (`SinkRoutes.fieldsRead`), never those in a head.
+    /// The record is written as the sink wrote it — the journal's line, with the members a route
+    /// changed written anew — and read again in full for the log: the drainer may have read only
+    /// the fields its sink and routes need (`SinkRoutes.fieldsRead`).
     public func keep(_ given: CanonicalRecord, line: RecordLine = .none, reason: String) -> Bool {
         var r = given
         var encoded: [UInt8] = []

@@ -588,7 +588,8 @@ final class DrainLoop {
         let reader: JournalReader
         let parser: JSONParser
         let ahead: SinkRoutes?
-        let second: (parser: JSONParser, ahead: SinkRoutes?)
+        /// The second decoder (only where routes change records).
+        let second: (parser: JSONParser, ahead: SinkRoutes?)?
         let reads: CanonicalRecord.Fields
         let patches: CanonicalRecord.Fields
         let logger: Logger
@@ -598,7 +599,7 @@ final class DrainLoop {
         var bytes = 0
         var running: Forked<Void>?
 
-        init(reader: JournalReader, parser: JSONParser, ahead: SinkRoutes?, second: (parser: JSONParser, ahead: SinkRoutes?),
+        init(reader: JournalReader, parser: JSONParser, ahead: SinkRoutes?, second: (parser: JSONParser, ahead: SinkRoutes?)?,
              reads: CanonicalRecord.Fields, patches: CanonicalRecord.Fields, logger: Logger, name: String) {
             self.reader = reader
             self.parser = parser
@@ -625,14 +626,15 @@ final class DrainLoop {
                 // (reading, decoding, routing and writing the changed lines is then the slower
                 // half of the drain). Plain decoding is cheap enough not to pay a second
                 // decoder's memory (10 MB more at peak, 1 MB bodies × 8).
-                let split = patches.rawValue != 0
-                let entries = reader.read(maxEntries: 64, maxBytes: SinkDrainer.readAheadBytes / (split ? 1 : 2)) { [logger, name] in
+                let entries = reader.read(maxEntries: 64, maxBytes: SinkDrainer.readAheadBytes / (second == nil ? 2 : 1)) { [logger, name] in
                     logger.error("sink \(name): \($0)")
                 }
                 if entries.isEmpty { return }
                 for e in entries { bytes += e.payload.count }
-                let half = split ? entries.count / 2 : 0
-                let later = half > 0 ? Forked { [self] in decode(entries[half...], parser: second.parser, ahead: second.ahead) } : nil
+                let half = second == nil ? 0 : entries.count / 2
+                let later = second.flatMap { second in
+                    half > 0 ? Forked { [self] in decode(entries[half...], parser: second.parser, ahead: second.ahead) } : nil
+                }
                 let first = decode(entries[..<(half > 0 ? half : entries.count)], parser: parser, ahead: ahead)
                 pending.append(&first.pending)
                 bad += first.bad
@@ -671,12 +673,12 @@ final class DrainLoop {
         // The drainer's own parser: it is not used while the sink writes. The second half of
         // what it reads at once is decoded beside it with a parser (and, routed ahead, route
         // instances) of its own.
-        if second == nil {
+        if second == nil && patches.rawValue != 0 {
             second = (JSONParser(), ahead.map { _ in
                 SinkRoutes(routes: d.routes, sink: d.name, clock: d.clock, timeZones: d.timeZones, logger: d.logger)
             })
         }
-        let job = ReadAhead(reader: reader, parser: parser, ahead: ahead, second: second!, reads: reads, patches: patches,
+        let job = ReadAhead(reader: reader, parser: parser, ahead: ahead, second: second, reads: reads, patches: patches,
                             logger: logger, name: name)
         job.wanted = upTo - pending.count
         job.running = Forked { job.run() }
