@@ -1,5 +1,6 @@
 import CZlib
 import CanonicalJSON
+import FastJSON
 import Foundation
 @testable import Gateway
 import HealthgateCore
@@ -442,6 +443,44 @@ import YAMLConfig
             e.appendTags(withLabelsOf: r, isWorkout: r.kind == RecordKind.workout, to: &listed)
             #expect(String(decoding: fast, as: UTF8.self) == String(decoding: listed, as: UTF8.self))
             #expect(!fast.isEmpty)
+        }
+    }
+
+    /// The drainer reads only `LineProtocolEncoder.reads` of each journal line for this sink:
+    /// every shape of record, read so, encodes to the line (and the series and time the point
+    /// index notes) the whole record gives — labels, escapes, workouts and categories included.
+    @Test func linesFromTheFieldsTheSinkReadsAreTheWholeRecordsLines() {
+        let e = LineProtocolEncoder(measurement: "{type}", phoneTag: "phone", tags: [("app", "{source}"), ("person", "me")],
+                                    precision: .ns)
+        var records = TransformTests.shapes
+        var w = CanonicalRecord(kind: "workout", device: "p", receiver: "r", uuid: "w", type: "workout", start: Timestamp(seconds: 5))
+        w.activity = "running"
+        w.durationS = 60.5
+        w.energyKcal = 312
+        w.fields = [RecordField("route", RawJSON(#"[{"lat":1}]"#))]
+        records.append(w)
+        var c = CanonicalRecord(kind: "category", device: "ph \"1\"", receiver: "r", uuid: "c", type: "sleep_analysis",
+                                start: Timestamp(seconds: 9), value: .string("asleep_core"))
+        c.code = 3
+        c.extra = [RecordField("time_zone", .string("Europe/Berlin"))]
+        records.append(c)
+        #expect(!LineProtocolEncoder.reads.isAll)
+        var bytes: [UInt8] = []
+        for r in records { bytes += CanonicalCodec.encodeLine(r) + [0x0A] }
+        let read = CanonicalCodec.readLines(bytes, parser: JSONParser(), only: LineProtocolEncoder.reads, patches: CanonicalRecord.Fields())
+        #expect(read.records.count == records.count)
+        for (whole, partial) in zip(records, read.records) {
+            var expected: [UInt8] = []
+            var got: [UInt8] = []
+            let a = e.encode(whole, into: &expected)
+            let b = e.encode(partial, into: &got)
+            #expect(String(decoding: got, as: UTF8.self) == String(decoding: expected, as: UTF8.self), "\(whole.uuid)")
+            switch (a, b) {
+            case (.line(let s1, let t1), .line(let s2, let t2)): #expect(s1 == s2 && t1 == t2)
+            case (.cannot(let r1), .cannot(let r2)): #expect(r1 == r2)
+            default: Issue.record("\(whole.uuid): encoded one way whole, another read in part")
+            }
+            #expect(partial.op == whole.op && partial.device == whole.device && partial.uuid == whole.uuid && partial.part == whole.part)
         }
     }
 

@@ -133,7 +133,7 @@ public final class InfluxDBSink: PipelinedSink {
         let writeHeaders = headers
         let deletes = Deletes(api: api, base: base, query: deleteQuery, headers: headers.filter { $0.0 == "Authorization" })
         return BuiltSink(kind: "influxdb", common: common,
-                         summary: "influxdb \(api.rawValue) \(SafeText.url(base + endpoint))") { ctx in
+                         summary: "influxdb \(api.rawValue) \(SafeText.url(base + endpoint))", reads: LineProtocolEncoder.reads) { ctx in
             InfluxDBSink(name: ctx.name, writeURL: url, headers: writeHeaders, encoder: encoder, gzip: gzip, options: options,
                          deletes: deletes, indexPath: FileIO.join(ctx.stateDir, "points.sqlite"), logger: ctx.logger,
                          clock: ctx.clock)

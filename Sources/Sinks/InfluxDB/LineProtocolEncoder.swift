@@ -10,6 +10,11 @@ struct LineProtocolEncoder: Sendable {
     /// The fields a measurement or tag template may use.
     static let fields: [RecordTemplate.Field] = [.type, .kind, .receiver, .phone, .source, .unit]
 
+    /// The fields of a record the sink reads (`BuiltSink.reads`): the line, the point index and
+    /// deletes use none of the phone's own JSON (`fields`, `metadata`, `extra`), so the drainer
+    /// reads the rest from a walk of each journal line instead of parsing all of it.
+    static let reads = CanonicalRecord.Fields.all.subtracting(CanonicalRecord.Fields(.fields, .metadata, .extra))
+
     let measurement: RecordTemplate
     let phoneTag: String
     /// Tags whose value is the same on every point, and tags whose value is a template.
