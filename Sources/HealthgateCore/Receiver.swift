@@ -86,6 +86,13 @@ public struct ReceivedBatch: Sendable {
     /// `unmapped`: kept although its fields have no canonical place (counted with the unknown types).
     public mutating func append(_ record: consuming CanonicalRecord, unmapped: Bool = false) {
         var r = record
+        append(&r, unmapped: unmapped)
+    }
+
+    /// `append(_:)` for a record the caller built and has no more use for (a body's samples, on
+    /// the ingest path): made canonical where it lies and encoded from there, not copied in
+    /// (a copy of a record retains and releases each of its strings).
+    public mutating func append(_ r: inout CanonicalRecord, unmapped: Bool = false) {
         makeCanonical(&r)
         encode(r, unmapped: unmapped)
     }

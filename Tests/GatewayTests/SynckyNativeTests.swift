@@ -69,6 +69,21 @@ import Testing
         #expect(r.fields[0].value == RawJSON("\"unknown\""))
     }
 
+    /// A body's samples share one answer per type (kept for the next samples): a workout and a
+    /// quantity taken in turn are each mapped as their own type says, and workout members on a
+    /// quantity are kept in `extra`, as they came.
+    @Test func typesTakenInTurnKeepTheirOwnKinds() throws {
+        let steps = Vectors.stepsSample.replacingOccurrences(of: "\"unit\": \"count\"",
+                                                            with: "\"unit\": \"count\", \"activity\": \"walk\", \"duration_s\": 59")
+        let b = try accepted(Vectors.syncBody(samples: [Vectors.workoutSample, steps, Vectors.workoutSample, Vectors.stepsSample]))
+        #expect(b.quarantined.isEmpty)
+        #expect(b.records.map(\.kind) == ["workout", "quantity", "workout", "quantity"])
+        #expect(b.records[0].durationS == 1870 && b.records[2].durationS == 1870)
+        #expect(b.records[1].activity == nil && b.records[1].durationS == nil)
+        #expect(b.records[1].extra == [RecordField("activity", RawJSON("\"walk\"")), RecordField("duration_s", RawJSON("59"))])
+        #expect(b.records[3].extra.isEmpty)
+    }
+
     @Test func mapsACharacteristicAndAPartedSeries() throws {
         let b = try accepted(Vectors.syncBody(samples: [Vectors.characteristicSample, Vectors.heartbeatSample]))
         #expect(b.quarantined.isEmpty)

@@ -239,7 +239,7 @@ struct IngestMapper {
         } else {
             addZone(to: &r)
         }
-        batch.append(r)
+        batch.append(&r)
         return nil
     }
 

@@ -93,11 +93,12 @@ enum SynckyNative {
     /// What one body's samples share: repeated strings, and the kind of the last type seen.
     struct SampleCache {
         var strings = JSONStringReuse(slots: 2)
-        private var kinds = RecentAnswers<HealthTypeKind?>()
+        private var kinds = RecentAnswers<(named: Bool, kind: HealthTypeKind?)>()
 
-        /// The registry's kind of `type`, from the last eight types seen before asking it.
-        mutating func kind(of type: String) -> HealthTypeKind? {
-            kinds.value(type) { HealthTypes.kind(of: type) }
+        /// Whether `type` names a kind of record (`RecordKind.namedKinds`: workouts, ECGs, …) and
+        /// the registry's kind of it, from the last eight types seen before asking again.
+        mutating func kind(of type: String) -> (named: Bool, kind: HealthTypeKind?) {
+            kinds.value(type) { (RecordKind.namedKinds.contains(type), HealthTypes.kind(of: type)) }
         }
     }
 
@@ -131,7 +132,7 @@ enum SynckyNative {
         guard let type = typeRef?.string, !type.isEmpty else {
             return setAside("the sample has no type", s)
         }
-        let named = RecordKind.namedKinds.contains(type)
+        let (named, known) = reuse.kind(of: type)
         let kind: String
         if named {
             kind = type
@@ -144,7 +145,7 @@ enum SynckyNative {
         }
         // A known type says what its value is: a number for a quantity, a name for a category.
         // (A body holds a few types: their answers are kept for the next samples.)
-        if let known = reuse.kind(of: type) {
+        if let known {
             if known == .quantity && kind == RecordKind.category {
                 return setAside("\(type) takes a number in \(HealthTypes.named(type)?.unit ?? "its unit"), not a name", s)
             }
@@ -217,7 +218,7 @@ enum SynckyNative {
             r.durationS = duration
             r.energyKcal = energy
             r.distanceM = distance
-        } else {
+        } else if activityRef != nil || durationRef != nil || energyRef != nil || distanceRef != nil {
             for (key, ref) in [("activity", activityRef), ("duration_s", durationRef), ("energy_kcal", energyRef),
                                ("distance_m", distanceRef)] {
                 guard let v = ref else { continue }
@@ -232,7 +233,7 @@ enum SynckyNative {
            let c = HealthTypes.characteristic(named: String(decoding: field.value.bytes.dropFirst().dropLast(), as: UTF8.self)) {
             r.code = c.code(forValue: value)
         }
-        batch.append(r)
+        batch.append(&r)
         return nil
     }
 
