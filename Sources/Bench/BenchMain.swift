@@ -279,8 +279,8 @@ enum BenchMain {
     /// InfluxDB's own ceiling in the same run: the same kind of points as the sink writes
     /// (heart rate, steps, energy, distance, with their tags), in gzip'd batches of 5,000 lines
     /// made beforehand, posted one after another on one connection into a database of their own,
-    /// no healthgate; in points a second.
-    static func influxCeiling(port: UInt16) -> Double? {
+    /// no healthgate; in points a second, and the CPU seconds a million points influxd (`pid`) used.
+    static func influxCeiling(port: UInt16, pid: Int32?) -> (rate: Double, cpuPerMillion: Double)? {
         influxQuery(port: port, "CREATE DATABASE ceiling")
         let types = BenchMain.sampleTypes
         var bodies: [[UInt8]] = []
@@ -298,6 +298,7 @@ enum BenchMain {
         let headers = [("Content-Type", "text/plain; charset=utf-8"), ("Content-Encoding", "gzip")]
         let url = "http://127.0.0.1:\(port)/write?db=ceiling&precision=s"
         let started = Date()
+        let cpuBefore = pid.map { cpuSeconds($0) } ?? 0
         var points = 0
         for body in bodies where Date().timeIntervalSince(started) < 8 {
             guard let r = try? client.send("POST", url: url, headers: headers, body: body), r.status == 204 else {
@@ -307,8 +308,9 @@ enum BenchMain {
             points += 5_000
         }
         let rate = Double(points) / Date().timeIntervalSince(started)
+        let cpu = pid.map { cpuSeconds($0) - cpuBefore } ?? 0
         influxQuery(port: port, "DROP DATABASE ceiling")
-        return rate
+        return (rate, points > 0 ? cpu / Double(points) * 1e6 : 0)
     }
 
     static func startInfluxd(dir: String, port given: UInt16? = nil) -> (Process, UInt16) {

@@ -38,11 +38,16 @@ struct Measurement {
     var peakRSSKiB = 0
     /// The server's user + system time over the run.
     var cpuSeconds = 0.0
+    /// The bench's own (the senders') and the sink's server's (influxd, mosquitto) over the run.
+    var loadCPUSeconds = 0.0
+    var peerCPUSeconds = 0.0
 
     var ackRate: Double { ackSeconds > 0 ? Double(samples) / ackSeconds : 0 }
     var megabytesPerSecond: Double { ackSeconds > 0 ? Double(bytes) / 1e6 / ackSeconds : 0 }
     var endToEndRate: Double { endToEndSeconds > 0 ? Double(delivered) / endToEndSeconds : 0 }
-    var cpuPerMillion: Double { delivered > 0 ? cpuSeconds / Double(delivered) * 1e6 : 0 }
+    var cpuPerMillion: Double { perMillion(cpuSeconds) }
+    /// CPU seconds a million samples delivered.
+    func perMillion(_ seconds: Double) -> Double { delivered > 0 ? seconds / Double(delivered) * 1e6 : 0 }
 
     /// The time to 2xx below which `fraction` of the requests were answered (nearest rank).
     func percentile(_ fraction: Double) -> Double {
@@ -59,6 +64,10 @@ final class BenchTarget {
     let dir: String
     private(set) var sinkLine = #"archive: {kind: file, path: "archive/{device}/{date}.ndjson"}"#
     private var server: Process?
+    /// The process of the sink's server when it runs apart (influxd, mosquitto), for its CPU time.
+    var serverPID: Int32? { server?.processIdentifier }
+    /// The CPU seconds a million records its server used while `ceiling` measured it (influxd).
+    private(set) var ceilingCPUPerMillion: Double?
     private var port: UInt16 = 0
     private var postgres: BenchMain.Postgres?
     private var webhook: WebhookReceiver?
@@ -123,7 +132,8 @@ final class BenchTarget {
             guard let archive, let rate = BenchMain.diskCeiling(lines: archive, dir: dir) else { return nil }
             return (rate, "the archive's own lines appended in 1 MiB writes, fdatasync after each")
         case .influxdb:
-            guard let rate = BenchMain.influxCeiling(port: port) else { return nil }
+            guard let (rate, cpu) = BenchMain.influxCeiling(port: port, pid: server?.processIdentifier) else { return nil }
+            ceilingCPUPerMillion = cpu
             return (rate, "points in gzip'd batches of 5,000 lines, one connection")
         case .mqtt:
             guard let rate = BenchMain.mosquittoCeiling(port: port) else { return nil }
@@ -153,7 +163,7 @@ extension BenchMain {
     /// acknowledged, waits until the sink named `archive` has delivered them all, and stops it.
     /// `rate` > 0 paces each connection on a fixed schedule (an open loop).
     static func measure(binary: String, config: String, dir: String, template: Body, connections: Int, seconds: Double,
-                        rate: Double = 0, maxSamples: Int = .max, run: Int = 0) -> Measurement {
+                        rate: Double = 0, maxSamples: Int = .max, run: Int = 0, peer: Int32? = nil) -> Measurement {
         guard let (server, port) = startServe(binary: binary, config: config, dir: dir) else {
             fatalError("healthgate serve did not start")
         }
@@ -162,6 +172,8 @@ extension BenchMain {
         var m = Measurement()
         m.idleRSSKiB = rssKiB(pid, "VmRSS")
         let cpuBefore = cpuSeconds(pid)
+        let loadBefore = cpuSeconds(getpid())
+        let peerBefore = peer.map { cpuSeconds($0) } ?? 0
 
         let perBody = template.uuidOffsets.count
         let interval = rate > 0 ? Double(perBody * connections) / rate : 0
@@ -224,6 +236,8 @@ extension BenchMain {
         m.endToEndSeconds = Date().timeIntervalSince(started)
         m.peakRSSKiB = max(m.peakRSSKiB, rssKiB(pid, "VmHWM"))
         m.cpuSeconds = cpuSeconds(pid) - cpuBefore
+        m.loadCPUSeconds = cpuSeconds(getpid()) - loadBefore
+        m.peerCPUSeconds = peer.map { cpuSeconds($0) - peerBefore } ?? 0
         kill(pid, SIGTERM)
         server.waitUntilExit()
         return m

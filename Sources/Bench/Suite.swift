@@ -44,6 +44,8 @@ enum Suite {
         let transforms: Bool
         let m: Measurement
         var ceiling: Double?
+        /// The CPU seconds a million records the sink's server used at its ceiling (influxd).
+        var ceilingCPU: Double?
     }
 
     static func run(_ plan: Plan) {
@@ -53,6 +55,7 @@ enum Suite {
         let started = Date()
         var rows: [Row] = []
         var ceilings: [BenchSink: (Double, String)] = [:]
+        var ceilingCPU: [BenchSink: Double] = [:]
         var runNumber = 0
         for sink in plan.sinks {
             let target = BenchTarget(sink, dir: dir + "/\(sink.rawValue)")
@@ -73,7 +76,8 @@ enum Suite {
                 let runDir = dir + "/run-\(runNumber)"
                 let config = BenchMain.config(dataDir: runDir + "/data", transforms: transforms, sinkLine: target.sinkLine)
                 let m = BenchMain.measure(binary: plan.binary, config: config, dir: runDir, template: template, connections: senders,
-                                          seconds: plan.seconds, maxSamples: plan.maxSamples(sink), run: runNumber)
+                                          seconds: plan.seconds, maxSamples: plan.maxSamples(sink), run: runNumber,
+                                          peer: target.serverPID)
                 let row = Row(sink: sink, bodyBytes: bodyBytes, samplesPerBody: samples, senders: senders, transforms: transforms, m: m)
                 print(line(row))
                 fflush(nil)   // each run as it ends, also into a pipe or a file
@@ -83,11 +87,15 @@ enum Suite {
             }
             if let c = target.ceiling(archive: archive) {
                 ceilings[sink] = c
+                ceilingCPU[sink] = target.ceilingCPUPerMillion
                 print(String(format: "%@: the server's own ceiling (%@): %.0f records/s", sink.rawValue, c.1, c.0))
             }
             target.stop()
         }
-        for i in rows.indices { rows[i].ceiling = ceilings[rows[i].sink]?.0 }
+        for i in rows.indices {
+            rows[i].ceiling = ceilings[rows[i].sink]?.0
+            rows[i].ceilingCPU = ceilingCPU[rows[i].sink]
+        }
         var sideBySide: (lines: [String], target: String)?
         if let fluentBit = plan.fluentBit {
             sideBySide = SideBySide.run(healthgate: plan.binary, fluentBit: fluentBit, dir: dir + "/side-by-side")
@@ -179,6 +187,18 @@ enum Suite {
         return out
     }
 
+    /// What the cores leave healthgate at 80 % of influxd's ceiling, beside what influxd itself
+    /// and the load generator take of them, all in CPU seconds a million samples; and what it used.
+    static func cpuBudget(_ r: Row, ceiling: Double, influxd: Double) -> String {
+        let cores = Double(ProcessInfo.processInfo.activeProcessorCount)
+        let all = cores * 1e6 / (0.8 * ceiling)
+        let load = r.m.perMillion(r.m.loadCPUSeconds)
+        return String(format: ". The CPU it takes, in CPU seconds a million samples: at 80 %% of the ceiling the %.0f cores give %.1f; "
+                      + "influxd used %.1f at its ceiling (%.1f in this run) and the load generator %.1f here, which leaves "
+                      + "healthgate — ingest and delivery together — %.1f; it used %.1f",
+                      cores, all, influxd, r.m.perMillion(r.m.peerCPUSeconds), load, max(0, all - influxd - load), r.m.cpuPerMillion)
+    }
+
     /// Which of the issues' targets the rows meet, said plainly.
     static func targets(_ rows: [Row]) -> [String] {
         var said: [String] = []
@@ -188,7 +208,7 @@ enum Suite {
         if let r = row(.influxdb, 1_000_000, 8), let c = r.ceiling {
             let share = r.m.endToEndRate / c
             said.append(String(format: "InfluxDB end to end ≥ 80 %% of influxd's own ceiling (1 MB × 8): %@ (%.0f %%)",
-                               share >= 0.8 ? "met" : "not met", share * 100))
+                               share >= 0.8 ? "met" : "not met", share * 100) + (r.ceilingCPU.map { cpuBudget(r, ceiling: c, influxd: $0) } ?? ""))
         }
         func rates(transforms: Bool) -> [Double] {
             rows.filter { $0.sink == .file && $0.bodyBytes == 1_000_000 && $0.senders == 8 && $0.transforms == transforms }
