@@ -64,6 +64,12 @@ final class BenchTarget {
     let dir: String
     private(set) var sinkLine = #"archive: {kind: file, path: "archive/{device}/{date}.ndjson"}"#
     private var server: Process?
+    /// The sink's line with its server out of reach (a port nothing listens on), for a backfill:
+    /// the journal fills, the sink waits. The file and http sinks have none (the line as it is).
+    var unreachableSinkLine: String {
+        sink == .influxdb ? BenchTarget.influxSinkLine(port: BenchMain.freePort(), database: influxDatabase) : sinkLine
+    }
+
     /// The process of the sink's server when it runs apart (influxd, mosquitto), for its CPU time.
     var serverPID: Int32? { server?.processIdentifier }
     /// The CPU seconds a million records its server used while `ceiling` measured it (influxd).
@@ -161,19 +167,24 @@ extension BenchMain {
     /// Starts `healthgate serve` on `config`, posts `template` (stamped per request) from
     /// `connections` keep-alive connections for `seconds` or until `maxSamples` are
     /// acknowledged, waits until the sink named `archive` has delivered them all, and stops it.
-    /// `rate` > 0 paces each connection on a fixed schedule (an open loop).
+    /// `rate` > 0 paces each connection on a fixed schedule (an open loop). With `deliverAfter`
+    /// (a backfill: `config`'s sink cannot reach its server), the server is stopped once the
+    /// senders are done and started again on `deliverAfter`, the same data dir, its sink then
+    /// reaching its server: end to end, CPU and peak RSS are that second process's, from its
+    /// start until it has delivered every acknowledged sample (the journal's drain alone).
     static func measure(binary: String, config: String, dir: String, template: Body, connections: Int, seconds: Double,
-                        rate: Double = 0, maxSamples: Int = .max, run: Int = 0, peer: Int32? = nil) -> Measurement {
-        guard let (server, port) = startServe(binary: binary, config: config, dir: dir) else {
+                        rate: Double = 0, maxSamples: Int = .max, run: Int = 0, peer: Int32? = nil,
+                        deliverAfter: String? = nil) -> Measurement {
+        guard var (server, port) = startServe(binary: binary, config: config, dir: dir) else {
             fatalError("healthgate serve did not start")
         }
-        let pid = server.processIdentifier
+        var pid = server.processIdentifier
         usleep(300_000)
         var m = Measurement()
         m.idleRSSKiB = rssKiB(pid, "VmRSS")
-        let cpuBefore = cpuSeconds(pid)
-        let loadBefore = cpuSeconds(getpid())
-        let peerBefore = peer.map { cpuSeconds($0) } ?? 0
+        var cpuBefore = cpuSeconds(pid)
+        var loadBefore = cpuSeconds(getpid())
+        var peerBefore = peer.map { cpuSeconds($0) } ?? 0
 
         let perBody = template.uuidOffsets.count
         let interval = rate > 0 ? Double(perBody * connections) / rate : 0
@@ -182,7 +193,7 @@ extension BenchMain {
         let budget = SampleBudget(maxSamples)
         let stopAt = Date().addingTimeInterval(seconds)
         let group = DispatchGroup()
-        let started = Date()
+        var started = Date()
         let serverPort = port
         for c in 0..<connections {
             group.enter()
@@ -215,6 +226,18 @@ extension BenchMain {
         m.samples = m.requests * perBody
         m.bytes = m.requests * template.bytes.count
         m.failures = failures.count
+        if let live = deliverAfter {
+            kill(pid, SIGTERM)
+            server.waitUntilExit()
+            started = Date()
+            loadBefore = cpuSeconds(getpid())
+            peerBefore = peer.map { cpuSeconds($0) } ?? 0
+            guard let again = startServe(binary: binary, config: live, dir: dir) else { fatalError("healthgate serve did not start again") }
+            (server, port) = again
+            pid = server.processIdentifier
+            cpuBefore = 0
+            m.peakRSSKiB = 0
+        }
         // End to end: until the sink has delivered every acknowledged sample.
         // At most 300 s, and 60 s without a sample more delivered is a stalled sink (its server
         // gone, say): the run ends there, its end-to-end rate what was delivered.
