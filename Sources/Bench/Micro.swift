@@ -6,6 +6,7 @@ import Gateway
 import HealthgateCore
 import Pipeline
 import SinkKit
+import SinkInfluxDB
 import Posix
 
 /// `healthgate-bench --micro`: the hot path's stages, one at a time, on one core.
@@ -92,6 +93,12 @@ enum Micro {
                 for i in 0..<batch.count { batch.appendLine(i, to: &out) }
             }
         }
+        // The InfluxDB sink's point index: a request's points noted (a chunk sealed every 50,000).
+        let indexDir = NSTemporaryDirectory() + "healthgate-micro-index-\(getpid())"
+        try? FileManager.default.createDirectory(atPath: indexDir, withIntermediateDirectories: true)
+        let pointIndex = InfluxDBSink.IndexBench(path: indexDir + "/points.sqlite", points: samples)
+        time("point index, a request's points") { try! pointIndex.note() }
+        try? FileManager.default.removeItem(atPath: indexDir)
         time("HMAC-SHA256") { _ = Crypto.hmacSHA256(key: Array(secret.utf8), Array("1.".utf8), body) }
         print("records: \(records.count), NDJSON bytes: \(lines.count), CanonicalRecord stride: \(MemoryLayout<CanonicalRecord>.stride) bytes")
     }

@@ -14,11 +14,12 @@ public final class SQLite: @unchecked Sendable {
         case int(Int64)
         case double(Double)
         case text(String)
-        /// Bytes, bound as a BLOB (read back as `.null`: nothing reads blobs yet).
+        /// Bytes, bound and read back as a BLOB.
         case blob([UInt8])
 
         public var text: String? { if case .text(let s) = self { return s }; return nil }
         public var int: Int64? { if case .int(let i) = self { return i }; return nil }
+        public var blob: [UInt8]? { if case .blob(let b) = self { return b }; return nil }
         public var double: Double? {
             switch self {
             case .double(let d): return d
@@ -79,6 +80,10 @@ public final class SQLite: @unchecked Sendable {
                 case SQLITE_INTEGER: row.append(.int(sqlite3_column_int64(stmt, c)))
                 case SQLITE_FLOAT: row.append(.double(sqlite3_column_double(stmt, c)))
                 case SQLITE_TEXT: row.append(.text(String(cString: sqlite3_column_text(stmt, c))))
+                case SQLITE_BLOB:
+                    let n = Int(sqlite3_column_bytes(stmt, c))
+                    let p = sqlite3_column_blob(stmt, c)
+                    row.append(.blob(n > 0 && p != nil ? Array(UnsafeRawBufferPointer(start: p, count: n)) : []))
                 default: row.append(.null)
                 }
             }
@@ -161,6 +166,56 @@ public final class SQLite: @unchecked Sendable {
             case .blob(let b): b.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), hg_sqlite_transient()) }
             }
         }
+    }
+
+    /// One stored BLOB read or written in place, a part at a time (SQLite's incremental blob I/O:
+    /// a binary search over a large blob reads a few pages, not all of it). Not past its size,
+    /// which it cannot change; valid until its row is changed by a statement.
+    public final class Blob {
+        private let handle: OpaquePointer
+        private let owner: SQLite
+        /// Its size in bytes.
+        public let count: Int
+
+        fileprivate init(_ handle: OpaquePointer, owner: SQLite) {
+            self.handle = handle
+            self.owner = owner
+            count = Int(sqlite3_blob_bytes(handle))
+        }
+
+        deinit { sqlite3_blob_close(handle) }
+
+        /// Reads `into.count` bytes from `offset`.
+        public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(Failure) {
+            guard offset >= 0, offset + buffer.count <= count else {
+                throw Failure(description: "\(owner.path): a read past a blob's end (\(offset) + \(buffer.count) of \(count))")
+            }
+            guard sqlite3_blob_read(handle, buffer.baseAddress, Int32(buffer.count), Int32(offset)) == SQLITE_OK else {
+                throw Failure(description: "\(owner.path): \(String(cString: sqlite3_errmsg(owner.db)))")
+            }
+        }
+
+        /// Writes `bytes` at `offset` (a blob opened to write).
+        public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int) throws(Failure) {
+            guard offset >= 0, offset + bytes.count <= count else {
+                throw Failure(description: "\(owner.path): a write past a blob's end (\(offset) + \(bytes.count) of \(count))")
+            }
+            guard sqlite3_blob_write(handle, bytes.baseAddress, Int32(bytes.count), Int32(offset)) == SQLITE_OK else {
+                throw Failure(description: "\(owner.path): \(String(cString: sqlite3_errmsg(owner.db)))")
+            }
+        }
+    }
+
+    /// The BLOB in `column` of `table`'s row `row` (its rowid). The table and column names are
+    /// the caller's own constants, never a sender's text.
+    public func blob(table: StaticString, column: StaticString, row: Int64, writable: Bool = false) throws(Failure) -> Blob {
+        var handle: OpaquePointer?
+        let rc = sqlite3_blob_open(db, "main", table.description, column.description, row, writable ? 1 : 0, &handle)
+        guard rc == SQLITE_OK, let handle else {
+            sqlite3_blob_close(handle)
+            throw Failure(description: "\(path): \(String(cString: sqlite3_errmsg(db))) (blob \(table).\(column) of row \(row))")
+        }
+        return Blob(handle, owner: self)
     }
 
     /// Runs `body` in one transaction (BEGIN IMMEDIATE: writers queue instead of failing).

@@ -304,23 +304,37 @@ import YAMLConfig
         #expect(try db.query("SELECT count(*) FROM record_points").first?.first?.int == 0)
     }
 
-    /// Points are appended to an open chunk with no index (a B-tree keyed by random uuids made
-    /// every commit rewrite a page per point); the write that fills a chunk indexes it by the
-    /// key's hash, and it is never written again. Lookups find a key in every chunk, each point
-    /// once, also the old point of a record written again with another time; a delete forgets
-    /// them all, and all of it holds across a reopen.
+    /// The sealed chunks and, for each, whether its points are in key order.
+    static func sealedChunks(_ path: String) throws -> [Int64] {
+        let db = try SQLite(path: path)
+        var out: [Int64] = []
+        for row in try db.query("SELECT chunk, keys FROM psealed ORDER BY chunk") {
+            let keys = (row[1].blob ?? []).withUnsafeBytes { b in
+                stride(from: PackedPoints.headSize, to: b.count, by: PackedPoints.SortedKeys.size).map { b.loadUnaligned(fromByteOffset: $0, as: Int64.self) }
+            }
+            #expect(!keys.isEmpty)
+            #expect(keys == keys.sorted(), "chunk \(row[0].int ?? -1) is sorted by key")
+            out.append(row[0].int ?? -1)
+        }
+        return out
+    }
+
+    /// A request's points are appended to the open chunk as one packed row (a B-tree keyed by
+    /// random uuids made every commit rewrite a page per point, and a row a point cost a third of
+    /// the drain); the write that fills a chunk sorts its points by key into one blob, and it is
+    /// never written again but to mark a point removed. Lookups find a key in every chunk, each
+    /// point once, also the old point of a record written again with another time; a delete
+    /// forgets them all, and all of it holds across a reopen.
     @Test func thePointIndexIsALogOfChunksIndexedWhenFull() throws {
         let path = ServeProcess.makeTempDir("pi") + "/points.sqlite"
-        func indexes(_ db: SQLite) throws -> [String] {
-            try db.query("SELECT tbl_name FROM sqlite_master WHERE type = 'index' AND tbl_name LIKE '%chunk_%' ORDER BY 1").map { $0[0].text ?? "" }
-        }
         var index = PointIndex(path: path, chunkRows: 3)
         try index.record([Self.row("a", "steps,unit=count", time: 1), Self.row("b", "steps,unit=count", time: 2)])
-        // Not full: not sorted.
-        #expect(try indexes(SQLite(path: path)).isEmpty)
+        // Not full: not sorted, one run.
+        #expect(try Self.sealedChunks(path).isEmpty)
+        #expect(try SQLite(path: path).query("SELECT count(*) FROM pruns").first?.first?.int == 1)
         try index.record([Self.row("c", "hr,unit=bpm", time: 3), Self.row("a", "steps,unit=count", time: 1),
                           Self.row("d", "hr,unit=bpm", time: 4, part: 0), Self.row("d", "hr,unit=bpm", time: 5, part: 1)])
-        #expect(try indexes(SQLite(path: path)) == ["hchunk_1"])
+        #expect(try Self.sealedChunks(path) == [1])
         // "a" again, at another time, into the next chunk; "a" written twice at 1 is one point.
         try index.record([Self.row("a", "steps,unit=count", time: 6)])
         let steps = { (t: Int64) in PointIndex.Point(measurement: "steps", tags: [("unit", "count")], timeNanos: t) }
@@ -334,8 +348,32 @@ import YAMLConfig
         #expect(try index.points(device: "phone-1", uuid: "a").isEmpty)
         #expect(try index.points(device: "phone-1", uuid: "b") == [steps(2)])
         try index.record((0..<61).map { Self.row("x\($0)", "steps,unit=count", time: Int64($0)) })
-        #expect(try indexes(SQLite(path: path)) == ["hchunk_1", "hchunk_2"])
-        #expect(try index.points(device: "phone-1", uuid: "x60") == [steps(60)])
+        #expect(try Self.sealedChunks(path) == [1, 2])
+        for k in [0, 17, 60] { #expect(try index.points(device: "phone-1", uuid: "x\(k)") == [steps(Int64(k))]) }
+        try index.remove(device: "phone-1", uuid: "x17")
+        #expect(try index.points(device: "phone-1", uuid: "x17").isEmpty)
+        #expect(try index.points(device: "phone-1", uuid: "x16") == [steps(16)])
+        index.close()
+    }
+
+    /// A point removed stays removed: marked where it lies in its run, left out of the keys when
+    /// its chunk is sealed later, and found by no lookup after the index is opened again.
+    @Test func aRemovedPointStaysRemovedAcrossASealAndAReopen() throws {
+        let path = ServeProcess.makeTempDir("pi") + "/points.sqlite"
+        var index = PointIndex(path: path, chunkRows: 4)
+        try index.record([Self.row("gone", "steps,unit=count", time: 1), Self.row("kept", "steps,unit=count", time: 2)])
+        try index.remove(device: "phone-1", uuid: "gone")
+        try index.record([Self.row("more", "steps,unit=count", time: 3), Self.row("other", "steps,unit=count", time: 4)])
+        #expect(try Self.sealedChunks(path) == [1])
+        let keys = try SQLite(path: path).query("SELECT keys FROM psealed").first?.first?.blob ?? []
+        #expect(keys.count == PackedPoints.headSize + 3 * PackedPoints.SortedKeys.size, "the removed point is not among the keys")
+        try index.remove(device: "phone-1", uuid: "more")
+        index.close()
+        index = PointIndex(path: path, chunkRows: 4)
+        #expect(try index.points(device: "phone-1", uuid: "gone").isEmpty)
+        #expect(try index.points(device: "phone-1", uuid: "more").isEmpty)
+        #expect(try index.points(device: "phone-1", uuid: "kept").map(\.timeNanos) == [2])
+        #expect(try index.points(device: "phone-1", uuid: "other").map(\.timeNanos) == [4])
         index.close()
     }
 
@@ -362,18 +400,67 @@ import YAMLConfig
         #expect(PointIndex.StoredKey(uuid: lower).bytes != nil && PointIndex.StoredKey(uuid: upper).bytes != nil)
         #expect(PointIndex.StoredKey(uuid: mixed).bytes == nil && PointIndex.StoredKey(uuid: other).bytes == nil)
         #expect(PointIndex.StoredKey(uuid: lower).key == 0x0a1b_2c3d_4e5f_4a6b)
-        let path = ServeProcess.makeTempDir("pi") + "/points.sqlite"
-        let index = PointIndex(path: path, chunkRows: 3)
-        let uuids = [lower, upper, mixed, other]
-        try index.record(uuids.enumerated().map { Self.row($1, "steps,unit=count", time: Int64($0)) })
-        for (t, u) in uuids.enumerated() {
-            #expect(try index.points(device: "phone-1", uuid: u).map(\.timeNanos) == [Int64(t)], "\(u)")
-            #expect(try index.points(device: "phone-2", uuid: u).isEmpty)
+        // In a sealed chunk (found by a search of its blob in place) and in the open one's runs.
+        for chunkRows in [3, 100] {
+            let path = ServeProcess.makeTempDir("pi") + "/points.sqlite"
+            let index = PointIndex(path: path, chunkRows: chunkRows)
+            let uuids = [lower, upper, mixed, other]
+            try index.record(uuids.enumerated().map { Self.row($1, "steps,unit=count", time: Int64($0)) })
+            try index.record([Self.row("zz-after", "steps,unit=count", time: 9, device: "phone-2")])
+            #expect(try Self.sealedChunks(path) == (chunkRows == 3 ? [1] : []))
+            for (t, u) in uuids.enumerated() {
+                #expect(try index.points(device: "phone-1", uuid: u).map(\.timeNanos) == [Int64(t)], "\(u)")
+                #expect(try index.points(device: "phone-2", uuid: u).isEmpty)
+            }
+            try index.remove(device: "phone-1", uuid: upper)
+            try index.remove(device: "phone-1", uuid: other)
+            #expect(try index.points(device: "phone-1", uuid: upper).isEmpty)
+            #expect(try index.points(device: "phone-1", uuid: other).isEmpty)
+            #expect(try index.points(device: "phone-1", uuid: lower).map(\.timeNanos) == [0])
+            #expect(try index.points(device: "phone-1", uuid: mixed).map(\.timeNanos) == [2])
+            #expect(try index.points(device: "phone-2", uuid: "zz-after").map(\.timeNanos) == [9])
+            index.close()
         }
-        try index.remove(device: "phone-1", uuid: upper)
-        #expect(try index.points(device: "phone-1", uuid: upper).isEmpty)
-        #expect(try index.points(device: "phone-1", uuid: lower).map(\.timeNanos) == [0])
+    }
+
+    /// The chunks of the version before the packing (`hchunk_<n>`: a row a point, indexed by key
+    /// when sealed) are read and cleaned after the upgrade; their open chunk is sealed as it is
+    /// (indexed by key), and new points go to packed chunks.
+    @Test func theChunksOfARowAPointAreStillRead() throws {
+        let path = ServeProcess.makeTempDir("pi") + "/points.sqlite"
+        let uuid = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+        do {
+            let old = try SQLite(path: path)
+            try old.execute("CREATE TABLE series (id INTEGER PRIMARY KEY, measurement TEXT NOT NULL, tags TEXT NOT NULL, UNIQUE (measurement, tags))")
+            try old.execute("CREATE TABLE devices (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)")
+            try old.execute("CREATE TABLE point_chunks (id INTEGER PRIMARY KEY, rows INTEGER NOT NULL, sealed INTEGER NOT NULL, hashed INTEGER NOT NULL DEFAULT 1)")
+            try old.execute("INSERT INTO series VALUES (1, 'steps', ?)", [.text(PointIndex.pack([("unit", "count")]))])
+            try old.execute("INSERT INTO devices VALUES (1, 'ph')")
+            let stored = PointIndex.StoredKey(uuid: uuid)
+            for (id, sealed) in [(1, 1), (2, 0)] {
+                try old.execute("CREATE TABLE hchunk_\(id) (key INTEGER NOT NULL, device INTEGER NOT NULL, uuid NOT NULL, part INTEGER NOT NULL, series INTEGER NOT NULL, time INTEGER NOT NULL)")
+                try old.execute("INSERT INTO hchunk_\(id) VALUES (?, 1, ?, -1, 1, ?)", [.int(stored.key), stored.value(text: uuid), .int(Int64(id))])
+                try old.execute("INSERT INTO hchunk_\(id) VALUES (?, 1, ?, -1, 1, ?)",
+                                [.int(PointIndex.StoredKey(uuid: "text\(id)").key), .text("text\(id)"), .int(Int64(10 + id))])
+                try old.execute("INSERT INTO point_chunks VALUES (?, 2, ?, 1)", [.int(Int64(id)), .int(Int64(sealed))])
+            }
+            try old.execute("CREATE INDEX hchunk_1_key ON hchunk_1 (key)")
+        }
+        let index = PointIndex(path: path, chunkRows: 100)
+        let steps = { (t: Int64) in PointIndex.Point(measurement: "steps", tags: [("unit", "count")], timeNanos: t) }
+        #expect(try index.points(device: "ph", uuid: uuid) == [steps(1), steps(2)])
+        #expect(try index.points(device: "ph", uuid: "text2") == [steps(12)])
+        try index.record([Self.row(uuid, "steps,unit=count", time: 9, device: "ph")])
+        #expect(try index.points(device: "ph", uuid: uuid) == [steps(1), steps(2), steps(9)])
+        try index.remove(device: "ph", uuid: uuid)
+        #expect(try index.points(device: "ph", uuid: uuid).isEmpty)
+        #expect(try index.points(device: "ph", uuid: "text1") == [steps(11)])
         index.close()
+        let db = try SQLite(path: path)
+        #expect(try db.query("SELECT id, sealed, hashed FROM point_chunks ORDER BY id").map { $0.map { $0.int ?? -1 } }
+                == [[1, 1, 1], [2, 1, 1], [3, 0, 2]])
+        #expect(try db.query("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'hchunk_2_key'").first?.first?.int == 1)
+        #expect(try db.query("SELECT count(*) FROM hchunk_1").first?.first?.int == 1)
     }
 
     /// The chunks of the version before the hash (`chunk_<n>`, indexed by device and uuid, and
@@ -405,7 +492,7 @@ import YAMLConfig
         index.close()
         let db = try SQLite(path: path)
         #expect(try db.query("SELECT id, sealed, hashed FROM point_chunks ORDER BY id").map { $0.map { $0.int ?? -1 } }
-                == [[1, 1, 0], [2, 1, 0], [3, 0, 1]])
+                == [[1, 1, 0], [2, 1, 0], [3, 0, 2]])
         #expect(try db.query("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'chunk_2_key'").first?.first?.int == 1)
     }
 
