@@ -261,3 +261,8 @@ struct LineProtocolEncoder: Sendable {
         if out.count == start { out.append(UInt8(ascii: "_")) }
     }
 }
+
+extension InfluxDBSink {
+    /// The fields of a record the sink reads (`LineProtocolEncoder.reads`; `--micro` decodes them).
+    public static var fieldsRead: CanonicalRecord.Fields { LineProtocolEncoder.reads }
+}

@@ -63,73 +63,54 @@ enum PackedPoints {
         }
     }
 
-    /// A blob of points made one at a time: the entries, and the texts of uuids after them.
+    /// A run's blob, written point by point where it goes (the number of points known at
+    /// the start): the entries, then the texts of uuids that are not a UUID's.
     struct Builder {
-        private var entries: [Entry] = []
+        private var bytes: [UInt8]
         private var texts: [UInt8] = []
+        private let points: Int
+        private var added = 0
 
-        init(capacity: Int) { entries.reserveCapacity(capacity) }
+        init(points: Int) {
+            self.points = points
+            bytes = [UInt8](repeating: 0, count: headSize + points * Entry.size)
+            bytes.withUnsafeMutableBytes { $0.storeBytes(of: UInt64(points).littleEndian, as: UInt64.self) }
+        }
 
-        var count: Int { entries.count }
-
-        /// Adds a point; `uuid` is the UUID's stored form (`StoredKey.bytes`) or its text.
+        /// Adds a point; `uuid` is the UUID's stored form (`StoredKey.bytes`), nil for a text.
         mutating func add(key: Int64, device: Int64, series: Int64, time: Int64, part: Int?, uuid: (UInt64, UInt64, UInt8)?, text: String) {
+            precondition(added < points, "PackedPoints.Builder: more points than said")
+            let form: UInt8
+            let place: (UInt64, UInt64)
             if let uuid {
-                entries.append(Entry(key: key, device: device, series: series, time: time, part: Int32(clamping: part ?? -1),
-                                     form: uuid.2, uuid: (uuid.0, uuid.1)))
+                form = uuid.2
+                place = (uuid.0, uuid.1)
             } else {
                 var t = text
-                let at = texts.count
-                t.withUTF8 { texts.append(contentsOf: $0) }
-                entries.append(Entry(key: key, device: device, series: series, time: time, part: Int32(clamping: part ?? -1),
-                                     form: Entry.text, uuid: (UInt64(at), UInt64(texts.count - at))))
+                let n = t.withUTF8 { texts.append(contentsOf: $0); return $0.count }
+                form = Entry.text
+                place = (UInt64(headSize + points * Entry.size + texts.count - n), UInt64(n))
             }
+            let e = Entry(key: key, device: device, series: series, time: time, part: Int32(clamping: part ?? -1), form: form, uuid: place)
+            let at = headSize + added * Entry.size
+            bytes.withUnsafeMutableBytes { e.write(to: UnsafeMutableRawBufferPointer(rebasing: $0[at..<(at + Entry.size)])) }
+            added += 1
         }
 
-        /// The blob: the head, the entries (text offsets made absolute), the texts.
-        func bytes() -> [UInt8] {
-            let textsAt = headSize + entries.count * Entry.size
-            return [UInt8](unsafeUninitializedCapacity: textsAt + texts.count) { buffer, initialized in
-                let raw = UnsafeMutableRawBufferPointer(buffer)
-                raw.storeBytes(of: UInt64(entries.count).littleEndian, toByteOffset: 0, as: UInt64.self)
-                for (i, e) in entries.enumerated() {
-                    var e = e
-                    if e.form == Entry.text { e.uuid.0 += UInt64(textsAt) }
-                    e.write(to: UnsafeMutableRawBufferPointer(rebasing: raw[(headSize + i * Entry.size)...]))
-                }
-                texts.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: raw[textsAt..<(textsAt + texts.count)]).copyMemory(from: $0) }
-                initialized = textsAt + texts.count
-            }
+        /// The blob: the head, the entries, the texts.
+        consuming func finish() -> [UInt8] {
+            precondition(added == points, "PackedPoints.Builder: fewer points than said")
+            bytes.append(contentsOf: texts)
+            return bytes
         }
     }
 
-    /// How many points a blob's head says it holds (0 for a blob too short to have one).
-    static func count(_ blob: UnsafeRawBufferPointer) -> Int {
-        guard blob.count >= headSize else { return 0 }
-        let n = Int(UInt64(littleEndian: blob.loadUnaligned(as: UInt64.self)))
-        return min(n, (blob.count - headSize) / Entry.size)
-    }
-
-    /// The `i`th entry of a whole blob in memory.
-    static func entry(_ blob: UnsafeRawBufferPointer, _ i: Int) -> Entry {
-        Entry(UnsafeRawBufferPointer(rebasing: blob[(headSize + i * Entry.size)..<(headSize + (i + 1) * Entry.size)]))
-    }
-
-    /// A text uuid's bytes in a whole blob in memory (empty when they do not lie in it).
-    static func text(of e: Entry, in blob: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
-        let at = Int(clamping: e.uuid.0), n = Int(clamping: e.uuid.1)
-        guard e.form == Entry.text, at >= 0, n >= 0, at <= blob.count, n <= blob.count - at else { return UnsafeRawBufferPointer(start: nil, count: 0) }
-        return UnsafeRawBufferPointer(rebasing: blob[at..<(at + n)])
-    }
-
-    /// Whether the entry is `(device, uuid)`'s: `stored` is the uuid's stored form, `text` the uuid.
-    static func matches(_ e: Entry, device: Int64, stored: PointIndex.StoredKey, text: String, textBytes: () throws -> [UInt8]) rethrows -> Bool {
+    /// Whether the entry is `(device, uuid)`'s: `stored` is the uuid's stored form, `uuid` its
+    /// bytes, `text` reads an entry's text where it lies.
+    static func matches(_ e: Entry, device: Int64, stored: PointIndex.StoredKey, uuid: [UInt8], text: () throws -> [UInt8]) rethrows -> Bool {
         guard e.form != Entry.removed, e.key == stored.key, e.device == device else { return false }
         if let b = stored.bytes { return e.form == b.2 && e.uuid.0 == b.0 && e.uuid.1 == b.1 }
-        guard e.form == Entry.text else { return false }
-        var t = text
-        let mine = t.withUTF8 { Array($0) }
-        return try textBytes() == mine
+        return e.form == Entry.text ? try text() == uuid : false
     }
 }
 
@@ -167,16 +148,50 @@ extension PackedPoints {
     }
 }
 
-extension SQLite.Blob {
-    /// How many keys a sealed chunk's sorted keys hold.
-    func sortedCount() throws -> Int {
+/// Packed bytes read where they lie: a run read whole into memory, or a blob read in place
+/// (a binary search reads a few pages of it, not all). The layouts are `PackedPoints`'.
+protocol PackedBytes {
+    var count: Int { get }
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws
+}
+
+extension UnsafeRawBufferPointer: PackedBytes {
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) {
+        buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: self[offset..<(offset + buffer.count)]))
+    }
+}
+
+extension SQLite.Blob: PackedBytes {}
+
+extension PackedBytes {
+    /// How many items of `size` bytes the head says follow it (never more than there is room for).
+    func headCount(size: Int) throws -> Int {
         guard count >= PackedPoints.headSize else { return 0 }
         var n: UInt64 = 0
-        try withUnsafeMutableBytes(of: &n) { b in try read(into: b, at: 0) }
-        return min(Int(clamping: UInt64(littleEndian: n)), (count - PackedPoints.headSize) / PackedPoints.SortedKeys.size)
+        try withUnsafeMutableBytes(of: &n) { try read(into: $0, at: 0) }
+        return min(Int(clamping: UInt64(littleEndian: n)), (count - PackedPoints.headSize) / size)
     }
 
-    /// The `i`th of a sealed chunk's sorted keys, read in place.
+    /// The `i`th entry of a run.
+    func entry(_ i: Int) throws -> PackedPoints.Entry {
+        var raw = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        return try withUnsafeMutableBytes(of: &raw) { b in
+            let e = UnsafeMutableRawBufferPointer(rebasing: b[0..<PackedPoints.Entry.size])
+            try read(into: e, at: PackedPoints.headSize + i * PackedPoints.Entry.size)
+            return PackedPoints.Entry(UnsafeRawBufferPointer(e))
+        }
+    }
+
+    /// A text uuid's bytes (none when they do not lie in the bytes).
+    func text(of e: PackedPoints.Entry) throws -> [UInt8] {
+        let at = Int(clamping: e.uuid.0), n = Int(clamping: e.uuid.1)
+        guard e.form == PackedPoints.Entry.text, at >= 0, n >= 0, at <= count, n <= count - at else { return [] }
+        var out = [UInt8](repeating: 0, count: n)
+        try out.withUnsafeMutableBytes { try read(into: $0, at: at) }
+        return out
+    }
+
+    /// The `i`th of a sealed chunk's sorted keys.
     func sortedKey(_ i: Int) throws -> (key: Int64, run: UInt32, index: UInt32) {
         var raw = (Int64(0), UInt32(0), UInt32(0))
         try withUnsafeMutableBytes(of: &raw) { b in
@@ -185,39 +200,10 @@ extension SQLite.Blob {
         }
         return (Int64(littleEndian: raw.0), UInt32(littleEndian: raw.1), UInt32(littleEndian: raw.2))
     }
+}
 
-    /// The `i`th entry of a packed blob read in place.
-    func entry(_ i: Int) throws -> PackedPoints.Entry {
-        var raw = [UInt8](repeating: 0, count: PackedPoints.Entry.size)
-        try raw.withUnsafeMutableBytes { b in try read(into: b, at: PackedPoints.headSize + i * PackedPoints.Entry.size) }
-        return raw.withUnsafeBytes { PackedPoints.Entry($0) }
-    }
-
-    /// The key of the `i`th entry, read in place.
-    func key(_ i: Int) throws -> Int64 {
-        var k: Int64 = 0
-        try withUnsafeMutableBytes(of: &k) { b in try read(into: b, at: PackedPoints.headSize + i * PackedPoints.Entry.size) }
-        return Int64(littleEndian: k)
-    }
-
-    /// How many points the blob holds.
-    func pointCount() throws -> Int {
-        guard count >= PackedPoints.headSize else { return 0 }
-        var n: UInt64 = 0
-        try withUnsafeMutableBytes(of: &n) { b in try read(into: b, at: 0) }
-        return min(Int(clamping: UInt64(littleEndian: n)), (count - PackedPoints.headSize) / PackedPoints.Entry.size)
-    }
-
-    /// A text uuid's bytes, read in place (none when they do not lie in the blob).
-    func text(of e: PackedPoints.Entry) throws -> [UInt8] {
-        let at = Int(clamping: e.uuid.0), n = Int(clamping: e.uuid.1)
-        guard e.form == PackedPoints.Entry.text, at >= 0, n >= 0, at <= count, n <= count - at else { return [] }
-        var out = [UInt8](repeating: 0, count: n)
-        try out.withUnsafeMutableBytes { b in try read(into: b, at: at) }
-        return out
-    }
-
-    /// Marks the `i`th entry removed.
+extension SQLite.Blob {
+    /// Marks the `i`th entry of a run removed (a blob opened to write).
     func remove(_ i: Int) throws {
         var form = PackedPoints.Entry.removed
         try withUnsafeBytes(of: &form) { b in

@@ -169,15 +169,6 @@ final class PointIndex {
             return (words.0.bigEndian, words.1.bigEndian, upper ? 1 : 0)
         }
 
-        /// Binds the uuid to parameter `i`.
-        func bind(_ s: SQLite.Statement, _ i: Int32, text: String) {
-            if var b = bytes {
-                withUnsafeBytes(of: &b) { s.bind(i, blob: UnsafeRawBufferPointer(rebasing: $0[0..<17])) }
-            } else {
-                s.bind(i, text: text)
-            }
-        }
-
         func value(text: String) -> SQLite.Value {
             guard var b = bytes else { return .text(text) }
             return .blob(withUnsafeBytes(of: &b) { Array($0[0..<17]) })
@@ -279,9 +270,9 @@ final class PointIndex {
                 guard let id = row[0].int, let points = row[1].blob else { continue }
                 let r = UInt32(runIDs.count)
                 runIDs.append(id)
-                points.withUnsafeBytes { b in
-                    for i in 0..<PackedPoints.count(b) {
-                        let e = PackedPoints.entry(b, i)
+                try points.withUnsafeBytes { b in
+                    for i in 0..<(try b.headCount(size: PackedPoints.Entry.size)) {
+                        let e = try b.entry(i)
                         if e.form != PackedPoints.Entry.removed { order.append((e.key, r, UInt32(i))) }
                     }
                 }
@@ -323,8 +314,9 @@ final class PointIndex {
     private func seriesID(_ series: ArraySlice<UInt8>, in db: SQLite) throws -> Int64 {
         let key = SeriesKey(bytes: series)
         if let last = lastSeries, last.key == key { return last.id }
-        if let id = seriesIDs[key] {
-            lastSeries = (SeriesKey(bytes: ArraySlice(Array(series))), id)
+        if let i = seriesIDs.index(forKey: key) {
+            let (own, id) = seriesIDs[i]   // the dictionary's key: bytes of its own, no copy
+            lastSeries = (own, id)
             return id
         }
         let p = PointIndex.parseSeries(series)
@@ -334,8 +326,9 @@ final class PointIndex {
             .first?.first?.int else { throw SQLite.Failure(description: "\(path): a series just written is not there") }
         if seriesIDs.count >= 100_000 { seriesIDs.removeAll() }
         // Its own bytes: the key must not keep the request's whole body alive.
-        seriesIDs[SeriesKey(bytes: ArraySlice(Array(series)))] = id
-        lastSeries = (SeriesKey(bytes: ArraySlice(Array(series))), id)
+        let own = SeriesKey(bytes: ArraySlice(Array(series)))
+        seriesIDs[own] = id
+        lastSeries = (own, id)
         return id
     }
 
@@ -391,7 +384,7 @@ final class PointIndex {
         guard let chunk = openChunk else { return }
         do {
             try db.transaction {
-                var run = PackedPoints.Builder(capacity: rows.count)
+                var run = PackedPoints.Builder(points: rows.count)
                 for row in rows {
                     let stored = StoredKey(uuid: row.uuid)
                     guard let device = try deviceID(row.device, in: db, create: true) else {
@@ -400,7 +393,7 @@ final class PointIndex {
                     run.add(key: stored.key, device: device, series: try seriesID(row.series, in: db), time: row.timeNanos,
                             part: row.part, uuid: stored.bytes, text: row.uuid)
                 }
-                let bytes = run.bytes()
+                let bytes = run.finish()
                 chunk.insert.bind(1, int: chunk.id)
                 bytes.withUnsafeBytes { chunk.insert.bind(2, blob: $0) }
                 try chunk.insert.step()
@@ -429,6 +422,8 @@ final class PointIndex {
     /// the entry, its run's row and its place there.
     private func forEachPacked(device: Int64, uuid: String, stored: StoredKey, in db: SQLite,
                                _ each: (PackedPoints.Entry, Int64, Int) throws -> Void) throws {
+        var uuidBytes = uuid
+        let mine = uuidBytes.withUTF8 { Array($0) }
         for (id, format) in sealedChunks where format == .packed {
             if sealedRuns[id] == nil {
                 sealedRuns[id] = try db.query("SELECT runs FROM psealed WHERE chunk = ?", [.int(id)]).first?.first?.blob
@@ -436,7 +431,7 @@ final class PointIndex {
             }
             guard let runIDs = sealedRuns[id] else { continue }
             let keys = try db.blob(table: "psealed", column: "keys", row: id)
-            let n = try keys.sortedCount()
+            let n = try keys.headCount(size: PackedPoints.SortedKeys.size)
             var lo = 0, hi = n
             while lo < hi {
                 let mid = (lo + hi) / 2
@@ -452,9 +447,9 @@ final class PointIndex {
                 let runID = runIDs[Int(k.run)]
                 if runs[runID] == nil { runs[runID] = try db.blob(table: "pruns", column: "points", row: runID) }
                 let run = runs[runID]!
-                guard Int(k.index) < (try run.pointCount()) else { continue }
+                guard Int(k.index) < (try run.headCount(size: PackedPoints.Entry.size)) else { continue }
                 let e = try run.entry(Int(k.index))
-                if try PackedPoints.matches(e, device: device, stored: stored, text: uuid, textBytes: { try run.text(of: e) }) {
+                if try PackedPoints.matches(e, device: device, stored: stored, uuid: mine, text: { try run.text(of: e) }) {
                     try each(e, runID, Int(k.index))
                 }
             }
@@ -463,9 +458,9 @@ final class PointIndex {
         for r in try db.query("SELECT id, points FROM pruns WHERE chunk = ? ORDER BY id", [.int(chunk.id)]) {
             guard let rowID = r[0].int, let bytes = r[1].blob else { continue }
             try bytes.withUnsafeBytes { b in
-                for i in 0..<PackedPoints.count(b) {
-                    let e = PackedPoints.entry(b, i)
-                    if PackedPoints.matches(e, device: device, stored: stored, text: uuid, textBytes: { Array(PackedPoints.text(of: e, in: b)) }) {
+                for i in 0..<(try b.headCount(size: PackedPoints.Entry.size)) {
+                    let e = try b.entry(i)
+                    if try PackedPoints.matches(e, device: device, stored: stored, uuid: mine, text: { try b.text(of: e) }) {
                         try each(e, rowID, i)
                     }
                 }
