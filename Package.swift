@@ -53,7 +53,7 @@ let package = Package(
                 path: "Sources/Sinks/File", swiftSettings: strict),
         .target(name: "SinkHTTP", dependencies: ["SinkKit", "HTTPDelivery", "HealthgateCore", "Posix", "CanonicalJSON", "HealthgateCrypto", "YAMLConfig"],
                 path: "Sources/Sinks/HTTP", swiftSettings: strict),
-        .target(name: "SinkInfluxDB", dependencies: ["SinkKit", "HTTPDelivery", "HealthgateCore", "Posix", "FastJSON", "Storage",
+        .target(name: "SinkInfluxDB", dependencies: ["SinkKit", "HTTPDelivery", "HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "Storage",
                                                      "HealthgateCrypto", "CZlib", "YAMLConfig"],
                 path: "Sources/Sinks/InfluxDB", exclude: ["README.md"], swiftSettings: strict),
         // Home Assistant over MQTT: entity model and states, the libmosquitto client, the sink.

@@ -245,13 +245,11 @@ extension CanonicalCodec {
         if n == 2 { return true }
         while i < n - 1 {
             func string() -> UnsafeRawBufferPointer? {
-                guard i < n, v[i] == 0x22 else { return nil }
-                var e = i + 1
-                while e < n && v[e] != 0x22 {
-                    if v[e] == 0x5C { return nil }
-                    e += 1
-                }
-                guard e < n else { return nil }
+                guard i < n, v[i] == 0x22, let base = v.baseAddress else { return nil }
+                // The closing quote, and no backslash before it (libc's memchr, a word at a time).
+                guard let quote = memchr(base + i + 1, 0x22, n - i - 1) else { return nil }
+                let e = UnsafeRawPointer(quote) - base
+                if memchr(base + i + 1, 0x5C, e - i - 1) != nil { return nil }
                 defer { i = e + 1 }
                 return UnsafeRawBufferPointer(rebasing: v[(i + 1)..<e])
             }

@@ -258,7 +258,7 @@ public final class InfluxDBSink: PipelinedSink {
                     continue
                 }
                 let before = run.body.count
-                switch encoder.encode(records[i], into: &run.body) {
+                switch encoder.encode(at: records.baseAddress! + i, into: &run.body) {
                 case .line(let seriesEnd, let time):
                     run.starts.append(before)
                     run.indices.append(i)
