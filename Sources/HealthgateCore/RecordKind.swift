@@ -14,8 +14,11 @@ public enum RecordKind {
         "audiogram", "activity_summary", "workout_route", "heartbeat_series", "ecg", "clinical_record",
     ]
 
-    /// Kinds that come in parts, keyed by `(device, uuid, part)`.
-    public static let partedKinds: Set<String> = ["workout_route", "heartbeat_series"]
+    /// Whether records of `kind` come in parts, keyed by `(device, uuid, part)`: workout routes
+    /// and heartbeat series. Compared, not hashed: asked per record.
+    @inlinable public static func isPartedKind(_ kind: String) -> Bool {
+        kind == "workout_route" || kind == "heartbeat_series"
+    }
     /// Whether samples of `kind` may come as one instant (given a start and no end, they end at
     /// their start): quantities, categories, states of mind. Compared, not hashed: asked per record.
     @inlinable public static func isInstantKind(_ kind: String) -> Bool {

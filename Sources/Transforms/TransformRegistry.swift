@@ -57,9 +57,7 @@ struct PerTypeCache<Value> {
 
     /// The value for (`type`, `unit`), worked out by `make` the first time.
     mutating func value(_ type: String, _ unit: String = "", _ make: () -> Value) -> Value {
-        // Lengths first: they tell most different types apart without comparing bytes.
-        @inline(__always) func same(_ a: String, _ b: String) -> Bool { a.utf8.count == b.utf8.count && a == b }
-        for i in recentTypes.indices where same(recentTypes[i], type) && same(recentUnits[i], unit) { return recentValues[i] }
+        for i in recentTypes.indices where recentTypes[i].isSameText(type) && recentUnits[i].isSameText(unit) { return recentValues[i] }
         let v: Value
         if let known = all[type]?[unit] {
             v = known

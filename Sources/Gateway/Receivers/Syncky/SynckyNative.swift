@@ -92,7 +92,8 @@ enum SynckyNative {
     /// Adds the sample's record to `batch`, or returns why it is set aside.
     /// What one body's samples share: repeated strings, and the kind of the last type seen.
     struct SampleCache {
-        var strings = JSONStringReuse(slots: 2)
+        /// Slots: 0 the source's app, 1 its device, 2 the type, 3 the unit.
+        var strings = JSONStringReuse(slots: 4)
         private var kinds = RecentAnswers<(named: Bool, kind: HealthTypeKind?)>()
 
         /// Whether `type` names a kind of record (`RecordKind.namedKinds`: workouts, ECGs, …) and
@@ -129,7 +130,9 @@ enum SynckyNative {
             }
         }
         guard let uuid = uuidRef?.string, !uuid.isEmpty else { return setAside("the sample has no uuid", s) }
-        guard let type = typeRef?.string, !type.isEmpty else {
+        // The type and unit shared with the samples before (a body holds few of each): no string
+        // made per sample, and the registry's answers for them found by a pointer's comparison.
+        guard let typeRef, let type = reuse.strings.string(typeRef, slot: 2), !type.isEmpty else {
             return setAside("the sample has no type", s)
         }
         let (named, known) = reuse.kind(of: type)
@@ -177,7 +180,7 @@ enum SynckyNative {
             }
         }
         if let u = unitRef, !u.isNull {
-            guard let unit = u.string else { return setAside("\"unit\" must be a string", s) }
+            guard let unit = reuse.strings.string(u, slot: 3) else { return setAside("\"unit\" must be a string", s) }
             r.unit = unit
         }
         if let src = sourceRef, !src.isNull {
@@ -206,7 +209,7 @@ enum SynckyNative {
             guard let n = p.int64, n >= 1 else { return setAside("\"parts\" must be a whole number from 1", s) }
             r.parts = Int(n)
         }
-        if RecordKind.partedKinds.contains(kind) && (r.part == nil || r.parts == nil) {
+        if RecordKind.isPartedKind(kind) && (r.part == nil || r.parts == nil) {
             return setAside("a \(kind) needs \"part\" and \"parts\"", s)
         }
         // Workout fields belong to workouts; on any other kind they are kept as they came.
