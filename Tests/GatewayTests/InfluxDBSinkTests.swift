@@ -377,6 +377,33 @@ import YAMLConfig
         index.close()
     }
 
+    /// Points of more series than the index keeps at hand, taken in turn (as a body's types
+    /// come), and series that differ in one byte or in length only, each keep their own series —
+    /// across runs, and once the index is opened again.
+    @Test func pointsOfManySeriesTakenInTurnKeepTheirOwn() throws {
+        let path = ServeProcess.makeTempDir("pi") + "/points.sqlite"
+        var index = PointIndex(path: path, chunkRows: 7)
+        let series = (0..<11).map { "m\($0 % 3),unit=u\($0)" } + ["m0,unit=u1x", "m0,unit=u"]
+        var rows: [PointIndex.Row] = []
+        for i in 0..<(series.count * 3) { rows.append(Self.row("p\(i)", series[i % series.count], time: Int64(i))) }
+        try index.record(Array(rows[..<20]))
+        try index.record(Array(rows[20...]))
+        func check() throws {
+            for (i, row) in rows.enumerated() {
+                let parsed = PointIndex.parseSeries(row.series)
+                #expect(try index.points(device: "phone-1", uuid: "p\(i)")
+                        == [PointIndex.Point(measurement: parsed.measurement, tags: parsed.tags, timeNanos: Int64(i))], "p\(i)")
+            }
+        }
+        try check()
+        index.close()
+        index = PointIndex(path: path, chunkRows: 7)
+        try check()
+        try index.record([Self.row("late", series[12], time: 99)])
+        #expect(try index.points(device: "phone-1", uuid: "late").map(\.tags.first?.1) == ["u"])
+        index.close()
+    }
+
     /// An open chunk that is full when the index opens (the process that filled it stopped
     /// before sealing it) is sealed then.
     @Test func aFullOpenChunkIsSealedWhenTheIndexOpens() throws {

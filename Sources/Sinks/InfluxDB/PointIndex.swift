@@ -84,8 +84,12 @@ final class PointIndex {
     private var legacyTables: [String] = []
     /// The id of each series (measurement and tags) this process has seen.
     private var seriesIDs: [SeriesKey: Int64] = [:]
-    /// The last series looked up (a request's points come in runs of one series).
-    private var lastSeries: (key: SeriesKey, id: Int64)?
+    /// The last few series looked up, compared (length, then bytes) before any is hashed: a
+    /// request's points come from a few series, in runs or taken in turn, and hashing a series'
+    /// ~90 bytes cost more than the rest of noting its point.
+    private var recentSeries: [(key: SeriesKey, id: Int64)] = []
+    private var nextRecent = 0
+    private static let recentSeriesKept = 8
 
     init(path: String, chunkRows: Int = 50_000) {
         self.path = path
@@ -313,10 +317,10 @@ final class PointIndex {
 
     private func seriesID(_ series: ArraySlice<UInt8>, in db: SQLite) throws -> Int64 {
         let key = SeriesKey(bytes: series)
-        if let last = lastSeries, last.key == key { return last.id }
+        for recent in recentSeries where recent.key == key { return recent.id }
         if let i = seriesIDs.index(forKey: key) {
             let (own, id) = seriesIDs[i]   // the dictionary's key: bytes of its own, no copy
-            lastSeries = (own, id)
+            remember(own, id)
             return id
         }
         let p = PointIndex.parseSeries(series)
@@ -328,8 +332,18 @@ final class PointIndex {
         // Its own bytes: the key must not keep the request's whole body alive.
         let own = SeriesKey(bytes: ArraySlice(Array(series)))
         seriesIDs[own] = id
-        lastSeries = (own, id)
+        remember(own, id)
         return id
+    }
+
+    /// Keeps a series among the recent ones, in place of the oldest.
+    private func remember(_ key: SeriesKey, _ id: Int64) {
+        if recentSeries.count < PointIndex.recentSeriesKept {
+            recentSeries.append((key, id))
+        } else {
+            recentSeries[nextRecent] = (key, id)
+            nextRecent = (nextRecent + 1) % PointIndex.recentSeriesKept
+        }
     }
 
     /// Whether `b[i]` is a backslash escaping a separator.
@@ -404,7 +418,7 @@ final class PointIndex {
             deviceIDs = [:]
             lastDevice = nil
             seriesIDs = [:]
-            lastSeries = nil
+            recentSeries = []
             throw error
         }
         openChunk?.rows += rows.count
