@@ -68,6 +68,11 @@ struct BenchOptions {
             if ["--sinks", "--bodies", "--senders", "--table", "--readme", "--fluent-bit", "--pairs"].contains(args[i]) { inSuite = true }
             i += 2
         }
+        // The runs start `healthgate serve` from this path: say so now if nothing is there
+        // (`--micro` runs in this process and needs none).
+        if !micro && !FileManager.default.isExecutableFile(atPath: binary) {
+            Self.fail("no healthgate to run at \(binary) (build it: swift build -c release --product healthgate, or give --healthgate PATH)")
+        }
         plan.binary = binary
         if args.contains("--seconds") { plan.seconds = seconds }
         suite = inSuite ? plan : nil
