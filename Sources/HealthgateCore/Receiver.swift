@@ -180,7 +180,9 @@ extension RecentAnswers: Sendable where Value: Sendable {}
 extension String {
     /// Whether `other` is the same text, lengths first: they tell most different types and
     /// units apart without comparing bytes (`==` on two different strings costs a few hundred
-    /// instructions; on the same storage, as decoded records share it, a pointer's).
+    /// instructions; on the same storage, as decoded records share it, a pointer's). Two
+    /// spellings of one text in different Unicode forms differ here: for the caches that use
+    /// it, that is a miss, and the registry is asked.
     @inlinable public func isSameText(_ other: String) -> Bool {
         utf8.count == other.utf8.count && self == other
     }
