@@ -13,9 +13,11 @@ struct LineProtocolEncoder: Sendable {
     static let fields: [RecordTemplate.Field] = [.type, .kind, .receiver, .phone, .source, .unit]
 
     /// The fields of a record the sink reads (`BuiltSink.reads`): the line, the point index and
-    /// deletes use none of the phone's own JSON (`fields`, `metadata`, `extra`), so the drainer
-    /// reads the rest from a walk of each journal line instead of parsing all of it.
-    static let reads = CanonicalRecord.Fields.all.subtracting(CanonicalRecord.Fields(.fields, .metadata, .extra))
+    /// deletes use none of the phone's own JSON (`fields`, `metadata`, `extra`), nor the end, the
+    /// UTC offset or the count of parts (a point is at its start), so the drainer reads the rest
+    /// from a walk of each journal line instead of parsing all of it.
+    static let reads = CanonicalRecord.Fields.all.subtracting(
+        CanonicalRecord.Fields(.fields, .metadata, .extra, .end, .utcOffset, .parts))
 
     let measurement: RecordTemplate
     let phoneTag: String
