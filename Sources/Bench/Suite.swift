@@ -80,8 +80,9 @@ enum Suite {
                 let template = BenchMain.makeBody(samples: samples)
                 let runDir = dir + "/run-\(runNumber)"
                 let config = BenchMain.config(dataDir: runDir + "/data", transforms: transforms, sinkLine: target.sinkLine)
-                let unreachable = BenchMain.config(dataDir: runDir + "/data", transforms: transforms, sinkLine: target.unreachableSinkLine)
-                let m = BenchMain.measure(binary: plan.binary, config: backfill ? unreachable : config, dir: runDir, template: template,
+                // A backfill's first healthgate has the sink's line with its server out of reach.
+                let first = backfill ? BenchMain.config(dataDir: runDir + "/data", transforms: transforms, sinkLine: target.unreachableSinkLine) : config
+                let m = BenchMain.measure(binary: plan.binary, config: first, dir: runDir, template: template,
                                           connections: senders, seconds: plan.seconds, maxSamples: plan.maxSamples(sink), run: runNumber,
                                           peer: target.serverPID, deliverAfter: backfill ? config : nil)
                 let row = Row(sink: sink, bodyBytes: bodyBytes, samplesPerBody: samples, senders: senders, transforms: transforms,

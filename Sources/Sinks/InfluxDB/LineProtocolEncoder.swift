@@ -133,17 +133,9 @@ struct LineProtocolEncoder: Sendable {
         return .line(seriesEnd: seriesEnd, timeNanos: start.unixNanoseconds)
     }
 
-    /// `encode` of the record at `record`, read where it lies: a call on `records[i]` copies the
-    /// record first (retaining each of its strings, releasing them after), a twentieth of the
-    /// sink's decoding and encoding (`--micro` "InfluxDB lines", by callgrind).
+    /// `encode` of the record at `record`, read where it lies (`CanonicalRecord.inPlace`).
     func encode(at record: UnsafePointer<CanonicalRecord>, into out: inout [UInt8]) -> Encoded {
-        // Inout access to the pointee is the one the compiler does not copy. Nothing writes
-        // through it: the array behind `record` may be shared (a batch in flight and the next).
-        encodeInPlace(&UnsafeMutablePointer(mutating: record).pointee, into: &out)
-    }
-
-    private func encodeInPlace(_ r: inout CanonicalRecord, into out: inout [UInt8]) -> Encoded {
-        encode(r, into: &out)
+        CanonicalRecord.inPlace(record) { encode($0, into: &out) }
     }
 
     /// `,key=value` for a slot whose value the record has.
@@ -284,9 +276,7 @@ struct LineProtocolEncoder: Sendable {
 extension InfluxDBSink {
     /// The fields of a record the sink reads (`LineProtocolEncoder.reads`; `--micro` decodes them).
     public static var fieldsRead: CanonicalRecord.Fields { LineProtocolEncoder.reads }
-}
 
-extension InfluxDBSink {
     /// `healthgate-bench --micro`'s InfluxDB lines: the drainer's read of journal lines for this
     /// sink, then each record encoded as the sink encodes it on its thread (Syncky's schema, a
     /// phone tag). Returns the bytes of line protocol made.

@@ -27,28 +27,6 @@ enum PackedPoints {
         /// The UUID's bytes, or (offset, length) of its text in the blob.
         var uuid: (UInt64, UInt64)
 
-        init(key: Int64, device: Int64, series: Int64, time: Int64, part: Int32, form: UInt8, uuid: (UInt64, UInt64)) {
-            self.key = key
-            self.device = device
-            self.series = series
-            self.time = time
-            self.part = part
-            self.form = form
-            self.uuid = uuid
-        }
-
-        /// The entry at the start of `p` (at least `size` bytes).
-        init(_ p: UnsafeRawBufferPointer) {
-            key = Int64(littleEndian: p.loadUnaligned(fromByteOffset: 0, as: Int64.self))
-            device = Int64(littleEndian: p.loadUnaligned(fromByteOffset: 8, as: Int64.self))
-            series = Int64(littleEndian: p.loadUnaligned(fromByteOffset: 16, as: Int64.self))
-            time = Int64(littleEndian: p.loadUnaligned(fromByteOffset: 24, as: Int64.self))
-            part = Int32(littleEndian: p.loadUnaligned(fromByteOffset: 32, as: Int32.self))
-            form = p[PackedPoints.formOffset]
-            uuid = (UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 40, as: UInt64.self)),
-                    UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 48, as: UInt64.self)))
-        }
-
         /// Writes the entry at the start of `p` (at least `size` bytes).
         func write(to p: UnsafeMutableRawBufferPointer) {
             p.storeBytes(of: key.littleEndian, toByteOffset: 0, as: Int64.self)
@@ -62,7 +40,24 @@ enum PackedPoints {
             p.storeBytes(of: uuid.1.littleEndian, toByteOffset: 48, as: UInt64.self)
         }
     }
+}
 
+/// Here, not in the struct, so that the struct keeps its memberwise initialiser.
+extension PackedPoints.Entry {
+    /// The entry at the start of `p` (at least `size` bytes).
+    init(_ p: UnsafeRawBufferPointer) {
+        key = Int64(littleEndian: p.loadUnaligned(fromByteOffset: 0, as: Int64.self))
+        device = Int64(littleEndian: p.loadUnaligned(fromByteOffset: 8, as: Int64.self))
+        series = Int64(littleEndian: p.loadUnaligned(fromByteOffset: 16, as: Int64.self))
+        time = Int64(littleEndian: p.loadUnaligned(fromByteOffset: 24, as: Int64.self))
+        part = Int32(littleEndian: p.loadUnaligned(fromByteOffset: 32, as: Int32.self))
+        form = p[PackedPoints.formOffset]
+        uuid = (UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 40, as: UInt64.self)),
+                UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 48, as: UInt64.self)))
+    }
+}
+
+extension PackedPoints {
     /// A run's blob, written point by point where it goes (the number of points known at
     /// the start): the entries, then the texts of uuids that are not a UUID's.
     struct Builder {

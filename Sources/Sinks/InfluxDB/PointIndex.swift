@@ -547,14 +547,12 @@ extension InfluxDBSink {
     public final class IndexBench {
         private let index: PointIndex
         private let rows: [PointIndex.Row]
-        private let series: [[UInt8]]
 
         public init(path: String, points: Int) {
             index = PointIndex(path: path)
             let series = ["heart_rate", "steps", "active_energy_burned", "distance_walking_running"].map {
                 Array("\($0),device=Apple\\ Watch,phone=d_benchbenchbenchbench0,source=com.apple.Health,unit=count".utf8)
             }
-            self.series = series
             var x: UInt64 = 0x9E37_79B9_7F4A_7C15
             func hex(_ n: Int) -> String {
                 x = x &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
