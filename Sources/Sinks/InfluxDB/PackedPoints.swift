@@ -167,6 +167,11 @@ extension PackedBytes {
         return min(Int(clamping: UInt64(littleEndian: n)), (count - PackedPoints.headSize) / size)
     }
 
+    /// Each entry of a run, with its place.
+    func forEachEntry(_ body: (PackedPoints.Entry, Int) throws -> Void) throws {
+        for i in 0..<(try headCount(size: PackedPoints.Entry.size)) { try body(try entry(i), i) }
+    }
+
     /// The `i`th entry of a run.
     func entry(_ i: Int) throws -> PackedPoints.Entry {
         var raw = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))

@@ -275,8 +275,7 @@ final class PointIndex {
                 let r = UInt32(runIDs.count)
                 runIDs.append(id)
                 try points.withUnsafeBytes { b in
-                    for i in 0..<(try b.headCount(size: PackedPoints.Entry.size)) {
-                        let e = try b.entry(i)
+                    try b.forEachEntry { e, i in
                         if e.form != PackedPoints.Entry.removed { order.append((e.key, r, UInt32(i))) }
                     }
                 }
@@ -472,8 +471,7 @@ final class PointIndex {
         for r in try db.query("SELECT id, points FROM pruns WHERE chunk = ? ORDER BY id", [.int(chunk.id)]) {
             guard let rowID = r[0].int, let bytes = r[1].blob else { continue }
             try bytes.withUnsafeBytes { b in
-                for i in 0..<(try b.headCount(size: PackedPoints.Entry.size)) {
-                    let e = try b.entry(i)
+                try b.forEachEntry { e, i in
                     if try PackedPoints.matches(e, device: device, stored: stored, uuid: mine, text: { try b.text(of: e) }) {
                         try each(e, rowID, i)
                     }
