@@ -59,7 +59,7 @@ extension CanonicalRecord {
         if writes(.parts), let v = parts { o.lit(",\"parts\":"); o.int(Int64(v)) }
         if writes(.start), let v = start { o.lit(",\"start\":"); o.time(v) }
         if writes(.end), let v = end { o.lit(",\"end\":"); o.time(v) }
-        if writes(.utcOffset), let v = utcOffset { o.lit(",\"utc_offset\":"); o.str(Timestamp.formatOffset(v)) }
+        if writes(.utcOffset), let v = utcOffset { o.lit(",\"utc_offset\":"); o.offset(v) }
         if writes(.value) {
             switch value {
             case .number(let d)?: o.lit(",\"value\":"); o.double(d)
@@ -437,6 +437,15 @@ struct JSONBytes {
             var text = d.description
             text.withUTF8 { raw(UnsafeRawBufferPointer($0)) }
         }
+    }
+
+    /// A UTC offset in seconds as its JSON string, `"+02:00"` (`Timestamp.formatOffset`).
+    mutating func offset(_ seconds: Int) {
+        room(8)
+        base[count] = 0x22
+        let n = Timestamp.formatOffset(seconds, into: UnsafeMutableRawBufferPointer(start: base + count + 1, count: 6))
+        base[count + n + 1] = 0x22
+        count += n + 2
     }
 
     mutating func time(_ t: Timestamp) {

@@ -44,7 +44,7 @@ public struct CanonicalRecord: Sendable, Equatable {
     /// Fields that have no place in the canonical record, kept as they came.
     public var extra: [RecordField]
 
-    public init(op: Op = .upsert, kind: String, device: String, receiver: String, uuid: String, type: String,
+    @inlinable public init(op: Op = .upsert, kind: String, device: String, receiver: String, uuid: String, type: String,
                 part: Int? = nil, parts: Int? = nil, start: Timestamp? = nil, end: Timestamp? = nil,
                 utcOffset: Int? = nil, value: RecordValue? = nil, unit: String? = nil, code: Int? = nil,
                 activity: String? = nil, durationS: Double? = nil, energyKcal: Double? = nil,

@@ -131,11 +131,7 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         let (y, m, d) = Timestamp.civil(fromDays: days)
         var i = 0
         @inline(__always) func digits(_ v: Int, _ width: Int) {
-            var v = max(v, 0)
-            for k in stride(from: width - 1, through: 0, by: -1) {
-                out[i + k] = UInt8(truncatingIfNeeded: 0x30 + v % 10)
-                v /= 10
-            }
+            Timestamp.writeDigits(v, width, to: out, at: i)
             i += width
         }
         @inline(__always) func byte(_ b: UInt8) {
@@ -157,13 +153,17 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
 
     /// `+02:00` / `-05:30` for an offset in seconds.
     public static func formatOffset(_ seconds: Int) -> String {
-        var out = [UInt8]()
-        out.append(seconds < 0 ? 0x2D : 0x2B)
-        let a = abs(seconds)
-        appendDigits(&out, a / 3600, 2)
-        out.append(0x3A)
-        appendDigits(&out, a / 60 % 60, 2)
-        return String(decoding: out, as: UTF8.self)
+        String(unsafeUninitializedCapacity: 6) { formatOffset(seconds, into: UnsafeMutableRawBufferPointer($0)) }
+    }
+
+    /// `formatOffset(_:)` written into `out` (at least 6 bytes); returns the length written (6).
+    public static func formatOffset(_ seconds: Int, into out: UnsafeMutableRawBufferPointer) -> Int {
+        let a = seconds.magnitude
+        out[0] = seconds < 0 ? 0x2D : 0x2B
+        writeDigits(Int(truncatingIfNeeded: a / 3600), 2, to: out, at: 1)
+        out[3] = 0x3A
+        writeDigits(Int(truncatingIfNeeded: a / 60 % 60), 2, to: out, at: 4)
+        return 6
     }
 
     /// Parses `+02:00`, `-0530`, `Z`; nil otherwise.
@@ -220,6 +220,15 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     static func floorDiv(_ a: Int64, _ b: Int64) -> Int64 {
         let q = a / b
         return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q
+    }
+
+    /// The last `width` decimal digits of `v` (0 when negative), zero-padded, at `out[i...]`.
+    @inline(__always) static func writeDigits(_ v: Int, _ width: Int, to out: UnsafeMutableRawBufferPointer, at i: Int) {
+        var v = max(v, 0)
+        for k in stride(from: width - 1, through: 0, by: -1) {
+            out[i + k] = UInt8(truncatingIfNeeded: 0x30 + v % 10)
+            v /= 10
+        }
     }
 
     static func appendDigits(_ out: inout [UInt8], _ v: Int, _ width: Int) {

@@ -19,6 +19,21 @@ import Testing
         #expect(t2.rfc3339() == "2026-10-14T02:01:00Z")
         #expect(o2 == -19800)
         #expect(Timestamp.formatOffset(-19800) == "-05:30")
+        #expect(Timestamp.formatOffset(0) == "+00:00")
+        #expect(Timestamp.formatOffset(20700) == "+05:45")
+        // No offset is out of range for the formatter (abs(Int.min) would trap).
+        #expect(Timestamp.formatOffset(Int.min).count == 6)
+    }
+
+    @Test func aRecordsOffsetIsWrittenInItsCanonicalLine() {
+        for (offset, text) in [(7200, "+02:00"), (-19800, "-05:30"), (0, "+00:00"), (-45, "-00:00")] {
+            var r = CanonicalRecord(kind: "quantity", device: "d", receiver: "r", uuid: "u", type: "HeartRate",
+                                    start: Timestamp(seconds: 1_791_961_260), utcOffset: offset)
+            r.value = .number(61)
+            var line: [UInt8] = []
+            r.appendNDJSON(to: &line)
+            #expect(String(decoding: line, as: UTF8.self).contains(#""utc_offset":"\#(text)""#))
+        }
     }
 
     @Test func keepsFractionsToTheNanosecond() throws {
