@@ -90,6 +90,9 @@ import Testing
         #expect(rec("activity_summary:2026-08-10")?["stand_goal"] as? Int == 12)
         #expect(rec("1D77-1")?["op"] as? String == "delete")
         #expect(try c.request("GET", "/metrics").text.contains(#"healthgate_records_unknown_type_total{receiver="chunks"} 1"#))
+        // The same chunk again is another batch, with an id of its own.
+        let again = try c.request("POST", "/v1/ingest", headers: auth, body: Array(Self.chunk.utf8))
+        #expect(again.status == 202 && again.json?["batch_id"] as? String != json["batch_id"] as? String, "\(again.text)")
     }
 
     @Test func refusesWhatTheSpecRefuses() throws {

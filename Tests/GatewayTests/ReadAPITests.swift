@@ -24,10 +24,13 @@ import YAMLConfig
         """)
     }
 
-    func ingest(_ serve: ServeProcess, _ body: String) throws {
+    /// Posts a chunk to the ingest API; returns its `batch_id`.
+    @discardableResult
+    func ingest(_ serve: ServeProcess, _ body: String) throws -> String? {
         let r = try serve.client().request("POST", "/v1/ingest", headers: [("Authorization", "Bearer ingest-token-123456"),
                                                                          ("Content-Type", "application/json")], body: Array(body.utf8))
         #expect(r.status == 202, "\(String(decoding: r.body, as: UTF8.self))")
+        return r.json?["batch_id"] as? String
     }
 
     func get(_ serve: ServeProcess, _ pathAndQuery: String, token: String? = agent) throws -> (status: Int, json: [String: Any], headers: [(String, String)]) {
@@ -225,7 +228,7 @@ import YAMLConfig
                                                                                           ("X-Device-Id", "ios-1")], body: Array(export.utf8))
             #expect(r.status == 200)
         }
-        try ingest(serve, #"{"device_id":"ios-2","samples":[{"source_uuid":"st-9","data_type":"stepCount","ts":"2026-12-01T09:00:00Z","value":42,"unit":"count"}]}"#)
+        let batchID = try ingest(serve, #"{"device_id":"ios-2","samples":[{"source_uuid":"st-9","data_type":"stepCount","ts":"2026-12-01T09:00:00Z","value":42,"unit":"count"}]}"#)
         let unreadable = try serve.client().request("POST", "/v1/ingest", headers: [("Authorization", "Bearer ingest-token-123456"),
                                                                                   ("Content-Type", "application/json")], body: Array("{".utf8))
         #expect(unreadable.status == 400)
@@ -241,6 +244,8 @@ import YAMLConfig
         #expect(resent["records"] as? Int == 0 && resent["duplicates"] as? Int == 3, "\(resent)")
         #expect(first["device"] as? String == "ios-1" && first["request_id"] as? String == "exp-7")
         #expect(all[1]["device"] as? String == "ios-2" && all[1]["records"] as? Int == 1)
+        // The ingest API's batch_id is the batch's id in the log (its spec: it correlates them).
+        #expect(batchID != nil && all[1]["request_id"] as? String == batchID, "\(all[1])")
         #expect((all[0]["note"] as? String ?? "").hasPrefix("unreadable"))
         #expect((all.first?["id"] as? Int ?? 0) > (all.last?["id"] as? Int ?? 0))
 
