@@ -353,32 +353,40 @@ struct JSONBytes {
         raw(UnsafeRawBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
     }
 
-    mutating func str(_ s: String) {
-        var s = s
-        s.withUTF8 { p in
-            room(p.count * 6 + 2)
-            var w = base + count
-            w.pointee = 0x22
-            w += 1
-            var i = 0
-            if let from = p.baseAddress {
-                // Eight bytes at a time while none of them needs an escape (most strings
-                // have none): one test of the word, one store.
-                while i + 8 <= p.count {
-                    let word = UnsafeRawPointer(from + i).loadUnaligned(as: UInt64.self)
-                    if JSONBytes.needsEscape(word) { break }
-                    UnsafeMutableRawPointer(w).storeBytes(of: word, as: UInt64.self)
-                    w += 8
-                    i += 8
-                }
-            }
-            while i < p.count {
-                w = JSONBytes.escape(p[i], at: w)
-                i += 1
-            }
-            w.pointee = 0x22
-            count = w + 1 - base
+    /// A string as a JSON string, escaped where it must be. Read where the string lies (no copy
+    /// of it, so no retain and release: a record's eight or so strings each took both).
+    @inline(__always) mutating func str(_ s: String) {
+        if s.utf8.withContiguousStorageIfAvailable({ str(UnsafeRawBufferPointer($0)) }) == nil {
+            var s = s   // not contiguous UTF-8 (bridged): made so
+            s.withUTF8 { str(UnsafeRawBufferPointer($0)) }
         }
+    }
+
+    mutating func str(_ raw: UnsafeRawBufferPointer) {
+        let p = raw.assumingMemoryBound(to: UInt8.self)
+        room(p.count * 6 + 2)
+        var w = base + count
+        w.pointee = 0x22
+        w += 1
+        var i = 0
+        let n = p.count
+        if let from = p.baseAddress {
+            // Eight bytes at a time while none of them needs an escape (most strings
+            // have none): one test of the word, one store.
+            while i + 8 <= n {
+                let word = UnsafeRawPointer(from + i).loadUnaligned(as: UInt64.self)
+                if JSONBytes.needsEscape(word) { break }
+                UnsafeMutableRawPointer(w).storeBytes(of: word, as: UInt64.self)
+                w += 8
+                i += 8
+            }
+        }
+        while i < n {
+            w = JSONBytes.escape(p[i], at: w)
+            i += 1
+        }
+        w.pointee = 0x22
+        count = w + 1 - base
     }
 
     /// Whether any of the eight bytes is below 0x20, a quote or a backslash (the exact
