@@ -45,17 +45,20 @@ struct Pending {
                          bad: (ArraySlice<UInt8>, String) -> Void) {
         // With other sinks reading the journal, the records are copied out of the shared entry;
         // alone, they are moved out of what was decoded.
-        var decoded: (entry: DecodedEntries.Entry, owned: Bool)
+        // One variable holds the decoded records: a second (a tuple they came in, say) would
+        // make moving them out below copy the whole array first, every string retained.
+        var entry: DecodedEntries.Entry
+        var owned = true
         if !only.isAll {
-            decoded = (DecodedEntries.decodeNow(e, parser: parser, only: only, patches: patches), true)
+            entry = DecodedEntries.decodeNow(e, parser: parser, only: only, patches: patches)
             // A line that did not decode (or walk) leaves the records without their lines: the
             // sink then encodes each record, and needs all of it.
-            if decoded.entry.ranges == nil { decoded = (DecodedEntries.decodeNow(e, parser: parser), true) }
+            if entry.ranges == nil { entry = DecodedEntries.decodeNow(e, parser: parser) }
+        } else if let shared {
+            (entry, owned) = shared.decode(e, parser: parser)
         } else {
-            decoded = shared?.decode(e, parser: parser) ?? (entry: DecodedEntries.decodeNow(e, parser: parser), owned: true)
+            entry = DecodedEntries.decodeNow(e, parser: parser)
         }
-        var entry = decoded.entry
-        let owned = decoded.owned
         for f in entry.failures {
             // Only a damaged disk or a bug gets here: the line is kept, not dropped.
             bad(entry.payload[f.range], "journal entry \(e.seq) line \(f.line) is not a canonical record: \(f.error)")
