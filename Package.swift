@@ -15,6 +15,7 @@ let package = Package(
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CDeflate", pkgConfig: "libdeflate", providers: [.apt(["libdeflate-dev"])]),
         .systemLibrary(name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
         .systemLibrary(name: "CSQLite3", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
@@ -54,7 +55,7 @@ let package = Package(
         .target(name: "SinkHTTP", dependencies: ["SinkKit", "HTTPDelivery", "HealthgateCore", "Posix", "CanonicalJSON", "HealthgateCrypto", "YAMLConfig"],
                 path: "Sources/Sinks/HTTP", swiftSettings: strict),
         .target(name: "SinkInfluxDB", dependencies: ["SinkKit", "HTTPDelivery", "HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "Storage",
-                                                     "HealthgateCrypto", "CZlib", "YAMLConfig"],
+                                                     "HealthgateCrypto", "CDeflate", "YAMLConfig"],
                 path: "Sources/Sinks/InfluxDB", exclude: ["README.md"], swiftSettings: strict),
         // Home Assistant over MQTT: entity model and states, the libmosquitto client, the sink.
         .target(name: "SinkMQTT", dependencies: ["SinkKit", "HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "YAMLConfig", "CMosquitto"],
@@ -66,7 +67,7 @@ let package = Package(
         // One folder per transform, and their registry.
         .target(name: "Transforms", dependencies: ["HealthgateCore", "YAMLConfig", "Posix", "FastJSON", "CanonicalJSON"], swiftSettings: strict),
         // The journal and the pipeline: drainers, routes, delivery, dead letters, cursors. No HTTP, no QR.
-        .target(name: "Pipeline", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "SinkKit", "CZlib"],
+        .target(name: "Pipeline", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "SinkKit", "CDeflate"],
                 exclude: ["Journal/JOURNAL.md", "Delivery/QUEUES.md"], swiftSettings: strict),
         // HTTP server, receivers and formats, ingest, write-back, config, the CLI.
         .target(

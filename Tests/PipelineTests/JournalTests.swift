@@ -25,6 +25,21 @@ import Testing
         #expect(j.makeReader(from: 7).read(maxEntries: 100).map(\.seq) == [7, 8, 9, 10])
     }
 
+    /// The journal's checksum is the CRC-32 it has always been (zlib's, the ISO-HDLC one): entries
+    /// written before the checksum came from libdeflate still read.
+    @Test func theChecksumIsZlibsCRC32() {
+        #expect(Journal.crc(Array("123456789".utf8)) == 0xCBF4_3926)   // the polynomial's check value
+        #expect(Journal.crc([UInt8]()) == 0)
+        // Long enough for the carry-less multiply path, compared with the bitwise definition.
+        let bytes = (0..<100_003).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ $0 >> 7) }
+        var c: UInt32 = 0xFFFF_FFFF
+        for b in bytes {
+            c ^= UInt32(b)
+            for _ in 0..<8 { c = c & 1 == 1 ? (c >> 1) ^ 0xEDB8_8320 : c >> 1 }
+        }
+        #expect(Journal.crc(bytes) == ~c)
+    }
+
     /// A big request is several bounded entries, cut at record boundaries.
     @Test func aBigRequestIsSplitAtRecordBoundaries() throws {
         var big: [UInt8] = []

