@@ -149,34 +149,6 @@ public struct QuarantinedRecord: Sendable, Equatable {
     }
 }
 
-/// The last eight answers to a question asked of a name (the registry, for every sample of a
-/// body: a body repeats a few types and units), kept in a ring, so asking again costs a few
-/// string comparisons instead of a lookup by name.
-public struct RecentAnswers<Value> {
-    private var keys: [String] = []
-    private var values: [Value] = []
-    private var next = 0
-
-    public init() {}
-
-    /// The answer for `key`: a recent one, else `make()`'s, kept in place of the oldest.
-    public mutating func value(_ key: String, _ make: () -> Value) -> Value {
-        for i in keys.indices where keys[i].isSameText(key) { return values[i] }
-        let v = make()
-        if keys.count < 8 {
-            keys.append(key)
-            values.append(v)
-        } else {
-            keys[next] = key
-            values[next] = v
-            next = (next + 1) % 8
-        }
-        return v
-    }
-}
-
-extension RecentAnswers: Sendable where Value: Sendable {}
-
 extension String {
     /// Whether `other` is the same text, lengths first: they tell most different types and
     /// units apart without comparing bytes (`==` on two different strings costs a few hundred
@@ -190,9 +162,9 @@ extension String {
 
 /// The last few answers of the registry, for checks on every record of a body.
 struct KnownCache: Sendable {
-    private var types = RecentAnswers<Bool>()
-    private var units = RecentAnswers<Bool>()
-    private var canonical = RecentAnswers<String?>()
+    private var types = RecentAnswers<String, Bool>()
+    private var units = RecentAnswers<String, Bool>()
+    private var canonical = RecentAnswers<String, String?>()
 
     /// The type's canonical unit (nil for types without one), from the last few asked.
     mutating func canonicalUnit(_ type: String) -> String? {

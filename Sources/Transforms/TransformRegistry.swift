@@ -43,21 +43,23 @@ final class MappingInstance: Transform {
 }
 
 /// What a transform worked out for a record's type (and unit), kept for the next records: the
-/// few recent keys are compared in a row (decoded records share their strings' storage, so
-/// most comparisons are a pointer's), the rest hashed; at most `limit` keys in all.
+/// last eight (`RecentAnswers`; decoded records share their strings' storage, so most
+/// comparisons are a pointer's), the rest hashed; at most `limit` keys in all.
 struct PerTypeCache<Value> {
-    private var recentTypes: [String] = []
-    private var recentUnits: [String] = []
-    private var recentValues: [Value] = []
-    private var next = 0
+    struct TypeAndUnit: RecentKey {
+        var type: String
+        var unit: String
+        func isSame(as other: TypeAndUnit) -> Bool { type.isSameText(other.type) && unit.isSameText(other.unit) }
+    }
+    private var recent = RecentAnswers<TypeAndUnit, Value>()
     private var all: [String: [String: Value]] = [:]
     private var count = 0
-    static var recent: Int { 8 }
     static var limit: Int { 4096 }
 
     /// The value for (`type`, `unit`), worked out by `make` the first time.
     mutating func value(_ type: String, _ unit: String = "", _ make: () -> Value) -> Value {
-        for i in recentTypes.indices where recentTypes[i].isSameText(type) && recentUnits[i].isSameText(unit) { return recentValues[i] }
+        let key = TypeAndUnit(type: type, unit: unit)
+        if let v = recent.answer(for: key) { return v }
         let v: Value
         if let known = all[type]?[unit] {
             v = known
@@ -68,16 +70,7 @@ struct PerTypeCache<Value> {
                 count += 1
             }
         }
-        if recentTypes.count < PerTypeCache.recent {
-            recentTypes.append(type)
-            recentUnits.append(unit)
-            recentValues.append(v)
-        } else {
-            recentTypes[next] = type
-            recentUnits[next] = unit
-            recentValues[next] = v
-            next = (next + 1) % PerTypeCache.recent
-        }
+        recent.keep(key, v)
         return v
     }
 }

@@ -37,7 +37,7 @@ final class PointIndex {
     /// A point's series as the line protocol writes it — measurement and tags, escaped, the
     /// line's bytes up to its fields — the key of `seriesIDs` (hashed as bytes: no string is
     /// made per point).
-    struct SeriesKey: Hashable {
+    struct SeriesKey: Hashable, RecentKey {
         let bytes: ArraySlice<UInt8>
 
         static func == (a: SeriesKey, b: SeriesKey) -> Bool {
@@ -49,6 +49,8 @@ final class PointIndex {
         func hash(into h: inout Hasher) {
             bytes.withUnsafeBytes { h.combine(bytes: $0) }
         }
+
+        func isSame(as other: SeriesKey) -> Bool { self == other }
     }
 
     /// One written point: its record's key, its series (as `SeriesKey` says) and its time.
@@ -87,9 +89,7 @@ final class PointIndex {
     /// The last few series looked up, compared (length, then bytes) before any is hashed: a
     /// request's points come from a few series, in runs or taken in turn, and hashing a series'
     /// ~90 bytes cost more than the rest of noting its point.
-    private var recentSeries: [(key: SeriesKey, id: Int64)] = []
-    private var nextRecent = 0
-    private static let recentSeriesKept = 8
+    private var recentSeries = RecentAnswers<SeriesKey, Int64>()
 
     init(path: String, chunkRows: Int = 50_000) {
         self.path = path
@@ -316,10 +316,10 @@ final class PointIndex {
 
     private func seriesID(_ series: ArraySlice<UInt8>, in db: SQLite) throws -> Int64 {
         let key = SeriesKey(bytes: series)
-        for recent in recentSeries where recent.key == key { return recent.id }
+        if let id = recentSeries.answer(for: key) { return id }
         if let i = seriesIDs.index(forKey: key) {
             let (own, id) = seriesIDs[i]   // the dictionary's key: bytes of its own, no copy
-            remember(own, id)
+            recentSeries.keep(own, id)
             return id
         }
         let p = PointIndex.parseSeries(series)
@@ -331,18 +331,8 @@ final class PointIndex {
         // Its own bytes: the key must not keep the request's whole body alive.
         let own = SeriesKey(bytes: ArraySlice(Array(series)))
         seriesIDs[own] = id
-        remember(own, id)
+        recentSeries.keep(own, id)
         return id
-    }
-
-    /// Keeps a series among the recent ones, in place of the oldest.
-    private func remember(_ key: SeriesKey, _ id: Int64) {
-        if recentSeries.count < PointIndex.recentSeriesKept {
-            recentSeries.append((key, id))
-        } else {
-            recentSeries[nextRecent] = (key, id)
-            nextRecent = (nextRecent + 1) % PointIndex.recentSeriesKept
-        }
     }
 
     /// Whether `b[i]` is a backslash escaping a separator.
@@ -417,7 +407,7 @@ final class PointIndex {
             deviceIDs = [:]
             lastDevice = nil
             seriesIDs = [:]
-            recentSeries = []
+            recentSeries.removeAll()
             throw error
         }
         openChunk?.rows += rows.count

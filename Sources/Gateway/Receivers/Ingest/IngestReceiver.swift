@@ -102,7 +102,7 @@ struct IngestMapper {
     private var strings = JSONStringReuse(slots: 4)
     /// The last few `data_type`s looked up and what the registry said of them (its name for the
     /// type and whether it is a category: all a sample with a number needs).
-    private var types = RecentAnswers<Known?>()
+    private var types = RecentAnswers<String, Known?>()
 
     init(receiver: String, device: String, timeZone: String?) {
         self.receiver = receiver

@@ -94,7 +94,7 @@ enum SynckyNative {
     struct SampleCache {
         /// Slots: 0 the source's app, 1 its device, 2 the type, 3 the unit.
         var strings = JSONStringReuse(slots: 4)
-        private var kinds = RecentAnswers<(named: Bool, kind: HealthTypeKind?)>()
+        private var kinds = RecentAnswers<String, (named: Bool, kind: HealthTypeKind?)>()
 
         /// Whether `type` names a kind of record (`RecordKind.namedKinds`: workouts, ECGs, …) and
         /// the registry's kind of it, from the last eight types seen before asking again.
