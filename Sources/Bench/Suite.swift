@@ -36,14 +36,29 @@ enum Suite {
         }
     }
 
+    /// What a run is besides its load.
+    enum RunKind: Equatable {
+        /// The sink's plain route.
+        case plain
+        /// Through filter + convert + tag (the transforms' target).
+        case transforms
+        /// The senders done before the sink reaches its server; end to end is the drain alone.
+        case backfill
+    }
+
+    /// One run of the suite: its body size, its senders, what it is.
+    struct Scenario {
+        let bodyBytes: Int
+        let senders: Int
+        var kind = RunKind.plain
+    }
+
     struct Row {
         let sink: BenchSink
         let bodyBytes: Int
         let samplesPerBody: Int
         let senders: Int
-        let transforms: Bool
-        /// A backfill: the senders done before the sink reaches its server; end to end is the drain alone.
-        var backfill = false
+        let kind: RunKind
         let m: Measurement
         var ceiling: Double?
         /// The CPU seconds a million records the sink's server used at its ceiling (influxd).
@@ -62,18 +77,21 @@ enum Suite {
         for sink in plan.sinks {
             let target = BenchTarget(sink, dir: dir + "/\(sink.rawValue)")
             var archive: String?
-            var scenarios: [(Int, Int, Bool, Bool)] = plan.bodies.flatMap { b in plan.senders.map { (b, $0, false, false) } }
+            var scenarios = plan.bodies.flatMap { b in plan.senders.map { Scenario(bodyBytes: b, senders: $0) } }
             // The transforms' cost: the file sink's 1 MB × 8 run again through filter + convert +
             // tag, then both once more in turn (A B A B: the VM's speed drifts between runs by more
             // than the gap measured); the target compares their medians.
             if sink == .file && plan.bodies.contains(1_000_000) && plan.senders.contains(8) && plan.pairs > 0 {
-                scenarios += [(1_000_000, 8, true, false)]
-                for _ in 1..<plan.pairs { scenarios += [(1_000_000, 8, false, false), (1_000_000, 8, true, false)] }
+                let plain = Scenario(bodyBytes: 1_000_000, senders: 8), shaped = Scenario(bodyBytes: 1_000_000, senders: 8, kind: .transforms)
+                scenarios += [shaped]
+                for _ in 1..<plan.pairs { scenarios += [plain, shaped] }
             }
             // A backfill into InfluxDB: the same load journaled while the sink cannot reach influxd,
             // then delivered by a healthgate started again — the sink's drain alone beside the ceiling.
-            if sink == .influxdb && plan.bodies.contains(1_000_000) && plan.senders.contains(8) { scenarios += [(1_000_000, 8, false, true)] }
-            for (bodyBytes, senders, transforms, backfill) in scenarios {
+            if sink == .influxdb && plan.bodies.contains(1_000_000) && plan.senders.contains(8) { scenarios += [Scenario(bodyBytes: 1_000_000, senders: 8, kind: .backfill)] }
+            for scenario in scenarios {
+                let (bodyBytes, senders) = (scenario.bodyBytes, scenario.senders)
+                let transforms = scenario.kind == .transforms, backfill = scenario.kind == .backfill
                 runNumber += 1
                 target.reset()
                 let samples = samplesFor(bytes: bodyBytes)
@@ -85,8 +103,7 @@ enum Suite {
                 let m = BenchMain.measure(binary: plan.binary, config: first, dir: runDir, template: template,
                                           connections: senders, seconds: plan.seconds, maxSamples: plan.maxSamples(sink), run: runNumber,
                                           peer: target.serverPID, deliverAfter: backfill ? config : nil)
-                let row = Row(sink: sink, bodyBytes: bodyBytes, samplesPerBody: samples, senders: senders, transforms: transforms,
-                              backfill: backfill, m: m)
+                let row = Row(sink: sink, bodyBytes: bodyBytes, samplesPerBody: samples, senders: senders, kind: scenario.kind, m: m)
                 print(line(row))
                 fflush(nil)   // each run as it ends, also into a pipe or a file
                 rows.append(row)
@@ -149,7 +166,7 @@ enum Suite {
     static func line(_ r: Row) -> String {
         String(format: "%@ %@ × %d%@: %d requests, %@ samples/s acknowledged, %@ end to end, p50/p99/p99.9 %.1f/%.1f/%.1f ms, "
                + "%.1f CPU s a million, peak RSS %d MB, %d failed",
-               r.sink.rawValue, size(r.bodyBytes), r.senders, r.transforms ? " (transforms)" : r.backfill ? " (backfill)" : "", r.m.requests,
+               r.sink.rawValue, size(r.bodyBytes), r.senders, r.kind == .transforms ? " (transforms)" : r.kind == .backfill ? " (backfill)" : "", r.m.requests,
                thousands(r.m.ackRate), thousands(r.m.endToEndRate), r.m.percentile(0.5), r.m.percentile(0.99),
                r.m.percentile(0.999), r.m.cpuPerMillion, r.m.peakRSSKiB / 1024, r.m.failures)
     }
@@ -171,7 +188,7 @@ enum Suite {
             }
             let ceiling = r.ceiling.map(thousands) ?? "—"
             let share = r.ceiling.map { String(format: "%.0f %%", r.m.endToEndRate / $0 * 100) } ?? "—"
-            out += "| \(r.sink.rawValue)\(r.transforms ? " + filter, convert, tag" : r.backfill ? ", backfill (the drain alone)" : "") | \(size(r.bodyBytes)) (\(thousands(Double(r.samplesPerBody)))) "
+            out += "| \(r.sink.rawValue)\(r.kind == .transforms ? " + filter, convert, tag" : r.kind == .backfill ? ", backfill (the drain alone)" : "") | \(size(r.bodyBytes)) (\(thousands(Double(r.samplesPerBody)))) "
                 + "| \(r.senders) | \(r.m.requests) | \(thousands(r.m.ackRate)) | " + String(format: "%.1f", r.m.megabytesPerSecond)
                 + " | \(thousands(r.m.endToEndRate))\(r.m.stalled ? " (stalled: \(thousands(Double(r.m.delivered))) of \(thousands(Double(r.m.samples))) delivered)" : "") | \(ceiling) | \(share) | "
                 + String(format: "%.1f / %.1f / %.1f", r.m.percentile(0.5), r.m.percentile(0.99), r.m.percentile(0.999))
@@ -210,23 +227,23 @@ enum Suite {
     /// Which of the issues' targets the rows meet, said plainly.
     static func targets(_ rows: [Row]) -> [String] {
         var said: [String] = []
-        func row(_ sink: BenchSink, _ body: Int, _ senders: Int, transforms: Bool = false, backfill: Bool = false) -> Row? {
-            rows.first { $0.sink == sink && $0.bodyBytes == body && $0.senders == senders && $0.transforms == transforms && $0.backfill == backfill }
+        func row(_ sink: BenchSink, _ body: Int, _ senders: Int, _ kind: RunKind = .plain) -> Row? {
+            rows.first { $0.sink == sink && $0.bodyBytes == body && $0.senders == senders && $0.kind == kind }
         }
         if let r = row(.influxdb, 1_000_000, 8), let c = r.ceiling {
             let share = r.m.endToEndRate / c
             said.append(String(format: "InfluxDB end to end ≥ 80 %% of influxd's own ceiling (1 MB × 8): %@ (%.0f %%)",
                                share >= 0.8 ? "met" : "not met", share * 100) + (r.ceilingCPU.map { cpuBudget(r, ceiling: c, influxd: $0) } ?? "")
-                       + (row(.influxdb, 1_000_000, 8, backfill: true).map {
+                       + (row(.influxdb, 1_000_000, 8, .backfill).map {
                            String(format: "; a backfill — the same load journaled first, then delivered by itself — %.0f %% of the ceiling "
                                   + "(%@ samples/s, %.1f CPU s a million)", $0.m.endToEndRate / c * 100, thousands($0.m.endToEndRate), $0.m.cpuPerMillion)
                        } ?? ""))
         }
-        func rates(transforms: Bool) -> [Double] {
-            rows.filter { $0.sink == .file && $0.bodyBytes == 1_000_000 && $0.senders == 8 && $0.transforms == transforms }
+        func rates(_ kind: RunKind) -> [Double] {
+            rows.filter { $0.sink == .file && $0.bodyBytes == 1_000_000 && $0.senders == 8 && $0.kind == kind }
                 .map(\.m.endToEndRate)
         }
-        let plain = rates(transforms: false), shaped = rates(transforms: true)
+        let plain = rates(.plain), shaped = rates(.transforms)
         if !plain.isEmpty, !shaped.isEmpty, median(plain) > 0 {
             let ratio = median(shaped) / median(plain)
             let each = zip(plain, shaped).map { String(format: "%.2f", $1 / $0) }.joined(separator: ", ")
@@ -236,7 +253,7 @@ enum Suite {
                                min(plain.count, shaped.count), ratio >= 0.9 ? "met" : "not met", ratio, each, rates))
         }
         // Issue 15's load is ~100 KB bodies from 20 connections; 64 senders of 1 MB hold 64 MB of bodies in flight.
-        let hundred = rows.filter { $0.bodyBytes == 100_000 && !$0.transforms && !$0.backfill }
+        let hundred = rows.filter { $0.bodyBytes == 100_000 && $0.kind == .plain }
         if let peak = hundred.map(\.m.peakRSSKiB).max() {
             let all = rows.map(\.m.peakRSSKiB).max() ?? peak
             said.append("Peak RSS under load ≤ 100 MB with 100 KB bodies: \(peak / 1024 <= 100 ? "met" : "not met") (at most \(peak / 1024) MB; "
