@@ -150,6 +150,15 @@ public struct QuarantinedRecord: Sendable, Equatable {
 }
 
 extension String {
+    /// Calls `body` with the string's UTF-8 bytes where they lie: no copy of the string, so no
+    /// retain and release (`var s = self; s.withUTF8` took both, a few times for every record).
+    /// A string that is not contiguous UTF-8 (bridged) is made so first.
+    @inlinable public func withUTF8Bytes<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+        if let r = try utf8.withContiguousStorageIfAvailable(body) { return r }
+        var s = self
+        return try s.withUTF8(body)
+    }
+
     /// Whether `other` is the same text, lengths first: they tell most different types and
     /// units apart without comparing bytes (`==` on two different strings costs a few hundred
     /// instructions; on the same storage, as decoded records share it, a pointer's). Two

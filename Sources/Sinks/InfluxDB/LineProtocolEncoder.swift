@@ -246,30 +246,31 @@ struct LineProtocolEncoder: Sendable {
     /// line breaks become spaces; a trailing backslash (which cannot round-trip) is dropped; an
     /// empty name becomes `_`. (UTF-8 continuation bytes are never ASCII, so bytewise is safe.)
     static func appendEscaped(_ s: String, measurement: Bool = false, to out: inout [UInt8]) {
-        var text = s
-        text.withUTF8 { p in
-            let start = out.count
-            // The bytes between escapes go in at once (most names have none: all of them).
-            var run = 0
-            for i in 0..<p.count {
-                let c = p[i]
-                guard c <= UInt8(ascii: "=") else { continue }   // every byte that changes is at most `=`
-                let escaped: UInt8
-                switch c {
-                case UInt8(ascii: ","), UInt8(ascii: " "): escaped = c
-                case UInt8(ascii: "="): if measurement { continue } else { escaped = c }
-                case 9, 10, 13: escaped = UInt8(ascii: " ")
-                default: continue
-                }
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: p[run..<i]))
-                out.append(UInt8(ascii: "\\"))
-                out.append(escaped)
-                run = i + 1
+        s.withUTF8Bytes { appendEscaped(bytes: $0, measurement: measurement, to: &out) }   // where it lies: no retain a tag
+    }
+
+    static func appendEscaped(bytes p: UnsafeBufferPointer<UInt8>, measurement: Bool, to out: inout [UInt8]) {
+        let start = out.count
+        // The bytes between escapes go in at once (most names have none: all of them).
+        var run = 0
+        for i in 0..<p.count {
+            let c = p[i]
+            guard c <= UInt8(ascii: "=") else { continue }   // every byte that changes is at most `=`
+            let escaped: UInt8
+            switch c {
+            case UInt8(ascii: ","), UInt8(ascii: " "): escaped = c
+            case UInt8(ascii: "="): if measurement { continue } else { escaped = c }
+            case 9, 10, 13: escaped = UInt8(ascii: " ")
+            default: continue
             }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: p[run...]))
-            while out.count > start, out.last == UInt8(ascii: "\\") { out.removeLast() }
-            if out.count == start { out.append(UInt8(ascii: "_")) }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: p[run..<i]))
+            out.append(UInt8(ascii: "\\"))
+            out.append(escaped)
+            run = i + 1
         }
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: p[run...]))
+        while out.count > start, out.last == UInt8(ascii: "\\") { out.removeLast() }
+        if out.count == start { out.append(UInt8(ascii: "_")) }
     }
 }
 
