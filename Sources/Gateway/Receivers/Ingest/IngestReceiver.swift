@@ -213,8 +213,16 @@ struct IngestMapper {
         guard let start = ts else { return setAside("the sample has no ts", v) }
         let known = knownType(dataType)
         let type = known?.name ?? dataType
-        var r = CanonicalRecord(kind: known?.isCategory == true ? RecordKind.category : RecordKind.quantity, device: device,
-                                receiver: receiver, uuid: uuid, type: type, start: start, utcOffset: offset(at: start))
+        // Filled in place from an empty one: the initialiser, even inlined, copies the record it
+        // builds (each string retained, then released): ~1 % of a chunk by callgrind.
+        var r = CanonicalRecord.empty
+        r.kind = known?.isCategory == true ? RecordKind.category : RecordKind.quantity
+        r.device = device
+        r.receiver = receiver
+        r.uuid = uuid
+        r.type = type
+        r.start = start
+        r.utcOffset = offset(at: start)
         guard let end = time(field[3]) else { return setAside("\"end_ts\" is not an RFC 3339 time", v) }
         if let end, end < start { return setAside("\"end_ts\" is before \"ts\"", v) }
         r.end = end
