@@ -156,13 +156,7 @@ enum SynckyNative {
                 return setAside("\(type) takes the name of one of its values, not a number", s)
             }
         }
-        // Filled in place from an empty one (as the ingest API's samples: the initialiser copies).
-        var r = CanonicalRecord.empty
-        r.kind = kind
-        r.device = device
-        r.receiver = receiver
-        r.uuid = uuid
-        r.type = type
+        var r = CanonicalRecord(kind: kind, device: device, receiver: receiver, uuid: uuid, type: type)
         switch time(startRef) {
         case .failure(let why): return setAside("\"start\" \(why)", s)
         case .success(let t): r.start = t?.0; r.utcOffset = t?.1
