@@ -22,41 +22,27 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
 
     /// `2026-10-14T07:01:00Z`, with a fraction only when there is one (trailing zeros cut).
     public func rfc3339() -> String {
-        var out = [UInt8]()
-        out.reserveCapacity(30)
-        appendRFC3339(to: &out)
-        return String(decoding: out, as: UTF8.self)
+        String(unsafeUninitializedCapacity: 32) { formatRFC3339(into: UnsafeMutableRawBufferPointer($0)) }
     }
 
     /// The date part, `2026-10-14`, in UTC.
     public func utcDate() -> String {
         let (y, m, d) = Timestamp.civil(fromDays: Timestamp.floorDiv(seconds, 86_400))
-        var out = [UInt8]()
-        out.reserveCapacity(10)
-        Timestamp.appendDigits(&out, y, 4); out.append(0x2D)
-        Timestamp.appendDigits(&out, m, 2); out.append(0x2D)
-        Timestamp.appendDigits(&out, d, 2)
-        return String(decoding: out, as: UTF8.self)
+        return String(unsafeUninitializedCapacity: 10) { b in
+            let out = UnsafeMutableRawBufferPointer(b)
+            Timestamp.writeDigits(y, 4, to: out, at: 0); out[4] = 0x2D
+            Timestamp.writeDigits(m, 2, to: out, at: 5); out[7] = 0x2D
+            Timestamp.writeDigits(d, 2, to: out, at: 8)
+            return 10
+        }
     }
 
+    /// `rfc3339()` appended to `out`.
     public func appendRFC3339(to out: inout [UInt8]) {
-        let days = Timestamp.floorDiv(seconds, 86_400)
-        let secOfDay = Int(seconds - days * 86_400)
-        let (y, m, d) = Timestamp.civil(fromDays: days)
-        Timestamp.appendDigits(&out, y, 4); out.append(0x2D)
-        Timestamp.appendDigits(&out, m, 2); out.append(0x2D)
-        Timestamp.appendDigits(&out, d, 2); out.append(0x54)
-        Timestamp.appendDigits(&out, secOfDay / 3600, 2); out.append(0x3A)
-        Timestamp.appendDigits(&out, secOfDay / 60 % 60, 2); out.append(0x3A)
-        Timestamp.appendDigits(&out, secOfDay % 60, 2)
-        if nanoseconds > 0 {
-            var frac = Int(nanoseconds)
-            var width = 9
-            while frac % 10 == 0 { frac /= 10; width -= 1 }
-            out.append(0x2E)
-            Timestamp.appendDigits(&out, frac, width)
+        withUnsafeTemporaryAllocation(byteCount: 32, alignment: 1) { buffer in
+            let n = formatRFC3339(into: buffer)
+            out.append(contentsOf: buffer[..<n])
         }
-        out.append(0x5A)
     }
 
     /// Parses RFC 3339 (`YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; `t`, `z` and a space for `T`
@@ -228,18 +214,6 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         for k in stride(from: width - 1, through: 0, by: -1) {
             out[i + k] = UInt8(truncatingIfNeeded: 0x30 + v % 10)
             v /= 10
-        }
-    }
-
-    static func appendDigits(_ out: inout [UInt8], _ v: Int, _ width: Int) {
-        var buf: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        var v = max(v, 0)
-        withUnsafeMutableBytes(of: &buf) { p in
-            for k in stride(from: width - 1, through: 0, by: -1) {
-                p[k] = UInt8(truncatingIfNeeded: 0x30 + v % 10)
-                v /= 10
-            }
-            out.append(contentsOf: p[0..<width])
         }
     }
 }
