@@ -155,10 +155,10 @@ extension String {
     /// Calls `body` with the string's UTF-8 bytes where they lie: no copy of the string, so no
     /// retain and release (`var s = self; s.withUTF8` took both, a few times for every record).
     /// A string that is not contiguous UTF-8 (bridged) is made so first.
-    @inlinable public func withUTF8Bytes<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
-        if let r = try utf8.withContiguousStorageIfAvailable(body) { return r }
+    @inlinable public func withUTF8Bytes<R>(_ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        if let r = utf8.withContiguousStorageIfAvailable(body) { return r }
         var s = self
-        return try s.withUTF8(body)
+        return s.withUTF8(body)
     }
 
     /// Whether `other` is the same text, lengths first: they tell most different types and
