@@ -84,7 +84,7 @@ let package = Package(
 
         // The fuzz targets: a library the tests run the committed corpora through, and its
         // driver, libFuzzer's when built for `make fuzz`.
-        .target(name: "FuzzTargets", dependencies: ["Gateway", "HealthgateCore", "CanonicalJSON", "FastJSON", "HealthgateCrypto", "YAMLConfig"],
+        .target(name: "FuzzTargets", dependencies: ["Gateway", "Pipeline", "HealthgateCore", "CanonicalJSON", "FastJSON", "HealthgateCrypto", "YAMLConfig"],
                 path: "Sources/Fuzz/Targets", swiftSettings: strict),
         .executableTarget(name: "healthgate-fuzz", dependencies: ["FuzzTargets"], path: "Sources/Fuzz/Driver", swiftSettings: strict),
 

@@ -50,11 +50,17 @@ public enum CanonicalCodec {
     /// fields in `patches` written anew (those a route may change: `RecordLine.patched`): with
     /// fewer than all fields read, every line must walk (`CanonicalLine`), the ranges nil
     /// otherwise, and each line's spans of `patches` are found as it is read.
+    /// Whether `readLines` parses the lines when reading `only` with `patches` (else it only
+    /// splits them).
+    public static func parses(only: CanonicalRecord.Fields, patches: CanonicalRecord.Fields) -> Bool {
+        only.rawValue != 0 || patches.rawValue != 0
+    }
+
     public static func readLines(_ bytes: [UInt8], parser: JSONParser, only: CanonicalRecord.Fields = .all,
                                  patches: CanonicalRecord.Fields = [],
                                  onError: (Int, CanonicalDecodeError, Range<Int>) -> Void = { _, _, _ in }) -> ReadLines {
         let patching = patches.rawValue != 0 && !only.isAll
-        if only.rawValue == 0 && !patching {
+        if !parses(only: only, patches: patches) {
             // Nothing read: the lines alone, not parsed (their entry's checksum was checked when
             // it was read), each with an empty record.
             let ranges = lineRanges(bytes)

@@ -97,6 +97,7 @@ public final class GatewayService: @unchecked Sendable {
         server = GatewayService.makeServer(topology, tls: tlsPEM, guard: connectionGuard, handler: switchable, logger: logger)
         var drainers: [SinkDrainer] = []
         journal.decoded.setReaders(GatewayService.wholeRecordReaders(topology))
+        journal.decoded.setParsingReaders(GatewayService.parsingReaders(topology))
         for s in topology.sinks {
             drainers.append(try makeDrainer(s, topology: topology, metrics: SinkMetrics(name: s.name), inbox: nil))
         }
@@ -173,6 +174,11 @@ public final class GatewayService: @unchecked Sendable {
         topology.sinks.filter { s in SinkDrainer.readsWholeRecords(s.built, routes: topology.routes.filter { $0.to.contains(s.name) }) }.count
     }
 
+    /// The sinks whose drainers parse the journal's lines (and take what ingest hands over).
+    static func parsingReaders(_ topology: Topology) -> Int {
+        return topology.sinks.filter { s in SinkDrainer.parsesRecords(s.built, routes: topology.routes.filter { $0.to.contains(s.name) }) }.count
+    }
+
     /// A sink's drainer, with the routes that lead to it in `topology`.
     private func makeDrainer(_ s: (name: String, built: BuiltSink), topology: Topology, metrics: SinkMetrics,
                              inbox: Journal?) throws -> SinkDrainer {
@@ -226,6 +232,7 @@ public final class GatewayService: @unchecked Sendable {
         let current = drainers
         var next: [SinkDrainer] = []
         journal.decoded.setReaders(GatewayService.wholeRecordReaders(new))
+        journal.decoded.setParsingReaders(GatewayService.parsingReaders(new))
         for s in new.sinks {
             let running = current.first { $0.name == s.name }
             if let running, old.sinkFingerprints[s.name] == new.sinkFingerprints[s.name] {

@@ -31,8 +31,16 @@ extension Receiver {
 public struct ReceiveContext: Sendable {
     /// The time signatures are checked against (`HEALTHGATE_NOW` replaces it in tests).
     public var now: Timestamp
+    /// How many records the batch may keep beside their lines (`ReceivedBatch.kept`; 0: none):
+    /// some when a sink's drainer parses the journal's lines, which then takes them as they are
+    /// (`DecodedEntries`) instead of parsing again what was just encoded. A request with more
+    /// keeps none (its records would be memory beyond its payload's, and past what is handed over).
+    public var keepRecords: Int
 
-    public init(now: Timestamp) { self.now = now }
+    public init(now: Timestamp, keepRecords: Int = 0) {
+        self.now = now
+        self.keepRecords = keepRecords
+    }
 }
 
 /// What a receiver decided about one request.
@@ -64,14 +72,36 @@ public struct ReceivedBatch: Sendable {
     /// Run by the gateway once the records are durable (and only then): for a receiver that
     /// remembers what it took, such as a batch id to recognise a resend.
     public var afterCommit: [@Sendable () -> Void] = []
+    /// With `keepsRecords`, the records as encoded (canonical), with their lines, in the parts
+    /// the journal cuts the payload into (`entryBytes`): handed to the sinks with the entries.
+    public private(set) var kept: [KeptPart] = []
+    /// Whether the batch keeps its records: asked to, and not more of them than `keepLimit`.
+    public private(set) var keepsRecords: Bool
+    private let keepLimit: Int
 
-    public init() {}
+    /// The most bytes of records one journal entry holds: a bigger request is cut into several
+    /// entries at record boundaries (a single longer line is an entry of its own).
+    public static let entryBytes = 1 << 20
+
+    /// `keepingUpTo`: how many records to keep at most (`ReceiveContext.keepRecords`); with
+    /// more, none are.
+    public init(keepingUpTo limit: Int = 0) {
+        keepLimit = limit
+        keepsRecords = limit > 0
+    }
 
     /// Room for about `records` more records: 384 bytes each (a sample's line is ~300–350 bytes:
     /// the ingest API's, with its time zone, 341; at 320 a chunk's lines outgrew the room and
     /// were copied once more).
-    public mutating func reserve(records: Int) {
-        payload.reserveCapacity(payload.count + records * 384)
+    public mutating func reserve(records n: Int) {
+        payload.reserveCapacity(payload.count + n * 384)
+        if keepsRecords && kept.isEmpty {
+            var first = KeptPart(start: 0)
+            let m = min(n, keepLimit, ReceivedBatch.entryBytes / 256)
+            first.records.reserveCapacity(m)
+            first.ranges.reserveCapacity(m)
+            kept.append(first)
+        }
     }
 
     /// Room for about `bytes` more bytes of records.
@@ -88,15 +118,23 @@ public struct ReceivedBatch: Sendable {
     /// `unmapped`: kept although its fields have no canonical place (counted with the unknown types).
     public mutating func append(_ record: consuming CanonicalRecord, unmapped: Bool = false) {
         var r = record
-        append(&r, unmapped: unmapped)
+        makeCanonical(&r)
+        encode(r, unmapped: unmapped)
+        if keepsRecords { kept[kept.count - 1].records.append(consume r) }
     }
 
     /// `append(_:)` for a record the caller built and has no more use for (a body's samples, on
     /// the ingest path): made canonical where it lies and encoded from there, not copied in
     /// (a copy of a record retains and releases each of its strings).
+    /// Kept (`keepsRecords`), the record is moved out and `r` left empty.
     public mutating func append(_ r: inout CanonicalRecord, unmapped: Bool = false) {
         makeCanonical(&r)
         encode(r, unmapped: unmapped)
+        if keepsRecords {
+            var taken = CanonicalRecord.empty
+            swap(&taken, &r)
+            kept[kept.count - 1].records.append(consume taken)
+        }
     }
 
     /// The same fact, the same record, whichever sender it came from: a sample given as one
@@ -116,7 +154,16 @@ public struct ReceivedBatch: Sendable {
 
     private mutating func encode(_ record: CanonicalRecord, unmapped: Bool) {
         if count == 0 { device = record.device }
+        let lineStart = payload.count
         record.appendNDJSON(to: &payload)
+        if keepsRecords {
+            if count < keepLimit {
+                keepLine(lineStart..<payload.count)
+            } else {
+                keepsRecords = false
+                kept = []
+            }
+        }
         count += 1
         if record.op == .upsert {
             if unmapped || !known.typeIsKnown(record.type) { unknownTypes += 1 }
@@ -125,6 +172,38 @@ public struct ReceivedBatch: Sendable {
     }
 
     public var isEmpty: Bool { count == 0 }
+
+    /// A line just written, in the part it makes with the lines before it: a new part when it
+    /// would make that one longer than `entryBytes` (the cut `Journal.parts` makes).
+    private mutating func keepLine(_ line: Range<Int>) {
+        if kept.isEmpty || (line.upperBound - kept[kept.count - 1].start > ReceivedBatch.entryBytes
+                            && !kept[kept.count - 1].ranges.isEmpty) {
+            kept.append(KeptPart(start: line.lowerBound))
+        }
+        let start = kept[kept.count - 1].start
+        kept[kept.count - 1].ranges.append((line.lowerBound - start)..<(line.upperBound - start))
+    }
+
+    /// The records kept (`keepsRecords`), part by part, moved out (the batch keeps its payload
+    /// and counts).
+    public mutating func takeRecords() -> [KeptPart] {
+        var out: [KeptPart] = []
+        swap(&out, &kept)
+        return out
+    }
+}
+
+/// One journal entry's worth of a request's records as a receiver made them
+/// (`ReceivedBatch.takeRecords`), each with its line's bytes in the entry: what the journal
+/// hands to the sinks that parse.
+public struct KeptPart: Sendable {
+    /// Where the part starts in the batch's payload.
+    public let start: Int
+    public var records: [CanonicalRecord] = []
+    /// Each record's line in the part (line feed included).
+    public var ranges: [Range<Int>] = []
+
+    public init(start: Int) { self.start = start }
 }
 
 /// A record that made no sense, kept with the reason beside the good ones.

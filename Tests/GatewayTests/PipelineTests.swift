@@ -123,6 +123,104 @@ import YAMLConfig
         }
     }
 
+    /// What ingest hands over with a request's entries (`Journal.append(records:)`) is taken by
+    /// the drainers that parse instead of parsing (a request over 1 MiB: two entries, each with
+    /// its part), the last of them takes each entry out, and every sink writes what it writes
+    /// from parsed lines, byte for byte: the lines as they are, and the ones a route changed
+    /// written anew. A sink that only copies lines takes nothing.
+    @Test func recordsHandedOverByIngestAreTakenNotParsed() throws {
+        func run(handOver: Bool) throws -> [String: String] {
+            let dir = ServeProcess.makeTempDir("handed")
+            let j = try Journal(directory: dir + "/journal", logger: logger)
+            func built(_ path: String) throws -> BuiltSink {
+                try FileSink.build(name: "x", node: parseYAML("{kind: file, path: \"\(path)\"}", file: "t", environment: [:]),
+                                   path: "sinks.x", context: SinkBuildContext(dataDir: dir))
+            }
+            let tag = try #require(TransformRegistry.builder(named: "tag"))
+            let sinks: [(name: String, built: BuiltSink, routes: [Route])] = [
+                ("a", try built("out/a/{device}.ndjson"), [Route(name: "all", from: [Glob("*")], transforms: [], to: ["a"])]),
+                ("b", try built("out/b/{device}.ndjson"),
+                 [Route(name: "tagged", from: [Glob("*")], transforms: [try tag(parseYAML("{person: alice}", file: "t", environment: [:]), "t")],
+                        to: ["b"])]),
+                ("c", try built("out/c/all.ndjson"), [Route(name: "all", from: [Glob("*")], transforms: [], to: ["c"])]),
+            ]
+            #expect(sinks.map { SinkDrainer.parsesRecords($0.built, routes: $0.routes) } == [true, true, false])
+            j.decoded.setParsingReaders(handOver ? 2 : 0)
+            #expect(j.decoded.recordsWanted == (handOver ? 24_000 : 0))
+            for n in [3, 5000] {
+                var batch = ReceivedBatch(keepingUpTo: j.decoded.recordsWanted)
+                for i in 0..<n {
+                    batch.append(PipelineTests.record("request-\(n)-record-\(i)-" + String(repeating: "x", count: 100),
+                                                      device: "phone-\(i % 2)"))
+                }
+                let parts = Journal.parts(of: batch.payload, count: batch.count)
+                #expect(parts.count == (n == 5000 ? 2 : 1))
+                try j.append(payload: batch.payload, parts: parts, time: Timestamp(seconds: 0),
+                             records: batch.keepsRecords ? batch.takeRecords() : nil)
+            }
+            #expect(j.decoded.handedRecordsKept == (handOver ? 5003 : 0))
+            let drainers = sinks.map { SinkDrainer(name: $0.name, built: $0.built, routes: $0.routes, journal: j, dataDir: dir, logger: logger) }
+            for d in drainers { try d.start() }
+            #expect(ServeProcess.eventually(30) { drainers.allSatisfy { (try? $0.loadCursor()) == Cursor(seq: 4, skip: 0) } })
+            for d in drainers { d.stop() }
+            #expect(j.decoded.handedTaken.load(ordering: .relaxed) == (handOver ? 6 : 0), "three entries, two drainers that parse")
+            #expect(j.decoded.handedRecordsKept == 0, "the last drainer took each entry out")
+            var files: [String: String] = [:]
+            for sink in ["a", "b", "c"] {
+                for name in (try? FileManager.default.contentsOfDirectory(atPath: dir + "/out/" + sink)) ?? [] {
+                    files[sink + "/" + name] = try String(contentsOfFile: dir + "/out/\(sink)/\(name)", encoding: .utf8)
+                }
+            }
+            return files
+        }
+        let handed = try run(handOver: true), parsed = try run(handOver: false)
+        #expect(handed.keys.sorted() == ["a/phone-0.ndjson", "a/phone-1.ndjson", "b/phone-0.ndjson", "b/phone-1.ndjson", "c/all.ndjson"])
+        #expect(handed["c/all.ndjson"]?.split(separator: "\n").count == 5003)
+        #expect(handed["b/phone-1.ndjson"]?.contains("\"tags\":{\"person\":\"alice\"}") == true)
+        #expect(handed == parsed, "what the sinks wrote depends on whether the records were handed over")
+    }
+
+    /// Records handed over are bounded: past the bound, entries some drainer already took go
+    /// first (they wait for a sink that lags); else the new ones are not kept, and ingest is told
+    /// not to keep more until the drainers make room.
+    @Test func recordsHandedOverAreBounded() {
+        let d = DecodedEntries(maxHanded: 10)
+        #expect(d.recordsWanted == 0, "no drainer parses")
+        d.setParsingReaders(2)
+        #expect(d.recordsWanted == 10)
+        func part(_ n: Int) -> [KeptPart] {
+            var p = KeptPart(start: 0)
+            p.records = (0..<n).map { PipelineTests.record("r\($0)") }
+            p.ranges = (0..<n).map { $0 * 10..<($0 + 1) * 10 }
+            return [p]
+        }
+        d.handOver(part(4), lastSeq: 1)
+        d.handOver(part(4), lastSeq: 2)
+        #expect(d.handedRecordsKept == 8 && d.recordsWanted == 2)
+        d.handOver(part(4), lastSeq: 3)
+        #expect(d.handedRecordsKept == 8, "no room, and every entry still waits for both drainers")
+        #expect(d.takeHanded(3) == nil)
+        #expect(d.takeHanded(1)?.owned == false, "the other drainer still has to take it")
+        d.handOver(part(4), lastSeq: 4)
+        #expect(d.handedRecordsKept == 8, "entry 1, which one drainer took, made room for entry 4")
+        #expect(d.takeHanded(1) == nil)
+        #expect(d.takeHanded(4)?.entry.records.count == 4)
+        #expect(d.takeHanded(4)?.owned == true, "the second drainer takes it out")
+        d.handOver(part(2), lastSeq: 5)
+        #expect(d.handedRecordsKept == 6)
+        d.handOver(part(4), lastSeq: 6)
+        #expect(d.handedRecordsKept == 10 && d.recordsWanted == 0, "full: ingest keeps no records")
+        d.setParsingReaders(0)
+        #expect(d.handedRecordsKept == 0 && d.recordsWanted == 0)
+        // A request with more records than it may keep keeps none (not its first ones).
+        for n in [3, 4] {
+            var batch = ReceivedBatch(keepingUpTo: 3)
+            for i in 0..<n { batch.append(PipelineTests.record("u\(i)")) }
+            #expect(batch.keepsRecords == (n == 3) && batch.kept.reduce(0) { $0 + $1.records.count } == (n == 3 ? 3 : 0))
+            #expect(batch.count == n)
+        }
+    }
+
     @Test func routesFilterByTypeGlobsPerSink() throws {
         let dir = ServeProcess.makeTempDir("pipe")
         let j = try Journal(directory: dir + "/journal", logger: logger)

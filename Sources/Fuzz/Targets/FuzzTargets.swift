@@ -4,6 +4,7 @@ import FastJSON
 @testable import Gateway
 import HealthgateCore
 import HealthgateCrypto
+import Pipeline
 import YAMLConfig
 
 /// The fuzz targets: every parser a stranger reaches, fed through the receiver as the gateway
@@ -11,7 +12,8 @@ import YAMLConfig
 /// A finding is a crash, a sanitizer report or a broken oracle (`fatalError`, with the reason):
 ///   - no request gets a 5xx answer: what cannot be read is the sender's problem (4xx; a partial
 ///     write is accepted with a 400, as InfluxDB answers it);
-///   - what a receiver accepts is canonical NDJSON that decodes back, record for record;
+///   - what a receiver accepts is canonical NDJSON that decodes back, record for record, to the
+///     records it keeps for the sinks (`ReceivedBatch.kept`, handed over instead of parsed);
 ///   - a setup link made from whatever a config holds is one URL: no space, control byte or
 ///     non-ASCII byte in it.
 /// Used by `healthgate-fuzz` (libFuzzer, `make fuzz`) and by the tests, which run every committed
@@ -109,7 +111,7 @@ public enum FuzzTargets {
         guard let receiver = receivers[name] else { fatalError("no fuzz receiver \(name)") }
         let request = HTTPRequest(method: "POST", path: receiver.paths[0], query: query,
                                   headers: headers.map { (name: $0.0, value: $0.1) }, body: body)
-        if let p = problem(receiver.authorize(request), receiver.receive(request, context: ReceiveContext(now: now)), of: name) {
+        if let p = problem(receiver.authorize(request), receiver.receive(request, context: ReceiveContext(now: now, keepRecords: Int.max)), of: name) {
             fatalError(p)
         }
     }
@@ -131,6 +133,34 @@ public enum FuzzTargets {
             }
             if let failure { return "\(name): accepted a record that does not decode back: \(failure)" }
             if records.count != batch.count { return "\(name): accepted \(batch.count) records, \(records.count) decode back" }
+            if batch.keepsRecords, let p = problem(kept: batch.kept, decoded: records, payload: batch.payload) { return "\(name): \(p)" }
+        }
+        return nil
+    }
+
+    /// What is wrong with the records a batch kept for the sinks, or nil: they must be the
+    /// records its lines decode to, each encoding to its own line, in the parts the journal
+    /// cuts the payload into.
+    static func problem(kept: [KeptPart], decoded: [CanonicalRecord], payload: [UInt8]) -> String? {
+        let cuts = Journal.parts(of: payload, count: decoded.count)
+        let keptCount = kept.reduce(0) { $0 + $1.records.count }
+        if keptCount != decoded.count { return "kept \(keptCount) records for the sinks, \(decoded.count) decode back" }
+        if decoded.isEmpty { return nil }
+        if kept.map({ $0.start }) != cuts.map({ $0.range.lowerBound }) || kept.map({ $0.records.count }) != cuts.map({ $0.count }) {
+            return "kept records in parts \(kept.map { ($0.start, $0.records.count) }), the journal cuts \(cuts)"
+        }
+        var i = 0
+        for part in kept {
+            if part.ranges.count != part.records.count { return "a kept part has \(part.ranges.count) lines for \(part.records.count) records" }
+            for (r, range) in zip(part.records, part.ranges) {
+                if r != decoded[i] { return "kept record \(i) is not what its line decodes to" }
+                var line: [UInt8] = []
+                r.appendNDJSON(to: &line)
+                if line[...] != payload[(part.start + range.lowerBound)..<(part.start + range.upperBound)] {
+                    return "kept record \(i) does not encode to its line"
+                }
+                i += 1
+            }
         }
         return nil
     }

@@ -195,8 +195,11 @@ public final class IngestHandler: HTTPHandler, Sendable {
         if request.body.count > receiver.maxBodyBytes {
             return bodyTooLarge(path: request.path, limit: receiver.maxBodyBytes)
         }
-        let reception = receiver.receive(request, context: ReceiveContext(now: signatureClock.now()))
-        switch reception {
+        // Where a sink parses the journal's lines, the records come with the batch and are handed
+        // to it with the entries (`DecodedEntries.handOver`) instead of parsed again.
+        let reception = receiver.receive(request, context: ReceiveContext(now: signatureClock.now(),
+                                                                          keepRecords: journal.decoded.recordsWanted))
+        switch consume reception {
         case .answer(let response):
             if response.status == 401 || response.status == 403 {
                 m.refused.add(1, ordering: .relaxed)
@@ -218,7 +221,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
             logger.warning("\(receiver.name): refused an unreadable body (\(request.body.count) bytes) from \(request.remoteAddress)"
                            + "\(IngestHandler.requestID(request)): \(reason)")
             return problem(status, status == 413 ? "Body too large" : "Unreadable body", detail)
-        case .accept(let batch, let reply):
+        case .accept(var batch, let reply):
             noted.device = batch.device
             noted.id = batch.requestID
             noted.duplicates = batch.duplicates
@@ -244,7 +247,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
                 do {
                     // A big request becomes several bounded entries, kept or lost together.
                     try journal.append(payload: batch.payload, parts: Journal.parts(of: batch.payload, count: batch.count),
-                                       time: clock.now())
+                                       time: clock.now(), records: batch.keepsRecords ? batch.takeRecords() : nil)
                 } catch {
                     m.unavailable.add(1, ordering: .relaxed)
                     return unavailable(error.isNoSpace)

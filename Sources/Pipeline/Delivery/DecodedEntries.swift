@@ -13,10 +13,10 @@ import Synchronization
 /// drainer moves records out of what it decoded, as before. Sinks that read only a few fields
 /// (`SinkDrainer.readsWholeRecords` false) decode those themselves and are not readers here.
 public final class DecodedEntries: @unchecked Sendable {
-    /// One entry as decoded: its records, each one's line in `payload` (nil when some line did
-    /// not decode, so that lines and records do not pair up), and the lines that did not decode.
+    /// One entry as decoded: its records, each one's line in the entry's payload (nil when some
+    /// line did not decode, so that lines and records do not pair up), and the lines that did
+    /// not decode.
     struct Entry: Sendable {
-        var payload: [UInt8]
         var records: [CanonicalRecord]
         var ranges: [Range<Int>]?
         /// Read for patching (`CanonicalCodec.readLines`): each line's spans.
@@ -44,8 +44,93 @@ public final class DecodedEntries: @unchecked Sendable {
     public let decodes = Atomic<Int>(0)
     public let reuses = Atomic<Int>(0)
 
-    public init(maxRecords: Int = 10_000) {
+    // Under `monitor`: entries handed over by ingest (`handOver`), for the drainers that parse.
+    private var handed: [UInt64: Entry] = [:]
+    private var handedOrder: [UInt64] = []
+    private var handedRecords = 0
+    private var parsingReaders = 0
+    let maxHanded: Int
+    /// Entries a drainer took as ingest handed them over, not parsed (for tests and `--micro`).
+    public let handedTaken = Atomic<Int>(0)
+
+    public init(maxRecords: Int = 10_000, maxHanded: Int = 24_000) {
         self.maxRecords = maxRecords
+        self.maxHanded = maxHanded
+    }
+
+    /// How many drainers parse the journal's lines (`SinkDrainer.parsesRecords`): those that take
+    /// what ingest hands over. None, and ingest keeps no records (`recordsWanted`).
+    public func setParsingReaders(_ n: Int) {
+        monitor.withLock {
+            parsingReaders = max(0, n)
+            if parsingReaders == 0 {
+                handed = [:]
+                handedOrder = []
+                handedRecords = 0
+            }
+        }
+    }
+
+    /// How many records one request may keep for the drainers (`ReceiveContext.keepRecords`):
+    /// the room left, when some drainer parses; else none.
+    public var recordsWanted: Int { monitor.withLock { parsingReaders > 0 ? max(0, maxHanded - handedRecords) : 0 } }
+
+    /// Records held as ingest handed them over (tests).
+    public var handedRecordsKept: Int { monitor.withLock { handedRecords } }
+
+    /// The records of the entries one request became, as ingest made them (canonical, and
+    /// encoded into those entries' lines: a line decodes to its record), part for part (the last
+    /// one entry `lastSeq`), left for the drainers that parse, which take them instead of
+    /// parsing what was just encoded. Called by the journal as the entries become durable,
+    /// before any drainer can read them.
+    /// Bounded by `maxHanded` records: past it, the oldest entries some drainer took already go
+    /// (they wait for a sink that lags or is stuck); then the new ones are not kept (the drainers
+    /// take the ones kept, which makes room again, and parse the others). Evicting the oldest
+    /// instead would lose every entry to a drainer that lags by more than the bound.
+    func handOver(_ parts: [KeptPart], lastSeq: UInt64) {
+        let adding = parts.reduce(0) { $0 + $1.records.count }
+        monitor.withLock {
+            guard parsingReaders > 0 else { return }
+            if handedRecords + adding > maxHanded {
+                var i = 0
+                while i < handedOrder.count && handedRecords + adding > maxHanded {
+                    let seq = handedOrder[i]
+                    if let entry = handed[seq], entry.left < parsingReaders {
+                        handed[seq] = nil
+                        handedOrder.remove(at: i)
+                        handedRecords -= entry.records.count
+                    } else {
+                        i += 1
+                    }
+                }
+                if handedRecords + adding > maxHanded { return }
+            }
+            for (i, part) in parts.enumerated() {
+                let seq = lastSeq - UInt64(parts.count - 1 - i)
+                handed[seq] = Entry(records: part.records, ranges: part.ranges, failures: [], left: parsingReaders)
+                handedOrder.append(seq)
+            }
+            handedRecords += adding
+        }
+    }
+
+    /// The records ingest handed over with entry `seq`, if they are still here; `owned` when
+    /// this is the last drainer to take them (it may move them out).
+    func takeHanded(_ seq: UInt64) -> (entry: Entry, owned: Bool)? {
+        let found: (Entry, Bool)? = monitor.withLock {
+            guard !handed.isEmpty, var entry = handed[seq] else { return nil }
+            entry.left -= 1
+            if entry.left <= 0 {
+                handed[seq] = nil
+                if let i = handedOrder.firstIndex(of: seq) { handedOrder.remove(at: i) }
+                handedRecords -= entry.records.count
+                return (entry, true)
+            }
+            handed[seq] = entry
+            return (entry, false)
+        }
+        if found != nil { handedTaken.add(1, ordering: .relaxed) }
+        return found
     }
 
     /// How many drainers read the journal (the sinks of the running config).
@@ -125,6 +210,6 @@ public final class DecodedEntries: @unchecked Sendable {
         let read = CanonicalCodec.readLines(e.payload, parser: parser, only: only, patches: patches) { line, error, range in
             failures.append((line, error, range))
         }
-        return Entry(payload: e.payload, records: read.records, ranges: read.ranges, spans: read.spans, failures: failures, left: 0)
+        return Entry(records: read.records, ranges: read.ranges, spans: read.spans, failures: failures, left: 0)
     }
 }

@@ -49,7 +49,12 @@ struct Pending {
         // make moving them out below copy the whole array first, every string retained.
         var entry: DecodedEntries.Entry
         var owned = true
-        if !only.isAll {
+        if CanonicalCodec.parses(only: only, patches: patches), let handed = shared?.takeHanded(e.seq),
+           handed.entry.records.count == e.count, handed.entry.ranges?.last?.upperBound == e.payload.count {
+            // Ingest handed over the records it encoded into this entry: whole, each with its line
+            // (no spans: a route that changes a record has its line written anew).
+            (entry, owned) = handed
+        } else if !only.isAll {
             entry = DecodedEntries.decodeNow(e, parser: parser, only: only, patches: patches)
             // A line that did not decode (or walk) leaves the records without their lines: the
             // sink then encodes each record, and needs all of it.
@@ -61,11 +66,11 @@ struct Pending {
         }
         for f in entry.failures {
             // Only a damaged disk or a bug gets here: the line is kept, not dropped.
-            bad(entry.payload[f.range], "journal entry \(e.seq) line \(f.line) is not a canonical record: \(f.error)")
+            bad(e.payload[f.range], "journal entry \(e.seq) line \(f.line) is not a canonical record: \(f.error)")
         }
         let ranges = entry.ranges
         let spans = entry.spans
-        let payload = entry.payload
+        let payload = e.payload
         guard skip < entry.records.count else { return }
         let n = entry.records.count - skip
         positions.reserve(atLeast: positions.count + n)

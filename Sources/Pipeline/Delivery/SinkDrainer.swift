@@ -61,6 +61,14 @@ public final class SinkDrainer: Sendable {
         SinkRoutes.fieldsRead(routes: routes, sinkReads: built.reads).isAll
     }
 
+    /// Whether a drainer of this sink and these routes parses the journal's lines (and so takes
+    /// the records ingest hands over: `DecodedEntries.setParsingReaders` counts these), or only
+    /// splits them.
+    public static func parsesRecords(_ built: BuiltSink, routes: [Route]) -> Bool {
+        let read = SinkRoutes.fieldsRead(routes: routes, sinkReads: built.reads)
+        return CanonicalCodec.parses(only: read, patches: routes.reduce(into: CanonicalRecord.Fields()) { $0.formUnion($1.changes) })
+    }
+
     public static func stateDirectory(sink: String, dataDir: String) -> String {
         FileIO.join(FileIO.join(dataDir, "sinks"), sink)
     }

@@ -201,6 +201,9 @@ public final class Journal: @unchecked Sendable {
         var seq: UInt64 = 0
         var error: JournalError?
         var done = false
+        /// On a request's last entry: its records as ingest made them, and the request's parts,
+        /// for `DecodedEntries.handOver` once the entries are durable.
+        var handed: [KeptPart]?
 
         init(payload: ArraySlice<UInt8>, count: Int, timeNanos: Int64, following: Int) {
             self.payload = payload
@@ -213,7 +216,7 @@ public final class Journal: @unchecked Sendable {
 
     /// The largest payload one entry holds; a bigger request is split into several entries at
     /// record boundaries, written together and kept or cut together (see JOURNAL.md).
-    public static let maxEntryPayload = 1 << 20
+    public static let maxEntryPayload = ReceivedBatch.entryBytes
 
     /// Where to cut `payload` (NDJSON, one record a line) into entries of at most `limit`
     /// bytes each (a single longer line is an entry of its own), with each part's record count.
@@ -257,13 +260,23 @@ public final class Journal: @unchecked Sendable {
     /// Appends one request as one entry per part (`Journal.parts`), queued together so one
     /// leader writes and syncs them together: durable together, or failed together, and cut
     /// together by recovery when a crash left only some of them. Returns the last sequence.
+    /// `records`: the request's records as ingest made them (`ReceivedBatch.takeRecords`),
+    /// handed to the drainers that parse (`DecodedEntries.handOver`) as the entries become
+    /// durable, before any drainer can read them.
     @discardableResult
-    public func append(payload: [UInt8], parts: [(range: Range<Int>, count: Int)], time: Timestamp) throws(JournalError) -> UInt64 {
+    public func append(payload: [UInt8], parts: [(range: Range<Int>, count: Int)], time: Timestamp,
+                       records: consuming [KeptPart]? = nil) throws(JournalError) -> UInt64 {
         let nanos = time.unixNanoseconds
         let all = parts.enumerated().map { i, p in
             Pending(payload: payload[p.range], count: p.count, timeNanos: nanos, following: parts.count - 1 - i)
         }
         guard let pending = all.last else { return lastDurableSeq }
+        // Handed over only where they are the entries' own records, part for part.
+        if let records = consume records, records.count == parts.count,
+           zip(records, parts).allSatisfy({ $0.records.count == $1.count && $0.ranges.count == $1.count
+                                            && $0.start == $1.range.lowerBound && $0.ranges.last?.upperBound == $1.range.count }) {
+            pending.handed = records
+        }
         monitor.lock()
         if closed {
             monitor.unlock()
@@ -280,6 +293,7 @@ public final class Journal: @unchecked Sendable {
             queue.removeAll(keepingCapacity: true)
             monitor.unlock()
             let result = writeGroup(group)
+            if case .success = result { handOver(group) }
             monitor.lock()
             for p in group {
                 p.done = true
@@ -298,6 +312,16 @@ public final class Journal: @unchecked Sendable {
         monitor.unlock()
         if let e = pending.error { throw e }
         return pending.seq
+    }
+
+    /// The records of the group's requests that came with them, to the drainers that parse:
+    /// after the entries are written, before they are durable for readers. Leader only.
+    private func handOver(_ group: [Pending]) {
+        for p in group where p.handed != nil {
+            guard let parts = p.handed else { continue }
+            p.handed = nil   // `parts` alone holds the records now: they are moved, not copied
+            decoded.handOver(parts, lastSeq: p.seq)
+        }
     }
 
     /// Writes a group with one pwritev series and one fdatasync. Leader only.

@@ -6,7 +6,7 @@ import HealthgateCore
 enum SynckyCSV {
     static let header = ["type", "uuid", "start", "end", "value", "unit", "value_name", "source", "device", "user_entered"]
 
-    static func read(_ body: [UInt8], receiver: String, device: String) -> Reception {
+    static func read(_ body: [UInt8], receiver: String, device: String, keep: Int = 0) -> Reception {
         var bytes = body
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }   // a UTF-8 byte order mark
         let rows: [CSVReader.Row]
@@ -21,7 +21,7 @@ enum SynckyCSV {
         guard first.fields == header else {
             return .unreadable(status: 400, reason: "the first row is not Syncky's header row (type,uuid,start,end,value,unit,value_name,source,device,user_entered)")
         }
-        var batch = ReceivedBatch()
+        var batch = ReceivedBatch(keepingUpTo: keep)
         batch.reserve(records: rows.count - 1)
         for row in rows.dropFirst() {
             switch record(row, receiver: receiver, device: device) {

@@ -17,11 +17,11 @@ enum SynckyInflux {
     enum Answers { case syncky, influxV1, influxV2 }
 
     static func read(_ body: [UInt8], precision: String?, receiver: String, device: String, now: Timestamp,
-                     answers: Answers = .syncky) -> Reception {
+                     answers: Answers = .syncky, keep: Int = 0) -> Reception {
         guard let scale = nanosPer[precision ?? "ns"] else {
             return .unreadable(status: 400, reason: "precision \"\(QuarantinedRecord.name(precision ?? ""))\" is not ns, us, ms, s, m or h")
         }
-        var batch = ReceivedBatch()
+        var batch = ReceivedBatch(keepingUpTo: keep)
         // A canonical record is about four times its line.
         batch.reserve(bytes: body.count * 4)
         var failures: [QuarantinedRecord] = []

@@ -7,7 +7,8 @@ enum SynckyNative {
     // Fields that map onto the canonical record itself are read by name; everything else of a
     // sample is kept under `fields` (named kinds) or `extra` (quantities and categories).
 
-    static func read(_ body: [UInt8], parser: JSONParser, receiver: String, device fallbackDevice: String?) -> Reception {
+    static func read(_ body: [UInt8], parser: JSONParser, receiver: String, device fallbackDevice: String?,
+                     keep: Int = 0) -> Reception {
         return parser.withBody(body) { doc in
             let root = doc.root
             guard root.kind == .object else {
@@ -24,7 +25,7 @@ enum SynckyNative {
                 // Check connection: verified above, stores nothing.
                 return .answer(HTTPResponse(status: 200))
             }
-            var batch = ReceivedBatch()
+            var batch = ReceivedBatch(keepingUpTo: keep)
             if let samples = root["samples"], !samples.isNull {
                 guard samples.kind == .array else {
                     return .unreadable(status: 400, reason: "\"samples\" must be an array")

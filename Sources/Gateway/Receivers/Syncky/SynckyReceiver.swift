@@ -55,14 +55,14 @@ public struct SynckyReceiver: Receiver {
         let reception: Reception
         switch format {
         case "native":
-            reception = parsers.withParser { SynckyNative.read(request.body, parser: $0, receiver: name, device: device) }
+            reception = parsers.withParser { SynckyNative.read(request.body, parser: $0, receiver: name, device: device, keep: context.keepRecords) }
         case "csv":
-            reception = SynckyCSV.read(request.body, receiver: name, device: device ?? name)
+            reception = SynckyCSV.read(request.body, receiver: name, device: device ?? name, keep: context.keepRecords)
         case "influx":
             reception = SynckyInflux.read(request.body, precision: request.queryParameter("precision"), receiver: name,
-                                          device: device ?? name, now: context.now)
+                                          device: device ?? name, now: context.now, keep: context.keepRecords)
         case "hae":
-            reception = parsers.withParser { HAEBody.read(request.body, parser: $0, receiver: name, device: device ?? name) }
+            reception = parsers.withParser { HAEBody.read(request.body, parser: $0, receiver: name, device: device ?? name, keep: context.keepRecords) }
         default:
             return .unreadable(status: 400, reason: "unknown X-Syncky-Format \"\(QuarantinedRecord.name(format))\" (native, hae, csv or influx)")
         }
