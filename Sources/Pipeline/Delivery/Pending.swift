@@ -72,6 +72,13 @@ struct Pending {
         let spans = entry.spans
         let payload = e.payload
         guard skip < entry.records.count else { return }
+        if owned && skip == 0 && spans == nil && positions.isEmpty && records.isEmpty && (ahead?.passesAsIs ?? true) {
+            // Nothing held yet, all of the entry taken, and the routes (if they run here) pass
+            // every record as it is: the decoded array becomes the pending one (moving each
+            // record out left an empty one in its place, which the array then destroyed).
+            adopt(&entry.records, lines: ranges, payload: payload, seq: e.seq)
+            return
+        }
         let n = entry.records.count - skip
         positions.reserve(atLeast: positions.count + n)
         records.records.reserve(atLeast: records.count + n)
@@ -105,6 +112,15 @@ struct Pending {
             }
         }
         if spans != nil, ahead != nil { writeChangedLines(from: firstOutput, payloadBytes: payload.count) }
+    }
+
+    /// `decode`'s records taken whole into an empty `Pending`, with their lines.
+    private mutating func adopt(_ all: inout [CanonicalRecord], lines ranges: [Range<Int>]?, payload: [UInt8], seq: UInt64) {
+        let n = all.count
+        swap(&records.records, &all)
+        records.lines = ranges.map { $0.map { .whole(payload[$0]) } } ?? Array(repeating: .none, count: n)
+        positions = (0..<n).map { (seq, $0) }
+        if ends != nil { ends = Array(1...n) }
     }
 
     /// Routed ahead with the records read in part (a sink that writes lines: file, http), the

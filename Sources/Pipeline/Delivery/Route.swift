@@ -135,8 +135,11 @@ public final class SinkRoutes {
     }
 
     let lanes: [Lane]
+    /// One route, with no transforms, from every receiver: records come out as they went in.
+    let passesAsIs: Bool
 
     public init(routes: [Route], sink: String, clock: any Clock, timeZones: any TimeZoneLookup, logger: Logger) {
+        passesAsIs = routes.count == 1 && routes[0].transforms.isEmpty && routes[0].from.contains(where: \.matchesAll)
         lanes = routes.map { route in
             let context = TransformContext(route: route.name, sink: sink, clock: clock, timeZones: timeZones,
                                            logger: logger.child("route \(route.name)"))
