@@ -210,6 +210,13 @@ import YAMLConfig
         #expect(d.handedRecordsKept == 6)
         d.handOver(part(4), lastSeq: 6)
         #expect(d.handedRecordsKept == 10 && d.recordsWanted == 0, "full: ingest keeps no records")
+        // One nobody took, past the age, goes to make room (a drainer that skipped it never will).
+        d.handOver(part(4), lastSeq: 7, now: monotonicSeconds() + 61)
+        #expect(d.takeHanded(7)?.entry.records.count == 4, "entry 2, taken by no drainer but old, made room")
+        #expect(d.takeHanded(2) == nil && d.takeHanded(5) != nil)
+        // Another count of drainers: what was handed over for the old one is let go.
+        d.setParsingReaders(1)
+        #expect(d.handedRecordsKept == 0 && d.recordsWanted == 10)
         d.setParsingReaders(0)
         #expect(d.handedRecordsKept == 0 && d.recordsWanted == 0)
         // A request with more records than it may keep keeps none (not its first ones).

@@ -24,6 +24,8 @@ public final class DecodedEntries: @unchecked Sendable {
         var failures: [(line: Int, error: CanonicalDecodeError, range: Range<Int>)]
         /// Drainers still to read it.
         var left: Int
+        /// Handed over: when (monotonic seconds).
+        var since: Double = 0
     }
 
     private enum Slot {
@@ -50,24 +52,28 @@ public final class DecodedEntries: @unchecked Sendable {
     private var handedRecords = 0
     private var parsingReaders = 0
     let maxHanded: Int
+    /// Past this age (seconds) a handed-over entry may go to make room even if no drainer took
+    /// it: one that skipped it (shed under `drop_oldest`, a damaged entry) never will.
+    let maxHandedAge: Double
     /// Entries a drainer took as ingest handed them over, not parsed (for tests and `--micro`).
     public let handedTaken = Atomic<Int>(0)
 
-    public init(maxRecords: Int = 10_000, maxHanded: Int = 24_000) {
+    public init(maxRecords: Int = 10_000, maxHanded: Int = 24_000, maxHandedAge: Double = 60) {
         self.maxRecords = maxRecords
         self.maxHanded = maxHanded
+        self.maxHandedAge = maxHandedAge
     }
 
     /// How many drainers parse the journal's lines (`SinkDrainer.parsesRecords`): those that take
-    /// what ingest hands over. None, and ingest keeps no records (`recordsWanted`).
+    /// what ingest hands over. None, and ingest keeps no records (`recordsWanted`). What was
+    /// handed over for another count of drainers is let go (they parse it).
     public func setParsingReaders(_ n: Int) {
         monitor.withLock {
+            guard max(0, n) != parsingReaders else { return }
             parsingReaders = max(0, n)
-            if parsingReaders == 0 {
-                handed = [:]
-                handedOrder = []
-                handedRecords = 0
-            }
+            handed = [:]
+            handedOrder = []
+            handedRecords = 0
         }
     }
 
@@ -84,10 +90,11 @@ public final class DecodedEntries: @unchecked Sendable {
     /// parsing what was just encoded. Called by the journal as the entries become durable,
     /// before any drainer can read them.
     /// Bounded by `maxHanded` records: past it, the oldest entries some drainer took already go
-    /// (they wait for a sink that lags or is stuck); then the new ones are not kept (the drainers
-    /// take the ones kept, which makes room again, and parse the others). Evicting the oldest
-    /// instead would lose every entry to a drainer that lags by more than the bound.
-    func handOver(_ parts: [KeptPart], lastSeq: UInt64) {
+    /// (they wait for a sink that lags or is stuck), and those older than `maxHandedAge`; then
+    /// the new ones are not kept (the drainers take the ones kept, which makes room again, and
+    /// parse the others). Evicting the oldest first would lose every entry to a drainer that
+    /// lags by more than the bound.
+    func handOver(_ parts: [KeptPart], lastSeq: UInt64, now: Double = monotonicSeconds()) {
         let adding = parts.reduce(0) { $0 + $1.records.count }
         monitor.withLock {
             guard parsingReaders > 0 else { return }
@@ -95,7 +102,7 @@ public final class DecodedEntries: @unchecked Sendable {
                 var i = 0
                 while i < handedOrder.count && handedRecords + adding > maxHanded {
                     let seq = handedOrder[i]
-                    if let entry = handed[seq], entry.left < parsingReaders {
+                    if let entry = handed[seq], entry.left < parsingReaders || now - entry.since > maxHandedAge {
                         handed[seq] = nil
                         handedOrder.remove(at: i)
                         handedRecords -= entry.records.count
@@ -107,7 +114,7 @@ public final class DecodedEntries: @unchecked Sendable {
             }
             for (i, part) in parts.enumerated() {
                 let seq = lastSeq - UInt64(parts.count - 1 - i)
-                handed[seq] = Entry(records: part.records, ranges: part.ranges, failures: [], left: parsingReaders)
+                handed[seq] = Entry(records: part.records, ranges: part.ranges, failures: [], left: parsingReaders, since: now)
                 handedOrder.append(seq)
             }
             handedRecords += adding
