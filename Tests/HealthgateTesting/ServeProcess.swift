@@ -134,10 +134,12 @@ final class ServeProcess {
     /// descriptor later, on its own thread: closed (and reused) before that, it crashed
     /// libdispatch's event loop (`_dispatch_event_loop_drain`, "Bad pointer dereference") in
     /// whatever test ran then — seen again in `make test` after the handlers were removed on
-    /// every stop, while a serve was being stopped.
+    /// every stop, while a serve was being stopped. Seen once more with 5 s (2026-12-03, a full
+    /// `make test` with both cores busy, during `ShutdownTests`' stop): 30 s now (a few
+    /// descriptors a serve, far under the limit).
     static func keepAWhile(_ pipes: [Pipe]) {
         let kept = Kept(pipes)
-        DispatchQueue.global().asyncAfter(deadline: .now() + 5) { withExtendedLifetime(kept) {} }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 30) { withExtendedLifetime(kept) {} }
     }
 
     private final class Kept: @unchecked Sendable {
