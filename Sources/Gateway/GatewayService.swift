@@ -96,8 +96,7 @@ public final class GatewayService: @unchecked Sendable {
         tlsPEM = try GatewayService.readTLS(topology)
         server = GatewayService.makeServer(topology, tls: tlsPEM, guard: connectionGuard, handler: switchable, logger: logger)
         var drainers: [SinkDrainer] = []
-        journal.decoded.setReaders(GatewayService.wholeRecordReaders(topology))
-        journal.decoded.setParsingReaders(GatewayService.parsingReaders(topology))
+        GatewayService.countReaders(topology, into: journal.decoded)
         for s in topology.sinks {
             drainers.append(try makeDrainer(s, topology: topology, metrics: SinkMetrics(name: s.name), inbox: nil))
         }
@@ -169,14 +168,17 @@ public final class GatewayService: @unchecked Sendable {
         old.finish(within: 10)
     }
 
-    /// The sinks whose drainers decode whole records, and share them (`DecodedEntries`).
-    static func wholeRecordReaders(_ topology: Topology) -> Int {
-        topology.sinks.filter { s in SinkDrainer.readsWholeRecords(s.built, routes: topology.routes.filter { $0.to.contains(s.name) }) }.count
-    }
-
-    /// The sinks whose drainers parse the journal's lines (and take what ingest hands over).
-    static func parsingReaders(_ topology: Topology) -> Int {
-        return topology.sinks.filter { s in SinkDrainer.parsesRecords(s.built, routes: topology.routes.filter { $0.to.contains(s.name) }) }.count
+    /// Tells `decoded` how many of the sinks' drainers decode whole records (and share them) and
+    /// how many parse the journal's lines (and take what ingest hands over).
+    static func countReaders(_ topology: Topology, into decoded: DecodedEntries) {
+        var whole = 0, parsing = 0
+        for s in topology.sinks {
+            let routes = topology.routes.filter { $0.to.contains(s.name) }
+            if SinkDrainer.readsWholeRecords(s.built, routes: routes) { whole += 1 }
+            if SinkDrainer.parsesRecords(s.built, routes: routes) { parsing += 1 }
+        }
+        decoded.setReaders(whole)
+        decoded.setParsingReaders(parsing)
     }
 
     /// A sink's drainer, with the routes that lead to it in `topology`.
@@ -231,8 +233,7 @@ public final class GatewayService: @unchecked Sendable {
         kept.listenPort = old.listenPort
         let current = drainers
         var next: [SinkDrainer] = []
-        journal.decoded.setReaders(GatewayService.wholeRecordReaders(new))
-        journal.decoded.setParsingReaders(GatewayService.parsingReaders(new))
+        GatewayService.countReaders(new, into: journal.decoded)
         for s in new.sinks {
             let running = current.first { $0.name == s.name }
             if let running, old.sinkFingerprints[s.name] == new.sinkFingerprints[s.name] {

@@ -72,16 +72,21 @@ public struct ReceivedBatch: Sendable {
     /// Run by the gateway once the records are durable (and only then): for a receiver that
     /// remembers what it took, such as a batch id to recognise a resend.
     public var afterCommit: [@Sendable () -> Void] = []
+    /// Where the journal cuts `payload` into entries (`entryBytes` at most each), as the lines
+    /// are written.
+    public private(set) var cuts = EntryCuts()
     /// With `keepsRecords`, the records as encoded (canonical), with their lines, in the parts
-    /// the journal cuts the payload into (`entryBytes`): handed to the sinks with the entries.
+    /// of `cuts`: handed to the sinks with the entries.
     public private(set) var kept: [KeptPart] = []
     /// Whether the batch keeps its records: asked to, and not more of them than `keepLimit`.
     public private(set) var keepsRecords: Bool
     private let keepLimit: Int
+    /// The room `reserve` asked for, for the first part's records.
+    private var keptRoom = 0
 
     /// The most bytes of records one journal entry holds: a bigger request is cut into several
-    /// entries at record boundaries (a single longer line is an entry of its own).
-    public static let entryBytes = 1 << 20
+    /// entries at record boundaries (a single longer line is an entry of its own; `EntryCuts`).
+    public static let entryBytes = EntryCuts.entryBytes
 
     /// `keepingUpTo`: how many records to keep at most (`ReceiveContext.keepRecords`); with
     /// more, none are.
@@ -95,13 +100,7 @@ public struct ReceivedBatch: Sendable {
     /// were copied once more).
     public mutating func reserve(records n: Int) {
         payload.reserveCapacity(payload.count + n * 384)
-        if keepsRecords && kept.isEmpty {
-            var first = KeptPart(start: 0)
-            let m = min(n, keepLimit, ReceivedBatch.entryBytes / 256)
-            first.records.reserveCapacity(m)
-            first.ranges.reserveCapacity(m)
-            kept.append(first)
-        }
+        if keepsRecords && kept.isEmpty { keptRoom = min(n, keepLimit, ReceivedBatch.entryBytes / 256) }
     }
 
     /// Room for about `bytes` more bytes of records.
@@ -120,7 +119,7 @@ public struct ReceivedBatch: Sendable {
         var r = record
         makeCanonical(&r)
         encode(r, unmapped: unmapped)
-        if keepsRecords { kept[kept.count - 1].records.append(consume r) }
+        if keepsRecords { keep(consume r) }
     }
 
     /// `append(_:)` for a record the caller built and has no more use for (a body's samples, on
@@ -133,7 +132,7 @@ public struct ReceivedBatch: Sendable {
         if keepsRecords {
             var taken = CanonicalRecord.empty
             swap(&taken, &r)
-            kept[kept.count - 1].records.append(consume taken)
+            keep(consume taken)
         }
     }
 
@@ -156,9 +155,19 @@ public struct ReceivedBatch: Sendable {
         if count == 0 { device = record.device }
         let lineStart = payload.count
         record.appendNDJSON(to: &payload)
+        let newPart = cuts.add(lineFrom: lineStart, to: payload.count)
         if keepsRecords {
             if count < keepLimit {
-                keepLine(lineStart..<payload.count)
+                if newPart {
+                    var part = KeptPart(start: lineStart)
+                    if kept.isEmpty {
+                        part.records.reserveCapacity(keptRoom)
+                        part.ranges.reserveCapacity(keptRoom)
+                    }
+                    kept.append(part)
+                }
+                let start = kept[kept.count - 1].start
+                kept[kept.count - 1].ranges.append((lineStart - start)..<(payload.count - start))
             } else {
                 keepsRecords = false
                 kept = []
@@ -173,15 +182,9 @@ public struct ReceivedBatch: Sendable {
 
     public var isEmpty: Bool { count == 0 }
 
-    /// A line just written, in the part it makes with the lines before it: a new part when it
-    /// would make that one longer than `entryBytes` (the cut `Journal.parts` makes).
-    private mutating func keepLine(_ line: Range<Int>) {
-        if kept.isEmpty || (line.upperBound - kept[kept.count - 1].start > ReceivedBatch.entryBytes
-                            && !kept[kept.count - 1].ranges.isEmpty) {
-            kept.append(KeptPart(start: line.lowerBound))
-        }
-        let start = kept[kept.count - 1].start
-        kept[kept.count - 1].ranges.append((line.lowerBound - start)..<(line.upperBound - start))
+    /// A record just encoded, kept in the part its line went into.
+    private mutating func keep(_ r: consuming CanonicalRecord) {
+        kept[kept.count - 1].records.append(consume r)
     }
 
     /// The records kept (`keepsRecords`), part by part, moved out (the batch keeps its payload
@@ -190,6 +193,46 @@ public struct ReceivedBatch: Sendable {
         var out: [KeptPart] = []
         swap(&out, &kept)
         return out
+    }
+}
+
+/// Where a request's canonical lines are cut into journal entries: greedily, each entry at most
+/// `limit` bytes, a single longer line an entry of its own. Fed line by line — by
+/// `ReceivedBatch` as it writes them, by `Journal.parts` over a payload — so both cut alike.
+public struct EntryCuts: Sendable {
+    public static let entryBytes = 1 << 20
+    @usableFromInline let limit: Int
+    @usableFromInline var done: [(range: Range<Int>, count: Int)] = []
+    /// The entry being filled: where it starts and ends, and its lines.
+    @usableFromInline var start = 0, end = 0, lines = 0
+
+    public init(limit: Int = EntryCuts.entryBytes) { self.limit = limit }
+
+    /// The line `from..<to` (line feed included), after the ones before it; true when it begins
+    /// a new entry.
+    @inlinable @discardableResult
+    public mutating func add(lineFrom from: Int, to: Int) -> Bool {
+        if lines > 0 && to - start > limit {
+            cut(at: from)
+            lines = 1
+            end = to
+            return true
+        }
+        end = to
+        lines += 1
+        return lines == 1
+    }
+
+    @usableFromInline mutating func cut(at next: Int) {
+        done.append((start..<end, lines))
+        start = next
+    }
+
+    /// The entries, each with its byte range and its count of lines; the last one reaches
+    /// `total` (bytes after the last line feed go with it).
+    public func parts(total: Int) -> [(range: Range<Int>, count: Int)] {
+        guard total > start || lines > 0 else { return done }
+        return done + [(start..<max(total, end), lines)]
     }
 }
 

@@ -155,6 +155,9 @@ import YAMLConfig
                 }
                 let parts = Journal.parts(of: batch.payload, count: batch.count)
                 #expect(parts.count == (n == 5000 ? 2 : 1))
+                let cut = batch.cuts.parts(total: batch.payload.count)
+                #expect(cut.map(\.range) == parts.map(\.range) && cut.map(\.count) == parts.map(\.count),
+                        "the batch cuts its lines as the journal does")
                 try j.append(payload: batch.payload, parts: parts, time: Timestamp(seconds: 0),
                              records: batch.keepsRecords ? batch.takeRecords() : nil)
             }

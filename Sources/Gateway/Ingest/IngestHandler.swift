@@ -246,7 +246,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
             if !batch.isEmpty {
                 do {
                     // A big request becomes several bounded entries, kept or lost together.
-                    try journal.append(payload: batch.payload, parts: Journal.parts(of: batch.payload, count: batch.count),
+                    try journal.append(payload: batch.payload, parts: batch.cuts.parts(total: batch.payload.count),
                                        time: clock.now(), records: batch.keepsRecords ? batch.takeRecords() : nil)
                 } catch {
                     m.unavailable.add(1, ordering: .relaxed)
