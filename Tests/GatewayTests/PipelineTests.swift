@@ -229,6 +229,23 @@ import YAMLConfig
             #expect(batch.keepsRecords == (n == 3) && batch.kept.reduce(0) { $0 + $1.records.count } == (n == 3 ? 3 : 0))
             #expect(batch.count == n)
         }
+        // What requests keep while their entries are written counts too (`reserve`): every HTTP
+        // thread's request was told the same room, and together they held past the bound.
+        d.setParsingReaders(2)
+        #expect(d.reserve(6) && d.recordsWanted == 4)
+        #expect(!d.reserve(5), "6 reserved and 5 more would pass 10")
+        #expect(d.reserve(4) && d.recordsWanted == 0)
+        d.handOver(part(6), lastSeq: 8)
+        #expect(d.handedRecordsKept == 6, "a reservation's own records fit: others' 4 and these 6")
+        d.release(6)
+        #expect(d.recordsWanted == 0, "4 still reserved, 6 held")
+        d.release(4)
+        #expect(d.recordsWanted == 4)
+        #expect(d.takeHanded(8)?.owned == false)
+        #expect(d.reserve(10) && d.handedRecordsKept == 0, "entry 8, taken by one drainer, went to make room")
+        d.release(10)
+        d.setParsingReaders(0)
+        #expect(!d.reserve(1), "no drainer parses")
     }
 
     @Test func routesFilterByTypeGlobsPerSink() throws {

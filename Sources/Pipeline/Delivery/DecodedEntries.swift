@@ -50,6 +50,8 @@ public final class DecodedEntries: @unchecked Sendable {
     private var handed: [UInt64: Entry] = [:]
     private var handedOrder: [UInt64] = []
     private var handedRecords = 0
+    /// Records requests keep while their entries are written (`reserve`), not yet handed over.
+    private var reserved = 0
     private var parsingReaders = 0
     let maxHanded: Int
     /// Past this age (seconds) a handed-over entry may go to make room even if no drainer took
@@ -79,7 +81,46 @@ public final class DecodedEntries: @unchecked Sendable {
 
     /// How many records one request may keep for the drainers (`ReceiveContext.keepRecords`):
     /// the room left, when some drainer parses; else none.
-    public var recordsWanted: Int { monitor.withLock { parsingReaders > 0 ? max(0, maxHanded - handedRecords) : 0 } }
+    public var recordsWanted: Int {
+        monitor.withLock { parsingReaders > 0 ? max(0, maxHanded - handedRecords - reserved) : 0 }
+    }
+
+    /// Room for the `n` records a request kept, counted from now until `release`: so that what
+    /// requests hold while their entries are written (one per HTTP thread, each up to the room
+    /// it was told) and what is held for the drainers stay within `maxHanded` together. Makes
+    /// room as `handOver` does; false when there is none (the request hands nothing over).
+    public func reserve(_ n: Int, now: Double = monotonicSeconds()) -> Bool {
+        monitor.withLock {
+            guard parsingReaders > 0, n > 0, makeRoom(for: reserved + n, now: now) else { return false }
+            reserved += n
+            return true
+        }
+    }
+
+    /// Ends a reservation (`reserve`), once `Journal.append` returned: its records were handed
+    /// over then, or will not be.
+    public func release(_ n: Int) {
+        monitor.withLock { reserved = max(0, reserved - n) }
+    }
+
+    /// Lets go of held entries until `needed` more records fit within `maxHanded`: the oldest that
+    /// some drainer took already (they wait for a sink that lags or is stuck), and those older than
+    /// `maxHandedAge`. Evicting the oldest first would lose every entry to a drainer that lags by
+    /// more than the bound. (With the lock held.)
+    private func makeRoom(for needed: Int, now: Double) -> Bool {
+        var i = 0
+        while i < handedOrder.count && handedRecords + needed > maxHanded {
+            let seq = handedOrder[i]
+            if let entry = handed[seq], entry.left < parsingReaders || now - entry.since > maxHandedAge {
+                handed[seq] = nil
+                handedOrder.remove(at: i)
+                handedRecords -= entry.records.count
+            } else {
+                i += 1
+            }
+        }
+        return handedRecords + needed <= maxHanded
+    }
 
     /// Records held as ingest handed them over (tests).
     public var handedRecordsKept: Int { monitor.withLock { handedRecords } }
@@ -89,29 +130,15 @@ public final class DecodedEntries: @unchecked Sendable {
     /// one entry `lastSeq`), left for the drainers that parse, which take them instead of
     /// parsing what was just encoded. Called by the journal as the entries become durable,
     /// before any drainer can read them.
-    /// Bounded by `maxHanded` records: past it, the oldest entries some drainer took already go
-    /// (they wait for a sink that lags or is stuck), and those older than `maxHandedAge`; then
-    /// the new ones are not kept (the drainers take the ones kept, which makes room again, and
-    /// parse the others). Evicting the oldest first would lose every entry to a drainer that
-    /// lags by more than the bound.
+    /// Bounded by `maxHanded` records, with what requests reserved (`reserve`; these records are
+    /// among them): past it, room is made (`makeRoom`), else the new ones are not kept (the
+    /// drainers take the ones kept, which makes room again, and parse the others).
     func handOver(_ parts: [KeptPart], lastSeq: UInt64, now: Double = monotonicSeconds()) {
         let adding = parts.reduce(0) { $0 + $1.records.count }
         monitor.withLock {
             guard parsingReaders > 0 else { return }
-            if handedRecords + adding > maxHanded {
-                var i = 0
-                while i < handedOrder.count && handedRecords + adding > maxHanded {
-                    let seq = handedOrder[i]
-                    if let entry = handed[seq], entry.left < parsingReaders || now - entry.since > maxHandedAge {
-                        handed[seq] = nil
-                        handedOrder.remove(at: i)
-                        handedRecords -= entry.records.count
-                    } else {
-                        i += 1
-                    }
-                }
-                if handedRecords + adding > maxHanded { return }
-            }
+            // Others' reservations count against the bound; this request's own is these records.
+            guard makeRoom(for: adding + reserved - min(adding, reserved), now: now) else { return }
             for (i, part) in parts.enumerated() {
                 let seq = lastSeq - UInt64(parts.count - 1 - i)
                 handed[seq] = Entry(records: part.records, ranges: part.ranges, failures: [], left: parsingReaders, since: now)

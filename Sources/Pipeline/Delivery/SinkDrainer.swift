@@ -65,8 +65,8 @@ public final class SinkDrainer: Sendable {
     /// the records ingest hands over: `DecodedEntries.setParsingReaders` counts these), or only
     /// splits them.
     public static func parsesRecords(_ built: BuiltSink, routes: [Route]) -> Bool {
-        let read = SinkRoutes.fieldsRead(routes: routes, sinkReads: built.reads)
-        return CanonicalCodec.parses(only: read, patches: routes.reduce(into: CanonicalRecord.Fields()) { $0.formUnion($1.changes) })
+        // (What the routes change is among the fields read: `fieldsRead` adds it.)
+        CanonicalCodec.parses(only: SinkRoutes.fieldsRead(routes: routes, sinkReads: built.reads), patches: [])
     }
 
     public static func stateDirectory(sink: String, dataDir: String) -> String {
