@@ -59,6 +59,9 @@ import YAMLConfig
         var sleep: [[String: Any]] = []
         #expect(ServeProcess.eventually { sleep = (try? db.influxRows("SELECT * FROM sleep_analysis")) ?? []; return sleep.count == 1 })
         #expect(sleep.first?["value_name"] as? String == "asleep_core")
+        // The sink parses the journal's lines: ingest handed it the records it had just encoded
+        // (reserved within the bound while the entry was written), and it took them, not parsing.
+        #expect(try serve.client().request("GET", "/metrics").text.contains(#"healthgate_journal_entries_decoded_total{how="handed"} 1"#))
         let workout = try db.influxRows("SELECT * FROM workout")
         #expect(workout.first?["activity"] as? String == "running" && workout.first?["distance_m"] != nil)
         // The same samples again: the same points, not new ones.
