@@ -235,9 +235,8 @@ import YAMLConfig
         #expect(d.reserve(6) && d.recordsWanted == 4)
         #expect(!d.reserve(5), "6 reserved and 5 more would pass 10")
         #expect(d.reserve(4) && d.recordsWanted == 0)
-        d.handOver(part(6), lastSeq: 8)
+        d.handOver(part(6), lastSeq: 8, reserved: true)
         #expect(d.handedRecordsKept == 6, "a reservation's own records fit: others' 4 and these 6")
-        d.release(6)
         #expect(d.recordsWanted == 0, "4 still reserved, 6 held")
         d.release(4)
         #expect(d.recordsWanted == 4)
@@ -246,6 +245,23 @@ import YAMLConfig
         d.release(10)
         d.setParsingReaders(0)
         #expect(!d.reserve(1), "no drainer parses")
+    }
+
+    /// A request whose entries are not written (the journal closed, a failed write) gives back
+    /// the room it reserved for its records: else each such request shrank the bound for good.
+    @Test func recordsOfEntriesNotWrittenGiveTheirRoomBack() throws {
+        let dir = ServeProcess.makeTempDir("pipe")
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        j.decoded.setParsingReaders(1)
+        var batch = ReceivedBatch(keepingUpTo: j.decoded.recordsWanted)
+        for i in 0..<3 { batch.append(PipelineTests.record("r\(i)")) }
+        #expect(batch.keepsRecords)
+        j.close()
+        #expect(throws: JournalError.self) {
+            try j.append(payload: batch.payload, parts: batch.cuts.parts(total: batch.payload.count), time: Timestamp(seconds: 0),
+                         records: batch.takeRecords())
+        }
+        #expect(j.decoded.recordsWanted == 24_000 && j.decoded.handedRecordsKept == 0)
     }
 
     @Test func routesFilterByTypeGlobsPerSink() throws {

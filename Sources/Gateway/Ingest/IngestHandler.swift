@@ -244,17 +244,10 @@ public final class IngestHandler: HTTPHandler, Sendable {
                 return full
             }
             if !batch.isEmpty {
-                // The records kept for the drainers are counted against the handing over's bound
-                // while the entries are written (`reserve`): with no room, they go now, before the
-                // request waits on the disk.
-                var kept = batch.keepsRecords ? batch.takeRecords() : nil
-                let reserved = kept != nil && journal.decoded.reserve(batch.count) ? batch.count : 0
-                if reserved == 0 { kept = nil }
-                defer { if reserved > 0 { journal.decoded.release(reserved) } }
                 do {
                     // A big request becomes several bounded entries, kept or lost together.
                     try journal.append(payload: batch.payload, parts: batch.cuts.parts(total: batch.payload.count),
-                                       time: clock.now(), records: kept)
+                                       time: clock.now(), records: batch.keepsRecords ? batch.takeRecords() : nil)
                 } catch {
                     m.unavailable.add(1, ordering: .relaxed)
                     return unavailable(error.isNoSpace)

@@ -85,20 +85,20 @@ public final class DecodedEntries: @unchecked Sendable {
         monitor.withLock { parsingReaders > 0 ? max(0, maxHanded - handedRecords - reserved) : 0 }
     }
 
-    /// Room for the `n` records a request kept, counted from now until `release`: so that what
-    /// requests hold while their entries are written (one per HTTP thread, each up to the room
-    /// it was told) and what is held for the drainers stay within `maxHanded` together. Makes
-    /// room as `handOver` does; false when there is none (the request hands nothing over).
-    public func reserve(_ n: Int, now: Double = monotonicSeconds()) -> Bool {
+    /// Room for the `n` records a request kept, counted from now until they are handed over
+    /// (`handOver(reserved: true)`) or given back (`release`): so that what requests hold while
+    /// their entries are written (one per HTTP thread, each up to the room it was told) and what
+    /// is held for the drainers stay within `maxHanded` together. Makes room as `handOver` does;
+    /// false when there is none (the request hands nothing over).
+    public func reserve(_ n: Int) -> Bool {
         monitor.withLock {
-            guard parsingReaders > 0, n > 0, makeRoom(for: reserved + n, now: now) else { return false }
+            guard parsingReaders > 0, n > 0, makeRoom(for: reserved + n, now: monotonicSeconds()) else { return false }
             reserved += n
             return true
         }
     }
 
-    /// Ends a reservation (`reserve`), once `Journal.append` returned: its records were handed
-    /// over then, or will not be.
+    /// Gives back a reservation (`reserve`) whose records will not be handed over.
     public func release(_ n: Int) {
         monitor.withLock { reserved = max(0, reserved - n) }
     }
@@ -130,15 +130,15 @@ public final class DecodedEntries: @unchecked Sendable {
     /// one entry `lastSeq`), left for the drainers that parse, which take them instead of
     /// parsing what was just encoded. Called by the journal as the entries become durable,
     /// before any drainer can read them.
-    /// Bounded by `maxHanded` records, with what requests reserved (`reserve`; these records are
-    /// among them): past it, room is made (`makeRoom`), else the new ones are not kept (the
-    /// drainers take the ones kept, which makes room again, and parse the others).
-    func handOver(_ parts: [KeptPart], lastSeq: UInt64, now: Double = monotonicSeconds()) {
+    /// Bounded by `maxHanded` records with what requests reserved: past it, room is made
+    /// (`makeRoom`), else the new ones are not kept (the drainers take the ones kept, which makes
+    /// room again, and parse the others). `reserved`: these records were (`reserve`), and their
+    /// reservation ends here.
+    func handOver(_ parts: [KeptPart], lastSeq: UInt64, now: Double = monotonicSeconds(), reserved own: Bool = false) {
         let adding = parts.reduce(0) { $0 + $1.records.count }
         monitor.withLock {
-            guard parsingReaders > 0 else { return }
-            // Others' reservations count against the bound; this request's own is these records.
-            guard makeRoom(for: adding + reserved - min(adding, reserved), now: now) else { return }
+            if own { reserved = max(0, reserved - adding) }
+            guard parsingReaders > 0, makeRoom(for: adding + reserved, now: now) else { return }
             for (i, part) in parts.enumerated() {
                 let seq = lastSeq - UInt64(parts.count - 1 - i)
                 handed[seq] = Entry(records: part.records, ranges: part.ranges, failures: [], left: parsingReaders, since: now)

@@ -259,12 +259,19 @@ public final class Journal: @unchecked Sendable {
             Pending(payload: payload[p.range], count: p.count, timeNanos: nanos, following: parts.count - 1 - i)
         }
         guard let pending = all.last else { return lastDurableSeq }
-        // Handed over only where they are the entries' own records, part for part.
+        // Handed over only where they are the entries' own records, part for part, and where
+        // they fit within the bound from now on (`DecodedEntries.reserve`): else they go here,
+        // before the request waits on the disk.
+        var reserved = 0
         if let records = consume records, records.count == parts.count,
            zip(records, parts).allSatisfy({ $0.records.count == $1.count && $0.ranges.count == $1.count
-                                            && $0.start == $1.range.lowerBound && $0.ranges.last?.upperBound == $1.range.count }) {
+                                            && $0.start == $1.range.lowerBound && $0.ranges.last?.upperBound == $1.range.count }),
+           case let total = parts.reduce(0, { $0 + $1.count }), decoded.reserve(total) {
+            reserved = total
             pending.handed = records
         }
+        // Records not handed over (the entries were not written) give their room back.
+        defer { if reserved > 0 && pending.handed != nil { pending.handed = nil; decoded.release(reserved) } }
         monitor.lock()
         if closed {
             monitor.unlock()
@@ -308,7 +315,7 @@ public final class Journal: @unchecked Sendable {
         for p in group where p.handed != nil {
             guard let parts = p.handed else { continue }
             p.handed = nil   // `parts` alone holds the records now: they are moved, not copied
-            decoded.handOver(parts, lastSeq: p.seq)
+            decoded.handOver(parts, lastSeq: p.seq, reserved: true)
         }
     }
 
