@@ -31,8 +31,9 @@ static inline struct MHD_Daemon *hg_mhd_start(const char *bind_host, uint16_t po
         MHD_NotifyConnectionCallback notify, void *notify_cls, int listen_fd) {
     struct sockaddr_in a4;
     struct sockaddr *sa = NULL;
-    /* ITC: so that MHD_quiesce_daemon can stop the listening at shutdown while requests finish. */
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+    /* ITC: so that MHD_quiesce_daemon can stop the listening at shutdown while requests finish.
+       Suspend and resume: a whole request is answered on a worker thread (RequestWorkers). */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME;
     memset(&a4, 0, sizeof a4);
     struct sockaddr_in6 v6;
     memset(&v6, 0, sizeof v6);
@@ -63,6 +64,14 @@ static inline struct MHD_Daemon *hg_mhd_start(const char *bind_host, uint16_t po
     }
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
     return MHD_start_daemon(flags, port, NULL, NULL, handler, handler_cls, MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
+}
+
+/* Connections open on the calling libmicrohttpd thread, after adding `delta` (its notify
+   callback runs on the thread that owns the connection, as do its requests). */
+static inline int hg_thread_connections(int delta) {
+    static __thread int open_here = 0;
+    open_here += delta;
+    return open_here;
 }
 
 /* The port the daemon listens on (after port 0). */

@@ -41,8 +41,10 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
 }
 
 /// HTTP/1.1 (and HTTPS) on libmicrohttpd: an internal thread pool on epoll, keep-alive,
-/// 100-continue, chunked uploads, header and idle-connection limits. Handlers run on the
-/// pool's threads and may block (the journal's fsync does).
+/// 100-continue, chunked uploads, header and idle-connection limits. Its threads read the
+/// requests and write the answers; a whole request is handed to `RequestWorkers` (as many
+/// threads, first come first served across connections), where handlers may block (the
+/// journal's fsync does).
 public final class HTTPServer: @unchecked Sendable {
     public struct Options: Sendable {
         public var host: String
@@ -107,6 +109,8 @@ public final class HTTPServer: @unchecked Sendable {
     static let discardAllowance = 1 << 20
     let isTLS: Bool
     private var daemon: OpaquePointer?
+    /// Where whole requests are answered (nil before `start`).
+    private(set) var workers: RequestWorkers?
     private var keyCopy: UnsafeMutablePointer<CChar>?
     private var certCopy: UnsafeMutablePointer<CChar>?
 
@@ -138,14 +142,17 @@ public final class HTTPServer: @unchecked Sendable {
         // room at `maxConnections` by closing the idle ones first.
         let limit = connections.map { max($0.limits.maxConnections * 2, $0.limits.maxConnections + 256) } ?? options.connectionLimit
         Self.raiseOpenFileLimit(to: limit + 256)
+        workers = RequestWorkers(count: options.threads)
         let d = hg_mhd_start(options.host, options.port, MHDCallbacks.access, cls, MHDCallbacks.completed, cls,
                              UInt32(max(1, options.threads)), UInt32(limit),
                              UInt32(options.connectionTimeoutSeconds), 128 * 1024,
                              keyCopy.map { UnsafePointer($0) }, certCopy.map { UnsafePointer($0) },
                              options.logger == nil ? nil : MHDLog.sink,
-                             connections == nil ? nil : MHDCallbacks.notify, cls, listenFD)
+                             MHDCallbacks.notify, cls, listenFD)
         guard let d else {
             let why = errno != 0 ? String(cString: strerror(errno)) : "invalid address or TLS key/certificate"
+            workers?.stop()
+            workers = nil
             throw HTTPServerError(description: "cannot listen on \(options.host):\(options.port): \(why)")
         }
         daemon = d
@@ -179,9 +186,17 @@ public final class HTTPServer: @unchecked Sendable {
         while inFlight.load(ordering: .acquiring) > 0 && monotonicSeconds() < until { usleep(10_000) }
         let left = inFlight.load(ordering: .acquiring)
         connections?.stop()
+        stopWorkers()
         MHD_stop_daemon(d)
         daemon = nil
         return left
+    }
+
+    /// Answers the requests handed to the workers (each resumes its connection) and ends them:
+    /// libmicrohttpd must have no connection suspended when it stops.
+    private func stopWorkers() {
+        workers?.stop()
+        workers = nil
     }
 
     /// Stops accepting connections at once, gives the requests in flight up to `seconds` to be
@@ -199,6 +214,7 @@ public final class HTTPServer: @unchecked Sendable {
         }
         connections?.stop()
         if let d = daemon {
+            stopWorkers()
             MHD_stop_daemon(d)
             daemon = nil
         }
@@ -223,6 +239,8 @@ final class RequestState {
     var reserved = 0
     /// The body would have passed the budget: it is read and thrown away, then answered 503.
     var overBudget = false
+    /// The answer a worker made while the connection was suspended, queued when it resumes.
+    var response: HTTPResponse?
 
     init(method: String, path: String, limit: Int) {
         self.method = method
@@ -319,6 +337,12 @@ enum MHDCallbacks {
             return .YES
         }
         let state = Unmanaged<RequestState>.fromOpaque(stateRaw).takeUnretainedValue()
+        if let response = state.response {
+            // Resumed: the worker answered.
+            state.response = nil
+            if let g = server.connections, let t = tracked(connection) { g.sending(t) }
+            return queue(connection, response)
+        }
         if state.answered {
             uploadSize.pointee = 0
             return .YES
@@ -374,21 +398,57 @@ enum MHDCallbacks {
         var remote = [CChar](repeating: 0, count: 64)
         let remoteAddress = hg_mhd_client_address(connection, &remote, remote.count) != 0
             ? remote.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } : ""
-        let bodyBytes = state.body.count
-        let response: HTTPResponse = {
-            let request = HTTPRequest(method: state.method, path: state.path, query: query,
-                                      headers: values(connection, .HEADER_KIND), body: state.body,
-                                      isTLS: server.isTLS, remoteAddress: remoteAddress)
-            state.body = []
-            return server.handler.handle(request)
-        }()
-        // The body and what was made of it are freed by now: its share of the budget too (before
-        // the answer goes out, so a client that sends again at once finds it free), and an
-        // outsized request's memory goes back to the system.
-        server.release(state)
-        if bodyBytes > 2 << 20 { MemoryRelief.giveBack() }
-        if let g = server.connections, let t = tracked(connection) { g.sending(t) }
-        return queue(connection, response)
+        let job = Answer(server: server, state: state, connection: connection,
+                         request: HTTPRequest(method: state.method, path: state.path, query: query,
+                                              headers: values(connection, .HEADER_KIND), body: state.body,
+                                              isTLS: server.isTLS, remoteAddress: remoteAddress))
+        state.body = []
+        guard let workers = server.workers, workers.isRunning, hg_thread_connections(0) > 1 else {
+            // Answered here when this thread has no other connection to hold up (a phone alone:
+            // the hop to a worker and back costs it ~15 % of its requests a second), or when no
+            // worker could be started.
+            let response = job.answer()
+            if let g = server.connections, let t = tracked(connection) { g.sending(t) }
+            return queue(connection, response)
+        }
+        // Suspended before it is queued: the worker may resume it at once.
+        MHD_suspend_connection(connection)
+        if !workers.submit({ job.run() }) { job.run() }
+        return .YES
+    }
+
+    /// A whole request, answered on a worker while its connection is suspended.
+    final class Answer: @unchecked Sendable {
+        let server: HTTPServer
+        let state: RequestState
+        let connection: OpaquePointer
+        var request: HTTPRequest?
+
+        init(server: HTTPServer, state: RequestState, connection: OpaquePointer, request: HTTPRequest) {
+            self.server = server
+            self.state = state
+            self.connection = connection
+            self.request = request
+        }
+
+        /// The handler's answer. The body and what was made of it are freed by its end: its
+        /// share of the budget too (before the answer goes out, so a client that sends again at
+        /// once finds it free), and an outsized request's memory goes back to the system.
+        func answer() -> HTTPResponse {
+            let request = self.request!
+            self.request = nil
+            let bodyBytes = request.body.count
+            let response = server.handler.handle(consume request)
+            server.release(state)
+            if bodyBytes > 2 << 20 { MemoryRelief.giveBack() }
+            return response
+        }
+
+        /// Answers, and resumes the connection for libmicrohttpd to send it.
+        func run() {
+            state.response = answer()
+            MHD_resume_connection(connection)
+        }
     }
 
     static let completed: MHD_RequestCompletedCallback = { cls, connection, conCls, _ in
@@ -406,8 +466,9 @@ enum MHDCallbacks {
         conCls.pointee = nil
     }
 
-    /// Connections opening and closing, for the guard.
+    /// Connections opening and closing: how many each thread holds, and the guard's.
     static let notify: MHD_NotifyConnectionCallback = { cls, connection, socketContext, code in
+        _ = hg_thread_connections(code == .CONNECTION_NOTIFY_STARTED ? 1 : -1)
         guard let cls, let connection, let socketContext,
               let g = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().connections else { return }
         if code == .CONNECTION_NOTIFY_STARTED {

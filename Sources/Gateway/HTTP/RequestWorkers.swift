@@ -1,0 +1,84 @@
+import CLinux
+import Glibc
+import Posix
+
+/// The threads that answer requests, taking whole requests in the order they came in, from
+/// every connection alike.
+///
+/// libmicrohttpd keeps each connection on the pool thread that accepted it, and accepts up to
+/// ten in a row on one: 20 connections opened together were found on 2 of 8 threads (8 each,
+/// the fds in each thread's epoll), so their requests were answered one after another while
+/// other threads had nothing to do — the same request waited 15 ms on one connection and
+/// 100 ms on another. libmicrohttpd's threads now only read bodies and write answers: a whole
+/// request is suspended there, answered here, and resumed.
+final class RequestWorkers: @unchecked Sendable {
+    /// A request taken from a connection, answered on a worker.
+    struct Job {
+        let run: () -> Void
+    }
+
+    private let monitor = Monitor()
+    private var queue: [Job] = []
+    private var head = 0
+    private var running = 0
+    private var stopping = false
+    private var threads: [pthread_t] = []
+
+    /// Starts `count` threads (at least one).
+    init(count: Int) {
+        for _ in 0..<max(1, count) {
+            if case .success(let t) = startThread({ [self] in work() }) { threads.append(t) }
+        }
+    }
+
+    /// Whether any thread runs (none could be started: the caller answers on its own thread).
+    var isRunning: Bool { !threads.isEmpty }
+
+    /// Queues a request's answering; false when stopped (the caller answers it itself).
+    func submit(_ run: @escaping () -> Void) -> Bool {
+        monitor.withLock {
+            guard !stopping else { return false }
+            queue.append(Job(run: run))
+            monitor.broadcast()
+            return true
+        }
+    }
+
+    private func work() {
+        // Intake runs a little below the sink drainers, so delivery keeps pace with it when
+        // the CPU is short instead of falling ever further behind.
+        hg_nice_this_thread_once(2)
+        while true {
+            monitor.lock()
+            while head == queue.count && !stopping { monitor.wait() }
+            if head == queue.count {
+                monitor.unlock()
+                return
+            }
+            let job = queue[head]
+            head += 1
+            if head == queue.count {
+                queue.removeAll(keepingCapacity: true)
+                head = 0
+            }
+            running += 1
+            monitor.unlock()
+            job.run()
+            monitor.withLock {
+                running -= 1
+                monitor.broadcast()
+            }
+        }
+    }
+
+    /// Answers every request queued, then ends the threads. Before libmicrohttpd stops: it must
+    /// have no connection suspended then.
+    func stop() {
+        monitor.withLock {
+            stopping = true
+            monitor.broadcast()
+        }
+        for t in threads { pthread_join(t, nil) }
+        threads = []
+    }
+}
