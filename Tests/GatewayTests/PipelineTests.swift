@@ -146,7 +146,7 @@ import YAMLConfig
             ]
             #expect(sinks.map { SinkDrainer.parsesRecords($0.built, routes: $0.routes) } == [true, true, false])
             j.decoded.setParsingReaders(handOver ? 2 : 0)
-            #expect(j.decoded.recordsWanted == (handOver ? 24_000 : 0))
+            #expect(j.decoded.recordsWanted == (handOver ? 16_000 : 0))
             for n in [3, 5000] {
                 var batch = ReceivedBatch(keepingUpTo: j.decoded.recordsWanted)
                 for i in 0..<n {
@@ -261,7 +261,7 @@ import YAMLConfig
             try j.append(payload: batch.payload, parts: batch.cuts.parts(total: batch.payload.count), time: Timestamp(seconds: 0),
                          records: batch.takeRecords())
         }
-        #expect(j.decoded.recordsWanted == 24_000 && j.decoded.handedRecordsKept == 0)
+        #expect(j.decoded.recordsWanted == 16_000 && j.decoded.handedRecordsKept == 0)
     }
 
     @Test func routesFilterByTypeGlobsPerSink() throws {

@@ -60,7 +60,7 @@ public final class DecodedEntries: @unchecked Sendable {
     /// Entries a drainer took as ingest handed them over, not parsed (for tests and `--micro`).
     public let handedTaken = Atomic<Int>(0)
 
-    public init(maxRecords: Int = 10_000, maxHanded: Int = 24_000, maxHandedAge: Double = 60) {
+    public init(maxRecords: Int = 10_000, maxHanded: Int = 16_000, maxHandedAge: Double = 60) {
         self.maxRecords = maxRecords
         self.maxHanded = maxHanded
         self.maxHandedAge = maxHandedAge
