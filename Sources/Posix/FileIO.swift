@@ -141,6 +141,36 @@ public enum FileIO {
         try syncDirectory(dirname(path))
     }
 
+    /// Lets the kernel drop the cached pages of a file's synced bytes (`POSIX_FADV_DONTNEED`),
+    /// for files written and never read back here (the file sink's archives, passed journal
+    /// segments), as PostgreSQL does with WAL segments: their pages would otherwise pile up in
+    /// the page cache, pushing out what other programs read, and every new page costs the
+    /// kernel an allocation — on this project's VM (free pages handed back to the host) about
+    /// 10 µs a page, 3 CPU s for 1.2 GB written against 0.4–0.6 with the pages let go (`sync`
+    /// first: dirty pages are not dropped). Advice only: a failure changes nothing.
+    public static func releaseCache(_ fd: Int32) {
+        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+    }
+
+    /// How many of a file's pages are in the page cache, and how many it has (mincore over a
+    /// mapping of it): what `releaseCache` let go, for tests and diagnostics. Nil when the file
+    /// cannot be opened or mapped (an empty file has no pages).
+    public static func cachedPages(_ path: String) -> (cached: Int, pages: Int)? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return nil }
+        let size = Int(st.st_size)
+        if size == 0 { return (0, 0) }
+        guard let map = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else { return nil }
+        defer { munmap(map, size) }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        var resident = [UInt8](repeating: 0, count: (size + page - 1) / page)
+        guard mincore(map, size, &resident) == 0 else { return nil }
+        return (resident.reduce(0) { $0 + Int($1 & 1) }, resident.count)
+    }
+
     public static func syncDirectory(_ path: String) throws(IOError) {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if fd < 0 { throw IOError("open", path) }

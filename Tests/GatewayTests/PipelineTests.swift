@@ -315,6 +315,24 @@ import YAMLConfig
         #expect(t.render(r, fallbackDate: "2026-01-01") == "/data/archive/_/2026-01-01.ndjson")
     }
 
+    /// The archive's synced pages are let go (`FileIO.releaseCache`): a sink writing a year of
+    /// history fills the disk, not the page cache (mincore over the file's mapping).
+    @Test func theFileSinkLeavesNoArchivePagesCached() throws {
+        // Under the package's .build, not TMPDIR: a tmpfs keeps its pages (they are the file).
+        let dir = FileManager.default.currentDirectoryPath + "/.build/uncached-\(getpid())"
+        _ = try FileIO.makeDirectories(dir)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let sink = FileSink(name: "s", pathTemplate: "x.ndjson", baseDir: dir, rotateBytes: 1 << 30, logger: logger, clock: SystemClock())
+        #expect(sink.write(SinkBatch(records: (0..<2_000).map { Self.record("u\($0)") })) == .accepted)
+        #expect(sink.write(SinkBatch(records: (0..<2_000).map { Self.record("v\($0)") })) == .accepted)
+        let cache = try #require(FileIO.cachedPages(dir + "/x.ndjson"))
+        #expect(cache.pages > 64)
+        // The last page may stay (a partial page written again by the next batch is let go then).
+        #expect(cache.cached <= 1, "\(cache.cached) of the archive's \(cache.pages) pages still cached")
+        #expect(ServeProcess.ndjson(under: dir).count == 4_000)
+        sink.close()
+    }
+
     @Test func theFileSinkRotatesBySize() throws {
         let dir = ServeProcess.makeTempDir("rotate")
         let sink = FileSink(name: "s", pathTemplate: "x.ndjson", baseDir: dir, rotateBytes: 600, logger: logger, clock: SystemClock())

@@ -124,6 +124,37 @@ import Testing
         #expect(try j2.append(payload: payload(31), count: 1, time: Timestamp(seconds: 0)) == 31)
     }
 
+    /// Entries every reader has passed leave the page cache (a segment kept for `retention`
+    /// whole, the one being written up to the slowest cursor); the rest stays cached for the
+    /// readers still to come, and everything still reads.
+    @Test func passedEntriesLeaveThePageCache() throws {
+        // Under the package's .build, not TMPDIR: a tmpfs keeps its pages (they are the file).
+        let dir = FileManager.default.currentDirectoryPath + "/.build/journal-cache-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let j = try Journal(directory: dir, segmentBytes: 4 << 20, logger: logger)
+        let entry = payload(0, size: 64 << 10)
+        for _ in 1...160 { try j.append(payload: entry, count: 1, time: Timestamp(seconds: 1_000)) }
+        let segments = j.segmentFirstSeqs
+        #expect(segments.count == 3)
+        func cached(_ start: UInt64) throws -> (cached: Int, pages: Int) {
+            try #require(FileIO.cachedPages(dir + "/" + Journal.segmentName(start)))
+        }
+        let newest = try #require(segments.last)
+        #expect(try cached(newest).cached > 200)   // just written: in the cache
+        // Retention keeps every segment (their entries are not old enough); all are passed but
+        // the newest segment's last 10 entries.
+        j.deleteSegments(below: 151, lastEntryBefore: 500)
+        #expect(j.segmentFirstSeqs == segments)
+        for start in segments.dropLast() { #expect(try cached(start).cached == 0) }
+        // The newest: what is below entry 151 is let go, its last 10 entries (640 KiB) stay.
+        let tail = try cached(newest)
+        #expect(tail.cached >= 155 && tail.cached <= 170, "\(tail.cached) of \(tail.pages) pages cached")
+        // Nothing more is passed: nothing more is let go, and the newest entries still read.
+        j.deleteSegments(below: 151, lastEntryBefore: 500)
+        #expect(try cached(newest).cached == tail.cached)
+        #expect(j.makeReader(from: 1).read(maxEntries: 200).map(\.seq) == Array(1...160))
+    }
+
     /// Power loss at any byte of the last write: restart keeps every entry before the torn
     /// one, cuts the rest, and appends continue with the next sequence number.
     @Test func cutsATornTailAtEveryByteOffset() throws {

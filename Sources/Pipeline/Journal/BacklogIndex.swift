@@ -45,6 +45,16 @@ struct BacklogIndex {
         }
     }
 
+    /// The bytes of the entries from `a` up to `b` (not included), headers with them: where
+    /// entry `b` starts in a segment that starts with `a`. Nil unless both are in the index (`b`
+    /// may be one past its newest entry).
+    func bytes(from a: UInt64, to b: UInt64) -> Int? {
+        guard a >= firstSeq, b >= a else { return nil }
+        let i = Int(a - firstSeq), j = Int(b - firstSeq)
+        guard i >= dropped, j < bytesBefore.count else { return nil }
+        return bytesBefore[j] - bytesBefore[i]
+    }
+
     /// The receive time (Unix ns) of entry `seq`, if it is in the index.
     func time(ofSeq seq: UInt64) -> Int64? {
         guard seq >= firstSeq else { return nil }

@@ -141,6 +141,8 @@ public final class FileSink: Sink {
         for p in paths {
             guard let f = open[p] else { continue }
             if fdatasync(f.fd) != 0 { throw IOError("fdatasync", p) }
+            // Archives are written, not read: their synced pages need not stay cached.
+            FileIO.releaseCache(f.fd)
         }
     }
 
