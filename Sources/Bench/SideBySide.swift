@@ -6,7 +6,10 @@ import Glibc
 /// healthgate's ingest API (`/v1/ingest`, a bearer token; the records journaled and fdatasynced
 /// before every 2xx, the file sink archiving them) and then to a Fluent Bit given by path (its
 /// `http` input, the same 480 samples as a JSON array, its `file` output; memory buffer, no
-/// fsync). Prints, for each, records/s and p99 time to answer, and their ratio.
+/// fsync). Prints, for each, records/s and p99 time to answer, and their ratio. Run in `rounds`
+/// alternating pairs (healthgate, then Fluent Bit, each started afresh after a `sync`): on a
+/// shared VM one pair can land in a slow second of either, so the target is read from the
+/// median pair, and every pair is printed.
 enum SideBySide {
     struct Result {
         var requestsPerSecond = 0.0
@@ -18,6 +21,7 @@ enum SideBySide {
 
     static let samples = 480
     static let wrkArguments = ["-t2", "-c20", "-d10s", "--latency"]
+    static let rounds = 3
 
     /// The sample objects both are sent, each ~210 bytes.
     static func sampleObjects(count: Int = samples) -> [String] {
@@ -55,10 +59,54 @@ enum SideBySide {
             if auth and #auth > 0 then wrk.headers["Authorization"] = auth end
             """.write(toFile: dir + "/post.lua", atomically: true, encoding: .utf8)
 
-        // healthgate: the ingest API into the file sink, fsync before every 2xx.
+        var pairs: [(hg: Result, fb: Result)] = []
+        var fbRan = false
+        for round in 0..<rounds {
+            // What the rounds before left to write back is written now, not during this one.
+            sync()
+            sleep(1)
+            let hg = runHealthgate(healthgate, dir: dir, round: round)
+            sync()
+            sleep(1)
+            let fb = runFluentBit(fluentBit, dir: dir)
+            fbRan = fbRan || fb != nil
+            pairs.append((hg, fb ?? Result()))
+        }
+        let version = Suite.firstVersion([fluentBit, "--version"]) ?? "?"
+        var lines = ["Ingest side by side with Fluent Bit \(version) (`make bench FLUENT_BIT=…`): `wrk \(wrkArguments.joined(separator: " "))` "
+                     + "POSTing one \(hgBody.utf8.count / 1000) KB body of \(samples) samples again and again; healthgate's ingest API "
+                     + "journals and fdatasyncs each before its 2xx and archives to the file sink, Fluent Bit's http input takes the "
+                     + "same samples as a JSON array into its file output (memory buffer, no fsync). \(rounds) pairs in turn, each server "
+                     + "started afresh after a `sync`; the target is read from the median pair.", "",
+                     "| | requests/s | records/s | p99 ms | peak RSS MB | failed |", "| --- | --- | --- | --- | --- | --- |"]
+        for (k, pair) in pairs.enumerated() {
+            for (name, r) in [("healthgate", pair.hg), ("Fluent Bit", pair.fb)] {
+                lines.append("| \(name), pair \(k + 1) | " + String(format: "%.0f", r.requestsPerSecond) + " | \(Suite.thousands(r.records)) | "
+                             + String(format: "%.1f", r.p99ms) + " | \(r.peakRSSMB) | \(r.errors) |")
+            }
+        }
+        func ratio(_ p: (hg: Result, fb: Result)) -> Double { p.fb.records > 0 ? p.hg.records / p.fb.records : 0 }
+        let median = pairs.sorted { ratio($0) < ratio($1) }[pairs.count / 2]
+        let p99 = pairs.map(\.hg.p99ms).sorted()[pairs.count / 2]
+        let rss = pairs.map(\.hg.peakRSSMB).max() ?? 0
+        let errors = pairs.map(\.hg.errors).reduce(0, +)
+        let metIn = pairs.filter { ratio($0) >= 3 && $0.hg.p99ms < 50 }.count
+        let met = fbRan && ratio(median) >= 3 && p99 < 50 && errors == 0 && rss <= 100
+        let target = fbRan
+            ? String(format: "Ingest ≥ 3× Fluent Bit with p99 under 50 ms and peak RSS ≤ 100 MB (wrk, 100 KB bodies): %@ (the median of %d pairs: %.2f×, p99 %.1f ms; %d MB at most; both met in %d of the %d pairs: %@)",
+                     met ? "met" : "not met", pairs.count, ratio(median), p99, rss, metIn, pairs.count,
+                     pairs.map { String(format: "%.2f× at %.1f ms", ratio($0), $0.hg.p99ms) }.joined(separator: ", "))
+            : "Ingest ≥ 3× Fluent Bit: not measured (\(fluentBit) did not start or did not listen)"
+        return (lines, target)
+    }
+
+    /// healthgate: the ingest API into the file sink, fsync before every 2xx; a data dir of its
+    /// own each round, removed after it (10 s of archive is a few GB).
+    static func runHealthgate(_ healthgate: String, dir: String, round: Int) -> Result {
+        let data = "\(dir)/data-\(round)"
         let config = """
             listen: 127.0.0.1:0
-            data_dir: \(dir)/data
+            data_dir: \(data)
             receivers:
               app: {kind: ingest, auth: {type: bearer, token: \(token)}, max_body: 1MB}
             routes:
@@ -73,8 +121,13 @@ enum SideBySide {
             kill(server.processIdentifier, SIGTERM)
             server.waitUntilExit()
         }
+        try? FileManager.default.removeItem(atPath: data)
+        return hg
+    }
 
-        // Fluent Bit: http input → file output, memory buffer, no fsync.
+    /// Fluent Bit: http input → file output, memory buffer, no fsync; nil when it did not start
+    /// or did not listen. Its output is removed after it.
+    static func runFluentBit(_ fluentBit: String, dir: String) -> Result? {
         let fbPort = BenchMain.freePort()
         try? FileManager.default.createDirectory(atPath: dir + "/fb-out", withIntermediateDirectories: true)
         try? """
@@ -96,39 +149,22 @@ enum SideBySide {
                 file    bench.log
                 format  plain
             """.write(toFile: dir + "/fluent-bit.conf", atomically: true, encoding: .utf8)
-        var fb = Result()
         let p = Process()
         p.executableURL = URL(fileURLWithPath: fluentBit)
         p.arguments = ["-c", dir + "/fluent-bit.conf"]
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
-        var fbRan = false
-        if (try? p.run()) != nil {
-            if waitForPort(fbPort) {
-                fb = wrk(url: "http://127.0.0.1:\(fbPort)/", body: dir + "/fluent-bit.json", auth: "", dir: dir)
-                fb.peakRSSMB = BenchMain.rssKiB(p.processIdentifier, "VmHWM") / 1024
-                fbRan = true
-            }
-            kill(p.processIdentifier, SIGTERM)
-            p.waitUntilExit()
+        guard (try? p.run()) != nil else { return nil }
+        var fb: Result?
+        if waitForPort(fbPort) {
+            var r = wrk(url: "http://127.0.0.1:\(fbPort)/", body: dir + "/fluent-bit.json", auth: "", dir: dir)
+            r.peakRSSMB = BenchMain.rssKiB(p.processIdentifier, "VmHWM") / 1024
+            fb = r
         }
-        let version = Suite.firstVersion([fluentBit, "--version"]) ?? "?"
-        var lines = ["Ingest side by side with Fluent Bit \(version) (`make bench FLUENT_BIT=…`): `wrk \(wrkArguments.joined(separator: " "))` "
-                     + "POSTing one \(hgBody.utf8.count / 1000) KB body of \(samples) samples again and again; healthgate's ingest API "
-                     + "journals and fdatasyncs each before its 2xx and archives to the file sink, Fluent Bit's http input takes the "
-                     + "same samples as a JSON array into its file output (memory buffer, no fsync).", "",
-                     "| | requests/s | records/s | p99 ms | peak RSS MB | failed |", "| --- | --- | --- | --- | --- | --- |"]
-        for (name, r) in [("healthgate", hg), ("Fluent Bit", fb)] {
-            lines.append("| \(name) | " + String(format: "%.0f", r.requestsPerSecond) + " | \(Suite.thousands(r.records)) | "
-                         + String(format: "%.1f", r.p99ms) + " | \(r.peakRSSMB) | \(r.errors) |")
-        }
-        let ratio = fb.records > 0 ? hg.records / fb.records : 0
-        let met = fbRan && ratio >= 3 && hg.p99ms < 50 && hg.errors == 0 && hg.peakRSSMB <= 100
-        let target = fbRan
-            ? String(format: "Ingest ≥ 3× Fluent Bit with p99 under 50 ms and peak RSS ≤ 100 MB (wrk, 100 KB bodies): %@ (%.2f×, p99 %.1f ms, %d MB)",
-                     met ? "met" : "not met", ratio, hg.p99ms, hg.peakRSSMB)
-            : "Ingest ≥ 3× Fluent Bit: not measured (\(fluentBit) did not start or did not listen)"
-        return (lines, target)
+        kill(p.processIdentifier, SIGTERM)
+        p.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: dir + "/fb-out")
+        return fb
     }
 
     static func waitForPort(_ port: UInt16) -> Bool {
