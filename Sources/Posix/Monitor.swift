@@ -49,4 +49,7 @@ public final class Monitor: @unchecked Sendable {
     }
 
     public func broadcast() { pthread_cond_broadcast(cond) }
+
+    /// Wakes one waiter (for one piece of work: the others need not wake to find it gone).
+    public func signal() { pthread_cond_signal(cond) }
 }

@@ -151,8 +151,7 @@ public final class HTTPServer: @unchecked Sendable {
                              MHDCallbacks.notify, cls, listenFD)
         guard let d else {
             let why = errno != 0 ? String(cString: strerror(errno)) : "invalid address or TLS key/certificate"
-            workers?.stop()
-            workers = nil
+            stopWorkers()
             throw HTTPServerError(description: "cannot listen on \(options.host):\(options.port): \(why)")
         }
         daemon = d

@@ -12,15 +12,10 @@ import Posix
 /// 100 ms on another. libmicrohttpd's threads now only read bodies and write answers: a whole
 /// request is suspended there, answered here, and resumed.
 final class RequestWorkers: @unchecked Sendable {
-    /// A request taken from a connection, answered on a worker.
-    struct Job {
-        let run: () -> Void
-    }
-
     private let monitor = Monitor()
-    private var queue: [Job] = []
+    /// Requests taken from connections, each answered by a worker; `head` is the next one.
+    private var queue: [() -> Void] = []
     private var head = 0
-    private var running = 0
     private var stopping = false
     private var threads: [pthread_t] = []
 
@@ -38,8 +33,8 @@ final class RequestWorkers: @unchecked Sendable {
     func submit(_ run: @escaping () -> Void) -> Bool {
         monitor.withLock {
             guard !stopping else { return false }
-            queue.append(Job(run: run))
-            monitor.broadcast()
+            queue.append(run)
+            monitor.signal()
             return true
         }
     }
@@ -55,19 +50,14 @@ final class RequestWorkers: @unchecked Sendable {
                 monitor.unlock()
                 return
             }
-            let job = queue[head]
+            let run = queue[head]
             head += 1
             if head == queue.count {
                 queue.removeAll(keepingCapacity: true)
                 head = 0
             }
-            running += 1
             monitor.unlock()
-            job.run()
-            monitor.withLock {
-                running -= 1
-                monitor.broadcast()
-            }
+            run()
         }
     }
 

@@ -529,7 +529,7 @@ public final class Journal: @unchecked Sendable {
         for r in ranges {
             let rfd = open(segmentPath(r.segment), O_RDONLY | O_CLOEXEC)
             guard rfd >= 0 else { continue }   // deleted meanwhile
-            _ = posix_fadvise(rfd, off_t(r.from), off_t(r.to.map { $0 - r.from } ?? 0), POSIX_FADV_DONTNEED)
+            FileIO.releaseCache(rfd, offset: r.from, count: r.to.map { $0 - r.from } ?? 0)
             Glibc.close(rfd)
         }
     }
