@@ -59,9 +59,12 @@ import YAMLConfig
         var sleep: [[String: Any]] = []
         #expect(ServeProcess.eventually { sleep = (try? db.influxRows("SELECT * FROM sleep_analysis")) ?? []; return sleep.count == 1 })
         #expect(sleep.first?["value_name"] as? String == "asleep_core")
-        // The sink parses the journal's lines: ingest handed it the records it had just encoded
-        // (reserved within the bound while the entry was written), and it took them, not parsing.
-        #expect(try serve.client().request("GET", "/metrics").text.contains(#"healthgate_journal_entries_decoded_total{how="handed"} 1"#))
+        // The sink writes its points from the journal's lines themselves: no drainer decoded an
+        // entry for it, and ingest handed it no records (it keeps none for a sink that reads none).
+        let metrics = try serve.client().request("GET", "/metrics").text
+        for how in ["decoded", "reused", "handed"] {
+            #expect(metrics.contains("healthgate_journal_entries_decoded_total{how=\"\(how)\"} 0"), "\(how)")
+        }
         let workout = try db.influxRows("SELECT * FROM workout")
         #expect(workout.first?["activity"] as? String == "running" && workout.first?["distance_m"] != nil)
         // The same samples again: the same points, not new ones.
@@ -122,7 +125,10 @@ import YAMLConfig
         return try #require(opened as? InfluxDBSink)
     }
 
+    /// A body's text, inflated when it is gzip (the sink sends plain to a server on loopback,
+    /// as these tests' endpoints are, unless the config asks for gzip).
     static func inflate(_ data: [UInt8]) -> String {
+        if !data.starts(with: [0x1F, 0x8B]) { return String(decoding: data, as: UTF8.self) }
         guard case .success(let b) = InfluxReceiver.gunzip(data, limit: 1 << 20) else { return "" }
         return String(decoding: b, as: UTF8.self)
     }
@@ -131,7 +137,7 @@ import YAMLConfig
         let endpoint = try ScriptedEndpoint { _ in HTTPResponse(status: 204) }
         let base = "http://127.0.0.1:\(endpoint.port)"
         let records = [PipelineTests.record("a")]
-        #expect(try sink(base, extra: ", org: home, bucket: health, token: secret").write(SinkBatch(records: records)) == .accepted)
+        #expect(try sink(base, extra: ", org: home, bucket: health, token: secret, gzip: true").write(SinkBatch(records: records)) == .accepted)
         #expect(try sink(base, api: "v3", extra: ", database: health, token: secret").write(SinkBatch(records: records)) == .accepted)
         #expect(try sink(base, api: "v1", extra: ", database: health, retention_policy: week, username: u, password: p, gzip: false")
                     .write(SinkBatch(records: records)) == .accepted)
@@ -143,6 +149,28 @@ import YAMLConfig
         #expect(r[2].path == "/write" && r[2].queryParameter("rp") == "week" && r[2].queryParameter("precision") == "n")
         #expect(r[2].header("authorization") == "Basic dTpw")
         #expect(String(decoding: r[2].body, as: UTF8.self).hasPrefix("steps,"))
+        #expect(r[1].header("content-encoding") == nil && String(decoding: r[1].body, as: UTF8.self).hasPrefix("steps,"))
+    }
+
+    @Test func gzipsUnlessTheServerIsOnThisMachine() throws {
+        for url in ["http://localhost:8086", "http://LOCALHOST", "http://127.0.0.1:8086/", "http://127.8.9.10",
+                    "https://[::1]:8086", "http://u:p@127.0.0.1:8086"] {
+            #expect(InfluxDBSink.isLoopback(url: url), "\(url)")
+        }
+        for url in ["http://influxdb:8086", "https://eu-central-1-1.aws.cloud2.influxdata.com", "http://192.168.1.20:8086",
+                    "http://127.0.0.1.example.com", "http://localhost.example.com", "http://[::2]:8086", "http://10.0.0.1",
+                    "http://x/127.0.0.1", "not a url"] {
+            #expect(!InfluxDBSink.isLoopback(url: url), "\(url)")
+        }
+        // What a user sees: the default sends plain to loopback; `gzip: true` still gzips there.
+        let endpoint = try ScriptedEndpoint { _ in HTTPResponse(status: 204) }
+        let base = "http://127.0.0.1:\(endpoint.port)"
+        let records = [PipelineTests.record("a")]
+        #expect(try sink(base, api: "v1", extra: ", database: health").write(SinkBatch(records: records)) == .accepted)
+        #expect(try sink(base, api: "v1", extra: ", database: health, gzip: true").write(SinkBatch(records: records)) == .accepted)
+        let r = endpoint.requests
+        #expect(r[0].header("content-encoding") == nil && String(decoding: r[0].body, as: UTF8.self).hasPrefix("steps,"))
+        #expect(r[1].header("content-encoding") == "gzip" && r[1].body.starts(with: [0x1F, 0x8B]))
     }
 
     @Test func refusesOnlyTheLinesInfluxDBRefusesAndKeepsTheRestMoving() throws {
@@ -563,42 +591,96 @@ import YAMLConfig
         }
     }
 
-    /// The drainer reads only `LineProtocolEncoder.reads` of each journal line for this sink:
-    /// every shape of record, read so, encodes to the line (and the series and time the point
-    /// index notes) the whole record gives — labels, escapes, workouts and categories included.
-    @Test func linesFromTheFieldsTheSinkReadsAreTheWholeRecordsLines() {
-        let e = LineProtocolEncoder(measurement: "{type}", phoneTag: "phone", tags: [("app", "{source}"), ("person", "me")],
-                                    precision: .ns)
+    /// The sink writes each point from its journal line (`CanonicalView`), not from a decoded
+    /// record: every shape of record gives, so, the line (and the series and time the point index
+    /// notes) the whole record gives — labels, templates, escapes, workouts, categories, every
+    /// precision; a line the view cannot read plainly (an escaped string) is decoded instead.
+    @Test func linesWrittenFromTheJournalLineAreTheWholeRecordsLines() throws {
+        let encoders = [
+            LineProtocolEncoder(measurement: "{type}", phoneTag: "phone", tags: [("app", "{source}"), ("person", "me")], precision: .ns),
+            LineProtocolEncoder(measurement: "h_{kind}.{unit}", phoneTag: "", tags: [("unit", "dup"), ("who", "{phone}@{receiver}"),
+                                                                                   ("z", "")], precision: .s),
+            LineProtocolEncoder(measurement: "fixed name", phoneTag: "dev ice", tags: [], precision: .ms),
+        ]
         var records = TransformTests.shapes
         var w = CanonicalRecord(kind: "workout", device: "p", receiver: "r", uuid: "w", type: "workout", start: Timestamp(seconds: 5))
         w.activity = "running"
         w.durationS = 60.5
         w.energyKcal = 312
         w.fields = [RecordField("route", RawJSON(#"[{"lat":1}]"#))]
+        w.source = RecordSource(app: "app", device: "Watch")
         records.append(w)
-        var c = CanonicalRecord(kind: "category", device: "ph \"1\"", receiver: "r", uuid: "c", type: "sleep_analysis",
-                                start: Timestamp(seconds: 9), value: .string("asleep_core"))
+        var c = CanonicalRecord(kind: "category", device: "ph 1,=x", receiver: "r", uuid: "c", type: "sleep_analysis",
+                                start: Timestamp(seconds: 9, nanoseconds: 1), value: .string("asleep_core"))
         c.code = 3
+        c.part = 2
         c.extra = [RecordField("time_zone", .string("Europe/Berlin"))]
+        c.tags = [RecordTag("person", "bob"), RecordTag("unit", "taken"), RecordTag("b c", "d=e")]
         records.append(c)
-        #expect(!LineProtocolEncoder.reads.isAll)
-        var bytes: [UInt8] = []
-        for r in records { bytes += CanonicalCodec.encodeLine(r) + [0x0A] }
-        let read = CanonicalCodec.readLines(bytes, parser: JSONParser(), only: LineProtocolEncoder.reads, patches: CanonicalRecord.Fields())
-        #expect(read.records.count == records.count)
-        for (whole, partial) in zip(records, read.records) {
-            var expected: [UInt8] = []
-            var got: [UInt8] = []
-            let a = e.encode(whole, into: &expected)
-            let b = e.encode(partial, into: &got)
-            #expect(String(decoding: got, as: UTF8.self) == String(decoding: expected, as: UTF8.self), "\(whole.uuid)")
-            switch (a, b) {
-            case (.line(let s1, let t1), .line(let s2, let t2)): #expect(s1 == s2 && t1 == t2)
-            case (.cannot(let r1), .cannot(let r2)): #expect(r1 == r2)
-            default: Issue.record("\(whole.uuid): encoded one way whole, another read in part")
+        var escaped = c
+        escaped.uuid = "e"
+        escaped.device = #"ph "1"\"#
+        escaped.value = .string("a \"b\"\n")
+        records.append(escaped)
+        var odd = PipelineTests.record("o", type: "", device: "ph")
+        odd.value = .number(-1e-7)
+        odd.unit = ""
+        records.append(odd)
+        var big = PipelineTests.record("big")
+        big.value = .number(2e15)
+        records.append(big)
+        var noStart = PipelineTests.record("ns")
+        noStart.start = nil
+        records.append(noStart)
+        var noValue = PipelineTests.record("nv")
+        noValue.value = nil
+        records.append(noValue)
+        var plain = 0
+        for e in encoders {
+            for r in records {
+                var line = CanonicalCodec.encodeLine(r)
+                if line.last == 0x0A { line.removeLast() }
+                var expected: [UInt8] = []
+                var got: [UInt8] = []
+                let a = e.encode(r, into: &expected)
+                let view = line.withUnsafeBytes { CanonicalView.read($0) }
+                guard let view else {
+                    // Only a line with an escape (or a null) is not read so: the sink decodes it.
+                    #expect(line.contains(0x5C), "\(r.uuid): a plain line the view did not read")
+                    continue
+                }
+                plain += 1
+                #expect(view.op == r.op && String(decoding: view.device, as: UTF8.self) == r.device
+                        && String(decoding: view.uuid, as: UTF8.self) == r.uuid && view.part == r.part)
+                if r.op == .delete { continue }
+                let b = line.withUnsafeBytes { e.encode(CanonicalView.read($0)!, into: &got) }
+                #expect(String(decoding: got, as: UTF8.self) == String(decoding: expected, as: UTF8.self), "\(r.uuid)")
+                switch (a, b) {
+                case (.line(let s1, let t1), .line(let s2, let t2)): #expect(s1 == s2 && t1 == t2, "\(r.uuid)")
+                case (.cannot(let r1), .cannot(let r2)): #expect(r1 == r2)
+                default: Issue.record("\(r.uuid): encoded one way from the record, another from its line")
+                }
             }
-            #expect(partial.op == whole.op && partial.device == whole.device && partial.uuid == whole.uuid && partial.part == whole.part)
         }
+        let escapes = records.filter { CanonicalCodec.encodeLine($0).contains(0x5C) }.count
+        #expect(escapes <= 2 && plain == 3 * (records.count - escapes))
+        // Through the sink: journal lines as the drainer hands them (whole, with their line
+        // feeds), an escaped one and one that is no record among them.
+        let endpoint = try ScriptedEndpoint { _ in HTTPResponse(status: 204) }
+        let s = try sink("http://127.0.0.1:\(endpoint.port)", api: "v1", extra: ", database: health")
+        let journal = [PipelineTests.record("a"), escaped, PipelineTests.record("b", type: "heart_rate")].map { CanonicalCodec.encodeLine($0) + [0x0A] }
+        var lines: [RecordLine] = journal.map { .whole($0[...]) }
+        lines.insert(.whole(Array("{\"op\":\"upsert\",\"kind\":1}\n".utf8)[...]), at: 1)
+        let result = s.write(SinkBatch(records: Array(repeating: CanonicalRecord.empty, count: lines.count), lines: lines))
+        guard case .perRecord(let outcomes) = result else { Issue.record("\(result)"); return }
+        #expect(outcomes[0] == .accepted && outcomes[2] == .accepted && outcomes[3] == .accepted)
+        guard case .rejected(let why) = outcomes[1] else { Issue.record("\(outcomes[1])"); return }
+        #expect(why.contains("not a canonical record"))
+        var expected: [UInt8] = []
+        for r in [PipelineTests.record("a"), escaped, PipelineTests.record("b", type: "heart_rate")] {
+            _ = LineProtocolEncoder(measurement: "{type}", phoneTag: "phone", tags: [], precision: .ns).encode(r, into: &expected)
+        }
+        #expect(String(decoding: endpoint.requests[0].body, as: UTF8.self) == String(decoding: expected, as: UTF8.self))
     }
 
     @Test func aGzipLevelOutOfRangeIsAConfigError() throws {

@@ -286,6 +286,22 @@ import YAMLConfig
         d.stop()
     }
 
+    /// A sink that reads the journal's lines itself (the InfluxDB sink) rejects a line that is no
+    /// canonical record: its dead letter holds the line as text, so that the file stays JSON.
+    @Test func aRejectedLineThatIsNoRecordIsKeptAsText() throws {
+        let dir = ServeProcess.makeTempDir("dead")
+        let dead = DeadLetters(sink: "s", dataDir: dir, metrics: SinkMetrics(name: "s"), logger: logger, clock: SystemClock())
+        #expect(dead.keep(.empty, line: .whole(Array("{\"op\":\"upsert\",\"kind\":1\n".utf8)[...]), reason: "not a record"))
+        #expect(dead.keep(Self.record("ok"), line: .whole((CanonicalCodec.encodeLine(Self.record("ok")) + [0x0A])[...]), reason: "refused"))
+        let lines = try String(contentsOfFile: dead.path, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 2)
+        let parser = JSONParser()
+        let first = try parser.parse(Array(lines[0].utf8))
+        #expect(first.root["line"]?.string == "{\"op\":\"upsert\",\"kind\":1" && first.root["record"] == nil)
+        let second = try parser.parse(Array(lines[1].utf8))
+        #expect(second.root["record"]?["uuid"]?.string == "ok" && second.root["reason"]?.string == "refused")
+    }
+
     @Test func aFailingSinkIsRetriedAndRejectedRecordsBecomeDeadLetters() throws {
         let dir = ServeProcess.makeTempDir("pipe")
         let j = try Journal(directory: dir + "/journal", logger: logger)

@@ -39,6 +39,11 @@ public struct DeadLetters: Sendable {
             // Encoded from the record itself, which was read whole.
         } else if let doc = try? JSONParser().parse(encoded), let full = try? CanonicalCodec.decode(doc.root) {
             r = full
+        } else {
+            // A journal line that is not a record (a sink that reads the lines itself found it
+            // so): kept as its text, the dead letters staying JSON.
+            keep(line: ArraySlice(encoded), reason: reason)
+            return true
         }
         var w = JSONWriter(capacity: 512)
         w.beginObject()

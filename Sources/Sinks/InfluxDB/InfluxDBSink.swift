@@ -1,3 +1,4 @@
+import CanonicalJSON
 import CDeflate
 import Glibc
 import FastJSON
@@ -116,7 +117,9 @@ public final class InfluxDBSink: PipelinedSink {
         }
         // Level 1 by default: less than half of level 6's CPU for bodies a little bigger (the
         // sink's lines shrink about 10× at 1, 12× at 6); on a small box the CPU is what limits.
-        let gzip: Int32? = (c.gzip ?? true) ? Int32(c.gzip_level ?? 1) : nil   // out of 1…9 is refused below
+        // Not at all, unless asked, to a server on this machine: the body never crosses a wire,
+        // and compressing it here and inflating it there is CPU both sides spend for nothing.
+        let gzip: Int32? = (c.gzip ?? !isLoopback(url: c.url)) ? Int32(c.gzip_level ?? 1) : nil   // out of 1…9 is refused below
         if gzip != nil { headers.append(("Content-Encoding", "gzip")) }
         let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
                                                   defaultMaxItems: 10_000, adding: problems)
@@ -133,11 +136,30 @@ public final class InfluxDBSink: PipelinedSink {
         let writeHeaders = headers
         let deletes = Deletes(api: api, base: base, query: deleteQuery, headers: headers.filter { $0.0 == "Authorization" })
         return BuiltSink(kind: "influxdb", common: common,
-                         summary: "influxdb \(api.rawValue) \(SafeText.url(base + endpoint))", reads: LineProtocolEncoder.reads) { ctx in
+                         summary: "influxdb \(api.rawValue) \(SafeText.url(base + endpoint))", reads: []) { ctx in
             InfluxDBSink(name: ctx.name, writeURL: url, headers: writeHeaders, encoder: encoder, gzip: gzip, options: options,
                          deletes: deletes, indexPath: FileIO.join(ctx.stateDir, "points.sqlite"), logger: ctx.logger,
                          clock: ctx.clock)
         }
+    }
+
+    /// Whether the url's host is this machine's loopback (`localhost`, `127.0.0.0/8`, `::1`):
+    /// where `gzip` is off unless the config turns it on.
+    public static func isLoopback(url: String) -> Bool {
+        guard let colon = url.firstIndex(of: ":"), url[colon...].hasPrefix("://") else { return false }
+        var rest = url[url.index(colon, offsetBy: 3)...]
+        if let at = rest.firstIndex(of: "@"), rest[..<at].allSatisfy({ $0 != "/" }) { rest = rest[rest.index(after: at)...] }
+        let host: Substring
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]") else { return false }
+            host = rest[rest.index(after: rest.startIndex)..<close]
+        } else {
+            host = rest.prefix { $0 != ":" && $0 != "/" && $0 != "?" }
+        }
+        let h = host.lowercased()
+        if h == "localhost" || h == "localhost." || h == "::1" || h == "0:0:0:0:0:0:0:1" { return true }
+        let octets = h.split(separator: ".", omittingEmptySubsequences: false)
+        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { o in UInt8(o) != nil }
     }
 
     /// Lines a request carries at most (InfluxDB's own advice is 5,000 a write).
@@ -159,6 +181,12 @@ public final class InfluxDBSink: PipelinedSink {
     /// harmless). Cleared when a batch is begun with nothing in flight: a new attempt.
     private var halted: String?
     private var slot = 0
+    /// A line a route changed, written out to be read (reused).
+    private var scratch: [UInt8] = []
+    /// For the lines that are not plain (`CanonicalView.read`): decoded whole.
+    private lazy var parser = JSONParser()
+    /// The last device name made, and its bytes (`deviceName`).
+    private var lastDevice: (bytes: [UInt8], name: String)?
     /// Where each run's points go, noted on a helper thread as the runs go out.
     private lazy var noting = IndexWork(index: index, logger: logger)
 
@@ -210,68 +238,120 @@ public final class InfluxDBSink: PipelinedSink {
         b.notedRuns = noting.addedRuns   // the batches before it, at least
         open.append(b)
         var run = Run()
-        // Records are read in place (a record taken out of the array by value retained and
-        // released each of its strings: a tenth of the encoding).
-        batch.records.withUnsafeBufferPointer { records in
-            func launch() {
-                guard !run.indices.isEmpty else { return }
-                let next = run
-                run = Run()
-                if inFlight.count >= InfluxDBSink.requestsInFlight { settle(inFlight.removeFirst()) }
-                if let halted {
-                    b.keep(next.indices, halted)
-                    return
-                }
-                let request = Request(run: next, batch: b,
-                                      poster: BatchPoster(sinkName: name, url: shownURL,
-                                                          credentialsHint: "sinks.\(name).token (or username/password)",
-                                                          client: clients[slot], logger: logger, clock: clock),
-                                      url: writeURL, headers: headers, gzip: gzip)
-                slot = (slot + 1) % clients.count
-                request.start()
-                inFlight.append(request)
-                b.notedRuns = noting.add(next.indices.indices.map { k in
-                    let i = next.indices[k]
-                    return PointIndex.Row(device: records[i].device, uuid: records[i].uuid, part: records[i].part,
-                                          series: next.body[next.starts[k]..<next.seriesEnds[k]], timeNanos: next.times[k])
-                })
+        // Each record is written from its journal line (`CanonicalView`): the drainer decodes
+        // nothing for this sink (`reads` is none); a line a route changed is written out first.
+        func launch() {
+            guard !run.indices.isEmpty else { return }
+            let next = run
+            run = Run()
+            if inFlight.count >= InfluxDBSink.requestsInFlight { settle(inFlight.removeFirst()) }
+            if let halted {
+                b.keep(next.indices, halted)
+                return
             }
+            let request = Request(run: next, batch: b,
+                                  poster: BatchPoster(sinkName: name, url: shownURL,
+                                                      credentialsHint: "sinks.\(name).token (or username/password)",
+                                                      client: clients[slot], logger: logger, clock: clock),
+                                  url: writeURL, headers: headers, gzip: gzip)
+            slot = (slot + 1) % clients.count
+            request.start()
+            inFlight.append(request)
+            b.notedRuns = noting.add(next.keys.indices.map { k in
+                PointIndex.Row(device: next.keys[k].device, uuid: next.keys[k].uuid, part: next.keys[k].part,
+                               series: next.body[next.starts[k]..<next.seriesEnds[k]], timeNanos: next.times[k])
+            })
+        }
 
-            for i in records.indices {
-                if let halted {
-                    b.keep([i], halted)
-                    continue
-                }
-                if records[i].op == .delete {
-                    launch()
-                    while !inFlight.isEmpty { settle(inFlight.removeFirst()) }
-                    noting.wait(forRuns: noting.addedRuns)   // the delete reads the index
-                    if let halted {
-                        b.keep([i], halted)
-                        continue
-                    }
-                    b.outcomes[i] = delete(records[i])
-                    if case .keep(let why) = b.outcomes[i] {
-                        b.halted = why
-                        halted = why
-                    }
-                    continue
-                }
+        for i in 0..<batch.count {
+            if let halted {
+                b.keep([i], halted)
+                continue
+            }
+            var deleting: (device: String, uuid: String)?
+            withLine(of: batch, i) { line in
                 let before = run.body.count
-                switch encoder.encode(at: records.baseAddress! + i, into: &run.body) {
+                let encoded: LineProtocolEncoder.Encoded
+                let key: PointKey
+                if let v = CanonicalView.read(line) {
+                    if v.op == .delete {
+                        deleting = (deviceName(v.device), String(decoding: v.uuid, as: UTF8.self))
+                        return
+                    }
+                    encoded = encoder.encode(v, into: &run.body)
+                    key = PointKey(device: deviceName(v.device), uuid: String(decoding: v.uuid, as: UTF8.self), part: v.part)
+                } else {
+                    // Not a plain line (an escaped string, say): decoded whole, written from the record.
+                    let r: CanonicalRecord
+                    do {
+                        let doc = try parser.parse(line)
+                        r = try CanonicalCodec.decode(doc.root)
+                    } catch {
+                        b.outcomes[i] = .rejected(reason: "the journal's line is not a canonical record: \(error)")
+                        return
+                    }
+                    if r.op == .delete {
+                        deleting = (r.device, r.uuid)
+                        return
+                    }
+                    encoded = encoder.encode(r, into: &run.body)
+                    key = PointKey(device: r.device, uuid: r.uuid, part: r.part)
+                }
+                switch encoded {
                 case .line(let seriesEnd, let time):
                     run.starts.append(before)
                     run.indices.append(i)
                     run.seriesEnds.append(seriesEnd)
                     run.times.append(time)
-                    if run.indices.count == InfluxDBSink.linesPerRequest { launch() }
+                    run.keys.append(key)
                 case .cannot(let why):
                     run.body.removeSubrange(before...)
                     b.outcomes[i] = .rejected(reason: why)
                 }
             }
+            if run.indices.count == InfluxDBSink.linesPerRequest { launch() }
+            guard let (device, uuid) = deleting else { continue }
             launch()
+            while !inFlight.isEmpty { settle(inFlight.removeFirst()) }
+            noting.wait(forRuns: noting.addedRuns)   // the delete reads the index
+            if let halted {
+                b.keep([i], halted)
+                continue
+            }
+            b.outcomes[i] = delete(device: device, uuid: uuid)
+            if case .keep(let why) = b.outcomes[i] {
+                b.halted = why
+                halted = why
+            }
         }
+        launch()
+    }
+
+    /// Calls `body` with record `i`'s canonical line, without its line feed: the journal's
+    /// bytes where they are whole, else the line written out (a route changed the record).
+    private func withLine(of batch: SinkBatch, _ i: Int, _ body: (UnsafeRawBufferPointer) -> Void) {
+        if case .whole(let bytes) = batch.lines[i] {
+            bytes.withUnsafeBytes { all in
+                body(UnsafeRawBufferPointer(rebasing: all[0..<(all.last == 0x0A ? all.count - 1 : all.count)]))
+            }
+            return
+        }
+        scratch.removeAll(keepingCapacity: true)
+        batch.appendLine(i, to: &scratch)
+        if scratch.last == 0x0A { scratch.removeLast() }
+        scratch.withUnsafeBytes { body($0) }
+    }
+
+    /// The device's name as a string, the one made for the line before when it is the same (the
+    /// records of a batch come from a few phones).
+    private func deviceName(_ bytes: UnsafeRawBufferPointer) -> String {
+        if let last = lastDevice, last.bytes.count == bytes.count,
+           last.bytes.withUnsafeBytes({ $0.elementsEqual(bytes) }) {
+            return last.name
+        }
+        let name = String(decoding: bytes, as: UTF8.self)
+        lastDevice = (Array(bytes), name)
+        return name
     }
 
     /// Waits for the answers of the oldest batch begun (and for its points to be noted: the
@@ -310,6 +390,13 @@ public final class InfluxDBSink: PipelinedSink {
         }
     }
 
+    /// A point's record: the point index's key.
+    struct PointKey {
+        var device: String
+        var uuid: String
+        var part: Int?
+    }
+
     /// Lines for one request: their bytes one after another, where each begins, whose record
     /// each is, and where its point lives (its series ends at `seriesEnds`, its time).
     struct Run {
@@ -318,6 +405,8 @@ public final class InfluxDBSink: PipelinedSink {
         var indices: [Int] = []
         var seriesEnds: [Int] = []
         var times: [Int64] = []
+        /// Whose point each line is: the point index's key.
+        var keys: [PointKey] = []
 
         /// The lines of `range`, gzip'd at the level given.
         func body(_ range: Range<Int>, gzip: Int32?) -> [UInt8] {
@@ -441,10 +530,10 @@ public final class InfluxDBSink: PipelinedSink {
     }
 
     /// Removes every point written under the record's key (all parts), then forgets them.
-    func delete(_ r: CanonicalRecord) -> DeliveryOutcome {
+    func delete(device: String, uuid: String) -> DeliveryOutcome {
         let points: [PointIndex.Point]
         do {
-            points = try index.points(device: r.device, uuid: r.uuid)
+            points = try index.points(device: device, uuid: uuid)
         } catch {
             return .keep(reason: "cannot read the point index: \(error)")
         }
@@ -493,9 +582,9 @@ public final class InfluxDBSink: PipelinedSink {
             }
         }
         do {
-            try index.remove(device: r.device, uuid: r.uuid)
+            try index.remove(device: device, uuid: uuid)
         } catch {
-            logger.error("deleted the points of \(r.uuid) but cannot forget them in the index (\(error))")
+            logger.error("deleted the points of \(uuid) but cannot forget them in the index (\(error))")
         }
         return .accepted
     }

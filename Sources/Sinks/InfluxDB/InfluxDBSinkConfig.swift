@@ -16,7 +16,7 @@ import YAMLConfig
 ///   # retention_policy: autogen  # v1
 ///   # username: u, password: p   # v1: Basic
 ///   precision: s                 # ns | us | ms | s (default ns)
-///   gzip: true                   # default true
+///   gzip: true                   # default: true, but false to a server on loopback (localhost, 127.x, ::1)
 ///   gzip_level: 1                # 1 (fastest, the default) to 9 (smallest)
 ///   phone_tag: phone             # the tag naming the phone (the record's device); "" for none
 ///   tags: {person: me, app: "{source}"}  # tags on every point; values may be templates

@@ -1,5 +1,5 @@
+import Glibc
 import CanonicalJSON
-import FastJSON
 import SinkKit
 import HealthgateCore
 
@@ -11,13 +11,6 @@ import HealthgateCore
 struct LineProtocolEncoder: Sendable {
     /// The fields a measurement or tag template may use.
     static let fields: [RecordTemplate.Field] = [.type, .kind, .receiver, .phone, .source, .unit]
-
-    /// The fields of a record the sink reads (`BuiltSink.reads`): the line, the point index and
-    /// deletes use none of the phone's own JSON (`fields`, `metadata`, `extra`), nor the end, the
-    /// UTC offset or the count of parts (a point is at its start), so the drainer reads the rest
-    /// from a walk of each journal line instead of parsing all of it.
-    static let reads = CanonicalRecord.Fields.all.subtracting(
-        CanonicalRecord.Fields(.fields, .metadata, .extra, .end, .utcOffset, .parts))
 
     let measurement: RecordTemplate
     let phoneTag: String
@@ -138,6 +131,132 @@ struct LineProtocolEncoder: Sendable {
         CanonicalRecord.inPlace(record) { encode($0, into: &out) }
     }
 
+    /// `encode` of a record from its journal line's fields (`CanonicalView`), written straight
+    /// from the line's bytes: the same line as `encode` writes for the record the line decodes
+    /// to, without the record (no string made, no record moved, for each sample the drain sends).
+    func encode(_ v: CanonicalView, into out: inout [UInt8]) -> Encoded {
+        let isWorkout = v.kind.elementsEqual(RecordKind.workout.utf8)
+        guard let start = v.start else {
+            return .cannot("a \(String(decoding: v.kind, as: UTF8.self)) without a start time has no place in a time series")
+        }
+        if isWorkout {
+            if v.durationS == nil && v.energyKcal == nil && v.distanceM == nil {
+                return .cannot("a workout record with no value has no field to write")
+            }
+        } else {
+            switch v.value {
+            case .number(let d, _)?: if !d.isFinite { return .cannot("the value is not a finite number") }
+            case .string?: break
+            case nil: return .cannot("a \(String(decoding: v.kind, as: UTF8.self)) record with no value has no field to write")
+            }
+        }
+        render(measurement, v, measurement: true, into: &out)
+        if v.labels == nil {
+            for slot in slots { append(slot, of: v, isWorkout: isWorkout, to: &out) }
+        } else {
+            func text(_ b: UnsafeRawBufferPointer?) -> String? { b.map { String(decoding: $0, as: UTF8.self) } }
+            var labels: [(String, String)] = []
+            v.forEachLabel { labels.append((String(decoding: $0, as: UTF8.self), String(decoding: $1, as: UTF8.self))) }
+            appendTags(templated: templatedTags.map { k, t in
+                var rendered: [UInt8] = []
+                LineProtocolEncoder.render(t, v, into: &rendered)
+                return (k, String(decoding: rendered, as: UTF8.self))
+            }, unit: text(v.unit), app: text(v.sourceApp), device: text(v.sourceDevice), activity: isWorkout ? text(v.activity) : nil,
+                       phone: String(decoding: v.device, as: UTF8.self), labels: labels, to: &out)
+        }
+        let seriesEnd = out.count
+        var separator = UInt8(ascii: " ")
+        func field(_ key: StaticString, _ write: (inout [UInt8]) -> Void) {
+            out.append(separator)
+            separator = UInt8(ascii: ",")
+            key.withUTF8Buffer { out.append(contentsOf: $0) }
+            out.append(UInt8(ascii: "="))
+            write(&out)
+        }
+        if isWorkout {
+            if let d = v.durationS { field("duration_s") { LineProtocolEncoder.appendFloat(d, to: &$0) } }
+            if let e = v.energyKcal { field("energy_kcal") { LineProtocolEncoder.appendFloat(e, to: &$0) } }
+            if let d = v.distanceM { field("distance_m") { LineProtocolEncoder.appendFloat(d, to: &$0) } }
+        } else {
+            switch v.value {
+            case .number(let d, _)?:
+                field("value") { LineProtocolEncoder.appendFloat(d, to: &$0) }
+            case .string(let s)?:
+                if let code = v.code { field("value") { LineProtocolEncoder.appendInt(Int64(code), to: &$0) } }
+                field("value_name") { LineProtocolEncoder.appendString(bytes: s, to: &$0) }
+            case nil:
+                break
+            }
+        }
+        out.append(UInt8(ascii: " "))
+        LineProtocolEncoder.appendInt(timestamp(start), to: &out)
+        out.append(UInt8(ascii: "\n"))
+        return .line(seriesEnd: seriesEnd, timeNanos: start.unixNanoseconds)
+    }
+
+    /// A template's text for the record of `v`, escaped (as a measurement or a tag value).
+    func render(_ t: RecordTemplate, _ v: CanonicalView, measurement: Bool, into out: inout [UInt8]) {
+        if t.parts.count == 1, case .field(let f) = t.parts[0] {
+            LineProtocolEncoder.appendEscaped(bytes: LineProtocolEncoder.value(f, v).assumingMemoryBound(to: UInt8.self),
+                                              measurement: measurement, to: &out)
+            return
+        }
+        var text: [UInt8] = []
+        LineProtocolEncoder.render(t, v, into: &text)
+        text.withUnsafeBufferPointer { LineProtocolEncoder.appendEscaped(bytes: $0, measurement: measurement, to: &out) }
+    }
+
+    /// A template's text for the record of `v`, as it is (not escaped).
+    static func render(_ t: RecordTemplate, _ v: CanonicalView, into out: inout [UInt8]) {
+        for p in t.parts {
+            switch p {
+            case .text(let s): out.append(contentsOf: s.utf8)
+            case .field(let f): out.append(contentsOf: value(f, v))
+            }
+        }
+    }
+
+    static func value(_ f: RecordTemplate.Field, _ v: CanonicalView) -> UnsafeRawBufferPointer {
+        let none = UnsafeRawBufferPointer(start: nil, count: 0)
+        switch f {
+        case .type: return v.type
+        case .kind: return v.kind
+        case .receiver: return v.receiver
+        case .phone, .device: return v.device
+        case .source: return v.sourceApp ?? none
+        case .unit: return v.unit ?? none
+        case .date: return none   // not allowed here
+        }
+    }
+
+    /// `,key=value` for a slot whose value the record of `v` has.
+    @inline(__always)
+    func append(_ slot: Slot, of v: CanonicalView, isWorkout: Bool, to out: inout [UInt8]) {
+        func tag(_ value: UnsafeRawBufferPointer?) {
+            guard let value, !value.isEmpty else { return }
+            out.append(UInt8(ascii: ","))
+            out.append(contentsOf: slot.key)
+            out.append(UInt8(ascii: "="))
+            LineProtocolEncoder.appendEscaped(bytes: value.assumingMemoryBound(to: UInt8.self), measurement: false, to: &out)
+        }
+        switch slot.value {
+        case .fixed(let value):
+            out.append(UInt8(ascii: ","))
+            out.append(contentsOf: slot.key)
+            out.append(UInt8(ascii: "="))
+            out.append(contentsOf: value)
+        case .template(let t):
+            var text: [UInt8] = []
+            LineProtocolEncoder.render(t, v, into: &text)
+            text.withUnsafeBytes { tag($0) }
+        case .unit: tag(v.unit)
+        case .source: tag(v.sourceApp)
+        case .device: tag(v.sourceDevice)
+        case .activity: if isWorkout { tag(v.activity) }
+        case .phone: tag(v.device)
+        }
+    }
+
     /// `,key=value` for a slot whose value the record has.
     @inline(__always)
     func append(_ slot: Slot, of r: CanonicalRecord, isWorkout: Bool, to out: inout [UInt8]) {
@@ -167,14 +286,22 @@ struct LineProtocolEncoder: Sendable {
     /// The tags of a record that carries labels from routes (`tag`): listed, the labels added
     /// where they do not take a name the sink gives itself, sorted and written.
     func appendTags(withLabelsOf r: CanonicalRecord, isWorkout: Bool, to out: inout [UInt8]) {
-        var tags: [(String, String)] = staticTags
-        for (k, t) in templatedTags { tags.append((k, t.render(r, LineProtocolEncoder.value))) }
-        if let u = r.unit, !u.isEmpty { tags.append(("unit", u)) }
-        if let a = r.source?.app, !a.isEmpty { tags.append(("source", a)) }
-        if let d = r.source?.device, !d.isEmpty { tags.append(("device", d)) }
-        if let a = r.activity, !a.isEmpty, isWorkout { tags.append(("activity", a)) }
-        if !phoneTag.isEmpty { tags.append((phoneTag, r.device)) }
-        for t in r.tags where !tags.contains(where: { $0.0 == t.name }) { tags.append((t.name, t.value)) }
+        appendTags(templated: templatedTags.map { ($0.0, $0.1.render(r, LineProtocolEncoder.value)) }, unit: r.unit,
+                   app: r.source?.app, device: r.source?.device, activity: isWorkout ? r.activity : nil, phone: r.device,
+                   labels: r.tags.map { ($0.name, $0.value) }, to: &out)
+    }
+
+    /// The tags of a labelled record from their values: the sink's own, then the labels whose
+    /// names are not taken, sorted by key and written (the empty ones left out).
+    func appendTags(templated: [(String, String)], unit: String?, app: String?, device: String?, activity: String?, phone: String,
+                    labels: [(String, String)], to out: inout [UInt8]) {
+        var tags: [(String, String)] = staticTags + templated
+        if let u = unit, !u.isEmpty { tags.append(("unit", u)) }
+        if let a = app, !a.isEmpty { tags.append(("source", a)) }
+        if let d = device, !d.isEmpty { tags.append(("device", d)) }
+        if let a = activity, !a.isEmpty { tags.append(("activity", a)) }
+        if !phoneTag.isEmpty { tags.append((phoneTag, phone)) }
+        for (name, value) in labels where !tags.contains(where: { $0.0 == name }) { tags.append((name, value)) }
         for (k, v) in LineProtocolEncoder.sortedByKey(tags) where !v.isEmpty {
             out.append(UInt8(ascii: ","))
             LineProtocolEncoder.appendEscaped(k, to: &out)
@@ -231,8 +358,12 @@ struct LineProtocolEncoder: Sendable {
 
     /// A string field value: quoted, `"`, `\\` and line feeds escaped.
     static func appendString(_ s: String, to out: inout [UInt8]) {
+        s.withUTF8Bytes { appendString(bytes: UnsafeRawBufferPointer($0), to: &out) }
+    }
+
+    static func appendString(bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for c in s.utf8 {
+        for c in bytes {
             switch c {
             case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\")); out.append(c)
             case UInt8(ascii: "\n"): out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "n"))
@@ -275,19 +406,21 @@ struct LineProtocolEncoder: Sendable {
 }
 
 extension InfluxDBSink {
-    /// The fields of a record the sink reads (`LineProtocolEncoder.reads`; `--micro` decodes them).
-    public static var fieldsRead: CanonicalRecord.Fields { LineProtocolEncoder.reads }
-
-    /// `healthgate-bench --micro`'s InfluxDB lines: the drainer's read of journal lines for this
-    /// sink, then each record encoded as the sink encodes it on its thread (Syncky's schema, a
-    /// phone tag). Returns the bytes of line protocol made.
-    public static func encodeBench(_ ndjson: [UInt8], parser: JSONParser) -> Int {
+    /// `healthgate-bench --micro`'s InfluxDB lines: each journal line read as the sink reads it
+    /// (`CanonicalView`) and its line protocol written (Syncky's schema, a phone tag). Returns the
+    /// bytes of line protocol made.
+    public static func encodeBench(_ ndjson: [UInt8]) -> Int {
         let encoder = LineProtocolEncoder(measurement: "{type}", phoneTag: "phone", tags: [], precision: .ns)
-        let read = CanonicalCodec.readLines(ndjson, parser: parser, only: fieldsRead)
         var out: [UInt8] = []
         out.reserveCapacity(ndjson.count)
-        read.records.withUnsafeBufferPointer { records in
-            for i in records.indices { _ = encoder.encode(at: records.baseAddress! + i, into: &out) }
+        ndjson.withUnsafeBytes { all in
+            guard let base = all.baseAddress else { return }
+            var from = 0
+            while from < all.count, let feed = memchr(base + from, 0x0A, all.count - from) {
+                let end = UnsafeRawPointer(feed) - base
+                if let v = CanonicalView.read(UnsafeRawBufferPointer(rebasing: all[from..<end])) { _ = encoder.encode(v, into: &out) }
+                from = end + 1
+            }
         }
         return out.count
     }

@@ -1,0 +1,126 @@
+import FastJSON
+import HealthgateCore
+
+/// One canonical line's fields as the bytes they are in the line, from one walk of it
+/// (`CanonicalLine`) and no parser, no string, no record made: for a sink that writes each
+/// record in a format of its own straight from its journal line (the InfluxDB sink's line
+/// protocol) instead of decoding it into a `CanonicalRecord` first.
+///
+/// Strings are their text between the quotes; `read` gives nil for a line whose strings hold an
+/// escape (the text would not be the bytes), a `null`, a field out of order, or anything else
+/// not as `appendNDJSON` writes it — the caller decodes such a line whole instead. Valid while
+/// the line's bytes are. The phone's own JSON (`fields`, `metadata`, `extra`) is skipped unread;
+/// the walk stops at the labels (`tags`), the last field read.
+public struct CanonicalView {
+    public var op: CanonicalRecord.Op = .upsert
+    public var kind = UnsafeRawBufferPointer(start: nil, count: 0)
+    public var device = UnsafeRawBufferPointer(start: nil, count: 0)
+    public var receiver = UnsafeRawBufferPointer(start: nil, count: 0)
+    public var uuid = UnsafeRawBufferPointer(start: nil, count: 0)
+    public var type = UnsafeRawBufferPointer(start: nil, count: 0)
+    public var part: Int?
+    public var code: Int?
+    public var start: Timestamp?
+    /// A number (with its JSON text), or a string's text.
+    public var value: Value?
+    public var unit: UnsafeRawBufferPointer?
+    public var activity: UnsafeRawBufferPointer?
+    public var durationS, energyKcal, distanceM: Double?
+    public var sourceApp, sourceDevice: UnsafeRawBufferPointer?
+    /// The labels object's JSON text (`{"name":"text",…}`, no escapes), when the record has any.
+    public var labels: UnsafeRawBufferPointer?
+
+    public enum Value {
+        case number(Double, text: UnsafeRawBufferPointer)
+        case string(UnsafeRawBufferPointer)
+    }
+
+    /// The fields of `line` (without its line feed), or nil when it is not a plain canonical
+    /// line (see above).
+    public static func read(_ line: UnsafeRawBufferPointer) -> CanonicalView? {
+        var v = CanonicalView()
+        var op: CanonicalRecord.Op?
+        var required: UInt8 = 0
+        var walk = CanonicalLine(line)
+        while let m = walk.next() {
+            let text = UnsafeRawBufferPointer(rebasing: line[m.valueStart..<m.end])
+            switch m.field {
+            case .op:
+                guard let s = CanonicalCodec.plainString(text), s.count == 6 else { return nil }
+                op = s.elementsEqual("upsert".utf8) ? .upsert : s.elementsEqual("delete".utf8) ? .delete : nil
+                if op == nil { return nil }
+            case .kind, .device, .receiver, .uuid, .type:
+                guard let s = CanonicalCodec.plainString(text) else { return nil }
+                switch m.field {
+                case .kind: v.kind = s; required |= 1
+                case .device: v.device = s; required |= 2
+                case .receiver: v.receiver = s; required |= 4
+                case .uuid: v.uuid = s; required |= 8
+                default: v.type = s; required |= 16
+                }
+            case .part, .code:
+                guard let n = CanonicalCodec.integer(text) else { return nil }
+                if m.field == .part { v.part = n } else { v.code = n }
+            case .start:
+                guard let s = CanonicalCodec.plainString(text), let (t, _) = Timestamp.parseRFC3339(s) else { return nil }
+                v.start = t
+            case .value:
+                if let s = CanonicalCodec.plainString(text) {
+                    v.value = .string(s)
+                } else {
+                    guard let d = CanonicalCodec.number(text) else { return nil }
+                    v.value = .number(d, text: text)
+                }
+            case .unit, .activity:
+                guard let s = CanonicalCodec.plainString(text) else { return nil }
+                if m.field == .unit { v.unit = s } else { v.activity = s }
+            case .durationS, .energyKcal, .distanceM:
+                guard let d = CanonicalCodec.number(text) else { return nil }
+                switch m.field {
+                case .durationS: v.durationS = d
+                case .energyKcal: v.energyKcal = d
+                default: v.distanceM = d
+                }
+            case .source:
+                var app: UnsafeRawBufferPointer?, device: UnsafeRawBufferPointer?
+                guard CanonicalCodec.objectOfStrings(text, { name, s in
+                    if name.count == 3 && name.elementsEqual("app".utf8) && app == nil {
+                        app = s
+                    } else if name.count == 6 && name.elementsEqual("device".utf8) && device == nil {
+                        device = s
+                    } else {
+                        return false
+                    }
+                    return true
+                }) else { return nil }
+                v.sourceApp = app
+                v.sourceDevice = device
+            case .tags:
+                guard CanonicalCodec.objectOfStrings(text, { _, _ in true }) else { return nil }
+                if text.count > 2 { v.labels = text }
+                // The last field read: metadata and extra are not.
+                guard let op, required == 31 else { return nil }
+                v.op = op
+                return v
+            case .parts, .end, .utcOffset, .fields, .metadata, .extra:
+                if m.field > .tags {
+                    guard let op, required == 31 else { return nil }
+                    v.op = op
+                    return v
+                }
+            }
+        }
+        guard !walk.failed, let op, required == 31 else { return nil }
+        v.op = op
+        return v
+    }
+
+    /// Calls `body` with each label's name and text, in the line's order.
+    public func forEachLabel(_ body: (_ name: UnsafeRawBufferPointer, _ text: UnsafeRawBufferPointer) -> Void) {
+        guard let labels else { return }
+        _ = CanonicalCodec.objectOfStrings(labels) { name, text in
+            body(name, text)
+            return true
+        }
+    }
+}
