@@ -1,4 +1,5 @@
 import FastJSON
+import Glibc
 import HealthgateCore
 
 /// One canonical line's fields as the bytes they are in the line, from one walk of it
@@ -42,15 +43,20 @@ public struct CanonicalView {
         var op: CanonicalRecord.Op?
         var required: UInt8 = 0
         var walk = CanonicalLine(line)
+        // A string member's text: the walk says whether it stepped over an escape.
+        @inline(__always) func plain(_ m: CanonicalLine.Member) -> UnsafeRawBufferPointer? {
+            guard !m.escapes, m.end - m.valueStart >= 2, line[m.valueStart] == 0x22 else { return nil }
+            return UnsafeRawBufferPointer(rebasing: line[(m.valueStart + 1)..<(m.end - 1)])
+        }
         while let m = walk.next() {
             let text = UnsafeRawBufferPointer(rebasing: line[m.valueStart..<m.end])
             switch m.field {
             case .op:
-                guard let s = CanonicalCodec.plainString(text), s.count == 6 else { return nil }
-                op = s.elementsEqual("upsert".utf8) ? .upsert : s.elementsEqual("delete".utf8) ? .delete : nil
+                guard let s = plain(m), s.count == 6 else { return nil }
+                op = memcmp(s.baseAddress!, "upsert", 6) == 0 ? .upsert : memcmp(s.baseAddress!, "delete", 6) == 0 ? .delete : nil
                 if op == nil { return nil }
             case .kind, .device, .receiver, .uuid, .type:
-                guard let s = CanonicalCodec.plainString(text) else { return nil }
+                guard let s = plain(m) else { return nil }
                 switch m.field {
                 case .kind: v.kind = s; required |= 1
                 case .device: v.device = s; required |= 2
@@ -62,17 +68,17 @@ public struct CanonicalView {
                 guard let n = CanonicalCodec.integer(text) else { return nil }
                 if m.field == .part { v.part = n } else { v.code = n }
             case .start:
-                guard let s = CanonicalCodec.plainString(text), let (t, _) = Timestamp.parseRFC3339(s) else { return nil }
+                guard let s = plain(m), let (t, _) = Timestamp.parseRFC3339(s) else { return nil }
                 v.start = t
             case .value:
-                if let s = CanonicalCodec.plainString(text) {
+                if let s = plain(m) {
                     v.value = .string(s)
                 } else {
                     guard let d = CanonicalCodec.number(text) else { return nil }
                     v.value = .number(d, text: text)
                 }
             case .unit, .activity:
-                guard let s = CanonicalCodec.plainString(text) else { return nil }
+                guard let s = plain(m) else { return nil }
                 if m.field == .unit { v.unit = s } else { v.activity = s }
             case .durationS, .energyKcal, .distanceM:
                 guard let d = CanonicalCodec.number(text) else { return nil }
@@ -84,9 +90,9 @@ public struct CanonicalView {
             case .source:
                 var app: UnsafeRawBufferPointer?, device: UnsafeRawBufferPointer?
                 guard CanonicalCodec.objectOfStrings(text, { name, s in
-                    if name.count == 3 && name.elementsEqual("app".utf8) && app == nil {
+                    if name.count == 3 && memcmp(name.baseAddress!, "app", 3) == 0 && app == nil {
                         app = s
-                    } else if name.count == 6 && name.elementsEqual("device".utf8) && device == nil {
+                    } else if name.count == 6 && memcmp(name.baseAddress!, "device", 6) == 0 && device == nil {
                         device = s
                     } else {
                         return false

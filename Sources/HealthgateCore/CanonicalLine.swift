@@ -18,6 +18,8 @@ public struct CanonicalLine {
         public var start: Int
         public var valueStart: Int
         public var end: Int
+        /// Whether the value is, or holds, a string with an escape in it.
+        public var escapes: Bool
     }
 
     public let line: UnsafeRawBufferPointer
@@ -25,6 +27,8 @@ public struct CanonicalLine {
     public private(set) var position = 0
     public private(set) var failed = false
     private var last = -1
+    /// Set by `skipString` when it steps over an escape.
+    private var sawEscape = false
 
     /// `line` without its line feed.
     public init(_ line: UnsafeRawBufferPointer) {
@@ -59,6 +63,7 @@ public struct CanonicalLine {
         guard keyStart < n, line[keyStart] == 0x22, let keyEnd = skipString(keyStart),
               keyEnd < n, line[keyEnd] == 0x3A else { return fail() }
         let valueStart = keyEnd + 1
+        sawEscape = false
         guard let valueEnd = skipValue(valueStart) else { return fail() }
         let key = UnsafeRawBufferPointer(rebasing: line[(keyStart + 1)..<(keyEnd - 1)])
         var field = CanonicalRecord.Field(key: key) ?? .fields
@@ -67,7 +72,7 @@ public struct CanonicalLine {
         if field == .tags && !isObjectOfStrings(valueStart..<valueEnd) { field = .fields }
         guard field.rawValue > last || (field == .fields && last == field.rawValue) else { return fail() }
         last = field.rawValue
-        let member = Member(field: field, start: position, valueStart: valueStart, end: valueEnd)
+        let member = Member(field: field, start: position, valueStart: valueStart, end: valueEnd, escapes: sawEscape)
         position = valueEnd
         return member
     }
@@ -80,7 +85,7 @@ public struct CanonicalLine {
     /// The index after the string whose opening quote is at `i`: eight bytes at a time to the
     /// next quote or backslash (most strings are short and have neither inside), an escape
     /// stepped over.
-    private func skipString(_ i: Int) -> Int? {
+    private mutating func skipString(_ i: Int) -> Int? {
         guard let base = line.baseAddress else { return nil }
         let n = line.count
         var at = i + 1
@@ -96,7 +101,9 @@ public struct CanonicalLine {
             }
             switch line[at] {
             case 0x22: return at + 1
-            case 0x5C: at += 2
+            case 0x5C:
+                sawEscape = true
+                at += 2
             default: at += 1
             }
         }
@@ -113,7 +120,7 @@ public struct CanonicalLine {
 
     /// The index after the value that begins at `i`: a string, an object or array (by its
     /// brackets, strings inside skipped whole), or a number or literal (up to the `,` or `}`).
-    private func skipValue(_ i: Int) -> Int? {
+    private mutating func skipValue(_ i: Int) -> Int? {
         let n = line.count
         guard i < n else { return nil }
         switch line[i] {
@@ -145,7 +152,7 @@ public struct CanonicalLine {
     }
 
     /// Whether the value at `range` is `{}` or `{"name":"text",…}`.
-    private func isObjectOfStrings(_ range: Range<Int>) -> Bool {
+    private mutating func isObjectOfStrings(_ range: Range<Int>) -> Bool {
         guard line[range.lowerBound] == 0x7B else { return false }
         var at = range.lowerBound + 1
         if line[at] == 0x7D { return at + 1 == range.upperBound }

@@ -346,7 +346,7 @@ public final class InfluxDBSink: PipelinedSink {
     /// records of a batch come from a few phones).
     private func deviceName(_ bytes: UnsafeRawBufferPointer) -> String {
         if let last = lastDevice, last.bytes.count == bytes.count,
-           last.bytes.withUnsafeBytes({ $0.elementsEqual(bytes) }) {
+           bytes.isEmpty || last.bytes.withUnsafeBytes({ memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }) {
             return last.name
         }
         let name = String(decoding: bytes, as: UTF8.self)

@@ -21,6 +21,19 @@ struct LineProtocolEncoder: Sendable {
     /// Every tag a point can have (but the labels routes add), sorted by key once: a record's
     /// line is then written tag by tag, with no tag list made, sorted or filtered per record.
     let slots: [Slot]
+    /// The measurement when it is one field or fixed text (escaped), for `encode(_:CanonicalView)`'s
+    /// one write; nil for a template of several parts.
+    let simpleMeasurement: SimpleMeasurement?
+    /// Whether every templated tag is one field (`encode(_:CanonicalView)` then writes each from
+    /// the line's bytes as they are).
+    let simpleTags: Bool
+    /// The bytes the slots' keys and fixed values take, each with its `,` and `=`.
+    let slotBytes: Int
+
+    enum SimpleMeasurement: Sendable {
+        case field(RecordTemplate.Field)
+        case fixed([UInt8])
+    }
 
     /// One tag, its key escaped, and where its value comes from.
     struct Slot: Sendable {
@@ -56,6 +69,22 @@ struct LineProtocolEncoder: Sendable {
             var key: [UInt8] = []
             LineProtocolEncoder.appendEscaped(k, to: &key)
             return Slot(key: key, value: v)
+        }
+        let m = self.measurement
+        if m.parts.count == 1, case .field(let f) = m.parts[0] {
+            simpleMeasurement = .field(f)
+        } else if m.isConstant {
+            var escaped: [UInt8] = []
+            LineProtocolEncoder.appendEscaped(m.parts.map { if case .text(let t) = $0 { t } else { "" } }.joined(), measurement: true,
+                                              to: &escaped)
+            simpleMeasurement = .fixed(escaped)
+        } else {
+            simpleMeasurement = nil
+        }
+        simpleTags = templatedTags.allSatisfy { _, t in t.parts.count == 1 && { if case .field = t.parts[0] { true } else { false } }() }
+        slotBytes = slots.reduce(0) { n, slot in
+            if case .fixed(let v) = slot.value { return n + slot.key.count + 2 + v.count }
+            return n + slot.key.count + 2
         }
     }
 
@@ -135,7 +164,7 @@ struct LineProtocolEncoder: Sendable {
     /// from the line's bytes: the same line as `encode` writes for the record the line decodes
     /// to, without the record (no string made, no record moved, for each sample the drain sends).
     func encode(_ v: CanonicalView, into out: inout [UInt8]) -> Encoded {
-        let isWorkout = v.kind.elementsEqual(RecordKind.workout.utf8)
+        let isWorkout = v.kind.count == 7 && memcmp(v.kind.baseAddress!, "workout", 7) == 0
         guard let start = v.start else {
             return .cannot("a \(String(decoding: v.kind, as: UTF8.self)) without a start time has no place in a time series")
         }
@@ -149,6 +178,9 @@ struct LineProtocolEncoder: Sendable {
             case .string?: break
             case nil: return .cannot("a \(String(decoding: v.kind, as: UTF8.self)) record with no value has no field to write")
             }
+        }
+        if v.labels == nil, simpleTags, let simpleMeasurement {
+            return encodeAtOnce(v, measurement: simpleMeasurement, start: start, isWorkout: isWorkout, into: &out)
         }
         render(measurement, v, measurement: true, into: &out)
         if v.labels == nil {
@@ -191,6 +223,84 @@ struct LineProtocolEncoder: Sendable {
         out.append(UInt8(ascii: " "))
         LineProtocolEncoder.appendInt(timestamp(start), to: &out)
         out.append(UInt8(ascii: "\n"))
+        return .line(seriesEnd: seriesEnd, timeNanos: start.unixNanoseconds)
+    }
+
+    /// `encode(_:CanonicalView)` where the measurement is one field or fixed, every templated tag
+    /// one field and the record has no labels (most lines): the whole line in one write
+    /// (`LineProtocolBytes`), its room made once.
+    private func encodeAtOnce(_ v: CanonicalView, measurement m: SimpleMeasurement, start: Timestamp, isWorkout: Bool,
+                              into out: inout [UInt8]) -> Encoded {
+        let none = UnsafeRawBufferPointer(start: nil, count: 0)
+        var strings = v.type.count + v.kind.count + v.receiver.count + 2 * v.device.count + (v.unit?.count ?? 0)
+            + 2 * (v.sourceApp?.count ?? 0) + (v.sourceDevice?.count ?? 0) + (v.activity?.count ?? 0)
+        strings += templatedTags.count * max(v.type.count, v.kind.count, v.receiver.count, v.device.count, v.unit?.count ?? 0,
+                                             v.sourceApp?.count ?? 0)
+        if case .string(let name)? = v.value { strings += name.count }
+        if case .fixed(let bytes) = m { strings += bytes.count }
+        let bound = 2 * strings + slotBytes + slots.count + 4 * LineProtocolBytes.numberBound + 64
+        let before = out.count
+        let seriesEnd = before + LineProtocolBytes.append(to: &out, atMost: bound) { w -> Int in
+            switch m {
+            case .field(let f): w.escaped(LineProtocolEncoder.value(f, v), measurement: true)
+            case .fixed(let bytes): w.raw(bytes)
+            }
+            for slot in slots {
+                let value: UnsafeRawBufferPointer
+                switch slot.value {
+                case .fixed(let bytes):
+                    w.byte(UInt8(ascii: ","))
+                    w.raw(slot.key)
+                    w.byte(UInt8(ascii: "="))
+                    w.raw(bytes)
+                    continue
+                case .template(let t):
+                    guard case .field(let f) = t.parts[0] else { continue }
+                    value = LineProtocolEncoder.value(f, v)
+                case .unit: value = v.unit ?? none
+                case .source: value = v.sourceApp ?? none
+                case .device: value = v.sourceDevice ?? none
+                case .activity: value = isWorkout ? v.activity ?? none : none
+                case .phone: value = v.device
+                }
+                if value.isEmpty { continue }
+                w.byte(UInt8(ascii: ","))
+                w.raw(slot.key)
+                w.byte(UInt8(ascii: "="))
+                w.escaped(value, measurement: false)
+            }
+            let seriesEnd = w.count
+            var separator = UInt8(ascii: " ")
+            func key(_ name: StaticString) {
+                w.byte(separator)
+                separator = UInt8(ascii: ",")
+                w.lit(name)
+            }
+            if isWorkout {
+                if let d = v.durationS { key("duration_s="); w.float(d) }
+                if let e = v.energyKcal { key("energy_kcal="); w.float(e) }
+                if let d = v.distanceM { key("distance_m="); w.float(d) }
+            } else {
+                switch v.value {
+                case .number(let d, _)?:
+                    key("value=")
+                    w.float(d)
+                case .string(let name)?:
+                    if let code = v.code {
+                        key("value=")
+                        w.int(Int64(code))
+                    }
+                    key("value_name=")
+                    w.string(name)
+                case nil:
+                    break
+                }
+            }
+            w.byte(UInt8(ascii: " "))
+            w.int(timestamp(start))
+            w.byte(UInt8(ascii: "\n"))
+            return seriesEnd
+        }
         return .line(seriesEnd: seriesEnd, timeNanos: start.unixNanoseconds)
     }
 
