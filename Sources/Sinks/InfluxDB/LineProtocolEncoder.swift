@@ -126,6 +126,22 @@ struct LineProtocolEncoder: Sendable {
             appendTags(withLabelsOf: r, isWorkout: isWorkout, to: &out)
         }
         let seriesEnd = out.count
+        switch r.value {
+        case .string(let s)? where !isWorkout:
+            s.withUTF8Bytes {
+                appendFields(isWorkout: false, number: nil, name: UnsafeRawBufferPointer($0), code: r.code, start: start, to: &out)
+            }
+        default:
+            appendFields(isWorkout: isWorkout, durationS: r.durationS, energyKcal: r.energyKcal, distanceM: r.distanceM,
+                         number: r.value?.number, name: nil, code: nil, start: start, to: &out)
+        }
+        return .line(seriesEnd: seriesEnd, timeNanos: start.unixNanoseconds)
+    }
+
+    /// The fields, the time and the line feed: a workout's numbers, or the value (a number, or a
+    /// category's code and name).
+    func appendFields(isWorkout: Bool, durationS: Double? = nil, energyKcal: Double? = nil, distanceM: Double? = nil,
+                      number: Double?, name: UnsafeRawBufferPointer?, code: Int?, start: Timestamp, to out: inout [UInt8]) {
         var separator = UInt8(ascii: " ")
         func field(_ key: StaticString, _ write: (inout [UInt8]) -> Void) {
             out.append(separator)
@@ -135,24 +151,18 @@ struct LineProtocolEncoder: Sendable {
             write(&out)
         }
         if isWorkout {
-            if let d = r.durationS { field("duration_s") { LineProtocolEncoder.appendFloat(d, to: &$0) } }
-            if let e = r.energyKcal { field("energy_kcal") { LineProtocolEncoder.appendFloat(e, to: &$0) } }
-            if let d = r.distanceM { field("distance_m") { LineProtocolEncoder.appendFloat(d, to: &$0) } }
-        } else {
-            switch r.value {
-            case .number(let d)?:
-                field("value") { LineProtocolEncoder.appendFloat(d, to: &$0) }
-            case .string(let s)?:
-                if let code = r.code { field("value") { LineProtocolEncoder.appendInt(Int64(code), to: &$0) } }
-                field("value_name") { LineProtocolEncoder.appendString(s, to: &$0) }
-            case nil:
-                break
-            }
+            if let d = durationS { field("duration_s") { LineProtocolEncoder.appendFloat(d, to: &$0) } }
+            if let e = energyKcal { field("energy_kcal") { LineProtocolEncoder.appendFloat(e, to: &$0) } }
+            if let d = distanceM { field("distance_m") { LineProtocolEncoder.appendFloat(d, to: &$0) } }
+        } else if let d = number {
+            field("value") { LineProtocolEncoder.appendFloat(d, to: &$0) }
+        } else if let name {
+            if let code { field("value") { LineProtocolEncoder.appendInt(Int64(code), to: &$0) } }
+            field("value_name") { LineProtocolEncoder.appendString(bytes: name, to: &$0) }
         }
         out.append(UInt8(ascii: " "))
         LineProtocolEncoder.appendInt(timestamp(start), to: &out)
         out.append(UInt8(ascii: "\n"))
-        return .line(seriesEnd: seriesEnd, timeNanos: start.unixNanoseconds)
     }
 
     /// `encode` of the record at `record`, read where it lies (`CanonicalRecord.inPlace`).
@@ -197,32 +207,16 @@ struct LineProtocolEncoder: Sendable {
                        phone: String(decoding: v.device, as: UTF8.self), labels: labels, to: &out)
         }
         let seriesEnd = out.count
-        var separator = UInt8(ascii: " ")
-        func field(_ key: StaticString, _ write: (inout [UInt8]) -> Void) {
-            out.append(separator)
-            separator = UInt8(ascii: ",")
-            key.withUTF8Buffer { out.append(contentsOf: $0) }
-            out.append(UInt8(ascii: "="))
-            write(&out)
+        switch v.value {
+        case .string(let name)? where !isWorkout:
+            appendFields(isWorkout: false, number: nil, name: name, code: v.code, start: start, to: &out)
+        case .number(let d, _)?:
+            appendFields(isWorkout: isWorkout, durationS: v.durationS, energyKcal: v.energyKcal, distanceM: v.distanceM,
+                         number: d, name: nil, code: nil, start: start, to: &out)
+        default:
+            appendFields(isWorkout: isWorkout, durationS: v.durationS, energyKcal: v.energyKcal, distanceM: v.distanceM,
+                         number: nil, name: nil, code: nil, start: start, to: &out)
         }
-        if isWorkout {
-            if let d = v.durationS { field("duration_s") { LineProtocolEncoder.appendFloat(d, to: &$0) } }
-            if let e = v.energyKcal { field("energy_kcal") { LineProtocolEncoder.appendFloat(e, to: &$0) } }
-            if let d = v.distanceM { field("distance_m") { LineProtocolEncoder.appendFloat(d, to: &$0) } }
-        } else {
-            switch v.value {
-            case .number(let d, _)?:
-                field("value") { LineProtocolEncoder.appendFloat(d, to: &$0) }
-            case .string(let s)?:
-                if let code = v.code { field("value") { LineProtocolEncoder.appendInt(Int64(code), to: &$0) } }
-                field("value_name") { LineProtocolEncoder.appendString(bytes: s, to: &$0) }
-            case nil:
-                break
-            }
-        }
-        out.append(UInt8(ascii: " "))
-        LineProtocolEncoder.appendInt(timestamp(start), to: &out)
-        out.append(UInt8(ascii: "\n"))
         return .line(seriesEnd: seriesEnd, timeNanos: start.unixNanoseconds)
     }
 
