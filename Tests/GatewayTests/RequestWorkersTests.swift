@@ -44,6 +44,35 @@ import Testing
         func preflight(_ headersOnly: HTTPRequest) -> HTTPResponse? { nil }
     }
 
+    /// Under steady load the queue never runs empty: what it answered must not stay in it (it
+    /// grew by every request answered until the queue emptied, which it may never do).
+    @Test func theQueueHoldsNoAnsweredRequestsUnderSteadyLoad() {
+        let workers = RequestWorkers(count: 1)
+        defer { workers.stop() }
+        let monitor = Monitor()
+        var done = 0, most = 0
+        let total = 20_000
+        // Each request, answered, queues the next: two always wait behind the one running.
+        func request() {
+            let n = monitor.withLock {
+                done += 1
+                most = max(most, workers.held)
+                return done
+            }
+            if n + 3 <= total { _ = workers.submit(request) }
+            if n == total { monitor.withLock { monitor.broadcast() } }
+        }
+        for _ in 0..<3 { #expect(workers.submit(request)) }
+        monitor.withLock {
+            let until = monotonicSeconds() + 30
+            while done < total && monotonicSeconds() < until { monitor.wait(seconds: 0.1) }
+        }
+        monitor.withLock {
+            #expect(done == total)
+            #expect(most <= 200, "the queue held \(most) requests, most of them answered")
+        }
+    }
+
     @Test func aRequestThatBlocksHoldsUpNoOtherConnection() throws {
         let gate = Gate()
         let server = HTTPServer(options: .init(host: "127.0.0.1", port: 0, threads: 2), handler: gate)

@@ -13,7 +13,9 @@ import Posix
 /// request is suspended there, answered here, and resumed.
 final class RequestWorkers: @unchecked Sendable {
     private let monitor = Monitor()
-    /// Requests taken from connections, each answered by a worker; `head` is the next one.
+    /// Requests taken from connections, each answered by a worker; `head` is the next one. The
+    /// ones taken are dropped once they are most of the array (under steady load the queue may
+    /// never run empty: it would otherwise grow by every request ever answered).
     private var queue: [() -> Void] = []
     private var head = 0
     private var stopping = false
@@ -55,11 +57,17 @@ final class RequestWorkers: @unchecked Sendable {
             if head == queue.count {
                 queue.removeAll(keepingCapacity: true)
                 head = 0
+            } else if head >= 64 && head * 2 >= queue.count {
+                queue.removeFirst(head)
+                head = 0
             }
             monitor.unlock()
             run()
         }
     }
+
+    /// Requests the queue holds, answered ones not yet dropped included (for tests).
+    var held: Int { monitor.withLock { queue.count } }
 
     /// Answers every request queued, then ends the threads. Before libmicrohttpd stops: it must
     /// have no connection suspended then.
