@@ -132,6 +132,38 @@ public enum CanonicalCodec {
         return nil
     }
 
+    /// Decodes lines one at a time as `readLines` decodes each (the fields in `only`, from a
+    /// walk of the line where they are all scanned and it is plain, else parsed), the strings
+    /// they repeat shared: for a sink that writes most lines from their bytes and decodes the
+    /// few it cannot.
+    public struct LineDecoder {
+        let parser = JSONParser()
+        var reuse = JSONStringReuse(slots: CanonicalCodec.reuseSlots)
+        public let only: CanonicalRecord.Fields
+
+        public init(only: CanonicalRecord.Fields = .all) {
+            self.only = only
+        }
+
+        /// The record of `line` (without its line feed), or why it is none.
+        public mutating func decode(_ line: UnsafeRawBufferPointer) throws(CanonicalDecodeError) -> CanonicalRecord {
+            if CanonicalCodec.readsScanned(only) {
+                var r = CanonicalRecord.empty
+                var noSpans: LineSpans.Finder?
+                var found = LineSpans.none
+                if CanonicalCodec.decodeScanned(line, only: only, whole: false, reuse: &reuse, into: &r, spans: &noSpans, found: &found) {
+                    return r
+                }
+            }
+            var failure = CanonicalDecodeError("not a canonical record")
+            let r = CanonicalCodec.decodeLine(line, number: 1, range: 0..<line.count, parser: parser, reuse: &reuse, only: only) { _, e, _ in
+                failure = e
+            }
+            guard let r else { throw failure }
+            return r
+        }
+    }
+
     /// Reads NDJSON canonical records. Blank lines are skipped; a line that is not a canonical
     /// record is reported with its 1-based line number and its byte range. `only`: the fields
     /// read (see `decode(_:reuse:only:)`).

@@ -87,7 +87,7 @@ extension CanonicalCodec {
             finder?.see(m)
             let v = UnsafeRawBufferPointer(rebasing: line[m.valueStart..<m.end])
             if m.field == .op {
-                guard let s = plainString(v) else { return false }
+                guard let s = walk.string(m) else { return false }
                 op = s.count == 6 && memcmp(s.baseAddress!, "upsert", 6) == 0 ? .upsert
                     : s.count == 6 && memcmp(s.baseAddress!, "delete", 6) == 0 ? .delete : nil
                 if op == nil { return false }
@@ -99,7 +99,7 @@ extension CanonicalCodec {
             let slot = m.field.rawValue
             switch m.field {
             case .kind, .device, .receiver, .type, .unit:
-                guard let s = plainString(v) else { return false }
+                guard let s = walk.string(m) else { return false }
                 let text = reuse.string(bytes: s, slot: slot)
                 switch m.field {
                 case .kind: r.kind = text
@@ -109,7 +109,7 @@ extension CanonicalCodec {
                 default: r.unit = text
                 }
             case .uuid, .activity:
-                guard let s = plainString(v) else { return false }
+                guard let s = walk.string(m) else { return false }
                 if m.field == .uuid { r.uuid = String(decoding: s, as: UTF8.self) } else { r.activity = String(decoding: s, as: UTF8.self) }
             case .part, .parts, .code:
                 guard let int = integer(v) else { return false }
@@ -119,13 +119,13 @@ extension CanonicalCodec {
                 default: r.code = int
                 }
             case .start, .end:
-                guard let s = plainString(v), let (t, _) = Timestamp.parseRFC3339(s) else { return false }
+                guard let s = walk.string(m), let (t, _) = Timestamp.parseRFC3339(s) else { return false }
                 if m.field == .start { r.start = t } else { r.end = t }
             case .utcOffset:
-                guard let s = plainString(v), let seconds = Timestamp.parseOffset(s) else { return false }
+                guard let s = walk.string(m), let seconds = Timestamp.parseOffset(s) else { return false }
                 r.utcOffset = seconds
             case .value:
-                if let s = plainString(v) {
+                if let s = walk.string(m) {
                     r.value = .string(String(decoding: s, as: UTF8.self))
                 } else {
                     guard let d = number(v) else { return false }
@@ -139,18 +139,9 @@ extension CanonicalCodec {
                 default: r.distanceM = d
                 }
             case .source:
-                var app: String?, device: String?
-                guard objectOfStrings(v, { name, text in
-                    if name.count == 3 && memcmp(name.baseAddress!, "app", 3) == 0 && app == nil {
-                        app = reuse.string(bytes: text, slot: sourceAppSlot)
-                    } else if name.count == 6 && memcmp(name.baseAddress!, "device", 6) == 0 && device == nil {
-                        device = reuse.string(bytes: text, slot: sourceDeviceSlot)
-                    } else {
-                        return false
-                    }
-                    return true
-                }) else { return false }
-                r.source = RecordSource(app: app, device: device)
+                guard let (app, device) = source(v) else { return false }
+                r.source = RecordSource(app: app.map { reuse.string(bytes: $0, slot: sourceAppSlot) },
+                                        device: device.map { reuse.string(bytes: $0, slot: sourceDeviceSlot) })
             case .tags:
                 var tags: [RecordTag] = []
                 guard objectOfStrings(v, { name, text in
@@ -171,12 +162,21 @@ extension CanonicalCodec {
         return true
     }
 
-    /// The text of a string value without escapes (between its quotes); nil for anything else.
-    @inline(__always) static func plainString(_ v: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
-        guard v.count >= 2, v[0] == 0x22, v[v.count - 1] == 0x22 else { return nil }
-        let text = UnsafeRawBufferPointer(rebasing: v[1..<(v.count - 1)])
-        if let base = text.baseAddress, memchr(base, 0x5C, text.count) != nil { return nil }
-        return text
+    /// The app and device of a source object (`{"app":"…","device":"…"}`, either or both, no
+    /// escapes); nil for anything else.
+    static func source(_ v: UnsafeRawBufferPointer) -> (app: UnsafeRawBufferPointer?, device: UnsafeRawBufferPointer?)? {
+        var app: UnsafeRawBufferPointer?, device: UnsafeRawBufferPointer?
+        guard objectOfStrings(v, { name, text in
+            if name.count == 3 && memcmp(name.baseAddress!, "app", 3) == 0 && app == nil {
+                app = text
+            } else if name.count == 6 && memcmp(name.baseAddress!, "device", 6) == 0 && device == nil {
+                device = text
+            } else {
+                return false
+            }
+            return true
+        }) else { return nil }
+        return (app, device)
     }
 
     /// An integer written as JSON writes one (digits, a minus sign before), within Int's range.

@@ -22,7 +22,7 @@ public struct CanonicalView {
     public var part: Int?
     public var code: Int?
     public var start: Timestamp?
-    /// A number (with its JSON text), or a string's text.
+    /// A number, or a string's text.
     public var value: Value?
     public var unit: UnsafeRawBufferPointer?
     public var activity: UnsafeRawBufferPointer?
@@ -32,7 +32,7 @@ public struct CanonicalView {
     public var labels: UnsafeRawBufferPointer?
 
     public enum Value {
-        case number(Double, text: UnsafeRawBufferPointer)
+        case number(Double)
         case string(UnsafeRawBufferPointer)
     }
 
@@ -43,20 +43,15 @@ public struct CanonicalView {
         var op: CanonicalRecord.Op?
         var required: UInt8 = 0
         var walk = CanonicalLine(line)
-        // A string member's text: the walk says whether it stepped over an escape.
-        @inline(__always) func plain(_ m: CanonicalLine.Member) -> UnsafeRawBufferPointer? {
-            guard !m.escapes, m.end - m.valueStart >= 2, line[m.valueStart] == 0x22 else { return nil }
-            return UnsafeRawBufferPointer(rebasing: line[(m.valueStart + 1)..<(m.end - 1)])
-        }
-        while let m = walk.next() {
+        walking: while let m = walk.next() {
             let text = UnsafeRawBufferPointer(rebasing: line[m.valueStart..<m.end])
             switch m.field {
             case .op:
-                guard let s = plain(m), s.count == 6 else { return nil }
+                guard let s = walk.string(m), s.count == 6 else { return nil }
                 op = memcmp(s.baseAddress!, "upsert", 6) == 0 ? .upsert : memcmp(s.baseAddress!, "delete", 6) == 0 ? .delete : nil
                 if op == nil { return nil }
             case .kind, .device, .receiver, .uuid, .type:
-                guard let s = plain(m) else { return nil }
+                guard let s = walk.string(m) else { return nil }
                 switch m.field {
                 case .kind: v.kind = s; required |= 1
                 case .device: v.device = s; required |= 2
@@ -68,17 +63,17 @@ public struct CanonicalView {
                 guard let n = CanonicalCodec.integer(text) else { return nil }
                 if m.field == .part { v.part = n } else { v.code = n }
             case .start:
-                guard let s = plain(m), let (t, _) = Timestamp.parseRFC3339(s) else { return nil }
+                guard let s = walk.string(m), let (t, _) = Timestamp.parseRFC3339(s) else { return nil }
                 v.start = t
             case .value:
-                if let s = plain(m) {
+                if let s = walk.string(m) {
                     v.value = .string(s)
                 } else {
                     guard let d = CanonicalCodec.number(text) else { return nil }
-                    v.value = .number(d, text: text)
+                    v.value = .number(d)
                 }
             case .unit, .activity:
-                guard let s = plain(m) else { return nil }
+                guard let s = walk.string(m) else { return nil }
                 if m.field == .unit { v.unit = s } else { v.activity = s }
             case .durationS, .energyKcal, .distanceM:
                 guard let d = CanonicalCodec.number(text) else { return nil }
@@ -88,32 +83,17 @@ public struct CanonicalView {
                 default: v.distanceM = d
                 }
             case .source:
-                var app: UnsafeRawBufferPointer?, device: UnsafeRawBufferPointer?
-                guard CanonicalCodec.objectOfStrings(text, { name, s in
-                    if name.count == 3 && memcmp(name.baseAddress!, "app", 3) == 0 && app == nil {
-                        app = s
-                    } else if name.count == 6 && memcmp(name.baseAddress!, "device", 6) == 0 && device == nil {
-                        device = s
-                    } else {
-                        return false
-                    }
-                    return true
-                }) else { return nil }
+                guard let (app, device) = CanonicalCodec.source(text) else { return nil }
                 v.sourceApp = app
                 v.sourceDevice = device
             case .tags:
                 guard CanonicalCodec.objectOfStrings(text, { _, _ in true }) else { return nil }
                 if text.count > 2 { v.labels = text }
-                // The last field read: metadata and extra are not.
-                guard let op, required == 31 else { return nil }
-                v.op = op
-                return v
-            case .parts, .end, .utcOffset, .fields, .metadata, .extra:
-                if m.field > .tags {
-                    guard let op, required == 31 else { return nil }
-                    v.op = op
-                    return v
-                }
+                break walking   // the last field read
+            case .metadata, .extra:
+                break walking
+            case .parts, .end, .utcOffset, .fields:
+                continue
             }
         }
         guard !walk.failed, let op, required == 31 else { return nil }

@@ -6,6 +6,18 @@ import SinkKit
 /// owned by the sink's drainer thread (not `Sendable`). Redirects are never followed (a
 /// redirect is a config problem: the data would go somewhere nobody configured).
 public final class CurlClient {
+    /// The host an http(s) URL names, as libcurl's URL parser reads it (an IPv6 address in
+    /// brackets); nil for what it does not take as a URL.
+    public static func host(ofURL url: String) -> String? {
+        guard let u = curl_url() else { return nil }
+        defer { curl_url_cleanup(u) }
+        guard curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK else { return nil }
+        var host: UnsafeMutablePointer<CChar>?
+        guard curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK, let host else { return nil }
+        defer { curl_free(host) }
+        return String(cString: host)
+    }
+
     public struct Response: Sendable {
         public var status: Int
         public var headers: [(name: String, value: String)]

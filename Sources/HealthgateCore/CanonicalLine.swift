@@ -77,6 +77,13 @@ public struct CanonicalLine {
         return member
     }
 
+    /// A member's string value, its text between the quotes, when it holds no escape (the text
+    /// is then the string's bytes); nil for any other value.
+    @inlinable @inline(__always) public func string(_ m: Member) -> UnsafeRawBufferPointer? {
+        guard !m.escapes, m.end - m.valueStart >= 2, line[m.valueStart] == 0x22 else { return nil }
+        return UnsafeRawBufferPointer(rebasing: line[(m.valueStart + 1)..<(m.end - 1)])
+    }
+
     private mutating func fail() -> Member? {
         failed = true
         return nil

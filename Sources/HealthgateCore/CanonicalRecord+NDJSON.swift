@@ -284,74 +284,16 @@ public final class TagsText {
     }
 }
 
-/// Writes JSON text into room already made in a byte array: literals as they are, strings
-/// escaped as RFC 8259 asks (the same escapes `JSONWriter` makes), numbers in their shortest
-/// exact form. Nothing is appended a byte at a time to the array itself: `append(to:atMost:)`
-/// makes room for the most the text can take, and the writer fills it through a pointer
-/// (checked against that room on every write).
-struct JSONBytes {
-    private let base: UnsafeMutablePointer<UInt8>
-    private let capacity: Int
-    private(set) var count: Int
+/// The writer of JSON text: `ByteWriter` (room made once in a byte array, written through a
+/// pointer) with strings escaped as RFC 8259 asks (the same escapes `JSONWriter` makes),
+/// numbers in their shortest exact form.
+typealias JSONBytes = ByteWriter
 
-    /// Appends what `body` writes, at most `bound` bytes, to `out`.
-    static func append(to out: inout [UInt8], atMost bound: Int, _ body: (inout JSONBytes) -> Void) {
-        out.append(addingCapacity: bound) { (span: inout OutputSpan<UInt8>) in
-            span.withUnsafeMutableBufferPointer { buffer, initialized in
-                var o = JSONBytes(base: buffer.baseAddress!, capacity: buffer.count, count: initialized)
-                body(&o)
-                initialized = o.count
-            }
-        }
-    }
-
-    /// The bytes `body` writes, at most `bound`.
-    static func bytes(atMost bound: Int, _ body: (inout JSONBytes) -> Void) -> [UInt8] {
-        var out: [UInt8] = []
-        append(to: &out, atMost: bound, body)
-        return out
-    }
-
+extension ByteWriter {
     /// The most `str(s)` writes.
     @inline(__always) static func bound(_ s: String) -> Int { 6 * s.utf8.count + 2 }
     /// The most `int`, `double` or `time` write.
     static let numberBound = 40
-
-    private init(base: UnsafeMutablePointer<UInt8>, capacity: Int, count: Int) {
-        self.base = base
-        self.capacity = capacity
-        self.count = count
-    }
-
-    /// Takes back what was written after `count` bytes.
-    mutating func truncate(to count: Int) {
-        precondition(count <= self.count)
-        self.count = count
-    }
-
-    @inline(__always) private mutating func room(_ n: Int) {
-        precondition(count + n <= capacity, "JSONBytes: the bound given was too small")
-    }
-
-    @inline(__always) mutating func byte(_ b: UInt8) {
-        room(1)
-        base[count] = b
-        count += 1
-    }
-
-    @inline(__always) mutating func raw(_ p: UnsafeRawBufferPointer) {
-        room(p.count)
-        if let from = p.baseAddress { (base + count).update(from: from.assumingMemoryBound(to: UInt8.self), count: p.count) }
-        count += p.count
-    }
-
-    @inline(__always) mutating func raw(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { raw($0) }
-    }
-
-    @inline(__always) mutating func lit(_ s: StaticString) {
-        raw(UnsafeRawBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
-    }
 
     /// A string as a JSON string, escaped where it must be (read where it lies: a record's eight
     /// or so strings each took a retain and a release when copied to reach their bytes).
@@ -388,7 +330,7 @@ struct JSONBytes {
             i += 1
         }
         w.pointee = 0x22
-        count = w + 1 - base
+        written = w + 1 - base
     }
 
     /// Whether any of the eight bytes is below 0x20, a quote or a backslash (the exact
@@ -422,22 +364,6 @@ struct JSONBytes {
         return w + 2
     }
 
-    mutating func int(_ v: Int64) {
-        room(20)
-        if v < 0 { byte(0x2D) }
-        var m = v.magnitude
-        var digits = 1
-        var t = m
-        while t >= 10 { t /= 10; digits += 1 }
-        var i = count + digits
-        count = i
-        repeat {
-            i -= 1
-            base[i] = UInt8(truncatingIfNeeded: 0x30 + m % 10)
-            m /= 10
-        } while m > 0
-    }
-
     mutating func double(_ d: Double) {
         if !d.isFinite {
             lit("null")
@@ -455,7 +381,7 @@ struct JSONBytes {
         base[count] = 0x22
         let n = Timestamp.formatOffset(seconds, into: UnsafeMutableRawBufferPointer(start: base + count + 1, count: 6))
         base[count + n + 1] = 0x22
-        count += n + 2
+        written += n + 2
     }
 
     mutating func time(_ t: Timestamp) {
@@ -463,6 +389,6 @@ struct JSONBytes {
         base[count] = 0x22
         let n = t.formatRFC3339(into: UnsafeMutableRawBufferPointer(start: base + count + 1, count: JSONBytes.numberBound - 2))
         base[count + n + 1] = 0x22
-        count += n + 2
+        written += n + 2
     }
 }

@@ -189,6 +189,21 @@ public struct SinkBatch {
         }
     }
 
+    /// Calls `body` with record `i`'s canonical line, without its line feed: the journal's
+    /// bytes where they are the whole line (nothing copied), else the line `appendLine` writes,
+    /// into `scratch` — for a sink that writes its own format from the lines themselves.
+    public func withLine<R>(_ i: Int, scratch: inout [UInt8], _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        if case .whole(let bytes) = lines[i] {
+            return bytes.withUnsafeBytes { all in
+                body(UnsafeRawBufferPointer(rebasing: all[0..<(all.last == 0x0A ? all.count - 1 : all.count)]))
+            }
+        }
+        scratch.removeAll(keepingCapacity: true)
+        appendLine(i, to: &scratch)
+        if scratch.last == 0x0A { scratch.removeLast() }
+        return scratch.withUnsafeBytes { body($0) }
+    }
+
     public var count: Int { records.count }
 }
 

@@ -64,9 +64,7 @@ public final class StatusEndpoint: Sendable {
                        + "only (loopback, not through a proxy). Set admin: {token: …} to open it elsewhere behind that token.")
     }
 
-    static func isLoopback(_ address: String) -> Bool {
-        address.hasPrefix("127.") || address == "::1" || address.hasPrefix("::ffff:127.")
-    }
+    static func isLoopback(_ address: String) -> Bool { Loopback.isLoopback(host: address) }
 
     /// The token as `Bearer <token>`, or as the password of `Basic` (any user), compared in
     /// constant time.

@@ -143,23 +143,10 @@ public final class InfluxDBSink: PipelinedSink {
         }
     }
 
-    /// Whether the url's host is this machine's loopback (`localhost`, `127.0.0.0/8`, `::1`):
-    /// where `gzip` is off unless the config turns it on.
+    /// Whether the url's host is this machine's loopback (`Loopback`): where `gzip` is off
+    /// unless the config turns it on.
     public static func isLoopback(url: String) -> Bool {
-        guard let colon = url.firstIndex(of: ":"), url[colon...].hasPrefix("://") else { return false }
-        var rest = url[url.index(colon, offsetBy: 3)...]
-        if let at = rest.firstIndex(of: "@"), rest[..<at].allSatisfy({ $0 != "/" }) { rest = rest[rest.index(after: at)...] }
-        let host: Substring
-        if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else { return false }
-            host = rest[rest.index(after: rest.startIndex)..<close]
-        } else {
-            host = rest.prefix { $0 != ":" && $0 != "/" && $0 != "?" }
-        }
-        let h = host.lowercased()
-        if h == "localhost" || h == "localhost." || h == "::1" || h == "0:0:0:0:0:0:0:1" { return true }
-        let octets = h.split(separator: ".", omittingEmptySubsequences: false)
-        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { o in UInt8(o) != nil }
+        CurlClient.host(ofURL: url).map { Loopback.isLoopback(host: $0) } ?? false
     }
 
     /// Lines a request carries at most (InfluxDB's own advice is 5,000 a write).
@@ -183,8 +170,8 @@ public final class InfluxDBSink: PipelinedSink {
     private var slot = 0
     /// A line a route changed, written out to be read (reused).
     private var scratch: [UInt8] = []
-    /// For the lines that are not plain (`CanonicalView.read`): decoded whole.
-    private lazy var parser = JSONParser()
+    /// For the lines not written from their bytes: decoded (the fields the line protocol uses).
+    private lazy var decoder = CanonicalCodec.LineDecoder(only: LineProtocolEncoder.reads)
     /// The last device name made, and its bytes (`deviceName`).
     private var lastDevice: (bytes: [UInt8], name: String)?
     /// Where each run's points go, noted on a helper thread as the runs go out.
@@ -239,7 +226,8 @@ public final class InfluxDBSink: PipelinedSink {
         open.append(b)
         var run = Run()
         // Each record is written from its journal line (`CanonicalView`): the drainer decodes
-        // nothing for this sink (`reads` is none); a line a route changed is written out first.
+        // nothing for this sink (`reads` is none); a line a route changed is written out first
+        // (`SinkBatch.withLine`).
         func launch() {
             guard !run.indices.isEmpty else { return }
             let next = run
@@ -269,23 +257,24 @@ public final class InfluxDBSink: PipelinedSink {
                 continue
             }
             var deleting: (device: String, uuid: String)?
-            withLine(of: batch, i) { line in
+            batch.withLine(i, scratch: &scratch) { line in
                 let before = run.body.count
-                let encoded: LineProtocolEncoder.Encoded
-                let key: PointKey
+                var written: (LineProtocolEncoder.Encoded, PointKey)?
                 if let v = CanonicalView.read(line) {
                     if v.op == .delete {
                         deleting = (deviceName(v.device), String(decoding: v.uuid, as: UTF8.self))
                         return
                     }
-                    encoded = encoder.encode(v, into: &run.body)
-                    key = PointKey(device: deviceName(v.device), uuid: String(decoding: v.uuid, as: UTF8.self), part: v.part)
-                } else {
-                    // Not a plain line (an escaped string, say): decoded whole, written from the record.
+                    if let encoded = encoder.encode(v, into: &run.body) {
+                        written = (encoded, PointKey(device: deviceName(v.device), uuid: String(decoding: v.uuid, as: UTF8.self),
+                                                     part: v.part))
+                    }
+                }
+                if written == nil {
+                    // Not written from the line (an escaped string, labels): decoded, written from the record.
                     let r: CanonicalRecord
                     do {
-                        let doc = try parser.parse(line)
-                        r = try CanonicalCodec.decode(doc.root)
+                        r = try decoder.decode(line)
                     } catch {
                         b.outcomes[i] = .rejected(reason: "the journal's line is not a canonical record: \(error)")
                         return
@@ -294,17 +283,16 @@ public final class InfluxDBSink: PipelinedSink {
                         deleting = (r.device, r.uuid)
                         return
                     }
-                    encoded = encoder.encode(r, into: &run.body)
-                    key = PointKey(device: r.device, uuid: r.uuid, part: r.part)
+                    written = (encoder.encode(r, into: &run.body), PointKey(device: r.device, uuid: r.uuid, part: r.part))
                 }
-                switch encoded {
-                case .line(let seriesEnd, let time):
+                switch written! {
+                case (.line(let seriesEnd, let time), let key):
                     run.starts.append(before)
                     run.indices.append(i)
                     run.seriesEnds.append(seriesEnd)
                     run.times.append(time)
                     run.keys.append(key)
-                case .cannot(let why):
+                case (.cannot(let why), _):
                     run.body.removeSubrange(before...)
                     b.outcomes[i] = .rejected(reason: why)
                 }
@@ -325,21 +313,6 @@ public final class InfluxDBSink: PipelinedSink {
             }
         }
         launch()
-    }
-
-    /// Calls `body` with record `i`'s canonical line, without its line feed: the journal's
-    /// bytes where they are whole, else the line written out (a route changed the record).
-    private func withLine(of batch: SinkBatch, _ i: Int, _ body: (UnsafeRawBufferPointer) -> Void) {
-        if case .whole(let bytes) = batch.lines[i] {
-            bytes.withUnsafeBytes { all in
-                body(UnsafeRawBufferPointer(rebasing: all[0..<(all.last == 0x0A ? all.count - 1 : all.count)]))
-            }
-            return
-        }
-        scratch.removeAll(keepingCapacity: true)
-        batch.appendLine(i, to: &scratch)
-        if scratch.last == 0x0A { scratch.removeLast() }
-        scratch.withUnsafeBytes { body($0) }
     }
 
     /// The device's name as a string, the one made for the line before when it is the same (the

@@ -1,0 +1,94 @@
+/// Writes bytes into room already made in a byte array, through a pointer: nothing is appended
+/// a byte at a time to the array itself (a check of its capacity and uniqueness each time).
+/// `append(to:atMost:)` makes room for the most the text can take, and every write is checked
+/// against that room. The formats' own writes are extensions: JSON's (`JSONBytes`, this module:
+/// the canonical NDJSON of every record ingest takes) and line protocol's (the InfluxDB sink's).
+public struct ByteWriter {
+    @usableFromInline let base: UnsafeMutablePointer<UInt8>
+    @usableFromInline let capacity: Int
+    @usableFromInline var written: Int
+
+    /// The bytes written so far (into the room made: those the array held before not counted).
+    @inlinable public var count: Int { written }
+
+    /// Appends what `body` writes, at most `bound` bytes, to `out`.
+    @inlinable public static func append<R>(to out: inout [UInt8], atMost bound: Int, _ body: (inout ByteWriter) -> R) -> R {
+        var result: R?
+        out.append(addingCapacity: bound) { (span: inout OutputSpan<UInt8>) in
+            span.withUnsafeMutableBufferPointer { buffer, initialized in
+                var w = ByteWriter(base: buffer.baseAddress!, capacity: buffer.count, written: initialized)
+                result = body(&w)
+                initialized = w.written
+            }
+        }
+        return result!
+    }
+
+    /// The bytes `body` writes, at most `bound`.
+    @inlinable public static func bytes(atMost bound: Int, _ body: (inout ByteWriter) -> Void) -> [UInt8] {
+        var out: [UInt8] = []
+        append(to: &out, atMost: bound, body)
+        return out
+    }
+
+    @inlinable init(base: UnsafeMutablePointer<UInt8>, capacity: Int, written: Int) {
+        self.base = base
+        self.capacity = capacity
+        self.written = written
+    }
+
+    /// Takes back what was written after `count` bytes.
+    @inlinable public mutating func truncate(to count: Int) {
+        precondition(count <= written)
+        written = count
+    }
+
+    @inline(__always) @inlinable func room(_ n: Int) {
+        precondition(written + n <= capacity, "ByteWriter: the bound given was too small")
+    }
+
+    @inline(__always) @inlinable public mutating func byte(_ b: UInt8) {
+        room(1)
+        base[written] = b
+        written += 1
+    }
+
+    @inline(__always) @inlinable public mutating func raw(_ p: UnsafeRawBufferPointer) {
+        room(p.count)
+        if let from = p.baseAddress { (base + written).update(from: from.assumingMemoryBound(to: UInt8.self), count: p.count) }
+        written += p.count
+    }
+
+    @inline(__always) @inlinable public mutating func raw(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { raw($0) }
+    }
+
+    @inline(__always) @inlinable public mutating func lit(_ s: StaticString) {
+        raw(UnsafeRawBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
+    }
+
+    /// At most `n` bytes written by `body` from the pointer it is given; it returns how many.
+    @inline(__always) @inlinable public mutating func write(atMost n: Int, _ body: (UnsafeMutablePointer<UInt8>) -> Int) {
+        room(n)
+        let wrote = body(base + written)
+        precondition(wrote <= n, "ByteWriter: wrote past the room asked for")
+        written += wrote
+    }
+
+    /// A whole number in decimal.
+    @inlinable public mutating func int(_ v: Int64) {
+        room(20)
+        if v < 0 { byte(0x2D) }
+        var m = v.magnitude
+        var digits = 1
+        var t = m
+        while t >= 10 { t /= 10; digits += 1 }
+        var i = written + digits
+        written = i
+        repeat {
+            i -= 1
+            base[i] = UInt8(truncatingIfNeeded: 0x30 + m % 10)
+            m /= 10
+        } while m > 0
+    }
+}
