@@ -87,7 +87,7 @@ public enum CanonicalCodec {
     }
 
     /// The byte range of each line that is not blank (line feed included), as `decodeLines` reads them.
-    static func lineRanges(_ bytes: [UInt8]) -> [Range<Int>] {
+    public static func lineRanges(_ bytes: [UInt8]) -> [Range<Int>] {
         var ranges: [Range<Int>] = []
         forEachLine(bytes) { _, _, withFeed, _ in ranges.append(withFeed) }
         return ranges

@@ -162,6 +162,9 @@ public struct SinkBuildContext: Sendable {
 
 /// The records of one `write`, in journal order.
 public struct SinkBatch {
+    /// The records; none (an empty array, `lines` not) for a sink whose `reads` is none behind a
+    /// route that passes every record as it is: such a sink gets the journal's lines alone, each
+    /// whole, and reads them with `appendLine` and `withLine`.
     public var records: [CanonicalRecord]
     /// Per record, what of its canonical NDJSON line the journal's bytes hold: all of it when
     /// no transform changed the record on its way, the part before the first field a
@@ -172,6 +175,8 @@ public struct SinkBatch {
     private let tagsText = TagsText()
 
     public init(records: [CanonicalRecord], lines: [RecordLine]? = nil) {
+        precondition(lines == nil || records.isEmpty || records.count == lines!.count,
+                     "SinkBatch: \(records.count) records for \(lines!.count) lines")
         self.records = records
         self.lines = lines ?? Array(repeating: .none, count: records.count)
     }
@@ -204,7 +209,7 @@ public struct SinkBatch {
         return scratch.withUnsafeBytes { body($0) }
     }
 
-    public var count: Int { records.count }
+    public var count: Int { lines.count }
 }
 
 /// The outcome of one `write`.

@@ -490,6 +490,48 @@ enum ConfigDurationFor {
         #expect(try String(contentsOfFile: dir + "/sinks/inflight/dead-letters.ndjson", encoding: .utf8).contains("poison"))
     }
 
+    /// A sink that reads no field, behind one route that passes records as they are, gets the
+    /// journal's lines alone (no record beside each: the drainer makes none), each whole and as
+    /// the journal holds it, from a cursor inside an entry, in batches that end inside entries,
+    /// with batches in flight; a line it rejects goes to the dead letters as its record. The
+    /// same sink reading a field gets records beside its lines, and the same outcome.
+    @Test func aSinkThatReadsNoFieldGetsTheJournalsLinesAlone() throws {
+        for reads in [CanonicalRecord.Fields(), CanonicalRecord.Fields(.uuid)] {
+            let dir = ServeProcess.makeTempDir("pipe")
+            let j = try Journal(directory: dir + "/journal", logger: logger)
+            var journaled: [String: [UInt8]] = [:]
+            for e in 0..<10 {
+                let records = (0..<10).map { k in PipelineTests.record(e == 2 && k == 4 ? "poison" : "r\(e * 10 + k)") }
+                for r in records { journaled[r.uuid] = CanonicalCodec.encodeLines([r]) }
+                try append(j, records)
+            }
+            // Started inside the first entry: its first three records were delivered before.
+            try FileIO.makeDirectories(dir + "/sinks/lines")
+            try FileIO.writeAtomically(dir + "/sinks/lines/cursor", Array("1 3\n".utf8))
+            let sink = LineSink()
+            let common = SinkCommonConfig(batch: BatchConfig(max_items: 7),
+                                          retry: RetryConfig(initial: ConfigDurationFor.ms(5), max: ConfigDurationFor.ms(10)))
+            let built = BuiltSink(kind: "test", common: common, summary: "test sink", reads: reads) { _ in sink }
+            let d = SinkDrainer(name: sink.name, built: built,
+                                routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: [sink.name])],
+                                journal: j, dataDir: dir, logger: logger)
+            try d.start()
+            #expect(ServeProcess.eventually { (try? d.loadCursor()) == Cursor(seq: 11, skip: 0) })
+            d.stop()
+            let expected = (3..<100).filter { $0 != 24 }.map { "r\($0)" }
+            // In order; the batch in flight behind the one with a rejected record is written again.
+            var seen = Set<String>()
+            #expect(sink.accepted.filter { seen.insert($0).inserted } == expected, "reads \(reads.rawValue)")
+            #expect(sink.accepted.count <= expected.count + 7)
+            #expect(sink.batchesWithRecords == (reads.rawValue == 0 ? 0 : sink.batches), "reads \(reads.rawValue)")
+            #expect(sink.batches >= 14)
+            // Each line as the journal holds it (its line feed included).
+            #expect(sink.lines.allSatisfy { journaled[$0.uuid] == $0.bytes }, "reads \(reads.rawValue)")
+            let dead = try String(contentsOfFile: dir + "/sinks/lines/dead-letters.ndjson", encoding: .utf8)
+            #expect(dead.split(separator: "\n").count == 1 && dead.contains(#""record":{"op":"upsert""#) && dead.contains("poison"))
+        }
+    }
+
     /// A pipelined sink whose read-ahead decodes on across batches, with `replay --sink`
     /// records arriving in its inbox while it drains: the inbox goes out with nothing in flight
     /// (the read-ahead joined first: it and the inbox share the parser), and every record of
@@ -865,6 +907,62 @@ final class InFlightSink: PipelinedSink, Named, @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         if !open.isEmpty { _violations.append("write with \(open.count) batch(es) in flight") }
+        return take(batch)
+    }
+
+    func close() {}
+}
+
+/// A pipelined sink that reads each record's uuid from its line (`SinkBatch.appendLine`): rejects
+/// `poison`, accepts the rest, and notes each line it got and whether a batch came with records.
+final class LineSink: PipelinedSink, Named, @unchecked Sendable {
+    let name = "lines"
+    let batchesInFlight = 2
+    private let lock = NSLock()
+    private var open: [SinkWriteResult] = []
+    private var _accepted: [String] = []
+    private var _lines: [(uuid: String, bytes: [UInt8])] = []
+    private var _batches = 0
+    private var _batchesWithRecords = 0
+    private let parser = JSONParser()
+
+    var accepted: [String] { lock.lock(); defer { lock.unlock() }; return _accepted }
+    var lines: [(uuid: String, bytes: [UInt8])] { lock.lock(); defer { lock.unlock() }; return _lines }
+    var batches: Int { lock.lock(); defer { lock.unlock() }; return _batches }
+    var batchesWithRecords: Int { lock.lock(); defer { lock.unlock() }; return _batchesWithRecords }
+
+    private func take(_ batch: SinkBatch) -> SinkWriteResult {
+        _batches += 1
+        if !batch.records.isEmpty { _batchesWithRecords += 1 }
+        let outcomes: [DeliveryOutcome] = (0..<batch.count).map { i in
+            var bytes: [UInt8] = []
+            batch.appendLine(i, to: &bytes)
+            guard let uuid = (try? CanonicalCodec.decode(parser.parse(bytes.dropLast()).root))?.uuid else {
+                return .rejected(reason: "not a record")
+            }
+            _lines.append((uuid, bytes))
+            if uuid == "poison" { return .rejected(reason: "the destination said no") }
+            _accepted.append(uuid)
+            return .accepted
+        }
+        return outcomes.allSatisfy { $0 == .accepted } ? .accepted : .perRecord(outcomes)
+    }
+
+    func begin(_ batch: SinkBatch) {
+        lock.lock()
+        defer { lock.unlock() }
+        open.append(take(batch))
+    }
+
+    func finishOldest() -> SinkWriteResult {
+        lock.lock()
+        defer { lock.unlock() }
+        return open.isEmpty ? .keep(reason: "nothing in flight", retryAfterSeconds: nil) : open.removeFirst()
+    }
+
+    func write(_ batch: SinkBatch) -> SinkWriteResult {
+        lock.lock()
+        defer { lock.unlock() }
         return take(batch)
     }
 

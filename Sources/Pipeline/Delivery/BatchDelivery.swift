@@ -42,14 +42,16 @@ public struct BatchDelivery {
 
     /// `wait(seconds)` sleeps and returns false to stop; `abandon()` is asked while waiting.
     /// `first`: the outcome of a write already made of these records (a batch the sink had in
-    /// flight), taken as the first attempt's.
+    /// flight), taken as the first attempt's. `records` empty and `lines` not: lines only (see
+    /// `RoutedRecords`), each whole.
     public mutating func deliver(records: [CanonicalRecord], lines: [RecordLine], first: SinkWriteResult? = nil,
                                  wait: (Double) -> Bool, abandon: () -> Bool = { false }) -> Outcome {
+        precondition(records.isEmpty || records.count == lines.count, "\(records.count) records for \(lines.count) lines")
         var records = records
         var lines = lines
         var attempt = 0
         var first = first
-        while !records.isEmpty {
+        while !lines.isEmpty {
             let result = first.take() ?? sink.write(SinkBatch(records: records, lines: lines))
             metrics.batches.add(1, ordering: .relaxed)
             metrics.report = sink.report()
@@ -58,13 +60,13 @@ public struct BatchDelivery {
             var keep: [Int] = []
             switch result {
             case .accepted:
-                metrics.sent.add(records.count, ordering: .relaxed)
+                metrics.sent.add(lines.count, ordering: .relaxed)
             case .keep(let why, let after):
-                keep = Array(0..<records.count)
+                keep = Array(0..<lines.count)
                 reason = why
                 retryAfter = after
             case .perRecord(let outcomes):
-                for (i, outcome) in outcomes.prefix(records.count).enumerated() {
+                for (i, outcome) in outcomes.prefix(lines.count).enumerated() {
                     switch outcome {
                     case .accepted:
                         metrics.sent.add(1, ordering: .relaxed)
@@ -72,15 +74,15 @@ public struct BatchDelivery {
                         keep.append(i)
                         reason = why
                     case .rejected(let why):
-                        if !deadLetters.keep(records[i], line: lines[i], reason: why) {
+                        if !deadLetters.keep(records.isEmpty ? .empty : records[i], line: lines[i], reason: why) {
                             // Not kept anywhere yet: try the record again rather than lose it.
                             keep.append(i)
                             reason = "a rejected record could not be written to the dead letters"
                         }
                     }
                 }
-                if outcomes.count < records.count {
-                    keep.append(contentsOf: outcomes.count..<records.count)
+                if outcomes.count < lines.count {
+                    keep.append(contentsOf: outcomes.count..<lines.count)
                     reason = "the sink answered for fewer records than it was given"
                 }
             }
@@ -94,11 +96,11 @@ public struct BatchDelivery {
                 }
                 return .delivered
             }
-            if keep.count != records.count {
-                records = keep.map { records[$0] }
+            if keep.count != lines.count {
+                if !records.isEmpty { records = keep.map { records[$0] } }
                 lines = keep.map { lines[$0] }
             }
-            metrics.kept.add(records.count, ordering: .relaxed)
+            metrics.kept.add(lines.count, ordering: .relaxed)
             metrics.lastError = reason
             attempt += 1
             let cap = retry.cap(afterFailures: attempt)
@@ -109,7 +111,7 @@ public struct BatchDelivery {
                 // Said already.
             } else {
                 let again = lastWarning?.reason == reason ? "still failing after \(attempt) attempt(s): " : ""
-                logger.warning("sink \(name): \(again)\(reason); \(records.count) record(s) kept, retrying in \(formatSeconds(pause))"
+                logger.warning("sink \(name): \(again)\(reason); \(lines.count) record(s) kept, retrying in \(formatSeconds(pause))"
                                + (attempt == 1 ? " (said again once a minute while it lasts)" : ""))
                 lastWarning = (now, reason)
             }

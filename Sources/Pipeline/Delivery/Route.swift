@@ -22,15 +22,25 @@ public struct Route: Sendable {
 }
 
 /// What the routes made of some journal records: the records for the sink, in order, and
-/// each one's journal line when it is unchanged.
+/// each one's journal line when it is unchanged. Lines only (`records` empty): every line whole,
+/// for a sink that reads no field of them behind a route that passes them as they are (see
+/// `Pending`'s lines only) — no record is made, moved or destroyed per line.
 public struct RoutedRecords {
     public var records: [CanonicalRecord] = []
     public var lines: [RecordLine] = []
 
     public init() {}
 
-    public var count: Int { records.count }
-    public var isEmpty: Bool { records.isEmpty }
+    public var count: Int { lines.count }
+    public var isEmpty: Bool { lines.isEmpty }
+    /// Lines with no records beside them.
+    var linesOnly: Bool { records.isEmpty && !lines.isEmpty }
+
+    /// Appends a journal line alone (lines only).
+    mutating func append(line: RecordLine) {
+        precondition(records.isEmpty, "a line alone among records")
+        lines.append(line)
+    }
 
     public mutating func append(_ r: consuming CanonicalRecord, line: RecordLine) {
         records.append(consume r)
@@ -40,7 +50,7 @@ public struct RoutedRecords {
     /// The records (and lines) in `range`, moved out; placeholders left in their places.
     mutating func take(_ range: Range<Int>) -> RoutedRecords {
         var out = RoutedRecords()
-        out.records = RoutedRecords.move(range, of: &records, leaving: CanonicalRecord.empty)
+        if !records.isEmpty { out.records = RoutedRecords.move(range, of: &records, leaving: CanonicalRecord.empty) }
         out.lines = RoutedRecords.move(range, of: &lines, leaving: .none)
         return out
     }
@@ -59,17 +69,18 @@ public struct RoutedRecords {
     }
 
     mutating func removeFirst(_ n: Int) {
-        records.removeFirst(n)
+        if !records.isEmpty { records.removeFirst(n) }
         lines.removeFirst(n)
     }
 
     mutating func removeLast(_ n: Int) {
-        records.removeLast(n)
+        if !records.isEmpty { records.removeLast(n) }
         lines.removeLast(n)
     }
 
     /// Appends `other`'s records after these, moved (not copied), leaving `other` empty.
     mutating func appendMoving(_ other: inout RoutedRecords) {
+        precondition(linesOnly == other.linesOnly || isEmpty || other.isEmpty, "lines alone joined with records")
         RoutedRecords.appendMoving(&other.records, to: &records, leaving: CanonicalRecord.empty)
         RoutedRecords.appendMoving(&other.lines, to: &lines, leaving: .none)
     }

@@ -223,6 +223,9 @@ final class DrainLoop {
     let reads: CanonicalRecord.Fields
     /// The fields the routes may change, which the sink writes anew into the records' lines.
     let patches: CanonicalRecord.Fields
+    /// The sink reads no field and one route passes every record to it as it is: only the
+    /// journal's lines are pending, and batched, no records (see `Pending`).
+    let linesOnly: Bool
     /// The read-ahead's second decoder: a parser, and the routes' instances when they run ahead
     /// (they only map, so two instances of them are the same routes). Made at the first read-ahead.
     var second: (parser: JSONParser, ahead: SinkRoutes?)?
@@ -245,7 +248,8 @@ final class DrainLoop {
         ahead = routes.onlyMap ? routes : nil
         reads = SinkRoutes.fieldsRead(routes: d.routes, sinkReads: d.built.reads)
         patches = routes.changes
-        pending = Pending(routed: ahead != nil)
+        linesOnly = routes.passesAsIs && !CanonicalCodec.parses(only: reads, patches: patches)
+        pending = Pending(routed: ahead != nil, linesOnly: linesOnly)
         deadLetters = DeadLetters(sink: d.name, dataDir: d.dataDir, metrics: d.metrics, logger: d.logger, clock: d.clock)
         committed = start
         reader = d.journal.makeReader(from: start.journal.seq)
@@ -600,6 +604,7 @@ final class DrainLoop {
         let second: (parser: JSONParser, ahead: SinkRoutes?)?
         let reads: CanonicalRecord.Fields
         let patches: CanonicalRecord.Fields
+        let linesOnly: Bool
         let logger: Logger
         let name: String
         var pending: Pending
@@ -608,14 +613,15 @@ final class DrainLoop {
         var running: Forked<Void>?
 
         init(reader: JournalReader, parser: JSONParser, ahead: SinkRoutes?, second: (parser: JSONParser, ahead: SinkRoutes?)?,
-             reads: CanonicalRecord.Fields, patches: CanonicalRecord.Fields, logger: Logger, name: String) {
+             reads: CanonicalRecord.Fields, patches: CanonicalRecord.Fields, linesOnly: Bool, logger: Logger, name: String) {
             self.reader = reader
             self.parser = parser
             self.ahead = ahead
             self.second = second
             self.reads = reads
             self.patches = patches
-            pending = Pending(routed: ahead != nil)
+            self.linesOnly = linesOnly
+            pending = Pending(routed: ahead != nil, linesOnly: linesOnly)
             self.logger = logger
             self.name = name
         }
@@ -656,7 +662,7 @@ final class DrainLoop {
 
         /// Some entries decoded (and routed) into what they make pending.
         private func decode(_ entries: ArraySlice<JournalEntry>, parser: JSONParser, ahead: SinkRoutes?) -> Decoded {
-            let out = Decoded(routed: ahead != nil)
+            let out = Decoded(routed: ahead != nil, linesOnly: linesOnly)
             for e in entries {
                 out.pending.decode(e, skip: 0, parser: parser, ahead: ahead, shared: reader.journal.decoded, only: reads,
                                    patches: patches) { line, reason in
@@ -670,7 +676,7 @@ final class DrainLoop {
         final class Decoded {
             var pending: Pending
             var bad: [(ArraySlice<UInt8>, String)] = []
-            init(routed: Bool) { pending = Pending(routed: routed) }
+            init(routed: Bool, linesOnly: Bool) { pending = Pending(routed: routed, linesOnly: linesOnly) }
         }
     }
 
@@ -687,7 +693,7 @@ final class DrainLoop {
             })
         }
         let job = ReadAhead(reader: reader, parser: parser, ahead: ahead, second: second, reads: reads, patches: patches,
-                            logger: logger, name: name)
+                            linesOnly: linesOnly, logger: logger, name: name)
         job.wanted = upTo - pending.count
         job.running = Forked { job.run() }
         return job
@@ -718,7 +724,7 @@ final class DrainLoop {
         metrics.dropped.add(dropped, ordering: .relaxed)
         logger.warning("sink \(name): \(before.bytes) bytes waiting, over queue.max_bytes (\(max)) with drop_oldest: "
                        + "dropped the \(dropped) oldest record(s) unsent")
-        pending = Pending(routed: ahead != nil)
+        pending = Pending(routed: ahead != nil, linesOnly: linesOnly)
         reader = d.journal.makeReader(from: keepFrom)
         var next = committed
         next.journal = Cursor(seq: keepFrom, skip: 0)
@@ -735,7 +741,7 @@ final class DrainLoop {
         while start < batch.count {
             let end = min(batch.count, start + size)
             let whole = start == 0 && end == batch.count
-            let outcome = delivery!.deliver(records: whole ? batch.records : Array(batch.records[start..<end]),
+            let outcome = delivery!.deliver(records: whole || batch.records.isEmpty ? batch.records : Array(batch.records[start..<end]),
                                             lines: whole ? batch.lines : Array(batch.lines[start..<end]),
                                             wait: { [d] seconds in d.sleep(seconds) },
                                             abandon: { [d] in d.overLimit() })

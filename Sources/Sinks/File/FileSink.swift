@@ -70,6 +70,10 @@ public final class FileSink: Sink {
         var last: (key: PathTemplate.Key, group: Int)?
         // Each record's key read where it lies: `enumerated()`, or passing `records[i]`, would
         // copy the record (retaining every string of it).
+        if records.isEmpty && batch.count > 0 {
+            // Lines only (the path names no field, so the sink reads none): one file for all.
+            order = [(template.render(.empty, fallbackDate: today), Array(0..<batch.count))]
+        }
         records.withUnsafeBufferPointer { all in
             for i in all.indices {
                 let key = template.key(all.baseAddress! + i)
