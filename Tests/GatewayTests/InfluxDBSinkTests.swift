@@ -458,6 +458,11 @@ import YAMLConfig
         #expect(PointIndex.StoredKey(uuid: lower).bytes != nil && PointIndex.StoredKey(uuid: upper).bytes != nil)
         #expect(PointIndex.StoredKey(uuid: mixed).bytes == nil && PointIndex.StoredKey(uuid: other).bytes == nil)
         #expect(PointIndex.StoredKey(uuid: lower).key == 0x0a1b_2c3d_4e5f_4a6b)
+        // Read from a journal line's bytes (the sink makes no string of a UUID), the same keys.
+        for var text in [lower, upper, mixed, other] {
+            let (a, b) = (PointIndex.StoredKey(uuid: text), text.withUTF8 { PointIndex.StoredKey(utf8: $0) })
+            #expect(a.key == b.key && a.bytes.map { [$0.0, $0.1, UInt64($0.2)] } == b.bytes.map { [$0.0, $0.1, UInt64($0.2)] }, "\(text)")
+        }
         // In a sealed chunk (found by a search of its blob in place) and in the open one's runs.
         for chunkRows in [3, 100] {
             let path = ServeProcess.makeTempDir("pi") + "/points.sqlite"

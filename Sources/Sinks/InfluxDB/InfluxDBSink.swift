@@ -170,6 +170,9 @@ public final class InfluxDBSink: PipelinedSink {
     private var slot = 0
     /// A line a route changed, written out to be read (reused).
     private var scratch: [UInt8] = []
+    /// The largest request body a full run has made so far: a new run's room, made once (grown
+    /// by doubling from nothing, a run's ~1 MB body was copied about twice over as it was written).
+    private var runBytes = 0
     /// For the lines not written from their bytes: decoded (the fields the line protocol uses).
     private lazy var decoder = CanonicalCodec.LineDecoder(only: LineProtocolEncoder.reads)
     /// The last device name made, and its bytes (`deviceName`).
@@ -224,14 +227,18 @@ public final class InfluxDBSink: PipelinedSink {
         let b = BatchInFlight(count: batch.count)
         b.notedRuns = noting.addedRuns   // the batches before it, at least
         open.append(b)
-        var run = Run()
+        // Room for as many lines as the batch can put in a run (a phone's few samples make no
+        // room for 5,000).
+        let runLines = min(InfluxDBSink.linesPerRequest, batch.count)
+        var run = Run(lines: runLines, bytes: runBytes / InfluxDBSink.linesPerRequest * runLines)
         // Each record is written from its journal line (`CanonicalView`): the drainer decodes
         // nothing for this sink (`reads` is none); a line a route changed is written out first
         // (`SinkBatch.withLine`).
         func launch() {
             guard !run.indices.isEmpty else { return }
             let next = run
-            run = Run()
+            if next.indices.count == InfluxDBSink.linesPerRequest { runBytes = max(runBytes, next.body.count + next.body.count / 16) }
+            run = Run(lines: runLines, bytes: runBytes / InfluxDBSink.linesPerRequest * runLines)
             if inFlight.count >= InfluxDBSink.requestsInFlight { settle(inFlight.removeFirst()) }
             if let halted {
                 b.keep(next.indices, halted)
@@ -246,7 +253,7 @@ public final class InfluxDBSink: PipelinedSink {
             request.start()
             inFlight.append(request)
             b.notedRuns = noting.add(next.keys.indices.map { k in
-                PointIndex.Row(device: next.keys[k].device, uuid: next.keys[k].uuid, part: next.keys[k].part,
+                PointIndex.Row(device: next.keys[k].device, stored: next.keys[k].stored, text: next.keys[k].text, part: next.keys[k].part,
                                series: next.body[next.starts[k]..<next.seriesEnds[k]], timeNanos: next.times[k])
             })
         }
@@ -266,8 +273,7 @@ public final class InfluxDBSink: PipelinedSink {
                         return
                     }
                     if let encoded = encoder.encode(v, into: &run.body) {
-                        written = (encoded, PointKey(device: deviceName(v.device), uuid: String(decoding: v.uuid, as: UTF8.self),
-                                                     part: v.part))
+                        written = (encoded, PointKey(device: deviceName(v.device), uuid: v.uuid, part: v.part))
                     }
                 }
                 if written == nil {
@@ -363,11 +369,27 @@ public final class InfluxDBSink: PipelinedSink {
         }
     }
 
-    /// A point's record: the point index's key.
+    /// A point's record: the point index's key — the uuid as the index stores it, its text only
+    /// when that is no UUID's (a journal line's uuid is read from its bytes, no string made).
     struct PointKey {
         var device: String
-        var uuid: String
+        var stored: PointIndex.StoredKey
+        var text: String
         var part: Int?
+
+        init(device: String, uuid: String, part: Int?) {
+            self.device = device
+            stored = PointIndex.StoredKey(uuid: uuid)
+            text = stored.bytes == nil ? uuid : ""
+            self.part = part
+        }
+
+        init(device: String, uuid: UnsafeRawBufferPointer, part: Int?) {
+            self.device = device
+            stored = PointIndex.StoredKey(utf8: uuid.assumingMemoryBound(to: UInt8.self))
+            text = stored.bytes == nil ? String(decoding: uuid, as: UTF8.self) : ""
+            self.part = part
+        }
     }
 
     /// Lines for one request: their bytes one after another, where each begins, whose record
@@ -380,6 +402,16 @@ public final class InfluxDBSink: PipelinedSink {
         var times: [Int64] = []
         /// Whose point each line is: the point index's key.
         var keys: [PointKey] = []
+
+        /// A run with room for `lines` lines, and for `bytes` bytes of them.
+        init(lines: Int, bytes: Int) {
+            body.reserveCapacity(bytes)
+            starts.reserveCapacity(lines)
+            indices.reserveCapacity(lines)
+            seriesEnds.reserveCapacity(lines)
+            times.reserveCapacity(lines)
+            keys.reserveCapacity(lines)
+        }
 
         /// The lines of `range`, gzip'd at the level given.
         func body(_ range: Range<Int>, gzip: Int32?) -> [UInt8] {

@@ -56,10 +56,27 @@ final class PointIndex {
     /// One written point: its record's key, its series (as `SeriesKey` says) and its time.
     struct Row {
         var device: String
-        var uuid: String
+        /// The uuid as it is stored, and its text when it is not a UUID's (empty when it is).
+        var stored: StoredKey
+        var text: String
         var part: Int?
         var series: ArraySlice<UInt8>
         var timeNanos: Int64
+
+        init(device: String, uuid: String, part: Int?, series: ArraySlice<UInt8>, timeNanos: Int64) {
+            let stored = StoredKey(uuid: uuid)
+            self.init(device: device, stored: stored, text: stored.bytes == nil ? uuid : "", part: part, series: series,
+                      timeNanos: timeNanos)
+        }
+
+        init(device: String, stored: StoredKey, text: String, part: Int?, series: ArraySlice<UInt8>, timeNanos: Int64) {
+            self.device = device
+            self.stored = stored
+            self.text = text
+            self.part = part
+            self.series = series
+            self.timeNanos = timeNanos
+        }
     }
 
     let path: String
@@ -122,14 +139,18 @@ final class PointIndex {
 
         init(uuid: String) {
             var text = uuid
-            let parsed = text.withUTF8 { StoredKey.parse($0) }
-            if let parsed {
+            self = text.withUTF8 { StoredKey(utf8: $0) }
+        }
+
+        /// The same from the uuid's text as bytes (a journal line's), no string made.
+        init(utf8: UnsafeBufferPointer<UInt8>) {
+            if let parsed = StoredKey.parse(utf8) {
                 bytes = parsed
                 key = Int64(bitPattern: parsed.0.bigEndian)
             } else {
                 bytes = nil
                 var h: UInt64 = 0xcbf2_9ce4_8422_2325
-                text.withUTF8 { for b in $0 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 } }
+                for b in utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
                 key = Int64(bitPattern: h)
             }
         }
@@ -389,12 +410,12 @@ final class PointIndex {
             try db.transaction {
                 var run = PackedPoints.Builder(points: rows.count)
                 for row in rows {
-                    let stored = StoredKey(uuid: row.uuid)
+                    let stored = row.stored
                     guard let device = try deviceID(row.device, in: db, create: true) else {
                         throw SQLite.Failure(description: "\(path): a device just written is not there")
                     }
                     run.add(key: stored.key, device: device, series: try seriesID(row.series, in: db), time: row.timeNanos,
-                            part: row.part, uuid: stored.bytes, text: row.uuid)
+                            part: row.part, uuid: stored.bytes, text: row.text)
                 }
                 let bytes = run.finish()
                 chunk.insert.bind(1, int: chunk.id)
