@@ -114,6 +114,12 @@ public final class SQLite: @unchecked Sendable {
             sqlite3_bind_blob(stmt, i, blob.baseAddress, Int32(blob.count), hg_sqlite_transient())
         }
 
+        /// Binds bytes to parameter `i` (from 1) without SQLite copying them, for the next `step`
+        /// alone (it clears them): `blob` must stay valid until that `step` returns.
+        public func bind(_ i: Int32, borrowing blob: UnsafeRawBufferPointer) {
+            sqlite3_bind_blob(stmt, i, blob.baseAddress, Int32(blob.count), nil)   // nil: SQLITE_STATIC
+        }
+
         /// Binds an integer to parameter `i` (from 1), for `step`.
         public func bind(_ i: Int32, int: Int64) {
             sqlite3_bind_int64(stmt, i, int)
@@ -122,7 +128,10 @@ public final class SQLite: @unchecked Sendable {
         /// Runs the statement with what was bound to its end (for statements that return no
         /// rows) and makes it ready to run again; every parameter must be bound again.
         public func step() throws(Failure) {
-            defer { sqlite3_reset(stmt) }
+            defer {
+                sqlite3_reset(stmt)
+                sqlite3_clear_bindings(stmt)   // no borrowed bytes outlive the step
+            }
             var rc = sqlite3_step(stmt)
             while rc == SQLITE_ROW { rc = sqlite3_step(stmt) }
             guard rc == SQLITE_DONE else {

@@ -449,6 +449,28 @@ import YAMLConfig
         index.close()
     }
 
+    /// A sealed chunk's keys are sorted by key, then by run and place (the order they are read
+    /// in): the radix sort gives what a comparison sort of the three does, negative keys, keys
+    /// alike in some bytes and keys met twice included.
+    @Test func aSealedChunksKeysAreSortedAsTheComparisonSortWould() {
+        var rng = SystemRandomNumberGenerator()
+        for n in [0, 1, 2, 7, 1_000, 50_000] {
+            var order: [(key: Int64, run: UInt32, index: UInt32)] = []
+            for i in 0..<n {
+                let key: Int64 = switch i % 4 {
+                case 0: Int64.random(in: .min ... .max, using: &rng)
+                case 1: Int64.random(in: -300...300, using: &rng)            // high bytes alike, both signs
+                case 2: order.isEmpty ? 5 : order[Int.random(in: 0..<order.count, using: &rng)].key   // met again
+                default: Int64.random(in: 0...Int64(1) << 40, using: &rng) << 20   // low bytes alike
+                }
+                order.append((key, UInt32(i / 100), UInt32(i % 100)))
+            }
+            let expected = order.sorted { ($0.key, $0.run, $0.index) < ($1.key, $1.run, $1.index) }
+            PointIndex.radixSortByKey(&order)
+            #expect(order.elementsEqual(expected) { $0 == $1 }, "n = \(n)")
+        }
+    }
+
     /// A UUID's text is stored as its 16 bytes (and its case), anything else as text: the same
     /// UUID in upper and in lower case, in mixed case, and a uuid that is no UUID are four keys,
     /// each found alone, on one device and not on another.

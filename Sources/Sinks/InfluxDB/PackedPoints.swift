@@ -68,8 +68,12 @@ extension PackedPoints {
 
         init(points: Int) {
             self.points = points
-            bytes = [UInt8](repeating: 0, count: headSize + points * Entry.size)
-            bytes.withUnsafeMutableBytes { $0.storeBytes(of: UInt64(points).littleEndian, as: UInt64.self) }
+            // Not zeroed first: the head is written here, and every entry whole by `add`
+            // (`finish` checks that each was).
+            bytes = [UInt8](unsafeUninitializedCapacity: headSize + points * Entry.size) { buffer, count in
+                UnsafeMutableRawBufferPointer(buffer).storeBytes(of: UInt64(points).littleEndian, as: UInt64.self)
+                count = buffer.count
+            }
         }
 
         /// Adds a point; `uuid` is the UUID's stored form (`StoredKey.bytes`), nil for a text.

@@ -301,13 +301,62 @@ final class PointIndex {
                     }
                 }
             }
-            order.sort { ($0.key, $0.run, $0.index) < ($1.key, $1.run, $1.index) }
+            // By key, then run and place: read in run and place order, so a stable sort by key alone.
+            PointIndex.radixSortByKey(&order)
             try d.execute("INSERT INTO psealed (chunk, runs, keys) VALUES (?, ?, ?)",
                           [.int(chunk.id), .blob(PackedPoints.SortedKeys.runs(runIDs)), .blob(PackedPoints.SortedKeys.bytes(order))])
             try d.execute("UPDATE point_chunks SET sealed = 1 WHERE id = ?", [.int(chunk.id)])
             try startChunk(d)
         }
         sealedChunks.append((chunk.id, .packed))
+    }
+
+    /// Sorts by key (as signed integers), stably: a least-significant-digit radix sort, a byte
+    /// a pass — the comparison sort of a sealed chunk's 50,000 keys was a quarter of the index's
+    /// instructions.
+    static func radixSortByKey(_ a: inout [(key: Int64, run: UInt32, index: UInt32)]) {
+        let n = a.count
+        guard n > 1 else { return }
+        var other = a
+        // The eight bytes' counts, all from one read of the keys.
+        let counts = UnsafeMutablePointer<Int>.allocate(capacity: 8 * 256)
+        counts.initialize(repeating: 0, count: 8 * 256)
+        defer { counts.deallocate() }
+        a.withUnsafeMutableBufferPointer { first in
+            other.withUnsafeMutableBufferPointer { second in
+                var from = first.baseAddress!, to = second.baseAddress!
+                for i in 0..<n {
+                    var k = radixBits(from[i].key)
+                    for pass in 0..<8 {
+                        counts[pass * 256 + Int(k & 0xFF)] += 1
+                        k >>= 8
+                    }
+                }
+                for pass in 0..<8 {
+                    let c = counts + pass * 256
+                    let shift = UInt64(pass * 8)
+                    if c[Int(radixBits(from[0].key) >> shift & 0xFF)] == n { continue }   // every key has this byte alike
+                    var sum = 0
+                    for d in 0..<256 {
+                        let k = c[d]
+                        c[d] = sum
+                        sum += k
+                    }
+                    for i in 0..<n {
+                        let d = Int(radixBits(from[i].key) >> shift & 0xFF)
+                        (to + c[d]).pointee = from[i]
+                        c[d] += 1
+                    }
+                    swap(&from, &to)
+                }
+                if from != first.baseAddress! { first.baseAddress!.update(from: from, count: n) }
+            }
+        }
+    }
+
+    /// A key's bits in the order of the integers: the sign bit flipped (negative keys first).
+    @inline(__always) private static func radixBits(_ k: Int64) -> UInt64 {
+        UInt64(bitPattern: k) ^ (1 << 63)
     }
 
     /// The tables of a row a point a lookup reads, oldest first, and whether each is keyed by hash.
@@ -418,9 +467,13 @@ final class PointIndex {
                             part: row.part, uuid: stored.bytes, text: row.text)
                 }
                 let bytes = run.finish()
-                chunk.insert.bind(1, int: chunk.id)
-                bytes.withUnsafeBytes { chunk.insert.bind(2, blob: $0) }
-                try chunk.insert.step()
+                var failed: (any Error)?
+                bytes.withUnsafeBytes { blob in
+                    chunk.insert.bind(1, int: chunk.id)
+                    chunk.insert.bind(2, borrowing: blob)   // not copied first: a run is ~250 KB
+                    do { try chunk.insert.step() } catch { failed = error }
+                }
+                if let failed { throw failed }
                 try db.execute("UPDATE point_chunks SET rows = ? WHERE id = ?", [.int(Int64(chunk.rows + rows.count)), .int(chunk.id)])
             }
         } catch {
