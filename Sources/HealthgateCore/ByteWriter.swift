@@ -75,20 +75,36 @@ public struct ByteWriter {
         written += wrote
     }
 
-    /// A whole number in decimal.
+    /// A whole number in decimal: two digits at a time from its end into a scratch, then copied
+    /// (a nanosecond time's 19 digits were 38 divisions, counted, then written one by one).
     @inlinable public mutating func int(_ v: Int64) {
         room(20)
         if v < 0 { byte(0x2D) }
         var m = v.magnitude
-        var digits = 1
-        var t = m
-        while t >= 10 { t /= 10; digits += 1 }
-        var i = written + digits
-        written = i
-        repeat {
-            i -= 1
-            base[i] = UInt8(truncatingIfNeeded: 0x30 + m % 10)
-            m /= 10
-        } while m > 0
+        var scratch: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        let pairs: StaticString = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+        let n = withUnsafeMutableBytes(of: &scratch) { b -> Int in
+            let digits = pairs.utf8Start
+            var i = b.count
+            while m >= 100 {
+                let r = Int(m % 100) * 2
+                m /= 100
+                i -= 2
+                b[i] = digits[r]
+                b[i + 1] = digits[r + 1]
+            }
+            if m >= 10 {
+                i -= 2
+                b[i] = digits[Int(m) * 2]
+                b[i + 1] = digits[Int(m) * 2 + 1]
+            } else {
+                i -= 1
+                b[i] = UInt8(truncatingIfNeeded: 0x30 + m)
+            }
+            let n = b.count - i
+            UnsafeMutableRawPointer(base + written).copyMemory(from: b.baseAddress! + i, byteCount: n)
+            return n
+        }
+        written += n
     }
 }

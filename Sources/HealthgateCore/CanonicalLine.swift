@@ -29,10 +29,13 @@ public struct CanonicalLine {
     private var last = -1
     /// Set by `skipString` when it steps over an escape.
     private var sawEscape = false
+    /// `CanonicalLine.keys`, taken once a line (not once a member: a lazy global's check each time).
+    private let keys: [Key]
 
     /// `line` without its line feed.
     public init(_ line: UnsafeRawBufferPointer) {
         self.line = line
+        keys = CanonicalLine.keys
     }
 
     /// Whether the whole of `line` walks.
@@ -60,13 +63,20 @@ public struct CanonicalLine {
             guard separator == 0x2C else { return fail() }
         }
         let keyStart = position + 1
-        guard keyStart < n, line[keyStart] == 0x22, let keyEnd = skipString(keyStart),
-              keyEnd < n, line[keyEnd] == 0x3A else { return fail() }
-        let valueStart = keyEnd + 1
+        var field: CanonicalRecord.Field
+        let valueStart: Int
+        if let (expected, after) = expectedKey(at: keyStart) {
+            // The key the writer writes next (or soon after), as its bytes: not read as a string.
+            field = expected
+            valueStart = after
+        } else {
+            guard keyStart < n, line[keyStart] == 0x22, let keyEnd = skipString(keyStart),
+                  keyEnd < n, line[keyEnd] == 0x3A else { return fail() }
+            valueStart = keyEnd + 1
+            field = CanonicalRecord.Field(key: UnsafeRawBufferPointer(rebasing: line[(keyStart + 1)..<(keyEnd - 1)])) ?? .fields
+        }
         sawEscape = false
         guard let valueEnd = skipValue(valueStart) else { return fail() }
-        let key = UnsafeRawBufferPointer(rebasing: line[(keyStart + 1)..<(keyEnd - 1)])
-        var field = CanonicalRecord.Field(key: key) ?? .fields
         // Labels are an object of strings; anything else under that name is one of the
         // phone's own fields (as `CanonicalCodec.decode` reads it).
         if field == .tags && !isObjectOfStrings(valueStart..<valueEnd) { field = .fields }
@@ -83,6 +93,47 @@ public struct CanonicalLine {
         guard !m.escapes, m.end - m.valueStart >= 2, line[m.valueStart] == 0x22 else { return nil }
         return UnsafeRawBufferPointer(rebasing: line[(m.valueStart + 1)..<(m.end - 1)])
     }
+
+    /// The canonical field whose key, quoted and followed by its colon, begins at `k`, among
+    /// the fields after the last one read (the writer's order), and where its value begins; nil
+    /// for any other key (the phone's own, one out of order, one with an escape: `next` reads
+    /// those as strings). Two words compared under a mask a field tried.
+    @inline(__always) private func expectedKey(at k: Int) -> (CanonicalRecord.Field, Int)? {
+        guard k + 16 <= line.count, let base = line.baseAddress else { return nil }
+        let w0 = (base + k).loadUnaligned(as: UInt64.self), w1 = (base + k + 8).loadUnaligned(as: UInt64.self)
+        return keys.withUnsafeBufferPointer { keys in
+            var f = last + 1
+            while f < keys.count {
+                let e = keys[f]
+                if w0 & e.mask0 == e.word0 && w1 & e.mask1 == e.word1 && e.length > 0 { return (e.field, k + e.length) }
+                f += 1
+            }
+            return nil
+        }
+    }
+
+    typealias Key = (word0: UInt64, mask0: UInt64, word1: UInt64, mask1: UInt64, length: Int, field: CanonicalRecord.Field)
+
+    /// Each field's key as the writer writes it — `"name":` — as two little-endian words and
+    /// the masks of its bytes in them (a field with no key of its own, `fields`, has length 0).
+    static let keys: [Key] =
+        CanonicalRecord.Field.allCases.map { f in
+            guard f != .fields else { return (0, 0, 0, 0, 0, f) }
+            let text = Array("\"\(f.key)\":".utf8)
+            precondition(text.count <= 16, "a canonical key longer than two words")
+            var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+            for (i, b) in text.enumerated() {
+                let shift = UInt64(i % 8 * 8)
+                if i < 8 {
+                    words.0 |= UInt64(b) << shift
+                    words.1 |= 0xFF << shift
+                } else {
+                    words.2 |= UInt64(b) << shift
+                    words.3 |= 0xFF << shift
+                }
+            }
+            return (words.0, words.1, words.2, words.3, text.count, f)
+        }
 
     private mutating func fail() -> Member? {
         failed = true
@@ -175,6 +226,35 @@ public struct CanonicalLine {
 }
 
 extension CanonicalRecord.Field {
+    /// The field's key in a canonical line ("" for `fields`: the phone's own, each by its name).
+    public var key: String {
+        switch self {
+        case .op: "op"
+        case .kind: "kind"
+        case .device: "device"
+        case .receiver: "receiver"
+        case .uuid: "uuid"
+        case .type: "type"
+        case .part: "part"
+        case .parts: "parts"
+        case .start: "start"
+        case .end: "end"
+        case .utcOffset: "utc_offset"
+        case .value: "value"
+        case .unit: "unit"
+        case .code: "code"
+        case .activity: "activity"
+        case .durationS: "duration_s"
+        case .energyKcal: "energy_kcal"
+        case .distanceM: "distance_m"
+        case .fields: ""
+        case .source: "source"
+        case .tags: "tags"
+        case .metadata: "metadata"
+        case .extra: "extra"
+        }
+    }
+
     /// The field whose canonical key is `key` (nil for any other name: one of the phone's own).
     @inline(__always) public init?(key: UnsafeRawBufferPointer) {
         guard let base = key.baseAddress, !key.isEmpty else { return nil }

@@ -153,6 +153,34 @@ import Testing
         #expect(out == CanonicalCodec.encodeLine(r) + [0x0A])
     }
 
+    /// The walk takes a key the writer writes next from its bytes, and reads any other key as a
+    /// string: a phone's own field whose name begins as a canonical key's, a key with an escape,
+    /// a key out of order, and a line too short for the words compared come out as before.
+    @Test func eachMembersFieldIsFoundHoweverItsKeyIsMet() {
+        func fields(_ text: String) -> [CanonicalRecord.Field]? {
+            Array(text.utf8).withUnsafeBytes { raw in
+                var walk = CanonicalLine(raw)
+                var out: [CanonicalRecord.Field] = []
+                while let m = walk.next() { out.append(m.field) }
+                return walk.failed ? nil : out
+            }
+        }
+        let head = #"{"op":"upsert","kind":"quantity","device":"d","receiver":"r","uuid":"u","type":"t","start":"2026-01-01T00:00:00Z""#
+        let known: [CanonicalRecord.Field] = [.op, .kind, .device, .receiver, .uuid, .type, .start]
+        #expect(fields(head + #","unit":"count","unitx":1,"sourcey":"s","source":{"app":"a"},"tags":{"a":"b"},"extra":{"x":1}}"#)
+                == known + [.unit, .fields, .fields, .source, .tags, .extra])
+        #expect(fields(head + #","value":1,"utc_offset":0}"#) == nil)   // out of order
+        #expect(fields(head + #","u\u006eit":"count"}"#) == known + [.fields])   // an escape: not the canonical key
+        #expect(fields(head + #","part":0}"#) == nil)   // `part` goes before `start`
+        #expect(fields(head + #","end":"2026-01-01T00:00:01Z","energy_kcal":1,"distance_m":2}"#)
+                == known + [.end, .energyKcal, .distanceM])
+        #expect(fields(#"{"op":"upsert","kind":"k","device":"d","receiver":"r","uuid":"u","type":"t","part":0,"parts":2,"start":"s","end":"e","utc_offset":0,"value":1,"unit":"u","code":1,"activity":"a","duration_s":1,"energy_kcal":1,"distance_m":2,"source":{},"tags":{},"metadata":{},"extra":{}}"#)
+                == CanonicalRecord.Field.allCases.filter { $0 != .fields })
+        #expect(fields(#"{"op":"x"}"#) == [.op])   // shorter than the two words compared
+        #expect(fields(#"{"op":"x","end":1}"#) == [.op, .end])
+        #expect(fields(#"{"kind":"k","op":"upsert"}"#) == nil)
+    }
+
     @Test func reportsABadLineAndKeepsTheOthers() {
         var bytes = CanonicalCodec.encodeLines([Self.full])
         bytes += Array("{\"op\":\"upsert\"}\nnot json\n\n".utf8)
