@@ -506,9 +506,9 @@ enum ConfigDurationFor {
                 try append(j, records)
             }
             // Started inside the first entry: its first three records were delivered before.
-            try FileIO.makeDirectories(dir + "/sinks/lines")
-            try FileIO.writeAtomically(dir + "/sinks/lines/cursor", Array("1 3\n".utf8))
-            let sink = LineSink()
+            try FileIO.makeDirectories(dir + "/sinks/inflight")
+            try FileIO.writeAtomically(dir + "/sinks/inflight/cursor", Array("1 3\n".utf8))
+            let sink = InFlightSink(readsLines: true)
             let common = SinkCommonConfig(batch: BatchConfig(max_items: 7),
                                           retry: RetryConfig(initial: ConfigDurationFor.ms(5), max: ConfigDurationFor.ms(10)))
             let built = BuiltSink(kind: "test", common: common, summary: "test sink", reads: reads) { _ in sink }
@@ -527,7 +527,7 @@ enum ConfigDurationFor {
             #expect(sink.batches >= 14)
             // Each line as the journal holds it (its line feed included).
             #expect(sink.lines.allSatisfy { journaled[$0.uuid] == $0.bytes }, "reads \(reads.rawValue)")
-            let dead = try String(contentsOfFile: dir + "/sinks/lines/dead-letters.ndjson", encoding: .utf8)
+            let dead = try String(contentsOfFile: dir + "/sinks/inflight/dead-letters.ndjson", encoding: .utf8)
             #expect(dead.split(separator: "\n").count == 1 && dead.contains(#""record":{"op":"upsert""#) && dead.contains("poison"))
         }
     }
@@ -863,28 +863,56 @@ final class GateSink: Sink, Named, @unchecked Sendable {
 
 /// A sink with two batches in flight (as the influxdb sink): rejects every `poison` record,
 /// accepts the rest, and notes each `write` called while a batch it began is still out.
+/// `readsLines`: each record's uuid is read from its line (`SinkBatch.appendLine`), as a sink
+/// that reads no field does, and each line and whether a batch came with records are noted; a
+/// batch all accepted is then answered `.accepted` (else always one outcome a record).
 final class InFlightSink: PipelinedSink, Named, @unchecked Sendable {
     let name = "inflight"
     let batchesInFlight = 2
+    let readsLines: Bool
     private let lock = NSLock()
     /// What each batch begun and not finished came out as: taken when begun, as a request sent is.
     private var open: [SinkWriteResult] = []
     private var _accepted: [String] = []
     private var _violations: [String] = []
+    private var _lines: [(uuid: String, bytes: [UInt8])] = []
+    private var _batches = 0
+    private var _batchesWithRecords = 0
+    private let parser = JSONParser()
+
+    init(readsLines: Bool = false) { self.readsLines = readsLines }
 
     var accepted: [String] { lock.lock(); defer { lock.unlock() }; return _accepted }
     var violations: [String] { lock.lock(); defer { lock.unlock() }; return _violations }
     /// The last record of each batch taken, in the order taken.
     var lastWrites: [String] { lock.lock(); defer { lock.unlock() }; return _lastWrites }
     private var _lastWrites: [String] = []
+    var lines: [(uuid: String, bytes: [UInt8])] { lock.lock(); defer { lock.unlock() }; return _lines }
+    var batches: Int { lock.lock(); defer { lock.unlock() }; return _batches }
+    var batchesWithRecords: Int { lock.lock(); defer { lock.unlock() }; return _batchesWithRecords }
 
     private func take(_ batch: SinkBatch) -> SinkWriteResult {
-        _lastWrites.append(batch.records.last?.uuid ?? "")
-        return .perRecord(batch.records.map { r in
-            if r.uuid == "poison" { return .rejected(reason: "the destination said no") }
-            _accepted.append(r.uuid)
+        _batches += 1
+        if !batch.records.isEmpty { _batchesWithRecords += 1 }
+        let outcomes: [DeliveryOutcome] = (0..<batch.count).map { i in
+            let uuid: String
+            if readsLines {
+                var bytes: [UInt8] = []
+                batch.appendLine(i, to: &bytes)
+                guard let u = (try? CanonicalCodec.decode(parser.parse(bytes.dropLast()).root))?.uuid else {
+                    return .rejected(reason: "not a record")
+                }
+                uuid = u
+                _lines.append((uuid, bytes))
+            } else {
+                uuid = batch.records[i].uuid
+            }
+            if i == batch.count - 1 { _lastWrites.append(uuid) }
+            if uuid == "poison" { return .rejected(reason: "the destination said no") }
+            _accepted.append(uuid)
             return .accepted
-        })
+        }
+        return readsLines && outcomes.allSatisfy { $0 == .accepted } ? .accepted : .perRecord(outcomes)
     }
 
     func begin(_ batch: SinkBatch) {
@@ -907,62 +935,6 @@ final class InFlightSink: PipelinedSink, Named, @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         if !open.isEmpty { _violations.append("write with \(open.count) batch(es) in flight") }
-        return take(batch)
-    }
-
-    func close() {}
-}
-
-/// A pipelined sink that reads each record's uuid from its line (`SinkBatch.appendLine`): rejects
-/// `poison`, accepts the rest, and notes each line it got and whether a batch came with records.
-final class LineSink: PipelinedSink, Named, @unchecked Sendable {
-    let name = "lines"
-    let batchesInFlight = 2
-    private let lock = NSLock()
-    private var open: [SinkWriteResult] = []
-    private var _accepted: [String] = []
-    private var _lines: [(uuid: String, bytes: [UInt8])] = []
-    private var _batches = 0
-    private var _batchesWithRecords = 0
-    private let parser = JSONParser()
-
-    var accepted: [String] { lock.lock(); defer { lock.unlock() }; return _accepted }
-    var lines: [(uuid: String, bytes: [UInt8])] { lock.lock(); defer { lock.unlock() }; return _lines }
-    var batches: Int { lock.lock(); defer { lock.unlock() }; return _batches }
-    var batchesWithRecords: Int { lock.lock(); defer { lock.unlock() }; return _batchesWithRecords }
-
-    private func take(_ batch: SinkBatch) -> SinkWriteResult {
-        _batches += 1
-        if !batch.records.isEmpty { _batchesWithRecords += 1 }
-        let outcomes: [DeliveryOutcome] = (0..<batch.count).map { i in
-            var bytes: [UInt8] = []
-            batch.appendLine(i, to: &bytes)
-            guard let uuid = (try? CanonicalCodec.decode(parser.parse(bytes.dropLast()).root))?.uuid else {
-                return .rejected(reason: "not a record")
-            }
-            _lines.append((uuid, bytes))
-            if uuid == "poison" { return .rejected(reason: "the destination said no") }
-            _accepted.append(uuid)
-            return .accepted
-        }
-        return outcomes.allSatisfy { $0 == .accepted } ? .accepted : .perRecord(outcomes)
-    }
-
-    func begin(_ batch: SinkBatch) {
-        lock.lock()
-        defer { lock.unlock() }
-        open.append(take(batch))
-    }
-
-    func finishOldest() -> SinkWriteResult {
-        lock.lock()
-        defer { lock.unlock() }
-        return open.isEmpty ? .keep(reason: "nothing in flight", retryAfterSeconds: nil) : open.removeFirst()
-    }
-
-    func write(_ batch: SinkBatch) -> SinkWriteResult {
-        lock.lock()
-        defer { lock.unlock() }
         return take(batch)
     }
 
