@@ -80,31 +80,54 @@ public struct ByteWriter {
     @inlinable public mutating func int(_ v: Int64) {
         room(20)
         if v < 0 { byte(0x2D) }
-        var m = v.magnitude
-        var scratch: (UInt64, UInt64, UInt64) = (0, 0, 0)
-        let pairs: StaticString = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+        var scratch: (UInt64, UInt64, UInt64) = (0, 0, 0)   // 24 bytes: an Int64 has at most 19 digits
         let n = withUnsafeMutableBytes(of: &scratch) { b -> Int in
-            let digits = pairs.utf8Start
-            var i = b.count
-            while m >= 100 {
-                let r = Int(m % 100) * 2
-                m /= 100
-                i -= 2
-                b[i] = digits[r]
-                b[i + 1] = digits[r + 1]
-            }
-            if m >= 10 {
-                i -= 2
-                b[i] = digits[Int(m) * 2]
-                b[i + 1] = digits[Int(m) * 2 + 1]
-            } else {
-                i -= 1
-                b[i] = UInt8(truncatingIfNeeded: 0x30 + m)
-            }
-            let n = b.count - i
-            UnsafeMutableRawPointer(base + written).copyMemory(from: b.baseAddress! + i, byteCount: n)
-            return n
+            let end = b.baseAddress!.assumingMemoryBound(to: UInt8.self) + b.count
+            let from = ByteWriter.writeDigits(v.magnitude, endingAt: end)
+            (base + written).update(from: from, count: end - from)
+            return end - from
         }
         written += n
+    }
+
+    /// `d` in Swift's shortest round-trip form.
+    @inlinable public mutating func shortest(_ d: Double) {
+        var text = d.description
+        text.withUTF8 { raw(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Writes `v` in decimal ending just before `end` — its last `width` digits zero-padded, or
+    /// (no width) all of them — two digits at a time from a table, and returns where it begins.
+    /// For `int` and the digits of times (`Timestamp`).
+    @inlinable @inline(__always) @discardableResult
+    public static func writeDigits(_ v: UInt64, width: Int? = nil, endingAt end: UnsafeMutablePointer<UInt8>) -> UnsafeMutablePointer<UInt8> {
+        let pairs: StaticString = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+        let table = pairs.utf8Start
+        var v = v
+        var w = end
+        @inline(__always) func pair() {
+            let r = Int(v % 100) * 2
+            v /= 100
+            w -= 2
+            w[0] = table[r]
+            w[1] = table[r + 1]
+        }
+        if let width {
+            let start = end - width
+            while w - start >= 2 { pair() }
+            if w > start {
+                w -= 1
+                w.pointee = UInt8(truncatingIfNeeded: 0x30 + v % 10)
+            }
+        } else {
+            while v >= 100 { pair() }
+            if v >= 10 {
+                pair()
+            } else {
+                w -= 1
+                w.pointee = UInt8(truncatingIfNeeded: 0x30 + v)
+            }
+        }
+        return w
     }
 }

@@ -227,7 +227,7 @@ public struct CanonicalLine {
 
 extension CanonicalRecord.Field {
     /// The field's key in a canonical line ("" for `fields`: the phone's own, each by its name).
-    public var key: String {
+    public var key: StaticString {
         switch self {
         case .op: "op"
         case .kind: "kind"
@@ -260,31 +260,31 @@ extension CanonicalRecord.Field {
         guard let base = key.baseAddress, !key.isEmpty else { return nil }
         // By length and first letters, then the whole name (a phone's own field may share those).
         let first = key[0], second = key.count > 1 ? key[1] : 0
-        let guess: (CanonicalRecord.Field, StaticString)?
+        let guess: CanonicalRecord.Field?
         switch (key.count, first) {
-        case (2, 0x6F): guess = (.op, "op")
-        case (3, 0x65): guess = (.end, "end")
-        case (4, 0x74): guess = second == 0x79 ? (.type, "type") : (.tags, "tags")
-        case (4, 0x6B): guess = (.kind, "kind")
-        case (4, 0x75): guess = second == 0x75 ? (.uuid, "uuid") : (.unit, "unit")
-        case (4, 0x70): guess = (.part, "part")
-        case (4, 0x63): guess = (.code, "code")
-        case (5, 0x73): guess = (.start, "start")
-        case (5, 0x76): guess = (.value, "value")
-        case (5, 0x70): guess = (.parts, "parts")
-        case (5, 0x65): guess = (.extra, "extra")
-        case (6, 0x64): guess = (.device, "device")
-        case (6, 0x73): guess = (.source, "source")
-        case (8, 0x72): guess = (.receiver, "receiver")
-        case (8, 0x61): guess = (.activity, "activity")
-        case (8, 0x6D): guess = (.metadata, "metadata")
-        case (10, 0x75): guess = (.utcOffset, "utc_offset")
-        case (10, 0x64): guess = second == 0x75 ? (.durationS, "duration_s") : (.distanceM, "distance_m")
-        case (11, 0x65): guess = (.energyKcal, "energy_kcal")
+        case (2, 0x6F): guess = .op
+        case (3, 0x65): guess = .end
+        case (4, 0x74): guess = second == 0x79 ? .type : .tags
+        case (4, 0x6B): guess = .kind
+        case (4, 0x75): guess = second == 0x75 ? .uuid : .unit
+        case (4, 0x70): guess = .part
+        case (4, 0x63): guess = .code
+        case (5, 0x73): guess = .start
+        case (5, 0x76): guess = .value
+        case (5, 0x70): guess = .parts
+        case (5, 0x65): guess = .extra
+        case (6, 0x64): guess = .device
+        case (6, 0x73): guess = .source
+        case (8, 0x72): guess = .receiver
+        case (8, 0x61): guess = .activity
+        case (8, 0x6D): guess = .metadata
+        case (10, 0x75): guess = .utcOffset
+        case (10, 0x64): guess = second == 0x75 ? .durationS : .distanceM
+        case (11, 0x65): guess = .energyKcal
         default: guess = nil
         }
-        guard let (field, name) = guess else { return nil }
-        let bytes = name.utf8Start
+        guard let field = guess else { return nil }
+        let bytes = field.key.utf8Start
         for i in 0..<key.count where base.load(fromByteOffset: i, as: UInt8.self) != bytes[i] { return nil }
         self = field
     }

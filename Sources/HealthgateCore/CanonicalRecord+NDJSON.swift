@@ -370,8 +370,7 @@ extension ByteWriter {
         } else if d.magnitude <= 9_007_199_254_740_992 && d == Double(Int64(d)) {
             int(Int64(d))
         } else {
-            var text = d.description
-            text.withUTF8 { raw(UnsafeRawBufferPointer($0)) }
+            shortest(d)
         }
     }
 

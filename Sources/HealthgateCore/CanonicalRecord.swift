@@ -133,11 +133,7 @@ extension CanonicalRecord {
     public static let empty = CanonicalRecord(kind: "", device: "", receiver: "", uuid: "", type: "")
 
     /// The names the canonical record itself uses at its top level.
-    public static let canonicalFieldNames: Set<String> = [
-        "op", "kind", "device", "receiver", "uuid", "type", "part", "parts", "start", "end", "utc_offset",
-        "value", "unit", "code", "activity", "duration_s", "energy_kcal", "distance_m", "source", "metadata", "extra",
-        "tags",
-    ]
+    public static let canonicalFieldNames: Set<String> = Set(Field.allCases.filter { $0 != .fields }.map { "\($0.key)" })
 
     /// Keeps a field of the record's kind at the top level (`fields`), unless its name is one the
     /// canonical record uses for something else: then it goes under `extra`, so a sender's

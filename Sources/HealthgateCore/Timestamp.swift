@@ -209,20 +209,9 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     }
 
     /// The last `width` decimal digits of `v` (0 when negative), zero-padded, at `out[i...]`.
-    /// `v`'s last `width` digits, two at a time from a table (a time's 14 digits were 14
-    /// divisions, a twentieth of ingest's CPU with the other's).
     @inline(__always) static func writeDigits(_ v: Int, _ width: Int, to out: UnsafeMutableRawBufferPointer, at i: Int) {
-        let pairs: StaticString = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
-        let table = pairs.utf8Start
-        var v = max(v, 0)
-        var k = i + width
-        while k - i >= 2 {
-            let r = v % 100 * 2
-            v /= 100
-            k -= 2
-            out[k] = table[r]
-            out[k + 1] = table[r + 1]
-        }
-        if k > i { out[i] = UInt8(truncatingIfNeeded: 0x30 + v % 10) }
+        assert(i + width <= out.count)
+        ByteWriter.writeDigits(UInt64(max(v, 0)), width: width,
+                               endingAt: out.baseAddress!.assumingMemoryBound(to: UInt8.self) + i + width)
     }
 }

@@ -56,7 +56,7 @@ import YAMLConfig
         var d = delivery(sink, retry: RetryConfig(initial: Self.hours(1), max: Self.hours(2)), clock: clock,
                          dir: ServeProcess.makeTempDir("clock"))
         let started = monotonicSeconds()
-        let outcome = d.deliver(records: [PipelineTests.record("a")], lines: [.none]) { seconds in
+        let outcome = d.deliver(RoutedRecords(records: [PipelineTests.record("a")])) { seconds in
             clock.advance(seconds)
             return true
         }
@@ -76,7 +76,7 @@ import YAMLConfig
         var pauses: [Double] = []
         var current = 0.0
         var lastWrites = 0
-        let outcome = d.deliver(records: [PipelineTests.record("a")], lines: [.none]) { seconds in
+        let outcome = d.deliver(RoutedRecords(records: [PipelineTests.record("a")])) { seconds in
             if sink.writes != lastWrites {
                 if lastWrites > 0 { pauses.append(current) }
                 current = 0

@@ -140,8 +140,8 @@ struct ReplayCommand {
                 var start = 0
                 while start < batch.count {
                     let part = Array(batch[start..<min(batch.count, start + size)])
-                    _ = target.delivery.deliver(records: part, lines: Array(repeating: .none, count: part.count),
-                                                    wait: { seconds in usleep(useconds_t(seconds * 1e6)); return true })
+                    _ = target.delivery.deliver(RoutedRecords(records: part),
+                                                wait: { seconds in usleep(useconds_t(seconds * 1e6)); return true })
                     start += size
                 }
             }

@@ -42,17 +42,14 @@ public struct BatchDelivery {
 
     /// `wait(seconds)` sleeps and returns false to stop; `abandon()` is asked while waiting.
     /// `first`: the outcome of a write already made of these records (a batch the sink had in
-    /// flight), taken as the first attempt's. `records` empty and `lines` not: lines only (see
-    /// `RoutedRecords`), each whole.
-    public mutating func deliver(records: [CanonicalRecord], lines: [RecordLine], first: SinkWriteResult? = nil,
+    /// flight), taken as the first attempt's.
+    public mutating func deliver(_ given: RoutedRecords, first: SinkWriteResult? = nil,
                                  wait: (Double) -> Bool, abandon: () -> Bool = { false }) -> Outcome {
-        precondition(records.isEmpty || records.count == lines.count, "\(records.count) records for \(lines.count) lines")
-        var records = records
-        var lines = lines
+        var batch = given
         var attempt = 0
         var first = first
-        while !lines.isEmpty {
-            let result = first.take() ?? sink.write(SinkBatch(records: records, lines: lines))
+        while !batch.isEmpty {
+            let result = first.take() ?? sink.write(SinkBatch(records: batch.records, lines: batch.lines))
             metrics.batches.add(1, ordering: .relaxed)
             metrics.report = sink.report()
             var retryAfter: Double?
@@ -60,13 +57,13 @@ public struct BatchDelivery {
             var keep: [Int] = []
             switch result {
             case .accepted:
-                metrics.sent.add(lines.count, ordering: .relaxed)
+                metrics.sent.add(batch.count, ordering: .relaxed)
             case .keep(let why, let after):
-                keep = Array(0..<lines.count)
+                keep = Array(0..<batch.count)
                 reason = why
                 retryAfter = after
             case .perRecord(let outcomes):
-                for (i, outcome) in outcomes.prefix(lines.count).enumerated() {
+                for (i, outcome) in outcomes.prefix(batch.count).enumerated() {
                     switch outcome {
                     case .accepted:
                         metrics.sent.add(1, ordering: .relaxed)
@@ -74,15 +71,15 @@ public struct BatchDelivery {
                         keep.append(i)
                         reason = why
                     case .rejected(let why):
-                        if !deadLetters.keep(records.isEmpty ? .empty : records[i], line: lines[i], reason: why) {
+                        if !deadLetters.keep(batch.record(i), line: batch.lines[i], reason: why) {
                             // Not kept anywhere yet: try the record again rather than lose it.
                             keep.append(i)
                             reason = "a rejected record could not be written to the dead letters"
                         }
                     }
                 }
-                if outcomes.count < lines.count {
-                    keep.append(contentsOf: outcomes.count..<lines.count)
+                if outcomes.count < batch.count {
+                    keep.append(contentsOf: outcomes.count..<batch.count)
                     reason = "the sink answered for fewer records than it was given"
                 }
             }
@@ -96,11 +93,8 @@ public struct BatchDelivery {
                 }
                 return .delivered
             }
-            if keep.count != lines.count {
-                if !records.isEmpty { records = keep.map { records[$0] } }
-                lines = keep.map { lines[$0] }
-            }
-            metrics.kept.add(lines.count, ordering: .relaxed)
+            if keep.count != batch.count { batch = batch.selecting(keep) }
+            metrics.kept.add(batch.count, ordering: .relaxed)
             metrics.lastError = reason
             attempt += 1
             let cap = retry.cap(afterFailures: attempt)
@@ -111,7 +105,7 @@ public struct BatchDelivery {
                 // Said already.
             } else {
                 let again = lastWarning?.reason == reason ? "still failing after \(attempt) attempt(s): " : ""
-                logger.warning("sink \(name): \(again)\(reason); \(lines.count) record(s) kept, retrying in \(formatSeconds(pause))"
+                logger.warning("sink \(name): \(again)\(reason); \(batch.count) record(s) kept, retrying in \(formatSeconds(pause))"
                                + (attempt == 1 ? " (said again once a minute while it lasts)" : ""))
                 lastWarning = (now, reason)
             }

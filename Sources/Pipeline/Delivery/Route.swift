@@ -31,6 +31,12 @@ public struct RoutedRecords {
 
     public init() {}
 
+    /// Records whose lines are not known (each written from its record).
+    public init(records: [CanonicalRecord]) {
+        self.records = records
+        lines = Array(repeating: .none, count: records.count)
+    }
+
     public var count: Int { lines.count }
     public var isEmpty: Bool { lines.isEmpty }
     /// Lines with no records beside them.
@@ -73,9 +79,24 @@ public struct RoutedRecords {
         lines.removeFirst(n)
     }
 
-    mutating func removeLast(_ n: Int) {
-        if !records.isEmpty { records.removeLast(n) }
-        lines.removeLast(n)
+    /// Record `i`; lines only, an empty one (the line holds the record).
+    func record(_ i: Int) -> CanonicalRecord { records.isEmpty ? .empty : records[i] }
+
+    /// The records (and lines) at `indices`, in that order, copied.
+    func selecting(_ indices: [Int]) -> RoutedRecords {
+        var out = RoutedRecords()
+        if !records.isEmpty { out.records = indices.map { records[$0] } }
+        out.lines = indices.map { lines[$0] }
+        return out
+    }
+
+    /// The records (and lines) in `range`, copied (all of them: this one).
+    func subrange(_ range: Range<Int>) -> RoutedRecords {
+        if range == 0..<count { return self }
+        var out = RoutedRecords()
+        if !records.isEmpty { out.records = Array(records[range]) }
+        out.lines = Array(lines[range])
+        return out
     }
 
     /// Appends `other`'s records after these, moved (not copied), leaving `other` empty.

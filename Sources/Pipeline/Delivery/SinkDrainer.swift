@@ -505,7 +505,7 @@ final class DrainLoop {
             flights = []
         }
         for (k, f) in again.enumerated() {
-            let outcome = delivery!.deliver(records: f.batch.records, lines: f.batch.lines, first: k == 0 ? result : nil,
+            let outcome = delivery!.deliver(f.batch, first: k == 0 ? result : nil,
                                             wait: { [d] seconds in d.sleep(seconds) }, abandon: { [d] in d.overLimit() })
             if outcome != .delivered { return outcome }
             var next = uncommitted ?? committed
@@ -740,9 +740,7 @@ final class DrainLoop {
         var start = 0
         while start < batch.count {
             let end = min(batch.count, start + size)
-            let whole = start == 0 && end == batch.count
-            let outcome = delivery!.deliver(records: whole || batch.records.isEmpty ? batch.records : Array(batch.records[start..<end]),
-                                            lines: whole ? batch.lines : Array(batch.lines[start..<end]),
+            let outcome = delivery!.deliver(batch.subrange(start..<end),
                                             wait: { [d] seconds in d.sleep(seconds) },
                                             abandon: { [d] in d.overLimit() })
             if outcome != .delivered { return outcome }

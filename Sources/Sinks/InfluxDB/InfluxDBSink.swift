@@ -233,7 +233,8 @@ public final class InfluxDBSink: PipelinedSink {
         // Room for as many lines as the batch can put in a run (a phone's few samples make no
         // room for 5,000).
         let runLines = min(InfluxDBSink.linesPerRequest, batch.count)
-        var run = Run(lines: runLines, bytes: runBytes / InfluxDBSink.linesPerRequest * runLines)
+        func newRun() -> Run { Run(lines: runLines, bytes: runBytes / InfluxDBSink.linesPerRequest * runLines) }
+        var run = newRun()
         // Each record is written from its journal line (`CanonicalView`): the drainer decodes
         // nothing for this sink (`reads` is none); a line a route changed is written out first
         // (`SinkBatch.withLine`).
@@ -241,7 +242,7 @@ public final class InfluxDBSink: PipelinedSink {
             guard !run.indices.isEmpty else { return }
             let next = run
             if next.indices.count == InfluxDBSink.linesPerRequest { runBytes = max(runBytes, next.body.count + next.body.count / 16) }
-            run = Run(lines: runLines, bytes: runBytes / InfluxDBSink.linesPerRequest * runLines)
+            run = newRun()
             if inFlight.count >= InfluxDBSink.requestsInFlight { settle(inFlight.removeFirst()) }
             if let halted {
                 b.keep(next.indices, halted)
@@ -256,8 +257,7 @@ public final class InfluxDBSink: PipelinedSink {
             request.start()
             inFlight.append(request)
             b.notedRuns = noting.add(next.keys.indices.map { k in
-                PointIndex.Row(device: next.keys[k].device, stored: next.keys[k].stored, text: next.keys[k].text, part: next.keys[k].part,
-                               series: next.body[next.starts[k]..<next.seriesEnds[k]], timeNanos: next.times[k])
+                PointIndex.Row(key: next.keys[k], series: next.body[next.starts[k]..<next.seriesEnds[k]], timeNanos: next.times[k])
             })
         }
 
@@ -269,14 +269,14 @@ public final class InfluxDBSink: PipelinedSink {
             var deleting: (device: String, uuid: String)?
             batch.withLine(i, scratch: &scratch) { line in
                 let before = run.body.count
-                var written: (LineProtocolEncoder.Encoded, PointKey)?
+                var written: (LineProtocolEncoder.Encoded, PointIndex.Key)?
                 if let v = CanonicalView.read(line) {
                     if v.op == .delete {
                         deleting = (deviceName(v.device), String(decoding: v.uuid, as: UTF8.self))
                         return
                     }
                     if let encoded = encoder.encode(v, into: &run.body) {
-                        written = (encoded, PointKey(device: deviceName(v.device), uuid: v.uuid, part: v.part))
+                        written = (encoded, PointIndex.Key(device: deviceName(v.device), uuid: v.uuid, part: v.part))
                     }
                 }
                 if written == nil {
@@ -292,7 +292,7 @@ public final class InfluxDBSink: PipelinedSink {
                         deleting = (r.device, r.uuid)
                         return
                     }
-                    written = (encoder.encode(r, into: &run.body), PointKey(device: r.device, uuid: r.uuid, part: r.part))
+                    written = (encoder.encode(r, into: &run.body), PointIndex.Key(device: r.device, uuid: r.uuid, part: r.part))
                 }
                 switch written! {
                 case (.line(let seriesEnd, let time), let key):
@@ -372,29 +372,6 @@ public final class InfluxDBSink: PipelinedSink {
         }
     }
 
-    /// A point's record: the point index's key — the uuid as the index stores it, its text only
-    /// when that is no UUID's (a journal line's uuid is read from its bytes, no string made).
-    struct PointKey {
-        var device: String
-        var stored: PointIndex.StoredKey
-        var text: String
-        var part: Int?
-
-        init(device: String, uuid: String, part: Int?) {
-            self.device = device
-            stored = PointIndex.StoredKey(uuid: uuid)
-            text = stored.bytes == nil ? uuid : ""
-            self.part = part
-        }
-
-        init(device: String, uuid: UnsafeRawBufferPointer, part: Int?) {
-            self.device = device
-            stored = PointIndex.StoredKey(utf8: uuid.assumingMemoryBound(to: UInt8.self))
-            text = stored.bytes == nil ? String(decoding: uuid, as: UTF8.self) : ""
-            self.part = part
-        }
-    }
-
     /// Lines for one request: their bytes one after another, where each begins, whose record
     /// each is, and where its point lives (its series ends at `seriesEnds`, its time).
     struct Run {
@@ -404,7 +381,7 @@ public final class InfluxDBSink: PipelinedSink {
         var seriesEnds: [Int] = []
         var times: [Int64] = []
         /// Whose point each line is: the point index's key.
-        var keys: [PointKey] = []
+        var keys: [PointIndex.Key] = []
 
         /// A run with room for `lines` lines, and for `bytes` bytes of them.
         init(lines: Int, bytes: Int) {

@@ -90,8 +90,7 @@ extension ByteWriter {
         if d == d.rounded(.towardZero) && d.magnitude < 1e15 {
             int(Int64(d))
         } else {
-            var text = d.description
-            text.withUTF8 { raw(UnsafeRawBufferPointer($0)) }
+            shortest(d)
         }
     }
 }

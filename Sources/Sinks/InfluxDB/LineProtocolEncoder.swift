@@ -373,20 +373,17 @@ struct LineProtocolEncoder: Sendable {
 }
 
 extension InfluxDBSink {
-    /// `healthgate-bench --micro`'s InfluxDB lines: each journal line read as the sink reads it
-    /// (`CanonicalView`) and its line protocol written (Syncky's schema, a phone tag). Returns the
-    /// bytes of line protocol made.
+    /// `healthgate-bench --micro`'s InfluxDB lines: each journal line split and read as the sink
+    /// has them (`CanonicalCodec.lineRanges`, `CanonicalView`) and its line protocol written
+    /// (Syncky's schema, a phone tag). Returns the bytes of line protocol made.
     public static func encodeBench(_ ndjson: [UInt8]) -> Int {
         let encoder = LineProtocolEncoder(measurement: "{type}", phoneTag: "phone", tags: [], precision: .ns)
         var out: [UInt8] = []
         out.reserveCapacity(ndjson.count)
         ndjson.withUnsafeBytes { all in
-            guard let base = all.baseAddress else { return }
-            var from = 0
-            while from < all.count, let feed = memchr(base + from, 0x0A, all.count - from) {
-                let end = UnsafeRawPointer(feed) - base
-                if let v = CanonicalView.read(UnsafeRawBufferPointer(rebasing: all[from..<end])) { _ = encoder.encode(v, into: &out) }
-                from = end + 1
+            for range in CanonicalCodec.lineRanges(ndjson) {
+                let line = UnsafeRawBufferPointer(rebasing: all[range.lowerBound..<(all[range.upperBound - 1] == 0x0A ? range.upperBound - 1 : range.upperBound)])
+                if let v = CanonicalView.read(line) { _ = encoder.encode(v, into: &out) }
             }
         }
         return out.count

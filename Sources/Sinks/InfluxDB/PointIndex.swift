@@ -53,29 +53,44 @@ final class PointIndex {
         func isSame(as other: SeriesKey) -> Bool { self == other }
     }
 
-    /// One written point: its record's key, its series (as `SeriesKey` says) and its time.
-    struct Row {
+    /// A point's record, as the index keeps it: the device, the uuid's stored form (its text
+    /// only when it is no UUID's: empty otherwise) and the part.
+    struct Key {
         var device: String
-        /// The uuid as it is stored, and its text when it is not a UUID's (empty when it is).
         var stored: StoredKey
         var text: String
         var part: Int?
+
+        init(device: String, uuid: String, part: Int?) {
+            self.device = device
+            stored = StoredKey(uuid: uuid)
+            text = stored.bytes == nil ? uuid : ""
+            self.part = part
+        }
+
+        /// From the uuid's bytes (a journal line's): no string made for a UUID.
+        init(device: String, uuid: UnsafeRawBufferPointer, part: Int?) {
+            self.device = device
+            stored = StoredKey(utf8: uuid.assumingMemoryBound(to: UInt8.self))
+            text = stored.bytes == nil ? String(decoding: uuid, as: UTF8.self) : ""
+            self.part = part
+        }
+    }
+
+    /// One written point: its record's key, its series (as `SeriesKey` says) and its time.
+    struct Row {
+        var key: Key
         var series: ArraySlice<UInt8>
         var timeNanos: Int64
 
-        init(device: String, uuid: String, part: Int?, series: ArraySlice<UInt8>, timeNanos: Int64) {
-            let stored = StoredKey(uuid: uuid)
-            self.init(device: device, stored: stored, text: stored.bytes == nil ? uuid : "", part: part, series: series,
-                      timeNanos: timeNanos)
-        }
-
-        init(device: String, stored: StoredKey, text: String, part: Int?, series: ArraySlice<UInt8>, timeNanos: Int64) {
-            self.device = device
-            self.stored = stored
-            self.text = text
-            self.part = part
+        init(key: Key, series: ArraySlice<UInt8>, timeNanos: Int64) {
+            self.key = key
             self.series = series
             self.timeNanos = timeNanos
+        }
+
+        init(device: String, uuid: String, part: Int?, series: ArraySlice<UInt8>, timeNanos: Int64) {
+            self.init(key: Key(device: device, uuid: uuid, part: part), series: series, timeNanos: timeNanos)
         }
     }
 
@@ -459,21 +474,18 @@ final class PointIndex {
             try db.transaction {
                 var run = PackedPoints.Builder(points: rows.count)
                 for row in rows {
-                    let stored = row.stored
-                    guard let device = try deviceID(row.device, in: db, create: true) else {
+                    let key = row.key
+                    guard let device = try deviceID(key.device, in: db, create: true) else {
                         throw SQLite.Failure(description: "\(path): a device just written is not there")
                     }
-                    run.add(key: stored.key, device: device, series: try seriesID(row.series, in: db), time: row.timeNanos,
-                            part: row.part, uuid: stored.bytes, text: row.text)
+                    run.add(key: key.stored.key, device: device, series: try seriesID(row.series, in: db), time: row.timeNanos,
+                            part: key.part, uuid: key.stored.bytes, text: key.text)
                 }
-                let bytes = run.finish()
-                var failed: (any Error)?
-                bytes.withUnsafeBytes { blob in
+                try run.finish().withUnsafeBytes { blob in
                     chunk.insert.bind(1, int: chunk.id)
                     chunk.insert.bind(2, borrowing: blob)   // not copied first: a run is ~250 KB
-                    do { try chunk.insert.step() } catch { failed = error }
+                    try chunk.insert.step()
                 }
-                if let failed { throw failed }
                 try db.execute("UPDATE point_chunks SET rows = ? WHERE id = ?", [.int(Int64(chunk.rows + rows.count)), .int(chunk.id)])
             }
         } catch {
