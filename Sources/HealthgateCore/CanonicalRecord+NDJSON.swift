@@ -291,13 +291,13 @@ typealias JSONBytes = ByteWriter
 
 extension ByteWriter {
     /// The most `str(s)` writes.
-    @inline(__always) static func bound(_ s: String) -> Int { 6 * s.utf8.count + 2 }
+    @inline(__always) public static func bound(_ s: String) -> Int { 6 * s.utf8.count + 2 }
     /// The most `int`, `double` or `time` write.
-    static let numberBound = 40
+    public static let numberBound = 40
 
     /// A string as a JSON string, escaped where it must be (read where it lies: a record's eight
     /// or so strings each took a retain and a release when copied to reach their bytes).
-    @inline(__always) mutating func str(_ s: String) {
+    @inline(__always) public mutating func str(_ s: String) {
         // (Not `withUTF8Bytes`: by callgrind, 1 % more of the receive stage through it, with or
         // without `rethrows`.)
         if s.utf8.withContiguousStorageIfAvailable({ str(UnsafeRawBufferPointer($0)) }) == nil {
@@ -306,7 +306,7 @@ extension ByteWriter {
         }
     }
 
-    mutating func str(_ raw: UnsafeRawBufferPointer) {
+    public mutating func str(_ raw: UnsafeRawBufferPointer) {
         let p = raw.assumingMemoryBound(to: UInt8.self)
         room(p.count * 6 + 2)
         var w = base + count
@@ -364,7 +364,7 @@ extension ByteWriter {
         return w + 2
     }
 
-    mutating func double(_ d: Double) {
+    public mutating func double(_ d: Double) {
         if !d.isFinite {
             lit("null")
         } else if d.magnitude <= 9_007_199_254_740_992 && d == Double(Int64(d)) {
@@ -375,7 +375,7 @@ extension ByteWriter {
     }
 
     /// A UTC offset in seconds as its JSON string, `"+02:00"` (`Timestamp.formatOffset`).
-    mutating func offset(_ seconds: Int) {
+    public mutating func offset(_ seconds: Int) {
         room(8)
         base[count] = 0x22
         let n = Timestamp.formatOffset(seconds, into: UnsafeMutableRawBufferPointer(start: base + count + 1, count: 6))
@@ -383,7 +383,7 @@ extension ByteWriter {
         written += n + 2
     }
 
-    mutating func time(_ t: Timestamp) {
+    public mutating func time(_ t: Timestamp) {
         room(JSONBytes.numberBound)
         base[count] = 0x22
         let n = t.formatRFC3339(into: UnsafeMutableRawBufferPointer(start: base + count + 1, count: JSONBytes.numberBound - 2))

@@ -152,9 +152,40 @@ public struct ReceivedBatch: Sendable {
     }
 
     private mutating func encode(_ record: CanonicalRecord, unmapped: Bool) {
-        if count == 0 { device = record.device }
         let lineStart = payload.count
         record.appendNDJSON(to: &payload)
+        added(lineFrom: lineStart, device: record.device, upsert: record.op == .upsert, type: record.type,
+              unit: record.unit, unmapped: unmapped)
+    }
+
+    /// Appends one canonical line that `write` writes straight from what a receiver parsed, no
+    /// record made: its members from `{"op":` on, the closing brace and line feed left to this.
+    /// It must be byte for byte the line `append` writes for the record it stands for, that
+    /// record already canonical (`makeCanonical` would change nothing: an instant's end given, a
+    /// quantity in its type's canonical unit — `canonicalUnit(of:)`); any other goes to `append`.
+    /// `bound`: the most `write` writes. Not for a batch that keeps its records (`keepsRecords`).
+    public mutating func appendLine(device: String, type: String, unit: String?, atMost bound: Int,
+                                    _ write: (inout ByteWriter) -> Void) {
+        precondition(!keepsRecords, "appendLine: this batch keeps records, which a line alone is not")
+        let lineStart = payload.count
+        ByteWriter.append(to: &payload, atMost: bound + 2) { o in
+            write(&o)
+            o.lit("}\n")
+        }
+        added(lineFrom: lineStart, device: device, upsert: true, type: type, unit: unit, unmapped: false)
+    }
+
+    /// The canonical unit of `type` (nil for types without one, or not known): where a
+    /// quantity's value goes when it came in another unit.
+    public mutating func canonicalUnit(of type: String) -> String? {
+        known.canonicalUnit(type)
+    }
+
+    /// The bookkeeping of the line just written at `lineStart…`: its entry, the kept records'
+    /// parts, the counts.
+    private mutating func added(lineFrom lineStart: Int, device: String, upsert: Bool, type: String, unit: String?,
+                                unmapped: Bool) {
+        if count == 0 { self.device = device }
         let newPart = cuts.add(lineFrom: lineStart, to: payload.count)
         if keepsRecords {
             if count < keepLimit {
@@ -174,9 +205,9 @@ public struct ReceivedBatch: Sendable {
             }
         }
         count += 1
-        if record.op == .upsert {
-            if unmapped || !known.typeIsKnown(record.type) { unknownTypes += 1 }
-            if let unit = record.unit, !known.unitIsKnown(unit) { unknownUnits += 1 }
+        if upsert {
+            if unmapped || !known.typeIsKnown(type) { unknownTypes += 1 }
+            if let unit, !known.unitIsKnown(unit) { unknownUnits += 1 }
         }
     }
 

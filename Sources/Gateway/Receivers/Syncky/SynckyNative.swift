@@ -31,7 +31,7 @@ enum SynckyNative {
                     return .unreadable(status: 400, reason: "\"samples\" must be an array")
                 }
                 batch.reserve(records: samples.count)
-                var reuse = SampleCache()
+                var reuse = SampleCache(device: device, receiver: receiver)
                 for s in samples.elements {
                     if let q = sample(s, receiver: receiver, device: device, reuse: &reuse, into: &batch) {
                         batch.quarantined.append(q)
@@ -60,7 +60,8 @@ enum SynckyNative {
     }
 
     enum TimeField {
-        case success((Timestamp, Int?)?)
+        /// The instant, the offset the text gave, and whether the text is the canonical one.
+        case success((Timestamp, Int?, canonical: Bool)?)
         case failure(String)
     }
 
@@ -77,7 +78,9 @@ enum SynckyNative {
 
     static func time(_ v: JSONRef?) -> TimeField {
         guard let v, !v.isNull else { return .success(nil) }
-        guard let parsed = v.withStringBytes({ Timestamp.parseRFC3339($0) }) else {
+        guard let parsed = v.withStringBytes({ b in
+            Timestamp.parseRFC3339(b).map { ($0.0, $0.1, $0.1 == nil && Timestamp.isCanonicalRFC3339(b)) }
+        }) else {
             return .failure(v.kind == .string ? "is not an RFC 3339 time" : "must be an RFC 3339 time string")
         }
         guard let p = parsed else { return .failure("is not an RFC 3339 time") }
@@ -90,12 +93,30 @@ enum SynckyNative {
         "activity", "duration_s", "energy_kcal", "distance_m",
     ])
 
-    /// Adds the sample's record to `batch`, or returns why it is set aside.
-    /// What one body's samples share: repeated strings, and the kind of the last type seen.
+    /// What one body's samples share: repeated strings, the kind of the last types seen, and
+    /// what the lines written straight (`writeLine`) share.
     struct SampleCache {
         /// Slots: 0 the source's app, 1 its device, 2 the type, 3 the unit.
         var strings = JSONStringReuse(slots: 4)
         private var kinds = RecentAnswers<String, (named: Bool, kind: HealthTypeKind?)>()
+        /// A sample's metadata as compact JSON.
+        var metadata = JSONWriter(capacity: 256)
+        /// Every line's start up to its uuid's value, for a quantity and for a category:
+        /// `{"op":"upsert","kind":…,"device":…,"receiver":…,"uuid":`.
+        let quantityHead, categoryHead: [UInt8]
+
+        init(device: String, receiver: String) {
+            func head(_ kind: String) -> [UInt8] {
+                ByteWriter.bytes(atMost: 64 + ByteWriter.bound(kind) + ByteWriter.bound(device) + ByteWriter.bound(receiver)) { o in
+                    o.lit("{\"op\":\"upsert\",\"kind\":"); o.str(kind)
+                    o.lit(",\"device\":"); o.str(device)
+                    o.lit(",\"receiver\":"); o.str(receiver)
+                    o.lit(",\"uuid\":")
+                }
+            }
+            quantityHead = head(RecordKind.quantity)
+            categoryHead = head(RecordKind.category)
+        }
 
         /// Whether `type` names a kind of record (`RecordKind.namedKinds`: workouts, ECGs, …) and
         /// the registry's kind of it, from the last eight types seen before asking again.
@@ -104,9 +125,45 @@ enum SynckyNative {
         }
     }
 
+    /// A sample read and checked: what its record, or its line written straight, is made from.
+    /// (Not copied: each of its refs is a retain.)
+    struct Checked: ~Copyable {
+        var uuid: JSONRef
+        var type: String
+        /// The record's kind: the type for named kinds, else quantity or category.
+        var kind: String
+        var named: Bool
+        var start: Timestamp?, utcOffset: Int?, end: Timestamp?
+        /// The times' texts, where they are as `formatRFC3339` writes them (copied as they came).
+        var canonicalStart, canonicalEnd: JSONRef?
+        var value: JSONRef?
+        var unit: String?
+        var source, metadata: JSONRef?
+        var part, parts: Int?
+        var activity, duration, energy, distance: JSONRef?
+        /// Members that have no place of their own (`fields` of named kinds, else `extra`).
+        var others: [(key: JSONKey, value: JSONRef)]
+    }
+
+    /// Adds the sample's record to `batch` — its canonical line written straight from the JSON
+    /// where the record would be a plain one (`writeLine`) — or returns why it is set aside.
     static func sample(_ s: JSONRef, receiver: String, device: String, reuse: inout SampleCache,
                        into batch: inout ReceivedBatch) -> QuarantinedRecord? {
-        guard s.kind == .object else { return setAside("a sample must be a JSON object", s) }
+        var why: Refusal = ""
+        guard let c = check(s, reuse: &reuse, refusal: &why) else { return setAside(why, s) }
+        if !batch.keepsRecords && writeLine(c, receiver: receiver, device: device, reuse: &reuse, into: &batch) {
+            return nil
+        }
+        return record(c, s, receiver: receiver, device: device, reuse: &reuse, into: &batch)
+    }
+
+    /// A sample's members, each where it belongs, checked; or nil and why the sample is set aside.
+    static func check(_ s: JSONRef, reuse: inout SampleCache, refusal: inout Refusal) -> Checked? {
+        func fail(_ why: Refusal) -> Checked? {
+            refusal = why
+            return nil
+        }
+        guard s.kind == .object else { return fail("a sample must be a JSON object") }
         // One pass over the members: the known ones by name, the rest kept for `fields`/`extra`.
         var uuidRef, typeRef, valueRef, unitRef, startRef, endRef, sourceRef, metadataRef: JSONRef?
         var partRef, partsRef, activityRef, durationRef, energyRef, distanceRef: JSONRef?
@@ -130,11 +187,13 @@ enum SynckyNative {
             default: others.append((k, v))
             }
         }
-        guard let uuid = uuidRef?.string, !uuid.isEmpty else { return setAside("the sample has no uuid", s) }
+        guard let uuidRef, uuidRef.withStringBytes({ !$0.isEmpty }) == true else {
+            return fail("the sample has no uuid")
+        }
         // The type and unit shared with the samples before (a body holds few of each): no string
         // made per sample, and the registry's answers for them found by a pointer's comparison.
         guard let typeRef, let type = reuse.strings.string(typeRef, slot: 2), !type.isEmpty else {
-            return setAside("the sample has no type", s)
+            return fail("the sample has no type")
         }
         let (named, known) = reuse.kind(of: type)
         let kind: String
@@ -145,31 +204,69 @@ enum SynckyNative {
         } else if let vk = valueRef?.kind, vk == .int || vk == .uint || vk == .double {
             kind = RecordKind.quantity
         } else {
-            return setAside("the sample has no value (a number, or a category's name)", s)
+            return fail("the sample has no value (a number, or a category's name)")
         }
         // A known type says what its value is: a number for a quantity, a name for a category.
         // (A body holds a few types: their answers are kept for the next samples.)
         if let known {
             if known == .quantity && kind == RecordKind.category {
-                return setAside("\(type) takes a number in \(HealthTypes.named(type)?.unit ?? "its unit"), not a name", s)
+                return fail("\(type) takes a number in \(HealthTypes.named(type)?.unit ?? "its unit"), not a name")
             }
             if known == .category && kind == RecordKind.quantity {
-                return setAside("\(type) takes the name of one of its values, not a number", s)
+                return fail("\(type) takes the name of one of its values, not a number")
             }
         }
-        var r = CanonicalRecord(kind: kind, device: device, receiver: receiver, uuid: uuid, type: type)
+        var c = Checked(uuid: uuidRef, type: type, kind: kind, named: named, value: valueRef, source: sourceRef,
+                        activity: activityRef, duration: durationRef, energy: energyRef, distance: distanceRef,
+                        others: others)
         switch time(startRef) {
-        case .failure(let why): return setAside("\"start\" \(why)", s)
-        case .success(let t): r.start = t?.0; r.utcOffset = t?.1
+        case .failure(let why): return fail("\"start\" \(why)")
+        case .success(let t): c.start = t?.0; c.utcOffset = t?.1; if t?.canonical == true { c.canonicalStart = startRef }
         }
         switch time(endRef) {
-        case .failure(let why): return setAside("\"end\" \(why)", s)
-        case .success(let t): r.end = t?.0
+        case .failure(let why): return fail("\"end\" \(why)")
+        case .success(let t): c.end = t?.0; if t?.canonical == true { c.canonicalEnd = endRef }
         }
         let timed = kind == RecordKind.quantity || kind == RecordKind.category || kind == RecordKind.workout
-        if timed && r.start == nil { return setAside("the sample has no \"start\" time", s) }
-        if let a = r.start, let b = r.end, b < a { return setAside("\"end\" is before \"start\"", s) }
-        if let v = valueRef, !v.isNull {
+        if timed && c.start == nil { return fail("the sample has no \"start\" time") }
+        if let a = c.start, let b = c.end, b < a { return fail("\"end\" is before \"start\"") }
+        if let u = unitRef, !u.isNull {
+            guard let unit = reuse.strings.string(u, slot: 3) else { return fail("\"unit\" must be a string") }
+            c.unit = unit
+        }
+        if let m = metadataRef, !m.isNull { c.metadata = m }
+        if let p = partRef, !p.isNull {
+            guard let n = p.int64, n >= 0 else { return fail("\"part\" must be a whole number from 0") }
+            c.part = Int(n)
+        }
+        if let p = partsRef, !p.isNull {
+            guard let n = p.int64, n >= 1 else { return fail("\"parts\" must be a whole number from 1") }
+            c.parts = Int(n)
+        }
+        if RecordKind.isPartedKind(kind) && (c.part == nil || c.parts == nil) {
+            return fail("a \(kind) needs \"part\" and \"parts\"")
+        }
+        return c
+    }
+
+    /// Why a sample is set aside.
+    struct Refusal: Error, ExpressibleByStringInterpolation {
+        var reason: String
+        init(stringLiteral value: String) { reason = value }
+        init(stringInterpolation: DefaultStringInterpolation) { reason = String(stringInterpolation: stringInterpolation) }
+    }
+
+    static func setAside(_ why: Refusal, _ s: JSONRef) -> QuarantinedRecord { setAside(why.reason, s) }
+
+    /// The checked sample as a record, added to `batch`; or why it is set aside.
+    static func record(_ c: borrowing Checked, _ s: JSONRef, receiver: String, device: String, reuse: inout SampleCache,
+                       into batch: inout ReceivedBatch) -> QuarantinedRecord? {
+        let kind = c.kind, type = c.type, named = c.named
+        var r = CanonicalRecord(kind: kind, device: device, receiver: receiver, uuid: c.uuid.string ?? "", type: type)
+        r.start = c.start
+        r.utcOffset = c.utcOffset
+        r.end = c.end
+        if let v = c.value, !v.isNull {
             if let str = v.string {
                 r.value = .string(str)
                 if kind == RecordKind.category { r.code = RecordKind.categoryCode(type: type, name: str) }
@@ -180,11 +277,8 @@ enum SynckyNative {
                 r.extra.append(RecordField("value", raw(v)))
             }
         }
-        if let u = unitRef, !u.isNull {
-            guard let unit = reuse.strings.string(u, slot: 3) else { return setAside("\"unit\" must be a string", s) }
-            r.unit = unit
-        }
-        if let src = sourceRef, !src.isNull {
+        r.unit = c.unit
+        if let src = c.source, !src.isNull {
             if src.kind == .object {
                 var app: String?, dev: String?
                 var more = false
@@ -201,35 +295,26 @@ enum SynckyNative {
                 r.extra.append(RecordField("source", raw(src)))
             }
         }
-        if let m = metadataRef, !m.isNull { r.metadata = raw(m) }
-        if let p = partRef, !p.isNull {
-            guard let n = p.int64, n >= 0 else { return setAside("\"part\" must be a whole number from 0", s) }
-            r.part = Int(n)
-        }
-        if let p = partsRef, !p.isNull {
-            guard let n = p.int64, n >= 1 else { return setAside("\"parts\" must be a whole number from 1", s) }
-            r.parts = Int(n)
-        }
-        if RecordKind.isPartedKind(kind) && (r.part == nil || r.parts == nil) {
-            return setAside("a \(kind) needs \"part\" and \"parts\"", s)
-        }
+        if let m = c.metadata { r.metadata = raw(m) }
+        r.part = c.part
+        r.parts = c.parts
         // Workout fields belong to workouts; on any other kind they are kept as they came.
         if kind == RecordKind.workout {
-            r.activity = activityRef?.string
-            guard let duration = optionalNumber(durationRef) else { return setAside("\"duration_s\" must be a number", s) }
-            guard let energy = optionalNumber(energyRef) else { return setAside("\"energy_kcal\" must be a number", s) }
-            guard let distance = optionalNumber(distanceRef) else { return setAside("\"distance_m\" must be a number", s) }
+            r.activity = c.activity?.string
+            guard let duration = optionalNumber(c.duration) else { return setAside("\"duration_s\" must be a number", s) }
+            guard let energy = optionalNumber(c.energy) else { return setAside("\"energy_kcal\" must be a number", s) }
+            guard let distance = optionalNumber(c.distance) else { return setAside("\"distance_m\" must be a number", s) }
             r.durationS = duration
             r.energyKcal = energy
             r.distanceM = distance
-        } else if activityRef != nil || durationRef != nil || energyRef != nil || distanceRef != nil {
-            for (key, ref) in [("activity", activityRef), ("duration_s", durationRef), ("energy_kcal", energyRef),
-                               ("distance_m", distanceRef)] {
+        } else if c.activity != nil || c.duration != nil || c.energy != nil || c.distance != nil {
+            for (key, ref) in [("activity", c.activity), ("duration_s", c.duration), ("energy_kcal", c.energy),
+                               ("distance_m", c.distance)] {
                 guard let v = ref else { continue }
                 r.extra.append(RecordField(key, raw(v)))
             }
         }
-        for (k, v) in others {
+        for (k, v) in c.others {
             if named { r.addKindField(k.string, raw(v)) } else { r.extra.append(RecordField(k.string, raw(v))) }
         }
         if kind == RecordKind.characteristic, case .string(let value)? = r.value,
@@ -239,6 +324,79 @@ enum SynckyNative {
         }
         batch.append(&r)
         return nil
+    }
+
+    /// Writes the checked sample's canonical line straight into `batch` — the bytes `record`'s
+    /// record encodes to, without the record and its strings — when it is a plain quantity or
+    /// category: no member without a place of its own, a source of an app and a device at most,
+    /// a quantity's unit its type's canonical one (or one not converted). False, and nothing
+    /// written, for any other: its record is made. (`writesTheRecordsLineStraight` holds the two
+    /// to the same bytes.)
+    static func writeLine(_ c: borrowing Checked, receiver: String, device: String, reuse: inout SampleCache,
+                          into batch: inout ReceivedBatch) -> Bool {
+        guard !c.named, c.others.isEmpty, c.activity == nil, c.duration == nil, c.energy == nil, c.distance == nil,
+              let start = c.start, let value = c.value else { return false }
+        let isCategory = c.kind == RecordKind.category
+        if !isCategory, let unit = c.unit, let target = batch.canonicalUnit(of: c.type), !unit.isSameText(target) {
+            return false   // converted on the record's way (or kept, where it cannot be)
+        }
+        var app, sourceDevice: JSONRef?
+        var hasSource = false
+        if let src = c.source, !src.isNull {
+            guard src.kind == .object else { return false }
+            for (k, v) in src.members {
+                switch k {
+                case "app": app = v.kind == .string ? v : nil
+                case "device": sourceDevice = v.kind == .string ? v : nil
+                default: return false
+                }
+            }
+            hasSource = true
+        }
+        var code: Int?
+        if isCategory, let name = value.string { code = RecordKind.categoryCode(type: c.type, name: name) }
+        if let m = c.metadata {
+            reuse.metadata.reset()
+            m.write(to: &reuse.metadata)
+        }
+        @inline(__always) func bound(_ r: JSONRef?) -> Int { r?.withStringBytes { 6 * $0.count + 2 } ?? 0 }
+        let n = 400 + 9 * ByteWriter.numberBound + reuse.quantityHead.count + reuse.categoryHead.count
+            + bound(c.uuid) + ByteWriter.bound(c.type) + bound(value) + bound(c.canonicalStart) + bound(c.canonicalEnd)
+            + (c.unit.map { ByteWriter.bound($0) } ?? 0) + bound(app) + bound(sourceDevice)
+            + (c.metadata == nil ? 0 : reuse.metadata.bytes.count)
+        // The members of `CanonicalRecord.writeMembers`, in its order, those a plain sample has.
+        batch.appendLine(device: device, type: c.type, unit: c.unit, atMost: n) { o in
+            (isCategory ? reuse.categoryHead : reuse.quantityHead).withUnsafeBytes { o.raw($0) }
+            _ = c.uuid.withStringBytes { o.str($0) }
+            o.lit(",\"type\":"); o.str(c.type)
+            if let v = c.part { o.lit(",\"part\":"); o.int(Int64(v)) }
+            if let v = c.parts { o.lit(",\"parts\":"); o.int(Int64(v)) }
+            @inline(__always) func time(_ t: Timestamp, _ text: JSONRef?) {
+                if let text { _ = text.withStringBytes { o.byte(0x22); o.raw($0); o.byte(0x22) } } else { o.time(t) }
+            }
+            o.lit(",\"start\":"); time(start, c.canonicalStart)
+            o.lit(",\"end\":")   // an instant ends when it starts
+            if let end = c.end { time(end, c.canonicalEnd) } else { time(start, c.canonicalStart) }
+            if let v = c.utcOffset { o.lit(",\"utc_offset\":"); o.offset(v) }
+            o.lit(",\"value\":")
+            if isCategory { _ = value.withStringBytes { o.str($0) } } else { o.double(value.double ?? 0) }
+            if let v = c.unit { o.lit(",\"unit\":"); o.str(v) }
+            if let v = code { o.lit(",\"code\":"); o.int(Int64(v)) }
+            if hasSource {
+                o.lit(",\"source\":{")
+                if let a = app { o.lit("\"app\":"); _ = a.withStringBytes { o.str($0) } }
+                if let d = sourceDevice {
+                    if app != nil { o.byte(0x2C) }
+                    o.lit("\"device\":"); _ = d.withStringBytes { o.str($0) }
+                }
+                o.byte(0x7D)
+            }
+            if c.metadata != nil {
+                o.lit(",\"metadata\":")
+                reuse.metadata.bytes.withUnsafeBytes { o.raw($0) }
+            }
+        }
+        return true
     }
 
     /// `.some(nil)` when absent or null, `.some(d)` for a number, nil when it is something else.
