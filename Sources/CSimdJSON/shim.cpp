@@ -4,10 +4,9 @@
 #include <cstring>
 // C++ shim over simdjson's DOM parser, exporting the plain C API of CSimdJSON.h.
 //
-// simdjson parses into its internal tape; this file then flattens the DOM into a
-// csj_node array (document order, see the header) using simdjson's public DOM API.
-// The walk recurses once per nesting level; the depth is bounded by the parser's
-// max depth, which the Swift side keeps small (at most 1,024).
+// simdjson parses into its tape; this file then flattens the tape into a csj_node
+// array (document order, see the header) in one pass, with a stack of the open
+// containers as deep as the parser's max depth (the Swift side keeps it at most 1,024).
 
 #include "CSimdJSON.h"
 
@@ -19,7 +18,6 @@
 #include <string_view>
 
 using simdjson::dom::element;
-using simdjson::dom::element_type;
 
 // The C header repeats simdjson's error codes; keep them in sync.
 static_assert(CSJ_ERR_CAPACITY == simdjson::CAPACITY, "error code");
@@ -50,6 +48,10 @@ struct csj_parser {
     csj_node *nodes = nullptr;
     size_t node_capacity = 0;
     size_t node_count = 0;
+
+    // The containers open during a flatten: each one's node and its children so far.
+    struct open_container { size_t node; uint32_t children; };
+    std::vector<open_container> open;
 };
 
 namespace {
@@ -64,99 +66,78 @@ bool grow_nodes(csj_parser *p) noexcept {
     return true;
 }
 
-struct Flattener {
-    csj_parser *p;
-    int error = simdjson::SUCCESS;
-
-    // Appends a node and returns its index, or SIZE_MAX when out of memory.
-    inline size_t push(uint8_t kind) noexcept {
-        if (simdjson_unlikely(p->node_count == p->node_capacity) && !grow_nodes(p)) {
-            error = simdjson::MEMALLOC;
-            return SIZE_MAX;
-        }
-        size_t index = p->node_count++;
-        csj_node &n = p->nodes[index];
-        n.kind = kind;
-        n.reserved[0] = n.reserved[1] = n.reserved[2] = 0;
-        n.next = static_cast<uint32_t>(index + 1);
-        n.count = 0;
-        n.reserved2 = 0;
-        n.v.u = 0;
-        return index;
+// Flattens the document simdjson just parsed into csj_nodes, in one pass over its tape (the
+// layout simdjson's document::dump_raw_tape reads: one 64-bit word an element, its type in the
+// top byte and a payload below; a string's payload is its offset in string_buf, where a 32-bit
+// length precedes the bytes; a number takes the word after it as well; the first word, the
+// root's, points past the root's closing word, the last). Every element word is one node, in the same order, so nodes are made
+// as the words come; a container's count and `next` are set at its closing word. (The DOM's
+// element API walked the same tape recursively, at several times the instructions a node.)
+int flatten(csj_parser *p) noexcept {
+    const uint64_t *tape = p->dom.doc.tape.get();
+    const uint8_t *strings = p->dom.doc.string_buf.get();
+    const uint64_t mask = simdjson::internal::JSON_VALUE_MASK;
+    const size_t end = size_t(tape[0] & mask) - 1;   // the root's closing word
+    // At most one node a word: room made once.
+    while (p->node_capacity < end) {
+        if (!grow_nodes(p)) return simdjson::MEMALLOC;
     }
-
-    inline bool push_string(std::string_view s) noexcept {
-        size_t index = push(CSJ_STRING);
-        if (index == SIZE_MAX) return false;
-        p->nodes[index].count = static_cast<uint32_t>(s.size());
-        p->nodes[index].v.str = s.data();
-        return true;
+    csj_node *nodes = p->nodes;
+    csj_parser::open_container *open = p->open.data();
+    size_t n = 0;
+    uint32_t depth = 0;   // containers open
+    for (size_t i = 1; i < end; i++) {
+        const uint64_t word = tape[i];
+        const uint8_t type = uint8_t(word >> 56);
+        if (type == '}' || type == ']') {
+            depth--;
+            csj_node &c = nodes[open[depth].node];
+            c.count = c.kind == CSJ_OBJECT ? open[depth].children / 2 : open[depth].children;
+            c.next = static_cast<uint32_t>(n);
+            continue;
+        }
+        if (depth > 0) open[depth - 1].children++;
+        csj_node &node = nodes[n];
+        node.reserved[0] = node.reserved[1] = node.reserved[2] = 0;
+        node.reserved2 = 0;
+        node.count = 0;
+        node.next = static_cast<uint32_t>(n + 1);
+        node.v.u = 0;
+        switch (type) {
+        case '"': {
+            const uint8_t *at = strings + (word & mask);
+            uint32_t length;
+            std::memcpy(&length, at, sizeof(length));
+            node.kind = CSJ_STRING;
+            node.count = length;
+            node.v.str = reinterpret_cast<const char *>(at + sizeof(length));
+            break;
+        }
+        case 'l': node.kind = CSJ_INT; node.v.u = tape[++i]; break;
+        case 'u': node.kind = CSJ_UINT; node.v.u = tape[++i]; break;
+        case 'd': node.kind = CSJ_DOUBLE; std::memcpy(&node.v.d, &tape[++i], sizeof(double)); break;
+        case 't': node.kind = CSJ_BOOL; node.v.u = 1; break;
+        case 'f': node.kind = CSJ_BOOL; break;
+        case 'n': node.kind = CSJ_NULL; break;
+        case '{':
+        case '[':
+            // simdjson is configured one level looser than our limit (its own count skips an
+            // empty innermost container), so the exact limit is enforced here.
+            if (depth >= p->max_depth) return simdjson::DEPTH_ERROR;
+            node.kind = type == '{' ? CSJ_OBJECT : CSJ_ARRAY;
+            open[depth].node = n;
+            open[depth].children = 0;
+            depth++;
+            break;
+        default:
+            return simdjson::TAPE_ERROR;
+        }
+        n++;
     }
-
-    // depth: number of containers enclosing `e`.
-    bool emit(element e, uint32_t depth) noexcept {
-        switch (e.type()) {
-        case element_type::OBJECT: {
-            // simdjson is configured one level looser than our limit (its own count skips
-            // an empty innermost container), so the exact limit is enforced here.
-            if (depth >= p->max_depth) { error = simdjson::DEPTH_ERROR; return false; }
-            size_t index = push(CSJ_OBJECT);
-            if (index == SIZE_MAX) return false;
-            uint32_t count = 0;
-            for (simdjson::dom::key_value_pair field : e.get_object().value_unsafe()) {
-                if (!push_string(field.key) || !emit(field.value, depth + 1)) return false;
-                count++;
-            }
-            p->nodes[index].count = count;
-            p->nodes[index].next = static_cast<uint32_t>(p->node_count);
-            return true;
-        }
-        case element_type::ARRAY: {
-            if (depth >= p->max_depth) { error = simdjson::DEPTH_ERROR; return false; }
-            size_t index = push(CSJ_ARRAY);
-            if (index == SIZE_MAX) return false;
-            uint32_t count = 0;
-            for (element child : e.get_array().value_unsafe()) {
-                if (!emit(child, depth + 1)) return false;
-                count++;
-            }
-            p->nodes[index].count = count;
-            p->nodes[index].next = static_cast<uint32_t>(p->node_count);
-            return true;
-        }
-        case element_type::STRING:
-            return push_string(e.get_string().value_unsafe());
-        case element_type::INT64: {
-            size_t index = push(CSJ_INT);
-            if (index == SIZE_MAX) return false;
-            p->nodes[index].v.i = e.get_int64().value_unsafe();
-            return true;
-        }
-        case element_type::UINT64: {
-            size_t index = push(CSJ_UINT);
-            if (index == SIZE_MAX) return false;
-            p->nodes[index].v.u = e.get_uint64().value_unsafe();
-            return true;
-        }
-        case element_type::DOUBLE: {
-            size_t index = push(CSJ_DOUBLE);
-            if (index == SIZE_MAX) return false;
-            p->nodes[index].v.d = e.get_double().value_unsafe();
-            return true;
-        }
-        case element_type::BOOL: {
-            size_t index = push(CSJ_BOOL);
-            if (index == SIZE_MAX) return false;
-            p->nodes[index].v.u = e.get_bool().value_unsafe() ? 1 : 0;
-            return true;
-        }
-        case element_type::NULL_VALUE:
-            return push(CSJ_NULL) != SIZE_MAX;
-        }
-        error = simdjson::UNEXPECTED_ERROR;
-        return false;
-    }
-};
+    if (depth != 0) return simdjson::TAPE_ERROR;
+    p->node_count = n;
+    return simdjson::SUCCESS;
+}
 
 } // namespace
 
@@ -180,6 +161,7 @@ csj_parser *csj_parser_new(uint32_t max_depth) {
     csj_parser *p = new (std::nothrow) csj_parser();
     if (!p) return nullptr;
     p->max_depth = max_depth;
+    p->open.resize(size_t(max_depth) + 1);
     // simdjson does not count an empty innermost container as a level, so it is given
     // one extra level; Flattener::emit enforces the exact limit.
     if (p->dom.allocate(4096, size_t(max_depth) + 1) != simdjson::SUCCESS) {
@@ -222,10 +204,10 @@ int csj_parse(csj_parser *p, const void *buf, size_t len, const csj_node **nodes
     simdjson::error_code err = p->dom.parse(p->input, len, false).get(root);
     if (err) return err;
 
-    Flattener f{p};
-    if (!f.emit(root, 0)) {
+    int flattened = flatten(p);
+    if (flattened != simdjson::SUCCESS) {
         p->node_count = 0;
-        return f.error;
+        return flattened;
     }
     *nodes = p->nodes;
     *count = p->node_count;
@@ -243,14 +225,22 @@ extern "C" int64_t csj_find_duplicate_key(const csj_node *nodes, size_t count) {
         const csj_node &n = nodes[i];
         if (n.kind != CSJ_OBJECT || n.count < 2) continue;
         if (n.count <= 16) {
+            // A key is compared with the ones before only when one of them has its length and
+            // first and last bytes (a bit of 64 for each such sign): rarely, for distinct keys.
             size_t keys[16];
+            uint64_t signs = 0;
             size_t k = i + 1;
             for (uint32_t m = 0; m < n.count; m++) {
                 const csj_node &key = nodes[k];
-                for (uint32_t j = 0; j < m; j++) {
-                    const csj_node &other = nodes[keys[j]];
-                    if (other.count == key.count && memcmp(other.v.str, key.v.str, key.count) == 0) return (int64_t)k;
+                const unsigned char *b = reinterpret_cast<const unsigned char *>(key.v.str);
+                uint64_t sign = key.count == 0 ? 1 : uint64_t(1) << ((key.count * 7 + b[0] * 3 + b[key.count - 1]) & 63);
+                if (signs & sign) {
+                    for (uint32_t j = 0; j < m; j++) {
+                        const csj_node &other = nodes[keys[j]];
+                        if (other.count == key.count && memcmp(other.v.str, key.v.str, key.count) == 0) return (int64_t)k;
+                    }
                 }
+                signs |= sign;
                 keys[m] = k;
                 k = nodes[k + 1].next;
             }

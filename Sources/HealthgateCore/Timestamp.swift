@@ -49,6 +49,26 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     /// are accepted). Returns the UTC instant and the offset the text carried, in seconds
     /// (nil for `Z`). Nil when the text is not such a time or a field is out of range.
     public static func parseRFC3339(_ s: UnsafeRawBufferPointer) -> (Timestamp, offsetSeconds: Int?)? {
+        var none = RecentDay()
+        return parseRFC3339(s, recent: &none)
+    }
+
+    /// The date of the last time parsed (`YYYY-MM-DD`, as text) and its day number: the times
+    /// of one body mostly share a few days, read again from the text only when it changes.
+    public struct RecentDay: Sendable {
+        var text: (UInt64, UInt16) = (0, 0)
+        var days = 0
+        var known = false
+        public init() {}
+
+        @inline(__always) static func text(_ s: UnsafeRawBufferPointer) -> (UInt64, UInt16) {
+            (s.loadUnaligned(as: UInt64.self), s.loadUnaligned(fromByteOffset: 8, as: UInt16.self))
+        }
+    }
+
+    /// `parseRFC3339(_:)`, the date's day number taken from `recent` when the text's date is
+    /// the last one's.
+    public static func parseRFC3339(_ s: UnsafeRawBufferPointer, recent: inout RecentDay) -> (Timestamp, offsetSeconds: Int?)? {
         var i = 0
         let end = s.count
         @inline(__always) func num(_ n: Int) -> Int? {
@@ -67,12 +87,22 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
             i += 1
             return true
         }
-        guard let year = num(4), lit(0x2D), let month = num(2), lit(0x2D), let day = num(2) else { return nil }
+        let days: Int
+        if end >= 10 && recent.known && RecentDay.text(s) == recent.text {
+            days = recent.days
+            i = 10
+        } else {
+            guard let year = num(4), lit(0x2D), let month = num(2), lit(0x2D), let day = num(2) else { return nil }
+            guard (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year) else { return nil }
+            days = daysFromCivil(year: year, month: month, day: day)
+            recent.text = RecentDay.text(s)
+            recent.days = days
+            recent.known = true
+        }
         guard i < end, s[i] == 0x54 || s[i] == 0x74 || s[i] == 0x20 else { return nil }
         i += 1
         guard let hour = num(2), lit(0x3A), let minute = num(2), lit(0x3A), let second = num(2) else { return nil }
-        guard (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
-              hour <= 23, minute <= 59, second <= 60 else { return nil }
+        guard hour <= 23, minute <= 59, second <= 60 else { return nil }
         var nanos = 0
         if i < end, s[i] == 0x2E {
             i += 1
@@ -99,7 +129,6 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
             return nil
         }
         guard i == end else { return nil }
-        let days = daysFromCivil(year: year, month: month, day: day)
         // A leap second (:60) is folded into the next second, as POSIX time does.
         let local = Int64(days) * 86_400 + Int64(hour * 3600 + minute * 60 + second)
         return (Timestamp(seconds: local - Int64(offset ?? 0), nanoseconds: Int32(nanos)), offset)

@@ -220,3 +220,43 @@ struct ParserReadingTests {
         #expect(!JSONParser.implementationName.isEmpty)
     }
 }
+
+@Suite("JSONParser: duplicate keys")
+struct DuplicateKeyTests {
+    /// Objects of up to 16 members compare a key with the ones before only when their length,
+    /// first and last bytes collide (a bit of 64): keys alike in those, and duplicates anywhere
+    /// among many distinct keys, must still be found, and distinct keys never reported.
+    @Test(arguments: [
+        (#"{"a":1,"b":2}"#, nil),
+        (#"{"a":1,"a":2}"#, "a"),
+        (#"{"":1,"":2}"#, ""),
+        (#"{"":1,"x":2}"#, nil),
+        (#"{"abc":1,"axc":2,"ayc":3,"abc":4}"#, "abc"),   // same length, first and last bytes
+        (#"{"ab":1,"ba":2,"abab":3}"#, nil),
+        (#"{"s":{"k":1,"k":2}}"#, "k"),
+        (#"[{"k":1},{"k":2},{"q":1,"r":2,"q":3}]"#, "q"),
+        (#"{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"ka":10,"kb":11,"kc":12,"kd":13,"ke":14,"k0":15}"#, "k0"),
+        (#"{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"ka":10,"kb":11,"kc":12,"kd":13,"ke":14,"kf":15}"#, nil),
+        (#"{"é":1,"e\u0301":2,"é":3}"#, "é"),
+    ] as [(String, String?)])
+    func duplicatesAreFoundAndOnlyThey(_ json: String, _ duplicate: String?) throws {
+        let doc = try JSONParser().parse(json)
+        #expect(doc.duplicateKey == duplicate)
+    }
+
+    /// Every pair of 300 distinct short keys in 16-member objects: none reported; each made a
+    /// duplicate of an earlier one in its object: found.
+    @Test func manyKeysSharingSigns() throws {
+        let keys = (0..<300).map { "k\($0 % 10)\($0 / 10)" + ($0 % 3 == 0 ? "" : "z") }
+        let parser = JSONParser()
+        for start in stride(from: 0, to: 300 - 16, by: 7) {
+            let group = Array(keys[start..<(start + 16)])
+            let distinct = "{" + group.enumerated().map { "\"\($0.element)\":\($0.offset)" }.joined(separator: ",") + "}"
+            #expect(try parser.parse(distinct).duplicateKey == nil)
+            var twice = group
+            twice[15] = group[start % 15]
+            let dup = "{" + twice.enumerated().map { "\"\($0.element)\":\($0.offset)" }.joined(separator: ",") + "}"
+            #expect(try parser.parse(dup).duplicateKey == group[start % 15])
+        }
+    }
+}

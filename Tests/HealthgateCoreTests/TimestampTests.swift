@@ -2,6 +2,33 @@ import HealthgateCore
 import Testing
 
 @Suite struct TimestampTests {
+    /// Times read in turn with the last date remembered (`RecentDay`) read as each does alone:
+    /// the same date with other times, offsets and forms, a date that does not exist after one
+    /// that does, text that only starts like a date, and a time's text that is already the
+    /// canonical one (`isCanonicalRFC3339`) exactly when formatting it gives it back.
+    @Test func timesReadWithTheLastDateRememberedReadAsAlone() {
+        let texts = [
+            "2026-10-14T07:01:00Z", "2026-10-14T23:59:59.5+02:00", "2026-10-14 00:00:00z", "2026-10-14T07:01",
+            "2026-10-14", "2026-10-14T24:00:00Z", "2026-10-15T00:00:00-05:30", "2026-10-15T00:00:60Z",
+            "2026-02-28T12:00:00Z", "2026-02-29T12:00:00Z", "2024-02-29T12:00:00Z", "2024-02-29T12:00:00.000Z",
+            "2024-02-29T12:00:00.120Z", "2024-02-29T12:00:00.000000001Z", "2024-02-29T12:00:00.1234567891Z",
+            "2024-02-29t12:00:00Z", "2024-02-29T12:00:00", "2024-02-2", "2024-13-01T00:00:00Z", "2024-02-29T12:00:00Z",
+        ]
+        var recent = Timestamp.RecentDay()
+        for text in texts {
+            var copy = text
+            let (alone, remembered, canonical) = copy.withUTF8 { b in
+                let raw = UnsafeRawBufferPointer(b)
+                return (Timestamp.parseRFC3339(raw), Timestamp.parseRFC3339(raw, recent: &recent),
+                        Timestamp.parseRFC3339(raw) != nil && Timestamp.isCanonicalRFC3339(raw))
+            }
+            #expect(alone?.0 == remembered?.0 && alone?.offsetSeconds == remembered?.offsetSeconds, "\(text)")
+            if let (t, offset) = alone, offset == nil {
+                #expect(canonical == (t.rfc3339() == text), "\(text)")
+            }
+        }
+    }
+
     @Test func parsesUTCAndFormatsBack() throws {
         let (t, offset) = try #require(Timestamp.parseRFC3339("2026-10-14T07:01:00Z"))
         #expect(t.seconds == 1_791_961_260)

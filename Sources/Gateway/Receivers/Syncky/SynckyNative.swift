@@ -76,10 +76,10 @@ enum SynckyNative {
     /// A subtree as compact JSON text.
     static func raw(_ v: JSONRef) -> RawJSON { CanonicalCodec.raw(v) }
 
-    static func time(_ v: JSONRef?) -> TimeField {
+    static func time(_ v: JSONRef?, recent: inout Timestamp.RecentDay) -> TimeField {
         guard let v, !v.isNull else { return .success(nil) }
         guard let parsed = v.withStringBytes({ b in
-            Timestamp.parseRFC3339(b).map { ($0.0, $0.1, $0.1 == nil && Timestamp.isCanonicalRFC3339(b)) }
+            Timestamp.parseRFC3339(b, recent: &recent).map { ($0.0, $0.1, $0.1 == nil && Timestamp.isCanonicalRFC3339(b)) }
         }) else {
             return .failure(v.kind == .string ? "is not an RFC 3339 time" : "must be an RFC 3339 time string")
         }
@@ -99,6 +99,8 @@ enum SynckyNative {
         /// Slots: 0 the source's app, 1 its device, 2 the type, 3 the unit.
         var strings = JSONStringReuse(slots: 4)
         private var kinds = RecentAnswers<String, (named: Bool, kind: HealthTypeKind?)>()
+        /// The date of the last time read.
+        var day = Timestamp.RecentDay()
         /// A sample's metadata as compact JSON.
         var metadata = JSONWriter(capacity: 256)
         /// Every line's start up to its uuid's value, for a quantity and for a category:
@@ -219,11 +221,11 @@ enum SynckyNative {
         var c = Checked(uuid: uuidRef, type: type, kind: kind, named: named, value: valueRef, source: sourceRef,
                         activity: activityRef, duration: durationRef, energy: energyRef, distance: distanceRef,
                         others: others)
-        switch time(startRef) {
+        switch time(startRef, recent: &reuse.day) {
         case .failure(let why): return fail("\"start\" \(why)")
         case .success(let t): c.start = t?.0; c.utcOffset = t?.1; if t?.canonical == true { c.canonicalStart = startRef }
         }
-        switch time(endRef) {
+        switch time(endRef, recent: &reuse.day) {
         case .failure(let why): return fail("\"end\" \(why)")
         case .success(let t): c.end = t?.0; if t?.canonical == true { c.canonicalEnd = endRef }
         }
