@@ -350,3 +350,23 @@ extension ReceivedBatch {
         #expect(parts.map(\.range) == fromRecords.cuts.parts(total: fromRecords.payload.count).map(\.range))
     }
 }
+
+/// `ByteWriter.str` copies a string eight bytes at a time, the last eight as one word over the
+/// ones before: every length, with a byte to escape at every place, escapes as `JSONWriter` does.
+@Suite struct JSONStringEscapeTests {
+    @Test func everyLengthAndPlaceOfAnEscapeIsWrittenAsJSONWriterWrites() {
+        for length in 0...40 {
+            for escapeAt in -1..<length {
+                for special: UInt8 in [0x22, 0x5C, 0x0A, 0x01, 0x1F] where escapeAt >= 0 || special == 0x22 {
+                    var bytes = (0..<length).map { UInt8(0x61 + $0 % 26) }
+                    if escapeAt >= 0 { bytes[escapeAt] = special }
+                    let text = String(decoding: bytes, as: UTF8.self)
+                    let ours = ByteWriter.bytes(atMost: ByteWriter.bound(text)) { $0.str(text) }
+                    var theirs = JSONWriter(capacity: 64)
+                    theirs.string(text)
+                    #expect(ours == theirs.bytes, "length \(length), escape at \(escapeAt)")
+                }
+            }
+        }
+    }
+}
