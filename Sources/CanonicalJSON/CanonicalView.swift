@@ -39,6 +39,13 @@ public struct CanonicalView {
     /// The fields of `line` (without its line feed), or nil when it is not a plain canonical
     /// line (see above).
     public static func read(_ line: UnsafeRawBufferPointer) -> CanonicalView? {
+        var none = Timestamp.RecentDay()
+        return read(line, recent: &none)
+    }
+
+    /// `read(_:)`, the start's date read with the last one's remembered (lines of one batch
+    /// mostly share a few days).
+    public static func read(_ line: UnsafeRawBufferPointer, recent: inout Timestamp.RecentDay) -> CanonicalView? {
         var v = CanonicalView()
         var op: CanonicalRecord.Op?
         var required: UInt8 = 0
@@ -63,7 +70,7 @@ public struct CanonicalView {
                 guard let n = CanonicalCodec.integer(text) else { return nil }
                 if m.field == .part { v.part = n } else { v.code = n }
             case .start:
-                guard let s = walk.string(m), let (t, _) = Timestamp.parseRFC3339(s) else { return nil }
+                guard let s = walk.string(m), let (t, _) = Timestamp.parseRFC3339(s, recent: &recent) else { return nil }
                 v.start = t
             case .value:
                 if let s = walk.string(m) {

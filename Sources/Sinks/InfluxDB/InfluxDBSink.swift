@@ -261,6 +261,7 @@ public final class InfluxDBSink: PipelinedSink {
             })
         }
 
+        var recentDay = Timestamp.RecentDay()
         for i in 0..<batch.count {
             if let halted {
                 b.keep([i], halted)
@@ -270,7 +271,7 @@ public final class InfluxDBSink: PipelinedSink {
             batch.withLine(i, scratch: &scratch) { line in
                 let before = run.body.count
                 var written: (LineProtocolEncoder.Encoded, PointIndex.Key)?
-                if let v = CanonicalView.read(line) {
+                if let v = CanonicalView.read(line, recent: &recentDay) {
                     if v.op == .delete {
                         deleting = (deviceName(v.device), String(decoding: v.uuid, as: UTF8.self))
                         return

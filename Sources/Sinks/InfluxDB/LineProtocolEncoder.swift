@@ -380,10 +380,11 @@ extension InfluxDBSink {
         let encoder = LineProtocolEncoder(measurement: "{type}", phoneTag: "phone", tags: [], precision: .ns)
         var out: [UInt8] = []
         out.reserveCapacity(ndjson.count)
+        var recentDay = Timestamp.RecentDay()
         ndjson.withUnsafeBytes { all in
             for range in CanonicalCodec.lineRanges(ndjson) {
                 let line = UnsafeRawBufferPointer(rebasing: all[range.lowerBound..<(all[range.upperBound - 1] == 0x0A ? range.upperBound - 1 : range.upperBound)])
-                if let v = CanonicalView.read(line) { _ = encoder.encode(v, into: &out) }
+                if let v = CanonicalView.read(line, recent: &recentDay) { _ = encoder.encode(v, into: &out) }
             }
         }
         return out.count
