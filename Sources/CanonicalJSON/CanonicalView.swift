@@ -31,6 +31,9 @@ public struct CanonicalView {
     /// The labels object's JSON text (`{"name":"text",…}`, no escapes), when the record has any.
     public var labels: UnsafeRawBufferPointer?
 
+    /// An empty view, for `read(_:recent:into:)` to fill.
+    public init() {}
+
     public enum Value {
         case number(Double)
         case string(UnsafeRawBufferPointer)
@@ -40,13 +43,16 @@ public struct CanonicalView {
     /// line (see above).
     public static func read(_ line: UnsafeRawBufferPointer) -> CanonicalView? {
         var none = Timestamp.RecentDay()
-        return read(line, recent: &none)
+        var v = CanonicalView()
+        return read(line, recent: &none, into: &v) ? v : nil
     }
 
-    /// `read(_:)`, the start's date read with the last one's remembered (lines of one batch
-    /// mostly share a few days).
-    public static func read(_ line: UnsafeRawBufferPointer, recent: inout Timestamp.RecentDay) -> CanonicalView? {
-        var v = CanonicalView()
+    /// `read(_:)` into `v` (a view of some hundred bytes: returned, it was copied twice a line),
+    /// the start's date read with the last one's remembered (lines of one batch mostly share a
+    /// few days). False when the line is not one `read` reads; `v` is then not to be used.
+    public static func read(_ line: UnsafeRawBufferPointer, recent: inout Timestamp.RecentDay,
+                            into v: inout CanonicalView) -> Bool {
+        v = CanonicalView()
         var op: CanonicalRecord.Op?
         var required: UInt8 = 0
         var walk = CanonicalLine(line)
@@ -54,11 +60,11 @@ public struct CanonicalView {
             let text = UnsafeRawBufferPointer(rebasing: line[m.valueStart..<m.end])
             switch m.field {
             case .op:
-                guard let s = walk.string(m), s.count == 6 else { return nil }
+                guard let s = walk.string(m), s.count == 6 else { return false }
                 op = memcmp(s.baseAddress!, "upsert", 6) == 0 ? .upsert : memcmp(s.baseAddress!, "delete", 6) == 0 ? .delete : nil
-                if op == nil { return nil }
+                if op == nil { return false }
             case .kind, .device, .receiver, .uuid, .type:
-                guard let s = walk.string(m) else { return nil }
+                guard let s = walk.string(m) else { return false }
                 switch m.field {
                 case .kind: v.kind = s; required |= 1
                 case .device: v.device = s; required |= 2
@@ -67,34 +73,34 @@ public struct CanonicalView {
                 default: v.type = s; required |= 16
                 }
             case .part, .code:
-                guard let n = CanonicalCodec.integer(text) else { return nil }
+                guard let n = CanonicalCodec.integer(text) else { return false }
                 if m.field == .part { v.part = n } else { v.code = n }
             case .start:
-                guard let s = walk.string(m), let (t, _) = Timestamp.parseRFC3339(s, recent: &recent) else { return nil }
+                guard let s = walk.string(m), let (t, _) = Timestamp.parseRFC3339(s, recent: &recent) else { return false }
                 v.start = t
             case .value:
                 if let s = walk.string(m) {
                     v.value = .string(s)
                 } else {
-                    guard let d = CanonicalCodec.number(text) else { return nil }
+                    guard let d = CanonicalCodec.number(text) else { return false }
                     v.value = .number(d)
                 }
             case .unit, .activity:
-                guard let s = walk.string(m) else { return nil }
+                guard let s = walk.string(m) else { return false }
                 if m.field == .unit { v.unit = s } else { v.activity = s }
             case .durationS, .energyKcal, .distanceM:
-                guard let d = CanonicalCodec.number(text) else { return nil }
+                guard let d = CanonicalCodec.number(text) else { return false }
                 switch m.field {
                 case .durationS: v.durationS = d
                 case .energyKcal: v.energyKcal = d
                 default: v.distanceM = d
                 }
             case .source:
-                guard let (app, device) = CanonicalCodec.source(text) else { return nil }
+                guard let (app, device) = CanonicalCodec.source(text) else { return false }
                 v.sourceApp = app
                 v.sourceDevice = device
             case .tags:
-                guard CanonicalCodec.objectOfStrings(text, { _, _ in true }) else { return nil }
+                guard CanonicalCodec.objectOfStrings(text, { _, _ in true }) else { return false }
                 if text.count > 2 { v.labels = text }
                 break walking   // the last field read
             case .metadata, .extra:
@@ -103,9 +109,9 @@ public struct CanonicalView {
                 continue
             }
         }
-        guard !walk.failed, let op, required == 31 else { return nil }
+        guard !walk.failed, let op, required == 31 else { return false }
         v.op = op
-        return v
+        return true
     }
 
     /// Calls `body` with each label's name and text, in the line's order.

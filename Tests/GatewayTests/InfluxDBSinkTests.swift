@@ -387,6 +387,32 @@ import YAMLConfig
         index.close()
     }
 
+    /// Runs that queued while the one before was written are noted together (`record(runs:)`:
+    /// one transaction, each its own run): every point found as if noted one run at a time,
+    /// across the seal that the runs together fill, and a removal among them.
+    @Test func runsNotedTogetherAreFoundAsIfNotedOneByOne() throws {
+        let path = ServeProcess.makeTempDir("pi") + "/points.sqlite"
+        var index = PointIndex(path: path, chunkRows: 5)
+        var runs: [[PointIndex.Row]] = []
+        for r in 0..<4 {
+            let series = r % 2 == 0 ? "steps,unit=count" : "hr,unit=bpm"
+            runs.append((0..<3).map { (p: Int) -> PointIndex.Row in Self.row("u\(r)-\(p)", series, time: Int64(r * 10 + p)) })
+        }
+        try index.record(runs: Array(runs[..<3]))
+        #expect(try Self.sealedChunks(path) == [1], "nine points fill a chunk of five: sealed once")
+        try index.record(runs: [runs[3], []])
+        try index.remove(device: "phone-1", uuid: "u1-1")
+        index.close()
+        index = PointIndex(path: path, chunkRows: 5)
+        for r in 0..<4 {
+            for p in 0..<3 {
+                let expected = r == 1 && p == 1 ? [] : [Int64(r * 10 + p)]
+                #expect(try index.points(device: "phone-1", uuid: "u\(r)-\(p)").map(\.timeNanos) == expected, "u\(r)-\(p)")
+            }
+        }
+        index.close()
+    }
+
     /// A point removed stays removed: marked where it lies in its run, left out of the keys when
     /// its chunk is sealed later, and found by no lookup after the index is opened again.
     @Test func aRemovedPointStaysRemovedAcrossASealAndAReopen() throws {

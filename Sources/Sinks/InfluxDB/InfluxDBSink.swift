@@ -262,6 +262,7 @@ public final class InfluxDBSink: PipelinedSink {
         }
 
         var recentDay = Timestamp.RecentDay()
+        var view = CanonicalView()
         for i in 0..<batch.count {
             if let halted {
                 b.keep([i], halted)
@@ -271,13 +272,13 @@ public final class InfluxDBSink: PipelinedSink {
             batch.withLine(i, scratch: &scratch) { line in
                 let before = run.body.count
                 var written: (LineProtocolEncoder.Encoded, PointIndex.Key)?
-                if let v = CanonicalView.read(line, recent: &recentDay) {
-                    if v.op == .delete {
-                        deleting = (deviceName(v.device), String(decoding: v.uuid, as: UTF8.self))
+                if CanonicalView.read(line, recent: &recentDay, into: &view) {
+                    if view.op == .delete {
+                        deleting = (deviceName(view.device), String(decoding: view.uuid, as: UTF8.self))
                         return
                     }
-                    if let encoded = encoder.encode(v, into: &run.body) {
-                        written = (encoded, PointIndex.Key(device: deviceName(v.device), uuid: v.uuid, part: v.part))
+                    if let encoded = encoder.encode(view, into: &run.body) {
+                        written = (encoded, PointIndex.Key(device: deviceName(view.device), uuid: view.uuid, part: view.part))
                     }
                 }
                 if written == nil {
@@ -429,7 +430,7 @@ public final class InfluxDBSink: PipelinedSink {
                 switch startThread({ self.run() }) {
                 case .success(let t): thread = t
                 case .failure:   // no thread to be had: noted on this one
-                    note(rows)
+                    note([rows])
                     return monitor.withLock { added += 1; noted += 1; return added }
                 }
             }
@@ -441,26 +442,30 @@ public final class InfluxDBSink: PipelinedSink {
             }
         }
 
+        /// Notes the runs queued, all those waiting at once (one transaction: under load the
+        /// runs of the requests in flight queue while one is written).
         private func run() {
             while true {
-                let next: [PointIndex.Row]? = monitor.withLock {
+                let next: [[PointIndex.Row]] = monitor.withLock {
                     while queue.isEmpty && !closed { monitor.wait() }
-                    return queue.isEmpty ? nil : queue.removeFirst()
+                    var taken: [[PointIndex.Row]] = []
+                    swap(&taken, &queue)
+                    return taken
                 }
-                guard let rows = next else { return }
-                note(rows)
+                guard !next.isEmpty else { return }
+                note(next)
                 monitor.withLock {
-                    noted += 1
+                    noted += next.count
                     monitor.broadcast()
                 }
             }
         }
 
-        private func note(_ rows: [PointIndex.Row]) {
+        private func note(_ runs: [[PointIndex.Row]]) {
             do {
-                try index.record(rows)
+                try index.record(runs: runs)
             } catch {
-                logger.error("cannot note where \(rows.count) point(s) went (\(error)); deleting them later will not find them")
+                logger.error("cannot note where \(runs.reduce(0) { $0 + $1.count }) point(s) went (\(error)); deleting them later will not find them")
             }
         }
 

@@ -381,10 +381,11 @@ extension InfluxDBSink {
         var out: [UInt8] = []
         out.reserveCapacity(ndjson.count)
         var recentDay = Timestamp.RecentDay()
+        var view = CanonicalView()
         ndjson.withUnsafeBytes { all in
             for range in CanonicalCodec.lineRanges(ndjson) {
                 let line = UnsafeRawBufferPointer(rebasing: all[range.lowerBound..<(all[range.upperBound - 1] == 0x0A ? range.upperBound - 1 : range.upperBound)])
-                if let v = CanonicalView.read(line, recent: &recentDay) { _ = encoder.encode(v, into: &out) }
+                if CanonicalView.read(line, recent: &recentDay, into: &view) { _ = encoder.encode(view, into: &out) }
             }
         }
         return out.count

@@ -467,26 +467,35 @@ final class PointIndex {
     /// Notes where each record's point went: one run of packed points, in one transaction; the
     /// write that fills the open chunk seals it.
     func record(_ rows: [Row]) throws {
-        guard !rows.isEmpty else { return }
+        try record(runs: [rows])
+    }
+
+    /// `record(_:)` for several runs in one transaction (one commit, one sync, for the runs
+    /// that queued while the one before was written), each its own run of packed points.
+    func record(runs: [[Row]]) throws {
+        let total = runs.reduce(0) { $0 + $1.count }
+        guard total > 0 else { return }
         let db = try open()
         guard let chunk = openChunk else { return }
         do {
             try db.transaction {
-                var run = PackedPoints.Builder(points: rows.count)
-                for row in rows {
-                    let key = row.key
-                    guard let device = try deviceID(key.device, in: db, create: true) else {
-                        throw SQLite.Failure(description: "\(path): a device just written is not there")
+                for rows in runs where !rows.isEmpty {
+                    var run = PackedPoints.Builder(points: rows.count)
+                    for row in rows {
+                        let key = row.key
+                        guard let device = try deviceID(key.device, in: db, create: true) else {
+                            throw SQLite.Failure(description: "\(path): a device just written is not there")
+                        }
+                        run.add(key: key.stored.key, device: device, series: try seriesID(row.series, in: db), time: row.timeNanos,
+                                part: key.part, uuid: key.stored.bytes, text: key.text)
                     }
-                    run.add(key: key.stored.key, device: device, series: try seriesID(row.series, in: db), time: row.timeNanos,
-                            part: key.part, uuid: key.stored.bytes, text: key.text)
+                    try run.finish().withUnsafeBytes { blob in
+                        chunk.insert.bind(1, int: chunk.id)
+                        chunk.insert.bind(2, borrowing: blob)   // not copied first: a run is ~250 KB
+                        try chunk.insert.step()
+                    }
                 }
-                try run.finish().withUnsafeBytes { blob in
-                    chunk.insert.bind(1, int: chunk.id)
-                    chunk.insert.bind(2, borrowing: blob)   // not copied first: a run is ~250 KB
-                    try chunk.insert.step()
-                }
-                try db.execute("UPDATE point_chunks SET rows = ? WHERE id = ?", [.int(Int64(chunk.rows + rows.count)), .int(chunk.id)])
+                try db.execute("UPDATE point_chunks SET rows = ? WHERE id = ?", [.int(Int64(chunk.rows + total)), .int(chunk.id)])
             }
         } catch {
             // What a failed transaction leaves out must not stay in the caches either.
@@ -496,8 +505,8 @@ final class PointIndex {
             recentSeries.removeAll()
             throw error
         }
-        openChunk?.rows += rows.count
-        if chunk.rows + rows.count >= chunkRows { try seal(db) }
+        openChunk?.rows += total
+        if chunk.rows + total >= chunkRows { try seal(db) }
     }
 
     /// The series' measurement and tags by its id (nil for an id not there).
