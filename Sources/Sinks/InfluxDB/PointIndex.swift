@@ -481,13 +481,16 @@ final class PointIndex {
             try db.transaction {
                 for rows in runs where !rows.isEmpty {
                     var run = PackedPoints.Builder(points: rows.count)
-                    for row in rows {
-                        let key = row.key
-                        guard let device = try deviceID(key.device, in: db, create: true) else {
-                            throw SQLite.Failure(description: "\(path): a device just written is not there")
+                    // Each row read where it lies (a copy of a row retains its device, text and series).
+                    try rows.withUnsafeBufferPointer { rows in
+                        for i in rows.indices {
+                            guard let device = try deviceID(rows[i].key.device, in: db, create: true) else {
+                                throw SQLite.Failure(description: "\(path): a device just written is not there")
+                            }
+                            run.add(key: rows[i].key.stored.key, device: device, series: try seriesID(rows[i].series, in: db),
+                                    time: rows[i].timeNanos, part: rows[i].key.part, uuid: rows[i].key.stored.bytes,
+                                    text: rows[i].key.text)
                         }
-                        run.add(key: key.stored.key, device: device, series: try seriesID(row.series, in: db), time: row.timeNanos,
-                                part: key.part, uuid: key.stored.bytes, text: key.text)
                     }
                     try run.finish().withUnsafeBytes { blob in
                         chunk.insert.bind(1, int: chunk.id)
