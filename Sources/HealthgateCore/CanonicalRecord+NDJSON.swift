@@ -324,16 +324,6 @@ extension ByteWriter {
                 w += 8
                 i += 8
             }
-            // The rest (under eight bytes, none before needing an escape): the last eight bytes
-            // as one word, over the ones already written, when none of them needs one either.
-            if i < n && i + 8 > n && n >= 8 {
-                let word = UnsafeRawPointer(from + n - 8).loadUnaligned(as: UInt64.self)
-                if !JSONBytes.needsEscape(word) {
-                    UnsafeMutableRawPointer(w - (i - (n - 8))).storeBytes(of: word, as: UInt64.self)
-                    w += n - i
-                    i = n
-                }
-            }
         }
         while i < n {
             w = JSONBytes.escape(p[i], at: w)

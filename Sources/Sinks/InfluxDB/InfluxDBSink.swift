@@ -271,42 +271,43 @@ public final class InfluxDBSink: PipelinedSink {
             var deleting: (device: String, uuid: String)?
             batch.withLine(i, scratch: &scratch) { line in
                 let before = run.body.count
-                var written: (LineProtocolEncoder.Encoded, PointIndex.Key)?
+                // The line's point, as encoded from its view or its record, into the run.
+                func add(_ encoded: LineProtocolEncoder.Encoded, _ key: @autoclosure () -> PointIndex.Key) {
+                    switch encoded {
+                    case .line(let seriesEnd, let time):
+                        run.starts.append(before)
+                        run.indices.append(i)
+                        run.seriesEnds.append(seriesEnd)
+                        run.times.append(time)
+                        run.keys.append(key())
+                    case .cannot(let why):
+                        run.body.removeSubrange(before...)
+                        b.outcomes[i] = .rejected(reason: why)
+                    }
+                }
                 if CanonicalView.read(line, recent: &recentDay, into: &view) {
                     if view.op == .delete {
                         deleting = (deviceName(view.device), String(decoding: view.uuid, as: UTF8.self))
                         return
                     }
                     if let encoded = encoder.encode(view, into: &run.body) {
-                        written = (encoded, PointIndex.Key(device: deviceName(view.device), uuid: view.uuid, part: view.part))
-                    }
-                }
-                if written == nil {
-                    // Not written from the line (an escaped string, labels): decoded, written from the record.
-                    let r: CanonicalRecord
-                    do {
-                        r = try decoder.decode(line)
-                    } catch {
-                        b.outcomes[i] = .rejected(reason: "the journal's line is not a canonical record: \(error)")
+                        add(encoded, PointIndex.Key(device: deviceName(view.device), uuid: view.uuid, part: view.part))
                         return
                     }
-                    if r.op == .delete {
-                        deleting = (r.device, r.uuid)
-                        return
-                    }
-                    written = (encoder.encode(r, into: &run.body), PointIndex.Key(device: r.device, uuid: r.uuid, part: r.part))
                 }
-                switch written! {
-                case (.line(let seriesEnd, let time), let key):
-                    run.starts.append(before)
-                    run.indices.append(i)
-                    run.seriesEnds.append(seriesEnd)
-                    run.times.append(time)
-                    run.keys.append(key)
-                case (.cannot(let why), _):
-                    run.body.removeSubrange(before...)
-                    b.outcomes[i] = .rejected(reason: why)
+                // Not written from the line (an escaped string, labels): decoded, written from the record.
+                let r: CanonicalRecord
+                do {
+                    r = try decoder.decode(line)
+                } catch {
+                    b.outcomes[i] = .rejected(reason: "the journal's line is not a canonical record: \(error)")
+                    return
                 }
+                if r.op == .delete {
+                    deleting = (r.device, r.uuid)
+                    return
+                }
+                add(encoder.encode(r, into: &run.body), PointIndex.Key(device: r.device, uuid: r.uuid, part: r.part))
             }
             if run.indices.count == InfluxDBSink.linesPerRequest { launch() }
             guard let (device, uuid) = deleting else { continue }

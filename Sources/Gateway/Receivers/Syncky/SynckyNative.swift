@@ -151,7 +151,7 @@ enum SynckyNative {
     /// where the record would be a plain one (`writeLine`) — or returns why it is set aside.
     static func sample(_ s: JSONRef, receiver: String, device: String, reuse: inout SampleCache,
                        into batch: inout ReceivedBatch) -> QuarantinedRecord? {
-        var why: Refusal = ""
+        var why = ""
         guard let c = check(s, reuse: &reuse, refusal: &why) else { return setAside(why, s) }
         if !batch.keepsRecords && writeLine(c, receiver: receiver, device: device, reuse: &reuse, into: &batch) {
             return nil
@@ -160,8 +160,8 @@ enum SynckyNative {
     }
 
     /// A sample's members, each where it belongs, checked; or nil and why the sample is set aside.
-    static func check(_ s: JSONRef, reuse: inout SampleCache, refusal: inout Refusal) -> Checked? {
-        func fail(_ why: Refusal) -> Checked? {
+    static func check(_ s: JSONRef, reuse: inout SampleCache, refusal: inout String) -> Checked? {
+        func fail(_ why: String) -> Checked? {
             refusal = why
             return nil
         }
@@ -251,15 +251,6 @@ enum SynckyNative {
         return c
     }
 
-    /// Why a sample is set aside.
-    struct Refusal: Error, ExpressibleByStringInterpolation {
-        var reason: String
-        init(stringLiteral value: String) { reason = value }
-        init(stringInterpolation: DefaultStringInterpolation) { reason = String(stringInterpolation: stringInterpolation) }
-    }
-
-    static func setAside(_ why: Refusal, _ s: JSONRef) -> QuarantinedRecord { setAside(why.reason, s) }
-
     /// The checked sample as a record, added to `batch`; or why it is set aside.
     static func record(_ c: borrowing Checked, _ s: JSONRef, receiver: String, device: String, reuse: inout SampleCache,
                        into batch: inout ReceivedBatch) -> QuarantinedRecord? {
@@ -332,7 +323,7 @@ enum SynckyNative {
     /// record encodes to, without the record and its strings — when it is a plain quantity or
     /// category: no member without a place of its own, a source of an app and a device at most,
     /// a quantity's unit its type's canonical one (or one not converted). False, and nothing
-    /// written, for any other: its record is made. (`writesTheRecordsLineStraight` holds the two
+    /// written, for any other: its record is made. (`SynckyNativeStraightLineTests` hold the two
     /// to the same bytes.)
     static func writeLine(_ c: borrowing Checked, receiver: String, device: String, reuse: inout SampleCache,
                           into batch: inout ReceivedBatch) -> Bool {
@@ -362,13 +353,14 @@ enum SynckyNative {
             m.write(to: &reuse.metadata)
         }
         @inline(__always) func bound(_ r: JSONRef?) -> Int { r?.withStringBytes { 6 * $0.count + 2 } ?? 0 }
-        let n = 400 + 9 * ByteWriter.numberBound + reuse.quantityHead.count + reuse.categoryHead.count
+        let head = isCategory ? reuse.categoryHead : reuse.quantityHead
+        let n = 400 + 9 * ByteWriter.numberBound + head.count
             + bound(c.uuid) + ByteWriter.bound(c.type) + bound(value) + bound(c.canonicalStart) + bound(c.canonicalEnd)
             + (c.unit.map { ByteWriter.bound($0) } ?? 0) + bound(app) + bound(sourceDevice)
             + (c.metadata == nil ? 0 : reuse.metadata.bytes.count)
         // The members of `CanonicalRecord.writeMembers`, in its order, those a plain sample has.
         batch.appendLine(device: device, type: c.type, unit: c.unit, atMost: n) { o in
-            (isCategory ? reuse.categoryHead : reuse.quantityHead).withUnsafeBytes { o.raw($0) }
+            o.raw(head)
             _ = c.uuid.withStringBytes { o.str($0) }
             o.lit(",\"type\":"); o.str(c.type)
             if let v = c.part { o.lit(",\"part\":"); o.int(Int64(v)) }
