@@ -90,10 +90,45 @@ public struct ByteWriter {
         written += n
     }
 
-    /// `d` in Swift's shortest round-trip form.
+    /// `d` in Swift's shortest round-trip form (`description`'s text).
     @inlinable public mutating func shortest(_ d: Double) {
+        if fixedDecimal(d) { return }
         var text = d.description
         text.withUTF8 { raw(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Writes `d` as `description` does, without making that string, when its text is a fixed
+    /// decimal of at most 15 digits (what phones send: 1.375, 18.42, 36.6) and says whether it
+    /// did. The fewest decimals `k` whose nearest k-decimal number `n / 10^k` reads back as `d`
+    /// give the shortest digits that do, and of those the nearest: `description`'s. Exact: `n`
+    /// below 10^15 is an integer a double holds, 10^k (k ≤ 19) too, so `n / 10^k` is the correctly
+    /// rounded reading of the text; and `d · 10^k` lies within a quarter of `n`, so rounding it
+    /// finds `n`. Outside [10^-4, 10^15) (where `description` turns to exponents) or with more
+    /// digits, false: `description` writes it. Held to `description` by `ShortestDecimalTests`.
+    @inlinable mutating func fixedDecimal(_ d: Double) -> Bool {
+        let m = d.magnitude
+        guard m >= 1e-4, m < 1e15 else { return false }
+        var k = 0
+        var scale = 1.0
+        while k < 19 {
+            k += 1
+            scale *= 10
+            let scaled = m * scale
+            guard scaled < 1e15 else { return false }
+            let n = scaled.rounded()
+            guard n / scale == m else { continue }
+            room(24)
+            if d < 0 { byte(0x2D) }
+            let digits = UInt64(n)
+            var pow: UInt64 = 1
+            for _ in 0..<k { pow &*= 10 }
+            int(Int64(digits / pow))
+            byte(0x2E)
+            ByteWriter.writeDigits(digits % pow, width: k, endingAt: base + written + k)
+            written += k
+            return true
+        }
+        return false
     }
 
     /// Writes `v` in decimal ending just before `end` — its last `width` digits zero-padded, or

@@ -33,8 +33,9 @@ public final class SQLite: @unchecked Sendable {
     public let path: String
 
     /// `sharedAcrossThreads: false` for a connection one thread owns: SQLite then takes no
-    /// mutex around each call (a statement run per record pays for it).
-    public init(path: String, sharedAcrossThreads: Bool = true) throws(Failure) {
+    /// mutex around each call (a statement run per record pays for it). `pageSize`: the page
+    /// size of a database this creates (SQLite keeps an existing file's own).
+    public init(path: String, sharedAcrossThreads: Bool = true, pageSize: Int? = nil) throws(Failure) {
         self.path = path
         var handle: OpaquePointer?
         let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
@@ -46,6 +47,7 @@ public final class SQLite: @unchecked Sendable {
         }
         db = handle
         sqlite3_busy_timeout(handle, 5000)
+        if let pageSize { try execute("PRAGMA page_size=\(pageSize)") }
         // WAL: `healthgate write` and `serve` use the store at once; NORMAL sync is durable at
         // each transaction's end in WAL mode for process crashes.
         try execute("PRAGMA journal_mode=WAL")
