@@ -238,6 +238,9 @@ final class PointIndex {
         // index's; one made before keeps 4 KiB): a run's blob of ~250 KB is four pages written
         // to the WAL and checkpointed, not 62 — each a write of its own — and a seal's alike.
         let d = try SQLite(path: path, sharedAcrossThreads: false, pageSize: 65_536)
+        // Checkpointed at about 4 MiB of WAL whatever the pages (SQLite's default is 1,000 pages).
+        let pageSize = try d.query("PRAGMA page_size").first?.first?.int ?? 4_096
+        try d.execute("PRAGMA wal_autocheckpoint=\(max(1, (4 << 20) / Int(max(pageSize, 512))))")
         try d.execute("""
             CREATE TABLE IF NOT EXISTS series (id INTEGER PRIMARY KEY, measurement TEXT NOT NULL, tags TEXT NOT NULL,
                 UNIQUE (measurement, tags))
