@@ -170,7 +170,7 @@ public struct CanonicalLine {
 
     /// The high bit of each byte of `word` that is `byte` (and, past the first such byte,
     /// perhaps of others: only the lowest one set is exact, which is all that is read).
-    @inline(__always) static func bytesEqual(_ word: UInt64, _ byte: UInt8) -> UInt64 {
+    @inlinable @inline(__always) public static func bytesEqual(_ word: UInt64, _ byte: UInt8) -> UInt64 {
         let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
         let x = word ^ (ones &* UInt64(byte))
         return (x &- ones) & ~x & highs
