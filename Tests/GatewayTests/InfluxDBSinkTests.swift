@@ -508,6 +508,13 @@ import YAMLConfig
         #expect(PointIndex.StoredKey(uuid: lower).bytes != nil && PointIndex.StoredKey(uuid: upper).bytes != nil)
         #expect(PointIndex.StoredKey(uuid: mixed).bytes == nil && PointIndex.StoredKey(uuid: other).bytes == nil)
         #expect(PointIndex.StoredKey(uuid: lower).key == 0x0a1b_2c3d_4e5f_4a6b)
+        #expect(PointIndex.StoredKey(uuid: lower).bytes.map { [$0.0.bigEndian, $0.1.bigEndian] } == [0x0a1b_2c3d_4e5f_4a6b, 0x8c7d_9e0f_1a2b_3c4d])
+        // Every digit's place is read: a byte that is no hex digit at any of them keeps the uuid as text.
+        for i in 0..<36 where ![8, 13, 18, 23].contains(i) {
+            var b = Array(lower.utf8)
+            b[i] = UInt8(ascii: "g")
+            #expect(PointIndex.StoredKey(uuid: String(decoding: b, as: UTF8.self)).bytes == nil, "\(i)")
+        }
         // Read from a journal line's bytes (the sink makes no string of a UUID), the same keys.
         for var text in [lower, upper, mixed, other] {
             let (a, b) = (PointIndex.StoredKey(uuid: text), text.withUTF8 { PointIndex.StoredKey(utf8: $0) })
