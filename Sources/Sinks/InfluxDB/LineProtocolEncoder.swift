@@ -33,6 +33,66 @@ struct LineProtocolEncoder: Sendable {
     let lineMeasurement: LineMeasurement?
     /// The bytes the slots' keys and fixed values take, each with its `,` and `=`.
     let slotBytes: Int
+    /// The slots as a line is written from its view: no reference counted per slot.
+    let lineSlots: LineSlots
+
+    /// Each slot's `,key=` (with a fixed value, all of `,key=value`) in one buffer made once,
+    /// and where its value comes from, as plain values: the slots' arrays and enums with arrays
+    /// in them were retained and released for every tag of every point.
+    final class LineSlots: @unchecked Sendable {
+        enum From { case fixed, field(RecordTemplate.Field), unit, source, device, activity, phone, none }
+        struct Slot {
+            var start: Int
+            var count: Int
+            var from: From
+        }
+        let text: UnsafeMutableRawBufferPointer
+        let slots: UnsafeMutableBufferPointer<Slot>
+
+        init(_ slots: [LineProtocolEncoder.Slot]) {
+            var text: [UInt8] = []
+            var made: [Slot] = []
+            for slot in slots {
+                let start = text.count
+                text.append(UInt8(ascii: ","))
+                text += slot.key
+                text.append(UInt8(ascii: "="))
+                let from: From
+                switch slot.value {
+                case .fixed(let bytes):
+                    text += bytes
+                    from = .fixed
+                case .template(let t):
+                    if case .field(let f) = t.parts[0] { from = .field(f) } else { from = .none }
+                case .unit: from = .unit
+                case .source: from = .source
+                case .device: from = .device
+                case .activity: from = .activity
+                case .phone: from = .phone
+                }
+                made.append(Slot(start: start, count: text.count - start, from: from))
+            }
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(text.count, 1), alignment: 8)
+            text.withUnsafeBytes { buffer.copyMemory(from: $0) }
+            let table = UnsafeMutableBufferPointer<Slot>.allocate(capacity: max(made.count, 1))
+            _ = table.initialize(from: made)
+            self.text = buffer
+            self.slots = table
+            self.count = made.count
+        }
+
+        let count: Int
+
+        /// Slot `i`'s `,key=` (or `,key=value`).
+        @inline(__always) func prefix(_ s: Slot) -> UnsafeRawBufferPointer {
+            UnsafeRawBufferPointer(start: text.baseAddress! + s.start, count: s.count)
+        }
+
+        deinit {
+            text.deallocate()
+            slots.deallocate()
+        }
+    }
 
     enum LineMeasurement: Sendable {
         case field(RecordTemplate.Field)
@@ -96,6 +156,7 @@ struct LineProtocolEncoder: Sendable {
             if case .fixed(let v) = slot.value { return n + slot.key.count + 2 + v.count }
             return n + slot.key.count + 2
         }
+        lineSlots = LineSlots(slots)
     }
 
     /// Sorted by key, equal keys in the order given.
@@ -202,28 +263,24 @@ struct LineProtocolEncoder: Sendable {
             case .field(let f): w.escaped(LineProtocolEncoder.value(f, v), measurement: true)
             case .fixed(let bytes): w.raw(bytes)
             }
-            for slot in slots {
+            let table = lineSlots
+            for i in 0..<table.count {
+                let slot = table.slots[i]
                 let value: UnsafeRawBufferPointer
-                switch slot.value {
-                case .fixed(let bytes):
-                    w.byte(UInt8(ascii: ","))
-                    w.raw(slot.key)
-                    w.byte(UInt8(ascii: "="))
-                    w.raw(bytes)
+                switch slot.from {
+                case .fixed:
+                    w.raw(table.prefix(slot))
                     continue
-                case .template(let t):
-                    guard case .field(let f) = t.parts[0] else { continue }
-                    value = LineProtocolEncoder.value(f, v)
+                case .field(let f): value = LineProtocolEncoder.value(f, v)
                 case .unit: value = v.unit ?? none
                 case .source: value = v.sourceApp ?? none
                 case .device: value = v.sourceDevice ?? none
                 case .activity: value = isWorkout ? v.activity ?? none : none
                 case .phone: value = v.device
+                case .none: continue
                 }
                 if value.isEmpty { continue }
-                w.byte(UInt8(ascii: ","))
-                w.raw(slot.key)
-                w.byte(UInt8(ascii: "="))
+                w.raw(table.prefix(slot))
                 w.escaped(value, measurement: false)
             }
             let seriesEnd = w.count
