@@ -560,8 +560,7 @@ public final class Journal: @unchecked Sendable {
             defer { Glibc.close(fd) }
             var offset = 0
             while readExact(fd, &header, count: headerSize, at: offset), let h = decodeHeader(header) {
-                var payload = [UInt8](repeating: 0, count: h.length)
-                guard readExact(fd, &payload, count: h.length, at: offset + headerSize) else { break }
+                guard let payload = readPayload(fd, count: h.length, at: offset + headerSize) else { break }
                 offset += headerSize + h.length
                 guard crc(payload) == h.payloadCRC else { continue }
                 try visit(JournalEntry(seq: h.seq, timeNanos: h.timeNanos, count: h.count, payload: payload))
@@ -628,6 +627,27 @@ public final class Journal: @unchecked Sendable {
         }
     }
 
+    /// `count` bytes at `offset`, read into an array's room as it is made (not zeroed first: an
+    /// entry is up to a MiB, read once for each drainer); nil when the file ends before.
+    static func readPayload(_ fd: Int32, count: Int, at offset: Int) -> [UInt8]? {
+        guard count > 0 else { return [] }
+        var whole = true
+        let bytes = [UInt8](unsafeUninitializedCapacity: count) { room, initialized in
+            var got = 0
+            while got < count {
+                let n = pread(fd, room.baseAddress! + got, count - got, off_t(offset + got))
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 {
+                    whole = false
+                    break
+                }
+                got += n
+            }
+            initialized = got
+        }
+        return whole ? bytes : nil
+    }
+
     static func readExact(_ fd: Int32, _ buf: inout [UInt8], count: Int, at offset: Int) -> Bool {
         var got = 0
         while got < count {
@@ -681,8 +701,7 @@ public final class JournalReader: @unchecked Sendable {
                 }
                 continue
             }
-            var payload = [UInt8](repeating: 0, count: h.length)
-            guard Journal.readExact(fd, &payload, count: h.length, at: offset + Journal.headerSize) else {
+            guard let payload = Journal.readPayload(fd, count: h.length, at: offset + Journal.headerSize) else {
                 corrupt("journal entry \(h.seq) is shorter than its header says; skipping the rest of its segment")
                 skipDamaged()
                 continue
