@@ -363,8 +363,8 @@ import YAMLConfig
         // Not full: not sorted, one run.
         #expect(try Self.sealedChunks(path).isEmpty)
         #expect(try SQLite(path: path).query("SELECT count(*) FROM pruns").first?.first?.int == 1)
-        // A new index's pages are 64 KiB: a run of 5,000 points is four pages in the WAL, not 70.
-        #expect(try SQLite(path: path).query("PRAGMA page_size").first?.first?.int == 65_536)
+        // A new index's pages are 16 KiB: a run of 5,000 points is 18 pages in the WAL, not 70.
+        #expect(try SQLite(path: path).query("PRAGMA page_size").first?.first?.int == 16_384)
         try index.record([Self.row("c", "hr,unit=bpm", time: 3), Self.row("a", "steps,unit=count", time: 1),
                           Self.row("d", "hr,unit=bpm", time: 4, part: 0), Self.row("d", "hr,unit=bpm", time: 5, part: 1)])
         #expect(try Self.sealedChunks(path) == [1])
@@ -581,7 +581,7 @@ import YAMLConfig
                 == [[1, 1, 1], [2, 1, 1], [3, 0, 2]])
         #expect(try db.query("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'hchunk_2_key'").first?.first?.int == 1)
         #expect(try db.query("SELECT count(*) FROM hchunk_1").first?.first?.int == 1)
-        // An index made with SQLite's default pages keeps them (only a new file takes 64 KiB).
+        // An index made with SQLite's default pages keeps them (only a new file takes 16 KiB).
         #expect(try db.query("PRAGMA page_size").first?.first?.int == 4_096)
     }
 

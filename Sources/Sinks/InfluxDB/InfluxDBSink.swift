@@ -256,9 +256,8 @@ public final class InfluxDBSink: PipelinedSink {
             slot = (slot + 1) % clients.count
             request.start()
             inFlight.append(request)
-            b.notedRuns = noting.add(next.keys.indices.map { k in
-                PointIndex.Row(key: next.keys[k], series: next.body[next.starts[k]..<next.seriesEnds[k]], timeNanos: next.times[k])
-            })
+            b.notedRuns = noting.add(PointIndex.Run(keys: next.keys, body: next.body, seriesStarts: next.starts,
+                                                    seriesEnds: next.seriesEnds, times: next.times))
         }
 
         var recentDay = Timestamp.RecentDay()
@@ -423,7 +422,7 @@ public final class InfluxDBSink: PipelinedSink {
         let index: PointIndex
         let logger: Logger
         private let monitor = Monitor()
-        private var queue: [[PointIndex.Row]] = []
+        private var queue: [PointIndex.Run] = []
         /// Runs added, and runs noted, since the sink opened.
         private var added = 0
         private var noted = 0
@@ -436,7 +435,7 @@ public final class InfluxDBSink: PipelinedSink {
         }
 
         /// Queues a run's rows; returns how many runs must be noted for these to be.
-        func add(_ rows: [PointIndex.Row]) -> Int {
+        func add(_ rows: PointIndex.Run) -> Int {
             if thread == nil && !closed {
                 switch startThread({ self.run() }) {
                 case .success(let t): thread = t
@@ -457,9 +456,9 @@ public final class InfluxDBSink: PipelinedSink {
         /// runs of the requests in flight queue while one is written).
         private func run() {
             while true {
-                let next: [[PointIndex.Row]] = monitor.withLock {
+                let next: [PointIndex.Run] = monitor.withLock {
                     while queue.isEmpty && !closed { monitor.wait() }
-                    var taken: [[PointIndex.Row]] = []
+                    var taken: [PointIndex.Run] = []
                     swap(&taken, &queue)
                     return taken
                 }
@@ -472,7 +471,7 @@ public final class InfluxDBSink: PipelinedSink {
             }
         }
 
-        private func note(_ runs: [[PointIndex.Row]]) {
+        private func note(_ runs: [PointIndex.Run]) {
             do {
                 try index.record(runs: runs)
             } catch {

@@ -240,10 +240,12 @@ final class PointIndex {
     private func open() throws -> SQLite {
         if let db { return db }
         try FileIO.makeDirectories(FileIO.dirname(path), mode: 0o700)
-        // Used by the sink's thread alone: no mutex around each call. Pages of 64 KiB (a new
-        // index's; one made before keeps 4 KiB): a run's blob of ~250 KB is four pages written
-        // to the WAL and checkpointed, not 62 — each a write of its own — and a seal's alike.
-        let d = try SQLite(path: path, sharedAcrossThreads: false, pageSize: 65_536)
+        // Used by the sink's thread alone: no mutex around each call. Pages of 16 KiB (a new
+        // index's; one made before keeps 4 KiB): a run's blob of ~250 KB is 16 pages written to
+        // the WAL and checkpointed, not 62, each a write of its own; larger pages cost more in
+        // copying the few small pages a transaction changes besides (64 KiB: ~170 instructions
+        // a point more than 4 KiB in `--micro`, 16 KiB ~40).
+        let d = try SQLite(path: path, sharedAcrossThreads: false, pageSize: 16_384)
         // Checkpointed at about 4 MiB of WAL whatever the pages (SQLite's default is 1,000 pages).
         let pageSize = try d.query("PRAGMA page_size").first?.first?.int ?? 4_096
         try d.execute("PRAGMA wal_autocheckpoint=\(max(1, (4 << 20) / Int(max(pageSize, 512))))")
@@ -475,32 +477,70 @@ final class PointIndex {
         return (unescape(pieces[0]), tags)
     }
 
+    /// A run's points as the sink wrote them: each one's key, its series as a range of the run's
+    /// line-protocol body, and its time — the sink's own arrays, handed over whole (a `Row` made
+    /// for each point retained its device, text and body, and was released again).
+    struct Run {
+        var keys: [Key]
+        var body: [UInt8]
+        var seriesStarts: [Int]
+        var seriesEnds: [Int]
+        var times: [Int64]
+
+        var count: Int { keys.count }
+
+        init(keys: [Key], body: [UInt8], seriesStarts: [Int], seriesEnds: [Int], times: [Int64]) {
+            precondition(seriesStarts.count == keys.count && seriesEnds.count == keys.count && times.count == keys.count)
+            self.keys = keys
+            self.body = body
+            self.seriesStarts = seriesStarts
+            self.seriesEnds = seriesEnds
+            self.times = times
+        }
+
+        /// Rows' points, their series laid end to end.
+        init(_ rows: [Row]) {
+            var body: [UInt8] = [], starts: [Int] = [], ends: [Int] = []
+            for r in rows {
+                starts.append(body.count)
+                body += r.series
+                ends.append(body.count)
+            }
+            self.init(keys: rows.map(\.key), body: body, seriesStarts: starts, seriesEnds: ends, times: rows.map(\.timeNanos))
+        }
+    }
+
     /// Notes where each record's point went: one run of packed points, in one transaction; the
     /// write that fills the open chunk seals it.
     func record(_ rows: [Row]) throws {
-        try record(runs: [rows])
+        try record(runs: [Run(rows)])
+    }
+
+    /// `record(_:)` for several runs of rows in one transaction.
+    func record(runs: [[Row]]) throws {
+        try record(runs: runs.map(Run.init))
     }
 
     /// `record(_:)` for several runs in one transaction (one commit, one sync, for the runs
     /// that queued while the one before was written), each its own run of packed points.
-    func record(runs: [[Row]]) throws {
+    func record(runs: [Run]) throws {
         let total = runs.reduce(0) { $0 + $1.count }
         guard total > 0 else { return }
         let db = try open()
         guard let chunk = openChunk else { return }
         do {
             try db.transaction {
-                for rows in runs where !rows.isEmpty {
-                    var run = PackedPoints.Builder(points: rows.count)
-                    // Each row read where it lies (a copy of a row retains its device, text and series).
-                    try rows.withUnsafeBufferPointer { rows in
-                        for i in rows.indices {
-                            guard let device = try deviceID(rows[i].key.device, in: db, create: true) else {
+                for points in runs where points.count > 0 {
+                    var run = PackedPoints.Builder(points: points.count)
+                    // Each key read where it lies (a copy retains its device and text).
+                    try points.keys.withUnsafeBufferPointer { keys in
+                        for i in keys.indices {
+                            guard let device = try deviceID(keys[i].device, in: db, create: true) else {
                                 throw SQLite.Failure(description: "\(path): a device just written is not there")
                             }
-                            run.add(key: rows[i].key.stored.key, device: device, series: try seriesID(rows[i].series, in: db),
-                                    time: rows[i].timeNanos, part: rows[i].key.part, uuid: rows[i].key.stored.bytes,
-                                    text: rows[i].key.text)
+                            let series = try seriesID(points.body[points.seriesStarts[i]..<points.seriesEnds[i]], in: db)
+                            run.add(key: keys[i].stored.key, device: device, series: series, time: points.times[i],
+                                    part: keys[i].part, uuid: keys[i].stored.bytes, text: keys[i].text)
                         }
                     }
                     try run.finish().withUnsafeBytes { blob in
@@ -643,7 +683,7 @@ extension InfluxDBSink {
     /// a chunk whenever one fills.
     public final class IndexBench {
         private let index: PointIndex
-        private let rows: [PointIndex.Row]
+        private let run: PointIndex.Run
 
         public init(path: String, points: Int) {
             index = PointIndex(path: path)
@@ -656,13 +696,13 @@ extension InfluxDBSink {
                 let digits = String(x >> 4, radix: 16)
                 return String((String(repeating: "0", count: max(0, n - digits.count)) + digits).suffix(n))
             }
-            rows = (0..<points).map { i in
+            run = PointIndex.Run((0..<points).map { i in
                 PointIndex.Row(device: "d_benchbenchbenchbench0", uuid: "\(hex(8))-\(hex(4))-4\(hex(3))-8\(hex(3))-\(hex(12))".uppercased(),
                                part: nil, series: series[i % 4][...], timeNanos: 1_760_400_000_000_000_000 + Int64(i) * 1_000_000_000)
-            }
+            })
         }
 
-        /// Notes one request's points.
-        public func note() throws { try index.record(rows) }
+        /// Notes one request's points, as the sink hands them over.
+        public func note() throws { try index.record(runs: [run]) }
     }
 }
