@@ -502,6 +502,54 @@ import YAMLConfig
     /// A UUID's text is stored as its 16 bytes (and its case), anything else as text: the same
     /// UUID in upper and in lower case, in mixed case, and a uuid that is no UUID are four keys,
     /// each found alone, on one device and not on another.
+    /// A UUID's text is read eight digits to a word (`StoredKey.hex8`): as a digit-by-digit
+    /// reading reads it, for UUIDs in either case, mixed ones, and every byte value anywhere.
+    @Test func uuidTextsAreReadAsADigitByDigitReadingReadsThem() {
+        func reference(_ t: [UInt8]) -> [UInt64]? {
+            guard t.count == 36, t[8] == 0x2D, t[13] == 0x2D, t[18] == 0x2D, t[23] == 0x2D else { return nil }
+            var w0: UInt64 = 0, w1: UInt64 = 0, n = 0
+            var lower = false, upper = false
+            for (i, c) in t.enumerated() where ![8, 13, 18, 23].contains(i) {
+                let d: UInt64
+                switch c {
+                case 0x30...0x39: d = UInt64(c - 0x30)
+                case 0x61...0x66: d = UInt64(c - 0x57); lower = true
+                case 0x41...0x46: d = UInt64(c - 0x37); upper = true
+                default: return nil
+                }
+                if n < 16 { w0 = w0 << 4 | d } else { w1 = w1 << 4 | d }
+                n += 1
+            }
+            if lower && upper { return nil }
+            return [w0, w1, upper ? 1 : 0]
+        }
+        var x: UInt64 = 0x2545_F491_4F6C_DD1D
+        func next() -> UInt64 {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17
+            return x
+        }
+        let hex = Array("0123456789abcdef".utf8)
+        var mismatches: [String] = [], read = 0
+        for round in 0..<100_000 {
+            var t = (0..<36).map { i -> UInt8 in [8, 13, 18, 23].contains(i) ? 0x2D : hex[Int(next() % 16)] }
+            switch round % 5 {
+            case 1: t = t.map { $0 >= 0x61 ? $0 - 0x20 : $0 }                       // upper case
+            case 2: t[Int(next() % 36)] = UInt8(truncatingIfNeeded: next())          // any byte anywhere
+            case 3: if let i = t.firstIndex(where: { $0 >= 0x61 }) { t[i] -= 0x20 }  // mixed case
+            case 4: t[Int(next() % 36)] = [0x2F, 0x3A, 0x40, 0x47, 0x60, 0x67, 0x80, 0xC0, 0xFF, 0x00][Int(next() % 10)]
+            default: break
+            }
+            let ours = t.withUnsafeBufferPointer { PointIndex.StoredKey.parse($0) }
+            let expected = reference(t)
+            if expected != nil { read += 1 }
+            if ours.map({ [$0.0.bigEndian, $0.1.bigEndian, UInt64($0.2)] }) != expected {
+                mismatches.append(String(decoding: t, as: UTF8.self))
+            }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches.prefix(5))")
+        #expect(read > 40_000)
+    }
+
     @Test func uuidsAreStoredCompactlyAndStayApart() throws {
         let lower = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", upper = lower.uppercased()
         let mixed = "0A1B2C3D-4e5f-4a6b-8c7d-9e0f1a2b3c4d", other = "hae-0a1b2c3d"

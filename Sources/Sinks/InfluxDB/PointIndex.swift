@@ -170,49 +170,47 @@ final class PointIndex {
             }
         }
 
-        /// Each byte's hex digit, with 0x10 set for a-f and 0x20 for A-F; 0xFF for any other byte.
-        private static let hexDigits: [UInt8] = (0..<256).map { c -> UInt8 in
-            switch c {
-            case 0x30...0x39: UInt8(c - 0x30)
-            case 0x61...0x66: UInt8(c - 0x61 + 10) | 0x10
-            case 0x41...0x46: UInt8(c - 0x41 + 10) | 0x20
-            default: 0xFF
-            }
-        }
-
+        /// The 32 hex digits of a UUID's text (dashes at 8, 13, 18, 23), eight at a time in a
+        /// word; nil for any other text, or for one that mixes lower and upper case (kept as text,
+        /// so no two texts meet).
         static func parse(_ p: UnsafeBufferPointer<UInt8>) -> (UInt64, UInt64, UInt8)? {
             guard p.count == 36, p[8] == 0x2D, p[13] == 0x2D, p[18] == 0x2D, p[23] == 0x2D, let base = p.baseAddress else { return nil }
-            // The 32 digits, one table lookup each, in one loop over the places (once a point
-            // noted: no array of places made per call).
-            var words: (UInt64, UInt64) = (0, 0)
-            var seen: UInt8 = 0
-            let ok = hexDigits.withUnsafeBufferPointer { table -> Bool in
-                var w: UInt64 = 0
-                var i = 0, digits = 0
-                while i < 36 {
-                    if i == 8 || i == 13 || i == 18 || i == 23 {
-                        i += 1
-                        continue
-                    }
-                    let d = table[Int(base[i])]
-                    if d == 0xFF { return false }
-                    seen |= d
-                    w = w << 4 | UInt64(d & 0x0F)
-                    digits += 1
-                    if digits == 16 {
-                        words.0 = w
-                        w = 0
-                    }
-                    i += 1
-                }
-                words.1 = w
-                return true
-            }
-            if !ok { return nil }
-            let lower = seen & 0x10 != 0, upper = seen & 0x20 != 0
-            if lower && upper { return nil }   // mixed case: kept as text, so no two texts meet
+            let raw = UnsafeRawPointer(base)
+            let zeros: UInt64 = 0x3030_3030   // four '0's before four digits
+            let d0 = hex8(raw.loadUnaligned(as: UInt64.self))
+            let d1 = hex8(UInt64(raw.loadUnaligned(fromByteOffset: 9, as: UInt32.self)) << 32 | zeros)
+            let d2 = hex8(UInt64(raw.loadUnaligned(fromByteOffset: 14, as: UInt32.self)) << 32 | zeros)
+            let d3 = hex8(UInt64(raw.loadUnaligned(fromByteOffset: 19, as: UInt32.self)) << 32 | zeros)
+            let d4 = hex8(raw.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
+            let d5 = hex8(UInt64(raw.loadUnaligned(fromByteOffset: 32, as: UInt32.self)) << 32 | zeros)
+            guard let d0, let d1, let d2, let d3, let d4, let d5 else { return nil }
+            let lower = d0.lower || d1.lower || d2.lower || d3.lower || d4.lower || d5.lower
+            let upper = d0.upper || d1.upper || d2.upper || d3.upper || d4.upper || d5.upper
+            if lower && upper { return nil }
+            let w0 = UInt64(d0.value) << 32 | UInt64(d1.value) << 16 | UInt64(d2.value)
+            let w1 = UInt64(d3.value) << 48 | UInt64(d4.value) << 16 | UInt64(d5.value)
             // Stored big-endian, so that the bytes read as the UUID's.
-            return (words.0.bigEndian, words.1.bigEndian, upper ? 1 : 0)
+            return (w0.bigEndian, w1.bigEndian, upper ? 1 : 0)
+        }
+
+        /// Eight hex digits (the first in the lowest byte) as their number, and whether any was
+        /// a-f or A-F; nil when a byte is no hex digit. Each byte's class by range tests on the
+        /// whole word (no byte above 0x7F, so no carry crosses into the next).
+        @inline(__always) static func hex8(_ x: UInt64) -> (value: UInt32, lower: Bool, upper: Bool)? {
+            let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+            guard x & highs == 0 else { return nil }
+            @inline(__always) func within(_ lo: UInt64, _ hi: UInt64) -> UInt64 {
+                ((x &+ (0x80 - lo) &* ones) & ~(x &+ (0x7F - hi) &* ones)) & highs
+            }
+            let digit = within(0x30, 0x39), lower = within(0x61, 0x66), upper = within(0x41, 0x46)
+            guard digit | lower | upper == highs else { return nil }
+            // '0'-'9' -> 0-9; 'a'-'f' and 'A'-'F' (bit 6 set) -> 1-6 + 9.
+            let v = (x & 0x0F0F_0F0F_0F0F_0F0F) &+ ((x >> 6) & ones) &* 9
+            // Pairs of digits into bytes (the first the high nibble), then the four bytes in order.
+            let pairs = ((v << 4) | (v >> 8)) & 0x00FF_00FF_00FF_00FF
+            let quads = (pairs | (pairs >> 8)) & 0x0000_FFFF_0000_FFFF
+            let bytes = UInt32(truncatingIfNeeded: quads | (quads >> 16))
+            return (bytes.byteSwapped, lower != 0, upper != 0)
         }
 
         func value(text: String) -> SQLite.Value {
