@@ -54,9 +54,27 @@ public struct ByteWriter {
     }
 
     @inline(__always) @inlinable public mutating func raw(_ p: UnsafeRawBufferPointer) {
-        room(p.count)
-        if let from = p.baseAddress { (base + written).update(from: from.assumingMemoryBound(to: UInt8.self), count: p.count) }
-        written += p.count
+        let n = p.count
+        room(n)
+        if let from = p.baseAddress {
+            let to = UnsafeMutableRawPointer(base + written)
+            if n >= 8 && n <= 32 {
+                // A short text (a time, a name, a key) as two to four words, the last ones
+                // overlapping: no call to memmove for the few dozen bytes most writes are.
+                let a = from.loadUnaligned(as: UInt64.self), z = from.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)
+                if n > 16 {
+                    let b = from.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
+                    let y = from.loadUnaligned(fromByteOffset: n - 16, as: UInt64.self)
+                    to.storeBytes(of: b, toByteOffset: 8, as: UInt64.self)
+                    to.storeBytes(of: y, toByteOffset: n - 16, as: UInt64.self)
+                }
+                to.storeBytes(of: a, as: UInt64.self)
+                to.storeBytes(of: z, toByteOffset: n - 8, as: UInt64.self)
+            } else {
+                to.copyMemory(from: from, byteCount: n)
+            }
+        }
+        written += n
     }
 
     @inline(__always) @inlinable public mutating func raw(_ bytes: [UInt8]) {

@@ -75,3 +75,20 @@ import Testing
         #expect(mismatches.isEmpty, "\(mismatches.prefix(10))")
     }
 }
+
+/// `ByteWriter.raw` copies a short text as overlapping words: every length, after any number of
+/// bytes already written, gives the bytes given.
+@Suite struct ByteWriterRawTests {
+    @Test func everyLengthIsCopiedWhole() {
+        let source = (0..<64).map { UInt8(0x41 + $0 % 50) }
+        for before in 0..<9 {
+            for length in 0...40 {
+                let written = ByteWriter.bytes(atMost: before + length) { w in
+                    for _ in 0..<before { w.byte(0x2E) }
+                    source.withUnsafeBytes { w.raw(UnsafeRawBufferPointer(rebasing: $0[3..<(3 + length)])) }
+                }
+                #expect(written == Array(repeating: 0x2E, count: before) + Array(source[3..<(3 + length)]), "\(before) + \(length)")
+            }
+        }
+    }
+}
