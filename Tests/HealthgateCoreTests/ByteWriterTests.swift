@@ -9,15 +9,12 @@ import Testing
         String(decoding: ByteWriter.bytes(atMost: 32) { $0.shortest(d) }, as: UTF8.self)
     }
 
-    /// A small deterministic generator (the same values each run, so a failure comes back).
+    /// A small deterministic generator, xorshift64 (the same values each run, so a failure comes back).
     struct Mix {
         var state: UInt64
         mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            return state
         }
     }
 
