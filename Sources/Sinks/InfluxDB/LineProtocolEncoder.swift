@@ -38,7 +38,8 @@ struct LineProtocolEncoder: Sendable {
 
     /// Each slot's `,key=` (with a fixed value, all of `,key=value`) in one buffer made once,
     /// and where its value comes from, as plain values: the slots' arrays and enums with arrays
-    /// in them were retained and released for every tag of every point.
+    /// in them were retained and released for every tag of every point. (Sendable: never
+    /// changed after `init`.)
     final class LineSlots: @unchecked Sendable {
         enum From { case fixed, field(RecordTemplate.Field), unit, source, device, activity, phone, none }
         struct Slot {
@@ -48,6 +49,7 @@ struct LineProtocolEncoder: Sendable {
         }
         let text: UnsafeMutableRawBufferPointer
         let slots: UnsafeMutableBufferPointer<Slot>
+        let count: Int
 
         init(_ slots: [LineProtocolEncoder.Slot]) {
             var text: [UInt8] = []
@@ -81,9 +83,7 @@ struct LineProtocolEncoder: Sendable {
             self.count = made.count
         }
 
-        let count: Int
-
-        /// Slot `i`'s `,key=` (or `,key=value`).
+        /// A slot's `,key=` (a static tag's `,key=value`).
         @inline(__always) func prefix(_ s: Slot) -> UnsafeRawBufferPointer {
             UnsafeRawBufferPointer(start: text.baseAddress! + s.start, count: s.count)
         }
