@@ -163,7 +163,7 @@ csj_parser *csj_parser_new(uint32_t max_depth) {
     p->max_depth = max_depth;
     p->open.resize(size_t(max_depth) + 1);
     // simdjson does not count an empty innermost container as a level, so it is given
-    // one extra level; Flattener::emit enforces the exact limit.
+    // one extra level; `flatten` enforces the exact limit.
     if (p->dom.allocate(4096, size_t(max_depth) + 1) != simdjson::SUCCESS) {
         delete p;
         return nullptr;

@@ -143,18 +143,9 @@ public struct CanonicalView {
             return true
         }
         /// A string's text up to its closing quote (stepped over); nil at an escape or the end.
-        func str() -> UnsafeRawBufferPointer? {
+        @inline(__always) func str() -> UnsafeRawBufferPointer? {
             let from = i
-            while i + 8 <= n {
-                let word = (base + i).loadUnaligned(as: UInt64.self)
-                let hits = CanonicalLine.bytesEqual(word, 0x22) | CanonicalLine.bytesEqual(word, 0x5C)
-                if hits != 0 {
-                    i += hits.trailingZeroBitCount / 8
-                    break
-                }
-                i += 8
-            }
-            while i < n && line[i] != 0x22 && line[i] != 0x5C { i += 1 }
+            i = CanonicalLine.quoteOrBackslash(in: line, from: i)
             guard i < n, line[i] == 0x22 else { return nil }
             i += 1
             return UnsafeRawBufferPointer(start: base + from, count: i - 1 - from)

@@ -144,33 +144,37 @@ public struct CanonicalLine {
     /// next quote or backslash (most strings are short and have neither inside), an escape
     /// stepped over.
     private mutating func skipString(_ i: Int) -> Int? {
-        guard let base = line.baseAddress else { return nil }
-        let n = line.count
         var at = i + 1
-        while at < n {
-            if at + 8 <= n {
-                let word = (base + at).loadUnaligned(as: UInt64.self)
-                let hits = CanonicalLine.bytesEqual(word, 0x22) | CanonicalLine.bytesEqual(word, 0x5C)
-                if hits == 0 {
-                    at += 8
-                    continue
-                }
-                at += hits.trailingZeroBitCount / 8
-            }
-            switch line[at] {
-            case 0x22: return at + 1
-            case 0x5C:
-                sawEscape = true
-                at += 2
-            default: at += 1
-            }
+        while true {
+            at = CanonicalLine.quoteOrBackslash(in: line, from: at)
+            guard at < line.count else { return nil }
+            if line[at] == 0x22 { return at + 1 }
+            sawEscape = true
+            at += 2
         }
-        return nil
+    }
+
+    /// Where the first quote or backslash at or after `i` is in `line` (its count when there
+    /// is none): eight bytes at a time, then byte by byte. What the walk and `CanonicalView`'s
+    /// plain read step over strings with.
+    @inlinable @inline(__always)
+    public static func quoteOrBackslash(in line: UnsafeRawBufferPointer, from i: Int) -> Int {
+        guard let base = line.baseAddress else { return line.count }
+        let n = line.count
+        var at = i
+        while at + 8 <= n {
+            let word = (base + at).loadUnaligned(as: UInt64.self)
+            let hits = bytesEqual(word, 0x22) | bytesEqual(word, 0x5C)
+            if hits != 0 { return at + hits.trailingZeroBitCount / 8 }
+            at += 8
+        }
+        while at < n && line[at] != 0x22 && line[at] != 0x5C { at += 1 }
+        return at
     }
 
     /// The high bit of each byte of `word` that is `byte` (and, past the first such byte,
     /// perhaps of others: only the lowest one set is exact, which is all that is read).
-    @inlinable @inline(__always) public static func bytesEqual(_ word: UInt64, _ byte: UInt8) -> UInt64 {
+    @inlinable @inline(__always) static func bytesEqual(_ word: UInt64, _ byte: UInt8) -> UInt64 {
         let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
         let x = word ^ (ones &* UInt64(byte))
         return (x &- ones) & ~x & highs

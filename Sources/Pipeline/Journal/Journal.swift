@@ -119,7 +119,6 @@ public final class Journal: @unchecked Sendable {
         var offset = 0
         var expected = last
         var header = [UInt8](repeating: 0, count: Journal.headerSize)
-        var payload = [UInt8]()
         // The entries of a request split in several are kept only all together: those of a
         // request still open when the scan ends are cut with the torn tail.
         var group: [(seq: UInt64, records: Int, bytes: Int, time: Int64)] = []
@@ -128,8 +127,7 @@ public final class Journal: @unchecked Sendable {
             guard Journal.readExact(rfd, &header, count: Journal.headerSize, at: offset),
                   let h = Journal.decodeHeader(header), h.seq == expected,
                   offset + Journal.headerSize + h.length <= size else { break }
-            payload = [UInt8](repeating: 0, count: h.length)
-            guard Journal.readExact(rfd, &payload, count: h.length, at: offset + Journal.headerSize) else { break }
+            guard let payload = Journal.readPayload(rfd, count: h.length, at: offset + Journal.headerSize) else { break }
             if Journal.crc(payload) != h.payloadCRC {
                 // A torn tail is the end of the file; a bad entry followed by the next good one is
                 // damage in the middle, and cutting there would throw away acknowledged entries.
@@ -631,27 +629,24 @@ public final class Journal: @unchecked Sendable {
     /// entry is up to a MiB, read once for each drainer); nil when the file ends before.
     static func readPayload(_ fd: Int32, count: Int, at offset: Int) -> [UInt8]? {
         guard count > 0 else { return [] }
-        var whole = true
+        var whole = false
         let bytes = [UInt8](unsafeUninitializedCapacity: count) { room, initialized in
-            var got = 0
-            while got < count {
-                let n = pread(fd, room.baseAddress! + got, count - got, off_t(offset + got))
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 {
-                    whole = false
-                    break
-                }
-                got += n
-            }
-            initialized = got
+            whole = preadAll(fd, room.baseAddress!, count: count, at: offset)
+            initialized = whole ? count : 0
         }
         return whole ? bytes : nil
     }
 
     static func readExact(_ fd: Int32, _ buf: inout [UInt8], count: Int, at offset: Int) -> Bool {
+        buf.withUnsafeMutableBytes { preadAll(fd, $0.baseAddress!, count: count, at: offset) }
+    }
+
+    /// Reads `count` bytes at `offset` into `to`, through short reads and interruptions; false
+    /// when the file ends before (or a read fails).
+    private static func preadAll(_ fd: Int32, _ to: UnsafeMutableRawPointer, count: Int, at offset: Int) -> Bool {
         var got = 0
         while got < count {
-            let n = buf.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + got, count - got, off_t(offset + got)) }
+            let n = pread(fd, to + got, count - got, off_t(offset + got))
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { return false }
             got += n

@@ -262,16 +262,6 @@ public final class InfluxDBSink: PipelinedSink {
 
         var recentDay = Timestamp.RecentDay()
         var view = CanonicalView()
-        // The scratch line and the last device name held here while the batch is read: a class
-        // property passed inout, or read, is an exclusivity check at run time each line.
-        var scratch: [UInt8] = []
-        swap(&scratch, &self.scratch)
-        var lastDevice = self.lastDevice
-        defer {
-            swap(&scratch, &self.scratch)
-            self.lastDevice = lastDevice
-        }
-        func deviceName(_ bytes: UnsafeRawBufferPointer) -> String { InfluxDBSink.deviceName(bytes, last: &lastDevice) }
         for i in 0..<batch.count {
             if let halted {
                 b.keep([i], halted)
@@ -338,7 +328,7 @@ public final class InfluxDBSink: PipelinedSink {
 
     /// The device's name as a string, the one made for the line before when it is the same (the
     /// records of a batch come from a few phones).
-    private static func deviceName(_ bytes: UnsafeRawBufferPointer, last lastDevice: inout (bytes: [UInt8], name: String)?) -> String {
+    private func deviceName(_ bytes: UnsafeRawBufferPointer) -> String {
         if let last = lastDevice, last.bytes.count == bytes.count,
            bytes.isEmpty || last.bytes.withUnsafeBytes({ memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }) {
             return last.name
