@@ -187,10 +187,13 @@ enum Suite {
 
     static func line(_ r: Row) -> String {
         String(format: "%@ %@ × %d%@: %d requests, %@ samples/s acknowledged, %@ end to end, p50/p99/p99.9 %.1f/%.1f/%.1f ms, "
-               + "%.1f CPU s a million, peak RSS %d MB, %d failed",
+               + "%.2f CPU s a million%@, peak RSS %d MB, %d failed",
                r.sink.rawValue, size(r.bodyBytes), r.senders, r.kind == .transforms ? " (transforms)" : r.kind == .backfill ? " (backfill)" : "", r.m.requests,
                thousands(r.m.ackRate), thousands(r.m.endToEndRate), r.m.percentile(0.5), r.m.percentile(0.99),
-               r.m.percentile(0.999), r.m.cpuPerMillion, r.m.peakRSSKiB / 1024, r.m.failures)
+               r.m.percentile(0.999), r.m.cpuPerMillion,
+               // Two decimals here (the table keeps one): runs of two builds are compared by these.
+               r.m.peerCPUSeconds > 0 ? String(format: " (the server %.2f)", r.m.perMillion(r.m.peerCPUSeconds)) : "",
+               r.m.peakRSSKiB / 1024, r.m.failures)
     }
 
     /// The machine, the table and the targets, as markdown.
