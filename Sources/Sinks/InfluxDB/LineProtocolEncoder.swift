@@ -31,10 +31,10 @@ struct LineProtocolEncoder: Sendable {
     /// point is written straight from its journal line (`encode(_:CanonicalView)`); nil when
     /// some template joins several parts (such points are written from their records).
     let lineMeasurement: LineMeasurement?
-    /// The bytes the slots' keys and fixed values take, each with its `,` and `=`.
-    let slotBytes: Int
     /// The slots as a line is written from its view: no reference counted per slot.
     let lineSlots: LineSlots
+    /// The bytes the slots' keys and fixed values take, each with its `,` and `=`.
+    var slotBytes: Int { lineSlots.textBytes }
 
     /// Each slot's `,key=` (with a fixed value, all of `,key=value`) in one buffer made once,
     /// and where its value comes from, as plain values: the slots' arrays and enums with arrays
@@ -50,6 +50,8 @@ struct LineProtocolEncoder: Sendable {
         let text: UnsafeMutableRawBufferPointer
         let slots: UnsafeMutableBufferPointer<Slot>
         let count: Int
+        /// The bytes of every slot's text together.
+        let textBytes: Int
 
         init(_ slots: [LineProtocolEncoder.Slot]) {
             var text: [UInt8] = []
@@ -81,6 +83,7 @@ struct LineProtocolEncoder: Sendable {
             self.text = buffer
             self.slots = table
             self.count = made.count
+            textBytes = text.count
         }
 
         /// A slot's `,key=` (a static tag's `,key=value`).
@@ -151,10 +154,6 @@ struct LineProtocolEncoder: Sendable {
             lineMeasurement = .fixed(escaped)
         } else {
             lineMeasurement = nil
-        }
-        slotBytes = slots.reduce(0) { n, slot in
-            if case .fixed(let v) = slot.value { return n + slot.key.count + 2 + v.count }
-            return n + slot.key.count + 2
         }
         lineSlots = LineSlots(slots)
     }
