@@ -175,6 +175,20 @@ extension BenchMain {
     static func measure(binary: String, config: String, dir: String, template: Body, connections: Int, seconds: Double,
                         rate: Double = 0, maxSamples: Int = .max, run: Int = 0, peer: Int32? = nil,
                         deliverAfter: String? = nil) -> Measurement {
+        let perBody = template.uuidOffsets.count
+        // A run of so many samples has every request made — stamped and signed — before healthgate
+        // starts, as the ceiling's own writer makes its batches before its clock starts: neither
+        // load generator spends the run preparing what it sends (a phone does that on the phone,
+        // not on the gateway's cores). What the senders still spend (sending, reading answers) is
+        // the "load generator" figure. A run bounded by time alone stamps and signs as it goes.
+        let planned = maxSamples == .max ? 0 : (maxSamples + perBody - 1) / perBody
+        let prebuilt: [(head: [UInt8], body: [UInt8])]? = planned > 0 && planned * template.bytes.count <= 1 << 30
+            ? (0..<planned).map { k in
+                var body = template
+                body.stamp(connection: k >> 24, request: k & 0xFF_FFFF, run: run)
+                return (signedHead(body.bytes), body.bytes)
+            }
+            : nil
         guard var (server, port) = startServe(binary: binary, config: config, dir: dir) else {
             fatalError("healthgate serve did not start")
         }
@@ -186,7 +200,6 @@ extension BenchMain {
         var loadBefore = cpuSeconds(getpid())
         var peerBefore = peer.map { cpuSeconds($0) } ?? 0
 
-        let perBody = template.uuidOffsets.count
         let interval = rate > 0 ? Double(perBody * connections) / rate : 0
         let latencies = LatencyLog()
         let failures = LatencyLog()
@@ -203,16 +216,23 @@ extension BenchMain {
                 let conn = Connection(port: serverPort)
                 var n = 0
                 var next = Date().addingTimeInterval(interval * Double(c) / Double(max(1, connections)))
-                while Date() < stopAt, budget.take(perBody) {
+                while Date() < stopAt, let k = budget.take(perBody) {
                     if interval > 0 {
                         let wait = next.timeIntervalSinceNow
                         if wait > 0 { usleep(useconds_t(wait * 1e6)) }
                         next = next.addingTimeInterval(interval)
                     }
-                    body.stamp(connection: c, request: n, run: run)
+                    let head: [UInt8]
+                    if let prebuilt, k < prebuilt.count {
+                        head = prebuilt[k].head
+                        body.bytes = prebuilt[k].body
+                    } else {
+                        body.stamp(connection: c, request: n, run: run)
+                        head = signedHead(body.bytes)
+                    }
                     n += 1
                     let t0 = DispatchTime.now().uptimeNanoseconds
-                    guard let status = conn.post(signedHead(body.bytes), body.bytes) else { failures.add(0); continue }
+                    guard let status = conn.post(head, body.bytes) else { failures.add(0); continue }
                     let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e6
                     if status == 200 { latencies.add(dt) } else { failures.add(Double(status)) }
                 }
@@ -332,14 +352,17 @@ final class SampleBudget: @unchecked Sendable {
     private let lock = NSLock()
     private var left: Int
 
+    private var taken = 0
+
     init(_ samples: Int) { left = samples }
 
-    /// Takes `n` if any are left.
-    func take(_ n: Int) -> Bool {
+    /// Takes `n` if any are left: the how-manieth take this is (from 0), or nil.
+    func take(_ n: Int) -> Int? {
         lock.lock()
         defer { lock.unlock() }
-        guard left > 0 else { return false }
+        guard left > 0 else { return nil }
         left -= n
-        return true
+        taken += 1
+        return taken - 1
     }
 }

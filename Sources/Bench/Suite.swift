@@ -211,7 +211,8 @@ enum Suite {
                 continue
             }
             let ceiling = r.ceiling.map(thousands) ?? "—"
-            let share = r.ceiling.map { String(format: "%.0f %%", r.m.endToEndRate / $0 * 100) } ?? "—"
+            // One decimal: 79.6 % is under the line, and "80 %" said it was on it.
+            let share = r.ceiling.map { String(format: "%.1f %%", r.m.endToEndRate / $0 * 100) } ?? "—"
             out += "| \(r.sink.rawValue)\(r.kind == .transforms ? " + filter, convert, tag" : r.kind == .backfill ? ", backfill (the drain alone)" : "") | \(size(r.bodyBytes)) (\(thousands(Double(r.samplesPerBody)))) "
                 + "| \(r.senders) | \(r.m.requests) | \(thousands(r.m.ackRate)) | " + String(format: "%.1f", r.m.megabytesPerSecond)
                 + " | \(thousands(r.m.endToEndRate))\(r.m.stalled ? " (stalled: \(thousands(Double(r.m.delivered))) of \(thousands(Double(r.m.samples))) delivered)" : "") | \(ceiling) | \(share) | "
@@ -261,8 +262,8 @@ enum Suite {
         if !runs.isEmpty {
             let r = runs.sorted { ratio($0) < ratio($1) }[runs.count / 2], c = r.ceiling!
             let share = ratio(r)
-            let each = runs.map { String(format: "%.0f %% (%@ of %@)", ratio($0) * 100, thousands($0.m.endToEndRate), thousands($0.ceiling!)) }
-            said.append(String(format: "InfluxDB end to end ≥ 80 %% of influxd's own ceiling (1 MB × 8): %@ (%.0f %%, the median of %d runs each "
+            let each = runs.map { String(format: "%.1f %% (%@ of %@)", ratio($0) * 100, thousands($0.m.endToEndRate), thousands($0.ceiling!)) }
+            said.append(String(format: "InfluxDB end to end ≥ 80 %% of influxd's own ceiling (1 MB × 8): %@ (%.1f %%, the median of %d runs each "
                                + "just after a ceiling of its own: %@)",
                                share >= 0.8 ? "met" : "not met", share * 100, runs.count, each.joined(separator: ", "))
                        + (r.ceilingCPU.map { cpuBudget(r, ceiling: c, influxd: $0) } ?? "")
