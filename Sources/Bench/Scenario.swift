@@ -351,7 +351,6 @@ extension BenchMain {
 final class SampleBudget: @unchecked Sendable {
     private let lock = NSLock()
     private var left: Int
-
     private var taken = 0
 
     init(_ samples: Int) { left = samples }

@@ -696,7 +696,7 @@ import YAMLConfig
         for r in records {
             var fast: [UInt8] = []
             var listed: [UInt8] = []
-            for slot in e.slots { e.append(slot, of: r, isWorkout: r.kind == RecordKind.workout, to: &fast) }
+            e.appendSlotTags(of: r, isWorkout: r.kind == RecordKind.workout, to: &fast)
             e.appendTags(withLabelsOf: r, isWorkout: r.kind == RecordKind.workout, to: &listed)
             #expect(String(decoding: fast, as: UTF8.self) == String(decoding: listed, as: UTF8.self))
             #expect(!fast.isEmpty)

@@ -24,14 +24,13 @@ struct LineProtocolEncoder: Sendable {
     let staticTags: [(String, String)]
     let templatedTags: [(String, RecordTemplate)]
     let precision: InfluxDBSinkConfig.Precision
-    /// Every tag a point can have (but the labels routes add), sorted by key once: a record's
-    /// line is then written tag by tag, with no tag list made, sorted or filtered per record.
-    let slots: [Slot]
     /// The measurement, when it and every templated tag are one field or fixed text: then a
     /// point is written straight from its journal line (`encode(_:CanonicalView)`); nil when
     /// some template joins several parts (such points are written from their records).
     let lineMeasurement: LineMeasurement?
-    /// The slots as a line is written from its view: no reference counted per slot.
+    /// Every tag a point can have (but the labels routes add), sorted by key once: a line —
+    /// from its view or its record — is then written tag by tag, with no tag list made, sorted or
+    /// filtered per point.
     let lineSlots: LineSlots
     /// The bytes the slots' keys and fixed values take, each with its `,` and `=`.
     var slotBytes: Int { lineSlots.textBytes }
@@ -41,40 +40,55 @@ struct LineProtocolEncoder: Sendable {
     /// in them were retained and released for every tag of every point. (Sendable: never
     /// changed after `init`.)
     final class LineSlots: @unchecked Sendable {
-        enum From { case fixed, field(RecordTemplate.Field), unit, source, device, activity, phone, none }
+        /// A tag's value: fixed (in the slot's text), one field, a template that joins several
+        /// parts (only records are written with those), or one of the sink's own tags.
+        enum From { case fixed, field(RecordTemplate.Field), template, unit, source, device, activity, phone }
         struct Slot {
             var start: Int
             var count: Int
             var from: From
+            /// A `.template` slot's place in `templates` (no payload on `From`: a second one made
+            /// the view path's walk of the slots ~60 instructions a point slower).
+            var template: Int = 0
         }
         let text: UnsafeMutableRawBufferPointer
         let slots: UnsafeMutableBufferPointer<Slot>
         let count: Int
         /// The bytes of every slot's text together.
         let textBytes: Int
+        /// The templates that join several parts, by `Slot.template`.
+        let templates: [RecordTemplate]
 
         init(_ slots: [LineProtocolEncoder.Slot]) {
             var text: [UInt8] = []
             var made: [Slot] = []
+            var templates: [RecordTemplate] = []
             for slot in slots {
                 let start = text.count
                 text.append(UInt8(ascii: ","))
                 text += slot.key
                 text.append(UInt8(ascii: "="))
                 let from: From
+                var template = 0
                 switch slot.value {
                 case .fixed(let bytes):
                     text += bytes
                     from = .fixed
                 case .template(let t):
-                    if case .field(let f) = t.parts[0] { from = .field(f) } else { from = .none }
+                    if t.parts.count == 1, case .field(let f) = t.parts[0] {
+                        from = .field(f)
+                    } else {
+                        from = .template
+                        template = templates.count
+                        templates.append(t)
+                    }
                 case .unit: from = .unit
                 case .source: from = .source
                 case .device: from = .device
                 case .activity: from = .activity
                 case .phone: from = .phone
                 }
-                made.append(Slot(start: start, count: text.count - start, from: from))
+                made.append(Slot(start: start, count: text.count - start, from: from, template: template))
             }
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(text.count, 1), alignment: 8)
             text.withUnsafeBytes { buffer.copyMemory(from: $0) }
@@ -84,6 +98,7 @@ struct LineProtocolEncoder: Sendable {
             self.slots = table
             self.count = made.count
             textBytes = text.count
+            self.templates = templates
         }
 
         /// A slot's `,key=` (a static tag's `,key=value`).
@@ -103,7 +118,7 @@ struct LineProtocolEncoder: Sendable {
         case fixed([UInt8])
     }
 
-    /// One tag, its key escaped, and where its value comes from.
+    /// One tag, its key escaped, and where its value comes from (what `LineSlots` is made of).
     struct Slot: Sendable {
         var key: [UInt8]
         var value: Value
@@ -133,7 +148,7 @@ struct LineProtocolEncoder: Sendable {
         for (k, t) in templatedTags { named.append((k, .template(t))) }
         named += [("unit", .unit), ("source", .source), ("device", .device), ("activity", .activity)]
         if !phoneTag.isEmpty { named.append((phoneTag, .phone)) }
-        slots = LineProtocolEncoder.sortedByKey(named).map { k, v in
+        let slots = LineProtocolEncoder.sortedByKey(named).map { k, v in
             var key: [UInt8] = []
             LineProtocolEncoder.appendEscaped(k, to: &key)
             return Slot(key: key, value: v)
@@ -195,7 +210,7 @@ struct LineProtocolEncoder: Sendable {
         let name = measurement.render(r, LineProtocolEncoder.value)
         LineProtocolEncoder.appendEscaped(name, measurement: true, to: &out)
         if r.tags.isEmpty {
-            for slot in slots { append(slot, of: r, isWorkout: isWorkout, to: &out) }
+            appendSlotTags(of: r, isWorkout: isWorkout, to: &out)
         } else {
             appendTags(withLabelsOf: r, isWorkout: isWorkout, to: &out)
         }
@@ -255,7 +270,7 @@ struct LineProtocolEncoder: Sendable {
                                              v.sourceApp?.count ?? 0)
         if case .string(let name)? = v.value { strings += name.count }
         if case .fixed(let bytes) = m { strings += bytes.count }
-        let bound = 2 * strings + slotBytes + slots.count + 4 * LineProtocolBytes.lineNumberBound + 64
+        let bound = 2 * strings + slotBytes + lineSlots.count + 4 * LineProtocolBytes.lineNumberBound + 64
         let before = out.count
         let seriesEnd = before + LineProtocolBytes.append(to: &out, atMost: bound) { w -> Int in
             switch m {
@@ -276,7 +291,7 @@ struct LineProtocolEncoder: Sendable {
                 case .device: value = v.sourceDevice ?? none
                 case .activity: value = isWorkout ? v.activity ?? none : none
                 case .phone: value = v.device
-                case .none: continue
+                case .template: continue   // never here: such slots make `lineMeasurement` nil
                 }
                 if value.isEmpty { continue }
                 w.raw(table.prefix(slot))
@@ -330,29 +345,28 @@ struct LineProtocolEncoder: Sendable {
         }
     }
 
-    /// `,key=value` for a slot whose value the record has.
-    @inline(__always)
-    func append(_ slot: Slot, of r: CanonicalRecord, isWorkout: Bool, to out: inout [UInt8]) {
-        func key() {
-            out.append(UInt8(ascii: ","))
-            out.append(contentsOf: slot.key)
-            out.append(UInt8(ascii: "="))
-        }
-        func tag(_ value: String?) {
-            guard let value, !value.isEmpty else { return }
-            key()
+    /// `,key=value` for each slot whose value the record has, from the slots' text as the view
+    /// path writes them.
+    func appendSlotTags(of r: CanonicalRecord, isWorkout: Bool, to out: inout [UInt8]) {
+        let table = lineSlots
+        for i in 0..<table.count {
+            let slot = table.slots[i]
+            let value: String?
+            switch slot.from {
+            case .fixed:
+                out.append(contentsOf: table.prefix(slot))
+                continue
+            case .field(let f): value = LineProtocolEncoder.value(f, r)
+            case .template: value = table.templates[slot.template].render(r, LineProtocolEncoder.value)
+            case .unit: value = r.unit
+            case .source: value = r.source?.app
+            case .device: value = r.source?.device
+            case .activity: value = isWorkout ? r.activity : nil
+            case .phone: value = r.device
+            }
+            guard let value, !value.isEmpty else { continue }
+            out.append(contentsOf: table.prefix(slot))
             LineProtocolEncoder.appendEscaped(value, to: &out)
-        }
-        switch slot.value {
-        case .fixed(let v):
-            key()
-            out.append(contentsOf: v)
-        case .template(let t): tag(t.render(r, LineProtocolEncoder.value))
-        case .unit: tag(r.unit)
-        case .source: tag(r.source?.app)
-        case .device: tag(r.source?.device)
-        case .activity: if isWorkout { tag(r.activity) }
-        case .phone: tag(r.device)
         }
     }
 
