@@ -178,6 +178,26 @@ void csj_parser_free(csj_parser *p) {
     delete p;
 }
 
+namespace {
+
+// Parses len bytes at input, which has SIMDJSON_PADDING readable bytes after it, and flattens.
+int parse_in_place(csj_parser *p, const uint8_t *input, size_t len, const csj_node **nodes, size_t *count) noexcept {
+    element root;
+    simdjson::error_code err = p->dom.parse(input, len, false).get(root);
+    if (err) return err;
+
+    int flattened = flatten(p);
+    if (flattened != simdjson::SUCCESS) {
+        p->node_count = 0;
+        return flattened;
+    }
+    *nodes = p->nodes;
+    *count = p->node_count;
+    return simdjson::SUCCESS;
+}
+
+} // namespace
+
 int csj_parse(csj_parser *p, const void *buf, size_t len, const csj_node **nodes, size_t *count) {
     *nodes = nullptr;
     *count = 0;
@@ -199,19 +219,16 @@ int csj_parse(csj_parser *p, const void *buf, size_t len, const csj_node **nodes
     }
     std::memcpy(p->input, buf, len);
     std::memset(p->input + len, 0, simdjson::SIMDJSON_PADDING);
+    return parse_in_place(p, p->input, len, nodes, count);
+}
 
-    element root;
-    simdjson::error_code err = p->dom.parse(p->input, len, false).get(root);
-    if (err) return err;
-
-    int flattened = flatten(p);
-    if (flattened != simdjson::SUCCESS) {
-        p->node_count = 0;
-        return flattened;
-    }
-    *nodes = p->nodes;
-    *count = p->node_count;
-    return simdjson::SUCCESS;
+int csj_parse_padded(csj_parser *p, const void *buf, size_t len, const csj_node **nodes, size_t *count) {
+    *nodes = nullptr;
+    *count = 0;
+    p->node_count = 0;
+    if (len == 0) return simdjson::EMPTY;
+    if (len > p->dom.max_capacity()) return simdjson::CAPACITY;
+    return parse_in_place(p, static_cast<const uint8_t *>(buf), len, nodes, count);
 }
 
 } // extern "C"

@@ -60,16 +60,36 @@ public final class JSONParser {
 
     /// Parses one JSON document. Invalidates the previous document of this parser.
     public func parse(_ bytes: UnsafeRawBufferPointer) throws(JSONError) -> JSONDocument {
+        try parse(bytes, padded: false)
+    }
+
+    /// `padded`: `padding` readable bytes follow `bytes` (parsed where they lie, no padded copy).
+    private func parse(_ bytes: UnsafeRawBufferPointer, padded: Bool) throws(JSONError) -> JSONDocument {
         generation.pointee &+= 1
         largestInput = max(largestInput, bytes.count)
         var nodes: UnsafePointer<csj_node>? = nil
         var count = 0
-        let rc = csj_parse(handle, bytes.baseAddress, bytes.count, &nodes, &count)
+        let rc = padded ? csj_parse_padded(handle, bytes.baseAddress, bytes.count, &nodes, &count)
+                        : csj_parse(handle, bytes.baseAddress, bytes.count, &nodes, &count)
         guard rc == Int32(CSJ_OK), let nodes, count > 0 else {
             throw JSONError(simdjsonCode: rc == Int32(CSJ_OK) ? Int32(CSJ_ERR_EMPTY) : rc,
                             maxDepth: maxDepth, input: bytes)
         }
         return JSONDocument(parser: self, nodes: nodes, nodeCount: count, generation: generation.pointee)
+    }
+
+    /// The bytes simdjson reads past the end of its input.
+    public static let padding = csj_padding()
+
+    /// Parses one JSON document where it lies when the array has `padding` bytes of spare
+    /// capacity after its elements (read, never written; they do not change the result), else
+    /// from a padded copy, as `parse(_:)`. Invalidates the previous document of this parser.
+    public func parse(paddedIfRoom bytes: [UInt8]) throws(JSONError) -> JSONDocument {
+        let padded = bytes.capacity - bytes.count >= JSONParser.padding
+        let result: Result<JSONDocument, JSONError> = bytes.withUnsafeBytes { raw in
+            do throws(JSONError) { return .success(try parse(raw, padded: padded)) } catch { return .failure(error) }
+        }
+        return try result.get()
     }
 
     /// Parses one JSON document. Invalidates the previous document of this parser.

@@ -7,7 +7,11 @@ public struct HTTPRequest: Sendable {
     public var query: String
     /// Header names in lower case, in arrival order; repeated headers appear repeatedly.
     public var headers: [(name: String, value: String)]
+    /// The body. The server reserves `bodySlack` bytes of room after a body of announced length,
+    /// so that a parser which reads past the end (simdjson) parses it where it lies.
     public var body: [UInt8]
+    /// Bytes of spare capacity kept after a body whose length was announced (Content-Length).
+    public static let bodySlack = 64
     /// True when the request came over TLS (reply signatures are mandatory over plain HTTP).
     public var isTLS: Bool
     public var remoteAddress: String

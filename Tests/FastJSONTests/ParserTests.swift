@@ -197,6 +197,39 @@ struct ParserReadingTests {
         #expect(m == 2)
     }
 
+    /// A request body is parsed where it lies when the server left `padding` bytes of room after
+    /// it (`parse(paddedIfRoom:)`): whatever those bytes hold — here what would close an open
+    /// string, end a number or complete a document — the outcome is the padded copy's.
+    @Test(arguments: [
+        #"{"a":"abc"#, #"{"a":"abc"}"#, #"[1,2"#, #"12"#, #"-1.5e"#, #"{"k":tru"#, #"nul"#,
+        #"{"s":"\u00e9\n","n":[1,2.5,-3],"o":{}}"#, #""x\"#, " ", #"{"a":1}x"#,
+    ])
+    func inPlaceWithAnyPadding(_ text: String) throws {
+        let reference = JSONParser()
+        let copied = Result { () throws(JSONError) in try reference.parse(Array(text.utf8)).root.description }
+        for fill in [#"""#, "}", "]", "0", "e", "\\", " ", "\u{0}", "\u{FF}"] {
+            var body = Array(text.utf8)
+            body.reserveCapacity(body.count + JSONParser.padding)
+            let n = body.count
+            body += Array(repeating: Array(fill.utf8)[0], count: JSONParser.padding)
+            body.removeLast(JSONParser.padding)   // the capacity stays, and holds the fill
+            #expect(body.count == n && body.capacity - n >= JSONParser.padding)
+            let parser = JSONParser()
+            let inPlace = Result { () throws(JSONError) in try parser.parse(paddedIfRoom: body).root.description }
+            switch (copied, inPlace) {
+            case (.success(let a), .success(let b)): #expect(a == b, "fill \(fill.debugDescription)")
+            case (.failure(let a), .failure(let b)): #expect(a == b, "fill \(fill.debugDescription)")
+            default: Issue.record("\(text.debugDescription) with fill \(fill.debugDescription): \(copied) vs \(inPlace)")
+            }
+        }
+        // Without the room, a padded copy is parsed, to the same outcome.
+        let tight = Array(text.utf8)
+        if tight.capacity - tight.count < JSONParser.padding {
+            let r = Result { () throws(JSONError) in try reference.parse(paddedIfRoom: tight).root.description }
+            #expect("\(r)" == "\(copied)")
+        }
+    }
+
     @Test func largeDocument() throws {
         var text = "["
         for i in 0..<20_000 {

@@ -79,7 +79,8 @@ enum {
 
 typedef struct csj_parser csj_parser;
 
-/* Bytes of padding simdjson reads past the end of the input (handled inside the shim). */
+/* Bytes of padding simdjson reads past the end of the input (handled inside the shim by
+ * csj_parse; csj_parse_padded is given them by its caller). */
 size_t csj_padding(void);
 
 /* Name of the simdjson kernel selected at run time (e.g. "icelake", "haswell", "fallback"). */
@@ -99,6 +100,12 @@ void csj_parser_free(csj_parser *parser);
  * this parser is invalidated. */
 int csj_parse(csj_parser *parser, const void *buf, size_t len,
               const csj_node **nodes, size_t *count);
+
+/* csj_parse where the caller guarantees csj_padding() readable bytes after buf + len (any
+ * content: simdjson reads them, they do not change the result): parsed where it lies, with
+ * no padded copy. */
+int csj_parse_padded(csj_parser *parser, const void *buf, size_t len,
+                     const csj_node **nodes, size_t *count);
 
 /* The index of the first object key that repeats an earlier key of the same object, or -1
  * when no object has two equal keys. One pass over the nodes of a parsed document. */

@@ -330,8 +330,9 @@ enum MHDCallbacks {
                     return queue(connection, server.handler.bodyTooLarge(path: path, limit: state.limit))
                 }
                 // The body's exact size is known: one allocation, no regrowth (its pages count
-                // against http.max_buffered, and the memory, only as the bytes arrive).
-                state.body.reserveCapacity(cl)
+                // against http.max_buffered, and the memory, only as the bytes arrive), with the
+                // room a JSON body is parsed in place with (`HTTPRequest.bodySlack`).
+                state.body.reserveCapacity(cl + HTTPRequest.bodySlack)
             }
             return .YES
         }
