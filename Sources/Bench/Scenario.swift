@@ -263,7 +263,7 @@ extension BenchMain {
         // gone, say): the run ends there, its end-to-end rate what was delivered.
         // Asked (`/metrics`, ~0.4 ms of healthgate's CPU each) as seldom as the end allows to be
         // seen within 2 ms: half the time the rate so far says is left, between 2 and 100 ms —
-        // every 20 ms, its 50 answers a second were a few per cent of the drain's CPU.
+        // every 20 ms, its 50 answers a second took ~2 % of a core from the run they measure.
         let drainDeadline = Date().addingTimeInterval(300)
         let drainStarted = Date()
         var progressed = (count: -1, at: Date())
