@@ -48,8 +48,9 @@ public final class SQLite: @unchecked Sendable {
         db = handle
         sqlite3_busy_timeout(handle, 5000)
         if let pageSize { try execute("PRAGMA page_size=\(pageSize)") }
-        // WAL: `healthgate write` and `serve` use the store at once; NORMAL sync is durable at
-        // each transaction's end in WAL mode for process crashes.
+        // WAL: `healthgate write` and `serve` use the store at once. FULL sync: each commit's WAL
+        // frames are fsynced before it returns, so a commit survives a power cut, not only a
+        // process crash (NORMAL would sync them only at checkpoints).
         try execute("PRAGMA journal_mode=WAL")
         try execute("PRAGMA synchronous=FULL")
     }
