@@ -169,13 +169,13 @@ public final class GatewayService: @unchecked Sendable {
     }
 
     /// Tells `decoded` how many of the sinks' drainers decode whole records (and share them) and
-    /// how many parse the journal's lines (and take what ingest hands over).
+    /// how many take what ingest hands over (the same drainers: `SinkDrainer.takesHandedRecords`).
     static func countReaders(_ topology: Topology, into decoded: DecodedEntries) {
         var whole = 0, parsing = 0
         for s in topology.sinks {
             let routes = topology.routes.filter { $0.to.contains(s.name) }
             if SinkDrainer.readsWholeRecords(s.built, routes: routes) { whole += 1 }
-            if SinkDrainer.parsesRecords(s.built, routes: routes) { parsing += 1 }
+            if SinkDrainer.takesHandedRecords(s.built, routes: routes) { parsing += 1 }
         }
         decoded.setReaders(whole)
         decoded.setParsingReaders(parsing)

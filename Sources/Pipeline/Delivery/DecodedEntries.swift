@@ -66,8 +66,8 @@ public final class DecodedEntries: @unchecked Sendable {
         self.maxHandedAge = maxHandedAge
     }
 
-    /// How many drainers parse the journal's lines (`SinkDrainer.parsesRecords`): those that take
-    /// what ingest hands over. None, and ingest keeps no records (`recordsWanted`). What was
+    /// How many drainers take what ingest hands over (`SinkDrainer.takesHandedRecords`: those
+    /// that decode whole records). None, and ingest keeps no records (`recordsWanted`). What was
     /// handed over for another count of drainers is let go (they parse it).
     public func setParsingReaders(_ n: Int) {
         monitor.withLock {

@@ -64,7 +64,7 @@ struct Pending {
         // make moving them out below copy the whole array first, every string retained.
         var entry: DecodedEntries.Entry
         var owned = true
-        if CanonicalCodec.parses(only: only, patches: patches), let handed = shared?.takeHanded(e.seq),
+        if only.isAll, let handed = shared?.takeHanded(e.seq),
            handed.entry.records.count == e.count, handed.entry.ranges?.last?.upperBound == e.payload.count {
             // Ingest handed over the records it encoded into this entry: whole, each with its line
             // (no spans: a route that changes a record has its line written anew).

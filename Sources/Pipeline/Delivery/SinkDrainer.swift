@@ -61,12 +61,13 @@ public final class SinkDrainer: Sendable {
         SinkRoutes.fieldsRead(routes: routes, sinkReads: built.reads).isAll
     }
 
-    /// Whether a drainer of this sink and these routes parses the journal's lines (and so takes
-    /// the records ingest hands over: `DecodedEntries.setParsingReaders` counts these), or only
-    /// splits them.
-    public static func parsesRecords(_ built: BuiltSink, routes: [Route]) -> Bool {
-        // (What the routes change is among the fields read: `fieldsRead` adds it.)
-        CanonicalCodec.parses(only: SinkRoutes.fieldsRead(routes: routes, sinkReads: built.reads), patches: [])
+    /// Whether a drainer of this sink and these routes takes the records ingest hands over
+    /// (`DecodedEntries.setParsingReaders` counts these): one that decodes whole records. One that
+    /// reads a few fields walks the lines for them, which costs less than ingest making every
+    /// record for it (the file sink by `{device}/{date}`, 1 MB × 8: 2.3 → 1.9 CPU s a million with
+    /// ingest writing its lines straight instead), and one that only splits lines reads none.
+    public static func takesHandedRecords(_ built: BuiltSink, routes: [Route]) -> Bool {
+        readsWholeRecords(built, routes: routes)
     }
 
     public static func stateDirectory(sink: String, dataDir: String) -> String {
