@@ -222,7 +222,8 @@ enum Suite {
         out += "\nEnd to end: from the first request until the sink had delivered every acknowledged sample ("
             + BenchSink.allCases.map { "\($0.rawValue): \($0.delivered)" }.joined(separator: "; ") + "). "
             + "Each run is a fresh `healthgate serve` (fsync before every 2xx) with one Syncky receiver (signed native bodies) "
-            + "and one route; its senders post on keep-alive connections, each again as soon as it is answered, for "
+            + "and one route, warmed by one request delivered before the clock starts (not counted; a backfill's drain starts cold); "
+            + "its senders post on keep-alive connections, each again as soon as it is answered, for "
             + String(format: "%.0f s", plan.seconds) + " or until the run has sent about what its sink delivers in 5–10 s ("
             + plan.sinks.map { "\($0.rawValue) \(thousands(Double(plan.maxSamples($0))))" }.joined(separator: ", ")
             + " samples), so time to 2xx is the senders' count over the throughput, not a paced latency. The ceilings, "
