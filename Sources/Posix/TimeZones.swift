@@ -5,7 +5,10 @@ import Synchronization
 /// UTC offsets of IANA time zones ("Europe/Budapest") at a given instant, from the system's
 /// tz database (`/usr/share/zoneinfo`, Debian's tzdata) in its TZif format (RFC 8536), read
 /// once per zone. Past the last transition the zone's last offset holds (the footer's rule,
-/// which only matters for instants past 2037, is not evaluated).
+/// which only matters for instants past 2037, is not evaluated). Offsets are whole minutes: the
+/// database's local mean times before standard time (Budapest's +1:16:20 until 1890) are rounded
+/// to the nearest minute, as a record's `utc_offset` (±hh:mm) can only say — a record must be
+/// what its journal line decodes to.
 public enum TimeZones {
     /// One zone's offsets, read from the tz database once: what a receiver holds for a body whose
     /// samples all name the same zone, so each sample's offset is a binary search, not a lookup
@@ -87,9 +90,15 @@ public enum TimeZones {
             transitions.append(timeSize == 8 ? i64(base + i * 8) : Int64(i32(base + i * 4)))
             let type = Int(b[base + timecnt * timeSize + i])
             guard type < typecnt else { return nil }
-            offsets.append(i32(typesAt + type * 6))
+            offsets.append(wholeMinutes(i32(typesAt + type * 6)))
         }
-        return Zone(transitions: transitions, offsetAfter: offsets, initialOffset: i32(typesAt))
+        return Zone(transitions: transitions, offsetAfter: offsets, initialOffset: wholeMinutes(i32(typesAt)))
+    }
+
+    /// `seconds` rounded to the nearest whole minute (halves away from zero).
+    static func wholeMinutes(_ seconds: Int32) -> Int32 {
+        let m = (Int(seconds.magnitude) + 30) / 60 * 60
+        return Int32(seconds < 0 ? -m : m)
     }
 }
 

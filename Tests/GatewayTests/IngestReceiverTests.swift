@@ -5,8 +5,9 @@ import HealthgateCore
 @testable import Pipeline
 import CanonicalJSON
 import FastJSON
+import FuzzTargets
 import SinkKit
-import Posix
+@testable import Posix
 import Testing
 
 /// `POST /v1/ingest` as its spec describes it, through serve.
@@ -178,5 +179,42 @@ import Testing
         #expect(TimeZones.offset("UTC", at: 0) == 0)
         #expect(TimeZones.offset("../../etc/passwd", at: 0) == nil)
         #expect(TimeZones.offset("Mars/Olympus_Mons", at: 0) == nil)
+    }
+
+    /// Before standard time a zone keeps its local mean time, in seconds (Budapest +1:16:20 until
+    /// 1890, Amsterdam +0:19:32 until 1937, Detroit -5:32:11 until 1905): offsets are whole minutes
+    /// (the nearest), as a record's `utc_offset` (±hh:mm) can say. Found by `make fuzz` (ingest:
+    /// a sample of 1013 in Europe/Budapest was kept for the drainers with +1:16:20 while its
+    /// journal line said +01:16).
+    @Test func localMeanTimeIsRoundedToAWholeMinute() throws {
+        let year1013 = Timestamp.parseRFC3339("1013-12-01T16:05:00Z")!.0.seconds
+        #expect(TimeZones.offset("Europe/Budapest", at: year1013) == 76 * 60)
+        #expect(TimeZones.offset("Europe/Amsterdam", at: -2_000_000_000) == 20 * 60)
+        #expect(TimeZones.offset("America/Detroit", at: -2_500_000_000) == -(5 * 60 + 32) * 60)
+        #expect(TimeZones.wholeMinutes(89) == 60 && TimeZones.wholeMinutes(90) == 120 && TimeZones.wholeMinutes(-90) == -120)
+
+        // What ingest keeps for the drainers that take its records is what the journal's line
+        // decodes to (the fuzz targets' oracle), and that line says +01:16.
+        let config = """
+        receivers:
+          ingest: {kind: ingest}
+        sinks:
+          out: {kind: file, path: out.ndjson}
+        routes:
+          - {from: [ingest], to: [out]}
+        """
+        let topology = try ConfigLoader.load(text: config, file: "t.yaml", environment: [:],
+                                             logger: Logger(component: "t", sink: MemoryLogSink()))
+        let receiver = try #require(topology.receivers.first?.receiver)
+        let body = Array(#"{"device_id":"ios-1","time_zone":"Europe/Budapest","samples":[{"source_uuid":"hr-a","data_type":"heartRate","ts":"1013-12-01T16:05:00Z","value":140,"unit":"count/min"}]}"#.utf8)
+        let request = HTTPRequest(method: "POST", path: receiver.paths[0], query: "", headers: [], body: body)
+        let reception = receiver.receive(request, context: ReceiveContext(now: Timestamp(seconds: 1_800_000_000), keepRecords: Int.max))
+        #expect(FuzzTargets.problem(nil, reception, of: "ingest") == nil)
+        guard case .accept(let batch, _) = reception else {
+            Issue.record("not accepted: \(reception)")
+            return
+        }
+        #expect(batch.keepsRecords)
+        #expect(String(decoding: batch.payload, as: UTF8.self).contains(#""utc_offset":"+01:16""#))
     }
 }
