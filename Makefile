@@ -118,7 +118,7 @@ soak: build
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= syncky-native syncky-csv syncky-influx influx hae ingest healthsync headers config
 fuzz: deps
-	$(SWIFT) build --scratch-path .build/fuzz --sanitize fuzzer --sanitize address -Xswiftc -DFUZZING --product healthgate-fuzz
+	$(SWIFT) build --scratch-path .build/fuzz --sanitize fuzzer --sanitize address -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING --product healthgate-fuzz
 	bash Tests/Fuzz/run.sh .build/fuzz/debug/healthgate-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 ## Install where a Debian admin expects it: the binary in $(PREFIX)/bin, the systemd unit in
