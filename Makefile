@@ -117,6 +117,8 @@ soak: build
 ## which runs the corpora and the findings through the same targets without libFuzzer.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= syncky-native syncky-csv syncky-influx influx hae ingest healthsync headers config
+## swiftc keeps only the last -sanitize= flag and SwiftPM passes its two in either order: the
+## combined -Xswiftc flag comes after them (SwiftPM's own are kept for its fuzzer link and C targets).
 fuzz: deps
 	$(SWIFT) build --scratch-path .build/fuzz --sanitize fuzzer --sanitize address -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING --product healthgate-fuzz
 	bash Tests/Fuzz/run.sh .build/fuzz/debug/healthgate-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)

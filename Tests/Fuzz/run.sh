@@ -15,6 +15,15 @@ work=$(cd "$work" && pwd)
 tmp=$(mktemp -d /tmp/healthgate-fuzz.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 failed=""
+# A binary whose code is not instrumented fuzzes blind and finds nothing (README, Proof): asked
+# once, before any target runs, how many coverage counters it loaded (a whole build: ~137,000).
+counters=$(HEALTHGATE_FUZZ=$1 TMPDIR=$tmp "$bin" -runs=0 2>&1 |
+    sed -n -E 's/^INFO: Loaded [0-9]+ modules? +\(([0-9]+) inline 8-bit counters\).*/\1/p' | head -1)
+if [ "${counters:-0}" -lt "${FUZZ_MIN_COUNTERS:-20000}" ]; then
+    echo "$bin has ${counters:-no} coverage counters (a whole build has ~137,000): its code is not instrumented;"
+    echo "rebuild it from scratch (rm -rf .build/fuzz; make fuzz)"
+    exit 1
+fi
 summary=""
 for t in "$@"; do
     mkdir -p "$work/corpus/$t" "$work/findings/$t" "$work/logs"
@@ -23,17 +32,6 @@ for t in "$@"; do
     TMPDIR=$tmp HEALTHGATE_FUZZ=$t "$bin" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="$work/findings/$t/" "$work/corpus/$t" "$here/corpus/$t" > "$log" 2>&1
     rc=$?
-    # A binary whose code is barely instrumented fuzzes blind and finds nothing. Seen here: with
-    # `--sanitize fuzzer --sanitize address` alone, SwiftPM hands swiftc the two in either order
-    # and swiftc keeps only the last, so every other build had ASan without coverage (474
-    # counters, from the C++ shim) or coverage without ASan; the Makefile now adds
-    # `-Xswiftc -sanitize=fuzzer,address` after them (~137,000 counters).
-    counters=$(sed -n -E 's/^INFO: Loaded [0-9]+ modules? +\(([0-9]+) inline 8-bit counters\).*/\1/p' "$log" | head -1)
-    if [ -n "$counters" ] && [ "$counters" -lt "${FUZZ_MIN_COUNTERS:-20000}" ]; then
-        echo "  $bin has only $counters coverage counters (a whole build has ~137,000): its code is not instrumented;"
-        echo "  rebuild it from scratch (rm -rf .build/fuzz; make fuzz)"
-        exit 1
-    fi
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
     cov=$(grep -E '^#[0-9]+' "$log" | tail -1 | sed -n -E 's/.* cov: ([0-9]+) ft: ([0-9]+).*/\1 edges, \2 features/p')
