@@ -34,6 +34,23 @@ public enum SafeText {
         return out + pairs.joined(separator: "&")
     }
 
+    /// An error's text, fit for a log line: at most `limit` characters, control characters
+    /// as spaces, and the credentials and query values of any URL in it masked (as `url` does).
+    public static func error(_ error: any Error, limit: Int = 400) -> String {
+        var text = ""
+        for word in String(describing: error).split(separator: " ", omittingEmptySubsequences: false) {
+            if !text.isEmpty { text += " " }
+            text += word.contains("://") ? url(String(word)) : String(word)
+            if text.count > limit { break }
+        }
+        var out = ""
+        for c in text {
+            out.append(c.isNewline || c.asciiValue.map { $0 < 0x20 || $0 == 0x7F } == true ? " " : c)
+            if out.count >= limit { out += "…"; break }
+        }
+        return out
+    }
+
     /// What an endpoint answered, fit for a log line: an error message field when the answer is
     /// JSON, at most `limit` characters, every quoted passage and every number replaced, so an
     /// endpoint that echoes what it was sent cannot put health records or values in the log.

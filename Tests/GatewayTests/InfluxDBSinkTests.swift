@@ -81,6 +81,36 @@ import YAMLConfig
         #expect(try db.influxRows("SELECT * FROM workout").count == 1)
     }
 
+    /// Issue 45: 110,000 samples of one phone whose uuids count up in their first group (so
+    /// the point index's sort keys of a chunk differ in three bytes) into a real influxd, with
+    /// `serve` as it ships (`HEALTHGATE_BIN`: the release build in `make test`). The release
+    /// build's seal threw a garbage error there (a compiler bug: a tail call to memmove left
+    /// the error register clobbered) and the process aborted at the second chunk; every point
+    /// is delivered and serve stays up.
+    @Test func sequentialUUIDsAreAllDeliveredAndServeStaysUp() throws {
+        let db = try DatabaseProcess.influxDB()
+        let serve = try ServeProcess(config: Self.config(
+            "{kind: influxdb, url: \"\(db.url)\", api: v1, database: health, precision: s, batch: {max_items: 10000, max_wait: 5ms}}"))
+        defer { serve.stop() }
+        let total = 110_000, per = 5_000
+        for first in stride(from: 1, through: total, by: per) {
+            let samples = (first..<min(total + 1, first + per)).map { i in
+                #"{"uuid":"\#(String(format: "%08X", i))-0000-4000-8000-000000000001","type":"steps","value":\#(i % 500),"unit":"count","start":"\#(Timestamp(seconds: 1_760_000_000 + Int64(i) * 60).rfc3339())","end":"\#(Timestamp(seconds: 1_760_000_000 + Int64(i) * 60 + 59).rfc3339())"}"#
+            }
+            let status = try? Self.post(serve, Vectors.syncBody(samples: samples, delivery: UUID().uuidString.lowercased()))
+            #expect(status == 200, "serve is gone: \(serve.stderrText.suffix(1200))")
+            if status == nil { return }
+        }
+        var count = 0
+        let all = ServeProcess.eventually(60) {
+            count = ((try? db.influxRows("SELECT count(value) FROM steps"))?.first?["count"] as? Int) ?? 0
+            return count == total || !serve.process.isRunning
+        }
+        #expect(all && count == total, "\(count) of \(total) points; \(serve.stderrText.suffix(1200))")
+        #expect(serve.process.isRunning, "\(serve.stderrText.suffix(2000))")
+        #expect(!serve.stderrText.contains("cannot note"), "\(serve.stderrText.suffix(1200))")
+    }
+
     @Test func deletesThroughTheV2API() throws {
         let endpoint = try ScriptedEndpoint { _ in HTTPResponse(status: 204) }
         let s = try sink("http://127.0.0.1:\(endpoint.port)", extra: ", org: home, bucket: health, token: secret")

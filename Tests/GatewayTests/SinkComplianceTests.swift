@@ -35,11 +35,24 @@ protocol SinkHarness: AnyObject {
     func poison(_ r: CanonicalRecord) -> CanonicalRecord
     /// Connections of the test's own to the destination's port (default none).
     var ownConnections: Int { get }
+    /// What `stored` must say after the sink wrote these records, in order (default: a store by key).
+    func expected(_ written: [CanonicalRecord]) -> [String]
 }
 
 extension SinkHarness {
     func poison(_ r: CanonicalRecord) -> CanonicalRecord { r }
     var ownConnections: Int { 0 }
+
+    /// What `stored` must say after the sink wrote `written` in order: a plain store by key
+    /// (`device|uuid|part value`, a delete removing every part of its key).
+    func expected(_ written: [CanonicalRecord]) -> [String] {
+        Store.fold(written.map { r in
+            var o: [String: Any] = ["device": r.device, "uuid": r.uuid, "op": r.op == .delete ? "delete" : "upsert"]
+            if let p = r.part { o["part"] = p }
+            if case .number(let v) = r.value { o["value"] = NSNumber(value: Int(v)) }
+            return o
+        })
+    }
 }
 
 enum Harnesses {
@@ -184,6 +197,25 @@ final class InfluxHarness: SinkHarness, @unchecked Sendable {
     }
 
     func refusePoison() throws { faults.refusePoison() }
+
+    /// InfluxDB keeps a point by series and time (a record written again over another's point
+    /// overwrites it); a delete removes every point its key was written as (the point index).
+    func expected(_ written: [CanonicalRecord]) -> [String] {
+        var points: [String: String] = [:]
+        var noted: [String: Set<String>] = [:]
+        for r in written {
+            let key = "\(r.device)|\(r.uuid)"
+            if r.op == .delete {
+                for p in noted[key] ?? [] { points[p] = nil }
+                noted[key] = nil
+                continue
+            }
+            let point = "\(r.type) \(r.device) \(Timestamp(seconds: r.start?.seconds ?? 0).rfc3339())"
+            if case .number(let v) = r.value { points[point] = "\(Int(v))" }
+            noted[key, default: []].insert(point)
+        }
+        return points.map { "\($0.key) \($0.value)" }.sorted()
+    }
 }
 
 /// The mqtt sink against a real mosquitto, with `publish_records` on: the records topic read as a
@@ -481,6 +513,59 @@ enum Store {
         d.stop()
         #expect(d.metrics.sent.load(ordering: .relaxed) == 3)
         #expect(try d.loadCursor() == Cursor(seq: 3, skip: 0))
+    }
+
+    /// Issue 45: each sink's encoder (and the InfluxDB sink's point index) in-process, driven
+    /// with generated record sets — uuids that count up in their first bytes or their last,
+    /// all alike but for their last digits, random; one time for all or one each; parts; the
+    /// largest batch (past one InfluxDB request of 5,000 lines); deletes of what was written and
+    /// of what never was — against the real destination, checked against a plain model of what
+    /// it must hold after each batch.
+    @Test(arguments: Harnesses.kinds) func generatedRecordSetsStoreWhatAPlainModelHolds(kind: String) throws {
+        let h = try Harnesses.make(kind)
+        let sink = try open(h)
+        defer { sink.close() }
+        var x: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next(_ n: Int) -> Int {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17
+            return Int(x % UInt64(n))
+        }
+        func uuid(_ i: Int, _ shape: Int) -> String {
+            switch shape {
+            case 0: String(format: "%08X-0000-4000-8000-000000000001", i)
+            case 1: String(format: "5E1D0000-0000-4000-8000-%012X", i)
+            default: String(format: "%08X-%04X-4000-8000-%012X", (i &* 2_654_435_761) & 0xFFFF_FFFF, i & 0xFFFF, i &* 40_503)
+            }
+        }
+        var written: [CanonicalRecord] = []
+        var n = 0
+        for round in 0..<6 {
+            let shape = round % 3, oneTime = round >= 3
+            let size = round == 2 ? 6_000 : 1 + next(300)
+            var batch: [CanonicalRecord] = []
+            for _ in 0..<size {
+                if next(12) == 0, !written.isEmpty {
+                    // A delete: of a key written before, or of one never written.
+                    let r = next(2) == 0 ? written[next(written.count)] : Self.record(uuid(1_000_000 + next(1_000), shape))
+                    batch.append(Self.deletion(r.uuid, device: r.device))
+                    continue
+                }
+                n += 1
+                let again = next(6) == 0 && n > 1
+                let id = again ? 1 + next(n - 1) : n
+                let part: Int? = id % 10 == 0 ? next(2) : nil   // a uuid in parts always is
+                batch.append(Self.record(uuid(id, shape), device: next(5) == 0 ? "phone-2" : "phone-1", part: part,
+                                         second: oneTime ? 0 : Int64(id), value: Double(next(100_000))))
+            }
+            #expect(sink.write(SinkBatch(records: batch)) == .accepted, "round \(round)")
+            written += batch
+            let want = h.expected(written)
+            var got: [String] = []
+            let same = ServeProcess.eventually(20) { got = (try? h.stored()) ?? []; return got == want }
+            let apart = zip(got, want).first { $0.0 != $0.1 }.map { "\($0.0) / \($0.1)" } ?? "-"
+            #expect(same, "\(kind) round \(round): \(got.count) stored, \(want.count) expected; first apart: \(apart)")
+            if !same { return }
+        }
     }
 
     /// Paths this process has open.

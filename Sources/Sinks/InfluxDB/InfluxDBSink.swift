@@ -329,6 +329,7 @@ public final class InfluxDBSink: PipelinedSink {
     /// The device's name as a string, the one made for the line before when it is the same (the
     /// records of a batch come from a few phones).
     private func deviceName(_ bytes: UnsafeRawBufferPointer) -> String {
+        // memcmp only of two buffers of the same, checked, length (none for empty ones).
         if let last = lastDevice, last.bytes.count == bytes.count,
            bytes.isEmpty || last.bytes.withUnsafeBytes({ memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }) {
             return last.name
@@ -464,8 +465,11 @@ public final class InfluxDBSink: PipelinedSink {
         private func note(_ runs: [PointIndex.Run]) {
             do {
                 try index.record(runs: runs)
+            } catch let e as PointIndex.SealFailure {
+                logger.warning(SafeText.error(e))
             } catch {
-                logger.error("cannot note where \(runs.reduce(0) { $0 + $1.count }) point(s) went (\(error)); deleting them later will not find them")
+                logger.error("cannot note where \(runs.reduce(0) { $0 + $1.count }) point(s) went (\(SafeText.error(error))); "
+                             + "deleting them later will not find them")
             }
         }
 

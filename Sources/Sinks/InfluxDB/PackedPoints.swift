@@ -155,7 +155,9 @@ protocol PackedBytes {
 }
 
 extension UnsafeRawBufferPointer: PackedBytes {
+    /// In bounds, checked here (an unsafe buffer's own subscripts check in debug builds only).
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) {
+        precondition(offset >= 0 && offset <= count && buffer.count <= count - offset, "PackedBytes: a read past the run's end")
         buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: self[offset..<(offset + buffer.count)]))
     }
 }

@@ -41,6 +41,7 @@ final class PointIndex {
         let bytes: ArraySlice<UInt8>
 
         static func == (a: SeriesKey, b: SeriesKey) -> Bool {
+            // memcmp only of two buffers of the same, checked, length (none for empty ones).
             a.bytes.count == b.bytes.count && a.bytes.withUnsafeBytes { x in
                 b.bytes.withUnsafeBytes { y in x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 }
             }
@@ -71,6 +72,7 @@ final class PointIndex {
         /// From the uuid's bytes (a journal line's): no string made for a UUID.
         init(device: String, uuid: UnsafeRawBufferPointer, part: Int?) {
             self.device = device
+            // The line's bytes: memory bound to UInt8 already (a [UInt8]'s), read within the call.
             stored = StoredKey(utf8: uuid.assumingMemoryBound(to: UInt8.self))
             text = stored.bytes == nil ? String(decoding: uuid, as: UTF8.self) : ""
             self.part = part
@@ -175,6 +177,7 @@ final class PointIndex {
         /// so no two texts meet).
         static func parse(_ p: UnsafeBufferPointer<UInt8>) -> (UInt64, UInt64, UInt8)? {
             guard p.count == 36, p[8] == 0x2D, p[13] == 0x2D, p[18] == 0x2D, p[23] == 0x2D, let base = p.baseAddress else { return nil }
+            // Every load below lies within the 36 bytes just checked (the last: 4 bytes at 32).
             let raw = UnsafeRawPointer(base)
             let zeros: UInt64 = 0x3030_3030   // four '0's before four digits
             let d0 = hex8(raw.loadUnaligned(as: UInt64.self))
@@ -279,28 +282,30 @@ final class PointIndex {
             // Full: the process that filled it stopped before it sealed it.
             if open.rows >= chunkRows { try seal(d) }
         } else {
-            try d.transaction {
+            // What the transaction made is taken in only once it is committed.
+            let next = try d.transaction {
                 // An open chunk of a version before: sealed as it is (indexed as its version did),
                 // so that every chunk written from now on is packed.
                 if let open {
                     let table = PointIndex.table(open.id, hashed: open.format == .byKey)
                     try d.execute("CREATE INDEX IF NOT EXISTS \(table)_key ON \(table) \(open.format == .byKey ? "(key)" : "(device, uuid)")")
                     try d.execute("UPDATE point_chunks SET sealed = 1 WHERE id = ?", [.int(open.id)])
-                    sealedChunks.append((open.id, open.format))
                 }
-                try startChunk(d)
+                return try startChunk(d)
             }
+            if let open { sealedChunks.append((open.id, open.format)) }
+            openChunk = next
         }
         return d
     }
 
-    /// A new open chunk (inside a transaction).
-    private func startChunk(_ d: SQLite) throws {
+    /// A new open chunk (inside a transaction: the caller takes it as `openChunk` once committed).
+    private func startChunk(_ d: SQLite) throws -> OpenChunk {
         try d.execute("INSERT INTO point_chunks (rows, sealed, hashed) VALUES (0, 0, ?)", [.int(Format.packed.rawValue)])
         guard let id = try d.query("SELECT max(id) FROM point_chunks").first?.first?.int else {
             throw SQLite.Failure(description: "\(path): a chunk just listed is not there")
         }
-        openChunk = try PointIndex.chunk(id, rows: 0, in: d)
+        return try PointIndex.chunk(id, rows: 0, in: d)
     }
 
     /// An open chunk and its insert statement.
@@ -313,7 +318,7 @@ final class PointIndex {
     /// and opens the next, in one transaction.
     private func seal(_ d: SQLite) throws {
         guard let chunk = openChunk else { return }
-        try d.transaction {
+        let next = try d.transaction {
             var runIDs: [Int64] = []
             var order: [(key: Int64, run: UInt32, index: UInt32)] = []
             order.reserveCapacity(chunk.rows + 1)
@@ -332,52 +337,47 @@ final class PointIndex {
             try d.execute("INSERT INTO psealed (chunk, runs, keys) VALUES (?, ?, ?)",
                           [.int(chunk.id), .blob(PackedPoints.SortedKeys.runs(runIDs)), .blob(PackedPoints.SortedKeys.bytes(order))])
             try d.execute("UPDATE point_chunks SET sealed = 1 WHERE id = ?", [.int(chunk.id)])
-            try startChunk(d)
+            return try startChunk(d)
         }
+        openChunk = next
         sealedChunks.append((chunk.id, .packed))
     }
 
     /// Sorts by key (as signed integers), stably: a least-significant-digit radix sort, a byte
-    /// a pass — the comparison sort of a sealed chunk's 50,000 keys was a quarter of the index's
-    /// instructions.
+    /// a pass, in safe arrays (bounds checked). A pass whose byte is the same in every key is
+    /// skipped (all of them when every key is equal: sequential uuids share their first bytes).
     static func radixSortByKey(_ a: inout [(key: Int64, run: UInt32, index: UInt32)]) {
         let n = a.count
         guard n > 1 else { return }
-        var other = a
         // The eight bytes' counts, all from one read of the keys.
-        let counts = UnsafeMutablePointer<Int>.allocate(capacity: 8 * 256)
-        counts.initialize(repeating: 0, count: 8 * 256)
-        defer { counts.deallocate() }
-        a.withUnsafeMutableBufferPointer { first in
-            other.withUnsafeMutableBufferPointer { second in
-                var from = first.baseAddress!, to = second.baseAddress!
-                for i in 0..<n {
-                    var k = radixBits(from[i].key)
-                    for pass in 0..<8 {
-                        counts[pass * 256 + Int(k & 0xFF)] += 1
-                        k >>= 8
-                    }
-                }
-                for pass in 0..<8 {
-                    let c = counts + pass * 256
-                    let shift = UInt64(pass * 8)
-                    if c[Int(radixBits(from[0].key) >> shift & 0xFF)] == n { continue }   // every key has this byte alike
-                    var sum = 0
-                    for d in 0..<256 {
-                        let k = c[d]
-                        c[d] = sum
-                        sum += k
-                    }
-                    for i in 0..<n {
-                        let d = Int(radixBits(from[i].key) >> shift & 0xFF)
-                        (to + c[d]).pointee = from[i]
-                        c[d] += 1
-                    }
-                    swap(&from, &to)
-                }
-                if from != first.baseAddress! { first.baseAddress!.update(from: from, count: n) }
+        var counts = [Int](repeating: 0, count: 8 * 256)
+        for e in a {
+            var k = radixBits(e.key)
+            for pass in 0..<8 {
+                counts[pass * 256 + Int(k & 0xFF)] += 1
+                k >>= 8
             }
         }
+        var from = a
+        var to = a
+        for pass in 0..<8 {
+            let base = pass * 256
+            let shift = UInt64(pass * 8)
+            if counts[base + Int(radixBits(from[0].key) >> shift & 0xFF)] == n { continue }   // every key has this byte alike
+            var sum = 0
+            for d in 0..<256 {
+                let k = counts[base + d]
+                counts[base + d] = sum
+                sum += k
+            }
+            for e in from {
+                let d = base + Int(radixBits(e.key) >> shift & 0xFF)
+                to[counts[d]] = e
+                counts[d] += 1
+            }
+            swap(&from, &to)
+        }
+        a = from
     }
 
     /// A key's bits in the order of the integers: the sign bit flipped (negative keys first).
@@ -558,7 +558,20 @@ final class PointIndex {
             throw error
         }
         openChunk?.rows += total
-        if chunk.rows + total >= chunkRows { try seal(db) }
+        guard chunk.rows + total >= chunkRows else { return }
+        // The points are noted; only the sort of the full chunk failed. The chunk stays open (a
+        // lookup scans it) and the next write tries the seal again.
+        do {
+            try seal(db)
+        } catch {
+            throw SealFailure(reason: error)
+        }
+    }
+
+    /// The points were noted, but the full chunk could not be sealed (tried again at the next write).
+    struct SealFailure: Error, CustomStringConvertible {
+        var reason: any Error
+        var description: String { "the point index noted the points but could not sort its full chunk (\(reason)); it tries again at the next write" }
     }
 
     /// The series' measurement and tags by its id (nil for an id not there).

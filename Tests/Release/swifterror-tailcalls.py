@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Finds, in an optimized x86-64 build, functions that may return a spurious Swift error.
+
+A Swift function that throws returns its error in r12 (swifterror) and must leave r12 as it
+found it (zero) when it returns normally. LLVM may end such a function with a tail call to
+memmove, memcpy or memset (which keep r12 as they find it) without putting r12 back first
+(swiftlang/swift#90477, llvm/llvm-project#214590): when the function used r12 for something
+else, its caller then sees a "thrown" error made of whatever r12 held. That is how the point
+index's seal threw garbage and aborted the release build (issue 45).
+
+A function is reported when it saves r12 into its frame (`mov %r12,-N(%rbp)`: the swifterror
+pattern, not a plain `push %r12`), writes r12 elsewhere, and tail-jumps to a mem* call with no
+write of r12 between its last other jump or label and that jump.
+Usage: swifterror-tailcalls.py BINARY  (exit 1 and a list when any is found)
+"""
+import re
+import subprocess
+import sys
+
+binary = sys.argv[1]
+asm = subprocess.run(["objdump", "-d", "--no-show-raw-insn", binary], capture_output=True, text=True, check=True).stdout
+functions = []
+current = None
+for line in asm.split("\n"):
+    m = re.match(r"^([0-9a-f]+) <(.+)>:$", line)
+    if m:
+        current = (m.group(2), [])
+        functions.append(current)
+    elif current is not None and line.strip():
+        current[1].append(line.split(":", 1)[-1].strip())
+
+save = re.compile(r"^mov\s+%r12,-0x[0-9a-f]+\(%rbp\)$")
+writes = re.compile(r"(^(mov|movzbl|movzwl|lea|add|sub|xor|and|or|shl|shr|sar|imul|inc|dec|pop)\w*\s.*,%r12d?$)|(^pop\s+%r12$)")
+tail = re.compile(r"^jmp\s+[0-9a-f]+ <(memmove|memcpy|memset)(@plt)?>")
+boundary = re.compile(r"^(j\w+|ret|ud2)\b")
+found = []
+for name, body in functions:
+    if not any(save.match(i) for i in body):
+        continue
+    if not any(writes.search(i) for i in body):
+        continue
+    for k, ins in enumerate(body):
+        if not tail.match(ins):
+            continue
+        j = k - 1
+        restored = False
+        while j >= 0 and not boundary.match(body[j]):
+            if writes.search(body[j]):
+                restored = True
+                break
+            j -= 1
+        if not restored:
+            found.append(name)
+            break
+
+if found:
+    names = subprocess.run(["swift", "demangle", "--simplified"], input="\n".join(found), capture_output=True, text=True).stdout
+    print(f"{binary}: {len(found)} function(s) may return a spurious Swift error (a tail call to mem* with r12 not restored):")
+    for n in names.strip().split("\n"):
+        print("  " + n)
+    sys.exit(1)
+print(f"{binary}: no throwing function tail-calls mem* with r12 clobbered ({len(functions)} functions read)")
