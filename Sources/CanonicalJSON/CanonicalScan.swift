@@ -198,8 +198,7 @@ extension CanonicalCodec {
     /// fraction and no exponent: at most 15 digits make an integer a double holds exactly, and a
     /// power of ten up to 10^22 is exact too, so one division (rounded correctly, as every IEEE
     /// operation is) gives the nearest double; anything else goes to strtod, which also rounds
-    /// correctly, as the parser does. The byte after the number in the line is a `,` or `}`,
-    /// where strtod stops.
+    /// correctly, as the parser does (on a copy ending in NUL).
     static func number(_ v: UnsafeRawBufferPointer) -> Double? {
         guard let base = v.baseAddress, !v.isEmpty else { return nil }
         let negative = v[0] == 0x2D
@@ -226,10 +225,17 @@ extension CanonicalCodec {
         for c in v where !((c >= 0x30 && c <= 0x39) || c == 0x2E || c == 0x65 || c == 0x45 || c == 0x2B || c == 0x2D) {
             return nil
         }
-        var end: UnsafeMutablePointer<CChar>?
-        let d = strtod(base.assumingMemoryBound(to: CChar.self), &end)
-        guard let end, UnsafeRawPointer(end) == base + v.count, d.isFinite else { return nil }
-        return d
+        // strtod reads to a byte that is no part of a number: a copy that ends in NUL, so that
+        // it never reads past the value whatever follows it (a line may end with the number).
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: v.count + 1) { copy -> Double? in
+            guard let start = copy.baseAddress else { return nil }
+            UnsafeMutableRawPointer(start).copyMemory(from: base, byteCount: v.count)
+            start[v.count] = 0
+            var end: UnsafeMutablePointer<CChar>?
+            let d = strtod(start, &end)
+            guard let end, end == start + v.count, d.isFinite else { return nil }
+            return d
+        }
     }
 
     /// 10^0 … 10^15, each exact in a double.

@@ -82,7 +82,10 @@ public final class CurlClient {
             _ = hg_curl_setopt_long(h, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeoutSeconds * 1000))
             _ = hg_curl_setopt_ptr(h, CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(eb.baseAddress))
             if let ca = options.caFile { _ = hg_curl_setopt_str(h, CURLOPT_CAINFO, ca) }
-            return curl_easy_perform(h)
+            let rc = curl_easy_perform(h)
+            // The buffer is this closure's: libcurl must not write to it after (on cleanup).
+            _ = hg_curl_setopt_ptr(h, CURLOPT_ERRORBUFFER, nil)
+            return rc
         }
         if rc == CURLE_OK { return .reachable }
         let detail = errorBuffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
@@ -132,7 +135,14 @@ public final class CurlClient {
                     let ctx = Unmanaged.passUnretained(sink).toOpaque()
                     _ = hg_curl_setopt_writefn(handle, CurlCallbacks.body, ctx)
                     _ = hg_curl_setopt_headerfn(handle, CurlCallbacks.header, ctx)
-                    return curl_easy_perform(handle)
+                    let rc = curl_easy_perform(handle)
+                    // The handle outlives this call (kept alive for the next request): nothing it
+                    // holds may point at what goes with the call (the error buffer, the body,
+                    // the header list), whatever libcurl does before the next `reset`.
+                    _ = hg_curl_setopt_ptr(handle, CURLOPT_ERRORBUFFER, nil)
+                    _ = hg_curl_setopt_ptr(handle, CURLOPT_HTTPHEADER, nil)
+                    if method != "GET" { _ = hg_curl_setopt_ptr(handle, CURLOPT_POSTFIELDS, nil) }
+                    return rc
                 }
             }
         }
