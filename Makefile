@@ -10,7 +10,7 @@ PYVENV     := .build/pyvenv
 # Home Assistant for the discovery test: outside the clone, made once per machine (~3 min).
 HA_VENV    ?= $(HOME)/.cache/healthgate/ha-2024.3.3
 
-.PHONY: run test test-asan test-tsan sanitized soak bench build deps pyclients homeassistant check-format clean install uninstall fuzz
+.PHONY: run test test-asan test-release-asan test-tsan sanitized soak bench build deps pyclients homeassistant check-format clean install uninstall fuzz
 
 ## Install the Debian packages that are missing (only those).
 deps:
@@ -55,7 +55,9 @@ test: deps pyclients homeassistant
 	@tmp=$$(mktemp -d /tmp/healthgate-test.XXXXXX) && chmod 755 $$tmp && \
 	HEALTHGATE_BIN=$(CURDIR)/$(BIN) HEALTHGATE_PYTHON=$(CURDIR)/$(PYVENV)/bin/python HEALTHGATE_HA_VENV=$(HA_VENV) \
 	  TMPDIR=$$tmp bash Tests/run.sh $(SWIFT); status=$$?; rm -rf $$tmp; exit $$status
+	python3 Tests/Release/swifterror-tailcalls.py $(BIN)
 	$(MAKE) --no-print-directory test-asan SAN_TESTS="$(SAN_IN_MAKE_TEST)" SAN_SERVE=debug
+	$(MAKE) --no-print-directory test-release-asan
 
 ## The tests under a sanitizer: `make test-asan` (AddressSanitizer) and `make test-tsan`
 ## (ThreadSanitizer), built in .build/asan and .build/tsan, serve built with it too (release, so
@@ -68,6 +70,17 @@ test: deps pyclients homeassistant
 SAN_IN_MAKE_TEST := --filter '(FastJSONTests|YAMLConfigTests|HealthgateCoreTests|PipelineTests|CanonicalCodecTests|Syncky|OtherReceiversTests|IngestReceiverTests|HealthSyncReceiverTests|HostileStringsTests|TransformTests|StatefulTransformTests|FuzzCorpusTests|ConfigTests|HAStateBookTests|SinkComplianceTests)'
 SAN_TESTS ?=
 SAN_SERVE ?= release
+## debug, or release: the tests and serve built as they ship (-c release, whole-module optimized;
+## -enable-testing for the tests' @testable imports).
+SAN_CONFIG ?= debug
+SAN_BUILD = $(if $(filter release,$(SAN_CONFIG)),-c release -Xswiftc -enable-testing,)
+## `make test-release-asan`: the suites of our own unsafe code (codecs, journal, drainers, the crash-loop
+## guard, transforms, every sink's encoders and indexes, the point index's generated record sets) built
+## with -c release under AddressSanitizer, in `make test`: the optimized code tested as it ships.
+RELEASE_SAN_TESTS := --filter '(FastJSONTests|HealthgateCoreTests|PipelineTests|CanonicalCodecTests|CanonicalViewPlainTests|TransformTests|HostileStringsTests|FuzzCorpusTests|SinkComplianceTests|HAStateBookTests|PointIndexStressTests|InfluxDBSinkTests|CrashLoopGuardTests|SynckyNativeTests)'
+test-release-asan:
+	@$(MAKE) --no-print-directory sanitized SAN=address SAN_DIR=asan-release SAN_CONFIG=release SAN_SERVE=release \
+	  SAN_ENV=ASAN_OPTIONS SAN_OPTIONS='$(ASAN_OPTIONS_RUN)' SAN_TESTS="$(RELEASE_SAN_TESTS)"
 ASAN_OPTIONS_RUN = detect_leaks=0:suppressions=$(CURDIR)/Tests/Sanitizers/asan.supp
 TSAN_OPTIONS_RUN = suppressions=$(CURDIR)/Tests/Sanitizers/tsan.supp:halt_on_error=0
 test-asan:
@@ -75,13 +88,13 @@ test-asan:
 test-tsan:
 	@$(MAKE) --no-print-directory sanitized SAN=thread SAN_DIR=tsan SAN_ENV=TSAN_OPTIONS SAN_OPTIONS='$(TSAN_OPTIONS_RUN)'
 sanitized: deps pyclients homeassistant
-	$(SWIFT) build --build-tests --scratch-path .build/$(SAN_DIR) --sanitize $(SAN)
-	$(if $(filter release,$(SAN_SERVE)),$(SWIFT) build -c release --scratch-path .build/$(SAN_DIR) --sanitize $(SAN) --product healthgate)
+	$(SWIFT) build $(SAN_BUILD) --build-tests --scratch-path .build/$(SAN_DIR) --sanitize $(SAN)
+	$(if $(and $(filter release,$(SAN_SERVE)),$(filter debug,$(SAN_CONFIG))),$(SWIFT) build -c release --scratch-path .build/$(SAN_DIR) --sanitize $(SAN) --product healthgate)
 	@tmp=$$(mktemp -d /tmp/healthgate-test.XXXXXX) && chmod 755 $$tmp && \
 	$(SAN_ENV)="$(SAN_OPTIONS):log_path=$$tmp/sanitizer-report" HEALTHGATE_SANITIZER=$(SAN) \
-	HEALTHGATE_BIN=$(CURDIR)/.build/$(SAN_DIR)/$(SAN_SERVE)/healthgate HEALTHGATE_TESTSERVE_BIN=$(CURDIR)/.build/$(SAN_DIR)/debug/healthgate-testserve \
+	HEALTHGATE_BIN=$(CURDIR)/.build/$(SAN_DIR)/$(SAN_SERVE)/healthgate HEALTHGATE_TESTSERVE_BIN=$(CURDIR)/.build/$(SAN_DIR)/$(SAN_CONFIG)/healthgate-testserve \
 	HEALTHGATE_PYTHON=$(CURDIR)/$(PYVENV)/bin/python HEALTHGATE_HA_VENV=$(HA_VENV) \
-	TEST_BUILD_OPTIONS="--scratch-path .build/$(SAN_DIR) --sanitize $(SAN)" \
+	TEST_BUILD_OPTIONS="$(SAN_BUILD) --scratch-path .build/$(SAN_DIR) --sanitize $(SAN)" \
 	  TMPDIR=$$tmp bash Tests/run.sh $(SWIFT) --skip-build $(SAN_TESTS); status=$$?; \
 	reports=$$(ls $$tmp/sanitizer-report.* 2>/dev/null); \
 	if [ -n "$$reports" ]; then echo "=== $(SAN) sanitizer reports:"; cat $$reports | head -300; status=1; fi; \

@@ -1,18 +1,25 @@
 import Glibc
 
-/// A closure boxed for pthread_create's one pointer.
+/// A closure boxed for pthread_create's one pointer, with its creator's crash slot.
 private final class ThreadBody {
     let run: () -> Void
-    init(_ run: @escaping () -> Void) { self.run = run }
+    let slot: UnsafeMutableRawPointer?
+    init(_ run: @escaping () -> Void) {
+        self.run = run
+        slot = CrashAttribution.currentSlot
+    }
 }
 
 /// Starts a POSIX thread running `body` (the gateway's long-lived threads: drainers, the
 /// status writer, the connection guard); returns it for `pthread_join`, or the error number.
+/// The thread carries its creator's crash slot (`CrashAttribution`).
 public func startThread(_ body: @escaping () -> Void) -> Result<pthread_t, IOError> {
     let box = Unmanaged.passRetained(ThreadBody(body))
     var t = pthread_t()
     let rc = pthread_create(&t, nil, { raw in
-        Unmanaged<ThreadBody>.fromOpaque(raw!).takeRetainedValue().run()
+        let body = Unmanaged<ThreadBody>.fromOpaque(raw!).takeRetainedValue()
+        CrashAttribution.setSlot(body.slot)
+        body.run()
         return nil
     }, box.toOpaque())
     if rc != 0 {

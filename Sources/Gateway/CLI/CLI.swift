@@ -26,6 +26,7 @@ public enum CLI {
       healthgate delete COMMAND_ID [--receiver NAME]
                                            queue the delete of what a command wrote
       healthgate status [[--config] FILE]  per sink: records waiting, oldest, sent/kept/rejected, last error
+      healthgate resume SINK [--skip]      go on with a sink the crash-loop guard paused (--skip: its batch to dead letters)
       healthgate replay FILE.ndjson [--sink NAME] [--config FILE]
                                            deliver an archive, or a sink's dead letters, again
       healthgate replay --journal [--since TIME] [--sink NAME]
@@ -64,6 +65,12 @@ public enum CLI {
             case "check": return try CheckCommand(try Options(try configPositional(args), allowed: ["--require-env"])).run()
             case "link": return try LinkCommand(try Options(args, allowed: ["--receiver", "--host", "--format", "--scheme", "--qr"])).run()
             case "status": return try StatusCommand(try Options(try configPositional(args), allowed: [])).run()
+            case "resume":
+                let (positional, rest) = Gateway.Options.split(args)
+                guard positional.count == 1, let sink = positional.first else {
+                    throw UsageError("which sink? `healthgate resume SINK [--skip] [--config FILE]`")
+                }
+                return try ResumeCommand(try Options(rest, allowed: ["--skip"]), sink: sink).run()
             case "replay":
                 let file = args.first.flatMap { $0.hasPrefix("-") ? nil : $0 }
                 let o = try Options(file == nil ? args : Array(args.dropFirst()), allowed: ["--sink", "--journal", "--since"])
@@ -88,7 +95,7 @@ public enum CLI {
                 let (positional, rest) = Gateway.Options.split(args)
                 return try DeleteCommandCLI(options: try Options(rest, allowed: ["--receiver"]), arguments: positional).run()
             default:
-                printErr("healthgate: unknown command \"\(command)\"\(suggestion(command, ["serve", "init", "check", "link", "write", "delete", "status", "replay", "version"]))\n\n\(usage)")
+                printErr("healthgate: unknown command \"\(command)\"\(suggestion(command, ["serve", "init", "check", "link", "write", "delete", "status", "resume", "replay", "version"]))\n\n\(usage)")
                 return 2
             }
         } catch let e as UsageError {

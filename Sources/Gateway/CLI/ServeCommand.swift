@@ -41,6 +41,8 @@ struct ServeCommand {
         sigaddset(&set, SIGHUP)
         pthread_sigmask(SIG_BLOCK, &set, nil)
         signal(SIGPIPE, SIG_IGN)
+        // A crash on a sink's threads is noted in that sink's crash note (the crash-loop guard).
+        CrashAttribution.install()
 
         let service = try GatewayService(topology: topology, logger: logger, clock: options.clock, signatureClock: signatureClock)
         let port = try service.start()

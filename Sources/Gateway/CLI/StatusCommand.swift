@@ -56,7 +56,8 @@ struct StatusCommand {
             let waiting = n("waiting_records")
             let retrying = k["next_retry"]?.string
             var line = "  \(name): "
-            line += retrying != nil ? "RETRYING" : (waiting > 0 ? "delivering" : "up to date")
+            let paused = k["paused"].flatMap { $0.kind == .object ? $0 : nil }
+            line += paused != nil ? "PAUSED" : retrying != nil ? "RETRYING" : (waiting > 0 ? "delivering" : "up to date")
             line += "; \(waiting) record(s) waiting (\(Self.size(Int(n("waiting_bytes")))) of journal)"
             if waiting > 0, let oldest = k["oldest_waiting"]?.string { line += ", oldest received \(oldest)" }
             line += "; sent \(n("sent")), kept for retry \(n("kept")), rejected \(n("rejected"))"
@@ -65,6 +66,11 @@ struct StatusCommand {
             if dead > 0 { line += "; \(dead) dead letter(s) in sinks/\(name)/dead-letters.ndjson" }
             if let d = k["destination"]?.string, d != "unknown" { line += "; destination \(d)" }
             print(line)
+            if let p = paused {
+                print("    paused since \(p["since"]?.string ?? "?"): the process died on this sink \(p["crashes"]?.int64 ?? 0) starts in a row "
+                      + "(\(p["signal"]?.string ?? "?")) at journal entry \(p["from"]?["seq"]?.int64 ?? 0), record \(p["from"]?["skip"]?.int64 ?? 0)")
+                print("    \(p["resume"]?.string ?? "")")
+            }
             if let why = k["unreachable_reason"]?.string { print("    unreachable: \(why)") }
             if let e = k["last_error"]?.string { print("    last error: \(e)") }
             if let r = retrying { print("    next try: \(r)") }

@@ -146,10 +146,11 @@ public final class IngestHandler: HTTPHandler, Sendable {
         }
         var w = JSONWriter(capacity: 128)
         let sinks = sinkMetrics()
-        let down = sinks.contains { if case .unreachable = $0.reachability { true } else { false } }
+        let down = sinks.contains { if case .unreachable = $0.reachability { true } else { $0.paused != nil } }
         w.beginObject()
         // 200 while the journal takes data (phones lose nothing); "degraded" when a sink's
-        // destination cannot be reached (its records wait in the journal).
+        // destination cannot be reached or the crash-loop guard paused it (its records wait in
+        // the journal).
         w.key("status"); w.string(down ? "degraded" : "ok")
         w.key("journal_seq"); w.int(Int(journal.lastDurableSeq))
         // Each sink's destination as its drainer last found it. A sink that is down does not
@@ -157,9 +158,25 @@ public final class IngestHandler: HTTPHandler, Sendable {
         w.key("sinks")
         w.beginObject()
         for m in sinks {
-            w.key(m.name); w.string(m.reachability.word)
+            w.key(m.name); w.string(m.paused != nil ? "paused" : m.reachability.word)
         }
         w.endObject()
+        let paused = sinks.filter { $0.paused != nil }
+        if !paused.isEmpty {
+            w.key("paused")
+            w.beginObject()
+            for m in paused {
+                guard let p = m.paused else { continue }
+                w.key(m.name)
+                w.beginObject()
+                w.key("from_entry"); w.uint(p.from.seq)
+                w.key("from_record"); w.int(p.from.skip)
+                w.key("crashes"); w.int(p.crashes)
+                w.key("resume"); w.string(CrashGuard.howToResume(m.name))
+                w.endObject()
+            }
+            w.endObject()
+        }
         w.endObject()
         return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "application/json")], body: w.bytes)
     }

@@ -76,11 +76,17 @@ enum StatusPageHTML {
             let b = journal.backlog(fromSeq: m.cursorSeq.load(ordering: .relaxed), skip: m.cursorSkip.load(ordering: .relaxed))
             h.raw("<tr><td>"); h.text(m.name)
             h.raw("</td><td>")
+            if let p = m.paused {
+                h.raw("<span class=\"bad\">paused</span> ")
+                h.text("since \(p.since.rfc3339()): the process died on it \(p.crashes) starts in a row (\(p.signalName)) at journal "
+                       + "entry \(p.from.seq), record \(p.from.skip). " + CrashGuard.howToResume(m.name) + ".")
+            } else {
             switch m.reachability {
             case .unreachable(let why):
                 h.raw("<span class=\"bad\">unreachable</span> "); h.text(why)
             default:
                 h.raw("<span class=\"ok\">"); h.text(m.reachability.word); h.raw("</span>")
+            }
             }
             h.raw("</td><td class=\"n\">"); h.text("\(b.records) (\(bytes(b.bytes)))")
             h.raw("</td><td>")

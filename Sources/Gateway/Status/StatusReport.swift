@@ -70,6 +70,20 @@ enum StatusReport {
             if let e = m.lastError { w.string(e) } else { w.null() }
             let reach = m.reachability
             w.key("destination"); w.string(reach.word)
+            // Paused by the crash-loop guard: where, why, and how to go on.
+            w.key("paused")
+            if let p = m.paused {
+                w.beginObject()
+                w.key("since"); w.string(p.since.rfc3339())
+                w.key("from"); w.beginObject(); w.key("seq"); w.uint(p.from.seq); w.key("skip"); w.int(p.from.skip); w.endObject()
+                w.key("to"); w.beginObject(); w.key("seq"); w.uint(p.to.seq); w.key("skip"); w.int(p.to.skip); w.endObject()
+                w.key("crashes"); w.int(p.crashes)
+                w.key("signal"); w.string(p.signalName)
+                w.key("resume"); w.string(CrashGuard.howToResume(m.name))
+                w.endObject()
+            } else {
+                w.null()
+            }
             w.key("unreachable_reason")
             if case .unreachable(let why) = reach { w.string(why) } else { w.null() }
             w.key("next_retry")

@@ -65,6 +65,36 @@ public struct DeadLetters: Sendable {
         return true
     }
 
+    /// Keeps journal lines as the records they are, in one write, with one log line for all.
+    /// False when they could not be written.
+    func keep(journalLines lines: [ArraySlice<UInt8>], reason: String) -> Bool {
+        guard !lines.isEmpty else { return true }
+        var w = JSONWriter(capacity: 512)
+        let time = Timestamp(seconds: clock.now().seconds).rfc3339()
+        for line in lines {
+            w.beginObject()
+            w.key("time"); w.string(time)
+            w.key("sink"); w.string(sink)
+            w.key("reason"); w.string(reason)
+            if (try? JSONParser().parse(Array(line))) != nil {
+                w.key("record"); w.raw(Array(line))
+            } else {
+                w.key("line"); w.string(utf8: Array(line))
+            }
+            w.endObject()
+            w.newline()
+        }
+        do {
+            try FileIO.append(path, w.bytes)
+            metrics.rejected.add(lines.count, ordering: .relaxed)
+            logger.warning("sink \(sink): \(lines.count) record(s) kept in \(path): \(reason)")
+            return true
+        } catch {
+            logger.error("sink \(sink): cannot write \(lines.count) dead letter(s) (\(error))")
+            return false
+        }
+    }
+
     /// Keeps a journal line that is not a canonical record (its text as a JSON string).
     func keep(line: ArraySlice<UInt8>, reason: String) {
         var w = JSONWriter(capacity: 512)

@@ -44,6 +44,8 @@ struct Pending {
     var isEmpty: Bool { count == 0 }
     /// Where the oldest journal record held came from.
     var first: (seq: UInt64, index: Int)? { isEmpty ? nil : positions[head] }
+    /// Where the newest came from.
+    var last: (seq: UInt64, index: Int)? { isEmpty ? nil : positions.last }
 
     /// Decodes a journal entry's records from `skip` on (or takes them from `shared`, where
     /// another sink's drainer decoded them), routing them when `ahead` is given. `only`: the

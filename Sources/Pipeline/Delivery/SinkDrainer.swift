@@ -106,10 +106,22 @@ public final class SinkDrainer: Sendable {
         metrics.cursorSeq.store(committed.journal.seq, ordering: .relaxed)
         metrics.cursorSkip.store(committed.journal.skip, ordering: .relaxed)
         metrics.inboxSeq.store(committed.inbox.seq, ordering: .relaxed)
+        let note = CrashNote.of(sink: name, directory: dir)
+        let pause = crashGuard.check(note: note, cursor: committed.journal, now: clock.now(), logger: logger)
         startCursor.withLock { $0 = committed }
-        let start = committed
+        let first = committed
         switch startThread({ [self] in
-            DrainLoop(self, from: start).run()
+            // This thread and those it starts are the sink's: a crash on them is noted.
+            CrashAttribution.setSlot(note.slot)
+            var start = first
+            if let pause, !waitWhilePaused(pause, committed: &start) {
+                wake.withLock {
+                    finished.store(true, ordering: .releasing)
+                    wake.broadcast()
+                }
+                return
+            }
+            DrainLoop(self, from: start, note: note).run()
             wake.withLock {
                 finished.store(true, ordering: .releasing)
                 wake.broadcast()
@@ -118,6 +130,80 @@ public final class SinkDrainer: Sendable {
         case .success(let t): thread.withLock { $0 = t }
         case .failure(let e): throw IOError("pthread_create", name, code: e.code)
         }
+    }
+
+    /// The crash-loop guard's files of this sink (`CrashGuard`).
+    public var crashGuard: CrashGuard { CrashGuard(sink: name, sinkDirectory: dir) }
+
+    /// A paused sink's thread: waits, without opening the sink, until `healthgate resume`
+    /// asks (checked every second) or the drainer stops (false). With `--skip`, the records
+    /// the sink was working on go to its dead letters and its cursor moves past them.
+    func waitWhilePaused(_ pause: CrashGuard.Pause, committed: inout CursorStore.Committed) -> Bool {
+        metrics.paused = pause
+        logger.error("sink \(name) is paused: the process died on it \(pause.crashes) starts in a row (\(pause.signalName)) "
+                     + "at journal entry \(pause.from.seq), record \(pause.from.skip); its records wait in the journal and "
+                     + "every other sink goes on. \(CrashGuard.howToResume(name))")
+        let guardFiles = crashGuard
+        while true {
+            if let skip = guardFiles.resumeAsked() {
+                if skip {
+                    guard let kept = deadLetterRange(from: pause.from, to: pause.to,
+                                                     reason: "skipped by `healthgate resume --skip`: the process died on this "
+                                                         + "sink while it worked on these records") else {
+                        if !waitForResume(5) { return false }
+                        continue
+                    }
+                    committed.journal = pause.to
+                    do {
+                        try commit(committed)
+                    } catch {
+                        logger.error("sink \(name): cannot save its cursor past the skipped records (\(error)); still paused")
+                        if !waitForResume(1) { return false }
+                        continue
+                    }
+                    logger.warning("sink \(name): resumed; \(kept) record(s) it was working on are in its dead letters "
+                                   + "(\(DeadLetters.path(sink: name, dataDir: dataDir)))")
+                } else {
+                    logger.warning("sink \(name): resumed; it tries its records again from journal entry \(pause.from.seq)")
+                }
+                guardFiles.clear()
+                metrics.paused = nil
+                return true
+            }
+            if !waitForResume(1) { return false }
+        }
+    }
+
+    /// Waits up to `seconds` of real time, waking on stop. False when stopping.
+    private func waitForResume(_ seconds: Double) -> Bool {
+        wake.withLock {
+            if !isStopping { wake.wait(seconds: seconds) }
+            return !isStopping
+        }
+    }
+
+    /// The journal's records from `from` up to `to`, each into the dead letters as it is;
+    /// returns how many (nil when they could not be written).
+    func deadLetterRange(from: Cursor, to: Cursor, reason: String) -> Int? {
+        let reader = journal.makeReader(from: from.seq)
+        var lines: [ArraySlice<UInt8>] = []
+        reading: while true {
+            let entries = reader.read(maxEntries: 16, corrupt: { [logger, name] in logger.error("sink \(name): \($0)") })
+            if entries.isEmpty { break }
+            for e in entries {
+                var index = 0
+                for line in e.payload.split(separator: 0x0A, omittingEmptySubsequences: true) {
+                    defer { index += 1 }
+                    if e.seq > to.seq || (e.seq == to.seq && index >= to.skip) { break reading }
+                    if e.seq == from.seq && index < from.skip { continue }
+                    lines.append(line)
+                }
+                if e.seq >= to.seq { break reading }
+            }
+        }
+        let written = DeadLetters(sink: name, dataDir: dataDir, metrics: metrics, logger: logger, clock: clock)
+            .keep(journalLines: lines, reason: reason)
+        return written ? lines.count : nil
     }
 
     /// Asks the drainer to stop after the write in progress, without waiting (so that a
@@ -242,8 +328,12 @@ final class DrainLoop {
     /// The sink's own state in the cursor file (route transform keys always hold a `/`).
     static let sinkStateKey = "sink"
 
-    init(_ d: SinkDrainer, from start: CursorStore.Committed) {
+    /// Where a crash on this sink's threads finds what it was working on.
+    let note: CrashNote?
+
+    init(_ d: SinkDrainer, from start: CursorStore.Committed, note: CrashNote? = nil) {
         self.d = d
+        self.note = note
         routes = SinkRoutes(routes: d.routes, sink: d.name, clock: d.clock, timeZones: d.timeZones, logger: d.logger)
         routes.restore(start.states, logger: d.logger)
         ahead = routes.onlyMap ? routes : nil
@@ -338,6 +428,7 @@ final class DrainLoop {
             if pending.count < maxItems {
                 joinDecoding()
                 let entries = reader.read(maxEntries: 64, maxBytes: SinkDrainer.readAheadBytes, corrupt: onCorrupt)
+                if !entries.isEmpty { note?.work(from: committed.journal, to: Cursor(seq: reader.nextSeq, skip: 0)) }
                 for e in entries {
                     bytesSinceRelief += e.payload.count
                     decode(e, skip: skip)
@@ -369,7 +460,9 @@ final class DrainLoop {
                     while pending.count < maxItems && !d.isStopping {
                         let left = deadline - monotonicSeconds()
                         if left <= 0 || !d.journal.waitForEntries(after: reader.nextSeq - 1, timeout: left) { break }
-                        for e in reader.read(maxEntries: 64, maxBytes: SinkDrainer.readAheadBytes, corrupt: onCorrupt) {
+                        let more = reader.read(maxEntries: 64, maxBytes: SinkDrainer.readAheadBytes, corrupt: onCorrupt)
+                        if !more.isEmpty { note?.work(from: committed.journal, to: Cursor(seq: reader.nextSeq, skip: 0)) }
+                        for e in more {
                             bytesSinceRelief += e.payload.count
                             decode(e, skip: 0)
                         }
@@ -382,6 +475,7 @@ final class DrainLoop {
             var batch = RoutedRecords()
             var consumed = 0
             var filtered = 0
+            if let last = pending.last { note?.work(from: committed.journal, to: Cursor(seq: last.seq, skip: last.index + 1)) }
             if pending.isRouted {
                 (batch, consumed, filtered) = pending.takeRouted(atLeast: maxItems)
             } else {
@@ -410,6 +504,7 @@ final class DrainLoop {
                 // batch wait for a whole 4,800-record entry's decoding every few batches; a batch
                 // and 10,000 records ahead held 20 MB more in the influxdb sink for nothing).
                 if decoding == nil { decoding = startReadAhead(upTo: max(maxItems, SinkDrainer.readAheadRecords)) }
+                note?.work(from: committed.journal, to: cursor)
                 p.begin(SinkBatch(records: batch.records, lines: batch.lines))
                 flights.append(Flight(batch: batch, cursor: cursor))
                 if flights.count >= p.batchesInFlight, settleOldest(p.finishOldest()) == .stopped { return }
@@ -426,6 +521,7 @@ final class DrainLoop {
                     case .abandoned: continue   // shed at the top of the loop, this batch included
                     }
                 }
+                note?.work(from: committed.journal, to: pendingCursor())
                 decoding = startReadAhead(upTo: min(maxItems, pending.count + SinkDrainer.readAheadRecords))
                 let outcome = deliver(batch)
                 joinDecoding()
@@ -608,14 +704,17 @@ final class DrainLoop {
         let linesOnly: Bool
         let logger: Logger
         let name: String
+        let note: CrashNote?
         var pending: Pending
         var bad: [(ArraySlice<UInt8>, String)] = []
         var bytes = 0
         var running: Forked<Void>?
 
         init(reader: JournalReader, parser: JSONParser, ahead: SinkRoutes?, second: (parser: JSONParser, ahead: SinkRoutes?)?,
-             reads: CanonicalRecord.Fields, patches: CanonicalRecord.Fields, linesOnly: Bool, logger: Logger, name: String) {
+             reads: CanonicalRecord.Fields, patches: CanonicalRecord.Fields, linesOnly: Bool, logger: Logger, name: String,
+             note: CrashNote?) {
             self.reader = reader
+            self.note = note
             self.parser = parser
             self.ahead = ahead
             self.second = second
@@ -631,6 +730,8 @@ final class DrainLoop {
         var wanted = 0
 
         func run() {
+            // A crash here is the read-ahead's: what it read is what it was working on.
+            if let note { CrashAttribution.setSlot(note.aheadSlot) }
             // What the next batch lacks, read and decoded here: the drainer thread then only
             // writes (the two overlap fully). Reading one journal entry's worth at a time (the
             // drainer decoded the rest of a batch itself) was 5–10 % slower unpaced into the file
@@ -645,6 +746,7 @@ final class DrainLoop {
                     logger.error("sink \(name): \($0)")
                 }
                 if entries.isEmpty { return }
+                note?.readAhead(to: Cursor(seq: reader.nextSeq, skip: 0))
                 for e in entries { bytes += e.payload.count }
                 let half = second == nil ? 0 : entries.count / 2
                 let later = second.flatMap { second in
@@ -694,7 +796,7 @@ final class DrainLoop {
             })
         }
         let job = ReadAhead(reader: reader, parser: parser, ahead: ahead, second: second, reads: reads, patches: patches,
-                            linesOnly: linesOnly, logger: logger, name: name)
+                            linesOnly: linesOnly, logger: logger, name: name, note: note)
         job.wanted = upTo - pending.count
         job.running = Forked { job.run() }
         return job

@@ -23,6 +23,7 @@ public final class SinkMetrics: Sendable {
     private let lastErrorText = Locked<String?>(nil)
     private let reachable = Locked<Reachability>(.unknown)
     private let reported = Locked<SinkReport?>(nil)
+    private let pausedBy = Locked<CrashGuard.Pause?>(nil)
 
     public init(name: String) { self.name = name }
 
@@ -35,6 +36,12 @@ public final class SinkMetrics: Sendable {
     public var report: SinkReport? {
         get { reported.withLock { $0 } }
         set { reported.withLock { $0 = newValue } }
+    }
+
+    /// Why the sink is paused by the crash-loop guard (nil: it is not).
+    public var paused: CrashGuard.Pause? {
+        get { pausedBy.withLock { $0 } }
+        set { pausedBy.withLock { $0 = newValue } }
     }
 
     /// What the sink's last probe (or write) said of its destination.
