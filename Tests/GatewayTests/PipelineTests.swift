@@ -569,6 +569,24 @@ enum ConfigDurationFor {
         #expect(Set(sink.accepted) == Set((0..<600).map { "r\($0)" } + (0..<20).map { "i\($0)" }))
     }
 
+    /// What `replay --sink` handed over goes out entry after entry, not one entry per idle wait
+    /// of the journal (half a second each: 1,000,000 records beside serve took minutes, the
+    /// sink idle between entries). Forty entries with the journal empty are out in far less
+    /// than the twenty seconds those waits would take.
+    @Test func inboxEntriesGoOutWithoutWaitingOnTheJournal() throws {
+        let dir = ServeProcess.makeTempDir("inbox")
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        let inbox = try Journal(directory: dir + "/inbox", logger: logger)
+        for e in 0..<40 { try append(inbox, (0..<10).map { PipelineTests.record("i\(e * 10 + $0)") }) }
+        let sink = InFlightSink()
+        let d = SinkDrainer(name: sink.name, built: .testing(sink, common: SinkCommonConfig(batch: BatchConfig(max_items: 10))),
+                            routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: [sink.name])],
+                            journal: j, inbox: inbox, dataDir: dir, logger: logger)
+        try d.start()
+        #expect(ServeProcess.eventually(5) { Set(sink.accepted).count == 400 }, "\(Set(sink.accepted).count) of 400 in 5 s")
+        d.stop()
+    }
+
     /// A file sink reads of each record only what names its files (none for a fixed path), and
     /// writes the journal's lines as they are; a record it refuses is kept in the dead letters
     /// whole, read again from its line, and the log names it. A transform on its route, or a

@@ -583,6 +583,8 @@ final class DrainLoop {
             next.journal = idleCursor
             save(next)
         }
+        // What `replay --sink` handed over goes on at once (the wait is on the journal alone).
+        if let inbox = d.inbox, let r = inboxReader, inbox.lastDurableSeq >= r.nextSeq { return true }
         d.journal.waitForEntries(after: reader.nextSeq - 1, timeout: 0.5)
         return true
     }
