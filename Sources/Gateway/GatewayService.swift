@@ -291,6 +291,8 @@ public final class GatewayService: @unchecked Sendable {
 
     /// Takes the data dir's lock, or says which process holds it.
     static func lock(dataDir: String) throws -> Int32 {
+        // A data dir not made yet (a `replay` before any `serve`) is made as serve makes it.
+        try FileIO.makeDirectories(dataDir, mode: 0o700)
         let path = lockPath(dataDir: dataDir)
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         if fd < 0 { throw IOError("open", path) }

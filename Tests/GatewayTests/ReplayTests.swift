@@ -1,3 +1,4 @@
+import CanonicalJSON
 import Foundation
 @testable import Gateway
 import HealthgateCore
@@ -29,6 +30,30 @@ import Testing
         #expect(endpoint.requests.last.map(ScriptedEndpoint.uuids) == ["poison"])
         #expect(!FileManager.default.fileExists(atPath: deadPath))
         #expect(try FileManager.default.contentsOfDirectory(atPath: serve.dataDir + "/sinks/hook").allSatisfy { !$0.contains("replaying") })
+    }
+
+    /// An archive replayed into a data dir no serve has made yet (a new machine, a new sink):
+    /// the dir is made (0700) and the records delivered, not "open …/lock: No such file".
+    @Test func aReplayMakesADataDirNotThereYet() throws {
+        let base = ServeProcess.makeTempDir("fresh")
+        let dataDir = base + "/data"
+        let archive = base + "/archive.ndjson"
+        let lines = CanonicalCodec.encodeLines([SinkComplianceTests.record("fresh-1"), SinkComplianceTests.record("fresh-2", second: 1)])
+        try Data(lines).write(to: URL(fileURLWithPath: archive))
+        let config = base + "/config.yaml"
+        try """
+        data_dir: \(dataDir)
+        receivers:
+          phone: {kind: syncky, path: /hook, auth: {type: bearer, token: \(Vectors.token)}}
+        sinks:
+          copy: {kind: file, path: copy.ndjson}
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let r = try CLITests.run(["replay", archive, "--sink", "copy", "--config", config])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out.contains("copy: 2 record(s) delivered"), "\(r.out) \(r.err)")
+        let mode = try FileManager.default.attributesOfItem(atPath: dataDir)[.posixPermissions] as? Int
+        #expect(mode == 0o700)
+        #expect(try String(contentsOfFile: dataDir + "/copy.ndjson", encoding: .utf8).contains("fresh-2"))
     }
 
     @Test func anArchiveCanBeDeliveredAgainToOneSink() throws {
