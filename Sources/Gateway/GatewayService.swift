@@ -13,8 +13,21 @@ import Synchronization
 /// The sinks' drainers in place now: a reload replaces the ones whose config changed.
 final class DrainerSet: Sendable {
     private let list = Locked<[SinkDrainer]>([])
+    /// Sinks out of the config whose records still wait in the journal (`RemovedSinks`).
+    private let waiting = Locked<[RemovedSink]>([])
     var all: [SinkDrainer] { list.withLock { $0 } }
     func set(_ drainers: [SinkDrainer]) { list.withLock { $0 = drainers } }
+    var removed: [RemovedSink] { waiting.withLock { $0 } }
+    func setRemoved(_ r: [RemovedSink]) { waiting.withLock { $0 = r } }
+
+    /// The lowest journal entry a sink in the config still needs (nil: none runs).
+    var configuredLowest: UInt64? { all.map { $0.metrics.cursorSeq.load(ordering: .relaxed) }.min() }
+
+    /// The lowest journal entry any sink, in the config or taken out of it, still needs.
+    var lowest: UInt64 {
+        let all = [configuredLowest].compactMap { $0 } + removed.map(\.cursor.seq)
+        return all.min() ?? 0
+    }
 }
 
 public final class GatewayService: @unchecked Sendable {
@@ -25,6 +38,8 @@ public final class GatewayService: @unchecked Sendable {
     public var drainers: [SinkDrainer] { drainerSet.all }
     public var handler: IngestHandler { switchable.handler as! IngestHandler }
     let drainerSet = DrainerSet()
+    /// One maker of room at a time (`makeRoomForRemovedSinks`).
+    private let roomMaker = Locked(())
     private let live: Locked<Topology>
     var journalMaxBytes: Int? { topology.journal.max_bytes.map { Int($0.bytes) } }
     var shutdownTimeout: Double { topology.shutdownTimeout }
@@ -70,8 +85,18 @@ public final class GatewayService: @unchecked Sendable {
         let journal = self.journal
         let set = drainerSet
         let retention = topology.journal.retention?.seconds ?? 0
+        // A sink taken out of the config holds what waits for it (until `healthgate forget`).
+        let removed = RemovedSinks.scan(dataDir: topology.dataDir, configured: Set(topology.sinks.map(\.name)))
+        set.setRemoved(removed)
+        for r in removed {
+            let waiting = journal.backlog(fromSeq: r.cursor.seq, skip: r.cursor.skip).records
+            if waiting > 0 {
+                logger.warning("sink \(r.name) is not in the config, and \(waiting) record(s) wait for it in the journal, which "
+                               + "keeps them: put it back to deliver them, or `healthgate forget \(r.name)` to let them go")
+            }
+        }
         onCommit = { [clock] in
-            let lowest = set.all.map { $0.metrics.cursorSeq.load(ordering: .relaxed) }.min() ?? 0
+            let lowest = set.lowest
             let keepAfter = clock.now().seconds - Int64(retention)
             if lowest > 1 { journal.deleteSegments(below: lowest, lastEntryBefore: retention > 0 ? keepAfter : nil) }
         }
@@ -206,11 +231,12 @@ public final class GatewayService: @unchecked Sendable {
             }
         }
         let set = drainerSet
-        let status = StatusEndpoint(topology: topology, journal: journal, drainers: { set.all }, clock: clock,
-                                    port: port.load(ordering: .relaxed))
+        let status = StatusEndpoint(topology: topology, journal: journal, drainers: { set.all }, removed: { set.removed },
+                                    clock: clock, port: port.load(ordering: .relaxed))
         return IngestHandler(receivers: topology.receivers.map(\.receiver), journal: journal, quarantine: quarantine,
                              clock: clock, signatureClock: signatureClock, logger: logger.child("ingest"),
                              sinkMetrics: { set.all.map(\.metrics) }, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
+                             makeRoom: { [weak self] target in self?.makeRoomForRemovedSinks(downTo: target) },
                              queueLimits: limits, connections: connectionGuard,
                              readAPI: topology.readAPI.map { ReadAPI(settings: $0, requests: requestLog, logger: logger.child("read_api")) },
                              requestLog: requestLog, status: status, reusing: earlier)
@@ -257,8 +283,13 @@ public final class GatewayService: @unchecked Sendable {
             d.requestStop()
             d.stop(within: 10)
             d.inbox?.close()
-            said.append("sink \(d.name) removed (what waited for it stays in its queue on disk)")
+            let waiting = journal.backlog(fromSeq: d.metrics.cursorSeq.load(ordering: .relaxed),
+                                          skip: d.metrics.cursorSkip.load(ordering: .relaxed)).records
+            said.append("sink \(d.name) removed: \(waiting) record(s) that waited for it stay in the journal until it is put back "
+                        + "(or `healthgate forget \(d.name)`)")
         }
+        // Before the removed drainers leave the set: their cursors keep holding the journal.
+        drainerSet.setRemoved(RemovedSinks.scan(dataDir: kept.dataDir, configured: Set(new.sinks.map(\.name))))
         drainerSet.set(next)
         let receivers = Set(new.receivers.map(\.name)), before = Set(old.receivers.map(\.name))
         for r in receivers.subtracting(before).sorted() { said.append("receiver \(r) added") }
@@ -341,8 +372,37 @@ public final class GatewayService: @unchecked Sendable {
                 return stopping
             }
             if stop { return }
+            watchRemovedSinks()
             writeStatus()
             handler.refusals.flush(now: clock.now())
+        }
+    }
+
+    /// Once a second: the sinks out of the config as the data dir has them now (`healthgate
+    /// forget` sets one aside), and, when the journal nears its budget with its oldest segment
+    /// held by them alone, what waits for them there into their dead letters.
+    private func watchRemovedSinks() {
+        let t = topology
+        drainerSet.setRemoved(RemovedSinks.scan(dataDir: t.dataDir, configured: Set(t.sinks.map(\.name))))
+        if let max = journalMaxBytes { makeRoomForRemovedSinks(downTo: max * 3 / 4) }
+        onCommit()
+    }
+
+    /// While the journal holds more than `target` bytes and its oldest segment is held by sinks
+    /// out of the config alone, that segment's records go to their dead letters and it is
+    /// deleted (one caller at a time: the status thread, or a request at the budget).
+    func makeRoomForRemovedSinks(downTo target: Int) {
+        roomMaker.withLock { _ in
+            let t = topology
+            for _ in 0..<256 {
+                let removed = drainerSet.removed
+                guard journal.bytesOnDisk > target, let configured = drainerSet.configuredLowest, !removed.isEmpty else { return }
+                let moved = RemovedSinks.forceOut(removed, configuredLowest: configured, journal: journal, maxBytes: target,
+                                                  dataDir: t.dataDir, logger: logger, clock: clock, fraction: 0)
+                if moved.isEmpty { return }
+                drainerSet.setRemoved(RemovedSinks.scan(dataDir: t.dataDir, configured: Set(t.sinks.map(\.name))))
+                onCommit()
+            }
         }
     }
 

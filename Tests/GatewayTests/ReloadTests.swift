@@ -70,6 +70,153 @@ import Testing
         #expect(serve.process.terminationStatus == 0)
     }
 
+    /// Issue 46: a sink taken out of the config by SIGHUP keeps what waited for it. The journal
+    /// keeps its segments while the other sink moves on and segments roll; `status` lists it;
+    /// put back, it delivers every record, those before and after its removal; taken out again
+    /// and forgotten (`healthgate forget`), it holds nothing back any more.
+    @Test func aSinkTakenOutKeepsWhatWaitedForItUntilItIsBack() throws {
+        final class Gate: @unchecked Sendable {
+            let lock = NSLock()
+            var open = false
+            var got: Set<String> = []
+        }
+        let gate = Gate()
+        let endpoint = try ScriptedEndpoint { r in
+            gate.lock.withLock {
+                guard gate.open else { return HTTPResponse(status: 503) }
+                gate.got.formUnion(ScriptedEndpoint.uuids(r))
+                return HTTPResponse(status: 200)
+            }
+        }
+        let hook = "  hook: {kind: http, url: \"\(endpoint.url)\", retry: {initial: 50ms, max: 200ms}}\n"
+        let base = Self.config("journal: {segment_bytes: 64KB}", routes: "  - {from: [phone], to: [hook]}")
+        let without = Self.config("journal: {segment_bytes: 64KB}")
+        let serve = try ServeProcess(config: base + "\n" + hook)
+        defer { serve.stop() }
+        var sent: [String] = []
+        func post(_ n: Int, _ tag: String) throws {
+            for b in 0..<n {
+                let uuids = (0..<40).map { "\(tag)-\(b)-\($0)" }
+                let body = Vectors.syncBody(samples: uuids.map(CrashTests.sample), delivery: UUID().uuidString.lowercased())
+                #expect(try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body),
+                                                   body: Array(body.utf8)).status == 200)
+                sent += uuids
+            }
+        }
+        try post(10, "before")
+        #expect(ServeProcess.eventually { Self.uuids(serve.dataDir + "/archive-a.ndjson").count == sent.count })
+        try Self.write(without, to: serve)
+        kill(serve.process.processIdentifier, SIGHUP)
+        #expect(ServeProcess.eventually { serve.stderrText.contains("sink hook removed: 400 record(s)") }, "\(serve.stderrText.suffix(800))")
+        // The archive moves on through several segments, each passed by every sink in the config.
+        try post(30, "after")
+        #expect(ServeProcess.eventually { Self.uuids(serve.dataDir + "/archive-a.ndjson").count == sent.count })
+        Thread.sleep(forTimeInterval: 1.5)
+        let segments = try FileManager.default.contentsOfDirectory(atPath: serve.dataDir + "/journal").filter { $0.hasSuffix(".seg") || $0.contains("seg") }
+        #expect(segments.count >= 3, "\(segments)")
+        var statusText = ""
+        #expect(ServeProcess.eventually(5) {
+            statusText = (try? CLITests.run(["status", "--config", serve.configPath]).out) ?? ""
+            return statusText.contains("hook: 1600 record(s) waiting")
+        }, "\(statusText)")
+        #expect(statusText.contains("healthgate forget hook"))
+        // Put back, and its endpoint answering: every record, from before and after its removal.
+        gate.lock.withLock { gate.open = true }
+        try Self.write(base + "\n" + hook, to: serve)
+        kill(serve.process.processIdentifier, SIGHUP)
+        #expect(ServeProcess.eventually(20) { gate.lock.withLock { gate.got.count } == sent.count },
+                "\(gate.lock.withLock { gate.got.count }) of \(sent.count); \(serve.stderrText.suffix(800))")
+        #expect(gate.lock.withLock { gate.got } == Set(sent))
+
+        // Out again with records waiting, then forgotten: nothing is held for it any more.
+        gate.lock.withLock { gate.open = false }
+        try post(2, "late")
+        try Self.write(without, to: serve)
+        kill(serve.process.processIdentifier, SIGHUP)
+        #expect(ServeProcess.eventually { serve.stderrText.contains("sink hook removed: 80 record(s)") }, "\(serve.stderrText.suffix(800))")
+        let forgot = try CLITests.run(["forget", "hook", "--config", serve.configPath])
+        #expect(forgot.status == 0 && forgot.out.contains("let go"), "\(forgot.out) \(forgot.err)")
+        #expect(ServeProcess.eventually(5) {
+            !((try? CLITests.run(["status", "--config", serve.configPath]).out) ?? "hook:").contains("hook: ")
+        })
+        // A sink in the config cannot be forgotten.
+        #expect(try CLITests.run(["forget", "archive", "--config", serve.configPath]).status == 2)
+    }
+
+    /// The same across a restart without the sink: its records wait (and `serve` says so as it
+    /// starts), and a start with it back delivers them all.
+    @Test func aRestartWithoutASinkKeepsWhatWaitsForIt() throws {
+        let endpoint = try ScriptedEndpoint { r in HTTPResponse(status: 200) }
+        let hook = "  hook: {kind: http, url: \"\(endpoint.url)\", retry: {initial: 50ms, max: 200ms}}\n"
+        let base = Self.config("journal: {segment_bytes: 64KB}", routes: "  - {from: [phone], to: [hook]}")
+        let dataDir = ServeProcess.makeTempDir()
+        var serve = try ServeProcess(config: Self.config("journal: {segment_bytes: 64KB}"), dataDir: dataDir)
+        // The hook existed once (its directory and cursor are there), then went out of the config.
+        try FileManager.default.createDirectory(atPath: dataDir + "/sinks/hook", withIntermediateDirectories: true)
+        try Data("1 0 1 0\n".utf8).write(to: URL(fileURLWithPath: dataDir + "/sinks/hook/cursor"))
+        serve.stop()
+        serve = try ServeProcess(config: Self.config("journal: {segment_bytes: 64KB}"), dataDir: dataDir)
+        var sent: [String] = []
+        #expect(!serve.stderrText.contains("sink hook is not in the config"), "nothing waits yet: no warning")
+        for b in 0..<30 {
+            let uuids = (0..<40).map { "r-\(b)-\($0)" }
+            let body = Vectors.syncBody(samples: uuids.map(CrashTests.sample), delivery: UUID().uuidString.lowercased())
+            #expect(try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body), body: Array(body.utf8)).status == 200)
+            sent += uuids
+        }
+        #expect(ServeProcess.eventually { Self.uuids(dataDir + "/archive-a.ndjson").count == sent.count })
+        Thread.sleep(forTimeInterval: 1.5)
+        serve.stop()
+        // A start without it says what waits for it.
+        serve = try ServeProcess(config: Self.config("journal: {segment_bytes: 64KB}"), dataDir: dataDir)
+        #expect(ServeProcess.eventually { serve.stderrText.contains("sink hook is not in the config, and 1200 record(s) wait for it") },
+                "\(serve.stderrText.suffix(600))")
+        serve.stop()
+        serve = try ServeProcess(config: base + "\n" + hook, dataDir: dataDir)
+        defer { serve.stop() }
+        #expect(ServeProcess.eventually(20) { Set(endpoint.requests.flatMap(ScriptedEndpoint.uuids)) == Set(sent) },
+                "\(Set(endpoint.requests.flatMap(ScriptedEndpoint.uuids)).count) of \(sent.count)")
+    }
+
+    /// What waits for a sink taken out of the config stays within the journal's budget: near
+    /// it, the oldest segment held by such sinks alone goes to their dead letters, with why, and
+    /// the phones are not refused for a sink nobody runs.
+    @Test func theJournalBudgetMovesARemovedSinksOldestRecordsToItsDeadLetters() throws {
+        let endpoint = try ScriptedEndpoint { _ in HTTPResponse(status: 503) }
+        let journal = "journal: {segment_bytes: 64KB, max_bytes: 400KB}"
+        let hook = "  hook: {kind: http, url: \"\(endpoint.url)\", retry: {initial: 50ms, max: 200ms}}\n"
+        let serve = try ServeProcess(config: Self.config(journal, routes: "  - {from: [phone], to: [hook]}") + "\n" + hook)
+        defer { serve.stop() }
+        var n = 0
+        func post(_ bodies: Int) throws -> [Int] {
+            try (0..<bodies).map { _ in
+                n += 1
+                let uuids = (0..<40).map { "b\(n)-\($0)" }
+                let body = Vectors.syncBody(samples: uuids.map(CrashTests.sample), delivery: UUID().uuidString.lowercased())
+                return try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body), body: Array(body.utf8)).status
+            }
+        }
+        #expect(try post(5).allSatisfy { $0 == 200 })
+        try Self.write(Self.config(journal), to: serve)
+        kill(serve.process.processIdentifier, SIGHUP)
+        #expect(ServeProcess.eventually { serve.stderrText.contains("sink hook removed") })
+        // Four times the budget, a little at a time: never refused for long, the oldest moved out.
+        var refused = 0
+        for _ in 0..<40 {
+            refused += try post(4).filter { $0 != 200 }.count
+            Thread.sleep(forTimeInterval: 0.15)
+        }
+        let dead = serve.dataDir + "/sinks/hook/dead-letters.ndjson"
+        #expect(ServeProcess.eventually(5) { FileManager.default.fileExists(atPath: dead) }, "\(serve.stderrText.suffix(1000))")
+        let text = (try? String(contentsOfFile: dead, encoding: .utf8)) ?? ""
+        #expect(text.contains("journal.max_bytes") && text.contains("\"uuid\":\"b1-0\""), "\(text.prefix(400))")
+        #expect(serve.stderrText.contains("waiting record(s) moved to its dead letters"))
+        #expect(refused < 40, "\(refused) of 160 requests refused")
+        let onDisk = try FileManager.default.contentsOfDirectory(atPath: serve.dataDir + "/journal")
+            .compactMap { try? FileManager.default.attributesOfItem(atPath: serve.dataDir + "/journal/" + $0)[.size] as? Int }.reduce(0, +)
+        #expect(onDisk <= 400 * 1024 + 64 * 1024, "\(onDisk) bytes of journal")
+    }
+
     @Test func aReloadUnderTrafficAnswersAndKeepsEveryRequest() throws {
         let serve = try ServeProcess(config: Self.config())
         let port = serve.port

@@ -27,6 +27,7 @@ public enum CLI {
                                            queue the delete of what a command wrote
       healthgate status [[--config] FILE]  per sink: records waiting, oldest, sent/kept/rejected, last error
       healthgate resume SINK [--skip]      go on with a sink the crash-loop guard paused (--skip: its batch to dead letters)
+      healthgate forget SINK               let go of what waits for a sink taken out of the config
       healthgate replay FILE.ndjson [--sink NAME] [--config FILE]
                                            deliver an archive, or a sink's dead letters, again
       healthgate replay --journal [--since TIME] [--sink NAME]
@@ -65,6 +66,12 @@ public enum CLI {
             case "check": return try CheckCommand(try Options(try configPositional(args), allowed: ["--require-env"])).run()
             case "link": return try LinkCommand(try Options(args, allowed: ["--receiver", "--host", "--format", "--scheme", "--qr"])).run()
             case "status": return try StatusCommand(try Options(try configPositional(args), allowed: [])).run()
+            case "forget":
+                let (positional, rest) = Gateway.Options.split(args)
+                guard positional.count == 1, let sink = positional.first else {
+                    throw UsageError("which sink? `healthgate forget SINK [--config FILE]` (one taken out of the config)")
+                }
+                return try ForgetCommand(try Options(rest, allowed: []), sink: sink).run()
             case "resume":
                 let (positional, rest) = Gateway.Options.split(args)
                 guard positional.count == 1, let sink = positional.first else {
@@ -95,7 +102,7 @@ public enum CLI {
                 let (positional, rest) = Gateway.Options.split(args)
                 return try DeleteCommandCLI(options: try Options(rest, allowed: ["--receiver"]), arguments: positional).run()
             default:
-                printErr("healthgate: unknown command \"\(command)\"\(suggestion(command, ["serve", "init", "check", "link", "write", "delete", "status", "resume", "replay", "version"]))\n\n\(usage)")
+                printErr("healthgate: unknown command \"\(command)\"\(suggestion(command, ["serve", "init", "check", "link", "write", "delete", "status", "resume", "forget", "replay", "version"]))\n\n\(usage)")
                 return 2
             }
         } catch let e as UsageError {

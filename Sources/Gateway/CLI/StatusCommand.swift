@@ -80,6 +80,15 @@ struct StatusCommand {
                 if !parts.isEmpty { print("    " + parts.joined(separator: ", ")) }
             }
         }
+        let removed = s["removed_sinks"].map { Array($0.elements) } ?? []
+        if !removed.isEmpty {
+            print("removed from the config, records still waiting in the journal:")
+            for k in removed {
+                let name = k["name"]?.string ?? "?"
+                print("  \(name): \(k["waiting_records"]?.int64 ?? 0) record(s) waiting (\(Self.size(Int(k["waiting_bytes"]?.int64 ?? 0))) "
+                      + "of journal); put it back in the config to deliver them, or `healthgate forget \(name)`")
+            }
+        }
         try printCommands(t)
         return 0
     }

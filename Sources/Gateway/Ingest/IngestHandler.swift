@@ -18,6 +18,8 @@ public final class IngestHandler: HTTPHandler, Sendable {
     let logger: Logger
     let sinkMetrics: @Sendable () -> [SinkMetrics]
     let journalMaxBytes: Int?
+    /// Frees journal room down to the bytes given, where only sinks out of the config hold it.
+    let makeRoom: @Sendable (Int) -> Void
     let queueLimits: [String: [QueueLimit]]
     let refusals: RefusalLog
     let connections: ConnectionGuard?
@@ -42,7 +44,8 @@ public final class IngestHandler: HTTPHandler, Sendable {
 
     public init(receivers: [any Receiver], journal: Journal, quarantine: Quarantine, clock: any Clock,
                 signatureClock: any Clock, logger: Logger, sinkMetrics: @escaping @Sendable () -> [SinkMetrics],
-                journalMaxBytes: Int? = nil, queueLimits: [String: [QueueLimit]] = [:], connections: ConnectionGuard? = nil,
+                journalMaxBytes: Int? = nil, makeRoom: @escaping @Sendable (Int) -> Void = { _ in },
+                queueLimits: [String: [QueueLimit]] = [:], connections: ConnectionGuard? = nil,
                 readAPI: ReadAPI? = nil, requestLog: RequestLog? = nil, status: StatusEndpoint? = nil,
                 reusing earlier: [ReceiverMetrics] = []) {
         self.status = status
@@ -50,6 +53,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
         self.readAPI = readAPI
         self.requestLog = requestLog
         self.journalMaxBytes = journalMaxBytes
+        self.makeRoom = makeRoom
         self.refusals = RefusalLog(logger: logger)
         self.queueLimits = queueLimits
         var byPath: [String: any Receiver] = [:]
@@ -283,6 +287,11 @@ public final class IngestHandler: HTTPHandler, Sendable {
     /// 503 when taking `bytes` more would pass the journal's budget, or a blocking sink this
     /// receiver feeds is over its queue limit; nil to go on.
     func admission(_ receiver: String, adding bytes: Int) -> HTTPResponse? {
+        // Records that wait only for sinks taken out of the config give way first (to their
+        // dead letters): phones are not refused for a sink nobody runs.
+        if let max = journalMaxBytes, journal.bytesOnDisk + bytes > max {
+            makeRoom(max - bytes)
+        }
         if let max = journalMaxBytes, journal.bytesOnDisk + bytes > max {
             logger.warning("\(receiver): journal.max_bytes (\(max) bytes) is reached; answering 503 until sinks catch up "
                            + "(see `healthgate status`)")

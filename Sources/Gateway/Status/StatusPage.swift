@@ -16,14 +16,18 @@ public final class StatusEndpoint: Sendable {
     let journal: Journal
     /// The sinks' drainers as they are now (a reload may replace some).
     let currentDrainers: @Sendable () -> [SinkDrainer]
+    /// The sinks out of the config whose records still wait.
+    let currentRemoved: @Sendable () -> [RemovedSink]
     let clock: any Clock
     /// The port `serve` listens on, once it does (for the setup links).
     let port = Atomic<UInt16>(0)
 
-    init(topology: Topology, journal: Journal, drainers: @escaping @Sendable () -> [SinkDrainer], clock: any Clock, port: UInt16 = 0) {
+    init(topology: Topology, journal: Journal, drainers: @escaping @Sendable () -> [SinkDrainer],
+         removed: @escaping @Sendable () -> [RemovedSink] = { [] }, clock: any Clock, port: UInt16 = 0) {
         self.topology = topology
         self.journal = journal
         self.currentDrainers = drainers
+        self.currentRemoved = removed
         self.clock = clock
         self.port.store(port, ordering: .relaxed)
     }
@@ -38,9 +42,9 @@ public final class StatusEndpoint: Sendable {
         let drainers = currentDrainers()
         let body = path == "/status"
             ? StatusReport.json(journal: journal, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
-                                receivers: receivers, drainers: drainers, now: now)
+                                receivers: receivers, drainers: drainers, removed: currentRemoved(), now: now)
             : StatusPageHTML.render(topology: topology, journal: journal, receivers: receivers, drainers: drainers,
-                                    links: links(), now: now)
+                                    removed: currentRemoved(), links: links(), now: now)
         return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", path == "/status" ? "application/json" : "text/html; charset=utf-8"),
                                                    HTTPHeader("Cache-Control", "no-store"),
                                                    HTTPHeader("X-Content-Type-Options", "nosniff"),

@@ -6,7 +6,7 @@ import Posix
 /// phone, refreshed every 10 s. Every text in it goes through `HTMLText.escape`.
 enum StatusPageHTML {
     static func render(topology: Topology, journal: Journal, receivers: [ReceiverMetrics], drainers: [SinkDrainer],
-                       links: [(receiver: String, link: String)], now: Timestamp) -> [UInt8] {
+                       removed: [RemovedSink] = [], links: [(receiver: String, link: String)], now: Timestamp) -> [UInt8] {
         var h = HTMLText()
         h.raw("""
             <!doctype html><html lang="en"><head><meta charset="utf-8">
@@ -100,6 +100,16 @@ enum StatusPageHTML {
             h.raw("</td></tr>")
         }
         h.raw("</table></div>")
+        if !removed.isEmpty {
+            h.raw("<h2>Removed from the config, still waiting</h2><div class=\"card\">")
+            for r in removed {
+                let b = journal.backlog(fromSeq: r.cursor.seq, skip: r.cursor.skip)
+                h.raw("<p>"); h.text("\(r.name): \(b.records) record(s) (\(bytes(b.bytes))) wait for it in the journal. Put it back in "
+                                    + "the config to deliver them, or `healthgate forget \(r.name)` to let them go.")
+                h.raw("</p>")
+            }
+            h.raw("</div>")
+        }
 
         h.raw("<h2>Journal</h2><div class=\"card\">")
         let used = journal.bytesOnDisk

@@ -10,12 +10,12 @@ import Posix
 enum StatusReport {
     static func json(service: GatewayService, now: Timestamp) -> [UInt8] {
         json(journal: service.journal, journalMaxBytes: service.journalMaxBytes, receivers: service.handler.receiverMetrics,
-             drainers: service.drainers, now: now)
+             drainers: service.drainers, removed: service.drainerSet.removed, now: now)
     }
 
     /// Also `GET /status`.
     static func json(journal: Journal, journalMaxBytes: Int?, receivers: [ReceiverMetrics], drainers: [SinkDrainer],
-                     now: Timestamp) -> [UInt8] {
+                     removed: [RemovedSink] = [], now: Timestamp) -> [UInt8] {
         var w = JSONWriter(capacity: 2048)
         w.beginObject()
         w.key("time"); w.string(Timestamp(seconds: now.seconds).rfc3339())
@@ -97,6 +97,21 @@ enum StatusReport {
                 for c in report.counters { w.key(c.name); w.int(c.value) }
                 w.endObject()
             }
+            w.endObject()
+        }
+        w.endArray()
+        // Sinks taken out of the config whose records still wait in the journal.
+        w.key("removed_sinks")
+        w.beginArray()
+        for r in removed {
+            let b = journal.backlog(fromSeq: r.cursor.seq, skip: r.cursor.skip)
+            w.beginObject()
+            w.key("name"); w.string(r.name)
+            w.key("waiting_records"); w.int(b.records)
+            w.key("waiting_bytes"); w.int(b.bytes)
+            w.key("oldest_waiting")
+            if let ns = b.oldestNanos { w.string(Timestamp(seconds: ns / 1_000_000_000).rfc3339()) } else { w.null() }
+            w.key("what_to_do"); w.string("put sink \(r.name) back in the config to deliver them, or `healthgate forget \(r.name)`")
             w.endObject()
         }
         w.endArray()

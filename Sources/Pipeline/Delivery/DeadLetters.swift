@@ -65,6 +65,29 @@ public struct DeadLetters: Sendable {
         return true
     }
 
+    /// The journal's records from `from` up to `to`, each into `letters` as it is, in one write;
+    /// how many (nil when they could not be written).
+    static func keepJournalRange(journal: Journal, from: Cursor, to: Cursor, into letters: DeadLetters, reason: String,
+                                 logger: Logger) -> Int? {
+        let reader = journal.makeReader(from: from.seq)
+        var lines: [ArraySlice<UInt8>] = []
+        reading: while true {
+            let entries = reader.read(maxEntries: 16, corrupt: { [sink = letters.sink] in logger.error("sink \(sink): \($0)") })
+            if entries.isEmpty { break }
+            for e in entries {
+                var index = 0
+                for line in e.payload.split(separator: 0x0A, omittingEmptySubsequences: true) {
+                    defer { index += 1 }
+                    if e.seq > to.seq || (e.seq == to.seq && index >= to.skip) { break reading }
+                    if e.seq == from.seq && index < from.skip { continue }
+                    lines.append(line)
+                }
+                if e.seq >= to.seq { break reading }
+            }
+        }
+        return letters.keep(journalLines: lines, reason: reason) ? lines.count : nil
+    }
+
     /// Keeps journal lines as the records they are, in one write, with one log line for all.
     /// False when they could not be written.
     func keep(journalLines lines: [ArraySlice<UInt8>], reason: String) -> Bool {

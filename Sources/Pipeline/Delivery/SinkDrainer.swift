@@ -185,25 +185,9 @@ public final class SinkDrainer: Sendable {
     /// The journal's records from `from` up to `to`, each into the dead letters as it is;
     /// returns how many (nil when they could not be written).
     func deadLetterRange(from: Cursor, to: Cursor, reason: String) -> Int? {
-        let reader = journal.makeReader(from: from.seq)
-        var lines: [ArraySlice<UInt8>] = []
-        reading: while true {
-            let entries = reader.read(maxEntries: 16, corrupt: { [logger, name] in logger.error("sink \(name): \($0)") })
-            if entries.isEmpty { break }
-            for e in entries {
-                var index = 0
-                for line in e.payload.split(separator: 0x0A, omittingEmptySubsequences: true) {
-                    defer { index += 1 }
-                    if e.seq > to.seq || (e.seq == to.seq && index >= to.skip) { break reading }
-                    if e.seq == from.seq && index < from.skip { continue }
-                    lines.append(line)
-                }
-                if e.seq >= to.seq { break reading }
-            }
-        }
-        let written = DeadLetters(sink: name, dataDir: dataDir, metrics: metrics, logger: logger, clock: clock)
-            .keep(journalLines: lines, reason: reason)
-        return written ? lines.count : nil
+        DeadLetters.keepJournalRange(journal: journal, from: from, to: to,
+                                     into: DeadLetters(sink: name, dataDir: dataDir, metrics: metrics, logger: logger, clock: clock),
+                                     reason: reason, logger: logger)
     }
 
     /// Asks the drainer to stop after the write in progress, without waiting (so that a
