@@ -35,7 +35,8 @@ import Testing
     }
 
     @Test func thePageRendersInChromiumAndItsQRCodeDecodesToTheLink() throws {
-        let serve = try ServeProcess(config: Self.config)
+        // The links on this machine's own page without a token: turned on knowingly.
+        let serve = try ServeProcess(config: Self.config + "\nadmin: {local_links: true}\n")
         let delivery = UUID().uuidString.lowercased()
         let body = Vectors.syncBody(samples: [PostgresSinkTests.q("s1", "steps", 1200, "count", at: PostgresSinkTests.base)], delivery: delivery)
         #expect(try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body, delivery: delivery),
@@ -90,9 +91,24 @@ import Testing
     @Test func onlyThisMachineOrTheAdminTokenOpensIt() throws {
         let serve = try ServeProcess(config: Self.config)
         #expect(try serve.client().request("GET", "/status").status == 200)
-        // Through a proxy on this machine the request is not this machine's own.
-        let proxied = try serve.client().request("GET", "/", headers: [("X-Forwarded-For", "203.0.113.9")])
-        #expect(proxied.status == 403)
+        // Issue 46: without an admin token, this machine's page holds no secret (a proxy here
+        // that adds no header looks local), and says how to get the link.
+        let local = String(decoding: try serve.client().request("GET", "/").body, as: UTF8.self)
+        #expect(local.contains("Receivers") && local.contains("healthgate link --qr"))
+        #expect(!local.contains(Vectors.token) && !local.contains(Vectors.secret) && !local.contains("syncky://") && !local.contains("<svg"))
+        // Through a proxy on this machine the request is not this machine's own, whatever header says so.
+        for header in ["X-Forwarded-For", "X-Real-IP", "X-Client-IP", "True-Client-IP", "CF-Connecting-IP", "Via", "X-Forwarded-Host",
+                       "Forwarded"] {
+            let proxied = try serve.client().request("GET", "/", headers: [(header, "203.0.113.9")])
+            #expect(proxied.status == 403, "\(header)")
+        }
+        // DNS rebinding: a page on another name that resolves to 127.0.0.1.
+        for host in ["attacker.example", "attacker.example:8080", "localhost.attacker.example", "127.0.0.1.nip.io"] {
+            #expect(try serve.client().request("GET", "/", headers: [("Host", host)]).status == 403, "\(host)")
+        }
+        for host in ["localhost", "localhost:8080", "127.0.0.1", "[::1]:8080", "status.localhost"] {
+            #expect(try serve.client().request("GET", "/status", headers: [("Host", host)]).status == 200, "\(host)")
+        }
         #expect(try serve.client().request("POST", "/status").status == 405)
         serve.stop()
 
@@ -103,7 +119,12 @@ import Testing
         #expect(try guarded.client().request("GET", "/", headers: [("Authorization", "Bearer \(Vectors.token)")]).status == 401)
         #expect(try guarded.client().request("GET", "/status", headers: [("Authorization", "Bearer \(admin)")]).status == 200)
         let basic = Data("me:\(admin)".utf8).base64EncodedString()
-        #expect(try guarded.client().request("GET", "/", headers: [("Authorization", "Basic \(basic)")]).status == 200)
+        let opened = try guarded.client().request("GET", "/", headers: [("Authorization", "Basic \(basic)")])
+        #expect(opened.status == 200)
+        // Behind the token the page has the links, through a proxy and for any name too.
+        #expect(String(decoding: opened.body, as: UTF8.self).contains("syncky://webhook"))
+        #expect(try guarded.client().request("GET", "/", headers: [("Authorization", "Bearer \(admin)"), ("Host", "gw.example.net"),
+                                                                   ("X-Forwarded-For", "203.0.113.9")]).status == 200)
         guarded.stop()
     }
 
@@ -116,12 +137,16 @@ import Testing
             let r = endpoint.handle(HTTPRequest(method: "GET", path: "/", remoteAddress: address), path: "/", receivers: [])
             #expect(r?.status == 403, "\(address)")
         }
-        #expect(endpoint.handle(HTTPRequest(method: "GET", path: "/", remoteAddress: "::1"), path: "/", receivers: [])?.status == 200)
+        #expect(endpoint.handle(HTTPRequest(method: "GET", path: "/", headers: [(name: "Host", value: "[::1]:8080")], remoteAddress: "::1"),
+                                path: "/", receivers: [])?.status == 200)
+        // HTTP/1.1 says a request names its host: one without is not answered the page.
+        #expect(endpoint.handle(HTTPRequest(method: "GET", path: "/", remoteAddress: "::1"), path: "/", receivers: [])?.status == 403)
         journal.close()
     }
 
     @Test func theAdminTokenIsChecked() throws {
         #expect(throws: (any Error).self) { try ConfigTests().load(Self.config + "\nadmin: {token: short}\n") }
+        #expect(throws: (any Error).self) { try ConfigTests().load(Self.config + "\nadmin: {}\n") }
         #expect(throws: (any Error).self) { try ConfigTests().load(Self.config + "\nadmin: {token: \(Vectors.token)}\n") }
     }
 }

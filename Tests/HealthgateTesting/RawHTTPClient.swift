@@ -71,9 +71,11 @@ final class RawHTTPClient {
         }
     }
 
-    /// Sends one request (keep-alive) and reads the response.
+    /// Sends one request (keep-alive) and reads the response; `Host` is 127.0.0.1:port unless
+    /// `headers` name one.
     func request(_ method: String, _ path: String, headers: [(String, String)] = [], body: [UInt8] = []) throws -> Response {
-        var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n"
+        var head = "\(method) \(path) HTTP/1.1\r\n"
+        if !headers.contains(where: { $0.0.lowercased() == "host" }) { head += "Host: 127.0.0.1:\(port)\r\n" }
         for (k, v) in headers { head += "\(k): \(v)\r\n" }
         if !body.isEmpty || method == "POST" { head += "Content-Length: \(body.count)\r\n" }
         head += "\r\n"

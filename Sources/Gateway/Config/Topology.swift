@@ -248,12 +248,16 @@ public enum ConfigLoader {
         var admin: AdminSettings?
         if let a = top.admin {
             var list = ConfigProblemList(root["admin"] ?? root, path: "admin")
-            if a.token.utf8.count < 16 { list.add("token", "the admin token is shorter than 16 characters: use a long random one (`openssl rand -hex 24`)") }
-            if receivers.contains(where: { $0.config.auth?.token == a.token }) || readAPI?.tokens.contains(where: { $0.secret == Array(a.token.utf8) }) == true {
-                list.add("token", "the admin token is also a receiver's or a read token: give it its own (a phone's token never opens the status page)")
+            if let token = a.token {
+                if token.utf8.count < 16 { list.add("token", "the admin token is shorter than 16 characters: use a long random one (`openssl rand -hex 24`)") }
+                if receivers.contains(where: { $0.config.auth?.token == token }) || readAPI?.tokens.contains(where: { $0.secret == Array(token.utf8) }) == true {
+                    list.add("token", "the admin token is also a receiver's or a read token: give it its own (a phone's token never opens the status page)")
+                }
+            } else if a.local_links == nil {
+                list.add("token", "admin takes a token (it opens the status page, links included, to whoever has it) or local_links: true")
             }
             problems += list.problems
-            admin = AdminSettings(token: Array(a.token.utf8))
+            admin = AdminSettings(token: a.token.map { Array($0.utf8) }, localLinks: a.local_links ?? false)
         }
         if !problems.isEmpty { throw ConfigProblems(problems: problems) }
 

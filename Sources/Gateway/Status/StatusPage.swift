@@ -1,4 +1,5 @@
 import FastJSON
+import Glibc
 import HealthgateCore
 import HealthgateCrypto
 import Pipeline
@@ -8,9 +9,12 @@ import Synchronization
 /// `GET /` (HTML) and `GET /status` (JSON): each receiver with its last request, counts and
 /// refusals; each sink with its queue, lag, oldest waiting record, last error and next try; the
 /// journal against its budget; and each Syncky receiver's setup link as a QR code to scan from
-/// the phone. The link holds the receiver's token and secret, so the page is answered on
-/// loopback only — and not to a request a proxy forwarded — unless `admin: {token}` is set, and
-/// then to that token alone (Bearer, or Basic with it as the password, so a browser asks for it).
+/// the phone. With `admin: {token}` the page answers that token alone (Bearer, or Basic with it
+/// as the password, so a browser asks for it), links included. Without it, only this machine's
+/// own requests: from loopback, for one of its own names (`Host`: localhost, a loopback
+/// address, its host name — a DNS-rebinding page's request names another), with no proxy's
+/// header; and no secret is on that page (the links only with `admin.local_links: true`, which
+/// the user turns on knowingly): a proxy on this machine that adds no header looks local.
 public final class StatusEndpoint: Sendable {
     let topology: Topology
     let journal: Journal
@@ -40,11 +44,12 @@ public final class StatusEndpoint: Sendable {
         if let refusal = refusal(request) { return refusal }
         let now = clock.now()
         let drainers = currentDrainers()
+        let withLinks = topology.admin?.token != nil || topology.admin?.localLinks == true
         let body = path == "/status"
             ? StatusReport.json(journal: journal, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
                                 receivers: receivers, drainers: drainers, removed: currentRemoved(), now: now)
             : StatusPageHTML.render(topology: topology, journal: journal, receivers: receivers, drainers: drainers,
-                                    removed: currentRemoved(), links: links(), now: now)
+                                    removed: currentRemoved(), links: withLinks ? links() : [], linksHidden: !withLinks, now: now)
         return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", path == "/status" ? "application/json" : "text/html; charset=utf-8"),
                                                    HTTPHeader("Cache-Control", "no-store"),
                                                    HTTPHeader("X-Content-Type-Options", "nosniff"),
@@ -55,17 +60,48 @@ public final class StatusEndpoint: Sendable {
 
     /// Why this request may not see the page; nil when it may.
     func refusal(_ request: HTTPRequest) -> HTTPResponse? {
-        if let admin = topology.admin {
-            if StatusEndpoint.carries(admin.token, request) { return nil }
+        if let token = topology.admin?.token {
+            if StatusEndpoint.carries(token, request) { return nil }
             return problem(401, "Unauthorized", "The status page takes the admin token (admin.token): as a Bearer token, "
                            + "or as the password of Basic auth.",
                            headers: [HTTPHeader("WWW-Authenticate", "Basic realm=\"healthgate\", charset=\"UTF-8\"")])
         }
-        let forwarded = request.header("forwarded") != nil || request.header("x-forwarded-for") != nil
-            || request.header("x-real-ip") != nil
-        if StatusEndpoint.isLoopback(request.remoteAddress) && !forwarded { return nil }
-        return problem(403, "Forbidden", "The status page shows the phones' setup links, so it is answered on this machine "
-                       + "only (loopback, not through a proxy). Set admin: {token: …} to open it elsewhere behind that token.")
+        let forwarded = StatusEndpoint.proxyHeaders.contains { request.header($0) != nil }
+        guard StatusEndpoint.isLoopback(request.remoteAddress) && !forwarded else {
+            return problem(403, "Forbidden", "Without an admin token the status page answers this machine only (loopback, not "
+                           + "through a proxy). Set admin: {token: …} to open it elsewhere behind that token.")
+        }
+        guard let host = request.header("host"), StatusEndpoint.isOwnName(host, listenHost: topology.listenHost) else {
+            return problem(403, "Forbidden", "Without an admin token the status page answers requests for this machine's own "
+                           + "names only (localhost, a loopback address, its host name), not for another name that points here.")
+        }
+        return nil
+    }
+
+    /// Headers a proxy adds: a request carrying one came through one.
+    static let proxyHeaders = ["forwarded", "x-forwarded-for", "x-real-ip", "x-client-ip", "true-client-ip", "cf-connecting-ip",
+                               "fastly-client-ip", "x-cluster-client-ip", "via", "x-forwarded-host", "x-forwarded-proto",
+                               "x-forwarded-server", "x-original-forwarded-for"]
+
+    /// Whether a `Host` names this machine: `localhost` (or a name under it), a loopback
+    /// address, this machine's host name, or the address `listen` names (port left aside).
+    static func isOwnName(_ hostHeader: String, listenHost: String) -> Bool {
+        var host = hostHeader.lowercased()
+        if host.hasPrefix("[") {
+            guard let end = host.firstIndex(of: "]") else { return false }
+            host = String(host[host.index(after: host.startIndex)..<end])
+        } else if let colon = host.lastIndex(of: ":"), host.filter({ $0 == ":" }).count == 1 {
+            host = String(host[..<colon])
+        }
+        if host.hasSuffix(".") { host.removeLast() }
+        guard !host.isEmpty else { return false }
+        if host == "localhost" || host.hasSuffix(".localhost") || Loopback.isLoopback(host: host) { return true }
+        let listen = listenHost.lowercased()
+        if !listen.isEmpty && listen != "0.0.0.0" && listen != "::" && host == listen { return true }
+        var name = [CChar](repeating: 0, count: 256)
+        guard gethostname(&name, 255) == 0 else { return false }
+        let own = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).lowercased()
+        return !own.isEmpty && (host == own || host == own + ".local")
     }
 
     static func isLoopback(_ address: String) -> Bool { Loopback.isLoopback(host: address) }
@@ -89,11 +125,14 @@ public final class StatusEndpoint: Sendable {
     }
 }
 
-/// `admin:` — who may see the status page from elsewhere than this machine.
+/// `admin:` — who may see the status page from elsewhere than this machine, and whether this
+/// machine's own page may show the setup links without it.
 public struct AdminSettings: Sendable {
-    public var token: [UInt8]
+    public var token: [UInt8]?
+    public var localLinks: Bool
 }
 
 struct AdminConfig: Decodable {
-    var token: String
+    var token: String?
+    var local_links: Bool?
 }

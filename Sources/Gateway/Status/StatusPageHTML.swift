@@ -6,7 +6,8 @@ import Posix
 /// phone, refreshed every 10 s. Every text in it goes through `HTMLText.escape`.
 enum StatusPageHTML {
     static func render(topology: Topology, journal: Journal, receivers: [ReceiverMetrics], drainers: [SinkDrainer],
-                       removed: [RemovedSink] = [], links: [(receiver: String, link: String)], now: Timestamp) -> [UInt8] {
+                       removed: [RemovedSink] = [], links: [(receiver: String, link: String)], linksHidden: Bool = false,
+                       now: Timestamp) -> [UInt8] {
         var h = HTMLText()
         h.raw("""
             <!doctype html><html lang="en"><head><meta charset="utf-8">
@@ -27,6 +28,13 @@ enum StatusPageHTML {
         h.text("version \(CLI.version) · data dir \(topology.dataDir) · as of \(Timestamp(seconds: now.seconds).rfc3339())")
         h.raw("</div>")
 
+        if linksHidden && topology.receivers.contains(where: { $0.config.kind == "syncky" }) {
+            h.raw("<h2>Connect a phone</h2><div class=\"card\"><p>")
+            h.text("A setup link holds the receiver's token and secret, so this page shows none without the admin token: run "
+                   + "`healthgate link --qr` in a terminal on this machine, or set admin: {token: …} (then the page asks for it) "
+                   + "or admin: {local_links: true} (this machine's page shows them to whoever reaches it: a proxy here too).")
+            h.raw("</p></div>")
+        }
         if !links.isEmpty {
             h.raw("<h2>Connect a phone</h2>")
             for l in links {
