@@ -1,4 +1,5 @@
 import CSQLite3
+import Glibc
 
 /// A small, safe wrapper over one SQLite connection: prepared statements with bound values,
 /// errors with SQLite's message. One connection per process part; not shared across threads
@@ -37,6 +38,15 @@ public final class SQLite: @unchecked Sendable {
     /// size of a database this creates (SQLite keeps an existing file's own).
     public init(path: String, sharedAcrossThreads: Bool = true, pageSize: Int? = nil) throws(Failure) {
         self.path = path
+        // 0600 before SQLite opens it (its -wal and -shm files take the database's mode): what it
+        // holds is this user's alone, whatever the umask.
+        if path != ":memory:" {
+            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            if fd >= 0 {
+                _ = fchmod(fd, 0o600)   // one made 0644 by an earlier version too
+                close(fd)
+            }
+        }
         var handle: OpaquePointer?
         let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
                                      | (sharedAcrossThreads ? SQLITE_OPEN_FULLMUTEX : SQLITE_OPEN_NOMUTEX), nil)

@@ -79,6 +79,34 @@ import Testing
         #expect(serve.ndjson(under: "archive").count == 2)
     }
 
+    /// Issue 46 (Low): framing as RFC 9112 has it — an HTTP/1.1 request without Host is 400, a
+    /// transfer coding other than chunked is 501, a CR alone inside a header value is 400;
+    /// HTTP/1.0 without Host and chunked bodies still go through.
+    @Test func framingRFC9112Asks() throws {
+        let serve = try ServeProcess(config: Self.config)
+        let body = Array(Self.hae.utf8)
+        let cl = "Content-Length: \(body.count)\r\n"
+        let noHost = try raw(serve, "POST /api/data HTTP/1.1\r\nAuthorization: Bearer tok-1\r\n\(cl)\r\n", body: body)
+        #expect(noHost.status == 400 && noHost.text.contains("Host"), "\(noHost.status) \(noHost.text)")
+        let old = try raw(serve, "POST /api/data HTTP/1.0\r\nAuthorization: Bearer tok-1\r\n\(cl)\r\n", body: body)
+        #expect(old.status == 200, "\(old.status) \(old.text)")
+        for coding in ["gzip", "gzip, chunked", "identity", "x-foo"] {
+            let r = try raw(serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nTransfer-Encoding: \(coding)\r\n\r\n",
+                            body: Array("\(String(body.count, radix: 16))\r\n".utf8) + body + Array("\r\n0\r\n\r\n".utf8))
+            #expect(r.status == 501, "\(coding): \(r.status) \(r.text)")
+        }
+        let chunked = try raw(serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nTransfer-Encoding: chunked\r\n\r\n",
+                              body: Array("\(String(body.count, radix: 16))\r\n".utf8) + body + Array("\r\n0\r\n\r\n".utf8))
+        #expect(chunked.status == 200, "\(chunked.status) \(chunked.text)")
+        let cr = try raw(serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nX-Note: a\rb\r\n\(cl)\r\n", body: body)
+        #expect(cr.status == 400, "\(cr.status) \(cr.text)")
+        // The data dir's SQLite files are this user's alone (the request log made here).
+        #expect(ServeProcess.eventually { FileManager.default.fileExists(atPath: serve.dataDir + "/requests.db") })
+        let mode = try FileManager.default.attributesOfItem(atPath: serve.dataDir + "/requests.db")[.posixPermissions] as? Int
+        #expect(mode == 0o600, "\(String(mode ?? 0, radix: 8))")
+        serve.stop()
+    }
+
     /// A chunked body far past the limit gets its 413 before the connection is closed.
     @Test func aChunkedBodyFarOverTheLimitIsAnswered413() throws {
         let serve = try ServeProcess(config: Self.config)

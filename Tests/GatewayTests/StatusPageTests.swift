@@ -50,6 +50,9 @@ import Testing
         #expect(html.contains("Anna%27s%20%3CiPhone%3E") && !html.contains("<iPhone>"), "sender text is escaped")
         #expect(html.contains("of its budget of 61 MiB"))
         #expect(!html.contains("<script") && !html.contains("src=") && !html.contains("<link"), "no script, no external asset")
+        // Not to be framed by another page (clickjacking).
+        #expect(page.headers.contains { $0.0.lowercased() == "content-security-policy" && $0.1.contains("frame-ancestors 'none'") })
+        #expect(page.headers.contains { $0.0.lowercased() == "x-frame-options" && $0.1 == "DENY" })
 
         let shot = serve.dataDir + "-page.png"
         let (rc, out) = try Self.run("/usr/bin/chromium", ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",

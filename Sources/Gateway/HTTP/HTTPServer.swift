@@ -263,9 +263,24 @@ extension HTTPServer {
         "x-syncky-kind", "x-device-id", "content-type", "content-encoding", "transfer-encoding", "host",
     ]
 
-    static func refusal(headers: [(name: String, value: String)], hasNUL: Bool) -> HTTPResponse? {
+    static func refusal(headers: [(name: String, value: String)], hasNUL: Bool, version: String = "HTTP/1.1") -> HTTPResponse? {
         if hasNUL {
             return problem(400, "Malformed header", "A header holds a NUL byte, or is folded over several lines; no client sends either.")
+        }
+        // A CR is a line's end only before LF (RFC 9112 §2.2): one alone in a value is refused.
+        if headers.contains(where: { $0.value.utf8.contains(0x0D) || $0.name.utf8.contains(0x0D) }) {
+            return problem(400, "Malformed header", "A header holds a carriage return that ends no line; no client sends one.")
+        }
+        // HTTP/1.1 requests name their host (RFC 9112 §3.2).
+        if version == "HTTP/1.1" && !headers.contains(where: { $0.name == "host" }) {
+            return problem(400, "Missing Host header", "An HTTP/1.1 request must carry a Host header.")
+        }
+        // Only chunked is a transfer coding this server decodes (RFC 9112 §6.1: 501 for others).
+        if let te = headers.first(where: { $0.name == "transfer-encoding" })?.value,
+           te.lowercased().split(separator: ",").map({ String($0).trimmingSpaces }) != ["chunked"] {
+            return problem(501, "Transfer coding not implemented",
+                           "Transfer-Encoding \"\(te.prefix(40))\" is not one this server decodes: send the body with Content-Length, "
+                           + "or chunked.")
         }
         // `Transfer-Encoding : chunked` is stored under "transfer-encoding " and framed by
         // nobody here, while a proxy in front may honour it: a name with white space is refused.
@@ -295,7 +310,7 @@ extension HTTPServer {
 
 /// The C callbacks live here, outside main.swift, so they are not main-actor isolated.
 enum MHDCallbacks {
-    static let access: MHD_AccessHandlerCallback = { cls, connection, url, method, _, uploadData, uploadSize, conCls in
+    static let access: MHD_AccessHandlerCallback = { cls, connection, url, method, version, uploadData, uploadSize, conCls in
         guard let cls, let connection, let conCls, let uploadSize else { return .NO }
         let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
 
@@ -315,7 +330,7 @@ enum MHDCallbacks {
             let blockEnd = method.flatMap { blockSize > 0 ? UnsafeRawPointer($0) + blockSize : nil }
             let (headers, hasNUL) = headerValues(connection, blockEnd: blockEnd)
             let lengths = headers.filter { $0.name == "content-length" }
-            if let refusal = HTTPServer.refusal(headers: headers, hasNUL: hasNUL) {
+            if let refusal = HTTPServer.refusal(headers: headers, hasNUL: hasNUL, version: version.map { String(cString: $0) } ?? "HTTP/1.1") {
                 state.answered = true
                 return queue(connection, refusal)
             }

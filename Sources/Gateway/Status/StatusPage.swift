@@ -53,7 +53,8 @@ public final class StatusEndpoint: Sendable {
         return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", path == "/status" ? "application/json" : "text/html; charset=utf-8"),
                                                    HTTPHeader("Cache-Control", "no-store"),
                                                    HTTPHeader("X-Content-Type-Options", "nosniff"),
-                                                   HTTPHeader("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:"),
+                                                   HTTPHeader("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'"),
+                                                   HTTPHeader("X-Frame-Options", "DENY"),
                                                    HTTPHeader("Referrer-Policy", "no-referrer")],
                             body: request.method == "HEAD" ? [] : body)
     }
