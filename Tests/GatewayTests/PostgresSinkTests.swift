@@ -237,6 +237,40 @@ import YAMLConfig
         sink.close()
     }
 
+    /// Issue 46: a request with a NUL in every other record (text, or a \u0000 in metadata's
+    /// JSON) no longer halves its batch down to each of them, holding the sink (and every other
+    /// phone behind it) for a minute: they are refused without a round trip, with why, the rest
+    /// lands in one go, and a delete of such a key (no row can hold it) is done, unsent.
+    @Test func recordsPostgreSQLCannotStoreAreRefusedWithoutARoundTrip() throws {
+        let db = try DatabaseProcess.postgres()
+        let sink = try Self.open("kind: postgres\ndsn: \"\(db.postgresURL)\"")
+        var records: [CanonicalRecord] = []
+        for i in 0..<2_000 {
+            var r = CanonicalRecord(kind: "quantity", device: "p", receiver: "r", uuid: "u\(i)", type: "steps",
+                                    start: Timestamp(seconds: 1_796_112_000 + Int64(i)), end: Timestamp(seconds: 1_796_112_000 + Int64(i)),
+                                    value: .number(5), unit: "count", source: RecordSource(app: "com.apple.Health", device: nil))
+            if i % 4 == 1 { r.source = RecordSource(app: "x\u{0}y", device: nil) }
+            if i % 4 == 3 { r.metadata = RawJSON(encoded: Array(#"{"note":"a\u0000b"}"#.utf8)) }
+            if i % 4 == 2 { r.metadata = RawJSON(encoded: Array(#"{"note":"a\\u0000b"}"#.utf8)) }   // an escaped backslash: storable
+            records.append(r)
+        }
+        records.append(CanonicalRecord(op: .delete, kind: "quantity", device: "p", receiver: "r", uuid: "gone\u{0}", type: "steps"))
+        let started = Date()
+        let result = sink.write(SinkBatch(records: records))
+        let took = Date().timeIntervalSince(started)
+        guard case .perRecord(let outcomes) = result else {
+            Issue.record("expected per-record outcomes, got \(result)")
+            return
+        }
+        let rejected = outcomes.enumerated().filter { if case .rejected = $0.element { true } else { false } }.map(\.offset)
+        #expect(rejected == (0..<2_000).filter { $0 % 4 == 1 || $0 % 4 == 3 })
+        if case .rejected(let why) = outcomes[1] { #expect(why.contains("NUL") && why.contains("22021"), "\(why)") }
+        #expect(outcomes.last == .accepted)
+        #expect(try db.psql("SELECT count(*) FROM healthgate.records") == "1000")
+        #expect(took < 10, "\(took) s for 2,000 records")
+        sink.close()
+    }
+
     /// Every string a phone sends reaches its column exactly, whatever it holds: COPY's
     /// separators and escapes, a literal \N (not NULL), quotes and SQL, non-ASCII.
     @Test func hostileStringsArriveExactly() throws {

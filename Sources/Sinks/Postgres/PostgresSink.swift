@@ -187,7 +187,69 @@ public final class PostgresSink: Sink {
         if db == nil || !(db?.isOK ?? false) {
             if let why = connect() { return .keep(reason: why, retryAfterSeconds: nil) }
         }
-        let records = batch.records
+        // What PostgreSQL is known to refuse is refused here, without a round trip: halving a
+        // batch down to every such record (a request with one in every other record) held the
+        // sink, and every other phone's records behind it, for a minute.
+        // (A delete of such a key removes nothing: no row can hold it. It is done, unsent.)
+        var refused: [Int: String?] = [:]
+        for (i, r) in batch.records.enumerated() {
+            guard let why = PostgresSink.unstorable(r) else { continue }
+            refused[i] = r.op == .delete ? .some(nil) : why
+        }
+        guard !refused.isEmpty else { return write(batch.records) }
+        let rest = batch.records.indices.filter { refused[$0] == nil }.map { batch.records[$0] }
+        let written = rest.isEmpty ? .accepted : write(rest)
+        if case .keep = written { return written }   // the batch again later, whole
+        var outcomes: [DeliveryOutcome] = []
+        var k = 0
+        for i in batch.records.indices {
+            if let entry = refused[i] {
+                outcomes.append(entry.map { .rejected(reason: $0) } ?? .accepted)
+                continue
+            }
+            switch written {
+            case .accepted: outcomes.append(.accepted)
+            case .keep(let why, _): outcomes.append(.keep(reason: why))
+            case .perRecord(let o): outcomes.append(o[k])
+            }
+            k += 1
+        }
+        return .perRecord(outcomes)
+    }
+
+    /// Why PostgreSQL cannot store the record as it is (nil: nothing known): text and jsonb hold
+    /// no NUL character (SQLSTATE 22021 for text, 22P05 for jsonb's \u0000).
+    static func unstorable(_ r: CanonicalRecord) -> String? {
+        func nul(_ s: String?) -> Bool { s?.utf8.contains(0) ?? false }
+        let texts: [String?] = [r.kind, r.device, r.receiver, r.uuid, r.type, r.unit, r.value?.string, r.source?.app, r.source?.device,
+                                r.activity]
+        let json: [RawJSON?] = [r.metadata] + r.fields.map(\.value) + r.extra.map(\.value)
+        if texts.contains(where: nul) || r.tags.contains(where: { nul($0.name) || nul($0.value) })
+            || r.fields.contains(where: { nul($0.name) }) || r.extra.contains(where: { nul($0.name) })
+            || json.contains(where: { $0.map(PostgresSink.holdsNULEscape) ?? false }) {
+            return "PostgreSQL cannot store a NUL character (U+0000) in text or jsonb (SQLSTATE 22021): the record holds one"
+        }
+        return nil
+    }
+
+    /// Whether JSON text holds the escape `\u0000` (a backslash not itself escaped, then u0000).
+    static func holdsNULEscape(_ json: RawJSON) -> Bool {
+        let b = json.bytes
+        var i = 0
+        while i < b.count {
+            if b[i] == 0x5C {
+                if i + 5 < b.count, b[i + 1] == 0x75, b[i + 2] == 0x30, b[i + 3] == 0x30, b[i + 4] == 0x30, b[i + 5] == 0x30 { return true }
+                i += 2   // the escaped character, whatever it is
+                continue
+            }
+            if b[i] == 0 { return true }
+            i += 1
+        }
+        return false
+    }
+
+    /// Writes the records (none of them known to be refused).
+    private func write(_ records: [CanonicalRecord]) -> SinkWriteResult {
         var result: SinkWriteResult
         var counts = Counts()
         // A big batch whose halves share no key: two transactions at once, one per connection
