@@ -229,7 +229,10 @@ final class MQTTHarness: SinkHarness {
     let recorder: MQTTRecorder
 
     init() throws {
-        broker = try DatabaseProcess.mosquitto(extra: "max_packet_size 8192")
+        // The recorder is a subscriber like any: the broker queues what it has not yet taken
+        // without a limit (mosquitto drops past 1,000 by default; a 6,000-record batch under a
+        // sanitizer outran it).
+        broker = try DatabaseProcess.mosquitto(extra: "max_packet_size 8192\nmax_queued_messages 0")
         recorder = try MQTTRecorder(port: broker.port, topic: "healthgate/+/records/#")
     }
 
