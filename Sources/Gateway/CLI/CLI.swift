@@ -71,13 +71,13 @@ public enum CLI {
                 guard positional.count == 1, let sink = positional.first else {
                     throw UsageError("which sink? `healthgate forget SINK [--config FILE]` (one taken out of the config)")
                 }
-                return try ForgetCommand(try Options(rest, allowed: []), sink: sink).run()
+                return try SinkCommand(try Options(rest, allowed: []), sink: sink).forget()
             case "resume":
                 let (positional, rest) = Gateway.Options.split(args)
                 guard positional.count == 1, let sink = positional.first else {
                     throw UsageError("which sink? `healthgate resume SINK [--skip] [--config FILE]`")
                 }
-                return try ResumeCommand(try Options(rest, allowed: ["--skip"]), sink: sink).run()
+                return try SinkCommand(try Options(rest, allowed: ["--skip"]), sink: sink).resume()
             case "replay":
                 let file = args.first.flatMap { $0.hasPrefix("-") ? nil : $0 }
                 let o = try Options(file == nil ? args : Array(args.dropFirst()), allowed: ["--sink", "--journal", "--since"])

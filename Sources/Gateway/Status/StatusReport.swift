@@ -74,10 +74,7 @@ enum StatusReport {
             w.key("paused")
             if let p = m.paused {
                 w.beginObject()
-                w.key("since"); w.string(p.since.rfc3339())
-                w.key("from"); w.beginObject(); w.key("seq"); w.uint(p.from.seq); w.key("skip"); w.int(p.from.skip); w.endObject()
-                w.key("to"); w.beginObject(); w.key("seq"); w.uint(p.to.seq); w.key("skip"); w.int(p.to.skip); w.endObject()
-                w.key("crashes"); w.int(p.crashes)
+                p.writeMembers(to: &w)
                 w.key("signal"); w.string(p.signalName)
                 w.key("resume"); w.string(CrashGuard.howToResume(m.name))
                 w.endObject()

@@ -105,6 +105,16 @@ public struct CrashGuard: Sendable {
         public var crashes: Int
         public var signal: Int32
 
+        /// Since when, from where to where, after how many deaths: the members the pause file
+        /// and the status (`status.json`, `/status`) share.
+        public func writeMembers(to w: inout JSONWriter) {
+            w.key("since"); w.string(since.rfc3339())
+            for (key, c) in [("from", from), ("to", to)] {
+                w.key(key); w.beginObject(); w.key("seq"); w.uint(c.seq); w.key("skip"); w.int(c.skip); w.endObject()
+            }
+            w.key("crashes"); w.int(crashes)
+        }
+
         /// The signal's name, for people.
         public var signalName: String {
             switch signal {
@@ -179,10 +189,7 @@ public struct CrashGuard: Sendable {
         var w = JSONWriter(capacity: 256)
         w.beginObject()
         w.key("sink"); w.string(sink)
-        w.key("since"); w.string(p.since.rfc3339())
-        w.key("from"); w.beginObject(); w.key("seq"); w.uint(p.from.seq); w.key("skip"); w.int(p.from.skip); w.endObject()
-        w.key("to"); w.beginObject(); w.key("seq"); w.uint(p.to.seq); w.key("skip"); w.int(p.to.skip); w.endObject()
-        w.key("crashes"); w.int(p.crashes)
+        p.writeMembers(to: &w)
         w.key("signal"); w.int(Int(p.signal))
         w.endObject()
         w.newline()

@@ -220,13 +220,12 @@ public final class PostgresSink: Sink {
     /// Why PostgreSQL cannot store the record as it is (nil: nothing known): text and jsonb hold
     /// no NUL character (SQLSTATE 22021 for text, 22P05 for jsonb's \u0000).
     static func unstorable(_ r: CanonicalRecord) -> String? {
+        // Checked field by field, nothing allocated: this runs for every record written.
         func nul(_ s: String?) -> Bool { s?.utf8.contains(0) ?? false }
-        let texts: [String?] = [r.kind, r.device, r.receiver, r.uuid, r.type, r.unit, r.value?.string, r.source?.app, r.source?.device,
-                                r.activity]
-        let json: [RawJSON?] = [r.metadata] + r.fields.map(\.value) + r.extra.map(\.value)
-        if texts.contains(where: nul) || r.tags.contains(where: { nul($0.name) || nul($0.value) })
-            || r.fields.contains(where: { nul($0.name) }) || r.extra.contains(where: { nul($0.name) })
-            || json.contains(where: { $0.map(PostgresSink.holdsNULEscape) ?? false }) {
+        func nul(_ f: RecordField) -> Bool { nul(f.name) || holdsNULEscape(f.value) }
+        if nul(r.kind) || nul(r.device) || nul(r.receiver) || nul(r.uuid) || nul(r.type) || nul(r.unit) || nul(r.value?.string)
+            || nul(r.source?.app) || nul(r.source?.device) || nul(r.activity) || (r.metadata.map(holdsNULEscape) ?? false)
+            || r.tags.contains(where: { nul($0.name) || nul($0.value) }) || r.fields.contains(where: nul) || r.extra.contains(where: nul) {
             return "PostgreSQL cannot store a NUL character (U+0000) in text or jsonb (SQLSTATE 22021): the record holds one"
         }
         return nil
