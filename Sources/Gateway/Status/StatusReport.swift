@@ -14,6 +14,15 @@ enum StatusReport {
     }
 
     /// Also `GET /status`.
+    /// A sink's name and what waits for it: records, bytes, the oldest one's time.
+    private static func waiting(_ name: String, _ b: (records: Int, bytes: Int, oldestNanos: Int64?), into w: inout JSONWriter) {
+        w.key("name"); w.string(name)
+        w.key("waiting_records"); w.int(b.records)
+        w.key("waiting_bytes"); w.int(b.bytes)
+        w.key("oldest_waiting")
+        if let ns = b.oldestNanos { w.string(Timestamp(seconds: ns / 1_000_000_000).rfc3339()) } else { w.null() }
+    }
+
     static func json(journal: Journal, journalMaxBytes: Int?, receivers: [ReceiverMetrics], drainers: [SinkDrainer],
                      removed: [RemovedSink] = [], now: Timestamp) -> [UInt8] {
         var w = JSONWriter(capacity: 2048)
@@ -54,11 +63,7 @@ enum StatusReport {
             let m = d.metrics
             let b = journal.backlog(fromSeq: m.cursorSeq.load(ordering: .relaxed), skip: m.cursorSkip.load(ordering: .relaxed))
             w.beginObject()
-            w.key("name"); w.string(m.name)
-            w.key("waiting_records"); w.int(b.records)
-            w.key("waiting_bytes"); w.int(b.bytes)
-            w.key("oldest_waiting")
-            if let ns = b.oldestNanos { w.string(Timestamp(seconds: ns / 1_000_000_000).rfc3339()) } else { w.null() }
+            waiting(m.name, b, into: &w)
             w.key("lag_seconds")
             if let ns = b.oldestNanos { w.int(Int(max(0, now.unixNanoseconds - ns) / 1_000_000_000)) } else { w.null() }
             w.key("sent"); w.int(m.sent.load(ordering: .relaxed))
@@ -101,13 +106,8 @@ enum StatusReport {
         w.key("removed_sinks")
         w.beginArray()
         for r in removed {
-            let b = journal.backlog(fromSeq: r.cursor.seq, skip: r.cursor.skip)
             w.beginObject()
-            w.key("name"); w.string(r.name)
-            w.key("waiting_records"); w.int(b.records)
-            w.key("waiting_bytes"); w.int(b.bytes)
-            w.key("oldest_waiting")
-            if let ns = b.oldestNanos { w.string(Timestamp(seconds: ns / 1_000_000_000).rfc3339()) } else { w.null() }
+            waiting(r.name, journal.backlog(fromSeq: r.cursor.seq, skip: r.cursor.skip), into: &w)
             w.key("what_to_do"); w.string("put sink \(r.name) back in the config to deliver them, or `healthgate forget \(r.name)`")
             w.endObject()
         }
