@@ -126,7 +126,7 @@ public final class GatewayService: @unchecked Sendable {
             drainers.append(try makeDrainer(s, topology: topology, metrics: SinkMetrics(name: s.name), inbox: nil))
         }
         drainerSet.set(drainers)
-        switchable.replace(with: makeHandler(topology, reusing: []))
+        switchable.replace(with: makeHandler(topology, reusing: nil))
     }
 
     static func makeGuard(_ topology: Topology, logger: Logger) -> ConnectionGuard {
@@ -218,8 +218,17 @@ public final class GatewayService: @unchecked Sendable {
     }
 
     /// What answers the HTTP requests for `topology`: its receivers, the read API, the status page.
-    private func makeHandler(_ topology: Topology, reusing earlier: [ReceiverMetrics]) -> IngestHandler {
+    private func makeHandler(_ topology: Topology, reusing earlier: IngestHandler?) -> IngestHandler {
         let drainers = self.drainers
+        // A receiver's `devices:` binding, kept across a reload while it stays the same.
+        var gates: [String: DeviceGate] = [:]
+        for r in topology.receivers {
+            let binding = r.config.devices ?? .any
+            guard binding != .any else { continue }
+            gates[r.name] = earlier?.deviceGates[r.name].flatMap { $0.binding == binding ? $0 : nil }
+                ?? DeviceGate(receiver: r.name, binding: binding, dataDir: topology.dataDir,
+                              logger: logger.child("receiver \(r.name)"))
+        }
         // Intake stops (503) for a receiver whose data would go to a blocking sink that is over
         // its queue limit, and for everyone once the journal's budget is spent.
         var limits: [String: [IngestHandler.QueueLimit]] = [:]
@@ -239,7 +248,8 @@ public final class GatewayService: @unchecked Sendable {
                              makeRoom: { [weak self] target in self?.makeRoomForRemovedSinks(downTo: target) },
                              queueLimits: limits, connections: connectionGuard,
                              readAPI: topology.readAPI.map { ReadAPI(settings: $0, requests: requestLog, logger: logger.child("read_api")) },
-                             requestLog: requestLog, status: status, reusing: earlier)
+                             requestLog: requestLog, status: status, deviceGates: gates,
+                             reusing: earlier?.receiverMetrics ?? [])
     }
 
     /// SIGHUP: takes a new, checked config while serving. Sinks whose config or routes changed
@@ -296,7 +306,7 @@ public final class GatewayService: @unchecked Sendable {
         for r in before.subtracting(receivers).sorted() { said.append("receiver \(r) removed") }
         reloadTLS(kept, said: &said)
         live.withLock { $0 = kept }
-        switchable.replace(with: makeHandler(kept, reusing: handler.receiverMetrics))
+        switchable.replace(with: makeHandler(kept, reusing: handler))
         return said
     }
 

@@ -64,6 +64,16 @@ public struct ReceivedBatch: Sendable {
     public var quarantined: [QuarantinedRecord] = []
     /// The device of the first record (for the request log).
     public private(set) var device: String?
+    /// The devices of the other records, where they differ from `device`.
+    public private(set) var otherDevices: Set<String> = []
+    /// Every device the batch writes or deletes for (the receiver's `devices:` must allow each).
+    public var devices: [String] { device.map { [$0] + otherDevices.sorted() } ?? [] }
+
+    /// Names the device of a batch that stores nothing (a resend answered as stored), so the
+    /// receiver's `devices:` is checked for it as for any other.
+    public mutating func claim(device d: String) {
+        if device == nil { device = d } else if d != device { otherDevices.insert(d) }
+    }
     /// The sender's own id for this request, where its body carries one (HealthSync's export_id).
     public var requestID: String?
     /// Records of a request that was stored whole before (a HealthSync export sent again):
@@ -185,7 +195,7 @@ public struct ReceivedBatch: Sendable {
     /// parts, the counts.
     private mutating func added(lineFrom lineStart: Int, device: String, upsert: Bool, type: String, unit: String?,
                                 unmapped: Bool) {
-        if count == 0 { self.device = device }
+        if count == 0 { self.device = device } else if device != self.device { otherDevices.insert(device) }
         let newPart = cuts.add(lineFrom: lineStart, to: payload.count)
         if keepsRecords {
             if count < keepLimit {

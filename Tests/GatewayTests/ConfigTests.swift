@@ -138,6 +138,9 @@ import YAMLConfig
         #expect(t.sinks.map(\.name) == ["archive"])
         #expect(t.routes.count == 1)
         #expect(t.warnings.isEmpty)
+        // Each receiver is bound to the first phone that writes to it (the token alone does not
+        // let anyone write as any device).
+        #expect(t.receivers.allSatisfy { $0.config.devices == .firstSeen })
     }
 
     @Test func theDesignExampleDecodesApartFromSinksNotBuiltYet() {

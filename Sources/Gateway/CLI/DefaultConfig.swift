@@ -30,24 +30,29 @@ enum DefaultConfig {
             kind: syncky
             path: /syncky
             auth: {type: bearer, token: "\(token)"}
+            devices: first_seen      # bound to the first phone that writes; see README "Security"
             hmac: {secret: "\(secret)"}
             name: healthgate
           health-auto-export:
             kind: hae
             path: /api/data
             auth: {type: bearer, token: "\(token)"}
+            devices: first_seen      # bound to the first phone that writes; see README "Security"
           influx:
             kind: influx
             path: /api/v2/write      # answers /write too
             auth: {type: bearer, token: "\(token)"}   # Authorization: Token … or Bearer …
+            devices: first_seen
           ingest:
             kind: ingest
             path: /v1/ingest
             auth: {type: bearer, token: "\(token)"}
+            devices: first_seen      # bound to the first phone that writes; see README "Security"
           healthsync:
             kind: healthsync
             path: /api/apple-health/sync
             auth: {type: bearer, token: "\(token)"}
+            devices: first_seen      # bound to the first phone that writes; see README "Security"
         routes:
           - name: archive
             from: ["*"]

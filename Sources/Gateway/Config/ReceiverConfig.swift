@@ -9,6 +9,8 @@ public struct ReceiverConfig: Decodable, Sendable {
     public var hmac: HMACConfig?
     /// The device name for formats whose body names none.
     public var device: String?
+    /// The devices this receiver's credentials may write for (`DeviceGate`); unset: any.
+    public var devices: DeviceBinding?
     public var write_back: Bool?
     /// Shown by the app when a setup link is imported.
     public var name: String?

@@ -11,6 +11,8 @@ public final class ReceiverMetrics: Sendable {
     public let unreadable = Atomic<Int>(0)
     public let tooLarge = Atomic<Int>(0)
     public let refused = Atomic<Int>(0)
+    /// Requests for a device the receiver's `devices:` does not allow.
+    public let wrongDevice = Atomic<Int>(0)
     public let unavailable = Atomic<Int>(0)
     public let checks = Atomic<Int>(0)
     public let unknownTypes = Atomic<Int>(0)
@@ -63,6 +65,7 @@ enum PrometheusText {
         family("healthgate_requests_refused_total", "Requests refused per receiver and reason.")
         for r in receivers {
             line("healthgate_requests_refused_total", [("receiver", r.name), ("reason", "auth")], r.refused.load(ordering: .relaxed))
+            line("healthgate_requests_refused_total", [("receiver", r.name), ("reason", "device")], r.wrongDevice.load(ordering: .relaxed))
             line("healthgate_requests_refused_total", [("receiver", r.name), ("reason", "unreadable")], r.unreadable.load(ordering: .relaxed))
             line("healthgate_requests_refused_total", [("receiver", r.name), ("reason", "too_large")], r.tooLarge.load(ordering: .relaxed))
             line("healthgate_requests_refused_total", [("receiver", r.name), ("reason", "unavailable")], r.unavailable.load(ordering: .relaxed))

@@ -29,6 +29,8 @@ public final class IngestHandler: HTTPHandler, Sendable {
     let requestLog: RequestLog?
     /// `GET /` and `GET /status`.
     let status: StatusEndpoint?
+    /// The receivers bound to devices (`devices:`), by name.
+    let deviceGates: [String: DeviceGate]
     static let unknownPathLimit = 64 * 1024
 
     /// A blocking sink's queue limit, as it applies to the receivers that feed the sink.
@@ -47,8 +49,9 @@ public final class IngestHandler: HTTPHandler, Sendable {
                 journalMaxBytes: Int? = nil, makeRoom: @escaping @Sendable (Int) -> Void = { _ in },
                 queueLimits: [String: [QueueLimit]] = [:], connections: ConnectionGuard? = nil,
                 readAPI: ReadAPI? = nil, requestLog: RequestLog? = nil, status: StatusEndpoint? = nil,
-                reusing earlier: [ReceiverMetrics] = []) {
+                deviceGates: [String: DeviceGate] = [:], reusing earlier: [ReceiverMetrics] = []) {
         self.status = status
+        self.deviceGates = deviceGates
         self.connections = connections
         self.readAPI = readAPI
         self.requestLog = requestLog
@@ -198,8 +201,9 @@ public final class IngestHandler: HTTPHandler, Sendable {
     func ingest(_ request: HTTPRequest, _ receiver: any Receiver) -> HTTPResponse {
         var noted = Noted()
         let response = ingest(request, receiver, noted: &noted)
-        // Refused credentials are not a phone's request (RefusalLog says them).
-        guard response.status != 401 && response.status != 403 else { return response }
+        // Refused credentials are not a phone's request (RefusalLog says them); a request for a
+        // device the receiver is not bound to is, and is noted.
+        guard (response.status != 401 && response.status != 403) || noted.note != nil else { return response }
         let now = clock.now()
         let m = metricsByName[receiver.name]!
         m.lastStatus.store(response.status, ordering: .relaxed)
@@ -246,6 +250,19 @@ public final class IngestHandler: HTTPHandler, Sendable {
             noted.device = batch.device
             noted.id = batch.requestID
             noted.duplicates = batch.duplicates
+            // Credentials write only for the devices they are bound to: anything else is refused
+            // whole, before a record is kept.
+            if let gate = deviceGates[receiver.name], let refusal = gate.refusal(devices: batch.devices) {
+                if refusal.status == 403 {
+                    m.wrongDevice.add(1, ordering: .relaxed)
+                    refusals.note(receiver: receiver.name, status: 403, address: request.remoteAddress, now: clock.now(),
+                                  why: "a device the receiver's devices: does not allow")
+                    noted.note = "refused: device not allowed"
+                } else {
+                    m.unavailable.add(1, ordering: .relaxed)
+                }
+                return refusal
+            }
             // Bad records are set aside first: if that fails, nothing is journaled and the
             // phone sends the whole request again.
             if !batch.quarantined.isEmpty {

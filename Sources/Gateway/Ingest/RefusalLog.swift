@@ -9,6 +9,7 @@ final class RefusalLog: @unchecked Sendable {
     struct Pending {
         var count = 0
         var statuses: Set<Int> = []
+        var whys: Set<String> = []
         var addresses: Set<String> = []
     }
 
@@ -23,7 +24,9 @@ final class RefusalLog: @unchecked Sendable {
         self.intervalSeconds = intervalSeconds
     }
 
-    func note(receiver: String, status: Int, address: String, now: Timestamp) {
+    /// `why`: what was wrong, where the status alone does not say it.
+    func note(receiver: String, status: Int, address: String, now: Timestamp, why: String? = nil) {
+        let why = why ?? RefusalLog.why(status)
         let sayNow: Bool = monitor.withLock {
             if pending.isEmpty && now.seconds - lastSaid >= intervalSeconds {
                 lastSaid = now.seconds
@@ -32,12 +35,13 @@ final class RefusalLog: @unchecked Sendable {
             var p = pending[receiver] ?? Pending()
             p.count += 1
             p.statuses.insert(status)
+            p.whys.insert(why)
             if p.addresses.count < 5 { p.addresses.insert(address) }
             pending[receiver] = p
             return false
         }
         if sayNow {
-            logger.warning("\(receiver): refused a request from \(address) (\(status): \(RefusalLog.why(status))); "
+            logger.warning("\(receiver): refused a request from \(address) (\(status): \(why)); "
                            + "more refusals are summed up once a minute")
         } else {
             flush(now: now)
@@ -55,7 +59,7 @@ final class RefusalLog: @unchecked Sendable {
         for (receiver, p) in due {
             let statuses = p.statuses.sorted().map { "\($0)" }.joined(separator: "/")
             logger.warning("\(receiver): refused \(p.count) more request(s) in the last minute (\(statuses): "
-                           + "\(RefusalLog.why(p.statuses.min() ?? 401))) from \(p.addresses.sorted().joined(separator: ", "))"
+                           + "\(p.whys.sorted().joined(separator: "; "))) from \(p.addresses.sorted().joined(separator: ", "))"
                            + (p.addresses.count >= 5 ? " and others" : ""))
         }
     }

@@ -27,7 +27,7 @@ public enum ReceiverRegistry {
     ]
 
     /// The keys every receiver kind takes.
-    static let common = ["kind", "path", "auth", "max_body"]
+    static let common = ["kind", "path", "auth", "max_body", "devices"]
 
     public static var kinds: [String] { builders.map(\.kind) }
 

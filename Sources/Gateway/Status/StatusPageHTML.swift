@@ -68,7 +68,7 @@ enum StatusPageHTML {
             }
             h.raw("</td><td class=\"n\">"); h.text("\(m.requests.load(ordering: .relaxed))")
             h.raw("</td><td class=\"n\">"); h.text("\(m.accepted.load(ordering: .relaxed))")
-            let refused = [("auth", m.refused.load(ordering: .relaxed)), ("unreadable", m.unreadable.load(ordering: .relaxed)),
+            let refused = [("auth", m.refused.load(ordering: .relaxed)), ("other device", m.wrongDevice.load(ordering: .relaxed)), ("unreadable", m.unreadable.load(ordering: .relaxed)),
                            ("too large", m.tooLarge.load(ordering: .relaxed)), ("bad records", m.quarantined.load(ordering: .relaxed)),
                            ("busy", m.unavailable.load(ordering: .relaxed))].filter { $0.1 > 0 }
             h.raw("</td><td class=\"n\">")

@@ -46,6 +46,7 @@ enum StatusReport {
             w.key("records_accepted"); w.int(r.accepted.load(ordering: .relaxed))
             w.key("records_quarantined"); w.int(r.quarantined.load(ordering: .relaxed))
             w.key("refused_auth"); w.int(r.refused.load(ordering: .relaxed))
+            w.key("refused_device"); w.int(r.wrongDevice.load(ordering: .relaxed))
             w.key("refused_unreadable"); w.int(r.unreadable.load(ordering: .relaxed))
             w.key("refused_too_large"); w.int(r.tooLarge.load(ordering: .relaxed))
             w.key("unavailable"); w.int(r.unavailable.load(ordering: .relaxed))

@@ -54,6 +54,7 @@ public struct HealthSyncReceiver: Receiver {
             if let exportID, exports.contains(device: device, exportID: exportID) {
                 logger.info("\(name): export \(exportID) from device \(device) was already stored; not stored again")
                 var seen = ReceivedBatch()
+                seen.claim(device: device)
                 seen.requestID = exportID
                 seen.duplicates = ["metrics", "workouts", "deletions"].reduce(0) { $0 + (root[$1]?.count ?? 0) }
                 return .accept(seen, reply: reply(exportID: exportID, counts: counts, duplicate: true))
