@@ -47,7 +47,7 @@ public final class GatewayService: @unchecked Sendable {
     /// starts, reloads and stops the service only.
     private(set) var server: HTTPServer
     /// The key and certificate it serves (nil: plain HTTP).
-    private var tlsPEM: (key: String, cert: String)?
+    private var tlsPEM: TLSMaterial?
     let switchable: SwitchableHandler
     /// `replay` beside this serve (nil when the socket could not be made; said in the log).
     let control: ControlServer?
@@ -137,12 +137,22 @@ public final class GatewayService: @unchecked Sendable {
         return ConnectionGuard(limits: limits, logger: logger.child("http"))
     }
 
-    static func readTLS(_ topology: Topology) throws -> (key: String, cert: String)? {
-        guard let tls = topology.tls else { return nil }
-        return (String(decoding: try FileIO.readAll(tls.key), as: UTF8.self), String(decoding: try FileIO.readAll(tls.cert), as: UTF8.self))
+    /// What the listener's TLS is made of: the files' contents and the priority string.
+    struct TLSMaterial: Equatable {
+        var key: String
+        var cert: String
+        var clientCA: String?
+        var priorities: String
     }
 
-    static func makeServer(_ topology: Topology, tls: (key: String, cert: String)?, guard connectionGuard: ConnectionGuard,
+    static func readTLS(_ topology: Topology) throws -> TLSMaterial? {
+        guard let tls = topology.tls else { return nil }
+        func read(_ path: String) throws -> String { String(decoding: try FileIO.readAll(path), as: UTF8.self) }
+        return TLSMaterial(key: try read(tls.key), cert: try read(tls.cert), clientCA: try tls.client_ca.map(read),
+                           priorities: tls.effectivePriorities)
+    }
+
+    static func makeServer(_ topology: Topology, tls: TLSMaterial?, guard connectionGuard: ConnectionGuard,
                            handler: any HTTPHandler, logger: Logger) -> HTTPServer {
         HTTPServer(options: .init(host: topology.listenHost, port: topology.listenPort,
                                   threads: topology.http.threads ?? 8,
@@ -150,7 +160,8 @@ public final class GatewayService: @unchecked Sendable {
                                   connectionLimit: topology.http.max_connections ?? 1024,
                                   tlsKeyPEM: tls?.key, tlsCertPEM: tls?.cert, logger: logger.child("http"),
                                   maxBufferedBytes: topology.http.max_buffered.map { Int($0.bytes) } ?? HTTPServer.defaultMaxBuffered,
-                                  connectionGuard: connectionGuard),
+                                  connectionGuard: connectionGuard, tlsClientCAPEM: tls?.clientCA,
+                                  tlsPriorities: tls?.priorities),
                    handler: handler)
     }
 
@@ -158,14 +169,14 @@ public final class GatewayService: @unchecked Sendable {
     /// listener starts on it, the old one answers the requests it has, then stops. Nothing is
     /// refused meanwhile: connections wait in the socket's backlog for the moment of the swap.
     private func reloadTLS(_ new: Topology, said: inout [String]) {
-        let pem: (key: String, cert: String)?
+        let pem: TLSMaterial?
         do {
             pem = try GatewayService.readTLS(new)
         } catch {
             said.append("tls: the key or certificate cannot be read (\(error)); the ones in use stay")
             return
         }
-        guard pem?.key != tlsPEM?.key || pem?.cert != tlsPEM?.cert else { return }
+        guard pem != tlsPEM else { return }
         // Checked before the listener is touched: libmicrohttpd closes a socket it fails to start on.
         if let pem, let why = Crypto.keyPairProblem(keyPEM: pem.key, certPEM: pem.cert) {
             said.append("tls: the new key and certificate are refused (\(why)); the ones in use stay")

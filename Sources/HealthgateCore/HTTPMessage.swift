@@ -1,4 +1,16 @@
 /// An HTTP request as the gateway's handlers see it: no sockets, so tests build one in memory.
+/// A verified TLS client certificate: its subject as GnuTLS writes it (RFC 4514, e.g.
+/// `CN=alice,O=Example`) and the SHA-256 of its DER in lower-case hex.
+public struct ClientCertificate: Sendable, Equatable {
+    public var subject: String
+    public var sha256: String
+
+    public init(subject: String, sha256: String) {
+        self.subject = subject
+        self.sha256 = sha256
+    }
+}
+
 public struct HTTPRequest: Sendable {
     public var method: String
     /// The path without the query string, e.g. `/syncky`.
@@ -15,6 +27,8 @@ public struct HTTPRequest: Sendable {
     /// True when the request came over TLS (reply signatures are mandatory over plain HTTP).
     public var isTLS: Bool
     public var remoteAddress: String
+    /// The client certificate the TLS handshake verified, where `tls.client_ca` asks for one.
+    public var clientCertificate: ClientCertificate?
 
     public init(method: String, path: String, query: String = "", headers: [(name: String, value: String)] = [],
                 body: [UInt8] = [], isTLS: Bool = false, remoteAddress: String = "127.0.0.1") {

@@ -34,6 +34,10 @@ public struct AuthConfig: Decodable, Sendable {
     public var token: String?
     public var user: String?
     public var header: String?
+    /// With `tls.client_ca`: the client certificates taken, by subject (as GnuTLS writes it,
+    /// `CN=alice,O=Example`) or SHA-256 fingerprint (hex, colons and case as you like).
+    public var subjects: [String]?
+    public var sha256: [String]?
 }
 
 public struct HMACConfig: Decodable, Sendable {
@@ -43,6 +47,21 @@ public struct HMACConfig: Decodable, Sendable {
 public struct TLSConfig: Decodable, Sendable {
     public var cert: String
     public var key: String
+    /// Mutual TLS: the CAs (PEM) a client's certificate must chain to. Set, every connection
+    /// must show a valid, unexpired certificate for client auth, or its handshake fails.
+    public var client_ca: String?
+    /// The oldest TLS version taken: "1.2" (the default, RFC 8996) or "1.3".
+    public var min_version: String?
+    /// GnuTLS's priority string, for those who need another choice of suites (replaces the
+    /// default, which takes forward-secret key exchanges only).
+    public var priorities: String?
+
+    /// The priority string the listener uses.
+    public var effectivePriorities: String {
+        if let priorities { return priorities }
+        return min_version == "1.3" ? "NORMAL:-VERS-ALL:+VERS-TLS1.3"
+            : "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-RSA"
+    }
 }
 
 /// The journal's limits (an extension of DESIGN.md's config).

@@ -1,3 +1,4 @@
+import CMicroHTTPD
 import Glibc
 import HealthgateCore
 import HealthgateCrypto
@@ -179,6 +180,16 @@ public enum ConfigLoader {
             }
         }
 
+        // A receiver that names client certificates needs the listener to ask for them.
+        if top.tls?.client_ca == nil {
+            for r in receivers where r.config.auth?.type == .client_cert || !(r.config.auth?.subjects ?? []).isEmpty
+                || !(r.config.auth?.sha256 ?? []).isEmpty {
+                problems.append(ConfigProblem(location: top.receivers?[r.name]?["auth"]?.location, path: "receivers.\(r.name).auth",
+                                              message: "client certificates are asked for only with tls: {client_ca: FILE}; "
+                                                  + "set it, or take out subjects/sha256"))
+            }
+        }
+
         var routes: [Route] = []
         if let node = top.routes {
             guard case .sequence(let items, _) = node else {
@@ -290,6 +301,24 @@ public enum ConfigLoader {
     static func tlsProblem(_ tls: TLSConfig) -> String? {
         guard let key = try? FileIO.readAll(tls.key) else { return "tls.key \(tls.key) cannot be read" }
         guard let cert = try? FileIO.readAll(tls.cert) else { return "tls.cert \(tls.cert) cannot be read" }
+        if let ca = tls.client_ca {
+            guard let pem = try? FileIO.readAll(ca) else { return "tls.client_ca \(ca) cannot be read" }
+            if pem.withUnsafeBufferPointer({ b in b.withMemoryRebound(to: CChar.self) { hg_tls_count_certificates($0.baseAddress, $0.count) } }) < 1 {
+                return "tls.client_ca \(ca) holds no PEM certificate: every client would be refused"
+            }
+        }
+        if let v = tls.min_version, v != "1.2" && v != "1.3" {
+            return "tls.min_version is \"1.2\" or \"1.3\" (older versions are broken, RFC 8996)"
+        }
+        if tls.priorities != nil && tls.min_version != nil {
+            return "tls.priorities and tls.min_version both say which versions are taken: give one"
+        }
+        if let p = tls.priorities {
+            let at = hg_tls_priorities_error(p)
+            if at >= 0 {
+                return "tls.priorities is not a GnuTLS priority string: it goes wrong at \"\(String(p.utf8.dropFirst(Int(at))) ?? p)\""
+            }
+        }
         return Crypto.keyPairProblem(keyPEM: String(decoding: key, as: UTF8.self), certPEM: String(decoding: cert, as: UTF8.self))
             .map { "tls: \($0) (key \(tls.key), certificate \(tls.cert))" }
     }

@@ -1,6 +1,7 @@
 import CLinux
 import CMicroHTTPD
 import Glibc
+import HealthgateCrypto
 import Posix
 import HealthgateCore
 import Synchronization
@@ -55,6 +56,10 @@ public final class HTTPServer: @unchecked Sendable {
         public var connectionLimit: Int
         public var tlsKeyPEM: String?
         public var tlsCertPEM: String?
+        /// With TLS: the CAs a client certificate must chain to; the handshake fails without one.
+        public var tlsClientCAPEM: String?
+        /// With TLS: GnuTLS's priority string (versions and suites taken).
+        public var tlsPriorities: String?
         /// Where libmicrohttpd's own messages go (rate-limited); nil leaves them out.
         public var logger: Logger?
         /// Request bodies held at once across all connections; past it new bodies get 503.
@@ -65,8 +70,10 @@ public final class HTTPServer: @unchecked Sendable {
         public init(host: String, port: UInt16, threads: Int = 8, connectionTimeoutSeconds: Int = 30,
                     connectionLimit: Int = 1024, tlsKeyPEM: String? = nil, tlsCertPEM: String? = nil,
                     logger: Logger? = nil, maxBufferedBytes: Int = HTTPServer.defaultMaxBuffered,
-                    connectionGuard: ConnectionGuard? = nil) {
+                    connectionGuard: ConnectionGuard? = nil, tlsClientCAPEM: String? = nil, tlsPriorities: String? = nil) {
             self.connectionGuard = connectionGuard
+            self.tlsClientCAPEM = tlsClientCAPEM
+            self.tlsPriorities = tlsPriorities
             self.logger = logger
             self.maxBufferedBytes = maxBufferedBytes
             self.host = host
@@ -113,11 +120,16 @@ public final class HTTPServer: @unchecked Sendable {
     private(set) var workers: RequestWorkers?
     private var keyCopy: UnsafeMutablePointer<CChar>?
     private var certCopy: UnsafeMutablePointer<CChar>?
+    private var trustCopy: UnsafeMutablePointer<CChar>?
+    private var prioritiesCopy: UnsafeMutablePointer<CChar>?
+    /// Every connection must show a client certificate (`tlsClientCAPEM`).
+    let requiresClientCert: Bool
 
     public init(options: Options, handler: any HTTPHandler) {
         self.options = options
         self.handler = handler
         self.isTLS = options.tlsKeyPEM != nil && options.tlsCertPEM != nil
+        self.requiresClientCert = isTLS && options.tlsClientCAPEM != nil
         self.connections = options.connectionGuard
     }
 
@@ -133,6 +145,8 @@ public final class HTTPServer: @unchecked Sendable {
         if let k = options.tlsKeyPEM, let c = options.tlsCertPEM {
             keyCopy = strdup(k)
             certCopy = strdup(c)
+            trustCopy = options.tlsClientCAPEM.map { strdup($0) }
+            prioritiesCopy = options.tlsPriorities.map { strdup($0) }
         }
         let cls = Unmanaged.passUnretained(self).toOpaque()
         if let l = options.logger { MHDLog.shared.use(l) }
@@ -147,6 +161,7 @@ public final class HTTPServer: @unchecked Sendable {
                              UInt32(max(1, options.threads)), UInt32(limit),
                              UInt32(options.connectionTimeoutSeconds), 128 * 1024,
                              keyCopy.map { UnsafePointer($0) }, certCopy.map { UnsafePointer($0) },
+                             trustCopy.map { UnsafePointer($0) }, prioritiesCopy.map { UnsafePointer($0) },
                              options.logger == nil ? nil : MHDLog.sink,
                              MHDCallbacks.notify, cls, listenFD)
         guard let d else {
@@ -219,8 +234,12 @@ public final class HTTPServer: @unchecked Sendable {
         }
         free(keyCopy)
         free(certCopy)
+        free(trustCopy)
+        free(prioritiesCopy)
         keyCopy = nil
         certCopy = nil
+        trustCopy = nil
+        prioritiesCopy = nil
         return left
     }
 }
@@ -231,6 +250,8 @@ final class RequestState {
     let path: String
     let limit: Int
     var body: [UInt8] = []
+    /// The client certificate the handshake verified (with `tls.client_ca`).
+    var clientCertificate: ClientCertificate?
     var tooLarge = false
     var discarded = 0
     var answered = false
@@ -334,8 +355,10 @@ enum MHDCallbacks {
                 state.answered = true
                 return queue(connection, refusal)
             }
-            if let early = server.handler.preflight(HTTPRequest(method: m, path: path, query: queryString(connection),
-                                                                headers: headers, isTLS: server.isTLS)) {
+            if server.requiresClientCert { state.clientCertificate = clientCertificate(connection) }
+            var headersOnly = HTTPRequest(method: m, path: path, query: queryString(connection), headers: headers, isTLS: server.isTLS)
+            headersOnly.clientCertificate = state.clientCertificate
+            if let early = server.handler.preflight(headersOnly) {
                 state.answered = true
                 return queue(connection, early)
             }
@@ -413,10 +436,11 @@ enum MHDCallbacks {
         var remote = [CChar](repeating: 0, count: 64)
         let remoteAddress = hg_mhd_client_address(connection, &remote, remote.count) != 0
             ? remote.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } : ""
-        let job = Answer(server: server, state: state, connection: connection,
-                         request: HTTPRequest(method: state.method, path: state.path, query: query,
-                                              headers: values(connection, .HEADER_KIND), body: state.body,
-                                              isTLS: server.isTLS, remoteAddress: remoteAddress))
+        var request = HTTPRequest(method: state.method, path: state.path, query: query,
+                                  headers: values(connection, .HEADER_KIND), body: state.body,
+                                  isTLS: server.isTLS, remoteAddress: remoteAddress)
+        request.clientCertificate = state.clientCertificate
+        let job = Answer(server: server, state: state, connection: connection, request: request)
         state.body = []
         guard let workers = server.workers, workers.isRunning, hg_thread_connections(0) > 1 else {
             // Answered here when this thread has no other connection to hold up (a phone alone:
@@ -484,8 +508,14 @@ enum MHDCallbacks {
     /// Connections opening and closing: how many each thread holds, and the guard's.
     static let notify: MHD_NotifyConnectionCallback = { cls, connection, socketContext, code in
         _ = hg_thread_connections(code == .CONNECTION_NOTIFY_STARTED ? 1 : -1)
-        guard let cls, let connection, let socketContext,
-              let g = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().connections else { return }
+        guard let cls, let connection, let socketContext else { return }
+        let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+        // Before the handshake: it fails unless the client shows a certificate the CAs vouch for.
+        // A connection without a TLS session to ask on cannot be let through either.
+        if code == .CONNECTION_NOTIFY_STARTED && server.requiresClientCert && hg_tls_require_client_cert(connection) != 0 {
+            shutdown(hg_mhd_connection_fd(connection), Int32(SHUT_RDWR))
+        }
+        guard let g = server.connections else { return }
         if code == .CONNECTION_NOTIFY_STARTED {
             let t = g.started(fd: hg_mhd_connection_fd(connection))
             socketContext.pointee = Unmanaged.passRetained(t).toOpaque()
@@ -495,6 +525,15 @@ enum MHDCallbacks {
             t.release()
             socketContext.pointee = nil
         }
+    }
+
+    /// The client certificate the handshake verified (checked again), on the connection's thread.
+    static func clientCertificate(_ connection: OpaquePointer) -> ClientCertificate? {
+        var dn = [CChar](repeating: 0, count: 1024)
+        var sha = [UInt8](repeating: 0, count: 32)
+        guard hg_tls_peer(connection, &dn, dn.count, &sha) == 0 else { return nil }
+        let subject = dn.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        return ClientCertificate(subject: subject, sha256: Crypto.lowercaseHex(sha))
     }
 
     static func tracked(_ connection: OpaquePointer) -> ConnectionGuard.Tracked? {

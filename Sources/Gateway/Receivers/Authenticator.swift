@@ -6,6 +6,8 @@ import HealthgateCore
 public struct Authenticator: Sendable {
     public enum Kind: String, Sendable, Decodable, CaseIterable {
         case none, bearer, basic, header
+        /// Only the TLS client certificate (`subjects`, `sha256`) says who is sending.
+        case client_cert
     }
 
     public let kind: Kind
@@ -13,9 +15,16 @@ public struct Authenticator: Sendable {
     let user: [UInt8]
     /// The header name for `header` auth, lower-cased.
     let headerName: String
+    /// The client certificates taken (with `tls.client_ca`), by subject or SHA-256 (lower-case
+    /// hex); both empty: no certificate is asked of this receiver.
+    let subjects: [String]
+    let fingerprints: [String]
 
-    public init(kind: Kind, token: String = "", user: String = "", header: String = "") {
+    public init(kind: Kind, token: String = "", user: String = "", header: String = "",
+                subjects: [String] = [], sha256: [String] = []) {
         self.kind = kind
+        self.subjects = subjects
+        self.fingerprints = sha256.map(Authenticator.fingerprint)
         self.token = Array(token.utf8)
         self.user = Array(user.utf8)
         self.headerName = header.lowercased()
@@ -35,10 +44,24 @@ public struct Authenticator: Sendable {
         return (Array(decoded[..<colon]), Array(decoded[(colon + 1)...]))
     }
 
-    /// nil when the request is allowed; otherwise the 401 to send.
+    /// A fingerprint as OpenSSL prints it (`AB:CD:…`) or any other way: lower-case hex alone.
+    static func fingerprint(_ s: String) -> String {
+        String(s.lowercased().filter { $0 != ":" && $0 != " " })
+    }
+
+    /// nil when the request is allowed; otherwise the 401 (or 403, a certificate not taken here) to send.
     public func check(_ request: HTTPRequest) -> HTTPResponse? {
+        if !subjects.isEmpty || !fingerprints.isEmpty {
+            guard let cert = request.clientCertificate else {
+                return problem(403, "Forbidden", "This receiver takes only requests with a TLS client certificate.")
+            }
+            guard subjects.contains(cert.subject) || fingerprints.contains(cert.sha256) else {
+                return problem(403, "Forbidden", "The client certificate (subject \(cert.subject), SHA-256 \(cert.sha256)) "
+                               + "is not one this receiver takes: list its subject or fingerprint under the receiver's auth.")
+            }
+        }
         switch kind {
-        case .none:
+        case .none, .client_cert:
             return nil
         case .bearer:
             guard let given = Authenticator.bearer(request) else {

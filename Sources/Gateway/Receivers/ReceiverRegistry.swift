@@ -91,6 +91,12 @@ extension Authenticator {
         }
         switch a.type {
         case .none: refuse("token", a.token); refuse("user", a.user); refuse("header", a.header)
+        case .client_cert:
+            refuse("token", a.token); refuse("user", a.user); refuse("header", a.header)
+            if (a.subjects ?? []).isEmpty && (a.sha256 ?? []).isEmpty {
+                problems.append(ConfigProblem(location: loc, path: path,
+                                              message: "auth type client_cert needs \"subjects\" or \"sha256\": the certificates it takes"))
+            }
         case .bearer: need("token", a.token); refuse("user", a.user); refuse("header", a.header)
         case .basic:
             need("user", a.user); need("token", a.token); refuse("header", a.header)
@@ -105,7 +111,14 @@ extension Authenticator {
                                               message: "\"\(h)\" cannot be a custom auth header"))
             }
         }
+        for f in a.sha256 ?? [] where Authenticator.fingerprint(f).count != 64
+            || !Authenticator.fingerprint(f).allSatisfy({ $0.isHexDigit }) {
+            problems.append(ConfigProblem(location: loc, path: path + ".sha256",
+                                          message: "\"\(f)\" is not a SHA-256 fingerprint (64 hex digits, e.g. from "
+                                              + "`openssl x509 -noout -fingerprint -sha256 -in client.pem`)"))
+        }
         if !problems.isEmpty { throw ConfigProblems(problems: problems) }
-        self.init(kind: a.type, token: a.token ?? "", user: a.user ?? "", header: a.header ?? "")
+        self.init(kind: a.type, token: a.token ?? "", user: a.user ?? "", header: a.header ?? "",
+                  subjects: a.subjects ?? [], sha256: a.sha256 ?? [])
     }
 }
