@@ -55,7 +55,7 @@ let package = Package(
         // HTTP for sinks over libcurl: the client and the batch poster.
         .target(name: "HTTPDelivery", dependencies: ["SinkKit", "HealthgateCore", "CCurl"], swiftSettings: strict),
         // One target per sink, linking only what it needs; `Sinks` registers them.
-        .target(name: "SinkFile", dependencies: ["SinkKit", "HealthgateCore", "Posix", "CanonicalJSON", "YAMLConfig"],
+        .target(name: "SinkFile", dependencies: ["SinkKit", "HealthgateCore", "Posix", "CanonicalJSON", "YAMLConfig", "HealthgateCrypto"],
                 path: "Sources/Sinks/File", swiftSettings: strict),
         .target(name: "SinkHTTP", dependencies: ["SinkKit", "HTTPDelivery", "HealthgateCore", "Posix", "CanonicalJSON", "HealthgateCrypto", "YAMLConfig"],
                 path: "Sources/Sinks/HTTP", swiftSettings: strict),

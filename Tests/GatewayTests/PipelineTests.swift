@@ -336,10 +336,24 @@ import YAMLConfig
     @Test func pathTemplatesCannotEscapeTheirDirectory() {
         let t = PathTemplate("/data/archive/{device}/{date}.ndjson")
         var r = Self.record("x", device: "../../etc/passwd")
-        #expect(t.render(r, fallbackDate: "2026-01-01") == "/data/archive/_._.._etc_passwd/2026-10-14.ndjson")
+        #expect(t.render(r, fallbackDate: "2026-01-01") == "/data/archive/%2E.%2F..%2Fetc%2Fpasswd/2026-10-14.ndjson")
         r.start = nil
         r.device = ""
-        #expect(t.render(r, fallbackDate: "2026-01-01") == "/data/archive/_/2026-01-01.ndjson")
+        #expect(t.render(r, fallbackDate: "2026-01-01") == "/data/archive/%-/2026-01-01.ndjson")
+    }
+
+    /// Distinct values are distinct files: `a/b`, `a_b` and `a\b` used to share one, and a
+    /// device `x.1` wrote into device `x`'s rotated file.
+    @Test func distinctValuesNeverShareAFile() {
+        let values = ["a/b", "a_b", "a\\b", "a%2Fb", "", "_", "%-", "x", "x.1", "x%2E1", "~", ".x", "%2Ex", "a\u{7F}",
+                      String(repeating: "y", count: 300), String(repeating: "y", count: 299) + "z", "Anna's iPhone"]
+        let names = values.map(PathTemplate.safe)
+        #expect(Set(names).count == values.count, "\(names)")
+        for n in names {
+            #expect(!n.contains("/") && !n.hasPrefix(".") && n.utf8.count <= 220 && !n.unicodeScalars.contains { $0.value < 0x20 })
+        }
+        #expect(PathTemplate.safe("d_zsOZnTQUz_juWFVljuOOBQ") == "d_zsOZnTQUz_juWFVljuOOBQ")
+        #expect(PathTemplate.safe("Anna's iPhone") == "Anna's iPhone")
     }
 
     /// The archive's synced pages are let go (`FileIO.releaseCache`): a sink writing a year of
@@ -716,8 +730,8 @@ enum ConfigDurationFor {
         let build = try #require(TransformRegistry.builder(named: "tag"))
         let route = Route(name: "r", from: [Glob("*")], transforms: [try build(parseYAML("{person: alice}", file: "t", environment: [:]), "tag")],
                           to: ["out"])
-        // `{device}` makes "blocked_x": a directory stands where its file would go (EISDIR), for good.
-        try FileIO.makeDirectories(dir + "/out/blocked_x.ndjson")
+        // `{device}` makes "blocked%2Fx": a directory stands where its file would go (EISDIR), for good.
+        try FileIO.makeDirectories(dir + "/out/blocked%2Fx.ndjson")
         let built = try FileSink.build(name: "out", node: parseYAML("{kind: file, path: \"out/{device}.ndjson\"}", file: "t", environment: [:]),
                                        path: "sinks.out", context: SinkBuildContext(dataDir: dir))
         #expect(!SinkRoutes.fieldsRead(routes: [route], sinkReads: built.reads).has(.uuid))

@@ -170,11 +170,17 @@ import YAMLConfig
                           ("/workouts?cursor=" + ReadCursor.encode(.samples, ["2026-12-01 00:00:00+00", "a", "b", "0"]), "cursor"),
                           ("/samples?cursor=" + ReadCursor.encode(.samples, ["not a time", "a", "b", "0"]), "cursor"),
                           ("/samples?cursor=" + ReadCursor.encode(.samples, ["2026-12-01 00:00:00+00", "a", "b", "x"]), "cursor"),
+                          // Forged cursors with what only PostgreSQL would have refused, in its own words.
+                          ("/samples?cursor=" + ReadCursor.encode(.samples, ["2026-13-45 25:61:61+00", "a", "b", "0"]), "cursor"),
+                          ("/samples?cursor=" + ReadCursor.encode(.samples, ["0000-01-01 00:00:00+00", "a", "b", "0"]), "cursor"),
+                          ("/workouts?cursor=" + ReadCursor.encode(.workouts, ["2026-02-30 00:00:00+00", "a", "b"]), "cursor"),
+                          ("/samples?cursor=" + ReadCursor.encode(.samples, ["2026-12-01 00:00:00+00", "a\u{0}b", "b", "0"]), "cursor"),
                           ("/samples?from=0000-01-01", "years 1 to 9999"),
                           ("/samples?from=9999-12-31T23:00:00-05:00", "years 1 to 9999")] {
             let r = try get(serve, q)
             #expect(r.status == 400, "\(q)")
             #expect((r.json["detail"] as? String ?? "").contains(word), "\(q): \(r.json)")
+            #expect(!(r.json["detail"] as? String ?? "").contains("out of range"), "\(q): \(r.json)")
             #expect(r.headers.contains { $0.0.lowercased() == "content-type" && $0.1 == "application/problem+json" })
         }
         #expect(try get(serve, "/nothing").status == 404)

@@ -21,6 +21,25 @@ import Testing
                  ("Authorization", "Bearer \(Vectors.token)")], body)
     }
 
+    /// 9,000 results for command ids the receiver never had used to make 18,000 log lines and
+    /// 9,000 rows: now none are stored and one line sums them up.
+    @Test func resultsForUnknownCommandsAreNeitherStoredNorLoggedEach() throws {
+        let dir = ServeProcess.makeTempDir("wb")
+        let sink = MemoryLogSink()
+        let wb = WriteBack(receiver: "phone", dataDir: dir, logger: Logger(component: "test", sink: sink))
+        let known = try wb.withStore { try $0.write(receiver: "phone", id: "c1", type: "dietary_water", value: .number(0.25), unit: "L",
+                                                    start: Timestamp(seconds: 1_790_000_000), end: Timestamp(seconds: 1_790_000_000),
+                                                    now: 1_790_000_000) }
+        var results = (0..<9000).map { (id: "forged-\($0)", version: 1, status: "ok", reason: String?.none) }
+        results += Array(repeating: (id: known.id, version: 1, status: "ok", reason: String?.none), count: 3)
+        wb.record(results, now: Timestamp(seconds: 1_790_000_100))
+        #expect(sink.all.count <= 4, "\(sink.all.count)")
+        #expect(sink.all.contains { $0.message.contains("9000 result(s) for commands this receiver never had") })
+        let rows = try wb.withStore { try $0.db.query("SELECT count(*) FROM results") }
+        #expect(rows.first?.first == .int(1))
+        #expect(try wb.withStore { try $0.command(receiver: "phone", id: "c1") }?.resultStatus == "ok")
+    }
+
     @Test func theWalkthroughOfSectionEleven() throws {
         #expect(Self.config.contains("write_back: true"))
         let serve = try ServeProcess(config: Self.config, environment: ["HEALTHGATE_NOW": "1791961923"])

@@ -139,7 +139,9 @@ public final class ReadAPI: Sendable {
             if let state = e.sqlstate, state.hasPrefix("22") {
                 // A value PostgreSQL cannot read as what it must be (the parameters are checked
                 // first; this is the last word).
-                return problem(400, "Bad request", "A parameter is not a value the database can read: \(e.message)")
+                // PostgreSQL's own words stay in the log: they are not the client's business.
+                logger.warning("the read API: PostgreSQL refused a parameter: \(e)")
+                return problem(400, "Bad request", "A parameter is not a value the database can read.")
             }
             if e.sqlstate == "42P01" {
                 logger.warning("the read API's sink \(settings.sink) has not made its tables yet: \(e)")
@@ -262,6 +264,8 @@ enum ReadCursor {
         let arity = endpoint == .batches ? 1 : endpoint == .daily || endpoint == .latest ? 2 : endpoint == .workouts ? 3 : 4
         guard parts.count == arity + 1, parts[0] == endpoint.rawValue else { return nil }
         let key = Array(parts.dropFirst())
+        // Text parts go to the database as they are: no control character (a NUL cuts a C string).
+        guard key.allSatisfy({ $0.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F } }) else { return nil }
         // Each part as what the query reads it as, so that a damaged cursor is a 400, not a
         // database error.
         switch endpoint {
@@ -282,6 +286,10 @@ enum ReadCursor {
         guard b.count == 22 || (b.count > 23 && b.count <= 29 && b[19] == 0x2E), b[4] == 0x2D, b[7] == 0x2D, b[10] == 0x20,
               b[13] == 0x3A, b[16] == 0x3A, b[b.count - 3] == 0x2B, b[b.count - 2] == 0x30, b[b.count - 1] == 0x30 else { return false }
         let digits = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18] + (b.count > 22 ? Array(20..<(b.count - 3)) : [])
-        return digits.allSatisfy { b[$0] >= 0x30 && b[$0] <= 0x39 }
+        guard digits.allSatisfy({ b[$0] >= 0x30 && b[$0] <= 0x39 }) else { return false }
+        // A real instant in years 1 to 9999 (month 13 or hour 25 would be PostgreSQL's error).
+        let rfc = String(s.prefix(10)) + "T" + String(s.dropFirst(11).dropLast(3)) + "Z"
+        guard let t = Timestamp.parseRFC3339(rfc)?.0, ReadQuery.inRange(t), b[17] <= 0x35 else { return false }
+        return true
     }
 }

@@ -158,21 +158,32 @@ public final class CommandStore: @unchecked Sendable {
         }
     }
 
-    /// Records a result. False when the command is unknown.
-    @discardableResult
-    public func record(receiver: String, id: String, version: Int, status: String, reason: String?, at: Int64) throws -> Bool {
+    /// Records the results of one request in one transaction. A result for a command this
+    /// receiver does not have is not stored (a phone could send any number of them): the ids
+    /// of those come back, for the log. A result repeated within the request is stored once.
+    public func record(receiver: String, results: [(id: String, version: Int, status: String, reason: String?)],
+                       at: Int64) throws -> (recorded: Int, unknown: [String]) {
         try db.transaction {
-            try db.execute("INSERT INTO results (receiver, id, version, status, reason, at) VALUES (?, ?, ?, ?, ?, ?)",
-                           [.text(receiver), .text(id), .int(Int64(version)), .text(status), reason.map { .text($0) } ?? .null, .int(at)])
-            guard let c = try command(receiver: receiver, id: id) else { return false }
-            // A result for an older version says nothing of the latest one.
-            if version >= (c.resultVersion ?? 0) && version <= c.version {
-                try db.execute("""
-                    UPDATE commands SET result_version = ?, result_status = ?, result_reason = ?, result_at = ?
-                    WHERE receiver = ? AND id = ?
-                    """, [.int(Int64(version)), .text(status), reason.map { .text($0) } ?? .null, .int(at), .text(receiver), .text(id)])
+            var recorded = 0
+            var unknown: [String] = []
+            var seen: Set<String> = []
+            for r in results {
+                guard seen.insert("\(r.id)\u{0}\(r.version)\u{0}\(r.status)").inserted else { continue }
+                guard let c = try command(receiver: receiver, id: r.id) else { unknown.append(r.id); continue }
+                try db.execute("INSERT INTO results (receiver, id, version, status, reason, at) VALUES (?, ?, ?, ?, ?, ?)",
+                               [.text(receiver), .text(r.id), .int(Int64(r.version)), .text(r.status),
+                                r.reason.map { .text($0) } ?? .null, .int(at)])
+                recorded += 1
+                // A result for an older version says nothing of the latest one.
+                if r.version >= (c.resultVersion ?? 0) && r.version <= c.version {
+                    try db.execute("""
+                        UPDATE commands SET result_version = ?, result_status = ?, result_reason = ?, result_at = ?
+                        WHERE receiver = ? AND id = ?
+                        """, [.int(Int64(r.version)), .text(r.status), r.reason.map { .text($0) } ?? .null, .int(at),
+                              .text(receiver), .text(r.id)])
+                }
             }
-            return true
+            return (recorded, unknown)
         }
     }
 }

@@ -65,18 +65,30 @@ public final class WriteBack: Sendable {
         }
     }
 
+    /// Stores the results of one request, and says them in the log: a line per command for the
+    /// first few, then one summary line (results for commands never sent are not stored).
     func record(_ results: [(id: String, version: Int, status: String, reason: String?)], now: Timestamp) {
         do {
-            try withStore { store in
-                for r in results {
-                    let known = try store.record(receiver: receiver, id: r.id, version: r.version, status: r.status,
-                                                 reason: r.reason, at: now.seconds)
-                    if !known { logger.warning("\(receiver): a result for unknown command \(r.id) (kept in the results log)") }
-                    logger.info("\(receiver): command \(r.id) version \(r.version): \(r.status)\(r.reason.map { " (\($0))" } ?? "")")
-                }
+            let (recorded, unknown) = try withStore { store in
+                try store.record(receiver: receiver, results: results, at: now.seconds)
+            }
+            let said = WriteBack.resultLinesSaid
+            for r in results.prefix(said) where !unknown.contains(r.id) {
+                logger.info("\(receiver): command \(QuarantinedRecord.name(r.id)) version \(r.version): "
+                            + "\(QuarantinedRecord.name(r.status))\(r.reason.map { " (\(QuarantinedRecord.name($0)))" } ?? "")")
+            }
+            if results.count > said && recorded > 0 {
+                logger.info("\(receiver): \(recorded) write-back result(s) recorded in all")
+            }
+            if !unknown.isEmpty {
+                logger.warning("\(receiver): \(unknown.count) result(s) for commands this receiver never had, not stored "
+                               + "(first: \(unknown.prefix(3).map { QuarantinedRecord.name($0) }.joined(separator: ", ")))")
             }
         } catch {
             logger.error("\(receiver): cannot record write-back results (\(error))")
         }
     }
+
+    /// Results said one line each, per request.
+    static let resultLinesSaid = 5
 }

@@ -1,6 +1,7 @@
 import CanonicalJSON
 import Glibc
 import HealthgateCore
+import HealthgateCrypto
 import Posix
 import SinkKit
 import YAMLConfig
@@ -299,15 +300,25 @@ struct PathTemplate: Sendable {
         }
     }
 
-    /// A value from a request, made harmless as one path component: no separators, no control
-    /// characters, no leading dot, and at most ~200 bytes (a long value keeps a prefix and a
-    /// hash of the whole, so different values stay different files).
+    /// A value from a request, made harmless as one path component, and different values stay
+    /// different files: `%XX` for `/`, `\\`, `%`, `~`, control characters, a leading `.` and the
+    /// `.` of a trailing `.<digits>` (a rotated file's name); `%-` for an empty value; past ~200
+    /// bytes a prefix, `~` and 32 hex digits of the whole value's SHA-256.
     static func safe(_ s: String) -> String {
-        if s.isEmpty { return "_" }
+        if s.isEmpty { return "%-" }
+        let scalars = Array(s.unicodeScalars)
+        // Where a trailing `.<digits>` starts, if the value ends in one.
+        var rotatedDot = -1
+        if let last = scalars.last, ("0"..."9").contains(last) {
+            var i = scalars.count - 1
+            while i >= 0 && ("0"..."9").contains(scalars[i]) { i -= 1 }
+            if i >= 0 && scalars[i] == "." { rotatedDot = i }
+        }
         var out = ""
-        for (i, c) in s.unicodeScalars.enumerated() {
-            if c == "/" || c == "\\" || c.value < 0x20 || (i == 0 && c == ".") {
-                out += "_"
+        for (i, c) in scalars.enumerated() {
+            if c == "/" || c == "\\" || c == "%" || c == "~" || c.value < 0x20 || c.value == 0x7F
+                || (c == "." && (i == 0 || i == rotatedDot)) {
+                out += "%" + String(UInt8(c.value) >> 4, radix: 16, uppercase: true) + String(UInt8(c.value) & 0xF, radix: 16, uppercase: true)
             } else {
                 out.unicodeScalars.append(c)
             }
@@ -318,7 +329,9 @@ struct PathTemplate: Sendable {
                 if prefix.utf8.count + String(c).utf8.count > 180 { break }
                 prefix.unicodeScalars.append(c)
             }
-            out = prefix + "~" + FNV1a.hex(s)
+            // Not cut inside an escape.
+            if let pct = prefix.suffix(2).lastIndex(of: "%") { prefix = String(prefix[..<pct]) }
+            out = prefix + "~" + Crypto.lowercaseHex(Array(Crypto.sha256(Array(s.utf8)).prefix(16)))
         }
         return out
     }
