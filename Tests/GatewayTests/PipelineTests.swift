@@ -333,6 +333,31 @@ import YAMLConfig
         d.stop()
     }
 
+    /// A batch whose every record the destination refuses used to log one line per record
+    /// (10,000–40,000 lines from one poisoned request): a batch's dead letters are one write and
+    /// one line, with how many and the first reason.
+    @Test func aBatchOfRejectedRecordsIsOneLogLine() throws {
+        let dir = ServeProcess.makeTempDir("pipe")
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        try append(j, (0..<2_000).map { _ in Self.record("poison") } + [Self.record("ok")])
+        let sink = ScriptedSink()
+        let logs = MemoryLogSink()
+        let d = SinkDrainer(name: "scripted",
+                            built: .testing(sink, common: SinkCommonConfig(retry: RetryConfig(initial: ConfigDurationFor.ms(10), max: ConfigDurationFor.ms(20)))),
+                            routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["scripted"])],
+                            journal: j, dataDir: dir, logger: Logger(component: "t", sink: logs))
+        try d.start()
+        defer { d.stop() }
+        #expect(ServeProcess.eventually { d.metrics.rejected.load(ordering: .relaxed) == 2_000 })
+        #expect(sink.delivered == ["ok"])
+        let dead = try String(contentsOfFile: dir + "/sinks/scripted/dead-letters.ndjson", encoding: .utf8)
+        #expect(dead.split(separator: "\n").count == 2_000)
+        let said = logs.all.filter { $0.message.contains("rejected") }
+        #expect(!said.isEmpty && said.count <= 5, "\(said.count) lines")
+        #expect(said.contains { $0.message.contains("records were rejected") && $0.message.contains("the destination said no") },
+                "\(said.map(\.message))")
+    }
+
     @Test func pathTemplatesCannotEscapeTheirDirectory() {
         let t = PathTemplate("/data/archive/{device}/{date}.ndjson")
         var r = Self.record("x", device: "../../etc/passwd")

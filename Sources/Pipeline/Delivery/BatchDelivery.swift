@@ -63,6 +63,8 @@ public struct BatchDelivery {
                 reason = why
                 retryAfter = after
             case .perRecord(let outcomes):
+                var rejected: [Int] = []
+                var why: [String] = []
                 for (i, outcome) in outcomes.prefix(batch.count).enumerated() {
                     switch outcome {
                     case .accepted:
@@ -70,13 +72,16 @@ public struct BatchDelivery {
                     case .keep(let why):
                         keep.append(i)
                         reason = why
-                    case .rejected(let why):
-                        if !deadLetters.keep(batch.record(i), line: batch.lines[i], reason: why) {
-                            // Not kept anywhere yet: try the record again rather than lose it.
-                            keep.append(i)
-                            reason = "a rejected record could not be written to the dead letters"
-                        }
+                    case .rejected(let reason):
+                        rejected.append(i)
+                        why.append(reason)
                     }
+                }
+                // The batch's rejected records in one write and one log line.
+                if !rejected.isEmpty && !deadLetters.keep(rejected.enumerated().map { (batch.record($0.element), batch.lines[$0.element], why[$0.offset]) }) {
+                    // Not kept anywhere yet: try the records again rather than lose them.
+                    keep = (keep + rejected).sorted()
+                    reason = "rejected records could not be written to the dead letters"
                 }
                 if outcomes.count < batch.count {
                     keep.append(contentsOf: outcomes.count..<batch.count)

@@ -27,41 +27,67 @@ public struct DeadLetters: Sendable {
 
     /// Keeps a record the sink rejected for good. False when it could not be written (then
     /// the caller keeps the record for another try). `line`: what of its journal line holds.
-    /// The record is written as the sink wrote it — the journal's line, with the members a route
-    /// changed written anew — and read again in full for the log: the drainer may have read only
-    /// the fields its sink and routes need (`SinkRoutes.fieldsRead`).
     public func keep(_ given: CanonicalRecord, line: RecordLine = .none, reason: String) -> Bool {
-        var r = given
-        var encoded: [UInt8] = []
-        given.appendNDJSON(to: &encoded, reusing: line)
-        if encoded.last == 0x0A { encoded.removeLast() }
-        if case .none = line {
-            // Encoded from the record itself, which was read whole.
-        } else if let doc = try? JSONParser().parse(encoded), let full = try? CanonicalCodec.decode(doc.root) {
-            r = full
-        } else {
-            // A journal line that is not a record (a sink that reads the lines itself found it
-            // so): kept as its text, the dead letters staying JSON.
-            keep(line: ArraySlice(encoded), reason: reason)
-            return true
+        keep([(given, line, reason)])
+    }
+
+    /// Keeps the records a sink rejected for good from one batch, in one write, said in one log
+    /// line (a batch of thousands rejected is not thousands of lines). False when they could not
+    /// be written (then the caller keeps them for another try).
+    /// Each is written as the sink wrote it — the journal's line, with the members a route
+    /// changed written anew — and read again in full: the drainer may have read only the fields
+    /// its sink and routes need (`SinkRoutes.fieldsRead`).
+    public func keep(_ rejected: [(record: CanonicalRecord, line: RecordLine, reason: String)]) -> Bool {
+        var out: [UInt8] = []
+        var first: (type: String, uuid: String, reason: String)?
+        var kept = 0
+        var otherReasons: Set<String> = []
+        let time = Timestamp(seconds: clock.now().seconds).rfc3339()
+        for (given, line, reason) in rejected {
+            var r = given
+            var encoded: [UInt8] = []
+            given.appendNDJSON(to: &encoded, reusing: line)
+            if encoded.last == 0x0A { encoded.removeLast() }
+            if case .none = line {
+                // Encoded from the record itself, which was read whole.
+            } else if let doc = try? JSONParser().parse(encoded), let full = try? CanonicalCodec.decode(doc.root) {
+                r = full
+            } else {
+                // A journal line that is not a record (a sink that reads the lines itself found
+                // it so): kept as its text, the dead letters staying JSON.
+                keep(line: ArraySlice(encoded), reason: reason)
+                continue
+            }
+            var w = JSONWriter(capacity: encoded.count + 128)
+            w.beginObject()
+            w.key("time"); w.string(time)
+            w.key("sink"); w.string(sink)
+            w.key("reason"); w.string(reason)
+            w.key("record")
+            w.raw(encoded)
+            w.endObject()
+            w.newline()
+            out += w.bytes
+            kept += 1
+            if first == nil { first = (r.type, r.uuid, reason) } else if reason != first!.reason && otherReasons.count < 100 {
+                otherReasons.insert(reason)
+            }
         }
-        var w = JSONWriter(capacity: 512)
-        w.beginObject()
-        w.key("time"); w.string(Timestamp(seconds: clock.now().seconds).rfc3339())
-        w.key("sink"); w.string(sink)
-        w.key("reason"); w.string(reason)
-        w.key("record")
-        w.raw(encoded)
-        w.endObject()
-        w.newline()
+        guard let first else { return true }
         do {
-            try FileIO.append(path, w.bytes)
+            try FileIO.append(path, out)
         } catch {
-            logger.error("sink \(sink): cannot write a dead letter (\(error)); the record will be tried again")
+            logger.error("sink \(sink): cannot write \(kept) dead letter(s) (\(error)); the record(s) will be tried again")
             return false
         }
-        metrics.rejected.add(1, ordering: .relaxed)
-        logger.warning("sink \(sink): a \(r.type) record (uuid \(r.uuid)) was rejected and is kept in \(path): \(reason)")
+        metrics.rejected.add(kept, ordering: .relaxed)
+        if kept == 1 {
+            logger.warning("sink \(sink): a \(first.type) record (uuid \(first.uuid)) was rejected and is kept in \(path): \(first.reason)")
+        } else {
+            logger.warning("sink \(sink): \(kept) records were rejected and are kept in \(path); the first, a \(first.type) record "
+                           + "(uuid \(first.uuid)): \(first.reason)"
+                           + (otherReasons.isEmpty ? "" : "; \(otherReasons.count)\(otherReasons.count == 100 ? "+" : "") other reason(s)"))
+        }
         return true
     }
 
