@@ -3,7 +3,7 @@
 
 SWIFT      ?= $(shell command -v swift 2>/dev/null || echo /opt/swift/usr/bin/swift)
 CONFIG     ?=
-DEB_PKGS   := pkg-config g++ curl openssl zbar-tools chromium libmicrohttpd-dev libssl-dev libyaml-dev libsimdjson-dev zlib1g-dev libdeflate-dev libcurl4-openssl-dev libqrencode-dev libsqlite3-dev influxdb victoria-metrics python3-venv mosquitto mosquitto-clients libmosquitto-dev postgresql libpq-dev
+DEB_PKGS   := pkg-config g++ curl openssl zbar-tools chromium libmicrohttpd-dev libgnutls28-dev libssl-dev libyaml-dev libsimdjson-dev zlib1g-dev libdeflate-dev libcurl4-openssl-dev libqrencode-dev libsqlite3-dev influxdb victoria-metrics python3-venv mosquitto mosquitto-clients libmosquitto-dev postgresql libpq-dev
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BIN        := .build/release/healthgate
 PYVENV     := .build/pyvenv

@@ -8,6 +8,8 @@ memmove, memcpy or memset (which keep r12 as they find it) without putting r12 b
 else, its caller then sees a "thrown" error made of whatever r12 held. That is how the point
 index's seal threw garbage and aborted the release build (issue 45).
 
+Each function runs from its frame prologue (`push %rbp; mov %rsp,%rbp`) to the next one's, so
+an unnamed function that objdump lists under the last symbol is a function of its own.
 A function is reported when it saves r12 into its frame (`mov %r12,-N(%rbp)`: the swifterror
 pattern, not a plain `push %r12`), writes r12 elsewhere, and tail-jumps to a mem* call with no
 write of r12 between its last other jump or label and that jump.
@@ -27,7 +29,14 @@ for line in asm.split("\n"):
         current = (m.group(2), [])
         functions.append(current)
     elif current is not None and line.strip():
-        current[1].append(line.split(":", 1)[-1].strip())
+        ins = " ".join(line.split(":", 1)[-1].split())
+        # A function without a symbol of its own (an outlined copy, a thunk) follows the last
+        # named one: its frame prologue starts it, so its jumps are not taken for that one's.
+        if ins == "mov %rsp,%rbp" and len(current[1]) > 1 and current[1][-1] == "push %rbp":
+            current[1].pop()
+            current = (current[0] + " (the unnamed function after it)", ["push %rbp"])
+            functions.append(current)
+        current[1].append(ins)
 
 save = re.compile(r"^mov\s+%r12,-0x[0-9a-f]+\(%rbp\)$")
 writes = re.compile(r"(^(mov|movzbl|movzwl|lea|add|sub|xor|and|or|shl|shr|sar|imul|inc|dec|pop)\w*\s.*,%r12d?$)|(^pop\s+%r12$)")
