@@ -69,6 +69,9 @@ public struct HTTPResponse: Sendable, Equatable {
     public var status: Int
     public var headers: [HTTPHeader]
     public var body: [UInt8]
+    /// Held by the server until the answer is sent or its connection gone (a share of a budget
+    /// of answers in flight); not part of what the answer is.
+    public var hold: ResponseHold?
 
     public init(status: Int, headers: [HTTPHeader] = [], body: [UInt8] = []) {
         self.status = status
@@ -82,6 +85,19 @@ public struct HTTPResponse: Sendable, Equatable {
     }
 
     public var bodyText: String { String(decoding: body, as: UTF8.self) }
+
+    public static func == (a: HTTPResponse, b: HTTPResponse) -> Bool {
+        a.status == b.status && a.headers == b.headers && a.body == b.body
+    }
+}
+
+/// What an answer holds until it is let go: `release` runs once, when the last copy goes.
+public final class ResponseHold: Sendable {
+    let release: @Sendable () -> Void
+
+    public init(release: @escaping @Sendable () -> Void) { self.release = release }
+
+    deinit { release() }
 }
 
 public struct HTTPHeader: Sendable, Equatable {

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 @testable import Gateway
 import HealthgateCore
 @testable import HealthgateTesting
@@ -156,6 +157,68 @@ import YAMLConfig
                                            body: Array(#"{"device_id":"ios-1","samples":[]}"#.utf8))
         #expect(r.status == 401 || r.status == 403)
         serve.stop()
+    }
+
+    /// Samples of `kb` KB of metadata each, posted through the phone receiver a few at a time.
+    func postBig(_ serve: ServeProcess, count: Int, kb: Int) throws {
+        let note = String(repeating: "x", count: kb * 1000)
+        let samples = (0..<count).map { i in
+            PostgresSinkTests.q("big-\(i)", "heart_rate", 60, "count/min", at: PostgresSinkTests.base + Int64(i) * 60,
+                                extra: #","metadata":{"note":"\#(note)"}"#)
+        }
+        let perRequest = max(1, 600 / kb)
+        for start in stride(from: 0, to: count, by: perRequest) {
+            try PostgresSinkTests().post(serve, Array(samples[start..<min(count, start + perRequest)]))
+        }
+    }
+
+    /// Rows of 30 KB of metadata (any phone can store them) used to make one page of `limit`
+    /// rows as big as they came: a page now ends past `max_answer_bytes`, its cursor going on,
+    /// and paging still visits every row once.
+    @Test func aPageIsBoundedByBytesAndItsCursorGoesOn() throws {
+        let db = try DatabaseProcess.postgres()
+        let serve = try ServeProcess(config: Self.config(db).replacingOccurrences(of: "  max_limit: 50\n",
+                                                                                  with: "  max_limit: 50\n  max_answer_bytes: 64KiB\n"))
+        try postBig(serve, count: 8, kb: 30)
+        PostgresSinkTests.expect(db, "SELECT count(*) FROM healthgate.records", is: "8")
+        var seen: [String] = []
+        var cursor: String?
+        var pages = 0
+        repeat {
+            let r = try serve.client().request("GET", "/api/v1/samples?limit=50" + (cursor.map { "&cursor=" + $0 } ?? ""),
+                                               headers: [("Authorization", "Bearer \(Self.agent)")])
+            #expect(r.status == 200)
+            #expect(r.body.count <= 64 * 1024 + 32_000, "\(r.body.count) bytes")
+            let json = (try? JSONSerialization.jsonObject(with: Data(r.body))) as? [String: Any] ?? [:]
+            seen += Self.data(json).compactMap { $0["uuid"] as? String }
+            cursor = json["next_cursor"] as? String
+            pages += 1
+        } while cursor != nil && pages < 20
+        #expect(pages >= 4, "\(pages) pages")
+        #expect(seen == (0..<8).map { "big-\($0)" }, "\(seen)")
+    }
+
+    /// Answers waiting for a slow reader hold memory: past `read_api.max_buffered` the next read
+    /// is a 503 with Retry-After, and once the answer is out the budget is free again.
+    @Test func answersInFlightAreBounded() throws {
+        let db = try DatabaseProcess.postgres()
+        let serve = try ServeProcess(config: Self.config(db).replacingOccurrences(
+            of: "  max_limit: 50\n", with: "  max_limit: 50\n  max_answer_bytes: 8MiB\n  max_buffered: 8MiB\n"))
+        try postBig(serve, count: 60, kb: 150)
+        PostgresSinkTests.expect(db, "SELECT count(*) FROM healthgate.records", is: "60")
+        // A reader that reads nothing: its ~8 MB answer cannot all leave the gateway.
+        let slow = serve.client()
+        try slow.connect()
+        var small: Int32 = 4096
+        setsockopt(slow.fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        try slow.sendRaw(Array("GET /api/v1/samples?limit=50 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(Self.agent)\r\n\r\n".utf8))
+        var busy: (status: Int, json: [String: Any], headers: [(String, String)]) = (0, [:], [])
+        #expect(ServeProcess.eventually(10) { busy = (try? get(serve, "/samples?limit=1")) ?? busy; return busy.status == 503 },
+                "\(busy.status)")
+        #expect(busy.headers.contains { $0.0.lowercased() == "retry-after" })
+        #expect((busy.json["detail"] as? String ?? "").contains("max_buffered"))
+        slow.close()
+        #expect(ServeProcess.eventually(10) { (try? get(serve, "/samples?limit=1"))?.status == 200 })
     }
 
     @Test func badInputIsAProblemAndADatabaseThatIsDownA503() throws {

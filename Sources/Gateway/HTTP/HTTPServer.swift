@@ -252,6 +252,8 @@ final class RequestState {
     var body: [UInt8] = []
     /// The client certificate the handshake verified (with `tls.client_ca`).
     var clientCertificate: ClientCertificate?
+    /// The answer's hold, let go with this state once the answer is sent (`completed`).
+    var hold: ResponseHold?
     var tooLarge = false
     var discarded = 0
     var answered = false
@@ -378,6 +380,7 @@ enum MHDCallbacks {
         if let response = state.response {
             // Resumed: the worker answered.
             state.response = nil
+            state.hold = response.hold
             if let g = server.connections, let t = tracked(connection) { g.sending(t) }
             return queue(connection, response)
         }
@@ -447,6 +450,7 @@ enum MHDCallbacks {
             // the hop to a worker and back costs it ~15 % of its requests a second), or when no
             // worker could be started.
             let response = job.answer()
+            state.hold = response.hold
             if let g = server.connections, let t = tracked(connection) { g.sending(t) }
             return queue(connection, response)
         }
@@ -498,7 +502,9 @@ enum MHDCallbacks {
         guard let conCls, let raw = conCls.pointee else { return }
         if let cls {
             let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
-            server.release(Unmanaged<RequestState>.fromOpaque(raw).takeUnretainedValue())
+            let state = Unmanaged<RequestState>.fromOpaque(raw).takeUnretainedValue()
+            server.release(state)
+            state.hold = nil   // the answer is out (or its connection gone): its budget share is free
             server.inFlight.subtract(1, ordering: .releasing)
         }
         Unmanaged<RequestState>.fromOpaque(raw).release()

@@ -2,6 +2,7 @@ import FastJSON
 import HealthgateCore
 import HealthgateCrypto
 import SinkPostgres
+import Synchronization
 
 /// The read API (`read_api:`): JSON over what the PostgreSQL sink keeps, behind read-only
 /// tokens, each optionally limited to some devices. Every query is parameterized (the SQL is
@@ -13,7 +14,14 @@ public final class ReadAPI: Sendable {
     let requests: RequestLog?
     let logger: Logger
 
+    /// The bytes of answers being made or sent (`read_api.max_buffered`).
+    let budget: ByteBudget
+    /// Room past `maxAnswerBytes` for one row more than the bound (the first row always goes in)
+    /// and the page's own members.
+    static let pageSlack = 2 << 20
+
     public init(settings: ReadAPISettings, requests: RequestLog?, logger: Logger) {
+        budget = ByteBudget(limit: settings.maxBuffered + Self.pageSlack)
         self.settings = settings
         self.requests = requests
         self.logger = logger
@@ -70,15 +78,28 @@ public final class ReadAPI: Sendable {
             query.devices = allowed.sorted()
         }
         if endpoint == .batches { return batches(query) }
+        // Room for a whole answer is taken first; past the budget of answers in flight, 503.
+        let answerBytes = settings.maxAnswerBytes + Self.pageSlack
+        guard budget.take(answerBytes) else {
+            logger.warning("answers in flight would pass read_api.max_buffered (\(settings.maxBuffered) bytes); answering 503")
+            return problem(503, "Busy", "The read API holds as many answers as it may at once (read_api.max_buffered); "
+                           + "try again shortly.", headers: [HTTPHeader("Retry-After", "2")])
+        }
         let result: ReadResult
         do {
-            result = try pool.with { lease throws(PGError) in try ReadQueries.run(query, on: lease) }
+            result = try pool.with { lease throws(PGError) in try ReadQueries.run(query, on: lease, maxBytes: settings.maxAnswerBytes) }
         } catch {
+            budget.give(answerBytes)
             return unavailable(error)
         }
-        return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "application/json"),
-                                                   HTTPHeader("Cache-Control", "no-store")],
-                            body: request.method == "HEAD" ? [] : result.body)
+        // What the answer does not use is given back now; the rest when it has been sent.
+        let body = request.method == "HEAD" ? [] : result.body
+        budget.give(answerBytes - body.count)
+        var response = HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "application/json"),
+                                                           HTTPHeader("Cache-Control", "no-store")], body: body)
+        let budget = self.budget, held = body.count
+        response.hold = ResponseHold { budget.give(held) }
+        return response
     }
 
     /// The gateway's own request log, newest first (not the database: requests are noted as
@@ -292,4 +313,25 @@ enum ReadCursor {
         guard let t = Timestamp.parseRFC3339(rfc)?.0, ReadQuery.inRange(t), b[17] <= 0x35 else { return false }
         return true
     }
+}
+
+/// Bytes taken from a limit and given back, by any thread.
+final class ByteBudget: Sendable {
+    let limit: Int
+    private let used = Atomic<Int>(0)
+
+    init(limit: Int) { self.limit = limit }
+
+    /// Takes `n` bytes; false (and nothing taken) when they would pass the limit.
+    func take(_ n: Int) -> Bool {
+        if used.add(n, ordering: .relaxed).newValue > limit {
+            used.subtract(n, ordering: .relaxed)
+            return false
+        }
+        return true
+    }
+
+    func give(_ n: Int) { used.subtract(n, ordering: .relaxed) }
+
+    var inUse: Int { used.load(ordering: .relaxed) }
 }

@@ -15,6 +15,8 @@ import YAMLConfig
 ///   max_limit: 1000           # the most rows one page holds (default 1000; `limit` defaults to 100)
 ///   connections: 4            # database connections for reading, at most (default 4; at most half of http.threads)
 ///   statement_timeout: 10s    # a query that runs longer is cancelled: 503 (default 10s, at most 60s)
+///   max_answer_bytes: 4MiB    # a page ends early past this (its cursor goes on); default 4 MiB
+///   max_buffered: 64MiB       # answers being made or sent, all together; past it 503 (default 64 MiB)
 /// ```
 /// Read tokens never ingest and ingest tokens never read: a read token equal to a receiver's
 /// token is refused. Without a `read_api` block nothing is served under the prefix.
@@ -25,6 +27,8 @@ struct ReadAPIConfig: Decodable {
     var max_limit: Int?
     var connections: Int?
     var statement_timeout: ConfigDuration?
+    var max_answer_bytes: ByteSize?
+    var max_buffered: ByteSize?
 }
 
 struct ReadTokenConfig: Decodable {
@@ -46,6 +50,10 @@ public struct ReadAPISettings: Sendable {
     public var maxLimit: Int
     public var connections: Int
     public var statementTimeoutMs: Int
+    /// The most bytes of rows one answer holds (its first row always goes in).
+    public var maxAnswerBytes: Int
+    /// The bytes all answers being made or sent may hold together.
+    public var maxBuffered: Int
     package var access: PostgresSink.ReadAccess
 
     static let defaultPath = "/api/v1"
@@ -109,9 +117,14 @@ public struct ReadAPISettings: Sendable {
         }
         let timeout = c.statement_timeout?.seconds ?? 10
         if timeout < 0.001 || timeout > 60 { list.add("statement_timeout", "statement_timeout is more than 0 and at most 60s") }
+        let answer = Int(c.max_answer_bytes?.bytes ?? 4 << 20)
+        if !((64 << 10)...(256 << 20)).contains(answer) { list.add("max_answer_bytes", "max_answer_bytes is 64KiB to 256MiB") }
+        let buffered = Int(c.max_buffered?.bytes ?? Int64(max(64 << 20, answer * connections)))
+        if buffered < answer { list.add("max_buffered", "max_buffered is at least max_answer_bytes (\(answer) bytes)") }
         problems += list.problems
         guard list.problems.isEmpty, let access else { return nil }
         return ReadAPISettings(sink: c.sink, prefix: prefix, tokens: tokens, maxLimit: maxLimit, connections: connections,
-                               statementTimeoutMs: max(1, Int(timeout * 1000)), access: access)
+                               statementTimeoutMs: max(1, Int(timeout * 1000)), maxAnswerBytes: answer, maxBuffered: buffered,
+                               access: access)
     }
 }

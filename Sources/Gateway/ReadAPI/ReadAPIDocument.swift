@@ -17,7 +17,7 @@ enum ReadAPIDocument {
     }
 
     static let info = #"""
-    {"title":"healthgate read API","version":"1","description":"What healthgate's PostgreSQL sink keeps, read back. Times are UTC (RFC 3339); days are the phone's local days. Pages: pass next_cursor back as cursor until it is null. Tokens are read_api.tokens; a token limited to some devices sees only those."}
+    {"title":"healthgate read API","version":"1","description":"What healthgate's PostgreSQL sink keeps, read back. Times are UTC (RFC 3339); days are the phone's local days. Pages: pass next_cursor back as cursor until it is null (a page may hold fewer than limit rows when its rows are big: read_api.max_answer_bytes). Tokens are read_api.tokens; a token limited to some devices sees only those."}
     """#
 
     static let paths = #"""

@@ -37,12 +37,14 @@ struct ParameterizedSQL {
 }
 
 enum ReadQueries {
-    static func run(_ q: ReadQuery, on lease: ReadPool.Lease) throws(PGError) -> ReadResult {
+    /// A page of `q`: at most `q.limit` rows and, past its first row, at most `maxBytes` of them
+    /// (the cursor goes on from the last row given), rows read from the database as they come.
+    static func run(_ q: ReadQuery, on lease: ReadPool.Lease, maxBytes: Int) throws(PGError) -> ReadResult {
         switch q.endpoint {
-        case .samples: return try samples(q, lease)
-        case .workouts: return try workouts(q, lease)
-        case .daily: return try daily(q, lease)
-        case .latest: return try latest(q, lease)
+        case .samples: return try samples(q, lease, maxBytes)
+        case .workouts: return try workouts(q, lease, maxBytes)
+        case .daily: return try daily(q, lease, maxBytes)
+        case .latest: return try latest(q, lease, maxBytes)
         case .batches: preconditionFailure("batches are read from the request log")
         }
     }
@@ -59,7 +61,7 @@ enum ReadQueries {
 
     // MARK: samples
 
-    static func samples(_ q: ReadQuery, _ lease: ReadPool.Lease) throws(PGError) -> ReadResult {
+    static func samples(_ q: ReadQuery, _ lease: ReadPool.Lease, _ maxBytes: Int) throws(PGError) -> ReadResult {
         var sql = timed(q)
         if let t = q.type { sql.conditions.append("type = \(sql.bind(t))") }
         if let k = q.kind { sql.conditions.append("kind = \(sql.bind(k))") }
@@ -68,23 +70,20 @@ enum ReadQueries {
                                   + "\(sql.bind(a[2])), \(sql.bind(a[3]))::integer)")
         }
         let limit = sql.bind(String(q.limit + 1))
-        let rows = try lease.connection.execute(
+        var page = Page(limit: q.limit, maxBytes: maxBytes, endpoint: .samples)
+        let parser = JSONParser()
+        try lease.connection.stream(
             "SELECT device, uuid, part, parts, kind, type, extract(epoch FROM start_at)::text, extract(epoch FROM end_at)::text, "
             + "value, text_value, code, unit, activity, duration_s, energy_kcal, distance_m, source_app, source_device, "
             + "utc_offset, receiver, metadata::text, \(pairs("fields")), \(pairs("extra")), \(pairs("tags")), start_at::text "
             + "FROM \(lease.schema).records" + sql.whereClause + " ORDER BY start_at, device, uuid, part LIMIT \(limit)::integer",
-            sql.parameters).rows
-        var page = Page(limit: q.limit)
-        let parser = JSONParser()
-        for row in rows.prefix(q.limit) {
-            let record = self.record(row, parser: parser)
-            var line: [UInt8] = []
-            record.appendNDJSON(to: &line)
-            if line.last == 0x0A { line.removeLast() }
-            page.w.raw(line)
-        }
-        if rows.count > q.limit, let last = rows.prefix(q.limit).last {
-            page.next = ReadCursor.encode(.samples, [last[24] ?? "", last[0] ?? "", last[1] ?? "", last[2] ?? "0"])
+            sql.parameters) { row in
+            page.add(key: [row[24] ?? "", row[0] ?? "", row[1] ?? "", row[2] ?? "0"]) {
+                var line: [UInt8] = []
+                self.record(row, parser: parser).appendNDJSON(to: &line)
+                if line.last == 0x0A { line.removeLast() }
+                return line
+            }
         }
         return ReadResult(body: page.finish())
     }
@@ -149,19 +148,18 @@ enum ReadQueries {
 
     // MARK: workouts
 
-    static func workouts(_ q: ReadQuery, _ lease: ReadPool.Lease) throws(PGError) -> ReadResult {
+    static func workouts(_ q: ReadQuery, _ lease: ReadPool.Lease, _ maxBytes: Int) throws(PGError) -> ReadResult {
         var sql = timed(q)
         if let a = q.after {
             sql.conditions.append("(start_at, device, uuid) > (\(sql.bind(a[0]))::timestamptz, \(sql.bind(a[1])), \(sql.bind(a[2])))")
         }
         let limit = sql.bind(String(q.limit + 1))
-        let rows = try lease.connection.execute(
+        var page = Page(limit: q.limit, maxBytes: maxBytes, endpoint: .workouts)
+        try lease.connection.stream(
             "SELECT device, uuid, activity, extract(epoch FROM start_at)::text, extract(epoch FROM end_at)::text, duration_s, "
             + "energy_kcal, distance_m, source_app, source_device, day::text, avg_bpm, max_bpm, heart_rate_samples, start_at::text "
             + "FROM \(lease.schema).workouts" + sql.whereClause + " ORDER BY start_at, device, uuid LIMIT \(limit)::integer",
-            sql.parameters).rows
-        var page = Page(limit: q.limit)
-        for row in rows.prefix(q.limit) {
+            sql.parameters) { row in page.add(key: [row[14] ?? "", row[0] ?? "", row[1] ?? ""]) {
             var w = JSONWriter(capacity: 512)
             w.beginObject()
             w.key("device"); w.string(row[0] ?? "")
@@ -183,17 +181,14 @@ enum ReadQueries {
             w.key("samples"); w.int(Int(row[13] ?? "0") ?? 0)
             w.endObject()
             w.endObject()
-            page.w.raw(w.bytes)
-        }
-        if rows.count > q.limit, let last = rows.prefix(q.limit).last {
-            page.next = ReadCursor.encode(.workouts, [last[14] ?? "", last[0] ?? "", last[1] ?? ""])
-        }
+            return w.bytes
+        } }
         return ReadResult(body: page.finish())
     }
 
     // MARK: daily
 
-    static func daily(_ q: ReadQuery, _ lease: ReadPool.Lease) throws(PGError) -> ReadResult {
+    static func daily(_ q: ReadQuery, _ lease: ReadPool.Lease, _ maxBytes: Int) throws(PGError) -> ReadResult {
         let type = q.type ?? "steps"
         // Cumulative types (steps, energy, distance) are summed per local day; the others
         // (heart rate, body mass) averaged, with their least and greatest.
@@ -206,12 +201,12 @@ enum ReadQueries {
         if let t = q.to { sql.conditions.append("local_day <= \(sql.bind(t))::date") }
         if let a = q.after { sql.conditions.append("(local_day, device) > (\(sql.bind(a[0]))::date, \(sql.bind(a[1])))") }
         let limit = sql.bind(String(q.limit + 1))
-        let rows = try lease.connection.execute(
+        var page = Page(limit: q.limit, maxBytes: maxBytes, endpoint: .daily)
+        try lease.connection.stream(
             "SELECT device, local_day::text, sum(value), avg(value), min(value), max(value), count(*), min(unit) "
             + "FROM \(lease.schema).records" + sql.whereClause
-            + " GROUP BY local_day, device ORDER BY local_day, device LIMIT \(limit)::integer", sql.parameters).rows
-        var page = Page(limit: q.limit)
-        for row in rows.prefix(q.limit) {
+            + " GROUP BY local_day, device ORDER BY local_day, device LIMIT \(limit)::integer", sql.parameters) { row in
+            page.add(key: [row[1] ?? "", row[0] ?? ""]) {
             var w = JSONWriter(capacity: 256)
             w.beginObject()
             w.key("device"); w.string(row[0] ?? "")
@@ -224,17 +219,14 @@ enum ReadQueries {
             w.key("samples"); w.int(Int(row[6] ?? "0") ?? 0)
             optional(&w, "unit", row[7])
             w.endObject()
-            page.w.raw(w.bytes)
-        }
-        if rows.count > q.limit, let last = rows.prefix(q.limit).last {
-            page.next = ReadCursor.encode(.daily, [last[1] ?? "", last[0] ?? ""])
-        }
+            return w.bytes
+        } }
         return ReadResult(body: page.finish())
     }
 
     // MARK: latest
 
-    static func latest(_ q: ReadQuery, _ lease: ReadPool.Lease) throws(PGError) -> ReadResult {
+    static func latest(_ q: ReadQuery, _ lease: ReadPool.Lease, _ maxBytes: Int) throws(PGError) -> ReadResult {
         var devices = q.devices
         if devices == nil {
             // Every device, found through the primary key's index one device at a time (not a
@@ -248,19 +240,16 @@ enum ReadQueries {
         let list = sql.bind(ParameterizedSQL.textArray(devices ?? []))
         if let a = q.after { sql.conditions.append("(d.device, t.type) > (\(sql.bind(a[0])), \(sql.bind(a[1])))") }
         let limit = sql.bind(String(q.limit + 1))
-        let rows = try lease.connection.execute(
+        var page = Page(limit: q.limit, maxBytes: maxBytes, endpoint: .latest)
+        try lease.connection.stream(
             "SELECT d.device, t.type, r.value, r.text_value, r.unit, extract(epoch FROM r.start_at)::text, "
             + "extract(epoch FROM r.end_at)::text, r.source_app, r.source_device "
             + "FROM unnest(\(list)::text[]) AS d(device) CROSS JOIN \(lease.schema).types t "
             + "CROSS JOIN LATERAL (SELECT value, text_value, unit, start_at, end_at, source_app, source_device "
             + "FROM \(lease.schema).records x WHERE x.device = d.device AND x.type = t.type AND x.kind IN ('quantity', 'category') "
             + "AND x.start_at IS NOT NULL ORDER BY x.start_at DESC, x.end_at DESC NULLS LAST LIMIT 1) r"
-            + sql.whereClause + " ORDER BY d.device, t.type LIMIT \(limit)::integer", sql.parameters).rows
-        var page = Page(limit: q.limit)
-        if rows.count > q.limit, let last = rows.prefix(q.limit).last {
-            page.next = ReadCursor.encode(.latest, [last[0] ?? "", last[1] ?? ""])
-        }
-        for row in rows.prefix(q.limit) {
+            + sql.whereClause + " ORDER BY d.device, t.type LIMIT \(limit)::integer", sql.parameters) { row in
+            page.add(key: [row[0] ?? "", row[1] ?? ""]) {
             var w = JSONWriter(capacity: 256)
             w.beginObject()
             w.key("device"); w.string(row[0] ?? "")
@@ -275,8 +264,8 @@ enum ReadQueries {
                 w.endObject()
             }
             w.endObject()
-            page.w.raw(w.bytes)
-        }
+            return w.bytes
+        } }
         return ReadResult(body: page.finish())
     }
 
@@ -291,17 +280,43 @@ enum ReadQueries {
     }
 }
 
-/// `{"data": [...], "limit": n, "next_cursor": "…" | null}`.
+/// `{"data": [...], "limit": n, "next_cursor": "…" | null}`: at most `limit` rows and, past the
+/// first, at most `maxBytes` of them; `next_cursor` goes on from the last row given when more
+/// were there.
 struct Page {
     var w = JSONWriter(capacity: 16 << 10)
     var next: String?
     let limit: Int
+    let maxBytes: Int
+    let endpoint: ReadAPI.Endpoint?
+    private(set) var rows = 0
+    private var lastKey: [String] = []
 
-    init(limit: Int) {
+    init(limit: Int, maxBytes: Int = .max, endpoint: ReadAPI.Endpoint? = nil) {
         self.limit = limit
+        self.maxBytes = maxBytes
+        self.endpoint = endpoint
         w.beginObject()
         w.key("data")
         w.beginArray()
+    }
+
+    /// Adds the row `make` writes, keyed by `key` (its cursor); false, and the cursor set, when
+    /// the page is full: the row past `limit` (asked for to know more are there), or one that
+    /// would take the page past `maxBytes`.
+    mutating func add(key: [String], _ make: () -> [UInt8]) -> Bool {
+        guard rows < limit else { return full() }
+        let row = make()
+        if rows > 0 && w.bytes.count + row.count + 1 > maxBytes { return full() }
+        w.raw(row)
+        rows += 1
+        lastKey = key
+        return true
+    }
+
+    private mutating func full() -> Bool {
+        if let endpoint { next = ReadCursor.encode(endpoint, lastKey) }
+        return false
     }
 
     mutating func finish() -> [UInt8] {

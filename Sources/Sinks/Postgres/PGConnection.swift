@@ -53,6 +53,46 @@ package final class PGConnection {
         return PGRows(result!)
     }
 
+    /// Runs one query and hands its rows to `row` one at a time as they arrive (libpq's
+    /// single-row mode: the whole result is never held); `row` returns false to stop, and the
+    /// rest of the query is cancelled. The connection is left ready for the next statement.
+    package func stream(_ sql: String, _ parameters: [String?] = [], row: ([String?]) -> Bool) throws(PGError) {
+        guard let c = conn else { throw PGError(sqlstate: "08003", message: "not connected") }
+        let sent = PGConnection.withOptionalCStrings(parameters) { p in
+            PQsendQueryParams(c, sql, Int32(parameters.count), nil, p, nil, nil, 0)
+        }
+        guard sent == 1 else { throw PGError(sqlstate: nil, message: PGConnection.text(PQerrorMessage(c))) }
+        _ = PQsetSingleRowMode(c)
+        var stopped = false
+        var first: PGError?
+        // Every result is read, to the end, whatever happens: then the connection is clean.
+        while let r = PQgetResult(c) {
+            defer { PQclear(r) }
+            switch PQresultStatus(r) {
+            case PGRES_SINGLE_TUPLE:
+                guard !stopped && first == nil else { continue }
+                let f = PQnfields(r)
+                var cells: [String?] = []
+                cells.reserveCapacity(Int(f))
+                for j in 0..<f { cells.append(PQgetisnull(r, 0, j) == 1 ? nil : String(cString: PQgetvalue(r, 0, j))) }
+                if !row(cells) {
+                    stopped = true
+                    if let cancel = PQgetCancel(c) {
+                        var buffer = [CChar](repeating: 0, count: 256)
+                        _ = PQcancel(cancel, &buffer, Int32(buffer.count))
+                        PQfreeCancel(cancel)
+                    }
+                }
+            case PGRES_TUPLES_OK, PGRES_COMMAND_OK:
+                break
+            default:
+                // After our own cancel, its "canceling statement" is expected, not an error.
+                if !stopped && first == nil { first = error(r) }
+            }
+        }
+        if let first { throw first }
+    }
+
     /// `body` in one transaction: committed when it returns, rolled back when it throws (while
     /// the connection still stands).
     func transaction<R>(_ body: () throws(PGError) -> R) throws(PGError) -> R {
