@@ -225,7 +225,7 @@ public final class GatewayService: @unchecked Sendable {
                                        segmentBytes: 16 << 20, logger: logger.child("inbox \(s.name)"))
         return SinkDrainer(name: s.name, built: s.built, routes: routes, journal: journal, inbox: box,
                            dataDir: topology.dataDir, logger: logger.child("queue"), clock: clock, metrics: metrics,
-                           onCommit: onCommit)
+                           deadLetterBytes: topology.deadLetters.maxBytes, onCommit: onCommit)
     }
 
     /// What answers the HTTP requests for `topology`: its receivers, the read API, the status page.

@@ -358,6 +358,39 @@ import YAMLConfig
                 "\(said.map(\.message))")
     }
 
+    /// Dead letters had no budget: a phone's poisoned requests could fill the disk with them.
+    /// Past `dead_letters.max_bytes` a rejected record is kept as its keys and reason, and past
+    /// another eighth only counted; each is said in the log and counted.
+    @Test func deadLettersKeepToTheirBudget() throws {
+        let dir = ServeProcess.makeTempDir("pipe")
+        let j = try Journal(directory: dir + "/journal", logger: logger)
+        try append(j, (0..<200).map { _ in Self.record("poison") })
+        let sink = ScriptedSink()
+        let logs = MemoryLogSink()
+        let d = SinkDrainer(name: "scripted",
+                            built: .testing(sink, common: SinkCommonConfig(retry: RetryConfig(initial: ConfigDurationFor.ms(10), max: ConfigDurationFor.ms(20)))),
+                            routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["scripted"])],
+                            journal: j, dataDir: dir, logger: Logger(component: "t", sink: logs), deadLetterBytes: 8192)
+        try d.start()
+        defer { d.stop() }
+        let m = d.metrics
+        #expect(ServeProcess.eventually {
+            m.rejected.load(ordering: .relaxed) + m.deadLettersNotKept.load(ordering: .relaxed) == 200
+        })
+        let path = dir + "/sinks/scripted/dead-letters.ndjson"
+        let size = try #require(FileIO.fileSize(path))
+        #expect(size <= 8192 + 1024 + 600, "\(size) bytes")
+        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
+        let whole = lines.filter { $0.contains("\"record\":") }.count
+        let keys = lines.filter { $0.contains("\"record_left_out\":\"over dead_letters.max_bytes\"") && $0.contains("\"uuid\":\"poison\"") }.count
+        #expect(whole > 0 && keys > 0, "\(whole) whole, \(keys) keys")
+        #expect(keys == m.deadLettersKeysOnly.load(ordering: .relaxed))
+        #expect(whole + keys + m.deadLettersNotKept.load(ordering: .relaxed) == 200)
+        #expect(m.deadLettersNotKept.load(ordering: .relaxed) > 0)
+        #expect(logs.all.contains { $0.message.contains("kept as their keys only") })
+        #expect(logs.all.contains { $0.message.contains("not kept") && $0.message.contains("dead_letters.max_bytes") })
+    }
+
     @Test func pathTemplatesCannotEscapeTheirDirectory() {
         let t = PathTemplate("/data/archive/{device}/{date}.ndjson")
         var r = Self.record("x", device: "../../etc/passwd")

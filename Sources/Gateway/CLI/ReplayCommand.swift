@@ -169,7 +169,8 @@ struct ReplayCommand {
         let clock = SystemClock()
         return try chosen.map { s in
             let metrics = SinkMetrics(name: s.name)
-            let dead = DeadLetters(sink: s.name, dataDir: t.dataDir, metrics: metrics, logger: logger, clock: clock)
+            let dead = DeadLetters(sink: s.name, dataDir: t.dataDir, metrics: metrics, logger: logger, clock: clock,
+                                   maxBytes: t.deadLetters.maxBytes)
             let stateDir = SinkDrainer.stateDirectory(sink: s.name, dataDir: t.dataDir)
             try FileIO.makeDirectories(stateDir, mode: 0o700)
             let sink = try s.built.open(SinkContext(name: s.name, dataDir: t.dataDir, stateDir: stateDir, clock: clock,

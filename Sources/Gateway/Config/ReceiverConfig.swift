@@ -1,3 +1,4 @@
+import Pipeline
 import HealthgateCore
 import YAMLConfig
 
@@ -83,6 +84,17 @@ public struct QuarantineConfig: Decodable, Sendable {
     /// Bodies, records and reason lines together (default 100 MiB); past it the oldest kept
     /// bodies go first, then new entries keep only their reason line.
     public var max_bytes: ByteSize?
+
+    public init() {}
+}
+
+/// The dead letters' disk budget, per sink (an extension of DESIGN.md's config).
+public struct DeadLettersConfig: Decodable, Sendable {
+    /// What the records a sink's destination rejected take at most (default 100 MiB); past it
+    /// new ones are kept as their keys and reason only, and past another eighth only counted.
+    public var max_bytes: ByteSize?
+
+    public var maxBytes: Int { max_bytes.map { Int($0.bytes) } ?? DeadLetters.defaultMaxBytes }
 
     public init() {}
 }

@@ -24,6 +24,7 @@ public struct Topology: Sendable {
     public var warnings: [String]
     public var journal: JournalConfig = JournalConfig()
     public var quarantine: QuarantineConfig = QuarantineConfig()
+    public var deadLetters: DeadLettersConfig = DeadLettersConfig()
     /// `read_api:`, checked: what is served under its prefix (nil: nothing).
     public var readAPI: ReadAPISettings?
     /// `admin:`: the token that opens the status page from elsewhere than loopback.
@@ -78,6 +79,7 @@ struct TopLevelConfig: Decodable {
     var http: HTTPTuning?
     var journal: JournalConfig?
     var quarantine: QuarantineConfig?
+    var dead_letters: DeadLettersConfig?
     var receivers: YAMLNode?
     var routes: YAMLNode?
     var sinks: YAMLNode?
@@ -292,7 +294,8 @@ public enum ConfigLoader {
         return Topology(file: file, listenHost: host, listenPort: port, dataDir: dataDir, tls: top.tls,
                         http: top.http ?? HTTPTuning(), receivers: receivers, routes: routes, sinks: sinks,
                         warnings: warnings, journal: top.journal ?? JournalConfig(),
-                        quarantine: top.quarantine ?? QuarantineConfig(), readAPI: readAPI, admin: admin,
+                        quarantine: top.quarantine ?? QuarantineConfig(), deadLetters: top.dead_letters ?? DeadLettersConfig(),
+                        readAPI: readAPI, admin: admin,
                         log: top.log ?? LogConfig(), shutdownTimeout: shutdownTimeout, sinkFingerprints: fingerprints)
     }
 

@@ -86,6 +86,14 @@ enum PrometheusText {
         for s in sinks { line("healthgate_sink_records_kept_total", [("sink", s.name)], s.kept.load(ordering: .relaxed)) }
         family("healthgate_sink_records_rejected_total", "Records sent to a sink's dead letters.")
         for s in sinks { line("healthgate_sink_records_rejected_total", [("sink", s.name)], s.rejected.load(ordering: .relaxed)) }
+        family("healthgate_sink_dead_letters_over_budget_total",
+               "Rejected records past dead_letters.max_bytes: kept as their keys only, or not kept.")
+        for s in sinks {
+            line("healthgate_sink_dead_letters_over_budget_total", [("sink", s.name), ("kept", "keys")],
+                 s.deadLettersKeysOnly.load(ordering: .relaxed))
+            line("healthgate_sink_dead_letters_over_budget_total", [("sink", s.name), ("kept", "none")],
+                 s.deadLettersNotKept.load(ordering: .relaxed))
+        }
         family("healthgate_sink_records_dropped_total", "Records dropped unsent: the sink was over queue.max_bytes with drop_oldest.")
         for s in sinks { line("healthgate_sink_records_dropped_total", [("sink", s.name)], s.dropped.load(ordering: .relaxed)) }
         family("healthgate_sink_records_filtered_total", "Journaled records no route delivers to this sink.")

@@ -12,8 +12,14 @@ public struct DeadLetters: Sendable {
     let metrics: SinkMetrics
     let logger: Logger
     let clock: any Clock
+    /// The most bytes rejected records take (`dead_letters.max_bytes`); past it they are kept as
+    /// their keys and reason only, and past another eighth not written (counted either way).
+    let maxBytes: Int
+    public static let defaultMaxBytes = 100 << 20
 
-    public init(sink: String, dataDir: String, metrics: SinkMetrics, logger: Logger, clock: any Clock) {
+    public init(sink: String, dataDir: String, metrics: SinkMetrics, logger: Logger, clock: any Clock,
+                maxBytes: Int = DeadLetters.defaultMaxBytes) {
+        self.maxBytes = maxBytes
         self.sink = sink
         self.path = DeadLetters.path(sink: sink, dataDir: dataDir)
         self.metrics = metrics
@@ -41,6 +47,9 @@ public struct DeadLetters: Sendable {
         var out: [UInt8] = []
         var first: (type: String, uuid: String, reason: String)?
         var kept = 0
+        var keysOnly = 0
+        var notKept = 0
+        let size = FileIO.fileSize(path) ?? 0
         var otherReasons: Set<String> = []
         let time = Timestamp(seconds: clock.now().seconds).rfc3339()
         for (given, line, reason) in rejected {
@@ -63,8 +72,21 @@ public struct DeadLetters: Sendable {
             w.key("time"); w.string(time)
             w.key("sink"); w.string(sink)
             w.key("reason"); w.string(reason)
-            w.key("record")
-            w.raw(encoded)
+            if size + out.count + encoded.count + 128 <= maxBytes {
+                w.key("record")
+                w.raw(encoded)
+            } else if size + out.count + 512 + r.device.utf8.count + r.uuid.utf8.count <= maxBytes + maxBytes / 8 {
+                // Over the budget: which record it was, not the record.
+                w.key("record_left_out"); w.string("over dead_letters.max_bytes")
+                w.key("device"); w.string(r.device)
+                w.key("uuid"); w.string(r.uuid)
+                w.key("type"); w.string(r.type)
+                if let part = r.part { w.key("part"); w.int(part) }
+                keysOnly += 1
+            } else {
+                notKept += 1
+                continue
+            }
             w.endObject()
             w.newline()
             out += w.bytes
@@ -73,7 +95,17 @@ public struct DeadLetters: Sendable {
                 otherReasons.insert(reason)
             }
         }
+        if notKept > 0 {
+            metrics.deadLettersNotKept.add(notKept, ordering: .relaxed)
+            logger.error("sink \(sink): \(notKept) rejected record(s) not kept: its dead letters are past dead_letters.max_bytes "
+                         + "(\(maxBytes) bytes) and the room for their keys; move \(path) away to keep more")
+        }
         guard let first else { return true }
+        if keysOnly > 0 {
+            metrics.deadLettersKeysOnly.add(keysOnly, ordering: .relaxed)
+            logger.warning("sink \(sink): \(keysOnly) rejected record(s) kept as their keys only: its dead letters are past "
+                           + "dead_letters.max_bytes (\(maxBytes) bytes)")
+        }
         do {
             try FileIO.append(path, out)
         } catch {

@@ -36,9 +36,14 @@ public final class SinkDrainer: Sendable {
     private let thread = Locked<pthread_t?>(nil)
     private let startCursor = Locked<CursorStore.Committed?>(nil)
 
+    /// `dead_letters.max_bytes`: what the records this sink's destination rejects may take.
+    let deadLetterBytes: Int
+
     public init(name: String, built: BuiltSink, routes: [Route], journal: Journal, inbox: Journal? = nil, dataDir: String,
                 logger: Logger, clock: any WaitClock = SystemClock(), timeZones: any TimeZoneLookup = SystemTimeZones(),
-                metrics: SinkMetrics? = nil, shutdownDeadline: Double = 10, onCommit: @escaping @Sendable () -> Void = {}) {
+                metrics: SinkMetrics? = nil, shutdownDeadline: Double = 10, deadLetterBytes: Int = DeadLetters.defaultMaxBytes,
+                onCommit: @escaping @Sendable () -> Void = {}) {
+        self.deadLetterBytes = deadLetterBytes
         self.name = name
         self.built = built
         self.routes = routes
@@ -325,7 +330,8 @@ final class DrainLoop {
         patches = routes.changes
         linesOnly = routes.passesAsIs && !CanonicalCodec.parses(only: reads, patches: patches)
         pending = Pending(routed: ahead != nil, linesOnly: linesOnly)
-        deadLetters = DeadLetters(sink: d.name, dataDir: d.dataDir, metrics: d.metrics, logger: d.logger, clock: d.clock)
+        deadLetters = DeadLetters(sink: d.name, dataDir: d.dataDir, metrics: d.metrics, logger: d.logger, clock: d.clock,
+                                  maxBytes: d.deadLetterBytes)
         committed = start
         reader = d.journal.makeReader(from: start.journal.seq)
         inboxReader = d.inbox?.makeReader(from: start.inbox.seq)

@@ -9,6 +9,10 @@ public final class SinkMetrics: Sendable {
     public let sent = Atomic<Int>(0)
     public let kept = Atomic<Int>(0)
     public let rejected = Atomic<Int>(0)
+    /// Rejected records past `dead_letters.max_bytes`: kept as their keys and reason only
+    /// (`keysOnly`), or not written at all (`uncounted` past the keys' own room).
+    public let deadLettersKeysOnly = Atomic<Int>(0)
+    public let deadLettersNotKept = Atomic<Int>(0)
     public let filtered = Atomic<Int>(0)
     /// Records dropped unsent because the sink was over `queue.max_bytes` with `drop_oldest`.
     public let dropped = Atomic<Int>(0)
