@@ -63,7 +63,8 @@ let package = Package(
                                                      "HealthgateCrypto", "CDeflate", "YAMLConfig"],
                 path: "Sources/Sinks/InfluxDB", exclude: ["README.md"], swiftSettings: strict),
         // Home Assistant over MQTT: entity model and states, the libmosquitto client, the sink.
-        .target(name: "SinkMQTT", dependencies: ["SinkKit", "HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "YAMLConfig", "CMosquitto"],
+        .target(name: "SinkMQTT", dependencies: ["SinkKit", "HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "YAMLConfig", "CMosquitto",
+                                                 "HealthgateCrypto"],
                 path: "Sources/Sinks/MQTT", swiftSettings: strict),
         .target(name: "SinkPostgres", dependencies: ["SinkKit", "HealthgateCore", "Posix", "FastJSON", "YAMLConfig", "CPQ"],
                 path: "Sources/Sinks/Postgres", swiftSettings: strict),

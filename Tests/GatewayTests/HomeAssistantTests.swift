@@ -89,7 +89,7 @@ import Testing
         // What healthgate announced and published (retained, so a late subscriber gets it all).
         #expect(ServeProcess.eventually(20) {
             !MQTTSinkTests.retained(broker, "healthgate/bens-iphone/last_workout").isEmpty
-                && !MQTTSinkTests.retained(broker, "healthgate/\(MQTTSink.slug(Self.anna))/last_workout").isEmpty
+                && !MQTTSinkTests.retained(broker, "healthgate/\(MQTTSink.deviceSlug(Self.anna))/last_workout").isEmpty
         })
         usleep(500_000)
         let recorder = try MQTTRecorder(port: broker.port, topic: "homeassistant/sensor/#")

@@ -14,7 +14,7 @@ import YAMLConfig
 /// restart mid-stream loses nothing.
 @Suite(.serialized) struct MQTTSinkTests {
     static let device = "d_zsOZnTQUz_juWFVljuOOBQ"
-    static var slug: String { MQTTSink.slug(device) }
+    static var slug: String { MQTTSink.deviceSlug(device) }
 
     static func config(_ port: UInt16) -> String {
         """
@@ -438,7 +438,7 @@ import YAMLConfig
         let records = [HAStateBookTests.sample("s", "steps", 10, at: now - 60, device: "d_1"),
                        HAStateBookTests.sample("h", "heart_rate", 60, at: now - 60, device: "d_1")]
         #expect(first.write(SinkBatch(records: records)) == .accepted)
-        let slug = MQTTSink.slug("d_1")
+        let slug = MQTTSink.deviceSlug("d_1")
         let heartConfig = "homeassistant/sensor/healthgate_\(slug)/heart_rate/config"
         #expect(!MQTTSinkTests.retained(broker, heartConfig).isEmpty)
         let state = try #require(first.saveState())
@@ -447,8 +447,64 @@ import YAMLConfig
         #expect(second.probe() == .reachable)   // connects
         #expect(MQTTSinkTests.retained(broker, heartConfig).isEmpty)
         #expect(!MQTTSinkTests.retained(broker, "homeassistant/sensor/healthgate_\(slug)/steps_today/config").isEmpty)
-        #expect(!second.announced.contains("d_1\u{1F}heart_rate"))
-        #expect(second.announced.contains("d_1\u{1F}steps"))
+        #expect(!second.announced.contains(MQTTSink.announceKey("d_1", "heart_rate")))
+        #expect(second.announced.contains(MQTTSink.announceKey("d_1", "steps")))
+        second.close()
+    }
+
+    /// A device id could be chosen to be another's slug (`steps_` and the 32-bit hash of
+    /// `Steps`) and write its topics and Home Assistant entity; and `x_resting` with heart_rate
+    /// shared `x`'s resting_heart_rate unique_id. Device slugs are now one-to-one.
+    @Test func noDeviceIdCanTakeAnothersTopicsOrEntities() throws {
+        let ids = ["Steps", "steps", "steps_" + FNV1a.hex("Steps").prefix(8), "x", "x_resting", "x-resting", "a/b", "a_b", "a b",
+                   "d_zsOZnTQUz_juWFVljuOOBQ", "", "_", String(repeating: "y", count: 70), String(repeating: "y", count: 71), "İ", "i"]
+        var slugs = ids.map(MQTTSink.deviceSlug)
+        #expect(Set(slugs).count == ids.count, "\(slugs)")
+        slugs.append(MQTTSink.deviceSlug(slugs[0]))   // an id chosen to be another's slug is not that slug
+        #expect(Set(slugs).count == ids.count + 1)
+        for s in slugs {
+            #expect(!s.isEmpty && s.utf8.count <= 64 && s.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F || $0 == 0x2D }, "\(s)")
+        }
+        #expect(MQTTSink.deviceSlug("phone-1") == "phone-1")
+        // unique_id = healthgate_<device slug>_<object id> splits one way only.
+        let resting = try #require(HACatalog.entity(forType: "resting_heart_rate"))
+        let heart = try #require(HACatalog.entity(forType: "heart_rate"))
+        let sink = try open("{kind: mqtt, url: \"mqtt://127.0.0.1:1\"}")
+        func uniqueID(_ d: String, _ e: HAEntity) -> String? {
+            (try? JSONSerialization.jsonObject(with: Data(sink.discoveryConfig(d, e))) as? [String: Any])?["unique_id"] as? String
+        }
+        #expect(uniqueID("x_resting", heart) != uniqueID("x", resting))
+        #expect(uniqueID("x-resting", heart) != uniqueID("x", resting))
+    }
+
+    /// What was announced under the old slug is taken down when the sink connects, and announced
+    /// again under the new one; Home Assistant keeps the entity (its object id comes from the name).
+    @Test func sensorsAnnouncedUnderTheOldSlugMove() throws {
+        let broker = try DatabaseProcess.mosquitto()
+        let url = "mqtt://127.0.0.1:\(broker.port)"
+        let now = Int64(Date().timeIntervalSince1970)
+        let first = try open("{kind: mqtt, url: \"\(url)\"}")
+        #expect(first.write(SinkBatch(records: [HAStateBookTests.sample("s", "steps", 10, at: now - 60, device: "d_1")])) == .accepted)
+        let state = try #require(first.saveState())
+        first.close()
+        // As a gateway of before left it: retained config and state under the old slug, and the
+        // sensor remembered in the old way.
+        let old = MQTTSink.legacySlug("d_1")
+        #expect(old != MQTTSink.deviceSlug("d_1"))
+        let oldConfig = "homeassistant/sensor/healthgate_\(old)/steps_today/config"
+        let publisher = try MQTTClient(options: MQTTClient.Options(host: "127.0.0.1", port: Int(broker.port), clientID: "old-gateway"))
+        try publisher.connect()
+        _ = try publisher.waitForAcks([try publisher.publish(topic: oldConfig, payload: Array("{}".utf8), qos: 1, retain: true),
+                                       try publisher.publish(topic: "healthgate/\(old)/steps_today", payload: Array("{}".utf8), qos: 1, retain: true)], qos: 1)
+        publisher.disconnect()
+        let second = try open("{kind: mqtt, url: \"\(url)\"}", state: state)
+        second.announced = ["d_1\u{1F}steps"]
+        #expect(second.write(SinkBatch(records: [HAStateBookTests.sample("s2", "steps", 5, at: now - 30, device: "d_1")])) == .accepted)
+        #expect(MQTTSinkTests.retained(broker, oldConfig).isEmpty)
+        #expect(MQTTSinkTests.retained(broker, "healthgate/\(old)/steps_today").isEmpty)
+        let newConfig = "homeassistant/sensor/healthgate_\(MQTTSink.deviceSlug("d_1"))/steps_today/config"
+        #expect(!MQTTSinkTests.retained(broker, newConfig).isEmpty)
+        #expect(second.announced == [MQTTSink.announceKey("d_1", "steps")])
         second.close()
     }
 }

@@ -2,6 +2,7 @@ import CanonicalJSON
 import FastJSON
 import Glibc
 import HealthgateCore
+import HealthgateCrypto
 import Posix
 import SinkKit
 import YAMLConfig
@@ -79,13 +80,32 @@ public final class MQTTSink: Sink {
             // discovery turned off): an empty retained config removes them from Home Assistant.
             let kept = Set(settings.discovery ? settings.entities.map(\.type) : [])
             var removed: [String] = []
+            var moved: [String] = []
             for key in announced.sorted() {
-                let parts = key.split(separator: "\u{1F}", maxSplits: 1).map(String.init)
-                guard parts.count == 2, !kept.contains(parts[1]), let e = HACatalog.entity(forType: parts[1]) else { continue }
+                let parts = key.split(separator: "\u{1F}").map(String.init)
+                guard parts.count >= 2, let e = HACatalog.entity(forType: parts[1]) else { continue }
+                if parts.count == 2 {
+                    // Announced under the device slug of before (which two ids could share): its
+                    // retained config and state go, and it is announced again under its own.
+                    let old = MQTTSink.legacySlug(parts[0])
+                    if old != MQTTSink.deviceSlug(parts[0]) || !kept.contains(parts[1]) {
+                        mids.append(try client.publish(topic: "\(settings.prefix)/sensor/healthgate_\(old)/\(e.objectID)/config",
+                                                       payload: [], qos: max(1, settings.qos), retain: true))
+                        mids.append(try client.publish(topic: "\(settings.base)/\(old)/\(e.objectID)", payload: [],
+                                                       qos: max(1, settings.qos), retain: true))
+                        if kept.contains(parts[1]) { moved.append(key); markDirty(parts[0], parts[1]) } else { removed.append(key) }
+                    } else {
+                        moved.append(key)
+                        announced.insert(MQTTSink.announceKey(parts[0], parts[1]))
+                    }
+                    continue
+                }
+                guard !kept.contains(parts[1]) else { continue }
                 mids.append(try client.publish(topic: discoveryTopic(parts[0], e), payload: [], qos: max(1, settings.qos), retain: true))
                 removed.append(key)
             }
             _ = try client.waitForAcks(mids, qos: max(1, settings.qos))
+            announced.subtract(moved)
             if !removed.isEmpty {
                 announced.subtract(removed)
                 logger.info("removed \(removed.count) sensor(s) from Home Assistant that the config no longer has")
@@ -122,7 +142,7 @@ public final class MQTTSink: Sink {
                 var line: [UInt8] = []
                 batch.appendLine(i, to: &line)
                 if line.last == 0x0A { line.removeLast() }
-                messages.append(Message(topic: "\(settings.base)/\(MQTTSink.slug(r.device))/records/\(MQTTSink.slug(r.type))",
+                messages.append(Message(topic: "\(settings.base)/\(MQTTSink.deviceSlug(r.device))/records/\(MQTTSink.slug(r.type))",
                                         payload: line, retain: false, record: i))
             }
         }
@@ -141,7 +161,7 @@ public final class MQTTSink: Sink {
         let now = clock.now()
         let updates = all ? book.all(now: now) : dirty.compactMap { book.update(device: $0.device, type: $0.type, now: now) }
         for u in updates {
-            let key = u.device + "\u{1F}" + u.entity.type
+            let key = MQTTSink.announceKey(u.device, u.entity.type)
             if settings.discovery && (all || !announced.contains(key)) {
                 out.append(Message(topic: discoveryTopic(u.device, u.entity), payload: discoveryConfig(u.device, u.entity),
                                    retain: true, record: nil, announces: key))
@@ -263,11 +283,15 @@ public final class MQTTSink: Sink {
 
     // MARK: topics and payloads
 
-    func stateTopic(_ device: String, _ e: HAEntity) -> String { "\(settings.base)/\(MQTTSink.slug(device))/\(e.objectID)" }
+    func stateTopic(_ device: String, _ e: HAEntity) -> String { "\(settings.base)/\(MQTTSink.deviceSlug(device))/\(e.objectID)" }
 
     func discoveryTopic(_ device: String, _ e: HAEntity) -> String {
-        "\(settings.prefix)/sensor/healthgate_\(MQTTSink.slug(device))/\(e.objectID)/config"
+        "\(settings.prefix)/sensor/healthgate_\(MQTTSink.deviceSlug(device))/\(e.objectID)/config"
     }
+
+    /// How an announced sensor is remembered: device, type and the device slug's version (a key
+    /// of two parts was announced under `legacySlug`).
+    static func announceKey(_ device: String, _ type: String) -> String { device + "\u{1F}" + type + "\u{1F}2" }
 
     func statePayload(_ u: HAUpdate) -> [UInt8] {
         var w = JSONWriter(capacity: 256)
@@ -294,7 +318,7 @@ public final class MQTTSink: Sink {
     }
 
     func discoveryConfig(_ device: String, _ e: HAEntity) -> [UInt8] {
-        let slug = MQTTSink.slug(device)
+        let slug = MQTTSink.deviceSlug(device)
         var w = JSONWriter(capacity: 768)
         w.beginObject()
         w.key("name"); w.string(e.name)
@@ -353,8 +377,32 @@ public final class MQTTSink: Sink {
         return out.isEmpty ? nil : String(out.prefix(48))
     }
 
-    /// A device id or type as one topic level and as HA's node/object id: `[a-z0-9_-]`, lower
-    /// case; one that had to change keeps a hash of the original, so two stay two.
+    /// A device id as one topic level and HA's node id, that no other id can have: an id of
+    /// `[a-z0-9-]` alone (at most 64 bytes) as it is; any other as `[a-z0-9_-]` (at most 40 bytes
+    /// of it), `_` and 16 hex digits of its SHA-256 — the one form never has `_`, the other always
+    /// ends in `_` and its hash, so neither can be chosen to be another's, and `healthgate_<slug>_<object id>`
+    /// splits one way only.
+    static func deviceSlug(_ s: String) -> String {
+        let plain = s.utf8.count <= 64 && !s.isEmpty && s.utf8.allSatisfy {
+            ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: "-")
+        }
+        if plain { return s }
+        var lossy: [UInt8] = []
+        for b in s.utf8 where lossy.count < 40 {
+            switch b {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"): lossy.append(b)
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): lossy.append(b | 0x20)
+            default: lossy.append(UInt8(ascii: "_"))
+            }
+        }
+        return String(decoding: lossy, as: UTF8.self) + "_" + Crypto.lowercaseHex(Array(Crypto.sha256(Array(s.utf8)).prefix(8)))
+    }
+
+    /// The device slug of before (`slug`), for taking down what was announced under it.
+    static func legacySlug(_ s: String) -> String { slug(s) }
+
+    /// A type as one topic level: `[a-z0-9_-]`, lower case; one that had to change keeps a hash
+    /// of the original, so two stay two (within one device's topics).
     static func slug(_ s: String) -> String {
         // ASCII, as device ids and type names are, byte by byte (every record's topic goes
         // through here: by Unicode scalar properties it was an eighth of the server's CPU).
