@@ -86,7 +86,7 @@ import Testing
         #expect(String(decoding: try FileIO.readAll(file), as: UTF8.self) == "phone-A\n")
         var st = stat()
         #expect(stat(file, &st) == 0 && st.st_mode & 0o777 == 0o600)
-        #expect(serve.stderrText.contains("bound to device phone-A"))
+        #expect(ServeProcess.eventually { serve.stderrText.contains("bound to device phone-A") }, "\(serve.stderrText)")
         serve.stop()
         let again = try ServeProcess(config: Self.config("first_seen"), dataDir: serve.dataDir)
         let c2 = again.client()
