@@ -2,6 +2,7 @@ import Foundation
 @testable import Gateway
 import HealthgateCore
 @testable import HealthgateTesting
+@testable import SinkMQTT
 import Testing
 
 /// What `contrib/` and `make install` give an admin: the install lands where Debian expects it
@@ -89,6 +90,51 @@ import Testing
             let r = try CLITests.run(["check", "--config", Self.root + "/contrib/configs/\(name).yaml"], env: Self.env)
             #expect(r.status == 0, "\(name): \(r.err)")
             #expect(!r.out.contains("warning"), "\(name): \(r.out)")
+        }
+    }
+
+    /// contrib/configs/home-assistant.yaml as a user runs it, with a phone whose device id it
+    /// does not name (it once hard-coded one: another phone's steps counted twice and reset at
+    /// UTC midnight, and the named one became two HA devices): today's steps are the day's sum
+    /// once, even resent, on one device named as the config says.
+    @Test func theHomeAssistantExampleIsRightForAnyPhone() throws {
+        let broker = try DatabaseProcess.mosquitto()
+        let text = try String(contentsOfFile: Self.root + "/contrib/configs/home-assistant.yaml", encoding: .utf8)
+            .replacingOccurrences(of: "listen: 0.0.0.0:8080", with: "listen: 127.0.0.1:0")
+            .replacingOccurrences(of: "data_dir: /var/lib/healthgate", with: "data_dir: DATA_DIR")
+            .replacingOccurrences(of: "mqtt://localhost:1883", with: "mqtt://127.0.0.1:\(broker.port)")
+        #expect(text.contains("127.0.0.1:\(broker.port)") && text.contains("DATA_DIR"))
+        let serve = try ServeProcess(config: text, environment: ["PHONE_TOKEN": Vectors.token, "PHONE_HMAC": Vectors.secret,
+                                                                 "MQTT_PASSWORD": "unused"])
+        let recorder = try MQTTRecorder(port: broker.port, topic: "homeassistant/sensor/#")
+        defer { recorder.stop() }
+        let device = "d_SomeOtherPhone_9x"
+        let now = Int64(Date().timeIntervalSince1970)
+        let offset = Int64(TimeZone(identifier: "Europe/Budapest")!.secondsFromGMT(for: Date()))
+        let steps = [412, 300, 500, 400]   // 1,612 in all
+        let samples = steps.enumerated().map { i, n in
+            let t = TestTime.ago(Int64(3000 - i * 600), now: now, offset: offset)
+            return #"{"uuid":"st-\#(i)","type":"steps","value":\#(n),"unit":"count","start":"\#(Timestamp(seconds: t).rfc3339())","end":"\#(Timestamp(seconds: t + 59).rfc3339())"}"#
+        }
+        for _ in 0..<2 {   // sent, then sent again
+            let body = Vectors.syncBody(device: device, samples: samples, delivery: UUID().uuidString.lowercased())
+            let r = try serve.client().request("POST", "/syncky", headers: LiveServeTests.signedHeaders(body), body: Array(body.utf8))
+            #expect(r.status == 200, "\(r.text)")
+        }
+        let slug = MQTTSink.deviceSlug(device)
+        var value: Any?
+        #expect(ServeProcess.eventually {
+            let state = MQTTSinkTests.retained(broker, "healthgate/\(slug)/steps_today")
+            value = (try? JSONSerialization.jsonObject(with: Data(state.utf8)) as? [String: Any])?["value"]
+            return (value as? Int) == 1612 || (value as? Double) == 1612
+        }, "\(String(describing: value))")
+        // Every sensor on one device, named as the config says.
+        let configs = recorder.received
+        #expect(!configs.isEmpty)
+        for c in configs {
+            #expect(c.topic.hasPrefix("homeassistant/sensor/healthgate_\(slug)/"), "\(c.topic)")
+            let json = (try? JSONSerialization.jsonObject(with: Data(c.payload.utf8)) as? [String: Any]) ?? [:]
+            #expect((json["device"] as? [String: Any])?["name"] as? String == "My iPhone")
         }
     }
 

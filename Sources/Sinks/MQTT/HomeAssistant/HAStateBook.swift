@@ -90,7 +90,9 @@ public final class HAStateBook {
             if seen.insert(device + "\u{1F}" + type).inserted { touched.append((device, type)) }
         }
         for r in records {
-            guard let entity = entities[r.type] else { continue }
+            // A summary an `aggregate` transform made counts its samples again: the sensors are
+            // made from samples alone (the summaries still go out on the records topic).
+            guard let entity = entities[r.type], !r.uuid.hasPrefix("aggregate:") else { continue }
             if apply(r, entity, now: now) { touch(r.device, r.type) }
         }
         // A workout's heart rate from the heart-rate samples in its window, whichever came first
