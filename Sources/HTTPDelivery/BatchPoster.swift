@@ -10,11 +10,15 @@ public struct BatchPoster {
     let url: String
     /// What to fix when credentials are refused, e.g. "sinks.influx.token".
     let credentialsHint: String
+    /// What to fix when the endpoint is not one that takes writes, e.g. "sinks.influx.url and api".
+    let endpointHint: String
     let client: CurlClient
     let logger: Logger
     let clock: any Clock
 
-    public init(sinkName: String, url: String, credentialsHint: String, client: CurlClient, logger: Logger, clock: any Clock) {
+    public init(sinkName: String, url: String, credentialsHint: String, endpointHint: String? = nil, client: CurlClient,
+                logger: Logger, clock: any Clock) {
+        self.endpointHint = endpointHint ?? "sinks.\(sinkName).url"
         self.sinkName = sinkName
         self.url = url
         self.credentialsHint = credentialsHint
@@ -44,9 +48,13 @@ public struct BatchPoster {
         case .accepted:
             return .accepted
         case .credentials:
+            // Said by the delivery once a minute while it lasts, not at every try.
             let why = "\(status) from \(url): it refused healthgate's credentials; check \(credentialsHint). "
                 + "The records wait in the queue and go out once it is fixed"
-            logger.error(why)
+            return .keep(reason: why, retryAfterSeconds: nil)
+        case .endpoint:
+            let why = "\(status) from \(url)\(BatchPoster.snippet(response)): this is not an endpoint that takes these writes; "
+                + "check \(endpointHint). The records wait in the queue and go out once it is fixed (healthgate reload)"
             return .keep(reason: why, retryAfterSeconds: nil)
         case .redirect:
             let why = "\(status) from \(url): it redirects to \(response.header("location") ?? "elsewhere"); "

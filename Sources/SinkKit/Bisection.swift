@@ -65,6 +65,8 @@ public enum Bisection {
 public enum HTTPOutcome: Sendable, Equatable {
     case accepted
     case credentials
+    /// No such endpoint, database or bucket (404, 405, 410): the sink's config, not the records.
+    case endpoint
     case redirect
     case later
     case refused
@@ -73,6 +75,7 @@ public enum HTTPOutcome: Sendable, Equatable {
         switch status {
         case 200..<300: .accepted
         case 401, 403: .credentials
+        case 404, 405, 410: .endpoint
         case 300..<400: .redirect
         case 408, 429, 500..<600: .later
         default: .refused

@@ -87,12 +87,24 @@ public enum Reachability: Sendable, Equatable {
     case unknown
     case reachable
     case unreachable(String)
+    /// It answers, and keeps refusing the writes for a reason that is not the records' (a wrong
+    /// endpoint, refused credentials, no such database): its records wait until that is fixed.
+    case failing(String)
 
     public var word: String {
         switch self {
         case .unknown: "unknown"
         case .reachable: "reachable"
         case .unreachable: "unreachable"
+        case .failing: "failing"
+        }
+    }
+
+    /// What is wrong, when something is.
+    public var problem: String? {
+        switch self {
+        case .unreachable(let why), .failing(let why): why
+        case .unknown, .reachable: nil
         }
     }
 }

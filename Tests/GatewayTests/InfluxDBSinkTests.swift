@@ -42,6 +42,49 @@ import YAMLConfig
                                    body: Array(body.utf8)).status
     }
 
+    /// Issue 47: `api: v2` against InfluxDB 1.6 (Debian's) is answered 404 for every write. That
+    /// is the sink's config, not the records: they used to go to the dead letters with a log line
+    /// each while status said "up to date … reachable". Now they wait, the sink shows as failing
+    /// (status, /healthz), the log says what to change about once a minute, and once the config
+    /// is fixed and reloaded everything arrives.
+    @Test func aWrongEndpointKeepsTheRecordsAndSaysTheSinkIsFailing() throws {
+        let db = try DatabaseProcess.influxDB()
+        let wrong = "{kind: influxdb, url: \"\(db.url)\", api: v2, org: home, bucket: health, token: t0123456789, precision: s, "
+            + "batch: {max_wait: 10ms}, retry: {initial: 100ms, max: 300ms}}"
+        let serve = try ServeProcess(config: Self.config(wrong))
+        let samples = (0..<300).map { i in
+            #"{"uuid":"w-\#(i)","type":"steps","value":\#(i + 1),"unit":"count","start":"\#(Timestamp(seconds: 1_796_112_000 + Int64(i) * 60).rfc3339())"}"#
+        }
+        #expect(try Self.post(serve, Vectors.syncBody(samples: samples)) == 200)
+        var health: [String: Any] = [:]
+        #expect(ServeProcess.eventually(15) {
+            health = (try? JSONSerialization.jsonObject(with: Data(serve.client().request("GET", "/healthz").body)) as? [String: Any]) ?? [:]
+            return (health["sinks"] as? [String: String])?["influx"] == "failing"
+        }, "\(health)")
+        #expect(health["status"] as? String == "degraded")
+        Thread.sleep(forTimeInterval: 2)   // several tries at 100–300 ms
+        let dead = serve.dataDir + "/sinks/influx/dead-letters.ndjson"
+        #expect((FileIO.fileSize(dead) ?? 0) == 0, "records were dead-lettered")
+        let status = try CLITests.run(["status", "--config", serve.configPath])
+        #expect(status.out.contains("FAILING") && status.out.contains("404") && status.out.contains("api (v1 for InfluxDB 1.x)"), "\(status.out)")
+        let said = serve.stderrText.split(separator: "\n").filter { $0.contains("404") }
+        #expect(!said.isEmpty && said.count <= 3, "\(said.count) lines: \(said.prefix(5))")
+        // Fixed, and reloaded: everything arrives, nothing twice.
+        let right = "{kind: influxdb, url: \"\(db.url)\", api: v1, database: health, precision: s, batch: {max_wait: 10ms}, "
+            + "retry: {initial: 100ms, max: 300ms}}"
+        try Self.config(right).replacingOccurrences(of: "DATA_DIR", with: serve.dataDir).write(toFile: serve.configPath, atomically: true, encoding: .utf8)
+        kill(serve.process.processIdentifier, SIGHUP)
+        var count = 0
+        #expect(ServeProcess.eventually(20) {
+            count = ((try? db.influxRows("SELECT count(value) FROM steps"))?.first?["count"] as? Int) ?? 0
+            return count == 300
+        }, "\(count)")
+        #expect(ServeProcess.eventually(10) {
+            let h = (try? JSONSerialization.jsonObject(with: Data(serve.client().request("GET", "/healthz").body)) as? [String: Any]) ?? [:]
+            return h["status"] as? String == "ok"
+        })
+    }
+
     @Test func writesToInfluxDB1AndAResendAddsNoPoint() throws {
         let db = try DatabaseProcess.influxDB()
         let serve = try ServeProcess(config: Self.config(
@@ -243,7 +286,7 @@ import YAMLConfig
     /// Every status class InfluxDB answers with, against a scripted endpoint. (A 429 or 503
     /// once lost its Retry-After on the way out of the sink; this caught it.)
     @Test(arguments: [(500, "keep"), (502, "keep"), (503, "keep-after"), (429, "keep-after"), (401, "keep"), (403, "keep"),
-                      (400, "reject"), (404, "reject")])
+                      (400, "reject"), (404, "keep")])
     func handlesEveryStatusClass(_ status: Int, _ expected: String) throws {
         let endpoint = try ScriptedEndpoint { _ in
             HTTPResponse(status: status, headers: status == 503 || status == 429 ? [HTTPHeader("Retry-After", "12")] : [])

@@ -57,7 +57,8 @@ struct StatusCommand {
             let retrying = k["next_retry"]?.string
             var line = "  \(name): "
             let paused = k["paused"].flatMap { $0.kind == .object ? $0 : nil }
-            line += paused != nil ? "PAUSED" : retrying != nil ? "RETRYING" : (waiting > 0 ? "delivering" : "up to date")
+            line += paused != nil ? "PAUSED" : k["failing_reason"]?.string != nil ? "FAILING"
+                : retrying != nil ? "RETRYING" : (waiting > 0 ? "delivering" : "up to date")
             line += "; \(waiting) record(s) waiting (\(Self.size(Int(n("waiting_bytes")))) of journal)"
             if waiting > 0, let oldest = k["oldest_waiting"]?.string { line += ", oldest received \(oldest)" }
             line += "; sent \(n("sent")), kept for retry \(n("kept")), rejected \(n("rejected"))"
@@ -72,6 +73,7 @@ struct StatusCommand {
                 print("    \(p["resume"]?.string ?? "")")
             }
             if let why = k["unreachable_reason"]?.string { print("    unreachable: \(why)") }
+            if let why = k["failing_reason"]?.string { print("    failing: \(why)") }
             if let e = k["last_error"]?.string { print("    last error: \(e)") }
             if let r = retrying { print("    next try: \(r)") }
             if let d = k["detail"]?.string { print("    \(d)") }

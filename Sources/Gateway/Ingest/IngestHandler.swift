@@ -153,11 +153,11 @@ public final class IngestHandler: HTTPHandler, Sendable {
         }
         var w = JSONWriter(capacity: 128)
         let sinks = sinkMetrics()
-        let down = sinks.contains { if case .unreachable = $0.reachability { true } else { $0.paused != nil } }
+        let down = sinks.contains { $0.reachability.problem != nil || $0.paused != nil }
         w.beginObject()
         // 200 while the journal takes data (phones lose nothing); "degraded" when a sink's
-        // destination cannot be reached or the crash-loop guard paused it (its records wait in
-        // the journal).
+        // destination cannot be reached, keeps refusing its writes for a reason of its config, or
+        // the crash-loop guard paused it (its records wait in the journal).
         w.key("status"); w.string(down ? "degraded" : "ok")
         w.key("journal_seq"); w.int(Int(journal.lastDurableSeq))
         // Each sink's destination as its drainer last found it. A sink that is down does not

@@ -90,8 +90,8 @@ enum StatusPageHTML {
                        + "entry \(p.from.seq), record \(p.from.skip). " + CrashGuard.howToResume(m.name) + ".")
             } else {
             switch m.reachability {
-            case .unreachable(let why):
-                h.raw("<span class=\"bad\">unreachable</span> "); h.text(why)
+            case .unreachable(let why), .failing(let why):
+                h.raw("<span class=\"bad\">"); h.text(m.reachability.word); h.raw("</span> "); h.text(why)
             default:
                 h.raw("<span class=\"ok\">"); h.text(m.reachability.word); h.raw("</span>")
             }

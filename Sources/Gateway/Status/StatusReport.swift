@@ -89,6 +89,8 @@ enum StatusReport {
             }
             w.key("unreachable_reason")
             if case .unreachable(let why) = reach { w.string(why) } else { w.null() }
+            w.key("failing_reason")
+            if case .failing(let why) = reach { w.string(why) } else { w.null() }
             w.key("next_retry")
             let next = m.nextRetryAt.load(ordering: .relaxed)
             if next > 0 { w.string(Timestamp(seconds: next).rfc3339()) } else { w.null() }

@@ -98,6 +98,11 @@ public struct BatchDelivery {
                 }
                 return .delivered
             }
+            // The destination took none of the batch: the sink is failing (shown in status,
+            // /healthz, the status page) until a write goes through.
+            if keep.count == batch.count {
+                if case .unreachable = metrics.reachability {} else { metrics.reachability = .failing(reason) }
+            }
             if keep.count != batch.count { batch = batch.selecting(keep) }
             metrics.kept.add(batch.count, ordering: .relaxed)
             metrics.lastError = reason

@@ -381,7 +381,9 @@ final class DrainLoop {
     func probe() {
         guard let sink else { return }
         lastProbeAt = monotonicSeconds()
-        let r = sink.probe()
+        var r = sink.probe()
+        // A destination that answers but refuses the writes stays failing until a write goes through.
+        if case .failing = metrics.reachability, r == .reachable { r = metrics.reachability }
         if r != metrics.reachability {
             if case .unreachable(let why) = r { logger.warning("sink \(name): its destination is unreachable: \(why)") }
         }

@@ -9,7 +9,8 @@ import YAMLConfig
 /// POSTs batches of canonical records to a URL and says per record what happened:
 /// - 2xx: accepted.
 /// - no connection, timeout, 5xx, 408, 429: kept (tried again later; `Retry-After` honoured).
-/// - 401/403: kept — a config problem, not bad data — and said loudly with what to fix.
+/// - 401/403, 404/405/410: kept — a config problem (credentials, the URL), not bad data — with
+///   what to fix; the sink shows as failing until a write goes through.
 /// - 3xx: kept and said loudly: the URL moved, and data is never sent where nobody configured.
 /// - 413: the batch is halved until it fits; a single record that does not fit is rejected.
 /// - other 4xx: the batch is halved to find the records the endpoint refuses; those are

@@ -14,7 +14,8 @@ import YAMLConfig
 /// as line protocol in Syncky's schema (see `LineProtocolEncoder`), gzip-compressed, with the
 /// Token auth the phone apps cannot send. A point is identified by measurement, tags and time,
 /// so a record sent again overwrites its point instead of adding one. Outcomes as `BatchPoster`
-/// says: a 400 narrows the batch down to the lines InfluxDB refuses, 413 halves, 401/403 keep.
+/// says: a 400 narrows the batch down to the lines InfluxDB refuses, 413 halves, 401/403 and 404 (no such
+/// endpoint, database or bucket) keep.
 public final class InfluxDBSink: PipelinedSink {
     public let name: String
     let writeURL: String
@@ -251,6 +252,8 @@ public final class InfluxDBSink: PipelinedSink {
             let request = Request(run: next, batch: b,
                                   poster: BatchPoster(sinkName: name, url: shownURL,
                                                       credentialsHint: "sinks.\(name).token (or username/password)",
+                                                      endpointHint: "sinks.\(name).url, api (v1 for InfluxDB 1.x) and its "
+                                                          + "database or bucket (it must exist)",
                                                       client: clients[slot], logger: logger, clock: clock),
                                   url: writeURL, headers: headers, gzip: gzip)
             slot = (slot + 1) % clients.count
