@@ -110,7 +110,19 @@ final class YAMLEventReader {
                 let mark = location(state.context_mark)
                 message += " (\(context) that starts at line \(mark.line), column \(mark.column))"
             }
-            return ConfigProblem(location: location(state.problem_mark), path: path, message: message)
+            let at = location(state.problem_mark)
+            // libyaml's words first said plainly, for the mistakes people make.
+            let index = Int(state.problem_mark.index)
+            if index < input.count && input[index] == 0x09 {
+                message = "a tab: YAML indents with spaces only; put spaces where the tab is (\(message))"
+            } else if problem == "did not find expected key" || problem == "did not find expected '-' indicator" {
+                message = "line \(at.line) is not indented like the lines before it: the keys of one block start in the same "
+                    + "column, and what belongs to a key sits further right (\(message))"
+            } else if problem == "mapping values are not allowed in this context" {
+                message = "a \": \" where no key can start: a value with \": \" in it needs quotes, or the line is indented "
+                    + "too far (\(message))"
+            }
+            return ConfigProblem(location: at, path: path, message: message)
         }
     }
 

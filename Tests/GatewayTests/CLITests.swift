@@ -272,4 +272,18 @@ import Testing
         #expect(qr.out.contains("█"))
         #expect(qr.out.hasPrefix(plain.out))
     }
+
+    /// Issue 47: `check` said "ok" for a data dir nobody can write; serve then failed.
+    @Test func checkRefusesADataDirThatCannotBeMade() throws {
+        let dir = ServeProcess.makeTempDir("check")
+        let file = dir + "/healthgate.yaml"
+        try "data_dir: /proc/healthgate-data\nreceivers: {a: {kind: hae}}\nroutes: [{from: [a], to: [s]}]\nsinks: {s: {kind: file, path: x.ndjson}}\n"
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        let r = try CLITests.run(["check", "--config", file])
+        #expect(r.status == 2 && r.err.contains("data_dir /proc/healthgate-data cannot be made"), "\(r.status) \(r.out) \(r.err)")
+        try "data_dir: \(dir)/data\nreceivers: {a: {kind: hae}}\nroutes: [{from: [a], to: [s]}]\nsinks: {s: {kind: file, path: x.ndjson}}\n"
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        #expect(try CLITests.run(["check", "--config", file]).status == 0)
+        #expect(!FileManager.default.fileExists(atPath: dir + "/data"))   // checked, not made
+    }
 }

@@ -129,6 +129,37 @@ import YAMLConfig
         #expect(plain.err.contains("warning: environment variable PHONE_TOKEN is not set here"))
     }
 
+    /// Issue 47: a type name nothing will ever have (`step`) silently dropped every step. Every
+    /// place that names types refuses one the registry does not know, and says the near one.
+    @Test func typeNamesNoRecordHasAreRefused() {
+        func config(_ transform: String, sink: String = "{kind: file, path: x.ndjson}") -> String {
+            """
+            data_dir: /tmp/x
+            receivers: {a: {kind: hae}}
+            routes: [{from: [a], to: [s], transforms: [\(transform)]}]
+            sinks: {s: \(sink)}
+            """
+        }
+        let step = problems(config("{filter: {types: [step]}}"))
+        #expect(step.count == 1 && step[0].hasPrefix("healthgate.yaml:3:") && step[0].contains("routes[0].transforms[0].filter.types")
+                && step[0].contains("\"step\" is not a type healthgate knows") && step[0].contains("did you mean \"steps\"?"), "\(step)")
+        #expect(problems(config("{filter: {exclude_types: [HKQuantityTypeIdentifierStepCount]}}")).first?.contains("healthgate calls it \"steps\"") == true)
+        #expect(problems(config("{filter: {values: {heartrate: {max: 250}}}}")).first?.contains("did you mean \"heart_rate\"?") == true)
+        #expect(problems(config("{aggregate: {types: [stepz]}}")).first?.contains("did you mean \"steps\"?") == true)
+        #expect(problems(config("{rename: {types: {step: walking_steps}}}")).first?.contains("did you mean \"steps\"?") == true)
+        let mqtt = "{kind: mqtt, url: \"mqtt://127.0.0.1:1\", include: [stepz]}"
+        #expect(problems(config("{tag: {a: b}}", sink: mqtt)).first?.contains("sinks.s.include") == true)
+        // Known names, kinds named by their type, and globs (for types not known yet) pass.
+        #expect(problems(config("{filter: {types: [steps, workout, sleep_analysis, ecg, \"heart_*\", \"someNewType*\"]}}")).isEmpty)
+        #expect(problems(config("{tag: {a: b}}", sink: "{kind: mqtt, url: \"mqtt://127.0.0.1:1\", include: [steps, \"heart_*\"]}")).isEmpty)
+    }
+
+    @Test func anEmptyConfigIsAMistake() {
+        for text in ["", "# only a comment\n", "\n\n"] {
+            #expect(problems(text).first?.contains("the config is empty") == true, "\(problems(text))")
+        }
+    }
+
     @Test func theEmbeddedDefaultLoads() throws {
         let t = try load(DefaultConfig.render(listen: "0.0.0.0:8080", dataDir: "/tmp/x", token: "hg_t", secret: "whsec_s"))
         #expect(t.listenHost == "0.0.0.0" && t.listenPort == 8080)

@@ -53,11 +53,21 @@ struct ParserTests {
             "test.yaml:3:2: b: YAML syntax error: did not find expected ',' or ']' (while parsing a flow sequence that starts at line 2, column 4)",
         ])
         #expect(parsingProblems("a: b: c\n") == [
-            "test.yaml:1:5: YAML syntax error: mapping values are not allowed in this context",
+            "test.yaml:1:5: a \": \" where no key can start: a value with \": \" in it needs quotes, or the line is indented too far "
+                + "(YAML syntax error: mapping values are not allowed in this context)",
         ])
+    }
+
+    /// Issue 47: the mistakes people make, in plain words with the line.
+    @Test("tabs and indentation are said plainly")
+    func tabsAndIndentation() {
         #expect(parsingProblems("a:\n\t- x\n") == [
-            "test.yaml:2:1: a: YAML syntax error: found character that cannot start any token (while scanning for the next token that starts at line 2, column 1)",
+            "test.yaml:2:1: a: a tab: YAML indents with spaces only; put spaces where the tab is (YAML syntax error: found character "
+                + "that cannot start any token (while scanning for the next token that starts at line 2, column 1))",
         ])
+        let indent = parsingProblems("receivers:\n  a:\n    kind: hae\n   path: /x\n")
+        #expect(indent.count == 1 && indent[0].hasPrefix("test.yaml:4:4: ") && indent[0].contains("line 4 is not indented like the lines before it"),
+                "\(indent)")
     }
 
     @Test("problems found before a syntax error are kept")

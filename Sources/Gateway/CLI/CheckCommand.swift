@@ -1,3 +1,4 @@
+import Glibc
 import HealthgateCore
 import Posix
 import YAMLConfig
@@ -11,6 +12,12 @@ struct CheckCommand {
         let source = try ConfigSource.resolve(options)
         let logger = Logger(component: "check", sink: StderrLogSink(minimum: .warning))
         let (t, unset) = try load(source, logger: logger)
+        var dataDirWarning: String?
+        switch CheckCommand.dataDirProblem(t.dataDir) {
+        case nil: break
+        case .warning(let why)?: dataDirWarning = why
+        case .error(let why)?: throw UsageError(why)
+        }
         func say(_ line: String) { print(CheckCommand.shown(line, unset)) }
         print("config \(source.file): ok\(unset.isEmpty ? "" : " (with \(unset.count) variable(s) not set here: \(unset.joined(separator: ", ")))")")
         say("listen \(t.listenHost):\(t.listenPort)\(t.tls != nil ? " (HTTPS)" : ""), data dir \(t.dataDir)")
@@ -36,7 +43,38 @@ struct CheckCommand {
                   + "\(api.tokens.count) read token(s)\(scoped > 0 ? ", \(scoped) limited to some devices" : "")")
         }
         for w in t.warnings { say("warning: \(w)") }
+        if t.receivers.isEmpty { say("warning: the config has no receivers: nothing can send data to this gateway") }
+        if let w = dataDirWarning { say("warning: \(w)") }
         return 0
+    }
+
+    enum DataDirProblem { case warning(String), error(String) }
+
+    /// Whether `serve` could make and write `dir`: tried for real (a file made and removed in it,
+    /// or in the nearest directory that exists when it does not yet). A refusal this user meets
+    /// but another might not (permissions, not root) is a warning.
+    static func dataDirProblem(_ dir: String) -> DataDirProblem? {
+        var existing = dir
+        while !FileIO.exists(existing) && existing != "/" && !existing.isEmpty {
+            let up = FileIO.dirname(existing)
+            if up == existing { break }
+            existing = up
+        }
+        if existing.isEmpty { existing = "." }
+        guard FileIO.isDirectory(existing) else {
+            return .error("data_dir \(dir) cannot be made: \(existing) is not a directory")
+        }
+        let probe = FileIO.join(existing, ".healthgate-check-\(getpid())")
+        let ok = mkdir(probe, 0o700) == 0
+        let e = errno
+        if ok { rmdir(probe); return nil }
+        let why = String(cString: strerror(e))
+        let what = existing == dir ? "written" : "made (in \(existing))"
+        if (e == EACCES || e == EPERM) && geteuid() != 0 {
+            return .warning("data_dir \(dir) cannot be \(what) by this user (uid \(geteuid())): \(why); "
+                            + "fine if serve runs as another user that can")
+        }
+        return .error("data_dir \(dir) cannot be \(what): \(why)")
     }
 
     /// The config loaded, and the variables it names that are unset here. Such a variable is

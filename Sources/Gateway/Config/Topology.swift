@@ -107,6 +107,11 @@ public enum ConfigLoader {
         throws(ConfigProblems) -> Topology {
         let transformNames = registry.map(\.name)
         let root = try parseYAML(text, file: file, environment: environment)
+        if root.isNull || root.entries?.isEmpty == true {
+            throw ConfigProblems(problems: [ConfigProblem(location: SourceLocation(file: file, line: 1, column: 1), path: "",
+                message: "the config is empty: it needs at least a receiver, a route and a sink (config.example.yaml has "
+                    + "them all), or run serve without --config for the embedded default")])
+        }
         let top = try YAMLDecoder().decode(TopLevelConfig.self, from: root)
         var problems: [ConfigProblem] = []
         func add(_ e: ConfigProblems) { problems += e.problems }

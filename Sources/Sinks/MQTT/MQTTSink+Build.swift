@@ -47,6 +47,14 @@ extension MQTTSink {
         if (c.cert_file == nil) != (c.key_file == nil) { problems.add("cert_file", "a client certificate needs both cert_file and key_file") }
         if !tls && (c.ca_file != nil || c.cert_file != nil) { problems.add("ca_file", "ca_file, cert_file and key_file need an mqtts:// url") }
         if c.password != nil && c.username == nil { problems.add("password", "a password needs a username") }
+        // A name that is no sensor of the catalog would silently match nothing (`step`).
+        for (key, names) in [("include", c.include), ("exclude", c.exclude)] {
+            for n in names ?? [] where !n.contains("*") && !n.contains("?") && !HACatalog.all.contains(where: { $0.type == n }) {
+                problems.add(key, HealthTypes.configProblem(n)
+                    ?? "\(n) is a type healthgate knows, but not one of its Home Assistant sensors "
+                        + "(\(HACatalog.all.map(\.type).joined(separator: ", ")))")
+            }
+        }
         let include = (c.include ?? ["*"]).map(Glob.init)
         let exclude = (c.exclude ?? []).map(Glob.init)
         var entities = HACatalog.all.filter { e in include.contains { $0.matches(e.type) } && !exclude.contains { $0.matches(e.type) } }
