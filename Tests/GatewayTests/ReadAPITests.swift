@@ -207,17 +207,27 @@ import YAMLConfig
         try postBig(serve, count: 60, kb: 150)
         PostgresSinkTests.expect(db, "SELECT count(*) FROM healthgate.records", is: "60")
         // A reader that reads nothing: its ~8 MB answer cannot all leave the gateway.
-        let slow = serve.client()
-        try slow.connect()
+        // Its receive buffer is made small before it connects, so the window it offers stays small.
+        let slow = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(slow) }
         var small: Int32 = 4096
-        setsockopt(slow.fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-        try slow.sendRaw(Array("GET /api/v1/samples?limit=50 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(Self.agent)\r\n\r\n".utf8))
+        setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = serve.port.bigEndian
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(slow, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        #expect(connected == 0)
+        let ask = Array("GET /api/v1/samples?limit=50 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(Self.agent)\r\n\r\n".utf8)
+        #expect(ask.withUnsafeBytes { send(slow, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == ask.count)
         var busy: (status: Int, json: [String: Any], headers: [(String, String)]) = (0, [:], [])
         #expect(ServeProcess.eventually(10) { busy = (try? get(serve, "/samples?limit=1")) ?? busy; return busy.status == 503 },
                 "\(busy.status)")
         #expect(busy.headers.contains { $0.0.lowercased() == "retry-after" })
         #expect((busy.json["detail"] as? String ?? "").contains("max_buffered"))
-        slow.close()
+        shutdown(slow, Int32(SHUT_RDWR))
         #expect(ServeProcess.eventually(10) { (try? get(serve, "/samples?limit=1"))?.status == 200 })
     }
 
