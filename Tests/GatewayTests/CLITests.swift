@@ -286,4 +286,20 @@ import Testing
         #expect(try CLITests.run(["check", "--config", file]).status == 0)
         #expect(!FileManager.default.fileExists(atPath: dir + "/data"))   // checked, not made
     }
+
+    /// Issue 47: `healthgate COMMAND --help` and `healthgate help COMMAND` print that command's
+    /// usage and exit 0 (`serve --help` used to start serving).
+    @Test func eachCommandHasItsHelp() throws {
+        for command in ["serve", "init", "check", "link", "write", "delete", "status", "resume", "forget", "replay", "version"] {
+            for args in [[command, "--help"], [command, "-h"], ["help", command]] {
+                let r = try CLITests.run(args)
+                #expect(r.status == 0 && r.out.hasPrefix("usage:\n  healthgate \(command)"), "\(args): \(r.status) \(r.out) \(r.err)")
+            }
+        }
+        let replay = try CLITests.run(["help", "replay"])
+        #expect(replay.out.contains("replay FILE.ndjson") && replay.out.contains("replay --journal") && !replay.out.contains("healthgate serve"))
+        let unknown = try CLITests.run(["help", "sreve"])
+        #expect(unknown.status == 2 && unknown.err.contains("did you mean \"serve\"?"), "\(unknown.err)")
+        #expect(try CLITests.run(["help"]).out.contains("healthgate forget SINK"))
+    }
 }

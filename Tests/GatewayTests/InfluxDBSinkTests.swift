@@ -67,6 +67,9 @@ import YAMLConfig
         #expect((FileIO.fileSize(dead) ?? 0) == 0, "records were dead-lettered")
         let status = try CLITests.run(["status", "--config", serve.configPath])
         #expect(status.out.contains("FAILING") && status.out.contains("404") && status.out.contains("api (v1 for InfluxDB 1.x)"), "\(status.out)")
+        // The counters agree: what is retried is a part of what waits, not a count of tries.
+        #expect(status.out.contains("300 record(s) waiting") && status.out.contains("300 of those waiting being retried")
+                && !status.out.contains("kept for retry"), "\(status.out)")
         let said = serve.stderrText.split(separator: "\n").filter { $0.contains("404") }
         #expect(!said.isEmpty && said.count <= 3, "\(said.count) lines: \(said.prefix(5))")
         // Fixed, and reloaded: everything arrives, nothing twice.

@@ -1,6 +1,7 @@
 import Foundation
 import Gateway
 import Glibc
+import HealthgateCore
 import HealthgateCrypto
 @testable import HealthgateTesting
 @testable import Pipeline
@@ -112,6 +113,17 @@ import Testing
         let metrics = try serve.client().request("GET", "/metrics").text
         #expect(metrics.contains("healthgate_journal_last_seq 0"))
         #expect(metrics.contains(#"healthgate_records_quarantined_total{receiver="phone"} 0"#))
+        // Issue 47: build info, the process's own figures and each receiver's latency.
+        #expect(metrics.contains("healthgate_build_info{version=\"\(Healthgate.version)\"} 1"))
+        func value(_ name: String) -> Double? {
+            metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
+        }
+        #expect((value("process_resident_memory_bytes") ?? 0) > 1_000_000)
+        #expect((value("process_open_fds") ?? 0) > 3)
+        #expect((value("process_cpu_seconds_total") ?? 0) > 0)
+        #expect(metrics.contains(#"healthgate_request_duration_seconds_count{receiver="phone"} 4"#), "\(metrics)")
+        #expect(metrics.contains(#"healthgate_request_duration_seconds_bucket{receiver="phone",le="+Inf"} 4"#))
+        #expect(metrics.contains("# TYPE healthgate_request_duration_seconds histogram"))
     }
 
     @Test func acceptedSamplesArriveInTheArchive() throws {

@@ -33,6 +33,7 @@ public enum CLI {
       healthgate replay --journal [--since TIME] [--sink NAME]
                                            deliver again what the journal still holds
       healthgate version
+      healthgate help [COMMAND]            this text, or one command's (also: healthgate COMMAND --help)
 
     environment:
       HEALTHGATE_CONFIG     the config file when --config is not given
@@ -40,6 +41,27 @@ public enum CLI {
       HEALTHGATE_LISTEN     the embedded default's listen address (default 0.0.0.0:8080)
       HEALTHGATE_NOW        Unix seconds that replace the clock in signature checks (tests only)
     """
+
+    static let commands = ["serve", "init", "check", "link", "write", "delete", "status", "resume", "forget", "replay", "version", "help"]
+
+    /// One command's lines of `usage` (its own and those that go on from it), or nil.
+    static func commandUsage(_ command: String) -> String? {
+        guard commands.contains(command) else { return nil }
+        var out: [Substring] = []
+        var taking = false
+        for line in usage.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("  healthgate ") {
+                taking = line == "  healthgate \(command)" || line.hasPrefix("  healthgate \(command) ")
+                if taking { out.append(line) }
+            } else if taking && line.hasPrefix("        ") {
+                out.append(line)
+            } else {
+                taking = false
+            }
+        }
+        if out.isEmpty && command == "help" { return "usage:\n  healthgate help [COMMAND]            this text, or one command's" }
+        return out.isEmpty ? nil : "usage:\n" + out.joined(separator: "\n")
+    }
 
     /// `transforms`: the transform kinds routes may name (`healthgate-testserve` adds test ones);
     /// `clock`: the wall clock `serve` runs on (`healthgate-testserve` moves it, to cross a
@@ -59,6 +81,11 @@ public enum CLI {
             return 2
         }
         args.removeFirst()
+        // `healthgate COMMAND --help`: that command's usage, whatever else is on the line.
+        if args.contains("--help") || args.contains("-h"), let u = commandUsage(command) {
+            print(u)
+            return 0
+        }
         do {
             switch command {
             case "serve": return try ServeCommand(try Options(try configPositional(args), allowed: [])).run()
@@ -92,7 +119,14 @@ public enum CLI {
                 print("healthgate \(version)")
                 return 0
             case "help", "--help", "-h":
-                print(usage)
+                guard let name = args.first else {
+                    print(usage)
+                    return 0
+                }
+                guard let u = commandUsage(name) else {
+                    throw UsageError("no command \"\(name)\"\(suggestion(name, commands)); `healthgate help` lists them")
+                }
+                print(u)
                 return 0
             case "write":
                 let (positional, rest) = Gateway.Options.split(args)
@@ -102,7 +136,7 @@ public enum CLI {
                 let (positional, rest) = Gateway.Options.split(args)
                 return try DeleteCommandCLI(options: try Options(rest, allowed: ["--receiver"]), arguments: positional).run()
             default:
-                printErr("healthgate: unknown command \"\(command)\"\(suggestion(command, ["serve", "init", "check", "link", "write", "delete", "status", "resume", "forget", "replay", "version"]))\n\n\(usage)")
+                printErr("healthgate: unknown command \"\(command)\"\(suggestion(command, commands))\n\n\(usage)")
                 return 2
             }
         } catch let e as UsageError {

@@ -61,7 +61,9 @@ struct StatusCommand {
                 : retrying != nil ? "RETRYING" : (waiting > 0 ? "delivering" : "up to date")
             line += "; \(waiting) record(s) waiting (\(Self.size(Int(n("waiting_bytes")))) of journal)"
             if waiting > 0, let oldest = k["oldest_waiting"]?.string { line += ", oldest received \(oldest)" }
-            line += "; sent \(n("sent")), kept for retry \(n("kept")), rejected \(n("rejected"))"
+            // Of the records waiting, those in the batch being retried (not every try counted).
+            line += "; sent \(n("sent")), rejected \(n("rejected"))"
+            if n("in_retry") > 0 { line += ", \(n("in_retry")) of those waiting being retried" }
             if n("dropped") > 0 { line += ", DROPPED \(n("dropped")) (queue.max_bytes with drop_oldest)" }
             let dead = Self.lines(FileIO.join(t.dataDir, "sinks/\(name)/dead-letters.ndjson"))
             if dead > 0 { line += "; \(dead) dead letter(s) in sinks/\(name)/dead-letters.ndjson" }

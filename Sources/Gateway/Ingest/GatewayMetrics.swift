@@ -1,5 +1,7 @@
+import Glibc
 import HealthgateCore
 import Pipeline
+import Posix
 import Synchronization
 
 /// Counters for one receiver, shown by `/metrics`.
@@ -20,8 +22,21 @@ public final class ReceiverMetrics: Sendable {
     /// When the last request past the auth check was answered (Unix ns; 0: none yet), and how.
     public let lastRequestNanos = Atomic<Int64>(0)
     public let lastStatus = Atomic<Int>(0)
+    /// How long requests past the auth check took to answer: counts per bound of
+    /// `latencyBounds` (the last for longer ones), their sum in microseconds.
+    let latency = Mutex<(counts: [Int], micros: Int)>((Array(repeating: 0, count: ReceiverMetrics.latencyBounds.count + 1), 0))
+    /// Seconds: the histogram's upper bounds.
+    static let latencyBounds: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
     public init(name: String) { self.name = name }
+
+    func noteLatency(_ seconds: Double) {
+        let i = ReceiverMetrics.latencyBounds.firstIndex { seconds <= $0 } ?? ReceiverMetrics.latencyBounds.count
+        latency.withLock {
+            $0.counts[i] += 1
+            $0.micros += Int(seconds * 1_000_000)
+        }
+    }
 }
 
 /// Renders the Prometheus text format for the receivers, the journal and the sinks.
@@ -76,6 +91,29 @@ enum PrometheusText {
         for r in receivers { line("healthgate_records_unknown_unit_total", [("receiver", r.name)], r.unknownUnits.load(ordering: .relaxed)) }
         family("healthgate_check_requests_total", "Check connection requests per receiver.")
         for r in receivers { line("healthgate_check_requests_total", [("receiver", r.name)], r.checks.load(ordering: .relaxed)) }
+        family("healthgate_request_duration_seconds", "Time to answer a request past its receiver's auth check.", "histogram")
+        for r in receivers {
+            let (counts, micros) = r.latency.withLock { $0 }
+            var cumulative = 0
+            for (i, bound) in ReceiverMetrics.latencyBounds.enumerated() {
+                cumulative += counts[i]
+                out += "healthgate_request_duration_seconds_bucket{receiver=\"\(escape(r.name))\",le=\"\(bound)\"} \(cumulative)\n"
+            }
+            cumulative += counts[ReceiverMetrics.latencyBounds.count]
+            out += "healthgate_request_duration_seconds_bucket{receiver=\"\(escape(r.name))\",le=\"+Inf\"} \(cumulative)\n"
+            out += "healthgate_request_duration_seconds_sum{receiver=\"\(escape(r.name))\"} "
+                + "\(Double(micros) / 1_000_000)\n"
+            out += "healthgate_request_duration_seconds_count{receiver=\"\(escape(r.name))\"} \(cumulative)\n"
+        }
+        family("healthgate_build_info", "The running healthgate's version (the value is always 1).", "gauge")
+        out += "healthgate_build_info{version=\"\(escape(Healthgate.version))\"} 1\n"
+        let process = ProcessFigures.now()
+        family("process_resident_memory_bytes", "Resident memory of the process.", "gauge")
+        out += "process_resident_memory_bytes \(process.residentBytes)\n"
+        family("process_open_fds", "Open file descriptors of the process.", "gauge")
+        out += "process_open_fds \(process.openFDs)\n"
+        family("process_cpu_seconds_total", "CPU time the process used, user and system.")
+        out += "process_cpu_seconds_total \(process.cpuSeconds)\n"
         family("healthgate_journal_last_seq", "Sequence number of the newest durable journal entry.", "gauge")
         out += "healthgate_journal_last_seq \(journalSeq)\n"
         family("healthgate_journal_segments", "Journal segment files on disk.", "gauge")
@@ -145,5 +183,28 @@ enum PrometheusText {
             }
         }
         return out
+    }
+}
+
+/// The process's own figures for `/metrics`, from /proc and getrusage.
+struct ProcessFigures {
+    var residentBytes = 0
+    var openFDs = 0
+    var cpuSeconds = 0.0
+
+    static func now() -> ProcessFigures {
+        var f = ProcessFigures()
+        // statm: total and resident pages.
+        if let text = try? FileIO.readAll("/proc/self/statm") {
+            let fields = String(decoding: text, as: UTF8.self).split(separator: " ")
+            if fields.count > 1, let pages = Int(fields[1]) { f.residentBytes = pages * Int(sysconf(Int32(_SC_PAGESIZE))) }
+        }
+        f.openFDs = ((try? FileIO.list("/proc/self/fd"))?.count ?? 1) - 1   // less the one listing it
+        var usage = rusage()
+        if getrusage(RUSAGE_SELF.rawValue, &usage) == 0 {
+            f.cpuSeconds = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+                + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1_000_000
+        }
+        return f
     }
 }

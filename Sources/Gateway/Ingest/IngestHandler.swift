@@ -200,7 +200,9 @@ public final class IngestHandler: HTTPHandler, Sendable {
 
     func ingest(_ request: HTTPRequest, _ receiver: any Receiver) -> HTTPResponse {
         var noted = Noted()
+        let started = monotonicSeconds()
         let response = ingest(request, receiver, noted: &noted)
+        metricsByName[receiver.name]!.noteLatency(monotonicSeconds() - started)
         // Refused credentials are not a phone's request (RefusalLog says them); a request for a
         // device the receiver is not bound to is, and is noted.
         guard (response.status != 401 && response.status != 403) || noted.note != nil else { return response }

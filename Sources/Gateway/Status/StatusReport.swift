@@ -69,6 +69,7 @@ enum StatusReport {
             if let ns = b.oldestNanos { w.int(Int(max(0, now.unixNanoseconds - ns) / 1_000_000_000)) } else { w.null() }
             w.key("sent"); w.int(m.sent.load(ordering: .relaxed))
             w.key("kept"); w.int(m.kept.load(ordering: .relaxed))
+            w.key("in_retry"); w.int(m.inRetry.load(ordering: .relaxed))
             w.key("rejected"); w.int(m.rejected.load(ordering: .relaxed))
             w.key("filtered"); w.int(m.filtered.load(ordering: .relaxed))
             w.key("dropped"); w.int(m.dropped.load(ordering: .relaxed))

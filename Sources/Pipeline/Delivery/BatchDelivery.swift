@@ -89,6 +89,7 @@ public struct BatchDelivery {
                 }
             }
             if keep.isEmpty {
+                metrics.inRetry.store(0, ordering: .relaxed)
                 metrics.reachability = .reachable
                 if attempt > 0 {
                     lastWarning = nil
@@ -105,6 +106,7 @@ public struct BatchDelivery {
             }
             if keep.count != batch.count { batch = batch.selecting(keep) }
             metrics.kept.add(batch.count, ordering: .relaxed)
+            metrics.inRetry.store(batch.count, ordering: .relaxed)
             metrics.lastError = reason
             attempt += 1
             let cap = retry.cap(afterFailures: attempt)
@@ -125,6 +127,7 @@ public struct BatchDelivery {
                 if !wait(max(0.001, min(0.5, until - clock.monotonicSeconds()))) { return .stopped }
                 if abandon() {
                     metrics.nextRetryAt.store(0, ordering: .relaxed)
+                    metrics.inRetry.store(0, ordering: .relaxed)
                     return .abandoned
                 }
             }

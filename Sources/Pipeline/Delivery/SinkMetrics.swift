@@ -8,6 +8,8 @@ public final class SinkMetrics: Sendable {
     public let name: String
     public let sent = Atomic<Int>(0)
     public let kept = Atomic<Int>(0)
+    /// The records of the batch being retried now (0 when none is): of those waiting.
+    public let inRetry = Atomic<Int>(0)
     public let rejected = Atomic<Int>(0)
     /// Rejected records past `dead_letters.max_bytes`: kept as their keys and reason only
     /// (`keysOnly`), or not written at all (`uncounted` past the keys' own room).
