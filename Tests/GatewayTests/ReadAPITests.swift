@@ -209,7 +209,8 @@ import YAMLConfig
         // A reader that reads nothing: its ~8 MB answer cannot all leave the gateway.
         // Its receive buffer is made small before it connects, so the window it offers stays small.
         let slow = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(slow) }
+        var open = true
+        defer { if open { close(slow) } }
         var small: Int32 = 4096
         setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
         var addr = sockaddr_in()
@@ -222,12 +223,20 @@ import YAMLConfig
         #expect(connected == 0)
         let ask = Array("GET /api/v1/samples?limit=50 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(Self.agent)\r\n\r\n".utf8)
         #expect(ask.withUnsafeBytes { send(slow, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == ask.count)
+        // Its answer has begun (a 200): only then is the budget its own (a read made meanwhile
+        // would have taken it first, and the slow reader would have had the 503).
+        var timeout = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(slow, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var head = [UInt8](repeating: 0, count: 12)
+        let peeked = recv(slow, &head, head.count, Int32(MSG_PEEK | MSG_WAITALL))
+        #expect(peeked == 12 && String(decoding: head, as: UTF8.self) == "HTTP/1.1 200", "\(String(decoding: head, as: UTF8.self))")
         var busy: (status: Int, json: [String: Any], headers: [(String, String)]) = (0, [:], [])
         #expect(ServeProcess.eventually(10) { busy = (try? get(serve, "/samples?limit=1")) ?? busy; return busy.status == 503 },
                 "\(busy.status)")
         #expect(busy.headers.contains { $0.0.lowercased() == "retry-after" })
         #expect((busy.json["detail"] as? String ?? "").contains("max_buffered"))
-        shutdown(slow, Int32(SHUT_RDWR))
+        close(slow)   // with its answer unread: a reset, and the gateway lets the answer go
+        open = false
         #expect(ServeProcess.eventually(10) { (try? get(serve, "/samples?limit=1"))?.status == 200 })
     }
 
