@@ -94,39 +94,18 @@ public enum HealthTypes {
     public static let knownNames: [String] = all.map(\.name) + RecordKind.namedKinds.sorted()
 
     /// Why a type name in a config would never match a record (`step` for `steps`), with the
-    /// nearest known name where one is close; nil for a known name or a glob. A type the
-    /// registry does not know yet is still taken as a glob (`"someNewType*"`).
-    public static func configProblem(_ name: String) -> String? {
+    /// known name `nearest` (the config's own "did you mean") finds close; nil for a known name
+    /// or a glob. A type the registry does not know yet is still taken as a glob (`"someNewType*"`).
+    public static func configProblem(_ name: String, nearest: (_ word: String, _ among: [String]) -> String?) -> String? {
         if name.contains("*") || name.contains("?") || byName[name] != nil || RecordKind.namedKinds.contains(name) { return nil }
         var hint = ""
         if let t = hk(name) ?? hae(name) {
             hint = " — healthgate calls it \"\(t.name)\""
-        } else if let near = nearest(to: name) {
+        } else if let near = nearest(name.lowercased(), knownNames) {
             hint = " — did you mean \"\(near)\"?"
         }
         return "\"\(name)\" is not a type healthgate knows, so it would match no record\(hint) "
             + "(a type the registry does not know yet is taken as a glob: \"\(name)*\")"
-    }
-
-    /// The known name closest to `name` in edit distance, if it is close (at most a third of it).
-    static func nearest(to name: String) -> String? {
-        func distance(_ a: [UInt8], _ b: [UInt8]) -> Int {
-            var row = Array(0...b.count)
-            for (i, x) in a.enumerated() {
-                var prev = row[0]
-                row[0] = i + 1
-                for (j, y) in b.enumerated() {
-                    let here = row[j + 1]
-                    row[j + 1] = Swift.min(row[j + 1] + 1, row[j] + 1, prev + (x == y ? 0 : 1))
-                    prev = here
-                }
-            }
-            return row[b.count]
-        }
-        let lower = Array(name.lowercased().utf8)
-        let best = knownNames.map { ($0, distance(lower, Array($0.utf8))) }.min { $0.1 < $1.1 }
-        guard let best, best.1 <= Swift.max(2, lower.count / 3) else { return nil }
-        return best.0
     }
 
     /// Just the kind of a type (no copy of its row): for checks on every sample.

@@ -50,7 +50,7 @@ extension MQTTSink {
         // A name that is no sensor of the catalog would silently match nothing (`step`).
         for (key, names) in [("include", c.include), ("exclude", c.exclude)] {
             for n in names ?? [] where !n.contains("*") && !n.contains("?") && !HACatalog.all.contains(where: { $0.type == n }) {
-                problems.add(key, HealthTypes.configProblem(n)
+                problems.add(key, HealthTypes.configProblem(n, nearest: closestMatch)
                     ?? "\(n) is a type healthgate knows, but not one of its Home Assistant sensors "
                         + "(\(HACatalog.all.map(\.type).joined(separator: ", ")))")
             }

@@ -206,7 +206,7 @@ public struct AggregateTransform: TransformSpec {
         let c = try YAMLDecoder().decode(AggregateTransformConfig.self, from: node, path: path)
         var problems = ConfigProblemList(node, path: path)
         if c.types.isEmpty { problems.add("types", "aggregate needs the types it adds up, e.g. [steps]") }
-        for t in c.types { if let why = HealthTypes.configProblem(t) { problems.add("types", why) } }
+        for t in c.types { if let why = HealthTypes.configProblem(t, nearest: closestMatch) { problems.add("types", why) } }
         for t in c.types where !t.contains("*") && !t.contains("?") {
             if let known = HealthTypes.named(t), known.kind != .quantity {
                 problems.add("types", "\(t) is a category: its values are names, not numbers to aggregate")

@@ -148,10 +148,10 @@ public struct FilterTransform: TransformSpec {
         func rule(_ a: [String]?, _ b: [String]?) -> Rule { Rule(include: (a ?? []).map(Glob.init), exclude: (b ?? []).map(Glob.init)) }
         var f = FilterTransform(types: c.types, excludeTypes: c.exclude_types)
         for (key, names) in [("types", c.types), ("exclude_types", c.exclude_types)] {
-            for n in names ?? [] { if let why = HealthTypes.configProblem(n) { problems.add(key, why) } }
+            for n in names ?? [] { if let why = HealthTypes.configProblem(n, nearest: closestMatch) { problems.add(key, why) } }
         }
         for (key, ranges) in [("values", c.values), ("exclude_values", c.exclude_values)] {
-            for n in (ranges ?? [:]).keys.sorted() { if let why = HealthTypes.configProblem(n) { problems.add(key, why) } }
+            for n in (ranges ?? [:]).keys.sorted() { if let why = HealthTypes.configProblem(n, nearest: closestMatch) { problems.add(key, why) } }
         }
         f.kinds = rule(c.kinds, c.exclude_kinds)
         f.devices = rule(c.devices, c.exclude_devices)

@@ -36,7 +36,7 @@ public struct RenameTransform: TransformSpec {
         var problems = ConfigProblemList(node, path: path)
         if (c.types ?? [:]).isEmpty && (c.devices ?? [:]).isEmpty { problems.add("types", "rename needs types, devices or both") }
         for (from, to) in (c.types ?? [:]).sorted(by: { $0.key < $1.key }) {
-            if let why = HealthTypes.configProblem(from) { problems.add("types", why) }
+            if let why = HealthTypes.configProblem(from, nearest: closestMatch) { problems.add("types", why) }
             if !RenameTransform.isName(to) { problems.add("types", "\(from) → \"\(to)\": a type name is lower-case letters, digits and _") }
         }
         for (from, to) in (c.devices ?? [:]).sorted(by: { $0.key < $1.key }) where to.isEmpty || to.utf8.count > 128 || to.utf8.contains(where: { $0 < 0x20 }) {
