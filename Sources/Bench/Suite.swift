@@ -355,7 +355,7 @@ enum Suite {
 
     static let begin = "<!-- bench-suite:begin -->", end = "<!-- bench-suite:end -->"
 
-    /// Replaces what stands between the README's markers with `text`.
+    /// Replaces what stands between the bench-suite markers of the file `--readme` names (docs/benchmarks.md) with `text`.
     static func putIntoReadme(_ text: String, path: String) {
         guard let readme = try? String(contentsOfFile: path, encoding: .utf8),
               let a = readme.range(of: begin), let b = readme.range(of: end), a.upperBound <= b.lowerBound else {

@@ -15,7 +15,7 @@ work=$(cd "$work" && pwd)
 tmp=$(mktemp -d /tmp/healthgate-fuzz.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 failed=""
-# A binary whose code is not instrumented fuzzes blind and finds nothing (README, Proof): asked
+# A binary whose code is not instrumented fuzzes blind and finds nothing (docs/development.md, Proof): asked
 # once, before any target runs, how many coverage counters it loaded (a whole build: ~137,000).
 counters=$(HEALTHGATE_FUZZ=$1 TMPDIR=$tmp "$bin" -runs=0 2>&1 |
     sed -n -E 's/^INFO: Loaded [0-9]+ modules? +\(([0-9]+) inline 8-bit counters\).*/\1/p' | head -1)

@@ -22,7 +22,7 @@ enum DefaultConfig {
 
     static func render(listen: String, dataDir: String, token: String, secret: String) -> String {
         """
-        # healthgate config. Reference: README.md ("Config reference").
+        # healthgate config. Reference: docs/configuration.md.
         listen: "\(listen)"
         data_dir: "\(dataDir)"
         receivers:
@@ -30,14 +30,14 @@ enum DefaultConfig {
             kind: syncky
             path: /syncky
             auth: {type: bearer, token: "\(token)"}
-            devices: first_seen      # bound to the first phone that writes; see README "Security"
+            devices: first_seen      # bound to the first phone that writes; see docs/security.md
             hmac: {secret: "\(secret)"}
             name: healthgate
           health-auto-export:
             kind: hae
             path: /api/data
             auth: {type: bearer, token: "\(token)"}
-            devices: first_seen      # bound to the first phone that writes; see README "Security"
+            devices: first_seen      # bound to the first phone that writes; see docs/security.md
           influx:
             kind: influx
             path: /api/v2/write      # answers /write too
@@ -47,12 +47,12 @@ enum DefaultConfig {
             kind: ingest
             path: /v1/ingest
             auth: {type: bearer, token: "\(token)"}
-            devices: first_seen      # bound to the first phone that writes; see README "Security"
+            devices: first_seen      # bound to the first phone that writes; see docs/security.md
           healthsync:
             kind: healthsync
             path: /api/apple-health/sync
             auth: {type: bearer, token: "\(token)"}
-            devices: first_seen      # bound to the first phone that writes; see README "Security"
+            devices: first_seen      # bound to the first phone that writes; see docs/security.md
         routes:
           - name: archive
             from: ["*"]

@@ -7,7 +7,7 @@ import Synchronization
 /// The read API (`read_api:`): JSON over what the PostgreSQL sink keeps, behind read-only
 /// tokens, each optionally limited to some devices. Every query is parameterized (the SQL is
 /// made of fixed text only; what a client sends goes in parameters), paged by a cursor, capped
-/// by `limit`, and cancelled by the statement timeout. See README "Read it back".
+/// by `limit`, and cancelled by the statement timeout. See docs/read-api.md.
 public final class ReadAPI: Sendable {
     let settings: ReadAPISettings
     let pool: ReadPool

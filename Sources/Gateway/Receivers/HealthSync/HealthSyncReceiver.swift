@@ -12,7 +12,7 @@ import YAMLConfig
 /// workouts with ids `healthkit:<uuid>`, deletions `[{"id","kind"}]` scoped to that device, an
 /// `export_id` per batch (a batch sent again is recognised and not stored twice), schema
 /// versions 1 and 2. The contract names its fields only in part; the accepted schema is below
-/// and in the README, and whatever else arrives is kept under `extra`.
+/// and in docs/configuration.md, and whatever else arrives is kept under `extra`.
 ///
 /// Accepted: `{"schema_version"|"version": 1|2, "export_id": "…",
 ///   "metrics": [{"id", "type"|"metric"|"data_type"|"name", "value"|"qty", "unit"|"units",
