@@ -3,25 +3,39 @@
 
 SWIFT      ?= $(shell command -v swift 2>/dev/null || echo /opt/swift/usr/bin/swift)
 CONFIG     ?=
-DEB_PKGS   := pkg-config g++ curl openssl zbar-tools chromium libmicrohttpd-dev libgnutls28-dev libssl-dev libyaml-dev libsimdjson-dev zlib1g-dev libdeflate-dev libcurl4-openssl-dev libqrencode-dev libsqlite3-dev influxdb victoria-metrics python3-venv mosquitto mosquitto-clients libmosquitto-dev postgresql libpq-dev
+# What building and running need: the compiler's helpers and the C libraries healthgate links.
+RUN_PKGS   := pkg-config g++ libmicrohttpd-dev libgnutls28-dev libssl-dev libyaml-dev libsimdjson-dev zlib1g-dev libdeflate-dev libcurl4-openssl-dev libqrencode-dev libsqlite3-dev libmosquitto-dev libpq-dev
+# What the tests add: the real servers they start (never left running or enabled) and the tools
+# they drive healthgate with.
+TEST_PKGS  := curl openssl zbar-tools chromium influxdb victoria-metrics python3-venv mosquitto mosquitto-clients postgresql
+# The Debian services those packages start and enable when installed.
+TEST_DAEMONS := influxdb victoria-metrics mosquitto postgresql
+DEB_PKGS   := $(RUN_PKGS)
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BIN        := .build/release/healthgate
 PYVENV     := .build/pyvenv
 # Home Assistant for the discovery test: outside the clone, made once per machine (~3 min).
 HA_VENV    ?= $(HOME)/.cache/healthgate/ha-2024.3.3
 
-.PHONY: run test test-asan test-release-asan test-tsan sanitized soak bench build deps pyclients homeassistant check-format clean install uninstall fuzz
+.PHONY: run test test-deps test-asan test-release-asan test-tsan sanitized soak bench build deps pyclients homeassistant check-format clean install uninstall fuzz
 
-## Install the Debian packages that are missing (only those).
+## Install the Debian packages that are missing (only those). A service a package starts and
+## enables on install (a test server) is stopped and disabled again: the tests start their own.
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing || exit 1; \
+	  if [ -d /run/systemd/system ]; then for d in $(TEST_DAEMONS); do \
+	    case " $$missing " in *" $$d "*) $(SUDO) systemctl disable --now -q $$d 2>/dev/null || true;; esac; done; fi; \
 	fi
 	@test -x "$(SWIFT)" || { echo "Swift 6 is needed (https://swift.org/install); not found as 'swift' or /opt/swift/usr/bin/swift"; exit 1; }
+
+## What the tests, the benchmarks and the fuzzers need beside what running does.
+test-deps:
+	@$(MAKE) --no-print-directory deps DEB_PKGS="$(RUN_PKGS) $(TEST_PKGS) $(EXTRA_PKGS)"
 
 build: deps
 	$(SWIFT) build -c release --product healthgate
@@ -33,14 +47,14 @@ run: build
 ## The official InfluxDB client libraries (PyPI) that a test drives the influx receiver with,
 ## and schemathesis, which a test runs against the read API's OpenAPI document, in a venv of
 ## their own (installed when missing).
-pyclients: deps
+pyclients: test-deps
 	@$(PYVENV)/bin/python -c "import influxdb_client, influxdb, schemathesis" 2>/dev/null || { \
 	  echo "installing influxdb-client, influxdb and schemathesis into $(PYVENV)"; \
 	  python3 -m venv $(PYVENV) && $(PYVENV)/bin/pip install -q influxdb-client influxdb schemathesis; }
 
 ## Home Assistant 2024.3.3 (PyPI) and its integrations' requirements, for the test where a real
 ## Home Assistant consumes healthgate's MQTT discovery (installed when missing).
-homeassistant: deps
+homeassistant: test-deps
 	@sh Tests/HomeAssistant/install.sh $(HA_VENV)
 
 ## Build and run every test (unit, live HTTP against `healthgate serve`, crash tests, real
@@ -48,9 +62,9 @@ homeassistant: deps
 ## The tests' data dirs, servers and journals go into a directory of this run's own (TMPDIR),
 ## removed afterwards whatever the outcome: runs after runs do not fill /tmp. It is 0755 so that
 ## PostgreSQL, started as the postgres user when the tests run as root, can reach its own dirs.
-## Tests/run.sh gives the run a deadline (TEST_TIMEOUT, 2400 s): past it, it says which tests
+## Tests/run.sh gives the run a deadline (TEST_TIMEOUT, 900 s by default): past it, it says which tests
 ## were still running and where they waited, and fails.
-test: deps pyclients homeassistant
+test: test-deps pyclients homeassistant
 	$(SWIFT) build -c release --product healthgate
 	@tmp=$$(mktemp -d /tmp/healthgate-test.XXXXXX) && chmod 755 $$tmp && \
 	HEALTHGATE_BIN=$(CURDIR)/$(BIN) HEALTHGATE_PYTHON=$(CURDIR)/$(PYVENV)/bin/python HEALTHGATE_HA_VENV=$(HA_VENV) \
@@ -87,7 +101,7 @@ test-asan:
 	@$(MAKE) --no-print-directory sanitized SAN=address SAN_DIR=asan SAN_ENV=ASAN_OPTIONS SAN_OPTIONS='$(ASAN_OPTIONS_RUN)'
 test-tsan:
 	@$(MAKE) --no-print-directory sanitized SAN=thread SAN_DIR=tsan SAN_ENV=TSAN_OPTIONS SAN_OPTIONS='$(TSAN_OPTIONS_RUN)'
-sanitized: deps pyclients homeassistant
+sanitized: test-deps pyclients homeassistant
 	$(SWIFT) build $(SAN_BUILD) --build-tests --scratch-path .build/$(SAN_DIR) --sanitize $(SAN)
 	$(if $(and $(filter release,$(SAN_SERVE)),$(filter debug,$(SAN_CONFIG))),$(SWIFT) build -c release --scratch-path .build/$(SAN_DIR) --sanitize $(SAN) --product healthgate)
 	@tmp=$$(mktemp -d /tmp/healthgate-test.XXXXXX) && chmod 755 $$tmp && \
@@ -104,23 +118,23 @@ sanitized: deps pyclients homeassistant
 ## each a real server on loopback) x bodies of 10 KB, 100 KB and 1 MB x 1, 8 and 64 senders, each
 ## beside its server's own ceiling measured in the same run; prints one markdown table (and writes
 ## it to .build/bench-table.md), with the machine and the targets met. BENCH_README=1 puts the table
-## into README.md; BENCH_ARGS narrows it (--sinks file,mqtt --bodies 100KB --senders 8 --seconds 5).
+## into docs/benchmarks.md; BENCH_ARGS narrows it (--sinks file,mqtt --bodies 100KB --senders 8 --seconds 5).
 ## One run by hand: .build/release/healthgate-bench [--influx|--mqtt|--postgres] [--connections N] ...
 ## FLUENT_BIT=/path/to/fluent-bit adds ingest side by side with it under wrk (Sources/Bench/SideBySide.swift).
 BENCH_ARGS ?=
 FLUENT_BIT ?=
 bench: build
-	@$(MAKE) --no-print-directory deps DEB_PKGS="$(DEB_PKGS) wrk"
+	@$(MAKE) --no-print-directory test-deps EXTRA_PKGS=wrk
 	$(SWIFT) build -c release --product healthgate-bench
 	.build/release/healthgate-bench --healthgate $(BIN) --suite --table .build/bench-table.md \
-	  $(if $(BENCH_README),--readme README.md) $(if $(FLUENT_BIT),--fluent-bit $(FLUENT_BIT)) $(BENCH_ARGS)
+	  $(if $(BENCH_README),--readme docs/benchmarks.md) $(if $(FLUENT_BIT),--fluent-bit $(FLUENT_BIT)) $(BENCH_ARGS)
 
 ## An hour (SOAK_SECONDS) of mixed traffic from several senders into the file, influxdb and mqtt
 ## sinks while influxd and mosquitto go down and come back and healthgate is restarted; checks that
 ## RSS and open descriptors stay flat and that every acknowledged sample arrived (Sources/Bench/Soak.swift).
 ## Not in CI.
 SOAK_SECONDS ?= 3600
-soak: build
+soak: build test-deps
 	$(SWIFT) build -c release --product healthgate-bench
 	.build/release/healthgate-bench --healthgate $(BIN) --soak $(SOAK_SECONDS)
 
@@ -132,18 +146,22 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= syncky-native syncky-csv syncky-influx influx hae ingest healthsync headers config
 ## swiftc keeps only the last -sanitize= flag and SwiftPM passes its two in either order: the
 ## combined -Xswiftc flag comes after them (SwiftPM's own are kept for its fuzzer link and C targets).
-fuzz: deps
+fuzz: test-deps
 	$(SWIFT) build --scratch-path .build/fuzz --sanitize fuzzer --sanitize address -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING --product healthgate-fuzz
 	bash Tests/Fuzz/run.sh .build/fuzz/debug/healthgate-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 ## Install where a Debian admin expects it: the binary in $(PREFIX)/bin, the systemd unit in
 ## $(PREFIX)/lib/systemd/system (pointing at that binary), the example config and the contrib
-## files in $(PREFIX)/share/healthgate, and /etc/healthgate for your config (never overwritten).
+## files in $(PREFIX)/share/healthgate, the system user healthgate (sysusers.d) and /etc/healthgate
+## (root:healthgate 0750) for your config, never overwritten.
 ## DESTDIR is honoured (packaging, tests); NO_BUILD=1 installs the release binary as it is.
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 SHAREDIR   := $(PREFIX)/share/healthgate
+# The user the unit runs as and the group that may read /etc/healthgate (tests use their own).
+SERVICE_USER  ?= healthgate
+SERVICE_GROUP ?= healthgate
 install: $(if $(NO_BUILD),,build)
 	@test -x $(BIN) || { echo "no $(BIN): run make build first"; exit 1; }
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/healthgate
@@ -153,11 +171,16 @@ install: $(if $(NO_BUILD),,build)
 	install -D -m 0644 config.example.yaml $(DESTDIR)$(SHAREDIR)/config.example.yaml
 	for f in contrib/configs/*.yaml contrib/caddy/Caddyfile contrib/grafana/*.json; do \
 	  install -D -m 0644 $$f $(DESTDIR)$(SHAREDIR)/$$f; done
+	install -D -m 0644 contrib/systemd/healthgate.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/healthgate.conf
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && ! getent passwd $(SERVICE_USER) >/dev/null; then \
+	  echo "making the system user $(SERVICE_USER)"; systemd-sysusers $(PREFIX)/lib/sysusers.d/healthgate.conf; fi
 	install -d -m 0750 $(DESTDIR)/etc/healthgate
+	@if [ "$$(id -u)" = 0 ] && getent group $(SERVICE_GROUP) >/dev/null; then chgrp $(SERVICE_GROUP) $(DESTDIR)/etc/healthgate; \
+	else echo "note: /etc/healthgate is not in the group $(SERVICE_GROUP): the service cannot read it until it is (chgrp $(SERVICE_GROUP))"; fi
 
 ## Remove what `make install` put in place (not /etc/healthgate, which holds your config).
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/healthgate $(DESTDIR)$(UNITDIR)/healthgate.service
+	rm -f $(DESTDIR)$(PREFIX)/bin/healthgate $(DESTDIR)$(UNITDIR)/healthgate.service $(DESTDIR)$(PREFIX)/lib/sysusers.d/healthgate.conf
 	rm -rf $(DESTDIR)$(SHAREDIR)
 	-rmdir $(DESTDIR)/etc/healthgate 2>/dev/null
 

@@ -83,7 +83,9 @@ let package = Package(
                            "SinkPostgres"],
             swiftSettings: strict
         ),
-        .executableTarget(name: "healthgate", dependencies: ["Gateway"], swiftSettings: strict),
+        .executableTarget(name: "healthgate", dependencies: ["Gateway", "HealthgateCore"], swiftSettings: strict, plugins: ["BuildStamp"]),
+        // The commit and day a build is made from, for `healthgate version` (Plugins/BuildStamp).
+        .plugin(name: "BuildStamp", capability: .buildTool()),
         .executableTarget(name: "healthgate-bench", dependencies: ["Gateway", "Pipeline", "CanonicalJSON", "FastJSON", "Posix", "HealthgateCrypto",
                                                         "SinkKit", "SinkMQTT", "SinkPostgres", "SinkInfluxDB", "HTTPDelivery"],
                           path: "Sources/Bench", swiftSettings: strict),

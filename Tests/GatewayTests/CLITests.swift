@@ -25,7 +25,12 @@ import Testing
     @Test func versionAndUsage() throws {
         let v = try Self.run(["version"])
         #expect(v.status == 0)
-        #expect(v.out.hasPrefix("healthgate "))
+        // The commit the binary was built from, and the day: what a bug report needs.
+        let (grc, head) = try Command.run("/usr/bin/git", ["-C", ContribTests.root, "rev-parse", "HEAD"])
+        try #require(grc == 0, "\(head)")
+        let commit = String(head.prefix(12))
+        #expect(v.out.hasPrefix("healthgate \(CLI.version) (commit \(commit)"), "\(v.out)")
+        #expect(v.out.range(of: #", built 2\d{3}-\d{2}-\d{2}\)\n$"#, options: .regularExpression) != nil, "\(v.out)")
         let none = try Self.run([])
         #expect(none.status == 2)
         #expect(none.err.contains("usage:"))
@@ -301,5 +306,13 @@ import Testing
         let unknown = try CLITests.run(["help", "sreve"])
         #expect(unknown.status == 2 && unknown.err.contains("did you mean \"serve\"?"), "\(unknown.err)")
         #expect(try CLITests.run(["help"]).out.contains("healthgate forget SINK"))
+    }
+
+    /// Issue 47: `replay --journal` on a data dir no phone has written to said "opendir …: No
+    /// such file or directory" and exited 1; there is simply nothing to replay.
+    @Test func replayOnAFreshDataDirSaysThereIsNothing() throws {
+        let dir = ServeProcess.makeTempDir("fresh")
+        let r = try CLITests.run(["replay", "--journal"], cwd: dir)
+        #expect(r.status == 0 && r.out.contains("is empty (no request stored yet): nothing to replay"), "\(r.status) \(r.out) \(r.err)")
     }
 }

@@ -38,6 +38,57 @@ import Testing
         }
     }
 
+    /// Issue 47: the README was 1,866 lines and pointed at files outside the repository. It is a
+    /// front door of at most ~400 lines, and every relative link in it and in docs/ resolves to a
+    /// file of the repository (a clone is all a reader has).
+    @Test func theFrontDoorIsShortAndEveryLinkResolves() throws {
+        let readme = try String(contentsOfFile: Self.root + "/README.md", encoding: .utf8)
+        #expect(readme.split(separator: "\n", omittingEmptySubsequences: false).count <= 400)
+        var pages = ["README.md", "ARCHITECTURE.md"]
+        let docs = FileManager.default.enumerator(atPath: Self.root + "/docs")
+        while let f = docs?.nextObject() as? String {
+            if f.hasSuffix(".md") { pages.append("docs/" + f) }
+        }
+        #expect(pages.contains("docs/configuration.md") && pages.contains("docs/operations.md"), "\(pages)")
+        var checked = 0
+        for page in pages {
+            let text = try String(contentsOfFile: Self.root + "/" + page, encoding: .utf8)
+            #expect(!text.contains("DESIGN.md") && !text.contains("../shared"), "\(page) names a file outside the repository")
+            let dir = (page as NSString).deletingLastPathComponent
+            for piece in text.components(separatedBy: "](").dropFirst() {
+                guard let close = piece.firstIndex(of: ")") else { continue }
+                var target = String(piece[..<close])
+                if target.hasPrefix("http://") || target.hasPrefix("https://") || target.hasPrefix("mailto:") || target.hasPrefix("#") { continue }
+                if let hash = target.firstIndex(of: "#") { target = String(target[..<hash]) }
+                let path = ((Self.root + "/" + dir) as NSString).appendingPathComponent(target)
+                #expect(FileManager.default.fileExists(atPath: path), "\(page) links to \(target), which is not in the repository")
+                checked += 1
+            }
+        }
+        #expect(checked > 20)
+        #expect(FileManager.default.fileExists(atPath: Self.root + "/LICENSE"))
+    }
+
+    /// Issue 47: `make run` installed the test servers too (PostgreSQL, influxd, VictoriaMetrics,
+    /// mosquitto, Chromium), and Debian starts and enables a daemon it installs. Running needs
+    /// the libraries only; `make test` adds the servers and stops and disables what it installs.
+    @Test func makeRunInstallsOnlyWhatRunningNeeds() throws {
+        func packages(_ target: String) throws -> Set<String> {
+            let (rc, plan) = try Command.run("/usr/bin/make", ["-n", "-C", Self.root, target], timeout: 60)
+            #expect(rc == 0, "\(plan.suffix(300))")
+            // The deps recipe, as make would run it: `for p in PKG… ; do`.
+            let lists = plan.components(separatedBy: "for p in ").dropFirst().map { $0.prefix { $0 != ";" } }
+            return Set(lists.flatMap { $0.split(separator: " ").map(String.init) })
+        }
+        let servers: Set = ["postgresql", "influxdb", "victoria-metrics", "mosquitto", "chromium"]
+        let run = try packages("run")
+        #expect(run.contains("libmicrohttpd-dev") && run.contains("libpq-dev") && run.isDisjoint(with: servers), "\(run.sorted())")
+        let test = try packages("test")
+        #expect(test.isSuperset(of: servers.union(run)), "\(test.sorted())")
+        let (_, plan) = try Command.run("/usr/bin/make", ["-n", "-C", Self.root, "deps", "DEB_PKGS=postgresql"], timeout: 60)
+        #expect(plan.contains("systemctl disable --now"), "\(plan)")
+    }
+
     @Test func makeInstallPutsItWhereAnAdminLooksAndUninstallTakesItAway() throws {
         let dest = ServeProcess.makeTempDir("install")
         let (rc, out) = try Self.make(["install", "DESTDIR=\(dest)", "PREFIX=/usr", "NO_BUILD=1"])
@@ -59,11 +110,62 @@ import Testing
         #expect(crc == 0, "\(checked)")
         #expect(checked.contains("ok"))
 
+        try Self.theDocumentedInstallRunsAsItsOwnUser(dest)
+
         let (urc, uout) = try Self.make(["uninstall", "DESTDIR=\(dest)", "PREFIX=/usr"])
         #expect(urc == 0, "\(uout)")
         #expect(!fm.fileExists(atPath: dest + "/usr/bin/healthgate"))
         #expect(!fm.fileExists(atPath: dest + "/usr/lib/systemd/system/healthgate.service"))
         #expect(!fm.fileExists(atPath: dest + "/usr/share/healthgate"))
+    }
+
+    /// Issue 47: the unit ran as a user made at start (DynamicUser) that could not read
+    /// /etc/healthgate (root 0750), and the error said "no such config file". Now the unit's user
+    /// is a system user (sysusers.d) whose group owns /etc/healthgate. Here, as the README says
+    /// and as a uid that is not root: the sysusers file makes the user, the config copied in with
+    /// the install command the README gives checks, and one it may not read says "permission
+    /// denied". (nobody/nogroup stand in for healthgate, which this machine does not have.)
+    static func theDocumentedInstallRunsAsItsOwnUser(_ dest: String) throws {
+        let (src, sysusers) = try DatabaseProcess.run("/usr/bin/systemd-sysusers", ["--root=\(dest)", dest + "/usr/lib/sysusers.d/healthgate.conf"])
+        #expect(src == 0, "\(sysusers)")
+        let passwd = (try? String(contentsOfFile: dest + "/etc/passwd", encoding: .utf8)) ?? ""
+        #expect(passwd.split(separator: "\n").contains { $0.hasPrefix("healthgate:") && $0.contains(":/var/lib/healthgate:/usr/sbin/nologin") },
+                "\(passwd)")
+        let unit = try String(contentsOfFile: dest + "/usr/lib/systemd/system/healthgate.service", encoding: .utf8)
+        #expect(unit.contains("\nUser=healthgate\n") && unit.contains("\nGroup=healthgate\n") && !unit.contains("DynamicUser"))
+
+        // The install as `make install` leaves /etc/healthgate, with nogroup as the service's group.
+        let (rc, out) = try Self.make(["install", "DESTDIR=\(dest)", "PREFIX=/usr", "NO_BUILD=1", "SERVICE_GROUP=nogroup"])
+        #expect(rc == 0, "\(out)")
+        var st = stat()
+        #expect(stat(dest + "/etc/healthgate", &st) == 0 && st.st_mode & 0o777 == 0o750 && st.st_uid == 0 && st.st_gid == 65534)
+        let etc = dest + "/etc/healthgate/healthgate.yaml"
+        let (irc, iout) = try Command.run("/usr/bin/install", ["-m", "0640", "-g", "nogroup", dest + "/usr/share/healthgate/config.example.yaml", etc])
+        #expect(irc == 0, "\(iout)")
+        // sudoedit: data_dir is the state dir systemd makes for the unit's user (0700).
+        let state = dest + "/var/lib/healthgate"
+        #expect(mkdir(dest + "/var", 0o755) == 0 || errno == EEXIST)
+        #expect(mkdir(dest + "/var/lib", 0o755) == 0 || errno == EEXIST)
+        #expect(mkdir(state, 0o700) == 0 && chown(state, 65534, 65534) == 0)
+        let example = try String(contentsOfFile: etc, encoding: .utf8)
+        let dataDir = try #require(example.split(separator: "\n").first { $0.hasPrefix("data_dir:") })
+        try example.replacingOccurrences(of: String(dataDir), with: "data_dir: \(state)").write(toFile: etc, atomically: false, encoding: .utf8)
+        // The way down to it is open, as / and /etc are (the test's temporary dirs are not).
+        var up = dest
+        while up.count > 1 {
+            var dir = stat()
+            if stat(up, &dir) == 0 { _ = chmod(up, (dir.st_mode & 0o7777) | 0o001) }
+            up = (up as NSString).deletingLastPathComponent
+        }
+        let asService = ["--reuid=65534", "--regid=65534", "--clear-groups", dest + "/usr/bin/healthgate", "check", "--config", etc]
+        let env = ProcessInfo.processInfo.environment.merging(Self.env) { $1 }
+        let (crc, checked) = try Command.run("/usr/bin/setpriv", asService, environment: env)
+        #expect(crc == 0 && checked.contains("ok"), "\(checked)")
+        // A config its user may not read says so, and who the process runs as.
+        #expect(chmod(etc, 0o600) == 0)
+        let (drc, denied) = try Command.run("/usr/bin/setpriv", asService, environment: env)
+        #expect(drc == 2 && denied.contains("\(etc): permission denied: healthgate runs as user nobody (uid 65534)"), "\(denied)")
+        #expect(!denied.contains("no such config file"))
     }
 
     @Test func theHardenedUnitVerifiesWithoutAWarning() throws {
@@ -72,7 +174,7 @@ import Testing
         let unit = try String(contentsOfFile: Self.root + "/contrib/systemd/healthgate.service", encoding: .utf8)
             .replacingOccurrences(of: "ExecStart=/usr/local/bin/healthgate ", with: "ExecStart=\(ServeProcess.binary) ")
         try unit.write(toFile: dir + "/healthgate.service", atomically: true, encoding: .utf8)
-        for word in ["DynamicUser=yes", "StateDirectory=healthgate", "ProtectSystem=strict", "NoNewPrivileges=yes",
+        for word in ["User=healthgate", "StateDirectory=healthgate", "ProtectSystem=strict", "NoNewPrivileges=yes",
                      "CapabilityBoundingSet=\n", "SystemCallFilter=@system-service", "TimeoutStopSec=30"] {
             #expect(unit.contains(word), "\(word)")
         }

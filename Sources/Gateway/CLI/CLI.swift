@@ -32,7 +32,7 @@ public enum CLI {
                                            deliver an archive, or a sink's dead letters, again
       healthgate replay --journal [--since TIME] [--sink NAME]
                                            deliver again what the journal still holds
-      healthgate version
+      healthgate version                   the version, the commit and the day it was built
       healthgate help [COMMAND]            this text, or one command's (also: healthgate COMMAND --help)
 
     environment:
@@ -116,7 +116,8 @@ public enum CLI {
                 }
                 return try ReplayCommand(o, file: file).run()
             case "version", "--version", "-V":
-                print("healthgate \(version)")
+                let b = Healthgate.build
+                print("healthgate \(version) (commit \(b.commit), built \(b.date))")
                 return 0
             case "help", "--help", "-h":
                 guard let name = args.first else {
@@ -271,16 +272,38 @@ struct ConfigSource {
 
     private static func find(_ options: Options) throws -> ConfigSource {
         if let path = options.config {
-            guard FileIO.exists(path) else {
+            guard let text = try read(path) else {
                 throw UsageError("\(path): no such config file (create one with `healthgate init --config \(path)`)")
             }
-            return ConfigSource(text: String(decoding: try FileIO.readAll(path), as: UTF8.self), file: path, isEmbedded: false)
+            return ConfigSource(text: text, file: path, isEmbedded: false)
         }
-        if FileIO.exists(conventionalPath) {
-            return ConfigSource(text: String(decoding: try FileIO.readAll(conventionalPath), as: UTF8.self),
-                                file: conventionalPath, isEmbedded: false)
+        if let text = try read(conventionalPath) {
+            return ConfigSource(text: text, file: conventionalPath, isEmbedded: false)
         }
         return ConfigSource(text: try DefaultConfig.embedded(), file: "(embedded default)", isEmbedded: true)
+    }
+
+    /// The file's text, or nil when there is none. One this process may not read is an error
+    /// that says so and who the process runs as (it used to say "no such config file").
+    static func read(_ path: String) throws -> String? {
+        let bytes: [UInt8]
+        do {
+            bytes = try FileIO.readAll(path)
+        } catch {
+            if error.code == ENOENT || error.code == ENOTDIR { return nil }
+            guard error.code == EACCES || error.code == EPERM else { throw error }
+            throw UsageError("\(path): permission denied: healthgate runs as \(Self.runningAs()) and may not read this file or "
+                + "search a directory above it. Give that user read access (the systemd unit runs as healthgate: "
+                + "`sudo chgrp healthgate /etc/healthgate /etc/healthgate/healthgate.yaml`, "
+                + "`sudo chmod 0750 /etc/healthgate`, `sudo chmod 0640 /etc/healthgate/healthgate.yaml`)")
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    static func runningAs() -> String {
+        let uid = geteuid()
+        guard let pw = getpwuid(uid), let name = pw.pointee.pw_name else { return "uid \(uid)" }
+        return "user \(String(cString: name)) (uid \(uid))"
     }
 
     func load(logger: Logger, standIns: [String: String] = [:]) throws(ConfigProblems) -> Topology {

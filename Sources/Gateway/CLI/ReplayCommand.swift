@@ -72,6 +72,11 @@ struct ReplayCommand {
         // Replaying a sink's own dead letters: move them aside first, so that what is rejected
         // again starts a new file instead of being read again.
         var input = file ?? FileIO.join(t.dataDir, "journal")
+        if file == nil && !FileIO.exists(input) {
+            // A fresh data dir: no phone has delivered yet, so there is nothing to replay.
+            print("the journal in \(t.dataDir) is empty (no request stored yet): nothing to replay")
+            return 0
+        }
         if let file {
             for s in t.sinks where realPath(file) == realPath(DeadLetters.path(sink: s.name, dataDir: t.dataDir)) {
                 input = file + ".replaying-\(SystemClock().now().seconds)"

@@ -105,8 +105,10 @@ enum PrometheusText {
                 + "\(Double(micros) / 1_000_000)\n"
             out += "healthgate_request_duration_seconds_count{receiver=\"\(escape(r.name))\"} \(cumulative)\n"
         }
-        family("healthgate_build_info", "The running healthgate's version (the value is always 1).", "gauge")
-        out += "healthgate_build_info{version=\"\(escape(Healthgate.version))\"} 1\n"
+        family("healthgate_build_info", "The running healthgate's version, commit and build day (the value is always 1).", "gauge")
+        let build = Healthgate.build
+        out += "healthgate_build_info{version=\"\(escape(Healthgate.version))\",commit=\"\(escape(build.commit))\","
+            + "built=\"\(escape(build.date))\"} 1\n"
         let process = ProcessFigures.now()
         family("process_resident_memory_bytes", "Resident memory of the process.", "gauge")
         out += "process_resident_memory_bytes \(process.residentBytes)\n"

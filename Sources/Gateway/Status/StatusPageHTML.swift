@@ -25,7 +25,7 @@ enum StatusPageHTML {
             </style></head><body>
             """)
         h.raw("<h1>healthgate</h1><div class=\"muted\">")
-        h.text("version \(CLI.version) · data dir \(topology.dataDir) · as of \(Timestamp(seconds: now.seconds).rfc3339())")
+        h.text("version \(CLI.version) (\(Healthgate.build.commit)) · data dir \(topology.dataDir) · as of \(Timestamp(seconds: now.seconds).rfc3339())")
         h.raw("</div>")
 
         if linksHidden && topology.receivers.contains(where: { $0.config.kind == "syncky" }) {
