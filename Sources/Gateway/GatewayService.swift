@@ -252,7 +252,7 @@ public final class GatewayService: @unchecked Sendable {
         }
         let set = drainerSet
         let status = StatusEndpoint(topology: topology, journal: journal, drainers: { set.all }, removed: { set.removed },
-                                    clock: clock, port: port.load(ordering: .relaxed))
+                                    clock: clock, port: port.load(ordering: .relaxed), requestLog: requestLog)
         return IngestHandler(receivers: topology.receivers.map(\.receiver), journal: journal, quarantine: quarantine,
                              clock: clock, signatureClock: signatureClock, logger: logger.child("ingest"),
                              sinkMetrics: { set.all.map(\.metrics) }, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },

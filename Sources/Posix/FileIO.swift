@@ -63,6 +63,17 @@ public enum FileIO {
         return String(path[..<slash])
     }
 
+    /// `path` from the root: as it is when it starts with "/", else under the working directory
+    /// (not resolved further: a path that does not exist yet stays as named).
+    public static func absolute(_ path: String) -> String {
+        if path.hasPrefix("/") { return path }
+        guard let cwd = getcwd(nil, 0) else { return path }
+        defer { free(cwd) }
+        var rest = Substring(path)
+        while rest.hasPrefix("./") { rest = rest.dropFirst(2) }
+        return rest.isEmpty || rest == "." ? String(cString: cwd) : join(String(cString: cwd), String(rest))
+    }
+
     public static func join(_ a: String, _ b: String) -> String {
         if b.hasPrefix("/") || a.isEmpty { return b }
         return a.hasSuffix("/") ? a + b : a + "/" + b

@@ -315,4 +315,50 @@ import Testing
         let r = try CLITests.run(["replay", "--journal"], cwd: dir)
         #expect(r.status == 0 && r.out.contains("is empty (no request stored yet): nothing to replay"), "\(r.status) \(r.out) \(r.err)")
     }
+
+    /// Issue 47's pairing traps: `link` run from another directory made a new data dir and a
+    /// token no serve knew; `init` then replaced the token of the phone just paired; a `.local`
+    /// name that does not resolve gave no warning. Now only `serve` makes credentials, the other
+    /// commands say which config and data dir they used, `init` keeps what serve made.
+    @Test func pairingNeverMintsOrReplacesCredentials() throws {
+        let dir = ServeProcess.makeTempDir("pair")
+        let elsewhere = ServeProcess.makeTempDir("elsewhere")
+        let env = ["HEALTHGATE_LISTEN": "127.0.0.1:0"]
+        // From a directory no serve ran in: refused, nothing made.
+        let lost = try CLITests.run(["link"], cwd: elsewhere, env: env)
+        #expect(lost.status == 2 && lost.err.contains("no gateway runs from here: \(elsewhere)/healthgate-data/credentials does not exist"),
+                "\(lost.err)")
+        #expect(lost.err.contains("no credentials were made") && !FileManager.default.fileExists(atPath: elsewhere + "/healthgate-data"))
+        for command in [["status"], ["write", "steps", "1", "--at", "2026-10-14T07:00:00Z"]] {
+            let r = try CLITests.run(command, cwd: elsewhere, env: env)
+            #expect(r.status == 2 && r.err.contains("no gateway runs from here"), "\(command): \(r.err)")
+        }
+        // check looks at the embedded default without making anything.
+        #expect(try CLITests.run(["check"], cwd: elsewhere, env: env).status == 0)
+        #expect(!FileManager.default.fileExists(atPath: elsewhere + "/healthgate-data"))
+
+        // serve makes them; link, from serve's directory, finds them and says where it looked.
+        let serve = try ServeProcess(arguments: ["serve"], cwd: dir, environment: env)
+        let link = try CLITests.run(["link", "--host", "10.0.0.7"], cwd: dir, env: env)
+        serve.stop()
+        #expect(link.status == 0 && link.err.contains("healthgate link: config (embedded default), data dir \(dir)/healthgate-data"), "\(link.err)")
+        let token = try #require(link.out.split(separator: "&").first { $0.hasPrefix("token=") }.map { String($0.dropFirst(6)) })
+        let secret = try #require(link.out.split(separator: "&").first { $0.hasPrefix("hmac=") }.map { String($0.dropFirst(5)).trimmingCharacters(in: .whitespacesAndNewlines) })
+
+        // init writes a config with the token and secret the paired phone uses.
+        let i = try CLITests.run(["init"], cwd: dir, env: env)
+        #expect(i.status == 0 && i.out.contains("kept the token and secret of ./healthgate-data/credentials"), "\(i.out)")
+        let written = try String(contentsOfFile: dir + "/healthgate.yaml", encoding: .utf8)
+        #expect(written.contains("token: \"\(token)\"") && written.contains("secret: \"\(secret)\""), "\(written)")
+        // Fresh ones only when asked, and then it says what that means.
+        let fresh = try CLITests.run(["init", "--force", "--new-credentials"], cwd: dir, env: env)
+        #expect(fresh.status == 0 && fresh.out.contains("must be paired again"), "\(fresh.out)")
+        #expect(!(try String(contentsOfFile: dir + "/healthgate.yaml", encoding: .utf8)).contains(token))
+
+        // A .local name nothing resolves: said, with this machine's addresses to use instead.
+        let name = "nosuch-\(UInt32.random(in: 0...UInt32.max)).local"
+        let warned = try CLITests.run(["link", "--host", name], cwd: dir, env: env)
+        #expect(warned.status == 0 && warned.err.contains("warning: the link names \(name), which does not resolve on this machine"), "\(warned.err)")
+        #expect(!(try CLITests.run(["link", "--host", "127.0.0.1"], cwd: dir, env: env)).err.contains("warning"))
+    }
 }

@@ -1,6 +1,7 @@
 import Foundation
 @testable import Gateway
 import HealthgateCore
+import HealthgateCrypto
 @testable import HealthgateTesting
 @testable import Pipeline
 import Posix
@@ -49,7 +50,7 @@ import Testing
         #expect(html.contains("my-iphone (syncky)") && html.contains("archive") && html.contains("<svg"))
         #expect(html.contains("Anna%27s%20%3CiPhone%3E") && !html.contains("<iPhone>"), "sender text is escaped")
         #expect(html.contains("of its budget of 61 MiB"))
-        #expect(!html.contains("<script") && !html.contains("src=") && !html.contains("<link"), "no script, no external asset")
+        #expect(!html.contains("src=") && !html.contains("<link"), "no external asset")
         // Not to be framed by another page (clickjacking).
         #expect(page.headers.contains { $0.0.lowercased() == "content-security-policy" && $0.1.contains("frame-ancestors 'none'") })
         #expect(page.headers.contains { $0.0.lowercased() == "x-frame-options" && $0.1 == "DENY" })
@@ -89,6 +90,79 @@ import Testing
         }, "\(String(describing: down))")
         #expect((status["journal"] as? [String: Any])?["max_bytes"] as? Int == 64_000_000)
         serve.stop()
+    }
+
+    /// Issue 47: a user pairing a phone could not see whether it got through. The page lists each
+    /// phone (last seen, requests, records, its last refusal), each receiver's last refusal (401s
+    /// included), what was set aside with its newest reason, and — where it may show secrets —
+    /// what to enter in each app. It refreshes its live part in place (a script its CSP allows by
+    /// hash alone), so what the user opened stays open; the log names each phone's first request
+    /// and sums refusals up instead of a line each.
+    @Test func thePageSaysWhoGetsThroughAndWhatToEnterInEachApp() throws {
+        let hae = """
+              hae-phone:
+                kind: hae
+                path: /api/data
+                auth: {type: bearer, token: hae-token-0123456789abcdef}
+            """
+        let config = Self.config.replacingOccurrences(of: "\nroutes:", with: "\n" + hae + "\nroutes:")
+        let serve = try ServeProcess(config: config + "\nadmin: {local_links: true}\n")
+        let client = serve.client()
+        let device = "d_pagetest_\(UInt32.random(in: 0...UInt32.max))"
+        // A wrong token, then two deliveries, then twenty bodies that cannot be read.
+        var wrong = LiveServeTests.signedHeaders("{}")
+        wrong = LiveServeTests.replacing(wrong, "Authorization", "Bearer not-the-token")
+        #expect(try client.request("POST", "/hook", headers: wrong, body: Array("{}".utf8)).status == 401)
+        for n in 0..<2 {
+            let delivery = UUID().uuidString.lowercased()
+            let body = Vectors.syncBody(device: device, samples: [PostgresSinkTests.q("p\(n)", "steps", 100, "count", at: PostgresSinkTests.base)],
+                                        delivery: delivery)
+            #expect(try client.request("POST", "/hook", headers: LiveServeTests.signedHeaders(body, delivery: delivery),
+                                       body: Array(body.utf8)).status == 200)
+        }
+        for n in 0..<20 {
+            let junk = "{\"v\":1,\"type\":\"sync\",\"n\":\(n)"   // cut short; each signed once
+            let r = try client.request("POST", "/hook", headers: LiveServeTests.signedHeaders(junk), body: Array(junk.utf8))
+            #expect(r.status == 400, "\(r.status) \(String(decoding: r.body, as: UTF8.self))")
+        }
+
+        let page = try client.request("GET", "/")
+        let html = String(decoding: page.body, as: UTF8.self)
+        // What to enter in each app, with the receiver's own URL and token.
+        #expect(html.contains("What to enter in each app") && html.contains("Health Auto Export"), "\(html.suffix(3000))")
+        #expect(html.contains("http://127.0.0.1:\(serve.port)/api/data") && html.contains("Bearer hae-token-0123456789abcdef"))
+        #expect(html.contains("Signing secret") && html.contains(Vectors.secret))
+        // The receiver's last refusal, the phone, and what was set aside.
+        #expect(html.contains("from 127.0.0.1: "), "\(html)")
+        let devices = try #require(html.range(of: "<h2>Devices</h2>").map { String(html[$0.upperBound...]) })
+        #expect(devices.contains("<code>\(device)</code></td><td>my-iphone</td>"), "\(devices.prefix(1500))")
+        #expect(devices.contains("<td class=\"n\">2</td><td class=\"n\">2</td>"), "two requests, two records")
+        #expect(html.contains("quarantine of my-iphone</td><td class=\"n\">20 ("), "\(html)")
+        // The one script is the one the CSP allows, by its hash.
+        let script = try #require(html.range(of: "<script>").flatMap { a in html.range(of: "</script>").map { String(html[a.upperBound..<$0.lowerBound]) } })
+        var hash = Crypto.base64url(Crypto.sha256(Array(script.utf8))).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while hash.count % 4 != 0 { hash += "=" }
+        let csp = page.headers.first { $0.0.lowercased() == "content-security-policy" }?.1 ?? ""
+        #expect(csp.contains("script-src 'sha256-\(hash)'") && csp.contains("connect-src 'self'") && !csp.contains("unsafe-inline'; script"), "\(csp)")
+        #expect(!html.replacingOccurrences(of: "<noscript><meta http-equiv=\"refresh\" content=\"10\"></noscript>", with: "").contains("http-equiv=\"refresh\""),
+                "a page that reloads whole closes what the user opened")
+        // In a real browser the script runs under that CSP and swaps the live part in place.
+        let (rc, dom) = try Self.run("/usr/bin/chromium", ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=25000",
+                                                           "--dump-dom", "http://127.0.0.1:\(serve.port)/"])
+        #expect(rc == 0 && dom.contains("id=\"live\" data-refreshed=\"1\""), "\(dom.prefix(600))")
+
+        // The log: the phone's first request once; the twenty refusals in a few lines.
+        let log = serve.stderrText
+        #expect(log.components(separatedBy: "my-iphone: first request from device \(device)").count == 2, "\(log)")
+        let refusalLines = log.split(separator: "\n").filter { $0.contains("my-iphone: refused") }
+        #expect(refusalLines.count >= 1 && refusalLines.count <= 3, "\(refusalLines)")
+        serve.stop()
+
+        // Without the admin token or local_links, no token is on the page.
+        let plain = try ServeProcess(config: config)
+        let bare = String(decoding: try plain.client().request("GET", "/").body, as: UTF8.self)
+        #expect(!bare.contains("What to enter") && !bare.contains("hae-token-0123456789abcdef") && bare.contains("<h2>Devices</h2>"))
+        plain.stop()
     }
 
     @Test func onlyThisMachineOrTheAdminTokenOpensIt() throws {

@@ -14,8 +14,8 @@ public enum CLI {
 
     usage:
       healthgate serve [[--config] FILE]   run the gateway (no config: ./healthgate.yaml, else the embedded default)
-      healthgate init  [[--config] FILE] [--force]
-                                           write a config with a fresh token and HMAC secret
+      healthgate init  [[--config] FILE] [--force] [--new-credentials]
+                                           write a config; the token and secret serve made here are kept (--new-credentials: fresh ones)
       healthgate check [[--config] FILE] [--require-env]
                                            validate the config; print receivers, routes and sinks (an unset
                                            ${VAR} is a warning, checked with a stand-in; --require-env: an error)
@@ -89,7 +89,7 @@ public enum CLI {
         do {
             switch command {
             case "serve": return try ServeCommand(try Options(try configPositional(args), allowed: [])).run()
-            case "init": return try InitCommand(try Options(try configPositional(args), allowed: ["--force"])).run()
+            case "init": return try InitCommand(try Options(try configPositional(args), allowed: ["--force", "--new-credentials"])).run()
             case "check": return try CheckCommand(try Options(try configPositional(args), allowed: ["--require-env"])).run()
             case "link": return try LinkCommand(try Options(args, allowed: ["--receiver", "--host", "--format", "--scheme", "--qr"])).run()
             case "status": return try StatusCommand(try Options(try configPositional(args), allowed: [])).run()
@@ -264,13 +264,26 @@ struct ConfigSource {
 
     static let conventionalPath = "healthgate.yaml"
 
-    static func resolve(_ options: Options) throws -> ConfigSource {
-        var source = try find(options)
+    /// What the embedded default does when its data dir holds no token and secret yet: only
+    /// `serve` makes them; `check` checks with stand-ins; every other command refuses, since it
+    /// would be looking at a data dir no gateway uses (a `link` run from another directory once
+    /// minted a token no serve knew).
+    enum Credentials { case make, standIn, existing }
+
+    static func resolve(_ options: Options, credentials: Credentials = .existing) throws -> ConfigSource {
+        var source = try find(options, credentials: credentials)
         source.transforms = options.transforms
         return source
     }
 
-    private static func find(_ options: Options) throws -> ConfigSource {
+    /// One line on stderr naming the config and the data dir a command used, so that a command
+    /// run from the wrong place says so.
+    static func announce(_ command: String, _ source: ConfigSource, _ t: Topology) {
+        let file = source.isEmbedded ? source.file : FileIO.absolute(source.file)
+        printErr("healthgate \(command): config \(file), data dir \(FileIO.absolute(t.dataDir))")
+    }
+
+    private static func find(_ options: Options, credentials: Credentials) throws -> ConfigSource {
         if let path = options.config {
             guard let text = try read(path) else {
                 throw UsageError("\(path): no such config file (create one with `healthgate init --config \(path)`)")
@@ -280,7 +293,7 @@ struct ConfigSource {
         if let text = try read(conventionalPath) {
             return ConfigSource(text: text, file: conventionalPath, isEmbedded: false)
         }
-        return ConfigSource(text: try DefaultConfig.embedded(), file: "(embedded default)", isEmbedded: true)
+        return ConfigSource(text: try DefaultConfig.embedded(credentials), file: "(embedded default)", isEmbedded: true)
     }
 
     /// The file's text, or nil when there is none. One this process may not read is an error

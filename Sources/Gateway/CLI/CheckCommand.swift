@@ -9,7 +9,7 @@ struct CheckCommand {
     init(_ o: Options) { options = o }
 
     func run() throws -> Int32 {
-        let source = try ConfigSource.resolve(options)
+        let source = try ConfigSource.resolve(options, credentials: .standIn)
         let logger = Logger(component: "check", sink: StderrLogSink(minimum: .warning))
         let (t, unset) = try load(source, logger: logger)
         var dataDirWarning: String?

@@ -13,11 +13,30 @@ enum DefaultConfig {
         return s.isEmpty ? nil : s
     }
 
-    static func embedded() throws -> String {
-        let dataDir = env("HEALTHGATE_DATA_DIR") ?? ConfigLoader.defaultDataDir
+    static var dataDir: String { env("HEALTHGATE_DATA_DIR") ?? ConfigLoader.defaultDataDir }
+
+    static func embedded(_ use: ConfigSource.Credentials) throws -> String {
         let listen = env("HEALTHGATE_LISTEN") ?? ConfigLoader.defaultListen
-        let (token, secret) = try credentials(dataDir: dataDir)
+        let (token, secret): (String, String)
+        if let kept = try kept(dataDir: dataDir) {
+            (token, secret) = kept
+        } else {
+            switch use {
+            case .make: (token, secret) = try credentials(dataDir: dataDir)
+            case .standIn: (token, secret) = ("hg_made-by-serve-on-its-first-start", "whsec_made-by-serve-on-its-first-start")
+            case .existing:
+                throw UsageError("no gateway runs from here: \(FileIO.join(FileIO.absolute(dataDir), "credentials")) does not exist "
+                    + "(with no config, `healthgate serve` makes the token and secret there, in ./healthgate-data of the directory "
+                    + "it runs in). Run this command in serve's directory, or name serve's config (--config FILE or "
+                    + "HEALTHGATE_CONFIG) or data dir (HEALTHGATE_DATA_DIR); no credentials were made")
+            }
+        }
         return render(listen: listen, dataDir: dataDir, token: token, secret: secret)
+    }
+
+    /// The token and secret kept in `<data_dir>/credentials`, if there are some.
+    static func kept(dataDir: String) throws -> (String, String)? {
+        FileIO.exists(FileIO.join(dataDir, "credentials")) ? try credentials(dataDir: dataDir) : nil
     }
 
     static func render(listen: String, dataDir: String, token: String, secret: String) -> String {

@@ -49,10 +49,11 @@ struct ReplayCommand {
     }
 
     func run() throws -> Int32 {
-        let source = try ConfigSource.resolve(options)
+        let source = try ConfigSource.resolve(options, credentials: .standIn)
         let logSink = StderrLogSink(minimum: .warning)
         let logger = Logger(component: "replay", sink: logSink)
         let t = try source.load(logger: logger)
+        ConfigSource.announce("replay", source, t)
         if let file, !FileIO.exists(file) { throw UsageError("\(file): no such file") }
         var since: Timestamp?
         if let s = options.values["--since"] {

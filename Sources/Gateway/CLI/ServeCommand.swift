@@ -19,7 +19,7 @@ struct ServeCommand {
         if DefaultConfig.env("MALLOC_ARENA_MAX") == nil { hg_limit_malloc_arenas(1) }
         let logSink = StderrLogSink(minimum: .info)
         let logger = Logger(component: "healthgate", sink: logSink)
-        let source = try ConfigSource.resolve(options)
+        let source = try ConfigSource.resolve(options, credentials: .make)
         let topology = try source.load(logger: logger)
         logSink.configure(minimum: topology.log.level?.level ?? .info,
                           format: topology.log.format == .json ? .json : .logfmt)
@@ -66,6 +66,7 @@ struct ServeCommand {
                     print("Scan it in Syncky (Settings › Connections › + › Paste a setup link):")
                     print(qr, terminator: "")
                 }
+                if let w = SetupLink.hostWarning(config: s.config, topology: t, host: nil) { print(w) }
             } else {
                 // The embedded default finds its data dir the same way `link` will.
                 print("Syncky setup link (it holds the token and secret, so it is printed on a terminal only): "

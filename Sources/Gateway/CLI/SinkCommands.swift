@@ -23,7 +23,9 @@ struct SinkCommand {
     /// on it at one place). Without `--skip` it tries the same records again (after an upgrade
     /// that fixed the crash); with it, the records it was working on go to its dead letters first.
     func resume() throws -> Int32 {
-        let t = try ConfigSource.resolve(options).load(logger: Logger(component: "resume", sink: StderrLogSink(minimum: .error)))
+        let source = try ConfigSource.resolve(options)
+        let t = try source.load(logger: Logger(component: "resume", sink: StderrLogSink(minimum: .error)))
+        ConfigSource.announce("resume", source, t)
         guard t.sinks.contains(where: { $0.name == sink }) else {
             throw UsageError("no sink is named \"\(sink)\"\(suggestion(sink, t.sinks.map(\.name)))")
         }
@@ -45,7 +47,9 @@ struct SinkCommand {
     /// `forget`: lets go of the records that wait for a sink taken out of the config. Until then
     /// the journal keeps them (within its budget: past it they go to the sink's dead letters).
     func forget() throws -> Int32 {
-        let t = try ConfigSource.resolve(options).load(logger: Logger(component: "forget", sink: StderrLogSink(minimum: .error)))
+        let source = try ConfigSource.resolve(options)
+        let t = try source.load(logger: Logger(component: "forget", sink: StderrLogSink(minimum: .error)))
+        ConfigSource.announce("forget", source, t)
         if t.sinks.contains(where: { $0.name == sink }) {
             throw UsageError("sink \(sink) is in the config: take it out first (and reload), then forget what waits for it")
         }

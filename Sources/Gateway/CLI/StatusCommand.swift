@@ -13,6 +13,7 @@ struct StatusCommand {
     func run() throws -> Int32 {
         let source = try ConfigSource.resolve(options)
         let t = try source.load(logger: Logger(component: "status", sink: StderrLogSink(minimum: .error)))
+        ConfigSource.announce("status", source, t)
         let running = GatewayService.isServing(dataDir: t.dataDir)
         let statusPath = FileIO.join(t.dataDir, "status.json")
         guard FileIO.exists(statusPath) else {

@@ -15,6 +15,7 @@ struct WriteCommandCLI {
         }
         let source = try ConfigSource.resolve(options)
         let t = try source.load(logger: Logger(component: "write", sink: StderrLogSink(minimum: .error)))
+        ConfigSource.announce("write", source, t)
         let receiver = try WriteCommandCLI.writeBackReceiver(t, options.values["--receiver"])
         guard let atText = options.values["--at"] else {
             throw UsageError("--at TIME is needed: when the record happened (RFC 3339, e.g. 2026-10-14T07:00:00Z, or now)")
@@ -84,6 +85,7 @@ struct DeleteCommandCLI {
         guard arguments.count == 1 else { throw UsageError("usage: healthgate delete COMMAND_ID [--receiver NAME]") }
         let source = try ConfigSource.resolve(options)
         let t = try source.load(logger: Logger(component: "delete", sink: StderrLogSink(minimum: .error)))
+        ConfigSource.announce("delete", source, t)
         let receiver = try WriteCommandCLI.writeBackReceiver(t, options.values["--receiver"])
         let store = try CommandStore(dataDir: t.dataDir)
         let c = try store.delete(receiver: receiver, id: arguments[0], now: SystemClock().now().seconds)

@@ -28,6 +28,15 @@ public final class ReceiverMetrics: Sendable {
     /// Seconds: the histogram's upper bounds.
     static let latencyBounds: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
+    /// The newest refusal of a request to this receiver, 401s included: for the status page.
+    public struct Refusal: Sendable {
+        public var time: Timestamp
+        public var status: Int
+        public var why: String
+        public var address: String
+    }
+    public let lastRefusal = Mutex<Refusal?>(nil)
+
     public init(name: String) { self.name = name }
 
     func noteLatency(_ seconds: Double) {

@@ -4,6 +4,7 @@ import HealthgateCore
 import Pipeline
 import SinkKit
 import Posix
+import Synchronization
 
 /// The gateway's request handling as a plain function: find the receiver, let it read the
 /// request, journal what it accepted (fsynced), keep what it could not take, answer.
@@ -27,6 +28,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
     let readAPI: ReadAPI?
     /// Every request a receiver answered past its auth check (see `RequestLog`).
     let requestLog: RequestLog?
+    private let seenDevices = Mutex<Set<String>>([])
     /// `GET /` and `GET /status`.
     let status: StatusEndpoint?
     /// The receivers bound to devices (`devices:`), by name.
@@ -109,7 +111,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
         if let refusal = receiver.authorize(request) {
             metricsByName[receiver.name]!.requests.add(1, ordering: .relaxed)
             metricsByName[receiver.name]!.refused.add(1, ordering: .relaxed)
-            refusals.note(receiver: receiver.name, status: refusal.status, address: request.remoteAddress, now: clock.now())
+            refuse(receiver.name, refusal.status, request, why: RefusalLog.why(refusal.status))
             return refusal
         }
         return nil
@@ -210,6 +212,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
         let m = metricsByName[receiver.name]!
         m.lastStatus.store(response.status, ordering: .relaxed)
         m.lastRequestNanos.store(now.unixNanoseconds, ordering: .relaxed)
+        if response.status < 300, let device = noted.device { sayFirst(receiver.name, device, request, noted) }
         requestLog?.note(time: now, receiver: receiver.name, device: noted.device ?? request.header("x-device-id"),
                          requestID: noted.id ?? IngestHandler.deliveryID(request), status: response.status,
                          records: noted.records, refused: noted.refused, duplicates: noted.duplicates, note: noted.note)
@@ -220,6 +223,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
         let m = metricsByName[receiver.name]!
         m.requests.add(1, ordering: .relaxed)
         if request.body.count > receiver.maxBodyBytes {
+            refuse(receiver.name, 413, request, why: "a body of \(request.body.count) bytes, over the receiver's max_body_bytes (\(receiver.maxBodyBytes))")
             return bodyTooLarge(path: request.path, limit: receiver.maxBodyBytes)
         }
         // Where a sink parses the journal's lines, the records come with the batch and are handed
@@ -230,6 +234,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
         case .answer(let response):
             if response.status == 401 || response.status == 403 {
                 m.refused.add(1, ordering: .relaxed)
+                refuse(receiver.name, response.status, request, why: IngestHandler.detail(response) ?? RefusalLog.why(response.status))
             } else if response.status < 300 {
                 m.checks.add(1, ordering: .relaxed)
             }
@@ -245,8 +250,8 @@ public final class IngestHandler: HTTPHandler, Sendable {
             } catch {
                 logger.error("\(receiver.name): cannot keep an unreadable body in quarantine: \(error)")
             }
-            logger.warning("\(receiver.name): refused an unreadable body (\(request.body.count) bytes) from \(request.remoteAddress)"
-                           + "\(IngestHandler.requestID(request)): \(reason)")
+            refuse(receiver.name, status, request,
+                   why: "an unreadable body of \(request.body.count) bytes\(IngestHandler.requestID(request)): \(reason)")
             return problem(status, status == 413 ? "Body too large" : "Unreadable body", detail)
         case .accept(var batch, let reply):
             noted.device = batch.device
@@ -257,8 +262,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
             if let gate = deviceGates[receiver.name], let refusal = gate.refusal(devices: batch.devices) {
                 if refusal.status == 403 {
                     m.wrongDevice.add(1, ordering: .relaxed)
-                    refusals.note(receiver: receiver.name, status: 403, address: request.remoteAddress, now: clock.now(),
-                                  why: "a device the receiver's devices: does not allow")
+                    refuse(receiver.name, 403, request, why: "a device the receiver's devices: does not allow")
                     noted.note = "refused: device not allowed"
                 } else {
                     m.unavailable.add(1, ordering: .relaxed)
@@ -332,6 +336,35 @@ public final class IngestHandler: HTTPHandler, Sendable {
             }
         }
         return nil
+    }
+
+    /// The first request of each phone since the start, in the log: that a phone gets through is
+    /// the first thing a user pairing one wants to see. (Bounded: past 10,000 phones, no more.)
+    func sayFirst(_ receiver: String, _ device: String, _ request: HTTPRequest, _ noted: Noted) {
+        let first = seenDevices.withLock { seen -> Bool in
+            guard seen.count < 10_000 else { return false }
+            return seen.insert(receiver + "\u{0}" + device).inserted
+        }
+        guard first else { return }
+        logger.info("\(receiver): first request from device \(QuarantinedRecord.name(device)) (\(request.remoteAddress))"
+                    + "\(IngestHandler.requestID(request)): \(noted.records) record(s) stored"
+                    + (noted.refused > 0 ? ", \(noted.refused) set aside in quarantine" : ""))
+    }
+
+    /// A refused request: in the log (rate-limited, never a credential) and as the receiver's
+    /// newest refusal on the status page.
+    func refuse(_ receiver: String, _ status: Int, _ request: HTTPRequest, why: String) {
+        let now = clock.now()
+        refusals.note(receiver: receiver, status: status, address: request.remoteAddress, now: now, why: why)
+        metricsByName[receiver]?.lastRefusal.withLock {
+            $0 = ReceiverMetrics.Refusal(time: now, status: status, why: why, address: request.remoteAddress)
+        }
+    }
+
+    /// The `detail` of a problem document this gateway wrote.
+    static func detail(_ response: HTTPResponse) -> String? {
+        guard let doc = try? JSONParser().parse(response.body) else { return nil }
+        return doc.root["detail"]?.string
     }
 
     /// Refused credentials of the read API and the status page go to the log as a receiver's

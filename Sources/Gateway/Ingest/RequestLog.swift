@@ -100,4 +100,37 @@ public final class RequestLog: Sendable {
                          records: Int(r[6].int ?? 0), refused: Int(r[7].int ?? 0), duplicates: Int(r[8].int ?? 0), note: r[9].text)
         }
     }
+
+    /// A phone as the request log saw it: for the status page's devices.
+    public struct Device: Sendable {
+        public var receiver: String
+        public var device: String
+        public var lastSeen: Timestamp
+        public var requests: Int
+        public var records: Int
+        /// The newest request of it that was refused (4xx or 5xx), with its note.
+        public var lastRefusal: (time: Timestamp, status: Int, note: String?)?
+    }
+
+    /// The `limit` phones seen most recently, newest first.
+    public func devices(limit: Int) throws(SQLite.Failure) -> [Device] {
+        func time(_ ns: Int64) -> Timestamp { Timestamp(seconds: ns / 1_000_000_000, nanoseconds: Int32(ns % 1_000_000_000)) }
+        let rows = try db.query("""
+            SELECT receiver, device, max(at_ns), count(*), sum(records) FROM requests WHERE device IS NOT NULL
+            GROUP BY receiver, device ORDER BY max(at_ns) DESC LIMIT ?
+            """, [.int(Int64(limit))])
+        let refused = try db.query("""
+            SELECT receiver, device, at_ns, status, note FROM requests WHERE id IN
+              (SELECT max(id) FROM requests WHERE status >= 400 AND device IS NOT NULL GROUP BY receiver, device)
+            """)
+        var last: [String: (Timestamp, Int, String?)] = [:]
+        for r in refused {
+            last[(r[0].text ?? "") + "\u{0}" + (r[1].text ?? "")] = (time(r[2].int ?? 0), Int(r[3].int ?? 0), r[4].text)
+        }
+        return rows.map { r in
+            let receiver = r[0].text ?? "", device = r[1].text ?? ""
+            return Device(receiver: receiver, device: device, lastSeen: time(r[2].int ?? 0), requests: Int(r[3].int ?? 0),
+                          records: Int(r[4].int ?? 0), lastRefusal: last[receiver + "\u{0}" + device].map { (time: $0.0, status: $0.1, note: $0.2) })
+        }
+    }
 }

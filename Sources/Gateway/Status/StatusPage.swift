@@ -25,9 +25,13 @@ public final class StatusEndpoint: Sendable {
     let clock: any Clock
     /// The port `serve` listens on, once it does (for the setup links).
     let port = Atomic<UInt16>(0)
+    /// The request log, for the phones seen (nil: the page lists none).
+    let requestLog: RequestLog?
+    let summaries = NDJSONSummaries()
 
     init(topology: Topology, journal: Journal, drainers: @escaping @Sendable () -> [SinkDrainer],
-         removed: @escaping @Sendable () -> [RemovedSink] = { [] }, clock: any Clock, port: UInt16 = 0) {
+         removed: @escaping @Sendable () -> [RemovedSink] = { [] }, clock: any Clock, port: UInt16 = 0, requestLog: RequestLog? = nil) {
+        self.requestLog = requestLog
         self.topology = topology
         self.journal = journal
         self.currentDrainers = drainers
@@ -49,11 +53,14 @@ public final class StatusEndpoint: Sendable {
             ? StatusReport.json(journal: journal, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
                                 receivers: receivers, drainers: drainers, removed: currentRemoved(), now: now)
             : StatusPageHTML.render(topology: topology, journal: journal, receivers: receivers, drainers: drainers,
-                                    removed: currentRemoved(), links: withLinks ? links() : [], linksHidden: !withLinks, now: now)
+                                    removed: currentRemoved(), links: withLinks ? links() : [], linksHidden: !withLinks,
+                                    setup: withLinks ? topology.receivers.compactMap { SetupHelp.of($0, topology: listening) } : [],
+                                    extras: extras(drainers), now: now)
         return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", path == "/status" ? "application/json" : "text/html; charset=utf-8"),
                                                    HTTPHeader("Cache-Control", "no-store"),
                                                    HTTPHeader("X-Content-Type-Options", "nosniff"),
-                                                   HTTPHeader("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'"),
+                                                   HTTPHeader("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+                                                              + "script-src \(StatusPageHTML.refreshScriptSource); connect-src 'self'; frame-ancestors 'none'"),
                                                    HTTPHeader("X-Frame-Options", "DENY"),
                                                    HTTPHeader("Referrer-Policy", "no-referrer")],
                             body: request.method == "HEAD" ? [] : body)
@@ -114,11 +121,32 @@ public final class StatusEndpoint: Sendable {
         return Crypto.constantTimeEqual(given, token)
     }
 
-    /// Each Syncky receiver's setup link, as `healthgate link` prints it.
-    func links() -> [(receiver: String, link: String)] {
+    /// The phones the request log saw, and the quarantines and dead letters that hold something.
+    func extras(_ drainers: [SinkDrainer]) -> StatusPageHTML.Extras {
+        var e = StatusPageHTML.Extras()
+        e.devices = (try? requestLog?.devices(limit: 50)) ?? []
+        for r in topology.receivers {
+            let file = FileIO.join(topology.dataDir, "quarantine/\(r.name).ndjson")
+            if let s = summaries.of(file) { e.setAside.append(("quarantine of \(r.name)", file, s)) }
+        }
+        for d in drainers {
+            let file = DeadLetters.path(sink: d.name, dataDir: topology.dataDir)
+            if let s = summaries.of(file) { e.setAside.append(("dead letters of \(d.name)", file, s)) }
+        }
+        return e
+    }
+
+    /// The topology with the port `serve` really listens on.
+    var listening: Topology {
         var t = topology
         let p = port.load(ordering: .relaxed)
         if p != 0 { t.listenPort = p }
+        return t
+    }
+
+    /// Each Syncky receiver's setup link, as `healthgate link` prints it.
+    func links() -> [(receiver: String, link: String)] {
+        let t = listening
         return topology.receivers.filter { $0.config.kind == "syncky" }.compactMap { r in
             (try? SetupLink.build(receiver: r.name, config: r.config, topology: t, host: nil, format: "native",
                                   scheme: "syncky")).map { (r.name, $0) }

@@ -1,17 +1,41 @@
 import HealthgateCore
+import HealthgateCrypto
 import Pipeline
 import Posix
 
-/// The status page as HTML: plain HTML and CSS, no script and no external asset, readable on a
-/// phone, refreshed every 10 s. Every text in it goes through `HTMLText.escape`.
+/// The status page as HTML: plain HTML and CSS, no external asset, readable on a phone. Every
+/// 10 s one inline script (allowed by its hash alone) fetches the page again and swaps in its
+/// live part, so what the user opened or scrolled to stays; without scripts, a meta refresh.
+/// Every text in it goes through `HTMLText.text`.
 enum StatusPageHTML {
+    /// The figures a page shows besides the metrics: phones from the request log, and what was
+    /// set aside (quarantines, dead letters) with its newest reason.
+    struct Extras {
+        var devices: [RequestLog.Device] = []
+        var setAside: [(what: String, file: String, summary: NDJSONSummaries.Summary)] = []
+    }
+
+    static let refreshScript = """
+        setInterval(function(){fetch(location.href,{cache:"no-store",credentials:"same-origin"}).then(function(r){return r.ok?r.text():null})\
+        .then(function(t){if(!t)return;var d=new DOMParser().parseFromString(t,"text/html");var n=d.getElementById("live"),o=document.getElementById("live");\
+        if(!n||!o)return;var open=[];o.querySelectorAll("details[open]").forEach(function(e){if(e.id)open.push(e.id)});n.setAttribute("data-refreshed","1");o.replaceWith(n);\
+        open.forEach(function(i){var e=document.getElementById(i);if(e)e.open=true})}).catch(function(){})},10000);
+        """
+    /// The Content-Security-Policy source of that script: its SHA-256, base64.
+    static let refreshScriptSource: String = {
+        let b64url = Crypto.base64url(Crypto.sha256(Array(refreshScript.utf8)))
+        var b64 = String(b64url.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
+        while b64.count % 4 != 0 { b64 += "=" }
+        return "'sha256-\(b64)'"
+    }()
+
     static func render(topology: Topology, journal: Journal, receivers: [ReceiverMetrics], drainers: [SinkDrainer],
                        removed: [RemovedSink] = [], links: [(receiver: String, link: String)], linksHidden: Bool = false,
-                       now: Timestamp) -> [UInt8] {
+                       setup: [SetupHelp] = [], extras: Extras = Extras(), now: Timestamp) -> [UInt8] {
         var h = HTMLText()
         h.raw("""
             <!doctype html><html lang="en"><head><meta charset="utf-8">
-            <meta name="viewport" content="width=device-width, initial-scale=1"><meta http-equiv="refresh" content="10">
+            <meta name="viewport" content="width=device-width, initial-scale=1"><noscript><meta http-equiv="refresh" content="10"></noscript>
             <title>healthgate</title><style>
             body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:980px;padding:12px 16px;color:#1b1f24;background:#f6f7f9}
             h1{font-size:22px;margin:6px 0 2px}h2{font-size:17px;margin:22px 0 8px}
@@ -22,10 +46,11 @@ enum StatusPageHTML {
             .qr{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}.qr svg{width:260px;height:260px;background:#fff}
             .bar{height:10px;background:#eceff2;border-radius:5px;overflow:hidden;margin-top:6px}.bar>div{height:10px;background:#2f6feb}
             code{font-size:12px;word-break:break-all}.scroll{overflow-x:auto}
-            </style></head><body>
+            @media (max-width:600px){body{padding:8px 10px}th,td{padding:5px 6px}.qr svg{width:220px;height:220px}table{font-size:13px}}
+            </style><script>\(refreshScript)</script></head><body>
             """)
         h.raw("<h1>healthgate</h1><div class=\"muted\">")
-        h.text("version \(CLI.version) (\(Healthgate.build.commit)) · data dir \(topology.dataDir) · as of \(Timestamp(seconds: now.seconds).rfc3339())")
+        h.text("version \(CLI.version) (\(Healthgate.build.commit)) · data dir \(topology.dataDir)")
         h.raw("</div>")
 
         if linksHidden && topology.receivers.contains(where: { $0.config.kind == "syncky" }) {
@@ -49,9 +74,24 @@ enum StatusPageHTML {
                 h.raw("</code></details></div></div>")
             }
         }
+        if !setup.isEmpty {
+            h.raw("<h2>What to enter in each app</h2><p class=\"muted\">These hold the receivers' tokens: show them only to "
+                  + "the phone's owner.</p>")
+            for s in setup {
+                h.raw("<details class=\"card\" id=\"setup-"); h.text(s.receiver); h.raw("\"><summary><b>")
+                h.text(s.app); h.raw("</b> — receiver "); h.text(s.receiver)
+                h.raw("</summary><p class=\"muted\">"); h.text(s.whereInApp); h.raw("</p><table>")
+                for f in s.fields {
+                    h.raw("<tr><th>"); h.text(f.label); h.raw("</th><td><code>"); h.text(f.value); h.raw("</code></td></tr>")
+                }
+                h.raw("</table></details>")
+            }
+        }
 
-        h.raw("<h2>Receivers</h2><div class=\"card scroll\"><table><tr><th>receiver</th><th>path</th><th>last request</th>"
-              + "<th class=\"n\">requests</th><th class=\"n\">records</th><th class=\"n\">refused</th></tr>")
+        h.raw("<div id=\"live\"><p class=\"muted\">")
+        h.text("as of \(Timestamp(seconds: now.seconds).rfc3339())")
+        h.raw("</p><h2>Receivers</h2><div class=\"card scroll\"><table><tr><th>receiver</th><th>path</th><th>last request</th>"
+              + "<th class=\"n\">requests</th><th class=\"n\">records</th><th class=\"n\">refused</th><th>last refusal</th></tr>")
         for (r, m) in zip(topology.receivers, receivers) {
             h.raw("<tr><td>"); h.text("\(r.name) (\(r.config.kind))")
             h.raw("</td><td>"); h.text(r.receiver.paths.joined(separator: ", "))
@@ -73,9 +113,39 @@ enum StatusPageHTML {
                            ("busy", m.unavailable.load(ordering: .relaxed))].filter { $0.1 > 0 }
             h.raw("</td><td class=\"n\">")
             h.text(refused.isEmpty ? "0" : refused.map { "\($0.1) \($0.0)" }.joined(separator: ", "))
+            h.raw("</td><td>")
+            if let r = m.lastRefusal.withLock({ $0 }) {
+                h.raw("<span class=\"warn\">"); h.text("\(r.status)"); h.raw("</span> ")
+                h.text("\(ago(Double(now.unixNanoseconds - r.time.unixNanoseconds) / 1e9)) from \(r.address): \(r.why)")
+            } else {
+                h.raw("—")
+            }
             h.raw("</td></tr>")
         }
         h.raw("</table></div>")
+
+        h.raw("<h2>Devices</h2>")
+        if extras.devices.isEmpty {
+            h.raw("<div class=\"card muted\">No phone has sent anything yet.</div>")
+        } else {
+            h.raw("<div class=\"card scroll\"><table><tr><th>device</th><th>receiver</th><th>last seen</th><th class=\"n\">requests</th>"
+                  + "<th class=\"n\">records</th><th>last refusal</th></tr>")
+            for d in extras.devices {
+                h.raw("<tr><td><code>"); h.text(d.device); h.raw("</code></td><td>"); h.text(d.receiver)
+                h.raw("</td><td>"); h.text(ago(Double(now.unixNanoseconds - d.lastSeen.unixNanoseconds) / 1e9))
+                h.raw("</td><td class=\"n\">"); h.text("\(d.requests)")
+                h.raw("</td><td class=\"n\">"); h.text("\(d.records)")
+                h.raw("</td><td>")
+                if let r = d.lastRefusal {
+                    h.raw("<span class=\"warn\">"); h.text("\(r.status)"); h.raw("</span> ")
+                    h.text(ago(Double(now.unixNanoseconds - r.time.unixNanoseconds) / 1e9) + (r.note.map { ": " + $0 } ?? ""))
+                } else {
+                    h.raw("—")
+                }
+                h.raw("</td></tr>")
+            }
+            h.raw("</table></div>")
+        }
 
         h.raw("<h2>Sinks</h2><div class=\"card scroll\"><table><tr><th>sink</th><th>destination</th><th class=\"n\">waiting</th>"
               + "<th>oldest waiting</th><th class=\"n\">sent</th><th>last error</th><th>next try</th></tr>")
@@ -119,6 +189,19 @@ enum StatusPageHTML {
             h.raw("</div>")
         }
 
+        if !extras.setAside.isEmpty {
+            h.raw("<h2>Set aside</h2><div class=\"card scroll\"><table><tr><th>what</th><th class=\"n\">entries</th><th>newest</th><th>file</th></tr>")
+            for s in extras.setAside {
+                h.raw("<tr><td>"); h.text(s.what)
+                h.raw("</td><td class=\"n\">"); h.text("\(s.summary.lines) (\(bytes(s.summary.bytes)))")
+                h.raw("</td><td>")
+                h.text([s.summary.newestTime, s.summary.newestReason].compactMap { $0 }.joined(separator: ": "))
+                h.raw("</td><td><code>"); h.text(s.file); h.raw("</code></td></tr>")
+            }
+            h.raw("</table><p class=\"muted\">Records a sink refused for good wait in its dead letters: "
+                  + "<code>healthgate replay FILE</code> sends them again once the cause is mended.</p></div>")
+        }
+
         h.raw("<h2>Journal</h2><div class=\"card\">")
         let used = journal.bytesOnDisk
         if let max = topology.journal.max_bytes.map({ Int($0.bytes) }), max > 0 {
@@ -128,7 +211,7 @@ enum StatusPageHTML {
         } else {
             h.text("\(bytes(used)) in \(journal.segmentFirstSeqs.count) segment(s); no budget set (journal.max_bytes)")
         }
-        h.raw("</div><p class=\"muted\">The same as JSON: <code>/status</code> · metrics: <code>/metrics</code></p></body></html>\n")
+        h.raw("</div></div><p class=\"muted\">The same as JSON: <code>/status</code> · metrics: <code>/metrics</code></p></body></html>\n")
         return h.bytes
     }
 
