@@ -139,6 +139,42 @@ import YAMLConfig
         serve.stop()
     }
 
+    /// Issue 47's rule for every sink: a refusal that says the destination is wrong (here a table
+    /// renamed by hand, 42P01) is the sink's problem, not the records': they wait, the sink shows
+    /// as failing (/healthz degraded, `status`), the log says it about once a minute, nothing goes
+    /// to the dead letters, and all of it lands once the table is back.
+    @Test func aTableAlteredByHandKeepsTheRecordsAndSaysTheSinkIsFailing() throws {
+        let db = try DatabaseProcess.postgres()
+        let serve = try ServeProcess(config: Self.config(db))
+        try post(serve, [Self.q("t0", "steps", 10, "count", at: Self.base)])
+        Self.expect(db, "SELECT count(*) FROM healthgate.records", is: "1")
+        _ = try db.psql("ALTER TABLE healthgate.records RENAME TO records_moved")
+        for n in 1...3 { try post(serve, [Self.q("t\(n)", "steps", 10, "count", at: Self.base + Int64(n) * 60)]) }
+        var health: [String: Any] = [:]
+        #expect(ServeProcess.eventually(15) {
+            health = (try? JSONSerialization.jsonObject(with: Data(serve.client().request("GET", "/healthz").body)) as? [String: Any]) ?? [:]
+            return (health["sinks"] as? [String: String])?["db"] == "failing"
+        }, "\(health)")
+        #expect(health["status"] as? String == "degraded")
+        var status = try CLITests.run(["status", "--config", serve.configPath])
+        #expect(ServeProcess.eventually(5) {   // status.json is written once a second
+            status = (try? CLITests.run(["status", "--config", serve.configPath])) ?? status
+            return status.out.contains("FAILING") && status.out.contains("42P01") && status.out.contains("3 record(s) waiting")
+        }, "\(status.out)")
+        #expect((FileIO.fileSize(serve.dataDir + "/sinks/db/dead-letters.ndjson") ?? 0) == 0, "records were dead-lettered")
+        usleep(2_000_000)   // retries every 500 ms meanwhile
+        let said = serve.stderrText.components(separatedBy: "only a person can fix").count - 1
+        #expect(said >= 1 && said <= 2, "\(said) lines: \(serve.stderrText.suffix(2000))")
+
+        _ = try db.psql("ALTER TABLE healthgate.records_moved RENAME TO records")
+        Self.expect(db, "SELECT count(*) FROM healthgate.records", is: "4", 20)
+        #expect(ServeProcess.eventually(10) {
+            let h = (try? JSONSerialization.jsonObject(with: Data(serve.client().request("GET", "/healthz").body)) as? [String: Any]) ?? [:]
+            return h["status"] as? String == "ok"
+        })
+        serve.stop()
+    }
+
     @Test func sleepNights() throws {
         let db = try DatabaseProcess.postgres()
         let serve = try ServeProcess(config: Self.config(db, extra: "    time_zone: Europe/Budapest"))

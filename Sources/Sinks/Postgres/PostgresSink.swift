@@ -365,9 +365,10 @@ public final class PostgresSink: Sink {
             case .retry:
                 return (.keep(reason: "PostgreSQL: \(error.description)", retryAfterSeconds: nil), Counts())
             case .fix:
-                logger.error("PostgreSQL refused the batch for a reason only a person can fix: \(error.description). "
-                             + "The records wait in the queue")
-                return (.keep(reason: "PostgreSQL: \(error.description)", retryAfterSeconds: nil), Counts())
+                // Kept, and the sink shown failing; the delivery logs it once a minute, not per try.
+                return (.keep(reason: "PostgreSQL refused the batch for a reason only a person can fix (permissions, the "
+                              + "table, authentication): \(error.description); the records wait in the queue",
+                              retryAfterSeconds: nil), Counts())
             }
         }
     }
