@@ -147,6 +147,8 @@ import YAMLConfig
         #expect(problems(config("{filter: {values: {heartrate: {max: 250}}}}")).first?.contains("did you mean \"heart_rate\"?") == true)
         #expect(problems(config("{aggregate: {types: [stepz]}}")).first?.contains("did you mean \"steps\"?") == true)
         #expect(problems(config("{rename: {types: {step: walking_steps}}}")).first?.contains("did you mean \"steps\"?") == true)
+        #expect(problems(config("{convert: {bodymass: kg}}")).first?.contains("did you mean \"body_mass\"?") == true)
+        #expect(problems(config("{convert: {HKQuantityTypeIdentifierBodyMass: kg}}")).first?.contains("did you mean \"body_mass\"?") == true)
         let mqtt = "{kind: mqtt, url: \"mqtt://127.0.0.1:1\", include: [stepz]}"
         #expect(problems(config("{tag: {a: b}}", sink: mqtt)).first?.contains("sinks.s.include") == true)
         // Known names, kinds named by their type, and globs (for types not known yet) pass.

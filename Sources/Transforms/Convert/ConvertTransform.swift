@@ -90,8 +90,11 @@ public struct ConvertTransform: TransformSpec {
                 }
                 byFamily[family] = unit
             } else {
+                let families = UnitFamily.allCases.map(\.rawValue) + ["distance"]
+                let near = HealthTypes.hk(key)?.name ?? HealthTypes.hae(key)?.name
+                    ?? closestMatch(to: key.lowercased(), in: HealthTypes.knownNames + families)
                 problems.add(key, "\"\(key)\" is neither a type the registry knows nor a unit family "
-                        + "(\(UnitFamily.allCases.map(\.rawValue).joined(separator: ", ")), distance)")
+                        + "(\(families.joined(separator: ", ")))" + (near.map { " — did you mean \"\($0)\"?" } ?? ""))
             }
         }
         try problems.check()
