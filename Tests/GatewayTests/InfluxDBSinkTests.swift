@@ -58,7 +58,7 @@ import YAMLConfig
         #expect(try Self.post(serve, Vectors.syncBody(samples: samples)) == 200)
         var health: [String: Any] = [:]
         #expect(ServeProcess.eventually(15) {
-            health = (try? JSONSerialization.jsonObject(with: Data(serve.client().request("GET", "/healthz").body)) as? [String: Any]) ?? [:]
+            health = serve.healthz()
             return (health["sinks"] as? [String: String])?["influx"] == "failing"
         }, "\(health)")
         #expect(health["status"] as? String == "degraded")
@@ -83,7 +83,7 @@ import YAMLConfig
             return count == 300
         }, "\(count)")
         #expect(ServeProcess.eventually(10) {
-            let h = (try? JSONSerialization.jsonObject(with: Data(serve.client().request("GET", "/healthz").body)) as? [String: Any]) ?? [:]
+            let h = serve.healthz()
             return h["status"] as? String == "ok"
         })
     }

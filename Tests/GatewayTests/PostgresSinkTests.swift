@@ -152,7 +152,7 @@ import YAMLConfig
         for n in 1...3 { try post(serve, [Self.q("t\(n)", "steps", 10, "count", at: Self.base + Int64(n) * 60)]) }
         var health: [String: Any] = [:]
         #expect(ServeProcess.eventually(15) {
-            health = (try? JSONSerialization.jsonObject(with: Data(serve.client().request("GET", "/healthz").body)) as? [String: Any]) ?? [:]
+            health = serve.healthz()
             return (health["sinks"] as? [String: String])?["db"] == "failing"
         }, "\(health)")
         #expect(health["status"] as? String == "degraded")
@@ -169,7 +169,7 @@ import YAMLConfig
         _ = try db.psql("ALTER TABLE healthgate.records_moved RENAME TO records")
         Self.expect(db, "SELECT count(*) FROM healthgate.records", is: "4", 20)
         #expect(ServeProcess.eventually(10) {
-            let h = (try? JSONSerialization.jsonObject(with: Data(serve.client().request("GET", "/healthz").body)) as? [String: Any]) ?? [:]
+            let h = serve.healthz()
             return h["status"] as? String == "ok"
         })
         serve.stop()

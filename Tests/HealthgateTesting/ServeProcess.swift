@@ -152,6 +152,11 @@ final class ServeProcess {
     func client() -> RawHTTPClient { RawHTTPClient(port: port) }
 
     /// A counter from `/metrics`: the value of `name{sink="…"}` (nil when it is not there).
+    /// `/healthz` as JSON; empty when it does not answer.
+    func healthz() -> [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(client().request("GET", "/healthz").body)) as? [String: Any]) ?? [:]
+    }
+
     func metric(_ name: String, sink: String) -> Int? {
         guard let text = try? client().request("GET", "/metrics").text else { return nil }
         let prefix = "\(name){sink=\"\(sink)\"} "
