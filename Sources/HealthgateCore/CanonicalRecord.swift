@@ -269,5 +269,12 @@ public struct RawJSON: Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { String(decoding: bytes, as: UTF8.self) }
 
+    /// The value when it is a JSON number a double holds; nil for anything else.
+    public var number: Double? {
+        guard let first = bytes.first, first == UInt8(ascii: "-") || (first >= 0x30 && first <= 0x39),
+              let d = Double(description), d.isFinite else { return nil }
+        return d
+    }
+
     public static let emptyObject = RawJSON("{}")
 }

@@ -107,7 +107,7 @@ import YAMLConfig
 
         let doc = try get(serve, "/openapi.json", token: nil)
         #expect(doc.status == 200 && doc.json["openapi"] as? String == "3.0.3")
-        #expect(Set((doc.json["paths"] as? [String: Any] ?? [:]).keys) == ["/samples", "/workouts", "/daily", "/latest", "/batches"])
+        #expect(Set((doc.json["paths"] as? [String: Any] ?? [:]).keys) == ["/samples", "/workouts", "/daily", "/sleep", "/latest", "/batches"])
         serve.stop()
     }
 

@@ -19,7 +19,7 @@ enum HAEBody {
                 return .unreadable(status: 400, reason: "a Health Auto Export body is {\"data\": {\"metrics\": [...], \"workouts\": [...]}}")
             }
             var batch = ReceivedBatch(keepingUpTo: keep)
-            var ctx = Context(receiver: receiver, device: device)
+            var ctx = Context(receiver: receiver, device: device, offset: firstOffset(data))
             for (k, v) in data.members {
                 guard v.kind == .array else {
                     if !v.isNull { batch.quarantined.append(QuarantinedRecord(reason: "data.\(QuarantinedRecord.name(k.string)) is not a list", raw: raw(v))) }
@@ -38,17 +38,48 @@ enum HAEBody {
     struct Context {
         var receiver: String
         var device: String
+        /// The phone's UTC offset (seconds), from the body's first time that has one: a bare
+        /// date (`2024-02-06`) is midnight of that day on the phone, not in UTC.
+        var offset: Int?
+
+        func date(_ s: String) -> (Timestamp, Int?)? { HAEBody.date(s, bareDateOffset: offset) }
+    }
+
+    /// The UTC offset of the first time in the body that gives one (a metric point's `date` or
+    /// `startDate`, an item's `start` or `date`); nil when every time is a bare date.
+    static func firstOffset(_ data: JSONRef) -> Int? {
+        func offset(_ v: JSONRef?) -> Int? {
+            guard let s = v?.string, s.count > 10, let (_, o) = date(s) else { return nil }
+            return o
+        }
+        for (k, v) in data.members where v.kind == .array {
+            for item in v.elements where item.kind == .object {
+                if k.string == "metrics" {
+                    guard let points = item["data"], points.kind == .array else { continue }
+                    for p in points.elements where p.kind == .object {
+                        if let o = offset(p["date"]) ?? offset(p["startDate"]) ?? offset(p["sleepStart"]) { return o }
+                    }
+                } else if let o = offset(item["start"]) ?? offset(item["date"]) {
+                    return o
+                }
+            }
+        }
+        return nil
     }
 
     /// A subtree as compact JSON text.
     static func raw(_ v: JSONRef) -> RawJSON { CanonicalCodec.raw(v) }
 
-    /// `2026-10-14 09:01:03 +0200`, `… +02:00`, with a fraction, RFC 3339, or a bare date
-    /// (midnight UTC). Returns the instant and the offset in seconds.
-    static func date(_ s: String) -> (Timestamp, Int?)? {
+    /// `2026-10-14 09:01:03 +0200`, `… +02:00`, with a fraction, RFC 3339, or a bare date:
+    /// midnight of that day at `bareDateOffset` (the phone's, from elsewhere in the body), else
+    /// at UTC with offset 0 (its local day is the day sent either way). Returns the instant and
+    /// the offset in seconds.
+    static func date(_ s: String, bareDateOffset: Int? = nil) -> (Timestamp, Int?)? {
         if let r = Timestamp.parseRFC3339(s) { return r }
         let parts = s.split(separator: " ")
-        if parts.count == 1, parts[0].count == 10, let r = Timestamp.parseRFC3339(parts[0] + "T00:00:00Z") { return r }
+        if parts.count == 1, parts[0].count == 10 {
+            return Timestamp.parseRFC3339(parts[0] + "T00:00:00" + (bareDateOffset.map(Timestamp.formatOffset) ?? "Z"))
+        }
         guard parts.count == 3 else { return nil }
         var zone = String(parts[2])
         if zone.count == 5, zone.first == "+" || zone.first == "-" {
@@ -95,7 +126,7 @@ enum HAEBody {
             case "sleep_analysis":
                 // The aggregated forms (with or without stages, before and after HAE 6.6.2):
                 // nightly totals, not HealthKit samples; kept whole, timed by the night.
-                sleepNight(point, metric: name, ctx: &ctx, batch: &batch)
+                sleepNight(point, metric: name, units: units, ctx: &ctx, batch: &batch)
             case "heart_rate" where point["qty"] == nil:
                 quantity(point, type: known, typeName: "heart_rate", valueKey: "Avg", units: units, skip: ["Avg"],
                          ctx: &ctx, batch: &batch)
@@ -115,7 +146,7 @@ enum HAEBody {
 
     static func quantity(_ p: JSONRef, type: HealthType?, typeName: String, valueKey: String, units: String?,
                          skip: Set<String>, ctx: inout Context, batch: inout ReceivedBatch) {
-        guard let dateText = p["date"]?.string, let (start, offset) = date(dateText) else {
+        guard let dateText = p["date"]?.string, let (start, offset) = ctx.date(dateText) else {
             return bad("a \(typeName) point needs a date like 2026-10-14 09:01:03 +0200", p, &batch)
         }
         guard let number = p[valueKey]?.double else {
@@ -145,7 +176,7 @@ enum HAEBody {
     ]
 
     static func sleepSegment(_ p: JSONRef, ctx: inout Context, batch: inout ReceivedBatch) {
-        guard let s = p["startDate"]?.string, let (start, offset) = date(s), let e = p["endDate"]?.string, let (end, _) = date(e) else {
+        guard let s = p["startDate"]?.string, let (start, offset) = ctx.date(s), let e = p["endDate"]?.string, let (end, _) = ctx.date(e) else {
             return bad("a sleep segment needs startDate and endDate", p, &batch)
         }
         guard end >= start else { return bad("the sleep segment ends before it starts", p, &batch) }
@@ -164,7 +195,7 @@ enum HAEBody {
     }
 
     static func categoryPoint(_ p: JSONRef, type: HealthType, ctx: inout Context, batch: inout ReceivedBatch) {
-        guard let dateText = p["date"]?.string ?? p["startDate"]?.string, let (start, offset) = date(dateText) else {
+        guard let dateText = p["date"]?.string ?? p["startDate"]?.string, let (start, offset) = ctx.date(dateText) else {
             return bad("a \(type.name) point needs a date", p, &batch)
         }
         let name = p["value"]?.string ?? type.categoryValues.first?.name ?? "not_applicable"
@@ -173,7 +204,7 @@ enum HAEBody {
                                 uuid: Crypto.derivedKey(["hae", type.name, "\(start.unixNanoseconds)", p["source"]?.string ?? ""]),
                                 type: type.name, start: start, utcOffset: offset, value: .string(normalized))
         r.code = type.code(forValue: normalized)
-        if let e = p["endDate"]?.string, let (end, _) = date(e) { r.end = end }
+        if let e = p["endDate"]?.string, let (end, _) = ctx.date(e) { r.end = end }
         r.source = source(p["source"])
         for (k, v) in p.members where !["date", "startDate", "endDate", "value", "source"].contains(k.string) {
             r.extra.append(RecordField(k.string, raw(v)))
@@ -182,7 +213,7 @@ enum HAEBody {
     }
 
     static func summary(_ p: JSONRef, type: String, metric: String, ctx: inout Context, batch: inout ReceivedBatch) {
-        guard let dateText = p["date"]?.string, let (start, offset) = date(dateText) else {
+        guard let dateText = p["date"]?.string, let (start, offset) = ctx.date(dateText) else {
             return bad("a \(metric) point needs a date", p, &batch)
         }
         var r = CanonicalRecord(kind: "summary", device: ctx.device, receiver: ctx.receiver,
@@ -194,18 +225,42 @@ enum HAEBody {
     }
 
     /// An aggregated sleep night is timed by its sleep window (`sleepStart`…`sleepEnd`, else
-    /// `inBedStart`…`inBedEnd`), not by `date` (a moment in the night, or just after waking); its
-    /// local time strings become UTC times. A night without `date` is kept all the same.
-    static func sleepNight(_ p: JSONRef, metric: String, ctx: inout Context, batch: inout ReceivedBatch) {
-        func time(_ key: String) -> (Timestamp, Int?)? { p[key]?.string.flatMap(date) }
+    /// `inBedStart`…`inBedEnd`); a night sent without one ends at its `date` (the morning it is
+    /// dated by, a bare date being the phone's midnight) and starts the night's length before
+    /// (in bed, else asleep and awake, as sent). Its figures stay as sent, in the metric's unit
+    /// (`hr`), which the record carries; its local time strings become UTC times.
+    static func sleepNight(_ p: JSONRef, metric: String, units: String?, ctx: inout Context, batch: inout ReceivedBatch) {
+        let dates = ctx
+        func time(_ key: String) -> (Timestamp, Int?)? { p[key]?.string.flatMap(dates.date) }
+        let unit = units.flatMap { $0.isEmpty ? nil : $0 } ?? "hr"
+        func seconds(_ key: String) -> Double? {
+            guard let v = p[key]?.double, v.isFinite, v >= 0, v < 1e6 else { return nil }
+            return Units.convert(v, from: unit, to: "s") ?? v * 3600
+        }
+        let stages = ["asleep", "core", "deep", "rem"].compactMap(seconds)
+        let asleep = seconds("totalSleep") ?? (stages.isEmpty ? nil : stages.reduce(0, +))
+        let length = seconds("inBed").flatMap { $0 > 0 ? $0 : nil } ?? ((asleep ?? 0) + (seconds("awake") ?? 0))
+        func later(_ t: Timestamp, by s: Double) -> Timestamp {
+            let ns = t.unixNanoseconds + Int64(s * 1e9)
+            return Timestamp(seconds: ns / 1_000_000_000 - (ns % 1_000_000_000 < 0 ? 1 : 0),
+                             nanoseconds: Int32((ns % 1_000_000_000 + 1_000_000_000) % 1_000_000_000))
+        }
         let window = [("sleepStart", "sleepEnd"), ("inBedStart", "inBedEnd")].lazy
             .compactMap { s, e in time(s).map { ($0, time(e)) } }.first
-        guard let (from, offset) = window?.0 ?? p["date"]?.string.flatMap(date) else {
+        let from: Timestamp, to: Timestamp, offset: Int?
+        if let (s, e) = window {
+            (from, offset) = s
+            to = e?.0 ?? later(from, by: length)
+        } else if let (d, o) = time("date") {
+            (to, offset) = (d, o)
+            from = later(d, by: -length)
+        } else {
             return bad("an aggregated \(metric) night needs sleepStart, inBedStart or date", p, &batch)
         }
+        guard to >= from else { return bad("the \(metric) night ends before it starts", p, &batch) }
         var r = CanonicalRecord(kind: "summary", device: ctx.device, receiver: ctx.receiver,
                                 uuid: Crypto.derivedKey(["hae", "summary", metric, "\(from.unixNanoseconds)", p["source"]?.string ?? ""]),
-                                type: "sleep_analysis", start: from, end: window?.1?.0, utcOffset: offset)
+                                type: "sleep_analysis", start: from, end: to, utcOffset: offset, unit: unit)
         r.source = source(p["source"])
         let times: Set<String> = ["sleepStart", "sleepEnd", "inBedStart", "inBedEnd", "date"]
         for (k, v) in p.members where k.string != "source" {
@@ -220,10 +275,10 @@ enum HAEBody {
 
     static func workout(_ w: JSONRef, _ ctx: inout Context, _ batch: inout ReceivedBatch) {
         guard w.kind == .object else { return bad("a workout must be an object", w, &batch) }
-        guard let s = w["start"]?.string, let (start, offset) = date(s) else { return bad("a workout needs a start", w, &batch) }
+        guard let s = w["start"]?.string, let (start, offset) = ctx.date(s) else { return bad("a workout needs a start", w, &batch) }
         var end: Timestamp?
         if let e = w["end"]?.string {
-            guard let (t, _) = date(e) else { return bad("the workout's end is not a date", w, &batch) }
+            guard let (t, _) = ctx.date(e) else { return bad("the workout's end is not a date", w, &batch) }
             end = t
         }
         if let end, end < start { return bad("the workout ends before it starts", w, &batch) }
@@ -258,7 +313,7 @@ enum HAEBody {
     static func other(kind: String, _ item: JSONRef, _ ctx: inout Context, _ batch: inout ReceivedBatch) {
         guard item.kind == .object else { return bad("an item of \(kind) must be an object", item, &batch) }
         let startText = item["start"]?.string ?? item["date"]?.string
-        let start = startText.flatMap(date)
+        let start = startText.flatMap(ctx.date)
         let canonicalKind: String
         switch kind {
         case "stateOfMind": canonicalKind = "state_of_mind"
@@ -284,7 +339,7 @@ enum HAEBody {
             }
             r.type = type
         }
-        if let e = item["end"]?.string, let (end, _) = date(e) { r.end = end }
+        if let e = item["end"]?.string, let (end, _) = ctx.date(e) { r.end = end }
         r.uuid = item["id"]?.string ?? Crypto.derivedKey(["hae", kind, type, startText ?? "", item["source"]?.string ?? ""])
         for (k, v) in item.members where !["id", "start", "end", "date"].contains(k.string) {
             if r.kind == RecordKind.category { r.extra.append(RecordField(k.string, raw(v))) } else { r.addKindField(k.string, raw(v)) }

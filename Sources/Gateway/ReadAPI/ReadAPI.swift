@@ -30,13 +30,17 @@ public final class ReadAPI: Sendable {
 
     /// The endpoints, with the parameters each takes.
     enum Endpoint: String, CaseIterable {
-        case samples, workouts, daily, latest, batches
+        case samples, workouts, daily, sleep, latest, batches
+
+        /// `from` and `to` are local days (YYYY-MM-DD), not times.
+        var takesDays: Bool { self == .daily || self == .sleep }
 
         var parameters: [String] {
             switch self {
             case .samples: ["device", "type", "kind", "from", "to", "limit", "cursor"]
             case .workouts: ["device", "from", "to", "limit", "cursor"]
             case .daily: ["device", "type", "from", "to", "limit", "cursor"]
+            case .sleep: ["device", "from", "to", "limit", "cursor"]
             case .latest: ["device", "limit", "cursor"]
             case .batches: ["device", "limit", "cursor"]
             }
@@ -221,8 +225,8 @@ struct ReadQuery {
                 }
                 if name == "type" { q.type = value } else { q.kind = value }
             case "from", "to":
-                guard let t = time(value, dayOnly: endpoint == .daily) else {
-                    return .failure(Bad(detail: endpoint == .daily
+                guard let t = time(value, dayOnly: endpoint.takesDays) else {
+                    return .failure(Bad(detail: endpoint.takesDays
                         ? "\(name) is a local day, YYYY-MM-DD (e.g. 2026-12-01)."
                         : "\(name) is a time, RFC 3339 (e.g. 2026-12-01T08:00:00Z; write + in an offset as %2B), or a day, YYYY-MM-DD (midnight UTC), in the years 1 to 9999."))
                 }
@@ -282,7 +286,7 @@ enum ReadCursor {
             guard let s = e.string else { return nil }
             parts.append(s)
         }
-        let arity = endpoint == .batches ? 1 : endpoint == .daily || endpoint == .latest ? 2 : endpoint == .workouts ? 3 : 4
+        let arity = endpoint == .batches ? 1 : endpoint.takesDays || endpoint == .latest ? 2 : endpoint == .workouts ? 3 : 4
         guard parts.count == arity + 1, parts[0] == endpoint.rawValue else { return nil }
         let key = Array(parts.dropFirst())
         // Text parts go to the database as they are: no control character (a NUL cuts a C string).
@@ -291,7 +295,7 @@ enum ReadCursor {
         // database error.
         switch endpoint {
         case .batches: guard Int64(key[0]) != nil else { return nil }
-        case .daily: guard ReadQuery.time(key[0], dayOnly: true) != nil else { return nil }
+        case .daily, .sleep: guard ReadQuery.time(key[0], dayOnly: true) != nil else { return nil }
         case .samples, .workouts:
             guard isDatabaseTime(key[0]) else { return nil }
             if endpoint == .samples && Int32(key[3]) == nil { return nil }

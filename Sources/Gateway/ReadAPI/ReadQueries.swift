@@ -44,6 +44,7 @@ enum ReadQueries {
         case .samples: return try samples(q, lease, maxBytes)
         case .workouts: return try workouts(q, lease, maxBytes)
         case .daily: return try daily(q, lease, maxBytes)
+        case .sleep: return try sleep(q, lease, maxBytes)
         case .latest: return try latest(q, lease, maxBytes)
         case .batches: preconditionFailure("batches are read from the request log")
         }
@@ -157,7 +158,8 @@ enum ReadQueries {
         var page = Page(limit: q.limit, maxBytes: maxBytes, endpoint: .workouts)
         try lease.connection.stream(
             "SELECT device, uuid, activity, extract(epoch FROM start_at)::text, extract(epoch FROM end_at)::text, duration_s, "
-            + "energy_kcal, distance_m, source_app, source_device, day::text, avg_bpm, max_bpm, heart_rate_samples, start_at::text "
+            + "energy_kcal, distance_m, source_app, source_device, day::text, avg_bpm, max_bpm, heart_rate_samples, start_at::text, "
+            + "heart_rate_from "
             + "FROM \(lease.schema).workouts" + sql.whereClause + " ORDER BY start_at, device, uuid LIMIT \(limit)::integer",
             sql.parameters) { row in page.add(key: [row[14] ?? "", row[0] ?? "", row[1] ?? ""]) {
             var w = JSONWriter(capacity: 512)
@@ -179,6 +181,7 @@ enum ReadQueries {
             w.key("heart_rate"); w.beginObject()
             number(&w, "avg_bpm", row[11]); number(&w, "max_bpm", row[12])
             w.key("samples"); w.int(Int(row[13] ?? "0") ?? 0)
+            optional(&w, "from", row[15])
             w.endObject()
             w.endObject()
             return w.bytes
@@ -191,7 +194,8 @@ enum ReadQueries {
     static func daily(_ q: ReadQuery, _ lease: ReadPool.Lease, _ maxBytes: Int) throws(PGError) -> ReadResult {
         let type = q.type ?? "steps"
         // Cumulative types (steps, energy, distance) are summed per local day; the others
-        // (heart rate, body mass) averaged, with their least and greatest.
+        // (heart rate, body mass) averaged, with their least and greatest: a record's own min
+        // and max where it carries them (a minute's or a day's heart rate as Min/Avg/Max).
         let sum = HealthTypes.named(type)?.aggregation == .cumulative
         var sql = ParameterizedSQL()
         sql.conditions.append("type = \(sql.bind(type))")
@@ -203,7 +207,9 @@ enum ReadQueries {
         let limit = sql.bind(String(q.limit + 1))
         var page = Page(limit: q.limit, maxBytes: maxBytes, endpoint: .daily)
         try lease.connection.stream(
-            "SELECT device, local_day::text, sum(value), avg(value), min(value), max(value), count(*), min(unit) "
+            "SELECT device, local_day::text, sum(value), avg(value), "
+            + "min(coalesce(\(lease.schema).num(extra->'min'), value)), max(coalesce(\(lease.schema).num(extra->'max'), value)), "
+            + "count(*), min(unit) "
             + "FROM \(lease.schema).records" + sql.whereClause
             + " GROUP BY local_day, device ORDER BY local_day, device LIMIT \(limit)::integer", sql.parameters) { row in
             page.add(key: [row[1] ?? "", row[0] ?? ""]) {
@@ -218,6 +224,43 @@ enum ReadQueries {
             number(&w, "max", row[5])
             w.key("samples"); w.int(Int(row[6] ?? "0") ?? 0)
             optional(&w, "unit", row[7])
+            w.endObject()
+            return w.bytes
+        } }
+        return ReadResult(body: page.finish())
+    }
+
+    // MARK: sleep
+
+    /// Nights from the `sleep_nights` view: each the local day of its evening, made from the
+    /// app's summary of it where there is one, else from its segments.
+    static func sleep(_ q: ReadQuery, _ lease: ReadPool.Lease, _ maxBytes: Int) throws(PGError) -> ReadResult {
+        var sql = ParameterizedSQL()
+        if let d = q.devices { sql.conditions.append("device = ANY(\(sql.bind(ParameterizedSQL.textArray(d)))::text[])") }
+        if let f = q.from { sql.conditions.append("night >= \(sql.bind(f))::date") }
+        if let t = q.to { sql.conditions.append("night <= \(sql.bind(t))::date") }
+        if let a = q.after { sql.conditions.append("(night, device) > (\(sql.bind(a[0]))::date, \(sql.bind(a[1])))") }
+        let limit = sql.bind(String(q.limit + 1))
+        var page = Page(limit: q.limit, maxBytes: maxBytes, endpoint: .sleep)
+        try lease.connection.stream(
+            "SELECT device, night::text, asleep_hours, in_bed_min, awake_min, core_min, deep_min, rem_min, "
+            + "extract(epoch FROM bedtime)::text, extract(epoch FROM wake_time)::text, samples, made_from "
+            + "FROM \(lease.schema).sleep_nights" + sql.whereClause + " ORDER BY night, device LIMIT \(limit)::integer",
+            sql.parameters) { row in page.add(key: [row[1] ?? "", row[0] ?? ""]) {
+            var w = JSONWriter(capacity: 384)
+            w.beginObject()
+            w.key("device"); w.string(row[0] ?? "")
+            w.key("night"); w.string(row[1] ?? "")
+            number(&w, "asleep_hours", row[2])
+            number(&w, "in_bed_min", row[3])
+            number(&w, "awake_min", row[4])
+            number(&w, "core_min", row[5])
+            number(&w, "deep_min", row[6])
+            number(&w, "rem_min", row[7])
+            optional(&w, "bedtime", time(row[8]))
+            optional(&w, "wake_time", time(row[9]))
+            w.key("samples"); w.int(Int(row[10] ?? "0") ?? 0)
+            optional(&w, "made_from", row[11])
             w.endObject()
             return w.bytes
         } }

@@ -247,6 +247,16 @@ enum HealthValueMatching {
         if values.isEmpty { return nil }
         let plain = HealthUnitTable.trimmed(text)
         guard !plain.isEmpty else { return nil }
+        // HealthKit's own names (export.xml, scripts that copy it): `HKCategoryValueSleepAnalysisAsleepREM`
+        // is the type's name, then the value's: try what follows each word.
+        if plain.hasPrefix("HKCategoryValue") {
+            var rest = plain.dropFirst("HKCategoryValue".count)
+            while !rest.isEmpty {
+                if let c = code(for: String(rest), in: values) { return c }
+                rest = rest.dropFirst().drop { !$0.isUppercase }
+            }
+            return nil
+        }
         for key in [plain, plain.lowercased(), HealthNameStyle.snake(plain)] {
             if let value = values.first(where: { $0.name == key || $0.aliases.contains(key) }) {
                 return value.code

@@ -75,9 +75,20 @@ enum SynckyInflux {
         guard !overflow else { return bad("the timestamp is out of range for its precision") }
         let start = Timestamp(seconds: floorDiv(mult, 1_000_000_000), nanoseconds: Int32(mult - floorDiv(mult, 1_000_000_000) * 1_000_000_000))
         let sortedTags = p.tags.sorted { $0.key < $1.key }
-        let key = Crypto.derivedKey(["influx", p.measurement] + sortedTags.flatMap { [$0.key, $0.value] } + ["\(mult)"])
-        var r = CanonicalRecord(kind: RecordKind.kind(ofType: p.measurement), device: device, receiver: receiver,
-                                uuid: key, type: p.measurement, start: start)
+        // A point is its series and time; InfluxDB keeps the fields of lines that share them as one
+        // point. A line with fields of its own (not Syncky's value, value_name or workout figures)
+        // is keyed by its field names too, so that `cpu value=1` and `cpu load=10` at one time
+        // are two records and neither replaces the other.
+        let fieldNames = p.fields.map(\.key).sorted()
+        let own = fieldNames.contains { !SynckyInflux.synckyFields.contains($0) } ? ["fields"] + fieldNames : []
+        let key = Crypto.derivedKey(["influx", p.measurement] + sortedTags.flatMap { [$0.key, $0.value] } + ["\(mult)"] + own)
+        // The measurement is a type: healthgate's name, HealthKit's identifier
+        // (`HKQuantityTypeIdentifierHeartRate`, as export.xml scripts write it) or Health Auto
+        // Export's, through the one registry; one it does not know stays as it came.
+        let known = HealthTypes.named(p.measurement) ?? HealthTypes.hk(p.measurement) ?? HealthTypes.hae(p.measurement)
+        let type = known?.name ?? p.measurement
+        var r = CanonicalRecord(kind: RecordKind.kind(ofType: type), device: device, receiver: receiver,
+                                uuid: key, type: type, start: start)
         let app = p.tag("source"), sourceDevice = p.tag("device")
         if app != nil || sourceDevice != nil { r.source = RecordSource(app: app, device: sourceDevice) }
         var used: Set<String> = ["source", "device"]
@@ -100,12 +111,24 @@ enum SynckyInflux {
             r.value = .string(s)
             if let code = p.field("value")?.number { r.code = Int(code) }
             usedFields.formUnion(["value", "value_name"])
-        } else if let d = p.field("value")?.number {
+        } else if let t = known, t.kind == .category, let v = p.field("value"),
+                  let code = { () -> Int? in
+                      if case .string(let s) = v { return t.code(forValue: s) }
+                      return v.number.flatMap { $0 == $0.rounded() && abs($0) < 1e9 ? Int($0) : nil }
+                  }(), let name = t.valueName(forCode: code) {
+            // A category's value by HealthKit's name (`HKCategoryValueSleepAnalysisAsleepCore`) or code.
+            r.kind = RecordKind.category
+            r.value = .string(name)
+            r.code = code
+            usedFields.insert("value")
+        } else if let (name, d) = p.field("value")?.number.map({ ("value", $0) })
+                    ?? (known?.kind == .quantity ? p.field("qty")?.number.map { ("qty", $0) } : nil) {
+            // A known quantity's number in `value`, or in `qty` as Health Auto Export names it.
             r.kind = RecordKind.quantity
             r.value = .number(d)
-            r.unit = p.tag("unit")   // into the type's canonical unit as it is journaled (ReceivedBatch.append)
-            used.insert("unit")
-            usedFields.insert("value")
+            r.unit = p.tag("unit") ?? p.tag("units")   // into the type's canonical unit as it is journaled (ReceivedBatch.append)
+            used.formUnion(["unit", "units"])
+            usedFields.insert(name)
         } else {
             // No number in `value` (`qty=5`, `state="awake"`, `value="x"`): every field goes under
             // `extra`; the unit tag keeps its place.
@@ -131,6 +154,9 @@ enum SynckyInflux {
         }
         return .success(r)
     }
+
+    /// The fields Syncky's own lines carry: a line of only these is keyed by series and time.
+    static let synckyFields: Set<String> = ["value", "value_name", "duration_s", "energy_kcal", "distance_m"]
 
     static func floorDiv(_ a: Int64, _ b: Int64) -> Int64 {
         let q = a / b

@@ -66,6 +66,8 @@ public final class HAStateBook {
     }
 
     static let keep = 8
+    /// A night's sample that is the app's summary of it, not a segment.
+    static let summaryText = "\u{1F}summary"
     static let workoutHeartRates = 4_000
     let entities: [String: HAEntity]
     let timeZone: String?
@@ -158,6 +160,11 @@ public final class HAStateBook {
                                 hr.average ?? -1, hr.maximum ?? -1]
             } else if r.value?.number == nil {
                 return false
+            } else {
+                // A value measured over a while (a minute's heart rate as Min/Avg/Max): its own
+                // least and greatest, for the state's attributes.
+                let own = ["min", "max"].map { k in r.extra.first { $0.name == k }?.value.number }
+                if let lo = own[0], let hi = own[1] { sample.extra = [lo, hi] }
             }
             var list = book.newest[r.type] ?? []
             let before = list.first
@@ -176,6 +183,14 @@ public final class HAStateBook {
             }
             return list.first != before
         case .lastNight:
+            // An app's summary of the night carries its figures (minutes): asleep, in bed, awake,
+            // core, deep, REM (-1 where not sent).
+            if let s = SleepSummary(r) {
+                sample.text = HAStateBook.summaryText
+                sample.extra = [s.asleep, s.inBed, s.awake, s.core, s.deep, s.rem].map { $0 ?? -1 }
+            } else if r.kind != RecordKind.category {
+                return false
+            }
             // A night is the local day of its evening: sleep ending before noon counts for the day before.
             let night = day(of: sample.end - 12 * 3600, offset: offset)
             var samples = book.nights[night] ?? [:]
@@ -230,6 +245,10 @@ public final class HAStateBook {
             if let s = book.newest[type]?.first {
                 state = format(entity.display(s.value), entity.precision)
                 attributes += HAStateBook.provenance(s)
+                if s.extra.count == 2 {
+                    attributes.append(("min", .number(Double(format(entity.display(s.extra[0]), entity.precision)) ?? s.extra[0])))
+                    attributes.append(("max", .number(Double(format(entity.display(s.extra[1]), entity.precision)) ?? s.extra[1])))
+                }
             }
         case .lastWorkout:
             if let s = book.newest[type]?.first {
@@ -249,7 +268,20 @@ public final class HAStateBook {
                 }
             }
         case .lastNight:
-            if let night = book.nights.keys.max(), let samples = book.nights[night], !samples.isEmpty {
+            // The app's summary of the night wins over its segments (as in the postgres sink's
+            // sleep_nights view); the newest summary, if it sent several.
+            if let night = book.nights.keys.max(), let samples = book.nights[night],
+               let s = samples.values.filter({ $0.text == HAStateBook.summaryText }).max(by: { ($0.end, $0.key) < ($1.end, $1.key) }) {
+                if s.extra[0] >= 0 { state = format(s.extra[0] / 60, entity.precision) }
+                attributes.append(("measured_at", .string(HAStateBook.rfc3339(s.end, offset: s.offset))))
+                attributes.append(("bedtime", .string(HAStateBook.rfc3339(s.time, offset: s.offset))))
+                attributes.append(("wake_time", .string(HAStateBook.rfc3339(s.end, offset: s.offset))))
+                for (i, stage) in ["in_bed", "awake", "asleep_core", "asleep_deep", "asleep_rem"].enumerated() where s.extra[i + 1] >= 0 {
+                    attributes.append(("\(stage)_min", .number(s.extra[i + 1].rounded())))
+                }
+                attributes.append(("made_from", .string("summary")))
+                if !s.app.isEmpty { attributes.append(("source_app", .string(s.app))) }
+            } else if let night = book.nights.keys.max(), let samples = book.nights[night], !samples.isEmpty {
                 var minutes: [String: Double] = [:]
                 for s in samples.values { minutes[s.text, default: 0] += Double(s.end - s.time) / 60 }
                 let asleep = ["asleep_unspecified", "asleep_core", "asleep_deep", "asleep_rem"].reduce(0) { $0 + (minutes[$1] ?? 0) }
@@ -296,15 +328,22 @@ public final class HAStateBook {
             guard let raw, let doc = try? parser.parse(raw.bytes) else { return nil }
             var v: JSONRef? = doc.root
             for k in path { v = v?[k] }
-            return v?.double
+            // HealthSync's metadata holds its numbers as text ("142").
+            return v?.double ?? v?.string.flatMap { Double($0) }
         }
         func field(_ name: String) -> RawJSON? { r.fields.first { $0.name == name }?.value }
-        var average = read(field("avgHeartRate"), ["qty"]) ?? read(field("heartRate"), ["avg", "qty"])
-            ?? read(r.metadata, ["average_heart_rate_bpm"])
-        var maximum = read(field("maxHeartRate"), ["qty"]) ?? read(field("heartRate"), ["max", "qty"])
-            ?? read(r.metadata, ["max_heart_rate_bpm"])
-        if let a = average, !(a.isFinite && a > 0 && a < 400) { average = nil }
-        if let m = maximum, !(m.isFinite && m > 0 && m < 400) { maximum = nil }
+        func bpm(_ v: Double?) -> Double? { v.flatMap { $0.isFinite && $0 > 0 && $0 < 400 ? $0 : nil } }
+        // Health Auto Export's minutes of heart rate in the workout ({Min, Avg, Max} each).
+        var minutes: (average: Double?, maximum: Double?) = (nil, nil)
+        if let raw = field("heartRateData"), let doc = try? parser.parse(raw.bytes), doc.root.kind == .array {
+            let avgs = doc.root.elements.compactMap { bpm($0["Avg"]?.double) }
+            minutes = (avgs.isEmpty ? nil : avgs.reduce(0, +) / Double(avgs.count),
+                       doc.root.elements.compactMap { bpm($0["Max"]?.double) }.max())
+        }
+        let average = bpm(read(field("avgHeartRate"), ["qty"])) ?? bpm(read(field("heartRate"), ["avg", "qty"]))
+            ?? bpm(read(r.metadata, ["average_heart_rate_bpm"])) ?? minutes.average
+        let maximum = bpm(read(field("maxHeartRate"), ["qty"])) ?? bpm(read(field("heartRate"), ["max", "qty"]))
+            ?? bpm(read(r.metadata, ["max_heart_rate_bpm"])) ?? minutes.maximum
         return (average, maximum)
     }
 
