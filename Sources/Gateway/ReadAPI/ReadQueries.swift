@@ -200,10 +200,7 @@ enum ReadQueries {
         var sql = ParameterizedSQL()
         sql.conditions.append("type = \(sql.bind(type))")
         sql.conditions.append("value IS NOT NULL AND local_day IS NOT NULL")
-        if let d = q.devices { sql.conditions.append("device = ANY(\(sql.bind(ParameterizedSQL.textArray(d)))::text[])") }
-        if let f = q.from { sql.conditions.append("local_day >= \(sql.bind(f))::date") }
-        if let t = q.to { sql.conditions.append("local_day <= \(sql.bind(t))::date") }
-        if let a = q.after { sql.conditions.append("(local_day, device) > (\(sql.bind(a[0]))::date, \(sql.bind(a[1])))") }
+        days(q, column: "local_day", &sql)
         let limit = sql.bind(String(q.limit + 1))
         var page = Page(limit: q.limit, maxBytes: maxBytes, endpoint: .daily)
         try lease.connection.stream(
@@ -230,16 +227,22 @@ enum ReadQueries {
         return ReadResult(body: page.finish())
     }
 
+    /// The devices, the days from and to (both inclusive) and the cursor's (day, device) of a
+    /// query by local day; `column` is fixed text, the values are bound.
+    static func days(_ q: ReadQuery, column: StaticString, _ sql: inout ParameterizedSQL) {
+        if let d = q.devices { sql.conditions.append("device = ANY(\(sql.bind(ParameterizedSQL.textArray(d)))::text[])") }
+        if let f = q.from { sql.conditions.append("\(column) >= \(sql.bind(f))::date") }
+        if let t = q.to { sql.conditions.append("\(column) <= \(sql.bind(t))::date") }
+        if let a = q.after { sql.conditions.append("(\(column), device) > (\(sql.bind(a[0]))::date, \(sql.bind(a[1])))") }
+    }
+
     // MARK: sleep
 
     /// Nights from the `sleep_nights` view: each the local day of its evening, made from the
     /// app's summary of it where there is one, else from its segments.
     static func sleep(_ q: ReadQuery, _ lease: ReadPool.Lease, _ maxBytes: Int) throws(PGError) -> ReadResult {
         var sql = ParameterizedSQL()
-        if let d = q.devices { sql.conditions.append("device = ANY(\(sql.bind(ParameterizedSQL.textArray(d)))::text[])") }
-        if let f = q.from { sql.conditions.append("night >= \(sql.bind(f))::date") }
-        if let t = q.to { sql.conditions.append("night <= \(sql.bind(t))::date") }
-        if let a = q.after { sql.conditions.append("(night, device) > (\(sql.bind(a[0]))::date, \(sql.bind(a[1])))") }
+        days(q, column: "night", &sql)
         let limit = sql.bind(String(q.limit + 1))
         var page = Page(limit: q.limit, maxBytes: maxBytes, endpoint: .sleep)
         try lease.connection.stream(
