@@ -7,7 +7,9 @@ CONFIG     ?=
 RUN_PKGS   := pkg-config g++ libmicrohttpd-dev libgnutls28-dev libssl-dev libyaml-dev libsimdjson-dev zlib1g-dev libdeflate-dev libcurl4-openssl-dev libqrencode-dev libsqlite3-dev libmosquitto-dev libpq-dev
 # What the tests add: the real servers they start (never left running or enabled) and the tools
 # they drive healthgate with.
-TEST_PKGS  := curl openssl zbar-tools chromium influxdb victoria-metrics python3-venv mosquitto mosquitto-clients postgresql
+TEST_PKGS  := curl openssl zbar-tools chromium influxdb victoria-metrics python3-venv mosquitto mosquitto-clients postgresql debootstrap $(DEB_BUILD_PKGS)
+# What `make deb` needs to pack the binary: dpkg-shlibdeps, strip, the man page's generator.
+DEB_BUILD_PKGS := dpkg-dev binutils python3
 # The Debian services those packages start and enable when installed.
 TEST_DAEMONS := influxdb victoria-metrics mosquitto postgresql
 DEB_PKGS   := $(RUN_PKGS)
@@ -17,7 +19,7 @@ PYVENV     := .build/pyvenv
 # Home Assistant for the discovery test: outside the clone, made once per machine (~3 min).
 HA_VENV    ?= $(HOME)/.cache/healthgate/ha-2024.3.3
 
-.PHONY: run test test-deps test-asan test-release-asan test-tsan sanitized soak bench build deps pyclients homeassistant check-format clean install uninstall fuzz
+.PHONY: run test test-deps deb test-deb test-asan test-release-asan test-tsan sanitized soak bench build deps pyclients homeassistant check-format clean install uninstall fuzz
 
 ## Install the Debian packages that are missing (only those). A service a package starts and
 ## enables on install (a test server) is stopped and disabled again: the tests start their own.
@@ -37,8 +39,10 @@ deps:
 test-deps:
 	@$(MAKE) --no-print-directory deps DEB_PKGS="$(RUN_PKGS) $(TEST_PKGS) $(EXTRA_PKGS)"
 
+## The release binary, with the Swift runtime linked in (--static-swift-stdlib): it runs on a
+## machine without Swift, and is the one `make deb` packs.
 build: deps
-	$(SWIFT) build -c release --product healthgate
+	$(SWIFT) build -c release --static-swift-stdlib --product healthgate
 
 ## Build and start the gateway on the embedded default (or CONFIG=file.yaml).
 run: build
@@ -65,10 +69,11 @@ homeassistant: test-deps
 ## Tests/run.sh gives the run a deadline (TEST_TIMEOUT, 900 s by default): past it, it says which tests
 ## were still running and where they waited, and fails.
 test: test-deps pyclients homeassistant
-	$(SWIFT) build -c release --product healthgate
+	$(SWIFT) build -c release --static-swift-stdlib --product healthgate
 	@tmp=$$(mktemp -d /tmp/healthgate-test.XXXXXX) && chmod 755 $$tmp && \
 	HEALTHGATE_BIN=$(CURDIR)/$(BIN) HEALTHGATE_PYTHON=$(CURDIR)/$(PYVENV)/bin/python HEALTHGATE_HA_VENV=$(HA_VENV) \
 	  TMPDIR=$$tmp bash Tests/run.sh $(SWIFT); status=$$?; rm -rf $$tmp; exit $$status
+	@$(MAKE) --no-print-directory test-deb NO_BUILD=1
 	python3 Tests/Release/swifterror-tailcalls.py $(BIN)
 	$(MAKE) --no-print-directory test-asan SAN_TESTS="$(SAN_IN_MAKE_TEST)" SAN_SERVE=debug
 	$(MAKE) --no-print-directory test-release-asan
@@ -177,6 +182,24 @@ install: $(if $(NO_BUILD),,build)
 	install -d -m 0750 $(DESTDIR)/etc/healthgate
 	@if [ "$$(id -u)" = 0 ] && getent group $(SERVICE_GROUP) >/dev/null; then chgrp $(SERVICE_GROUP) $(DESTDIR)/etc/healthgate; \
 	else echo "note: /etc/healthgate is not in the group $(SERVICE_GROUP): the service cannot read it until it is (chgrp $(SERVICE_GROUP))"; fi
+
+## The Debian package: healthgate_<version>_<arch>.deb in DEB_OUT (packaging/deb/build.sh): the
+## release binary, its Depends: from dpkg-shlibdeps, the systemd unit and its user, the docs and
+## contrib files, a man page and bash completion made from the commands' own help.
+DEB_VERSION ?= $(shell sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/HealthgateCore/Version.swift)
+DEB_OUT     ?= .build/deb
+deb: $(if $(NO_BUILD),,build)
+	@$(MAKE) --no-print-directory deps DEB_PKGS="$(RUN_PKGS) $(DEB_BUILD_PKGS)"
+	@sh packaging/deb/build.sh $(BIN) $(DEB_VERSION) $(DEB_OUT)
+
+## The package tested for real (Tests/Deb/run.sh): installed by apt in a fresh Debian 12 root
+## made by debootstrap, checked, serving a Syncky delivery, upgraded to a newer build, removed
+## and purged. Part of `make test`; needs root (sudo otherwise) and Debian's mirror.
+test-deb: $(if $(NO_BUILD),,build)
+	@$(MAKE) --no-print-directory test-deps
+	@sh packaging/deb/build.sh $(BIN) $(DEB_VERSION) $(DEB_OUT)/old > /dev/null
+	@sh packaging/deb/build.sh $(BIN) $(DEB_VERSION)+1 $(DEB_OUT)/new > /dev/null
+	$(SUDO) bash Tests/Deb/run.sh $(DEB_OUT)/old/healthgate_$(DEB_VERSION)_*.deb $(DEB_OUT)/new/healthgate_$(DEB_VERSION)+1_*.deb
 
 ## Remove what `make install` put in place (not /etc/healthgate, which holds your config).
 uninstall:
