@@ -15,6 +15,8 @@ TEST_DAEMONS := influxdb victoria-metrics mosquitto postgresql
 DEB_PKGS   := $(RUN_PKGS)
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BIN        := .build/release/healthgate
+# The toolchain's shared Swift runtime: what the r12 check compares the linked-in runtime with.
+SWIFT_RUNTIME = $(wildcard $(dir $(realpath $(SWIFT)))../lib/swift/linux/libswiftCore.so)
 PYVENV     := .build/pyvenv
 # Home Assistant for the discovery test: outside the clone, made once per machine (~3 min).
 HA_VENV    ?= $(HOME)/.cache/healthgate/ha-2024.3.3
@@ -74,7 +76,7 @@ test: test-deps pyclients homeassistant
 	HEALTHGATE_BIN=$(CURDIR)/$(BIN) HEALTHGATE_PYTHON=$(CURDIR)/$(PYVENV)/bin/python HEALTHGATE_HA_VENV=$(HA_VENV) \
 	  TMPDIR=$$tmp bash Tests/run.sh $(SWIFT); status=$$?; rm -rf $$tmp; exit $$status
 	@$(MAKE) --no-print-directory test-deb NO_BUILD=1
-	python3 Tests/Release/swifterror-tailcalls.py $(BIN)
+	python3 Tests/Release/swifterror-tailcalls.py $(BIN) $(SWIFT_RUNTIME)
 	$(MAKE) --no-print-directory test-asan SAN_TESTS="$(SAN_IN_MAKE_TEST)" SAN_SERVE=debug
 	$(MAKE) --no-print-directory test-release-asan
 
