@@ -348,8 +348,10 @@ import YAMLConfig
                             journal: j, dataDir: dir, logger: Logger(component: "t", sink: logs))
         try d.start()
         defer { d.stop() }
-        #expect(ServeProcess.eventually { d.metrics.rejected.load(ordering: .relaxed) == 2_000 })
-        #expect(sink.delivered == ["ok"])
+        // The good record may go out after the last rejection is counted (another part of the
+        // halved batch); under a sanitizer the halving takes a while.
+        #expect(ServeProcess.eventually(90) { d.metrics.rejected.load(ordering: .relaxed) == 2_000 && sink.delivered == ["ok"] },
+                "\(d.metrics.rejected.load(ordering: .relaxed)) rejected, \(sink.delivered) delivered")
         let dead = try String(contentsOfFile: dir + "/sinks/scripted/dead-letters.ndjson", encoding: .utf8)
         #expect(dead.split(separator: "\n").count == 2_000)
         let said = logs.all.filter { $0.message.contains("rejected") }
