@@ -49,6 +49,9 @@ public enum Reception: Sendable {
     case accept(ReceivedBatch, reply: HTTPResponse)
     /// Answer now and store nothing (Check connection requests, auth failures).
     case answer(HTTPResponse)
+    /// Refuse the request (401/403, a bad signature, say) and store nothing; `reason` says why,
+    /// for the gateway's log of refusals (never a credential).
+    case refused(HTTPResponse, reason: String)
     /// The body could not be read at all: answer with a problem document, keep the raw body
     /// in quarantine (size-capped) with the reason.
     case unreadable(status: Int, reason: String)

@@ -181,7 +181,7 @@ import Testing
 
     @Test func requiresSignaturesWhenASecretIsSet() {
         let r = receiver(secret: Vectors.secret)
-        guard case .answer(let resp) = receive(Vectors.checkBody, receiver: r) else {
+        guard case .refused(let resp, _) = receive(Vectors.checkBody, receiver: r) else {
             Issue.record("expected a 401")
             return
         }

@@ -129,6 +129,8 @@ public enum FuzzTargets {
         switch reception {
         case .answer(let response):
             if response.status >= 500 { return "\(name): answered \(response.status)" }
+        case .refused(let response, _):
+            if response.status < 400 || response.status >= 500 { return "\(name): refused with status \(response.status)" }
         case .unreadable(let status, _):
             if status >= 500 || status < 400 { return "\(name): unreadable with status \(status)" }
         case .accept(let batch, let reply):

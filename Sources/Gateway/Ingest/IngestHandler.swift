@@ -231,10 +231,14 @@ public final class IngestHandler: HTTPHandler, Sendable {
         let reception = receiver.receive(request, context: ReceiveContext(now: signatureClock.now(),
                                                                           keepRecords: journal.decoded.recordsWanted))
         switch consume reception {
+        case .refused(let response, let reason):
+            m.refused.add(1, ordering: .relaxed)
+            refuse(receiver.name, response.status, request, why: reason)
+            return response
         case .answer(let response):
             if response.status == 401 || response.status == 403 {
                 m.refused.add(1, ordering: .relaxed)
-                refuse(receiver.name, response.status, request, why: IngestHandler.detail(response) ?? RefusalLog.why(response.status))
+                refuse(receiver.name, response.status, request, why: RefusalLog.why(response.status))
             } else if response.status < 300 {
                 m.checks.add(1, ordering: .relaxed)
             }
@@ -359,12 +363,6 @@ public final class IngestHandler: HTTPHandler, Sendable {
         metricsByName[receiver]?.lastRefusal.withLock {
             $0 = ReceiverMetrics.Refusal(time: now, status: status, why: why, address: request.remoteAddress)
         }
-    }
-
-    /// The `detail` of a problem document this gateway wrote.
-    static func detail(_ response: HTTPResponse) -> String? {
-        guard let doc = try? JSONParser().parse(response.body) else { return nil }
-        return doc.root["detail"]?.string
     }
 
     /// Refused credentials of the read API and the status page go to the log as a receiver's

@@ -42,8 +42,7 @@ public struct SynckyReceiver: Receiver {
                                  signature: request.header("x-syncky-signature"), body: $0, now: context.now)
             }
             if let failure {
-                // The gateway logs it with the other refusals, a few lines a minute.
-                return .answer(problem(401, "Bad signature", failure.description))
+                return .refused(problem(401, "Bad signature", failure.description), reason: failure.description)
             }
         }
         if request.header("x-syncky-kind")?.lowercased() == "results" {
