@@ -66,7 +66,7 @@ struct StatusCommand {
             line += "; sent \(n("sent")), rejected \(n("rejected"))"
             if n("in_retry") > 0 { line += ", \(n("in_retry")) of those waiting being retried" }
             if n("dropped") > 0 { line += ", DROPPED \(n("dropped")) (queue.max_bytes with drop_oldest)" }
-            let dead = Self.lines(FileIO.join(t.dataDir, "sinks/\(name)/dead-letters.ndjson"))
+            let dead = NDJSONSummaries().of(FileIO.join(t.dataDir, "sinks/\(name)/dead-letters.ndjson"))?.lines ?? 0
             if dead > 0 { line += "; \(dead) dead letter(s) in sinks/\(name)/dead-letters.ndjson" }
             if let d = k["destination"]?.string, d != "unknown" { line += "; destination \(d)" }
             print(line)
@@ -136,8 +136,4 @@ struct StatusCommand {
         return "\(bytes / 1_000_000) MB"
     }
 
-    static func lines(_ path: String) -> Int {
-        guard let bytes = try? FileIO.readAll(path) else { return 0 }
-        return bytes.reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) }
-    }
 }
