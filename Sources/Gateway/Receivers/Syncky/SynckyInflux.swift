@@ -79,8 +79,7 @@ enum SynckyInflux {
         // point. A line with fields of its own (not Syncky's value, value_name or workout figures)
         // is keyed by its field names too, so that `cpu value=1` and `cpu load=10` at one time
         // are two records and neither replaces the other.
-        let fieldNames = p.fields.map(\.key).sorted()
-        let own = fieldNames.contains { !SynckyInflux.synckyFields.contains($0) } ? ["fields"] + fieldNames : []
+        let own = p.fields.contains { !SynckyInflux.synckyFields.contains($0.key) } ? ["fields"] + p.fields.map(\.key).sorted() : []
         let key = Crypto.derivedKey(["influx", p.measurement] + sortedTags.flatMap { [$0.key, $0.value] } + ["\(mult)"] + own)
         // The measurement is a type: healthgate's name, HealthKit's identifier
         // (`HKQuantityTypeIdentifierHeartRate`, as export.xml scripts write it) or Health Auto
