@@ -62,7 +62,11 @@ import Testing
             #expect(serve.process.waitUntilExit(within: 60), "start \(start) did not die on the record")
             #expect(serve.process.terminationReason == .uncaughtSignal, "start \(start): \(serve.stderrText.suffix(600))")
             serve.stop()
-            if start < 3 { serve = try ServeProcess(config: config, dataDir: dataDir, environment: environment, binary: ServeProcess.testServeBinary) }
+            // The restart may die on the record before it listens: not waited for.
+            if start < 3 {
+                serve = try ServeProcess(config: config, dataDir: dataDir, environment: environment, binary: ServeProcess.testServeBinary,
+                                         listening: false)
+            }
         }
         // The fourth start serves, with the sink paused.
         serve = try ServeProcess(config: config, dataDir: dataDir, environment: environment, binary: ServeProcess.testServeBinary)

@@ -43,13 +43,15 @@ final class ServeProcess {
     }
 
     /// Starts `serve` with `config` (where `DATA_DIR` is replaced by the temporary data dir).
-    init(config: String, dataDir: String? = nil, environment: [String: String] = [:], binary: String? = nil) throws {
+    /// `listening: false` for a start that may die before it listens (a crash-loop test's).
+    init(config: String, dataDir: String? = nil, environment: [String: String] = [:], binary: String? = nil,
+         listening: Bool = true) throws {
         let dir = dataDir ?? ServeProcess.makeTempDir()
         self.dataDir = dir
         self.binary = binary ?? ServeProcess.binary
         configPath = dir + ".yaml"
         try config.replacingOccurrences(of: "DATA_DIR", with: dir).write(toFile: configPath, atomically: true, encoding: .utf8)
-        try launch(arguments: ["serve", "--config", configPath], cwd: nil, environment: environment)
+        try launch(arguments: ["serve", "--config", configPath], cwd: nil, environment: environment, listening: listening)
     }
 
     /// Starts the binary with its own arguments (e.g. `serve` on the embedded default).
@@ -60,7 +62,7 @@ final class ServeProcess {
         try launch(arguments: arguments, cwd: cwd, environment: environment)
     }
 
-    private func launch(arguments: [String], cwd: String?, environment: [String: String]) throws {
+    private func launch(arguments: [String], cwd: String?, environment: [String: String], listening: Bool = true) throws {
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = arguments
         if let cwd { process.currentDirectoryURL = URL(fileURLWithPath: cwd) }
@@ -75,6 +77,10 @@ final class ServeProcess {
         try process.run()
         // Read stdout until the listening line tells the port.
         let handle = stdoutPipe.fileHandleForReading
+        if !listening {
+            handle.readabilityHandler = { h in _ = h.availableData }
+            return
+        }
         let deadline = Date().addingTimeInterval(20)
         while port == 0 {
             guard Date() < deadline, process.isRunning else {
