@@ -480,6 +480,29 @@ enum Store {
         #expect(try d.loadCursor() == Cursor(seq: 2, skip: 0))
     }
 
+    /// A sink that reads no field of its records (a file sink with a fixed path, no transform)
+    /// dead-letters what it can never write like any other, instead of retrying it forever.
+    @Test func aFixedPathFileSinkDeadLettersWhatItCanNeverWrite() throws {
+        let dataDir = ServeProcess.makeTempDir("comply-fixed")
+        try FileManager.default.createDirectory(atPath: dataDir + "/out", withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: URL(fileURLWithPath: dataDir + "/out/blocked"))   // ENOTDIR, for good
+        let node = try parseYAML(#"{kind: file, path: "out/blocked/records.ndjson"}"#, file: "sink", environment: [:])
+        let build = try #require(SinkRegistry.builder(kind: "file"))
+        var b = try build("s", node, "sinks.s", SinkBuildContext(dataDir: dataDir))
+        b.common.batch.max_wait = ConfigDuration(nanoseconds: 5_000_000)
+        let j = try Journal(directory: dataDir + "/journal", logger: logger)
+        try append(j, [Self.record("f1"), Self.record("f2", second: 1)])
+        let d = SinkDrainer(name: "s", built: b, routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["s"])],
+                            journal: j, dataDir: dataDir, logger: logger, clock: FakeClock())
+        try d.start()
+        #expect(ServeProcess.eventually { d.metrics.rejected.load(ordering: .relaxed) == 2 })
+        d.stop()
+        let dead = try String(contentsOfFile: DeadLetters.path(sink: "s", dataDir: dataDir), encoding: .utf8)
+        #expect(dead.contains(#""uuid":"f1""#) && dead.contains(#""uuid":"f2""#))
+        #expect(dead.contains("cannot write"))
+        #expect(try d.loadCursor() == Cursor(seq: 2, skip: 0))
+    }
+
     /// close: after stop, the sink holds no file and no connection.
     @Test(arguments: Harnesses.kinds) func closeIsClean(kind: String) throws {
         let h = try Harnesses.make(kind)

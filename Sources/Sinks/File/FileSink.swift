@@ -135,7 +135,7 @@ public final class FileSink: Sink {
         }
         if open.count > FileSink.maxOpenFiles { closeAll() }
         if rejected.isEmpty { return .accepted }
-        return .perRecord((0..<records.count).map { i in rejected[i].map { .rejected(reason: $0) } ?? .accepted })
+        return .perRecord((0..<batch.count).map { i in rejected[i].map { .rejected(reason: $0) } ?? .accepted })
     }
 
     /// Files kept open between batches (and within one, before they are synced and closed).
