@@ -88,7 +88,7 @@ test: test-deps pyclients homeassistant
 ## Tests/Sanitizers/, each with why. SAN_TESTS='--filter X' runs some; `make test` runs the suites
 ## that hold our parsers, codecs, journal, transforms and the sinks' C clients in-process under
 ## ASan (SAN_IN_MAKE_TEST), with a debug serve (built with the tests, no second build).
-SAN_IN_MAKE_TEST := --filter '(FastJSONTests|YAMLConfigTests|HealthgateCoreTests|PipelineTests|CanonicalCodecTests|Syncky|OtherReceiversTests|IngestReceiverTests|HealthSyncReceiverTests|HostileStringsTests|TransformTests|StatefulTransformTests|FuzzCorpusTests|ConfigTests|HAStateBookTests|SinkComplianceTests)'
+SAN_IN_MAKE_TEST := --filter '(FastJSONTests|YAMLConfigTests|HealthgateCoreTests|PipelineTests|CanonicalCodecTests|RecordTests|Syncky|OtherReceiversTests|IngestReceiverTests|HealthSyncReceiverTests|HostileStringsTests|TransformTests|StatefulTransformTests|FuzzCorpusTests|ConfigTests|HAStateBookTests|SinkComplianceTests)'
 SAN_TESTS ?=
 SAN_SERVE ?= release
 ## debug, or release: the tests and serve built as they ship (-c release, whole-module optimized;
@@ -98,7 +98,7 @@ SAN_BUILD = $(if $(filter release,$(SAN_CONFIG)),-c release -Xswiftc -enable-tes
 ## `make test-release-asan`: the suites of our own unsafe code (codecs, journal, drainers, the crash-loop
 ## guard, transforms, every sink's encoders and indexes, the point index's generated record sets) built
 ## with -c release under AddressSanitizer, in `make test`: the optimized code tested as it ships.
-RELEASE_SAN_TESTS := --filter '(FastJSONTests|HealthgateCoreTests|PipelineTests|CanonicalCodecTests|CanonicalViewPlainTests|TransformTests|HostileStringsTests|FuzzCorpusTests|SinkComplianceTests|HAStateBookTests|PointIndexStressTests|InfluxDBSinkTests|CrashLoopGuardTests|SynckyNativeTests)'
+RELEASE_SAN_TESTS := --filter '(FastJSONTests|HealthgateCoreTests|PipelineTests|CanonicalCodecTests|RecordTests|TransformTests|HostileStringsTests|FuzzCorpusTests|SinkComplianceTests|HAStateBookTests|PointIndexStressTests|InfluxDBSinkTests|CrashLoopGuardTests|SynckyNativeTests)'
 test-release-asan:
 	@$(MAKE) --no-print-directory sanitized SAN=address SAN_DIR=asan-release SAN_CONFIG=release SAN_SERVE=release \
 	  SAN_ENV=ASAN_OPTIONS SAN_OPTIONS='$(ASAN_OPTIONS_RUN)' SAN_TESTS="$(RELEASE_SAN_TESTS)"

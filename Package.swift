@@ -46,12 +46,13 @@ let package = Package(
         .target(name: "Storage", dependencies: ["CSQLite3"], swiftSettings: strict),
         // HMAC-SHA256, constant-time comparison and random secrets over libcrypto.
         .target(name: "HealthgateCrypto", dependencies: ["CCrypto"], swiftSettings: strict),
-        // The canonical record as NDJSON: the journal payload, the file sink's lines, replay's input.
-        .target(name: "CanonicalJSON", dependencies: ["HealthgateCore", "FastJSON"], swiftSettings: strict),
+        // The canonical line: the one reader and writer of the record as NDJSON (LINE.md), and a
+        // request's lines as the journal takes them.
+        .target(name: "CanonicalJSON", dependencies: ["HealthgateCore", "FastJSON"], exclude: ["LINE.md"], swiftSettings: strict),
 
         // The sink framework: the Sink protocol and its lifecycle, batch/retry/queue config,
         // outcomes, their classification and the halving that finds a refused record. No C.
-        .target(name: "SinkKit", dependencies: ["HealthgateCore", "YAMLConfig"], swiftSettings: strict),
+        .target(name: "SinkKit", dependencies: ["HealthgateCore", "CanonicalJSON", "YAMLConfig"], swiftSettings: strict),
         // HTTP for sinks over libcurl: the client and the batch poster.
         .target(name: "HTTPDelivery", dependencies: ["SinkKit", "HealthgateCore", "CCurl"], swiftSettings: strict),
         // One target per sink, linking only what it needs; `Sinks` registers them.
@@ -73,7 +74,7 @@ let package = Package(
         // One folder per transform, and their registry.
         .target(name: "Transforms", dependencies: ["HealthgateCore", "YAMLConfig", "Posix", "FastJSON", "CanonicalJSON"], swiftSettings: strict),
         // The journal and the pipeline: drainers, routes, delivery, dead letters, cursors. No HTTP, no QR.
-        .target(name: "Pipeline", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "SinkKit", "CDeflate"],
+        .target(name: "Pipeline", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "SinkKit", "Transforms", "CDeflate"],
                 exclude: ["Journal/JOURNAL.md", "Delivery/QUEUES.md"], swiftSettings: strict),
         // HTTP server, receivers and formats, ingest, write-back, config, the CLI.
         .target(

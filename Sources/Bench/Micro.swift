@@ -55,15 +55,21 @@ enum Micro {
         }
         let records = CanonicalCodec.decodeLines(lines, parser: parser)
         time("encode canonical NDJSON") { _ = CanonicalCodec.encodeLines(records) }
-        time("decode canonical NDJSON") { _ = CanonicalCodec.decodeLines(lines, parser: parser) }
-        // What a file sink named by {device}/{date} reads of each record (no transform on its route).
-        let pathFields = CanonicalRecord.Fields(.device, .start)
-        time("decode, device + start only") { _ = CanonicalCodec.decodeLinesWithRanges(lines, parser: parser, only: pathFields) }
-        time("InfluxDB lines (from the journal's lines)") { _ = InfluxDBSink.encodeBench(lines) }
-        time("decode, no field (lines only)") { _ = CanonicalCodec.decodeLinesWithRanges(lines, parser: parser, only: []) }
-        // The drainer's share for the file sink named by {device}/{date}: what it and its route
-        // read of each record, its route, then the lines it writes (each journal line as it is,
-        // or patched where the route changed the record).
+        time("decode canonical NDJSON (parser)") { _ = CanonicalCodec.decodeLines(lines, parser: parser) }
+        // What a drainer does with an entry: its lines made records (each walked once).
+        var read: [Record] = []
+        time("records of the lines (walked)") { read = Record.records(in: lines) { _, _, _ in }.map(\.0) }
+        time("records, device + start read") {
+            for (r, _) in Record.records(in: lines, bad: { _, _, _ in }) { _ = r.device; _ = r.start }
+        }
+        time("records, every field read") {
+            for (r, _) in Record.records(in: lines, bad: { _, _, _ in }) { _ = r.canonical }
+        }
+        time("InfluxDB lines (from the records)") {
+            _ = InfluxDBSink.encodeBench(Record.records(in: lines) { _, _, _ in }.map(\.0))
+        }
+        // The drainer's share for the file sink: its route, then the lines it writes (each
+        // journal line as it is, or with what the route changed written anew).
         for transforms in [false, true] {
             let text = BenchMain.config(dataDir: NSTemporaryDirectory() + "healthgate-micro", transforms: transforms,
                                         sinkLine: #"archive: {kind: file, path: "a.ndjson"}"#)
@@ -71,26 +77,18 @@ enum Micro {
             let routes = SinkRoutes(routes: topology.routes, sink: "archive", clock: SystemClock(),
                                     timeZones: SystemTimeZones(), logger: logger)
             let name = transforms ? "filter + convert + tag" : "no transforms"
-            let reads = SinkRoutes.fieldsRead(routes: topology.routes, sinkReads: pathFields)
-            var read = CanonicalCodec.readLines(lines, parser: parser, only: reads, patches: routes.changes)
-            time("decode for the file sink, \(name)") {
-                read = CanonicalCodec.readLines(lines, parser: parser, only: reads, patches: routes.changes)
-            }
-            let journalLines = read.ranges!.enumerated().map { i, range -> RecordLine in
-                read.spans.map { RecordLine.patched(lines[range], changed: [], spans: $0[i]) } ?? .whole(lines[range])
-            }
-            var routed = RoutedRecords()
+            var routed: [Record] = []
             time("routes, \(name)") {
-                routed = RoutedRecords()
-                for (r, line) in zip(read.records, journalLines) { _ = routes.process(r, line: line, into: &routed) }
+                routed = []
+                for r in Record.records(in: lines, bad: { _, _, _ in }) { _ = routes.process(r.0, into: &routed) }
             }
             var out: [UInt8] = []
             time("file lines, \(name)") {
                 out.removeAll(keepingCapacity: true)
-                let batch = SinkBatch(records: routed.records, lines: routed.lines)
-                for i in 0..<batch.count { batch.appendLine(i, to: &out) }
+                for r in routed { r.appendLine(to: &out) }
             }
         }
+        _ = read
         // The InfluxDB sink's point index: a request's points noted (a chunk sealed every 50,000).
         let indexDir = NSTemporaryDirectory() + "healthgate-micro-index-\(getpid())"
         try? FileManager.default.createDirectory(atPath: indexDir, withIntermediateDirectories: true)

@@ -121,7 +121,6 @@ public final class GatewayService: @unchecked Sendable {
         tlsPEM = try GatewayService.readTLS(topology)
         server = GatewayService.makeServer(topology, tls: tlsPEM, guard: connectionGuard, handler: switchable, logger: logger)
         var drainers: [SinkDrainer] = []
-        GatewayService.countReaders(topology, into: journal.decoded)
         for s in topology.sinks {
             drainers.append(try makeDrainer(s, topology: topology, metrics: SinkMetrics(name: s.name), inbox: nil))
         }
@@ -204,19 +203,6 @@ public final class GatewayService: @unchecked Sendable {
         old.finish(within: 10)
     }
 
-    /// Tells `decoded` how many of the sinks' drainers decode whole records (and share them) and
-    /// how many take what ingest hands over (the same drainers: `SinkDrainer.takesHandedRecords`).
-    static func countReaders(_ topology: Topology, into decoded: DecodedEntries) {
-        var whole = 0, parsing = 0
-        for s in topology.sinks {
-            let routes = topology.routes.filter { $0.to.contains(s.name) }
-            if SinkDrainer.readsWholeRecords(s.built, routes: routes) { whole += 1 }
-            if SinkDrainer.takesHandedRecords(s.built, routes: routes) { parsing += 1 }
-        }
-        decoded.setReaders(whole)
-        decoded.setParsingReaders(parsing)
-    }
-
     /// A sink's drainer, with the routes that lead to it in `topology`.
     private func makeDrainer(_ s: (name: String, built: BuiltSink), topology: Topology, metrics: SinkMetrics,
                              inbox: Journal?) throws -> SinkDrainer {
@@ -280,7 +266,6 @@ public final class GatewayService: @unchecked Sendable {
         kept.listenPort = old.listenPort
         let current = drainers
         var next: [SinkDrainer] = []
-        GatewayService.countReaders(new, into: journal.decoded)
         for s in new.sinks {
             let running = current.first { $0.name == s.name }
             if let running, old.sinkFingerprints[s.name] == new.sinkFingerprints[s.name] {

@@ -131,20 +131,6 @@ extension CanonicalRecord {
     /// A record with nothing in it: what a reader fills field by field, and what is left where a
     /// record was moved out of an array.
     public static let empty = CanonicalRecord(kind: "", device: "", receiver: "", uuid: "", type: "")
-
-    /// The names the canonical record itself uses at its top level.
-    public static let canonicalFieldNames: Set<String> = Set(Field.allCases.filter { $0 != .fields }.map { "\($0.key)" })
-
-    /// Keeps a field of the record's kind at the top level (`fields`), unless its name is one the
-    /// canonical record uses for something else: then it goes under `extra`, so a sender's
-    /// `"kind"` or `"code"` can never change or break the record.
-    public mutating func addKindField(_ name: String, _ value: RawJSON) {
-        if CanonicalRecord.canonicalFieldNames.contains(name) {
-            extra.append(RecordField(name, value))
-        } else {
-            fields.append(RecordField(name, value))
-        }
-    }
 }
 
 /// `CanonicalRecord`'s out-of-line fields. Changed only through `changeRare`, which copies

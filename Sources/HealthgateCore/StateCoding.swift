@@ -57,3 +57,9 @@ public struct StateReader {
         return v
     }
 }
+
+/// State that cannot be read back (a transform's or a sink's).
+public struct TransformStateError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    public init(_ d: String) { description = d }
+}

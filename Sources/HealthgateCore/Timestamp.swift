@@ -134,16 +134,6 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         return (Timestamp(seconds: local - Int64(offset ?? 0), nanoseconds: Int32(nanos)), offset)
     }
 
-    /// Whether `s`, which `parseRFC3339` read with no offset (a `Z`), is already the text
-    /// `formatRFC3339` writes for its instant: a `T` and a `Z`, no leap second, a fraction of at
-    /// most nine digits and no trailing zero. Such a time is copied as it came instead of written
-    /// anew.
-    @inlinable public static func isCanonicalRFC3339(_ s: UnsafeRawBufferPointer) -> Bool {
-        let n = s.count
-        guard n >= 20, s[10] == 0x54, s[n - 1] == 0x5A, !(s[17] == 0x36 && s[18] == 0x30) else { return false }
-        return n == 20 || (n <= 30 && s[n - 2] != 0x30)
-    }
-
     public static func parseRFC3339(_ s: String) -> (Timestamp, offsetSeconds: Int?)? {
         var s = s
         return s.withUTF8 { parseRFC3339(UnsafeRawBufferPointer($0)) }

@@ -1,3 +1,4 @@
+import CanonicalJSON
 import HealthgateCore
 
 /// A template over a record's fields (`{type}`, `{device}` …), parsed once when the config is
@@ -42,7 +43,7 @@ public struct RecordTemplate: Sendable {
     /// Whether the template has no field at all (its text is the same for every record).
     public var isConstant: Bool { !parts.contains { if case .field = $0 { true } else { false } } }
 
-    public func render(_ r: CanonicalRecord, _ value: (Field, CanonicalRecord) -> String) -> String {
+    public func render(_ r: Record, _ value: (Field, Record) -> String) -> String {
         if parts.count == 1 {
             switch parts[0] {
             case .field(let f): return value(f, r)

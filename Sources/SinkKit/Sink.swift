@@ -1,4 +1,5 @@
 import HealthgateCore
+import CanonicalJSON
 
 /// A sink delivers canonical records to one outside system. Its life, as the pipeline runs it:
 ///
@@ -37,23 +38,6 @@ public protocol Sink: AnyObject {
     /// What the sink says of itself for `status` and `/metrics` (asked after each write, idle
     /// and probe): a line such as the schema version, and counters since it opened. Default: none.
     func report() -> SinkReport?
-}
-
-/// A sink that keeps more than one batch in flight: `begin` hands it a batch and returns once
-/// the batch is on its way (encoded, its requests sent), not when the destination has answered;
-/// `finishOldest` waits for the oldest batch begun and not finished and says what became of its
-/// records, as `write` would have. Batches finish in the order they began, and a record waits
-/// (`keep`) whenever one before it, in its batch or an earlier one, had to wait. Such a sink
-/// keeps no state of its own (`saveState` is nil), and the drainer pipelines it only behind
-/// routes without state (the state committed with the cursor must be the one of exactly the
-/// records before it); it moves its
-/// cursor past a batch only once that batch and every one before it are finished and delivered,
-/// and calls `write` (retries, the inbox) only with nothing in flight.
-public protocol PipelinedSink: Sink {
-    /// How many batches the drainer may begin before it finishes the oldest.
-    var batchesInFlight: Int { get }
-    func begin(_ batch: SinkBatch)
-    func finishOldest() -> SinkWriteResult
 }
 
 /// A sink's own word for `status` and `/metrics`.
@@ -144,20 +128,13 @@ public struct BuiltSink: Sendable {
     /// For a sink that keeps records where they can be read back (postgres): how to reach them,
     /// for the read API. Its type is the sink's own.
     public var readable: (any Sendable)?
-    /// The fields of a record the sink's `write` reads (`.all` unless it says fewer). A sink
-    /// that writes each record's journal line as it is (`SinkBatch.appendLine`) and reads only
-    /// what names its files, say, lists those: when no transform runs on its routes, so that
-    /// every record comes with its whole line, the drainer reads only those fields of the
-    /// journal and leaves the rest of each record empty.
-    public var reads: CanonicalRecord.Fields
 
     public init(kind: String, common: SinkCommonConfig, summary: String, readable: (any Sendable)? = nil,
-                reads: CanonicalRecord.Fields = .all, open: @escaping @Sendable (SinkContext) throws(SinkOpenError) -> any Sink) {
+                open: @escaping @Sendable (SinkContext) throws(SinkOpenError) -> any Sink) {
         self.kind = kind
         self.common = common
         self.summary = summary
         self.readable = readable
-        self.reads = reads
         self.open = open
     }
 }
@@ -172,56 +149,27 @@ public struct SinkBuildContext: Sendable {
     }
 }
 
-/// The records of one `write`, in journal order.
+/// The records of one `write`, in journal order: each read from its journal line as the sink
+/// asks for its fields, and written as its line (`appendLine`) with only what a route changed
+/// written anew.
 public struct SinkBatch {
-    /// The records; none (an empty array, `lines` not) for a sink whose `reads` is none behind a
-    /// route that passes every record as it is: such a sink gets the journal's lines alone, each
-    /// whole, and reads them with `appendLine` and `withLine`.
-    public var records: [CanonicalRecord]
-    /// Per record, what of its canonical NDJSON line the journal's bytes hold: all of it when
-    /// no transform changed the record on its way, the part before the first field a
-    /// transform changes, or nothing. Sinks that write canonical NDJSON get each line with
-    /// `appendLine`, which copies those bytes instead of encoding them again.
-    public var lines: [RecordLine]
-    /// The labels' text of the lines written last (a batch's records mostly share theirs).
-    private let tagsText = TagsText()
+    public var records: [Record]
 
-    public init(records: [CanonicalRecord], lines: [RecordLine]? = nil) {
-        precondition(lines == nil || records.isEmpty || records.count == lines!.count,
-                     "SinkBatch: \(records.count) records for \(lines!.count) lines")
+    public init(records: [Record]) {
         self.records = records
-        self.lines = lines ?? Array(repeating: .none, count: records.count)
+    }
+
+    /// A batch of records made of their fields (tests, and records with no journal line).
+    public init(records: [CanonicalRecord]) {
+        self.records = records.map(Record.init)
     }
 
     /// Appends record `i`'s canonical line, with its line feed.
     public func appendLine(_ i: Int, to out: inout [UInt8]) {
-        // The bytes alone when they are the whole line: the record is not touched (nor copied).
-        if case .whole(let line) = lines[i] {
-            out.append(contentsOf: line)
-        } else {
-            records.withUnsafeBufferPointer {
-                precondition(i < $0.count, "SinkBatch.appendLine: record \(i) of \($0.count)")
-                CanonicalRecord.appendNDJSON(at: $0.baseAddress! + i, to: &out, reusing: lines[i], tagsText: tagsText)
-            }
-        }
+        records[i].appendLine(to: &out)
     }
 
-    /// Calls `body` with record `i`'s canonical line, without its line feed: the journal's
-    /// bytes where they are the whole line (nothing copied), else the line `appendLine` writes,
-    /// into `scratch` — for a sink that writes its own format from the lines themselves.
-    public func withLine<R>(_ i: Int, scratch: inout [UInt8], _ body: (UnsafeRawBufferPointer) -> R) -> R {
-        if case .whole(let bytes) = lines[i] {
-            return bytes.withUnsafeBytes { all in
-                body(UnsafeRawBufferPointer(rebasing: all[0..<(all.last == 0x0A ? all.count - 1 : all.count)]))
-            }
-        }
-        scratch.removeAll(keepingCapacity: true)
-        appendLine(i, to: &scratch)
-        if scratch.last == 0x0A { scratch.removeLast() }
-        return scratch.withUnsafeBytes { body($0) }
-    }
-
-    public var count: Int { lines.count }
+    public var count: Int { records.count }
 }
 
 /// The outcome of one `write`.

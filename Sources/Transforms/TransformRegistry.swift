@@ -1,5 +1,6 @@
 import HealthgateCore
 import YAMLConfig
+import CanonicalJSON
 
 /// Every transform kind, by the key that names it in a route's `transforms` list.
 /// A new transform is one folder and one line here.
@@ -23,23 +24,16 @@ public enum TransformRegistry {
     }
 }
 
-/// The instance of a stateless transform that changes each record in place (rename, tag): the
-/// route runs `apply` on its one copy of the record; it says which fields it changed.
+/// The instance of a stateless transform that changes each record where it lies (rename, tag).
 final class MappingInstance: Transform {
-    /// Changes the record in place; says which fields it changed.
-    let apply: (inout CanonicalRecord) -> CanonicalRecord.Fields
+    let apply: (inout Record) -> Void
 
-    init(_ apply: @escaping (inout CanonicalRecord) -> CanonicalRecord.Fields) { self.apply = apply }
+    init(_ apply: @escaping (inout Record) -> Void) { self.apply = apply }
 
-    func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
-        var r = record
-        _ = apply(&r)
-        emit(r)
+    func process(_ record: consuming Record, emit: (consuming Record) -> Void) {
+        apply(&record)
+        emit(record)
     }
-
-    var maps: Bool { true }
-
-    func map(_ record: inout CanonicalRecord) -> CanonicalRecord.Fields? { apply(&record) }
 }
 
 /// What a transform worked out for a record's type (and unit), kept for the next records: the

@@ -9,6 +9,7 @@ import Posix
 import SinkKit
 import Testing
 import YAMLConfig
+import Transforms
 
 /// Backoff, Retry-After and dead-letter times run on the drainer's clock: these tests give it a
 /// fake one and advance it instead of sleeping (retries an hour apart finish at once).
@@ -56,7 +57,7 @@ import YAMLConfig
         var d = delivery(sink, retry: RetryConfig(initial: Self.hours(1), max: Self.hours(2)), clock: clock,
                          dir: ServeProcess.makeTempDir("clock"))
         let started = monotonicSeconds()
-        let outcome = d.deliver(RoutedRecords(records: [PipelineTests.record("a")])) { seconds in
+        let outcome = d.deliver([Record(PipelineTests.record("a"))]) { seconds in
             clock.advance(seconds)
             return true
         }
@@ -76,7 +77,7 @@ import YAMLConfig
         var pauses: [Double] = []
         var current = 0.0
         var lastWrites = 0
-        let outcome = d.deliver(RoutedRecords(records: [PipelineTests.record("a")])) { seconds in
+        let outcome = d.deliver([Record(PipelineTests.record("a"))]) { seconds in
             if sink.writes != lastWrites {
                 if lastWrites > 0 { pauses.append(current) }
                 current = 0
@@ -149,18 +150,17 @@ import YAMLConfig
             var ticked = false
             init(clock: any Clock) { self.clock = clock }
 
-            func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
+            func process(_ record: consuming Record, emit: (consuming Record) -> Void) {
+                emit(copy record)
+                record.uuid += "-derived"
                 emit(record)
-                var derived = record
-                derived.uuid += "-derived"
-                emit(derived)
             }
 
-            func tick(now: Timestamp, emit: (CanonicalRecord) -> Void) {
+            func tick(now: Timestamp, emit: (consuming Record) -> Void) {
                 guard !ticked else { return }
                 ticked = true
-                emit(CanonicalRecord(kind: "quantity", device: "clock", receiver: "r", uuid: "tick-\(now.seconds)", type: "steps",
-                                     start: now, end: now, value: .number(1), unit: "count"))
+                emit(Record(CanonicalRecord(kind: "quantity", device: "clock", receiver: "r", uuid: "tick-\(now.seconds)", type: "steps",
+                                            start: now, end: now, value: .number(1), unit: "count")))
             }
         }
     }

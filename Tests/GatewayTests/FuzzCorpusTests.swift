@@ -2,6 +2,7 @@ import Foundation
 import FuzzTargets
 import HealthgateCore
 import Testing
+import CanonicalJSON
 
 /// The fuzz targets' committed corpora (Tests/Fuzz/corpus, seeds from the tests' own bodies and
 /// what fuzzing added) and every finding's reproducer (Tests/Fuzz/findings) run through their

@@ -7,6 +7,7 @@ import HealthgateCore
 import Posix
 import SinkKit
 import Testing
+import CanonicalJSON
 
 /// Requests that mean two things at once are refused, not read one way by us and another way
 /// by whoever checks them next.

@@ -6,6 +6,7 @@ import HealthgateCore
 import Posix
 import SinkKit
 import Testing
+import CanonicalJSON
 
 /// Every string a sender controls goes into the canonical record escaped: a quote, a backslash,
 /// a line break, a control character or a whole forged record inside a field comes out as that

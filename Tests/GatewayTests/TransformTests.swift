@@ -366,77 +366,35 @@ import YAMLConfig
         return out
     }
 
-    /// A transform says what it changed of each record: the bench's convert leaves a heart rate
-    /// and steps as they are, so only their labels are written anew (the journal's bytes hold
-    /// the rest), while a converted distance has its value and unit written anew too. A rename
-    /// that renames nothing leaves the whole line; one that renames a type, that field.
-    @Test func aRecordATransformLeftAsItWasKeepsMoreOfItsLine() throws {
-        func lines(_ specs: [any TransformSpec]) -> [String: RecordLine] {
+    /// A record a transform left as it was keeps its journal line: the bench's convert leaves a
+    /// heart rate and steps as they are, and a converted distance is changed; a rename that
+    /// renames nothing leaves every record, one that renames a type, the records of that type.
+    @Test func aRecordATransformLeftAsItWasKeepsItsLine() throws {
+        func routed(_ specs: [any TransformSpec]) throws -> [String: Record] {
             let routes = SinkRoutes(routes: [Route(name: "r", from: [Glob("*")], transforms: specs, to: ["s"])], sink: "s",
                                     clock: FixedClock(Self.noon), timeZones: SystemTimeZones(),
                                     logger: Logger(component: "t", sink: MemoryLogSink()))
-            var out = RoutedRecords()
-            for r in Self.shapes { _ = routes.process(r, line: .whole((CanonicalCodec.encodeLine(r) + [0x0A])[...]), into: &out) }
-            var byUUID: [String: RecordLine] = [:]
-            for (r, l) in zip(out.records, out.lines) { byUUID[r.uuid] = l }
+            var out: [Record] = []
+            for r in Self.shapes { _ = routes.process(try Record.read(line: CanonicalCodec.encodeLine(r)[...]), into: &out) }
+            var byUUID: [String: Record] = [:]
+            for r in out { byUUID[r.uuid] = r }
             return byUUID
         }
-        func from(_ l: RecordLine?) -> String {
-            switch l {
-            case .patched(_, let changed, _)?:
-                "patched " + CanonicalRecord.Field.allCases.filter { changed.has($0) }.map { "\($0)" }.joined(separator: ",")
-            case .whole?: "whole"
-            case .none?: "none"
-            case nil: "missing"
-            }
-        }
-        let bench = lines([try build("convert", "{distance: km, energy: kJ}"), try build("tag", "{person: bench}")])
-        #expect(from(bench["h1"]) == "patched tags")
-        #expect(from(bench["s1"]) == "patched tags")
-        #expect(from(bench["d1"]) == "patched value,unit,tags")
-        #expect(from(bench["e1"]) == "patched value,unit,tags")
-        let rename = lines([try build("rename", "{devices: {someone-else: x}}")])
-        #expect(from(rename["h1"]) == "whole")
-        let renamed = lines([try build("rename", "{types: {heart_rate: pulse}}")])
-        #expect(from(renamed["h1"]) == "patched type")
-        #expect(from(renamed["s1"]) == "whole")
+        let convert = try routed([try build("convert", "{distance: km, energy: kJ}")])
+        #expect(convert["h1"]?.isChanged == false && convert["s1"]?.isChanged == false)
+        #expect(convert["d1"]?.isChanged == true && convert["e1"]?.isChanged == true)
+        #expect(convert["h1"]?.line == CanonicalCodec.encodeLine(Self.shapes[1]))
+        let rename = try routed([try build("rename", "{devices: {someone-else: x}}")])
+        #expect(rename.values.allSatisfy { !$0.isChanged })
+        let renamed = try routed([try build("rename", "{types: {heart_rate: pulse}}")])
+        #expect(renamed["h1"]?.isChanged == true && renamed["s1"]?.isChanged == false)
     }
 
-    /// Lines written in one batch share the text of their labels while their records share
-    /// the label array, and get their own when they do not: alternating arrays, one of them
-    /// changed in a copy (new storage), each line is its record's own.
-    @Test func labelsWrittenOnceABatchAreEachRecordsOwn() {
-        let a = [RecordTag("person", "alice"), RecordTag("household", "home")]
-        var b = a
-        b[0].value = "bob"
-        var records: [CanonicalRecord] = []
-        for (i, tags) in [a, b, a, a, b, [RecordTag("person", "alice")], a].enumerated() {
-            var r = Self.q("t\(i)", "steps", Double(i), "count")
-            r.tags = tags
-            records.append(r)
-        }
-        let lines = records.map { r -> RecordLine in
-            var plain = r
-            plain.tags = []
-            return .patched((CanonicalCodec.encodeLine(plain) + [0x0A])[...], changed: CanonicalRecord.Fields(.tags), spans: .none)
-        }
-        let batch = SinkBatch(records: records, lines: lines)
-        var written: [UInt8] = []
-        for i in 0..<batch.count { batch.appendLine(i, to: &written) }
-        var expected: [UInt8] = []
-        for r in records { expected += CanonicalCodec.encodeLine(r) + [0x0A] }
-        #expect(String(decoding: written, as: UTF8.self) == String(decoding: expected, as: UTF8.self))
-
-    }
-
-    /// Through a route of each transform (and of the bench's three), every record's line, as
-    /// a sink writes it from what the journal's bytes still hold, is the line the record
-    /// encodes to: a transform that changed a field before the one it declares would show here.
-    /// And read as a drainer reads the journal for a sink that writes lines — only the fields
-    /// the route reads and changes, each line's spans of those it changes — the lines written
-    /// are the same, byte for byte.
+    /// Through a route of each transform (and of the bench's three), records read from their
+    /// journal lines are written as the lines the records they became encode to, and as records
+    /// made of their fields go through the same route.
     @Test(arguments: transformFiles + ["bench"])
-    func linesRebuiltFromTheJournalEqualAFullEncode(file: String) throws {
+    func linesWrittenThroughEachRouteEqualAFullEncode(file: String) throws {
         let specs = file == "bench"
             ? [try build("filter", #"{types: [heart_rate, steps, "active_energy_*", "distance_*"]}"#),
                try build("convert", "{distance: km, energy: kJ}"), try build("tag", "{person: bench, household: home}")]
@@ -446,42 +404,32 @@ import YAMLConfig
             SinkRoutes(routes: [route], sink: "s", clock: FixedClock(Self.noon), timeZones: SystemTimeZones(),
                        logger: Logger(component: "t", sink: MemoryLogSink()))
         }
-        func written(_ out: RoutedRecords) -> [String] {
-            let batch = SinkBatch(records: out.records, lines: out.lines)
-            return (0..<batch.count).map { i in
-                var line: [UInt8] = []
-                batch.appendLine(i, to: &line)
-                return String(decoding: line, as: UTF8.self)
-            }
-        }
-        let whole = routes()
-        var out = RoutedRecords()
-        var patched = 0
+        let fromLines = routes(), fromFields = routes()
+        var out: [Record] = [], made: [Record] = []
         for r in Self.shapes {
-            let line = CanonicalCodec.encodeLine(r) + [0x0A]
-            _ = whole.process(r, line: .whole(line[...]), into: &out)
+            _ = fromLines.process(try Record.read(line: CanonicalCodec.encodeLine(r)[...]), into: &out)
+            _ = fromFields.process(Record(r), into: &made)
         }
-        whole.flush(into: &out)
-        let lines = written(out)
-        for (i, line) in lines.enumerated() {
-            #expect(line == String(decoding: CanonicalCodec.encodeLine(out.records[i]) + [0x0A], as: UTF8.self))
-            if case .patched(_, let changed, _) = out.lines[i], changed.rawValue != 0 { patched += 1 }
+        fromLines.flush(into: &out)
+        fromFields.flush(into: &made)
+        #expect(out.count == made.count)
+        for (r, m) in zip(out, made) {
+            #expect(r.line == CanonicalCodec.encodeLine(r.canonical))
+            #expect(r.line == m.line)
         }
         if ["Convert/ConvertTransform.swift", "Tag/TagTransform.swift", "Rename/RenameTransform.swift", "bench"].contains(file) {
-            #expect(patched > 0)
+            #expect(out.contains { $0.isChanged })
         }
-        // As a drainer reads the journal for a file sink with a fixed path.
-        let partial = routes()
-        let journal = CanonicalCodec.encodeLines(Self.shapes)
-        let read = CanonicalCodec.readLines(journal, parser: JSONParser(), only: SinkRoutes.fieldsRead(routes: [route], sinkReads: []),
-                                            patches: partial.changes)
-        let ranges = try #require(read.ranges)
-        var partialOut = RoutedRecords()
-        for (i, r) in read.records.enumerated() {
-            let line = read.spans.map { RecordLine.patched(journal[ranges[i]], changed: [], spans: $0[i]) } ?? .whole(journal[ranges[i]])
-            _ = partial.process(r, line: line, into: &partialOut)
-        }
-        partial.flush(into: &partialOut)
-        #expect(written(partialOut) == lines)
+    }
+}
+
+extension Transform {
+    /// A record made of its fields through `process`, what it emits read whole (the tests' form).
+    func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
+        process(Record(record)) { emit($0.canonical) }
+    }
+
+    func flush(emit: (CanonicalRecord) -> Void) {
+        flush { (r: consuming Record) in emit(r.canonical) }
     }
 }

@@ -4,8 +4,7 @@ import Testing
 @Suite struct TimestampTests {
     /// Times read in turn with the last date remembered (`RecentDay`) read as each does alone:
     /// the same date with other times, offsets and forms, a date that does not exist after one
-    /// that does, text that only starts like a date, and a time's text that is already the
-    /// canonical one (`isCanonicalRFC3339`) exactly when formatting it gives it back.
+    /// that does, and text that only starts like a date.
     @Test func timesReadWithTheLastDateRememberedReadAsAlone() {
         let texts = [
             "2026-10-14T07:01:00Z", "2026-10-14T23:59:59.5+02:00", "2026-10-14 00:00:00z", "2026-10-14T07:01",
@@ -17,15 +16,11 @@ import Testing
         var recent = Timestamp.RecentDay()
         for text in texts {
             var copy = text
-            let (alone, remembered, canonical) = copy.withUTF8 { b in
+            let (alone, remembered) = copy.withUTF8 { b in
                 let raw = UnsafeRawBufferPointer(b)
-                return (Timestamp.parseRFC3339(raw), Timestamp.parseRFC3339(raw, recent: &recent),
-                        Timestamp.parseRFC3339(raw) != nil && Timestamp.isCanonicalRFC3339(raw))
+                return (Timestamp.parseRFC3339(raw), Timestamp.parseRFC3339(raw, recent: &recent))
             }
             #expect(alone?.0 == remembered?.0 && alone?.offsetSeconds == remembered?.offsetSeconds, "\(text)")
-            if let (t, offset) = alone, offset == nil {
-                #expect(canonical == (t.rfc3339() == text), "\(text)")
-            }
         }
     }
 
@@ -50,17 +45,6 @@ import Testing
         #expect(Timestamp.formatOffset(20700) == "+05:45")
         // No offset is out of range for the formatter (abs(Int.min) would trap).
         #expect(Timestamp.formatOffset(Int.min).count == 6)
-    }
-
-    @Test func aRecordsOffsetIsWrittenInItsCanonicalLine() {
-        for (offset, text) in [(7200, "+02:00"), (-19800, "-05:30"), (0, "+00:00"), (-45, "-00:00")] {
-            var r = CanonicalRecord(kind: "quantity", device: "d", receiver: "r", uuid: "u", type: "HeartRate",
-                                    start: Timestamp(seconds: 1_791_961_260), utcOffset: offset)
-            r.value = .number(61)
-            var line: [UInt8] = []
-            r.appendNDJSON(to: &line)
-            #expect(String(decoding: line, as: UTF8.self).contains(#""utc_offset":"\#(text)""#))
-        }
     }
 
     @Test func keepsFractionsToTheNanosecond() throws {

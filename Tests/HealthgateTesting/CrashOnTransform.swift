@@ -1,3 +1,4 @@
+import CanonicalJSON
 import Glibc
 import HealthgateCore
 import Posix
@@ -32,7 +33,7 @@ public struct CrashOnTransform: TransformSpec {
         let spec: CrashOnTransform
         init(spec: CrashOnTransform) { self.spec = spec }
 
-        func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
+        func process(_ record: consuming Record, emit: (consuming Record) -> Void) {
             if record.uuid == spec.uuid {
                 let trap = spec.trap
                 let die = { () -> Void in

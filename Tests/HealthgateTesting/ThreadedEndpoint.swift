@@ -118,9 +118,9 @@ final class ThreadedEndpoint: @unchecked Sendable {
     }
 }
 
-/// The out-of-order part of a scripted endpoint for requests in flight: every other request is
-/// held until the next one comes in (at most 0.3 s), so that it is answered after it, and the
-/// first try of a request whose first record number is a multiple of 7 is to be refused.
+/// The out-of-order part of a scripted endpoint: every other request is held until the next one
+/// comes in (at most 50 ms), so that requests in flight together are answered out of order, and
+/// the first try of a request whose first record number is a multiple of 7 is to be refused.
 final class OutOfOrderScript: @unchecked Sendable {
     private let lock = NSLock()
     private var arrivals = 0
@@ -147,7 +147,7 @@ final class OutOfOrderScript: @unchecked Sendable {
         if hold { waiting += 1 }
         lock.unlock()
         if hold {
-            for _ in 0..<30 {
+            for _ in 0..<5 {
                 lock.lock()
                 let moved = arrivals != seen
                 lock.unlock()

@@ -12,8 +12,8 @@ import YAMLConfig
 /// A finding is a crash, a sanitizer report or a broken oracle (`fatalError`, with the reason):
 ///   - no request gets a 5xx answer: what cannot be read is the sender's problem (4xx; a partial
 ///     write is accepted with a 400, as InfluxDB answers it);
-///   - what a receiver accepts is canonical NDJSON that decodes back, record for record, to the
-///     records it keeps for the sinks (`ReceivedBatch.kept`, handed over instead of parsed);
+///   - what a receiver accepts is canonical NDJSON that decodes back, record for record, read by
+///     the parser and read by a `Record` field by field alike, each line written back as it was;
 ///   - a setup link made from whatever a config holds is one URL: no space, control byte or
 ///     non-ASCII byte in it.
 /// Used by `healthgate-fuzz` (libFuzzer, `make fuzz`) and by the tests, which run every committed
@@ -118,7 +118,7 @@ public enum FuzzTargets {
         roomy.removeLast(HTTPRequest.bodySlack)
         let request = HTTPRequest(method: "POST", path: receiver.paths[0], query: query,
                                   headers: headers.map { (name: $0.0, value: $0.1) }, body: roomy)
-        if let p = problem(receiver.authorize(request), receiver.receive(request, context: ReceiveContext(now: now, keepRecords: Int.max)), of: name) {
+        if let p = problem(receiver.authorize(request), receiver.receive(request, context: ReceiveContext(now: now)), of: name) {
             fatalError(p)
         }
     }
@@ -142,34 +142,24 @@ public enum FuzzTargets {
             }
             if let failure { return "\(name): accepted a record that does not decode back: \(failure)" }
             if records.count != batch.count { return "\(name): accepted \(batch.count) records, \(records.count) decode back" }
-            if batch.keepsRecords, let p = problem(kept: batch.kept, decoded: records, payload: batch.payload) { return "\(name): \(p)" }
+            if let p = problem(lines: batch.payload, decoded: records) { return "\(name): \(p)" }
         }
         return nil
     }
 
-    /// What is wrong with the records a batch kept for the sinks, or nil: they must be the
-    /// records its lines decode to, each encoding to its own line, in the parts the journal
-    /// cuts the payload into.
-    static func problem(kept: [KeptPart], decoded: [CanonicalRecord], payload: [UInt8]) -> String? {
-        let cuts = Journal.parts(of: payload, count: decoded.count)
-        let keptCount = kept.reduce(0) { $0 + $1.records.count }
-        if keptCount != decoded.count { return "kept \(keptCount) records for the sinks, \(decoded.count) decode back" }
-        if decoded.isEmpty { return nil }
-        if kept.map({ $0.start }) != cuts.map({ $0.range.lowerBound }) || kept.map({ $0.records.count }) != cuts.map({ $0.count }) {
-            return "kept records in parts \(kept.map { ($0.start, $0.records.count) }), the journal cuts \(cuts)"
+    /// What is wrong with the records of a batch's lines as the sinks read them, or nil: each line
+    /// read as a `Record` must give, field by field, what the parser read, and write back the line.
+    static func problem(lines payload: [UInt8], decoded: [CanonicalRecord]) -> String? {
+        var failure: String?
+        let records = Record.records(in: payload) { index, _, error in
+            if failure == nil { failure = "line \(index + 1) does not read as a record: \(error)" }
         }
-        var i = 0
-        for part in kept {
-            if part.ranges.count != part.records.count { return "a kept part has \(part.ranges.count) lines for \(part.records.count) records" }
-            for (r, range) in zip(part.records, part.ranges) {
-                if r != decoded[i] { return "kept record \(i) is not what its line decodes to" }
-                var line: [UInt8] = []
-                r.appendNDJSON(to: &line)
-                if line[...] != payload[(part.start + range.lowerBound)..<(part.start + range.upperBound)] {
-                    return "kept record \(i) does not encode to its line"
-                }
-                i += 1
-            }
+        if let failure { return failure }
+        if records.count != decoded.count { return "\(records.count) lines read as records, \(decoded.count) decode back" }
+        let lines = payload.split(separator: 0x0A)
+        for (i, (r, _)) in records.enumerated() {
+            if r.canonical != decoded[i] { return "record \(i) read field by field is not what its line decodes to" }
+            if r.line[...] != lines[i] { return "record \(i) does not write back its line" }
         }
         return nil
     }

@@ -134,20 +134,17 @@ struct ReplayCommand {
                 try handOff.send(records)
             }
             for target in targets {
-                var batch: [CanonicalRecord] = []
+                var batch: [Record] = []
                 if let routes = target.routes {
-                    var out = RoutedRecords()
-                    for r in records { _ = routes.process(r, line: .none, into: &out) }
-                    batch = out.records
+                    for r in records { _ = routes.process(Record(r), into: &batch) }
                 } else {
-                    batch = records
+                    batch = records.map(Record.init)
                 }
                 let size = target.built.common.batch.maxItems
                 var start = 0
                 while start < batch.count {
                     let part = Array(batch[start..<min(batch.count, start + size)])
-                    _ = target.delivery.deliver(RoutedRecords(records: part),
-                                                wait: { seconds in usleep(useconds_t(seconds * 1e6)); return true })
+                    _ = target.delivery.deliver(part, wait: { seconds in usleep(useconds_t(seconds * 1e6)); return true })
                     start += size
                 }
             }

@@ -10,7 +10,7 @@ import HealthgateCrypto
 /// workouts keyed by their `id` (a later copy with its route replaces the first), and a
 /// deterministic key for everything that has no id, so a resend yields the same key.
 enum HAEBody {
-    static func read(_ body: [UInt8], parser: JSONParser, receiver: String, device: String, keep: Int = 0) -> Reception {
+    static func read(_ body: [UInt8], parser: JSONParser, receiver: String, device: String) -> Reception {
         return parser.withBody(body) { doc in
             // Some exports wrap the object in an array.
             var root = doc.root
@@ -18,7 +18,7 @@ enum HAEBody {
             guard root.kind == .object, let data = root["data"], data.kind == .object else {
                 return .unreadable(status: 400, reason: "a Health Auto Export body is {\"data\": {\"metrics\": [...], \"workouts\": [...]}}")
             }
-            var batch = ReceivedBatch(keepingUpTo: keep)
+            var batch = ReceivedBatch()
             var ctx = Context(receiver: receiver, device: device, offset: firstOffset(data))
             for (k, v) in data.members {
                 guard v.kind == .array else {

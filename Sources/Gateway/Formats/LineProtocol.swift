@@ -1,4 +1,5 @@
 import HealthgateCore
+import CanonicalJSON
 /// InfluxDB line protocol, read with the rules of InfluxDB's own parser:
 /// `measurement[,tag=value…] field=value[,…] [timestamp]`.
 /// - Escapes: measurement `\,` `\ `; tag keys, tag values and field keys `\,` `\=` `\ `; string

@@ -160,10 +160,6 @@ enum PrometheusText {
             family("healthgate_sink_\(name)_total", "Records the sink counted as \(name) (its own count).")
             for (sink, value) in own[name]! { line("healthgate_sink_\(name)_total", [("sink", sink)], value) }
         }
-        family("healthgate_journal_entries_decoded_total", "Journal entries decoded by the sinks' drainers: once for all sinks (decoded), taken as another drainer decoded them (reused), or taken as ingest handed them over, not parsed (handed).")
-        line("healthgate_journal_entries_decoded_total", [("how", "decoded")], journal.decoded.decodes.load(ordering: .relaxed))
-        line("healthgate_journal_entries_decoded_total", [("how", "reused")], journal.decoded.reuses.load(ordering: .relaxed))
-        line("healthgate_journal_entries_decoded_total", [("how", "handed")], journal.decoded.handedTaken.load(ordering: .relaxed))
         family("healthgate_journal_bytes", "Journal bytes on disk.", "gauge")
         out += "healthgate_journal_bytes \(journal.bytesOnDisk)\n"
         let backlogs = sinks.map { s in

@@ -226,10 +226,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
             refuse(receiver.name, 413, request, why: "a body of \(request.body.count) bytes, over the receiver's max_body_bytes (\(receiver.maxBodyBytes))")
             return bodyTooLarge(path: request.path, limit: receiver.maxBodyBytes)
         }
-        // Where a sink parses the journal's lines, the records come with the batch and are handed
-        // to it with the entries (`DecodedEntries.handOver`) instead of parsed again.
-        let reception = receiver.receive(request, context: ReceiveContext(now: signatureClock.now(),
-                                                                          keepRecords: journal.decoded.recordsWanted))
+        let reception = receiver.receive(request, context: ReceiveContext(now: signatureClock.now()))
         switch consume reception {
         case .refused(let response, let reason):
             m.refused.add(1, ordering: .relaxed)
@@ -257,7 +254,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
             refuse(receiver.name, status, request,
                    why: "an unreadable body of \(request.body.count) bytes\(IngestHandler.requestID(request)): \(reason)")
             return problem(status, status == 413 ? "Body too large" : "Unreadable body", detail)
-        case .accept(var batch, let reply):
+        case .accept(let batch, let reply):
             noted.device = batch.device
             noted.id = batch.requestID
             noted.duplicates = batch.duplicates
@@ -295,7 +292,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
                 do {
                     // A big request becomes several bounded entries, kept or lost together.
                     try journal.append(payload: batch.payload, parts: batch.cuts.parts(total: batch.payload.count),
-                                       time: clock.now(), records: batch.keepsRecords ? batch.takeRecords() : nil)
+                                       time: clock.now())
                 } catch {
                     m.unavailable.add(1, ordering: .relaxed)
                     return unavailable(error.isNoSpace)

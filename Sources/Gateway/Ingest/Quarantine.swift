@@ -3,6 +3,7 @@ import Glibc
 import HealthgateCore
 import Posix
 import Synchronization
+import CanonicalJSON
 
 /// Keeps what could not be taken, with the reason, under `<data_dir>/quarantine/`:
 /// bad records beside good ones in `<receiver>.ndjson`, and whole unreadable bodies

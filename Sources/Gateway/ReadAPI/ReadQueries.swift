@@ -1,6 +1,7 @@
 import FastJSON
 import HealthgateCore
 import SinkPostgres
+import CanonicalJSON
 
 /// A page of the read API, as JSON.
 struct ReadResult {

@@ -2,6 +2,7 @@ import HealthgateCore
 import Posix
 import Synchronization
 import YAMLConfig
+import CanonicalJSON
 
 /// `devices:` on a receiver: the device ids its credentials may write and delete for.
 /// `any` (the default when unset), `first_seen` (the first device id that writes is bound, kept

@@ -4,6 +4,7 @@ import HealthgateCore
 import Pipeline
 import SinkKit
 import Posix
+import CanonicalJSON
 
 /// What `serve` says about itself every second in `<data_dir>/status.json`, for
 /// `healthgate status` (which works while `serve` runs, without a connection to it).

@@ -3,6 +3,7 @@ import FastJSON
 import Glibc
 import HealthgateCore
 import Posix
+import CanonicalJSON
 
 /// simdjson parsers are not thread-safe and hold buffers as large as the largest document
 /// they parsed (several MB for a 1 MB body). Parsing is pure CPU work, so more parsers than

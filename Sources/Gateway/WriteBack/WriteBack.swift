@@ -1,6 +1,7 @@
 import HealthgateCore
 import Posix
 import Synchronization
+import CanonicalJSON
 
 /// Write-back for one Syncky receiver: the pending commands go out in the reply to each data
 /// request (signed over the request's delivery id, guide section 10) until a result for their

@@ -1,3 +1,4 @@
+import CanonicalJSON
 import Glibc
 import HealthgateCore
 import Posix
@@ -41,15 +42,11 @@ public struct BatchDelivery {
     }
 
     /// `wait(seconds)` sleeps and returns false to stop; `abandon()` is asked while waiting.
-    /// `first`: the outcome of a write already made of these records (a batch the sink had in
-    /// flight), taken as the first attempt's.
-    public mutating func deliver(_ given: RoutedRecords, first: SinkWriteResult? = nil,
-                                 wait: (Double) -> Bool, abandon: () -> Bool = { false }) -> Outcome {
+    public mutating func deliver(_ given: [Record], wait: (Double) -> Bool, abandon: () -> Bool = { false }) -> Outcome {
         var batch = given
         var attempt = 0
-        var first = first
         while !batch.isEmpty {
-            let result = first.take() ?? sink.write(SinkBatch(records: batch.records, lines: batch.lines))
+            let result = sink.write(SinkBatch(records: batch))
             metrics.batches.add(1, ordering: .relaxed)
             metrics.report = sink.report()
             var retryAfter: Double?
@@ -78,7 +75,7 @@ public struct BatchDelivery {
                     }
                 }
                 // The batch's rejected records in one write and one log line.
-                if !rejected.isEmpty && !deadLetters.keep(rejected.enumerated().map { (batch.record($0.element), batch.lines[$0.element], why[$0.offset]) }) {
+                if !rejected.isEmpty && !deadLetters.keep(rejected.enumerated().map { (batch[$0.element], why[$0.offset]) }) {
                     // Not kept anywhere yet: try the records again rather than lose them.
                     keep = (keep + rejected).sorted()
                     reason = "rejected records could not be written to the dead letters"
@@ -104,7 +101,7 @@ public struct BatchDelivery {
             if keep.count == batch.count {
                 if case .unreachable = metrics.reachability {} else { metrics.reachability = .failing(reason) }
             }
-            if keep.count != batch.count { batch = batch.selecting(keep) }
+            if keep.count != batch.count { batch = keep.map { batch[$0] } }
             metrics.kept.add(batch.count, ordering: .relaxed)
             metrics.inRetry.store(batch.count, ordering: .relaxed)
             metrics.lastError = reason

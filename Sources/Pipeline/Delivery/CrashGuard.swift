@@ -2,6 +2,7 @@ import FastJSON
 import Glibc
 import HealthgateCore
 import Posix
+import CanonicalJSON
 
 /// What a sink was working on, in `sinks/<name>/crash-note`: a 64-byte file mapped shared, so
 /// that what the drainer stores there (plain stores, no system call per batch) is in the page

@@ -32,18 +32,17 @@ public struct DeadLetters: Sendable {
     }
 
     /// Keeps a record the sink rejected for good. False when it could not be written (then
-    /// the caller keeps the record for another try). `line`: what of its journal line holds.
-    public func keep(_ given: CanonicalRecord, line: RecordLine = .none, reason: String) -> Bool {
-        keep([(given, line, reason)])
+    /// the caller keeps the record for another try).
+    public func keep(_ given: Record, reason: String) -> Bool {
+        keep([(given, reason)])
     }
 
     /// Keeps the records a sink rejected for good from one batch, in one write, said in one log
     /// line (a batch of thousands rejected is not thousands of lines). False when they could not
     /// be written (then the caller keeps them for another try).
-    /// Each is written as the sink wrote it — the journal's line, with the members a route
-    /// changed written anew — and read again in full: the drainer may have read only the fields
-    /// its sink and routes need (`SinkRoutes.fieldsRead`).
-    public func keep(_ rejected: [(record: CanonicalRecord, line: RecordLine, reason: String)]) -> Bool {
+    /// Each is written as the sink was given it: the journal's line, with the members a route
+    /// changed written anew.
+    public func keep(_ rejected: [(record: Record, reason: String)]) -> Bool {
         var out: [UInt8] = []
         var first: (type: String, uuid: String, reason: String)?
         var kept = 0
@@ -52,21 +51,8 @@ public struct DeadLetters: Sendable {
         let size = FileIO.fileSize(path) ?? 0
         var otherReasons: Set<String> = []
         let time = Timestamp(seconds: clock.now().seconds).rfc3339()
-        for (given, line, reason) in rejected {
-            var r = given
-            var encoded: [UInt8] = []
-            given.appendNDJSON(to: &encoded, reusing: line)
-            if encoded.last == 0x0A { encoded.removeLast() }
-            if case .none = line {
-                // Encoded from the record itself, which was read whole.
-            } else if let doc = try? JSONParser().parse(encoded), let full = try? CanonicalCodec.decode(doc.root) {
-                r = full
-            } else {
-                // A journal line that is not a record (a sink that reads the lines itself found
-                // it so): kept as its text, the dead letters staying JSON.
-                keep(line: ArraySlice(encoded), reason: reason)
-                continue
-            }
+        for (r, reason) in rejected {
+            let encoded = r.line
             var w = JSONWriter(capacity: encoded.count + 128)
             w.beginObject()
             w.key("time"); w.string(time)

@@ -60,21 +60,6 @@ public final class SinkDrainer: Sendable {
         self.shutdownDeadline = shutdownDeadline
     }
 
-    /// Whether a drainer of this sink and these routes decodes every field of every record (and
-    /// so shares what it decodes with the other sinks: `DecodedEntries.setReaders` counts these).
-    public static func readsWholeRecords(_ built: BuiltSink, routes: [Route]) -> Bool {
-        SinkRoutes.fieldsRead(routes: routes, sinkReads: built.reads).isAll
-    }
-
-    /// Whether a drainer of this sink and these routes takes the records ingest hands over
-    /// (`DecodedEntries.setParsingReaders` counts these): one that decodes whole records. One that
-    /// reads a few fields walks the lines for them, which costs less than ingest making every
-    /// record for it (the file sink by `{device}/{date}`, 1 MB × 8: 2.3 → 1.9 CPU s a million with
-    /// ingest writing its lines straight instead), and one that only splits lines reads none.
-    public static func takesHandedRecords(_ built: BuiltSink, routes: [Route]) -> Bool {
-        readsWholeRecords(built, routes: routes)
-    }
-
     public static func stateDirectory(sink: String, dataDir: String) -> String {
         FileIO.join(FileIO.join(dataDir, "sinks"), sink)
     }
@@ -239,12 +224,8 @@ public final class SinkDrainer: Sendable {
         }
     }
 
-    /// How much journal a drainer reads ahead of its sink: bounds its memory.
-    static let readAheadBytes = 2 << 20
-    /// The most records a read-ahead decodes while the sink writes: a file sink's whole batch;
-    /// a larger batch (postgres: 20,000) is finished by the drainer itself. (The read-ahead
-    /// decoding a postgres batch whole held 25 MB more at peak.)
-    static let readAheadRecords = 10_000
+    /// How much journal a drainer reads at once: bounds its memory.
+    static let readBytes = 2 << 20
 
     /// For `when_full: drop_oldest`: the limit past which the oldest waiting records are dropped.
     var dropOldestAbove: Int? {
@@ -260,8 +241,13 @@ public final class SinkDrainer: Sendable {
     }
 }
 
-/// The drainer's thread: everything here belongs to it (the sink, the transform instances,
-/// the parser), so none of it is `Sendable`, and none of it needs to be.
+/// The drainer's thread: everything here belongs to it (the sink, the transform instances, the
+/// records waiting), so none of it is `Sendable`, and none of it needs to be.
+///
+/// One loop: read journal entries into records, run the routes over them until a batch is
+/// full, write the batch (retries and dead letters: `BatchDelivery`), commit the cursor with the
+/// transforms' state. While the sink writes, the next entries are read on a helper thread
+/// (`ReadAhead`).
 final class DrainLoop {
     let d: SinkDrainer
     let routes: SinkRoutes
@@ -269,46 +255,15 @@ final class DrainLoop {
     let deadLetters: DeadLetters
     var sink: (any Sink)?
     var delivery: BatchDelivery?
-    /// The sink, when batches go to it pipelined (see `PipelinedSink`): it keeps batches in
-    /// flight, and routes hold no state.
-    var pipelined: (any PipelinedSink)?
-    /// Batches begun and not finished, oldest first, each with the cursor past it.
-    var flights: [Flight] = []
-    /// The read-ahead decoding while the sink writes: joined right after a `write`; pipelined,
-    /// only once its records are wanted (or the reader, the parser or the journal's position are).
-    var decoding: ReadAhead?
-    /// Pipelined: the cursor past the batches delivered since the last commit, committed at
-    /// most every `commitEvery` while batches flow (each commit is two fsyncs: per 1,000-record
-    /// http batch they held the sink to one batch at a time), and whenever nothing is in flight.
-    var uncommitted: CursorStore.Committed?
-    static let commitEvery = 0.05
-
-    struct Flight {
-        var batch: RoutedRecords
-        var cursor: Cursor
-    }
     var committed: CursorStore.Committed
     var reader: JournalReader
     var inboxReader: JournalReader?
-    /// Journal records read but not yet delivered, with where they came from.
-    var pending: Pending
-    /// Set when every route to this sink only maps records: they then run as records are
-    /// decoded, on the read-ahead thread too (see `Pending`).
-    let ahead: SinkRoutes?
-    /// The fields of the journal's records the sink and its routes read (`SinkRoutes.fieldsRead`).
-    let reads: CanonicalRecord.Fields
-    /// The fields the routes may change, which the sink writes anew into the records' lines.
-    let patches: CanonicalRecord.Fields
-    /// The sink reads no field and one route passes every record to it as it is: only the
-    /// journal's lines are pending, and batched, no records (see `Pending`).
-    let linesOnly: Bool
-    /// The read-ahead's second decoder: a parser, and the routes' instances when they run ahead
-    /// (they only map, so two instances of them are the same routes). Made at the first read-ahead.
-    var second: (parser: JSONParser, ahead: SinkRoutes?)?
+    /// Journal records read and not yet routed, oldest first, each with where it came from.
+    var pending = PendingRecords()
     var lastSavedAt: Double
     var lastProbeAt = -Double.infinity
     var lastIdleAt = -Double.infinity
-    /// Journal bytes decoded since memory was last given back to the system.
+    /// Journal bytes read since memory was last given back to the system.
     var bytesSinceRelief = 0
     var openAttempts = 0
     // Housekeeping intervals (commits of filtered-out progress, idle calls, probes) run on the
@@ -325,11 +280,6 @@ final class DrainLoop {
         self.note = note
         routes = SinkRoutes(routes: d.routes, sink: d.name, clock: d.clock, timeZones: d.timeZones, logger: d.logger)
         routes.restore(start.states, logger: d.logger)
-        ahead = routes.onlyMap ? routes : nil
-        reads = SinkRoutes.fieldsRead(routes: d.routes, sinkReads: d.built.reads)
-        patches = routes.changes
-        linesOnly = routes.passesAsIs && !CanonicalCodec.parses(only: reads, patches: patches)
-        pending = Pending(routed: ahead != nil, linesOnly: linesOnly)
         deadLetters = DeadLetters(sink: d.name, dataDir: d.dataDir, metrics: d.metrics, logger: d.logger, clock: d.clock,
                                   maxBytes: d.deadLetterBytes)
         committed = start
@@ -341,6 +291,7 @@ final class DrainLoop {
     var name: String { d.name }
     var logger: Logger { d.logger }
     var metrics: SinkMetrics { d.metrics }
+    var maxItems: Int { d.built.common.batch.maxItems }
 
     /// Opens the sink, trying again with backoff until it opens or the drainer stops.
     func openSink() -> Bool {
@@ -358,9 +309,6 @@ final class DrainLoop {
                     }
                 }
                 sink = s
-                if ahead != nil, let p = s as? any PipelinedSink, p.batchesInFlight > 1 {
-                    pipelined = p
-                }
                 delivery = BatchDelivery(sink: s, name: name, retry: d.built.common.retry, metrics: metrics,
                                          deadLetters: deadLetters, logger: logger, clock: d.clock)
                 if openAttempts > 0 { logger.info("sink \(name): opened after \(openAttempts) failed attempt(s)") }
@@ -393,154 +341,160 @@ final class DrainLoop {
 
     func run() {
         defer {
+            joinReadAhead()
             sink?.close()
             sink = nil
         }
         guard openSink() else { return }
         var skip = committed.journal.skip
-        let maxWait = d.built.common.batch.maxWaitSeconds
-        let onCorrupt: (String) -> Void = { [logger, name] in logger.error("sink \(name): \($0)") }
         var stuckSince: Double?
-
-        defer {
-            joinDecoding()
-            _ = settleAll()
-        }
         while !d.isStopping {
-            // The read-ahead still decoding is joined before anything else reads the journal
-            // or uses the parser (the fill below, `shed`, the inbox: each joins it).
             if d.overLimit() {
-                if settleAll() == .stopped { return }
                 shed()
                 skip = 0
             }
             // What `replay --sink` handed to this sink goes out between journal batches.
             if !deliverInbox() { return }
-            // Fill the buffer from the journal.
-            if pending.count < maxItems {
-                joinDecoding()
-                let entries = reader.read(maxEntries: 64, maxBytes: SinkDrainer.readAheadBytes, corrupt: onCorrupt)
-                if !entries.isEmpty { note?.work(from: committed.journal, to: Cursor(seq: reader.nextSeq, skip: 0)) }
-                for e in entries {
-                    bytesSinceRelief += e.payload.count
-                    decode(e, skip: skip)
-                    skip = 0
-                }
-                if entries.isEmpty && pending.isEmpty && d.journal.lastDurableSeq >= reader.nextSeq {
-                    // There are entries, but the reader cannot get at them (it said why through
-                    // onCorrupt): try again a little later rather than spin.
+            // Read until a batch's worth waits (giving concurrent requests up to max_wait to
+            // fill it), or the journal has no more.
+            let readAny = fill(skip: skip)
+            skip = 0
+            if pending.isEmpty {
+                if !readAny && d.journal.lastDurableSeq >= reader.nextSeq {
+                    // There are entries, but the reader cannot get at them (it said why): try
+                    // again a little later rather than spin.
                     if stuckSince == nil {
                         stuckSince = monotonicSeconds()
                         logger.error("sink \(name): cannot read journal entry \(reader.nextSeq); retrying every second")
                     }
-                    if !d.sleep(1) { break }
-                    continue
-                }
-                stuckSince = nil
-                if entries.isEmpty && pending.isEmpty {
-                    // Nothing more to send: what is in flight is finished before waiting.
-                    if !flights.isEmpty {
-                        if settleAll() == .stopped { return }
-                        continue
-                    }
+                    if !d.sleep(1) { return }
+                } else if !readAny {
                     if !idle() { return }
-                    continue
                 }
-                if !entries.isEmpty && pending.count < maxItems {
-                    // Give concurrent requests a moment to fill the batch, up to max_wait.
-                    let deadline = monotonicSeconds() + maxWait
-                    while pending.count < maxItems && !d.isStopping {
-                        let left = deadline - monotonicSeconds()
-                        if left <= 0 || !d.journal.waitForEntries(after: reader.nextSeq - 1, timeout: left) { break }
-                        let more = reader.read(maxEntries: 64, maxBytes: SinkDrainer.readAheadBytes, corrupt: onCorrupt)
-                        if !more.isEmpty { note?.work(from: committed.journal, to: Cursor(seq: reader.nextSeq, skip: 0)) }
-                        for e in more {
-                            bytesSinceRelief += e.payload.count
-                            decode(e, skip: 0)
-                        }
-                    }
-                }
-            }
-            // Run the routes over the oldest records until a batch is full. The transforms
-            // have then seen exactly the records before the new cursor, which is what makes
-            // committing their state with it right.
-            var batch = RoutedRecords()
-            var consumed = 0
-            var filtered = 0
-            if let last = pending.last { note?.work(from: committed.journal, to: Cursor(seq: last.seq, skip: last.index + 1)) }
-            if pending.isRouted {
-                (batch, consumed, filtered) = pending.takeRouted(atLeast: maxItems)
-            } else {
-                // Each record moved out to the routes (a copy retained each of its strings), empty
-                // ones left in their places until `removeFirst`.
-                let lines = pending.records.lines
-                pending.records.records.withUnsafeMutableBufferPointer { all in
-                    guard let base = all.baseAddress else { return }
-                    while consumed < all.count && batch.count < maxItems {
-                        if !routes.process((base + consumed).move(), line: lines[consumed], into: &batch) { filtered += 1 }
-                        consumed += 1
-                    }
-                    base.initialize(repeating: CanonicalRecord.empty, count: consumed)
-                }
-                routes.flush(into: &batch)
-                pending.removeFirst(consumed)
-            }
-            if filtered > 0 { metrics.filtered.add(filtered, ordering: .relaxed) }
-            if !batch.isEmpty, let p = pipelined, batch.count <= maxItems {
-                // Begun, and the oldest batch in flight finished once too many are: the sink's
-                // requests are answered while this thread decodes and encodes the next batch.
-                let cursor = pendingCursor()
-                // Decoding goes on across batches, until `readAheadRecords` (or a batch, when
-                // larger) are pending: the sink's requests and the next entries' decoding overlap
-                // however their sizes fall (one fork and join per batch made a 1,000-record http
-                // batch wait for a whole 4,800-record entry's decoding every few batches; a batch
-                // and 10,000 records ahead held 20 MB more in the influxdb sink for nothing).
-                if decoding == nil { decoding = startReadAhead(upTo: max(maxItems, SinkDrainer.readAheadRecords)) }
-                note?.work(from: committed.journal, to: cursor)
-                p.begin(SinkBatch(records: batch.records, lines: batch.lines))
-                flights.append(Flight(batch: batch, cursor: cursor))
-                if flights.count >= p.batchesInFlight, settleOldest(p.finishOldest()) == .stopped { return }
                 continue
             }
+            stuckSince = nil
+            // Route the oldest records until a batch is full: the transforms have then seen
+            // exactly the records before the new cursor, which makes committing their state
+            // with it right.
+            var batch: [Record] = []
+            var filtered = 0
+            while let r = pending.first, batch.count < maxItems {
+                pending.removeFirst()
+                if !routes.process(r.record, into: &batch) { filtered += 1 }
+            }
+            routes.flush(into: &batch)
+            if filtered > 0 { metrics.filtered.add(filtered, ordering: .relaxed) }
+            let cursor = pendingCursor()
+            note?.work(from: committed.journal, to: cursor)
+            if batch.isEmpty && monotonicSeconds() - lastSavedAt < 1 { continue }   // all filtered out
             if !batch.isEmpty {
-                // Written whole (routes that copy records made it larger than a batch): with
-                // nothing in flight, as `write` must be.
-                joinDecoding()
-                if !flights.isEmpty {
-                    switch settleAll() {
-                    case .delivered: break
-                    case .stopped: return
-                    case .abandoned: continue   // shed at the top of the loop, this batch included
-                    }
-                }
-                note?.work(from: committed.journal, to: pendingCursor())
-                decoding = startReadAhead(upTo: min(maxItems, pending.count + SinkDrainer.readAheadRecords))
-                let outcome = deliver(batch)
-                joinDecoding()
-                switch outcome {
+                // The next entries are read while the sink writes this batch.
+                if pending.count < maxItems { startReadAhead() }
+                switch deliver(batch) {
                 case .delivered: break
                 case .stopped: return
                 case .abandoned: continue   // shed at the top of the loop, the batch included
                 }
-            } else if !flights.isEmpty || monotonicSeconds() - lastSavedAt < 1 {
-                // All filtered out: commit now and then, not per batch (and never past a batch
-                // in flight: the cursor moves with it).
-                continue
             }
             var next = committed
-            next.journal = pendingCursor()
+            next.journal = cursor
             save(next)
         }
     }
 
-    /// Where the journal records not yet taken into a batch begin: the cursor past every batch
-    /// made so far. (With none pending, the reader's position: a read-ahead still decoding is
-    /// joined first.)
-    func pendingCursor() -> Cursor {
-        if pending.isEmpty { joinDecoding() }
-        return pending.isEmpty ? Cursor(seq: reader.nextSeq, skip: 0)
-            : Cursor(seq: pending.first!.seq, skip: pending.first!.index)
+    /// Reads journal entries into `pending` until a batch's worth waits, waiting up to
+    /// `max_wait` for more when some came; true when any entry was read.
+    func fill(skip: Int) -> Bool {
+        joinReadAhead()
+        guard pending.count < maxItems else { return true }
+        let onCorrupt: (String) -> Void = { [logger, name] in logger.error("sink \(name): \($0)") }
+        var skip = skip
+        var readAny = false
+        let deadline = monotonicSeconds() + d.built.common.batch.maxWaitSeconds
+        while pending.count < maxItems && !d.isStopping {
+            let entries = reader.read(maxEntries: 64, maxBytes: SinkDrainer.readBytes, corrupt: onCorrupt)
+            if entries.isEmpty {
+                let left = deadline - monotonicSeconds()
+                if !readAny || left <= 0 || !d.journal.waitForEntries(after: reader.nextSeq - 1, timeout: left) { break }
+                continue
+            }
+            readAny = true
+            note?.work(from: committed.journal, to: Cursor(seq: reader.nextSeq, skip: 0))
+            for e in entries {
+                pending.add(e, skip: skip) { deadLetters.keep(line: $0, reason: $1) }
+                bytesSinceRelief += e.payload.count
+                skip = 0
+            }
+        }
+        return readAny
     }
+
+    /// Where the journal records not yet routed begin: the cursor past every batch made so far.
+    func pendingCursor() -> Cursor {
+        if let first = pending.first { return Cursor(seq: first.seq, skip: first.index) }
+        joinReadAhead()
+        return pending.first.map { Cursor(seq: $0.seq, skip: $0.index) } ?? Cursor(seq: reader.nextSeq, skip: 0)
+    }
+
+    // MARK: Reading ahead
+
+    /// The next entries read into records on a helper thread while the sink writes: fork and
+    /// join. Between `startReadAhead` and `joinReadAhead` only the helper touches `reader`; the
+    /// records it read join `pending` (and the lines that are no records the dead letters) on
+    /// this thread.
+    final class ReadAhead {
+        let reader: JournalReader
+        let want: Int
+        let onCorrupt: (String) -> Void
+        var read = PendingRecords()
+        var bad: [(ArraySlice<UInt8>, String)] = []
+        var bytes = 0
+        var running: Forked<Void>?
+
+        init(reader: JournalReader, want: Int, onCorrupt: @escaping (String) -> Void) {
+            self.reader = reader
+            self.want = want
+            self.onCorrupt = onCorrupt
+        }
+
+        func run() {
+            while read.count < want {
+                let entries = reader.read(maxEntries: 64, maxBytes: SinkDrainer.readBytes, corrupt: onCorrupt)
+                if entries.isEmpty { return }
+                for e in entries {
+                    bytes += e.payload.count
+                    read.add(e, skip: 0) { bad.append(($0, $1)) }
+                }
+            }
+        }
+    }
+
+    var readingAhead: ReadAhead?
+
+    func startReadAhead() {
+        guard readingAhead == nil, d.journal.lastDurableSeq >= reader.nextSeq else { return }
+        let job = ReadAhead(reader: reader, want: maxItems - pending.count) { [logger, name] in logger.error("sink \(name): \($0)") }
+        let slot = note?.aheadSlot
+        job.running = Forked {
+            // A crash here is the read-ahead's: what it read is what it was working on.
+            if let slot { CrashAttribution.setSlot(slot) }
+            job.run()
+        }
+        readingAhead = job
+    }
+
+    func joinReadAhead() {
+        guard let job = readingAhead else { return }
+        readingAhead = nil
+        job.running?.join()
+        for (line, reason) in job.bad { deadLetters.keep(line: line, reason: reason) }
+        bytesSinceRelief += job.bytes
+        pending.append(&job.read)
+        if let last = pending.last { note?.readAhead(to: Cursor(seq: last.seq, skip: last.index + 1)) }
+    }
+
+    // MARK: Idle, inbox, shedding, commits
 
     /// Nothing waits: let the sink and the transforms do what time asks, note how far
     /// filtered-out entries got us, then wait for new entries. False when stopping.
@@ -554,7 +508,7 @@ final class DrainLoop {
             lastIdleAt = now
             sink?.idle()
             if let s = sink { metrics.report = s.report() }
-            var out = RoutedRecords()
+            var out: [Record] = []
             routes.tick(now: d.clock.now(), into: &out)
             routes.flush(into: &out)
             if !out.isEmpty {
@@ -581,236 +535,41 @@ final class DrainLoop {
         return true
     }
 
-    /// The oldest batch in flight, whose write came out as `result` (from `finishOldest`):
-    /// delivered as `BatchDelivery` says, then the cursor past it committed. Unless all of it was
-    /// accepted, every batch in flight after it is finished too and written again after it, in
-    /// order: `BatchDelivery` may write some of it again (a keep, or a rejected record whose dead
-    /// letter cannot be written), which the sink takes only with nothing in flight, and an
-    /// older version of a record sent again must never land over a newer one.
-    func settleOldest(_ result: SinkWriteResult) -> BatchDelivery.Outcome {
-        guard let p = pipelined, !flights.isEmpty else { return .delivered }
-        var again = [flights.removeFirst()]
-        if case .accepted = result {} else {
-            for _ in flights { _ = p.finishOldest() }
-            again += flights
-            flights = []
-        }
-        for (k, f) in again.enumerated() {
-            let outcome = delivery!.deliver(f.batch, first: k == 0 ? result : nil,
-                                            wait: { [d] seconds in d.sleep(seconds) }, abandon: { [d] in d.overLimit() })
-            if outcome != .delivered { return outcome }
-            var next = uncommitted ?? committed
-            next.journal = f.cursor
-            if monotonicSeconds() - lastSavedAt >= DrainLoop.commitEvery { save(next) } else { uncommitted = next }
-        }
-        return .delivered
-    }
-
-    /// Finishes every batch in flight, oldest first. (A batch not delivered at once finishes
-    /// those after it first: when this returns, nothing is in flight.)
-    func settleAll() -> BatchDelivery.Outcome {
-        // What was delivered is committed however this ends.
-        defer { if let u = uncommitted { save(u) } }
-        while let p = pipelined, !flights.isEmpty {
-            let outcome = settleOldest(p.finishOldest())
-            if outcome != .delivered { return outcome }
-        }
-        return .delivered
-    }
-
     /// Delivers what waits in the inbox, an entry at a time, committing after each batch.
     /// False when stopping.
     func deliverInbox() -> Bool {
         guard let inbox = d.inbox, let r = inboxReader, inbox.lastDurableSeq >= r.nextSeq else { return true }
-        joinDecoding()   // the parser is the read-ahead's while it runs
-        // Written with nothing in flight.
-        if !flights.isEmpty && settleAll() == .stopped { return false }
-        let entries = r.read(maxEntries: 1, maxBytes: SinkDrainer.readAheadBytes) { [logger, name] in
+        let entries = r.read(maxEntries: 1, maxBytes: SinkDrainer.readBytes) { [logger, name] in
             logger.error("sink \(name) inbox: \($0)")
         }
         for e in entries {
-            let (records, _) = CanonicalCodec.decodeLinesWithRanges(e.payload, parser: parser) { line, error, range in
-                deadLetters.keep(line: e.payload[range], reason: "inbox entry \(e.seq) line \(line) is not a canonical record: \(error)")
-            }
-            var start = committed.inbox.seq == e.seq ? min(committed.inbox.skip, records.count) : 0
-            while start < records.count {
-                let end = min(records.count, start + maxItems)
-                var out = RoutedRecords()
-                for i in start..<end { out.append(records[i], line: .none) }
-                switch deliver(out) {
-                case .delivered: break
-                case .stopped: return false
-                case .abandoned: break
+            var read = PendingRecords()
+            let skip = committed.inbox.seq == e.seq ? committed.inbox.skip : 0
+            read.add(e, skip: skip) { line, reason in deadLetters.keep(line: line, reason: "inbox: \(reason)") }
+            while let first = read.first {
+                var batch: [Record] = []
+                var last = first
+                while let r = read.first, batch.count < maxItems {
+                    read.removeFirst()
+                    batch.append(r.record)
+                    last = r
                 }
+                if deliver(batch) == .stopped { return false }
                 var next = committed
-                next.inbox = end == records.count ? Cursor(seq: e.seq + 1, skip: 0) : Cursor(seq: e.seq, skip: end)
-                save(next)
-                start = end
-            }
-            if records.isEmpty {
-                var next = committed
-                next.inbox = Cursor(seq: e.seq + 1, skip: 0)
+                next.inbox = read.first.map { Cursor(seq: e.seq, skip: $0.index) } ?? Cursor(seq: e.seq, skip: last.index + 1)
                 save(next)
             }
+            var next = committed
+            next.inbox = Cursor(seq: e.seq + 1, skip: 0)
+            save(next)
             inbox.deleteSegments(below: committed.inbox.seq)
         }
         return true
     }
 
-    /// Commits the position with the transforms' state as it is now.
-    func save(_ next: CursorStore.Committed) {
-        uncommitted = nil   // `next` is as far as it, or further
-        var c = next
-        c.states = [:]
-        // Routes that only map keep no state (and may be mapping on the read-ahead thread now).
-        if ahead == nil { for (k, v) in routes.saveState() { c.states[k] = v } }
-        if let state = sink?.saveState() { c.states[DrainLoop.sinkStateKey] = state }
-        do {
-            try d.commit(c)
-            committed = c
-            lastSavedAt = monotonicSeconds()
-        } catch {
-            logger.error("sink \(name): cannot save its cursor (\(error)); delivered records may be sent again after a restart")
-        }
-    }
-
-    func decode(_ e: JournalEntry, skip: Int) {
-        pending.decode(e, skip: skip, parser: parser, ahead: ahead, shared: d.journal.decoded, only: reads, patches: patches) { line, reason in
-            deadLetters.keep(line: line, reason: reason)
-        }
-    }
-
-    /// The next journal entries, read and decoded on a helper thread while the sink writes the
-    /// batch before them (the decoding overlaps the destination's round trip), and when routes
-    /// only map, routed and their changed lines encoded there too. Fork and join: between
-    /// `startReadAhead` and `joinDecoding` only the helper touches `reader`, `parser` and the
-    /// routes, and the drainer thread uses none of them (each of its uses joins first); what the
-    /// helper found is applied on the drainer thread afterwards (dead letters, pending), so nothing
-    /// else is shared.
-    final class ReadAhead {
-        let reader: JournalReader
-        let parser: JSONParser
-        let ahead: SinkRoutes?
-        /// The second decoder (only where routes change records).
-        let second: (parser: JSONParser, ahead: SinkRoutes?)?
-        let reads: CanonicalRecord.Fields
-        let patches: CanonicalRecord.Fields
-        let linesOnly: Bool
-        let logger: Logger
-        let name: String
-        let note: CrashNote?
-        var pending: Pending
-        var bad: [(ArraySlice<UInt8>, String)] = []
-        var bytes = 0
-        var running: Forked<Void>?
-
-        init(reader: JournalReader, parser: JSONParser, ahead: SinkRoutes?, second: (parser: JSONParser, ahead: SinkRoutes?)?,
-             reads: CanonicalRecord.Fields, patches: CanonicalRecord.Fields, linesOnly: Bool, logger: Logger, name: String,
-             note: CrashNote?) {
-            self.reader = reader
-            self.note = note
-            self.parser = parser
-            self.ahead = ahead
-            self.second = second
-            self.reads = reads
-            self.patches = patches
-            self.linesOnly = linesOnly
-            pending = Pending(routed: ahead != nil, linesOnly: linesOnly)
-            self.logger = logger
-            self.name = name
-        }
-
-        /// Records the next batch still lacks; none read when it lacks none.
-        var wanted = 0
-
-        func run() {
-            // A crash here is the read-ahead's: what it read is what it was working on.
-            if let note { CrashAttribution.setSlot(note.aheadSlot) }
-            // What the next batch lacks, read and decoded here: the drainer thread then only
-            // writes (the two overlap fully). Reading one journal entry's worth at a time (the
-            // drainer decoded the rest of a batch itself) was 5–10 % slower unpaced into the file
-            // sink, 1 MB bodies × 8, for 0–10 MB less at peak (2026-12-02).
-            while pending.count < wanted {
-                // Where routes change records, two decoders: twice as much read at once, the later
-                // half decoded on a thread of its own meanwhile and put after the first, in order
-                // (reading, decoding, routing and writing the changed lines is then the slower
-                // half of the drain). Plain decoding is cheap enough not to pay a second
-                // decoder's memory (10 MB more at peak, 1 MB bodies × 8).
-                let entries = reader.read(maxEntries: 64, maxBytes: SinkDrainer.readAheadBytes / (second == nil ? 2 : 1)) { [logger, name] in
-                    logger.error("sink \(name): \($0)")
-                }
-                if entries.isEmpty { return }
-                note?.readAhead(to: Cursor(seq: reader.nextSeq, skip: 0))
-                for e in entries { bytes += e.payload.count }
-                let half = second == nil ? 0 : entries.count / 2
-                let later = second.flatMap { second in
-                    half > 0 ? Forked { [self] in decode(entries[half...], parser: second.parser, ahead: second.ahead) } : nil
-                }
-                let first = decode(entries[..<(half > 0 ? half : entries.count)], parser: parser, ahead: ahead)
-                pending.append(&first.pending)
-                bad += first.bad
-                if let later {
-                    let more = later.join()
-                    pending.append(&more.pending)
-                    bad += more.bad
-                }
-            }
-        }
-
-        /// Some entries decoded (and routed) into what they make pending.
-        private func decode(_ entries: ArraySlice<JournalEntry>, parser: JSONParser, ahead: SinkRoutes?) -> Decoded {
-            let out = Decoded(routed: ahead != nil, linesOnly: linesOnly)
-            for e in entries {
-                out.pending.decode(e, skip: 0, parser: parser, ahead: ahead, shared: reader.journal.decoded, only: reads,
-                                   patches: patches) { line, reason in
-                    out.bad.append((line, reason))
-                }
-            }
-            return out
-        }
-
-        /// What one thread of a read-ahead decoded.
-        final class Decoded {
-            var pending: Pending
-            var bad: [(ArraySlice<UInt8>, String)] = []
-            init(routed: Bool, linesOnly: Bool) { pending = Pending(routed: routed, linesOnly: linesOnly) }
-        }
-    }
-
-    /// A read-ahead decoding until `upTo` records are pending (nil when as many are, or the
-    /// journal holds nothing more).
-    func startReadAhead(upTo: Int) -> ReadAhead? {
-        guard pending.count < upTo, d.journal.lastDurableSeq >= reader.nextSeq else { return nil }
-        // The drainer's own parser: it is not used while the sink writes. The second half of
-        // what it reads at once is decoded beside it with a parser (and, routed ahead, route
-        // instances) of its own.
-        if second == nil && patches.rawValue != 0 {
-            second = (JSONParser(), ahead.map { _ in
-                SinkRoutes(routes: d.routes, sink: d.name, clock: d.clock, timeZones: d.timeZones, logger: d.logger)
-            })
-        }
-        let job = ReadAhead(reader: reader, parser: parser, ahead: ahead, second: second, reads: reads, patches: patches,
-                            linesOnly: linesOnly, logger: logger, name: name, note: note)
-        job.wanted = upTo - pending.count
-        job.running = Forked { job.run() }
-        return job
-    }
-
-    /// Waits for the read-ahead, if one runs, and takes what it decoded after what is pending.
-    func joinDecoding() {
-        guard let job = decoding else { return }
-        decoding = nil
-        job.running?.join()
-        for (line, reason) in job.bad { deadLetters.keep(line: line, reason: reason) }
-        bytesSinceRelief += job.bytes
-        pending.append(&job.pending)
-    }
-
-    var maxItems: Int { d.built.common.batch.maxItems }
-
     /// Drops the oldest waiting records so that at most the limit waits, and moves the cursor.
     func shed() {
-        joinDecoding()   // the reader is the read-ahead's while it runs
+        joinReadAhead()   // the reader is the read-ahead's while it runs
         guard let max = d.dropOldestAbove else { return }
         let before = d.journal.backlog(fromSeq: metrics.cursorSeq.load(ordering: .relaxed),
                                        skip: metrics.cursorSkip.load(ordering: .relaxed))
@@ -821,28 +580,81 @@ final class DrainLoop {
         metrics.dropped.add(dropped, ordering: .relaxed)
         logger.warning("sink \(name): \(before.bytes) bytes waiting, over queue.max_bytes (\(max)) with drop_oldest: "
                        + "dropped the \(dropped) oldest record(s) unsent")
-        pending = Pending(routed: ahead != nil, linesOnly: linesOnly)
+        pending = PendingRecords()
         reader = d.journal.makeReader(from: keepFrom)
         var next = committed
         next.journal = Cursor(seq: keepFrom, skip: 0)
         save(next)
     }
 
+    /// Commits the position with the transforms' and the sink's state as they are now.
+    func save(_ next: CursorStore.Committed) {
+        var c = next
+        c.states = [:]
+        for (k, v) in routes.saveState() { c.states[k] = v }
+        if let state = sink?.saveState() { c.states[DrainLoop.sinkStateKey] = state }
+        do {
+            try d.commit(c)
+            committed = c
+            lastSavedAt = monotonicSeconds()
+        } catch {
+            logger.error("sink \(name): cannot save its cursor (\(error)); delivered records may be sent again after a restart")
+        }
+    }
+
     /// Writes a batch, in writes of at most `batch.max_items` (routes that copy or derive
     /// records can make more than they took), until every record is accepted or rejected (or
     /// the sink is stopped, or it must shed its oldest records).
-    func deliver(_ batch: RoutedRecords) -> BatchDelivery.Outcome {
+    func deliver(_ batch: [Record]) -> BatchDelivery.Outcome {
         guard delivery != nil else { return .stopped }
-        let size = d.built.common.batch.maxItems
         var start = 0
         while start < batch.count {
-            let end = min(batch.count, start + size)
-            let outcome = delivery!.deliver(batch.subrange(start..<end),
-                                            wait: { [d] seconds in d.sleep(seconds) },
+            let end = min(batch.count, start + maxItems)
+            let outcome = delivery!.deliver(Array(batch[start..<end]), wait: { [d] seconds in d.sleep(seconds) },
                                             abandon: { [d] in d.overLimit() })
             if outcome != .delivered { return outcome }
             start = end
         }
         return .delivered
+    }
+}
+
+/// Journal records read and not yet routed, oldest first, each with the entry it came from and
+/// its place among the entry's lines (what a cursor's `skip` counts).
+struct PendingRecords {
+    private var items: [(record: Record, seq: UInt64, index: Int)] = []
+    /// Items before this were taken (dropped once they are most of the array).
+    private var head = 0
+
+    var count: Int { items.count - head }
+    var isEmpty: Bool { count == 0 }
+    var first: (record: Record, seq: UInt64, index: Int)? { isEmpty ? nil : items[head] }
+    var last: (record: Record, seq: UInt64, index: Int)? { isEmpty ? nil : items.last }
+
+    /// The records of entry `e` from its line `skip` on; a line that is no canonical record
+    /// goes to `bad` with why (only a damaged disk or a bug gets there: the line is kept).
+    mutating func add(_ e: JournalEntry, skip: Int, bad: (ArraySlice<UInt8>, String) -> Void) {
+        for (r, index) in Record.records(in: e.payload, from: skip, bad: { index, line, error in
+            bad(line, "journal entry \(e.seq) line \(index + 1) is not a canonical record: \(error)")
+        }) {
+            items.append((r, e.seq, index))
+        }
+    }
+
+    mutating func removeFirst() {
+        head += 1
+        if head == items.count {
+            items.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 1024 && head * 2 >= items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+    }
+
+    /// Appends `other`'s records after these and leaves it empty.
+    mutating func append(_ other: inout PendingRecords) {
+        for i in other.head..<other.items.count { items.append(other.items[i]) }
+        other = PendingRecords()
     }
 }

@@ -2,6 +2,7 @@ import CDeflate
 import Glibc
 import Posix
 import HealthgateCore
+import CanonicalJSON
 
 public struct JournalError: Error, Sendable, Equatable, CustomStringConvertible {
     public var message: String
@@ -34,9 +35,6 @@ public final class Journal: @unchecked Sendable {
     static let magic: UInt32 = 0x314A_4748  // "HGJ1" little-endian
 
     public let directory: String
-    /// Its entries decoded once for all the sinks that read them (`DecodedEntries`: told how
-    /// many do by `serve`; one by default, and then nothing is kept).
-    public let decoded = DecodedEntries()
     let segmentBytes: Int
     private let logger: Logger
     private let monitor = Monitor()
@@ -202,9 +200,6 @@ public final class Journal: @unchecked Sendable {
         var seq: UInt64 = 0
         var error: JournalError?
         var done = false
-        /// On a request's last entry: its records as ingest made them, and the request's parts,
-        /// for `DecodedEntries.handOver` once the entries are durable.
-        var handed: [KeptPart]?
 
         init(payload: ArraySlice<UInt8>, count: Int, timeNanos: Int64, following: Int) {
             self.payload = payload
@@ -249,30 +244,13 @@ public final class Journal: @unchecked Sendable {
     /// Appends one request as one entry per part (`Journal.parts`), queued together so one
     /// leader writes and syncs them together: durable together, or failed together, and cut
     /// together by recovery when a crash left only some of them. Returns the last sequence.
-    /// `records`: the request's records as ingest made them (`ReceivedBatch.takeRecords`),
-    /// handed to the drainers that parse (`DecodedEntries.handOver`) as the entries become
-    /// durable, before any drainer can read them.
     @discardableResult
-    public func append(payload: [UInt8], parts: [(range: Range<Int>, count: Int)], time: Timestamp,
-                       records: consuming [KeptPart]? = nil) throws(JournalError) -> UInt64 {
+    public func append(payload: [UInt8], parts: [(range: Range<Int>, count: Int)], time: Timestamp) throws(JournalError) -> UInt64 {
         let nanos = time.unixNanoseconds
         let all = parts.enumerated().map { i, p in
             Pending(payload: payload[p.range], count: p.count, timeNanos: nanos, following: parts.count - 1 - i)
         }
         guard let pending = all.last else { return lastDurableSeq }
-        // Handed over only where they are the entries' own records, part for part, and where
-        // they fit within the bound from now on (`DecodedEntries.reserve`): else they go here,
-        // before the request waits on the disk.
-        var reserved = 0
-        if let records = consume records, records.count == parts.count,
-           zip(records, parts).allSatisfy({ $0.records.count == $1.count && $0.ranges.count == $1.count
-                                            && $0.start == $1.range.lowerBound && $0.ranges.last?.upperBound == $1.range.count }),
-           case let total = parts.reduce(0, { $0 + $1.count }), decoded.reserve(total) {
-            reserved = total
-            pending.handed = records
-        }
-        // Records not handed over (the entries were not written) give their room back.
-        defer { if reserved > 0 && pending.handed != nil { pending.handed = nil; decoded.release(reserved) } }
         monitor.lock()
         if closed {
             monitor.unlock()
@@ -289,7 +267,6 @@ public final class Journal: @unchecked Sendable {
             queue.removeAll(keepingCapacity: true)
             monitor.unlock()
             let result = writeGroup(group)
-            if case .success = result { handOver(group) }
             monitor.lock()
             for p in group {
                 p.done = true
@@ -308,16 +285,6 @@ public final class Journal: @unchecked Sendable {
         monitor.unlock()
         if let e = pending.error { throw e }
         return pending.seq
-    }
-
-    /// The records of the group's requests that came with them, to the drainers that parse:
-    /// after the entries are written, before they are durable for readers. Leader only.
-    private func handOver(_ group: [Pending]) {
-        for p in group where p.handed != nil {
-            guard let parts = p.handed else { continue }
-            p.handed = nil   // `parts` alone holds the records now: they are moved, not copied
-            decoded.handOver(parts, lastSeq: p.seq, reserved: true)
-        }
     }
 
     /// Writes a group with one pwritev series and one fdatasync. Leader only.

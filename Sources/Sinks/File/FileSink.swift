@@ -54,8 +54,7 @@ public final class FileSink: Sink {
                                                   defaultMaxItems: 10_000)
         let template = c.path
         // It writes the journal's lines as they are: of a record it reads what names its file.
-        return BuiltSink(kind: "file", common: common, summary: "file \(FileIO.join(context.dataDir, c.path))",
-                         reads: PathTemplate(template).reads) { ctx in
+        return BuiltSink(kind: "file", common: common, summary: "file \(FileIO.join(context.dataDir, c.path))") { ctx in
             FileSink(name: ctx.name, pathTemplate: template, baseDir: ctx.dataDir, rotateBytes: rotate,
                      logger: ctx.logger, clock: ctx.clock)
         }
@@ -69,29 +68,21 @@ public final class FileSink: Sink {
         var order: [(path: String, indices: [Int])] = []
         let today = clock.now().utcDate()
         var last: (key: PathTemplate.Key, group: Int)?
-        // Each record's key read where it lies: `enumerated()`, or passing `records[i]`, would
-        // copy the record (retaining every string of it).
-        if records.isEmpty && batch.count > 0 {
-            // Lines only (the path names no field, so the sink reads none): one file for all.
-            order = [(template.render(.empty, fallbackDate: today), Array(0..<batch.count))]
-        }
-        records.withUnsafeBufferPointer { all in
-            for i in all.indices {
-                let key = template.key(all.baseAddress! + i)
-                if let last, last.key == key {
-                    order[last.group].indices.append(i)
-                    continue
-                }
-                let path = template.render(all[i], fallbackDate: today)
-                let g: Int
-                if let existing = groups[path] { g = existing } else {
-                    g = order.count
-                    groups[path] = g
-                    order.append((path, []))
-                }
-                order[g].indices.append(i)
-                last = (key, g)
+        for i in records.indices {
+            let key = template.key(records[i])
+            if let last, last.key == key {
+                order[last.group].indices.append(i)
+                continue
             }
+            let path = template.render(records[i], fallbackDate: today)
+            let g: Int
+            if let existing = groups[path] { g = existing } else {
+                g = order.count
+                groups[path] = g
+                order.append((path, []))
+            }
+            order[g].indices.append(i)
+            last = (key, g)
         }
         // Written so far: open files still to fsync, and files already synced and closed (to
         // keep the number of open files bounded); on failure each is cut back to its old size.
@@ -246,22 +237,6 @@ struct PathTemplate: Sendable {
         self.template = RecordTemplate(template, allowed: PathTemplate.fields)
     }
 
-    /// The record fields the placeholders read.
-    var reads: CanonicalRecord.Fields {
-        var fields = CanonicalRecord.Fields()
-        for case .field(let f) in template.parts {
-            switch f {
-            case .device, .phone: fields.insert(.device)
-            case .receiver: fields.insert(.receiver)
-            case .date: fields.insert(.start)
-            case .type: fields.insert(.type)
-            case .kind: fields.insert(.kind)
-            case .source, .unit: break   // not allowed in a path
-            }
-        }
-        return fields
-    }
-
     /// What a rendered path depends on, for the placeholders this template uses.
     struct Key: Equatable {
         var device: String?
@@ -272,22 +247,25 @@ struct PathTemplate: Sendable {
         var kind: String?
     }
 
-    func key(_ r: UnsafePointer<CanonicalRecord>) -> Key {
-        var k = Key(hasStart: r.pointee.start != nil)
+    func key(_ r: Record) -> Key {
+        var k = Key(hasStart: false)
         for case .field(let f) in template.parts {
             switch f {
-            case .device, .phone: k.device = r.pointee.device
-            case .receiver: k.receiver = r.pointee.receiver
-            case .date: k.day = r.pointee.start.map { ($0.seconds >= 0 ? $0.seconds : $0.seconds - 86_399) / 86_400 }
-            case .type: k.type = r.pointee.type
-            case .kind: k.kind = r.pointee.kind
+            case .device, .phone: k.device = r.device
+            case .receiver: k.receiver = r.receiver
+            case .date:
+                let start = r.start
+                k.hasStart = start != nil
+                k.day = start.map { ($0.seconds >= 0 ? $0.seconds : $0.seconds - 86_399) / 86_400 }
+            case .type: k.type = r.type
+            case .kind: k.kind = r.kind
             case .source, .unit: break   // not allowed in a path
             }
         }
         return k
     }
 
-    func render(_ r: CanonicalRecord, fallbackDate: String) -> String {
+    func render(_ r: Record, fallbackDate: String) -> String {
         template.render(r) { f, r in
             switch f {
             case .device, .phone: PathTemplate.safe(r.device)

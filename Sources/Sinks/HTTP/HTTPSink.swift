@@ -17,10 +17,9 @@ import YAMLConfig
 ///   rejected (to the dead letters, with the endpoint's answer), the rest accepted.
 /// With `hmac`, each request carries `X-Healthgate-Timestamp` and `X-Healthgate-Signature:
 /// v1=<hex HMAC-SHA256(secret, timestamp + "." + body)>`, the scheme of Syncky's requests.
-///
-/// Two batches in flight (`PipelinedSink`): while the endpoint answers one batch's POST (on a
-/// helper thread, on a connection of its own), the drainer decodes the next and begins it.
-public final class HTTPSink: PipelinedSink {
+/// The body is the records' canonical lines (a JSON array of them, or NDJSON): each record's
+/// journal line as it is, with what a route changed written anew.
+public final class HTTPSink: Sink {
     public let name: String
     let url: String
     /// The URL as shown in reasons and the log (made once).
@@ -29,7 +28,6 @@ public final class HTTPSink: PipelinedSink {
     let headers: [(String, String)]
     let hmacSecret: [UInt8]?
     let client: CurlClient
-    let options: CurlClient.Options
     /// Batches begun and not finished, oldest first: each one's POST (and the halving of a
     /// refused one) on a helper thread with a connection of its own.
     private var open: [(client: CurlClient, post: Forked<SinkWriteResult>)] = []
@@ -48,7 +46,6 @@ public final class HTTPSink: PipelinedSink {
         self.headers = headers
         self.hmacSecret = hmacSecret.map { Array($0.utf8) }
         self.client = CurlClient(options: options)
-        self.options = options
         self.logger = logger
         self.clock = clock
     }
@@ -88,35 +85,17 @@ public final class HTTPSink: PipelinedSink {
         let finalHeaders = headers
         let secret = c.hmac?.secret
         let options = CurlClient.Options(timeoutSeconds: c.timeout?.seconds ?? 30, caFile: c.ca_file)
-        // Its bodies are the journal's lines as they are: it reads no field of a record.
-        return BuiltSink(kind: "http", common: common, summary: "http POST \(SafeText.url(c.url)) (\(format.rawValue))",
-                         reads: CanonicalRecord.Fields()) { ctx in
+        // Its bodies are the records' lines: it reads no field of a record.
+        return BuiltSink(kind: "http", common: common, summary: "http POST \(SafeText.url(c.url)) (\(format.rawValue))") { ctx in
             HTTPSink(name: ctx.name, url: url, format: format, headers: finalHeaders, hmacSecret: secret, options: options,
                      logger: ctx.logger, clock: ctx.clock)
         }
     }
 
     public func write(_ batch: SinkBatch) -> SinkWriteResult {
-        // Only with nothing in flight (the drainer's rule): `client` is this thread's own.
-        assert(open.isEmpty, "write called with \(open.count) batch(es) in flight")
-        return post(batch, on: client)
+        post(batch, on: client)
     }
 
-    public func begin(_ batch: SinkBatch) {
-        let client = spare.popLast() ?? CurlClient(options: options)
-        open.append((client, Forked { self.post(batch, on: client) }))
-    }
-
-    public func finishOldest() -> SinkWriteResult {
-        guard !open.isEmpty else { return .accepted }
-        let f = open.removeFirst()
-        let result = f.post.join()
-        spare.append(f.client)
-        return result
-    }
-
-    /// Posts a batch (halved where refused) on `client`. Reads only what does not change once
-    /// the sink is made, so two threads may post at once, each on its own connection.
     private func post(_ batch: SinkBatch, on client: CurlClient) -> SinkWriteResult {
         poster(client).post(count: batch.count) { range in
             let body = encode(batch, range)
@@ -153,9 +132,6 @@ public final class HTTPSink: PipelinedSink {
     public func probe() -> Reachability { client.probe(url: url) }
 
     public func close() {
-        while !open.isEmpty { _ = finishOldest() }
-        for c in spare { c.close() }
-        spare = []
         client.close()
     }
 }

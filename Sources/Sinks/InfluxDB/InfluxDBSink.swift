@@ -16,7 +16,7 @@ import YAMLConfig
 /// so a record sent again overwrites its point instead of adding one. Outcomes as `BatchPoster`
 /// says: a 400 narrows the batch down to the lines InfluxDB refuses, 413 halves, 401/403 and 404 (no such
 /// endpoint, database or bucket) keep.
-public final class InfluxDBSink: PipelinedSink {
+public final class InfluxDBSink: Sink {
     public let name: String
     let writeURL: String
     /// The write URL as shown in reasons and the log (made once).
@@ -137,7 +137,7 @@ public final class InfluxDBSink: PipelinedSink {
         let writeHeaders = headers
         let deletes = Deletes(api: api, base: base, query: deleteQuery, headers: headers.filter { $0.0 == "Authorization" })
         return BuiltSink(kind: "influxdb", common: common,
-                         summary: "influxdb \(api.rawValue) \(SafeText.url(base + endpoint))", reads: []) { ctx in
+                         summary: "influxdb \(api.rawValue) \(SafeText.url(base + endpoint))") { ctx in
             InfluxDBSink(name: ctx.name, writeURL: url, headers: writeHeaders, encoder: encoder, gzip: gzip, options: options,
                          deletes: deletes, indexPath: FileIO.join(ctx.stateDir, "points.sqlite"), logger: ctx.logger,
                          clock: ctx.clock)
@@ -152,45 +152,22 @@ public final class InfluxDBSink: PipelinedSink {
 
     /// Lines a request carries at most (InfluxDB's own advice is 5,000 a write).
     static let linesPerRequest = 5_000
-    /// Requests in flight at once, across the batches in flight: while InfluxDB takes some, the
-    /// sink encodes the next. (Four, two batches of two, left influxd waiting between requests
-    /// on the bench's two cores: paired over five suites, eight and four batches delivered ~7 %
-    /// more end to end, for ~12 MB more at peak.)
-    static let requestsInFlight = 8
+    /// Requests in flight at once: while InfluxDB takes some, the sink encodes the next.
+    static let requestsInFlight = 4
 
-    /// Four batches in flight (a default batch of 10,000 lines is two requests): while InfluxDB
-    /// answers the oldest, the drainer decodes and encodes the next.
-    public var batchesInFlight: Int { 4 }
-
-    /// The batches begun and not finished, oldest first.
-    private var open: [BatchInFlight] = []
-    /// Requests sent and not yet answered, oldest first (of any batch in flight).
-    private var inFlight: [Request] = []
-    /// Why the sink stopped sending: once a request must wait (a keep), every record after it
-    /// waits too, in its batch and in the batches begun after it, even what a request in flight
-    /// got in (InfluxDB overwrites a point written again, so sending it again later is
-    /// harmless). Cleared when a batch is begun with nothing in flight: a new attempt.
-    private var halted: String?
-    private var slot = 0
-    /// A line a route changed, written out to be read (reused).
-    private var scratch: [UInt8] = []
     /// The largest request body a full run has made so far: a new run's room, made once (grown
     /// by doubling from nothing, a run's ~1 MB body was copied about twice over as it was written).
     private var runBytes = 0
-    /// For the lines not written from their bytes: decoded (the fields the line protocol uses).
-    private lazy var decoder = CanonicalCodec.LineDecoder(only: LineProtocolEncoder.reads)
-    /// The last device name made, and its bytes (`deviceName`).
-    private var lastDevice: (bytes: [UInt8], name: String)?
     /// Where each run's points go, noted on a helper thread as the runs go out.
     private lazy var noting = IndexWork(index: index, logger: logger)
 
-    /// One batch's outcomes as its requests are answered.
-    final class BatchInFlight {
+    /// One batch's outcomes as its requests are answered. Once a request must wait (a keep),
+    /// every record after it waits too, even what a request in flight got in (InfluxDB
+    /// overwrites a point written again, so sending it again later is harmless).
+    final class Outcomes {
         var outcomes: [DeliveryOutcome]
         var halted: String?
         var retryAfter: Double?
-        /// The index rows of this batch's runs are noted once `noting` has noted this many runs.
-        var notedRuns = 0
 
         init(count: Int) {
             outcomes = Array(repeating: .accepted, count: count)
@@ -208,174 +185,108 @@ public final class InfluxDBSink: PipelinedSink {
             if halted == nil { halted = reason }
             for i in indices { outcomes[i] = .keep(reason: reason) }
         }
-    }
 
-    public func write(_ batch: SinkBatch) -> SinkWriteResult {
-        // `write` finishes the batch it began: nothing else may be in flight (the drainer's rule).
-        assert(open.isEmpty, "write called with \(open.count) batch(es) in flight")
-        begin(batch)
-        return finishOldest()
+        /// A request's answer, for the records it carried.
+        func settle(_ result: SinkWriteResult, indices: [Int]) {
+            switch result {
+            case .accepted:
+                if let halted { keep(indices, halted) }
+            case .keep(let reason, let after):
+                if halted == nil { retryAfter = after }
+                keep(indices, halted ?? reason)
+            case .perRecord(let perLine):
+                for (k, o) in perLine.enumerated() {
+                    if case .keep(let why) = o, halted == nil { halted = why }
+                    if let halted { keep([indices[k]], halted) } else { outcomes[indices[k]] = o }
+                }
+            }
+        }
     }
 
     /// Upserts go out in runs of at most `linesPerRequest` lines, up to `requestsInFlight` at
-    /// once (across batches), each on a helper thread with a connection of its own, while another
-    /// notes where the run's points go in the point index — whatever InfluxDB answers: a delete of
-    /// a point that is not there deletes nothing, and noting before the answer keeps the index
-    /// off the sink's critical path. A batch is finished only once its points are noted. A delete
-    /// is applied where it stands, after every upsert before it (in its batch and in those before)
-    /// is answered, and not at all once something waits, so "write, then delete" and "delete,
-    /// then write again" both end as they should. Outcomes are taken in order (see `halted`):
-    /// the drainer moves its cursor only past what `finishOldest` says was accepted.
-    public func begin(_ batch: SinkBatch) {
-        if open.isEmpty && inFlight.isEmpty { halted = nil }
-        let b = BatchInFlight(count: batch.count)
-        b.notedRuns = noting.addedRuns   // the batches before it, at least
-        open.append(b)
-        // Room for as many lines as the batch can put in a run (a phone's few samples make no
-        // room for 5,000).
+    /// once, each on a helper thread with a connection of its own, while another notes where the
+    /// run's points go in the point index — whatever InfluxDB answers: a delete of a point that
+    /// is not there deletes nothing. A delete is applied where it stands, after every upsert
+    /// before it is answered, and not at all once something waits, so "write, then delete" and
+    /// "delete, then write again" both end as they should.
+    public func write(_ batch: SinkBatch) -> SinkWriteResult {
+        let b = Outcomes(count: batch.count)
+        var inFlight: [Request] = []
         let runLines = min(InfluxDBSink.linesPerRequest, batch.count)
         func newRun() -> Run { Run(lines: runLines, bytes: runBytes / InfluxDBSink.linesPerRequest * runLines) }
         var run = newRun()
-        // Each record is written from its journal line (`CanonicalView`): the drainer decodes
-        // nothing for this sink (`reads` is none); a line a route changed is written out first
-        // (`SinkBatch.withLine`).
+        var slot = 0
+        func settleOldest() {
+            let r = inFlight.removeFirst()
+            b.settle(r.wait(), indices: r.run.indices)
+        }
         func launch() {
             guard !run.indices.isEmpty else { return }
             let next = run
             if next.indices.count == InfluxDBSink.linesPerRequest { runBytes = max(runBytes, next.body.count + next.body.count / 16) }
             run = newRun()
-            if inFlight.count >= InfluxDBSink.requestsInFlight { settle(inFlight.removeFirst()) }
-            if let halted {
+            if inFlight.count >= InfluxDBSink.requestsInFlight { settleOldest() }
+            if let halted = b.halted {
                 b.keep(next.indices, halted)
                 return
             }
-            let request = Request(run: next, batch: b,
-                                  poster: BatchPoster(sinkName: name, url: shownURL,
-                                                      credentialsHint: "sinks.\(name).token (or username/password)",
-                                                      endpointHint: "sinks.\(name).url, api (v1 for InfluxDB 1.x) and its "
-                                                          + "database or bucket (it must exist)",
-                                                      client: clients[slot], logger: logger, clock: clock),
-                                  url: writeURL, headers: headers, gzip: gzip)
+            let request = Request(run: next, poster: poster(slot), url: writeURL, headers: headers, gzip: gzip)
             slot = (slot + 1) % clients.count
             request.start()
             inFlight.append(request)
-            b.notedRuns = noting.add(PointIndex.Run(keys: next.keys, body: next.body, seriesStarts: next.starts,
-                                                    seriesEnds: next.seriesEnds, times: next.times))
+            noting.add(PointIndex.Run(keys: next.keys, body: next.body, seriesStarts: next.starts,
+                                      seriesEnds: next.seriesEnds, times: next.times))
         }
-
-        var recentDay = Timestamp.RecentDay()
-        var view = CanonicalView()
-        for i in 0..<batch.count {
-            if let halted {
+        for (i, r) in batch.records.enumerated() {
+            if let halted = b.halted {
                 b.keep([i], halted)
                 continue
             }
-            var deleting: (device: String, uuid: String)?
-            batch.withLine(i, scratch: &scratch) { line in
-                let before = run.body.count
-                // The line's point, as encoded from its view or its record, into the run.
-                func add(_ encoded: LineProtocolEncoder.Encoded, _ key: @autoclosure () -> PointIndex.Key) {
-                    switch encoded {
-                    case .line(let seriesEnd, let time):
-                        run.starts.append(before)
-                        run.indices.append(i)
-                        run.seriesEnds.append(seriesEnd)
-                        run.times.append(time)
-                        run.keys.append(key())
-                    case .cannot(let why):
-                        run.body.removeSubrange(before...)
-                        b.outcomes[i] = .rejected(reason: why)
-                    }
+            if r.op == .delete {
+                launch()
+                while !inFlight.isEmpty { settleOldest() }
+                noting.waitForAll()   // the delete reads the index
+                if let halted = b.halted {
+                    b.keep([i], halted)
+                    continue
                 }
-                if CanonicalView.read(line, recent: &recentDay, into: &view) {
-                    if view.op == .delete {
-                        deleting = (deviceName(view.device), String(decoding: view.uuid, as: UTF8.self))
-                        return
-                    }
-                    if let encoded = encoder.encode(view, into: &run.body) {
-                        add(encoded, PointIndex.Key(device: deviceName(view.device), uuid: view.uuid, part: view.part))
-                        return
-                    }
-                }
-                // Not written from the line (an escaped string, labels): decoded, written from the record.
-                let r: CanonicalRecord
-                do {
-                    r = try decoder.decode(line)
-                } catch {
-                    b.outcomes[i] = .rejected(reason: "the journal's line is not a canonical record: \(error)")
-                    return
-                }
-                if r.op == .delete {
-                    deleting = (r.device, r.uuid)
-                    return
-                }
-                add(encoder.encode(r, into: &run.body), PointIndex.Key(device: r.device, uuid: r.uuid, part: r.part))
+                b.outcomes[i] = delete(device: r.device, uuid: r.uuid)
+                if case .keep(let why) = b.outcomes[i] { b.halted = why }
+                continue
+            }
+            let before = run.body.count
+            switch encoder.encode(r, into: &run.body) {
+            case .line(let seriesEnd, let time):
+                run.starts.append(before)
+                run.indices.append(i)
+                run.seriesEnds.append(seriesEnd)
+                run.times.append(time)
+                run.keys.append(PointIndex.Key(device: r.device, uuid: r.uuid, part: r.part))
+            case .cannot(let why):
+                run.body.removeSubrange(before...)
+                b.outcomes[i] = .rejected(reason: why)
             }
             if run.indices.count == InfluxDBSink.linesPerRequest { launch() }
-            guard let (device, uuid) = deleting else { continue }
-            launch()
-            while !inFlight.isEmpty { settle(inFlight.removeFirst()) }
-            noting.wait(forRuns: noting.addedRuns)   // the delete reads the index
-            if let halted {
-                b.keep([i], halted)
-                continue
-            }
-            b.outcomes[i] = delete(device: device, uuid: uuid)
-            if case .keep(let why) = b.outcomes[i] {
-                b.halted = why
-                halted = why
-            }
         }
         launch()
-    }
-
-    /// The device's name as a string, the one made for the line before when it is the same (the
-    /// records of a batch come from a few phones).
-    private func deviceName(_ bytes: UnsafeRawBufferPointer) -> String {
-        // memcmp only of two buffers of the same, checked, length (none for empty ones).
-        if let last = lastDevice, last.bytes.count == bytes.count,
-           bytes.isEmpty || last.bytes.withUnsafeBytes({ memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }) {
-            return last.name
-        }
-        let name = String(decoding: bytes, as: UTF8.self)
-        lastDevice = (Array(bytes), name)
-        return name
-    }
-
-    /// Waits for the answers of the oldest batch begun (and for its points to be noted: the
-    /// cursor moves past these records once this returns), and says what became of its records.
-    public func finishOldest() -> SinkWriteResult {
-        guard !open.isEmpty else { return .accepted }
-        let b = open.removeFirst()
-        while let r = inFlight.first, r.batch === b {
-            inFlight.removeFirst()
-            settle(r)
-        }
-        noting.wait(forRuns: b.notedRuns)
+        while !inFlight.isEmpty { settleOldest() }
+        noting.waitForAll()   // the cursor moves past these records once this returns
         return b.result
     }
 
-    /// The answer of the oldest request in flight, taken in order.
-    private func settle(_ request: Request) {
-        let result = request.wait()
-        let sent = request.run
-        let b = request.batch
-        switch result {
-        case .accepted:
-            if let halted { b.keep(sent.indices, halted) }
-        case .keep(let reason, let after):
-            if halted == nil {
-                halted = reason
-                b.retryAfter = after
-            }
-            b.keep(sent.indices, halted!)
-        case .perRecord(let perLine):
-            for (k, o) in perLine.enumerated() {
-                let i = sent.indices[k]
-                if case .keep(let why) = o, halted == nil { halted = why }
-                if let halted { b.keep([i], halted) } else { b.outcomes[i] = o }
-            }
-        }
+    /// `healthgate-bench --micro`'s InfluxDB lines: the records' points in Syncky's schema with a
+    /// phone tag. Returns the bytes of line protocol made.
+    public static func encodeBench(_ records: [Record]) -> Int {
+        let encoder = LineProtocolEncoder(measurement: "{type}", phoneTag: "phone", tags: [], precision: .ns)
+        var out: [UInt8] = []
+        for r in records { _ = encoder.encode(r, into: &out) }
+        return out.count
+    }
+
+    func poster(_ slot: Int) -> BatchPoster {
+        BatchPoster(sinkName: name, url: shownURL, credentialsHint: "sinks.\(name).token (or username/password)",
+                    endpointHint: "sinks.\(name).url, api (v1 for InfluxDB 1.x) and its database or bucket (it must exist)",
+                    client: clients[slot], logger: logger, clock: clock)
     }
 
     /// Lines for one request: their bytes one after another, where each begins, whose record
@@ -428,21 +339,21 @@ public final class InfluxDBSink: PipelinedSink {
             self.logger = logger
         }
 
-        /// Queues a run's rows; returns how many runs must be noted for these to be.
-        func add(_ rows: PointIndex.Run) -> Int {
+        /// Queues a run's rows.
+        func add(_ rows: PointIndex.Run) {
             if thread == nil && !closed {
                 switch startThread({ self.run() }) {
                 case .success(let t): thread = t
                 case .failure:   // no thread to be had: noted on this one
                     note([rows])
-                    return monitor.withLock { added += 1; noted += 1; return added }
+                    monitor.withLock { added += 1; noted += 1 }
+                    return
                 }
             }
-            return monitor.withLock {
+            monitor.withLock {
                 queue.append(rows)
                 added += 1
                 monitor.broadcast()
-                return added
             }
         }
 
@@ -476,13 +387,10 @@ public final class InfluxDBSink: PipelinedSink {
             }
         }
 
-        /// Runs added so far.
-        var addedRuns: Int { monitor.withLock { added } }
-
-        /// Waits until the first `runs` runs added are noted.
-        func wait(forRuns runs: Int) {
+        /// Waits until every run added is noted.
+        func waitForAll() {
             monitor.withLock {
-                while noted < runs { monitor.wait() }
+                while noted < added { monitor.wait() }
             }
         }
 
@@ -501,16 +409,14 @@ public final class InfluxDBSink: PipelinedSink {
     /// helper touches it and its connection).
     final class Request {
         let run: Run
-        let batch: BatchInFlight
         let poster: BatchPoster
         let url: String
         let headers: [(String, String)]
         let gzip: Int32?
         private var posting: Forked<SinkWriteResult>?
 
-        init(run: Run, batch: BatchInFlight, poster: BatchPoster, url: String, headers: [(String, String)], gzip: Int32?) {
+        init(run: Run, poster: BatchPoster, url: String, headers: [(String, String)], gzip: Int32?) {
             self.run = run
-            self.batch = batch
             self.poster = poster
             self.url = url
             self.headers = headers
@@ -605,7 +511,6 @@ public final class InfluxDBSink: PipelinedSink {
     public func probe() -> Reachability { client.probe(url: deletes.base) }
 
     public func close() {
-        while !open.isEmpty { _ = finishOldest() }
         noting.stop()
         for c in clients { c.close() }
         index.close()

@@ -1,10 +1,7 @@
 import HealthgateCore
 
 /// The writer of line protocol: `ByteWriter` (room made once in a byte array, written through a
-/// pointer) with line protocol's escapes — the one escaper of the sink's output: a point written
-/// straight from its journal line (`LineProtocolEncoder.encode(_: CanonicalView, into:)`), where
-/// appending each name, escape and number to the array itself cost as much as reading the line,
-/// and one written from a record alike.
+/// pointer) with line protocol's escapes: the one escaper of the sink's output.
 typealias LineProtocolBytes = ByteWriter
 
 extension ByteWriter {

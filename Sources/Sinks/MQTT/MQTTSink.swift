@@ -146,7 +146,7 @@ public final class MQTTSink: Sink {
                                         payload: line, retain: false, record: i))
             }
         }
-        for u in book.apply(batch.records, now: clock.now()) { markDirty(u.device, u.entity.type) }
+        for u in book.apply(batch.records.map(\.canonical), now: clock.now()) { markDirty(u.device, u.entity.type) }
         messages += stateMessages()
         return send(messages, records: batch.count)
     }

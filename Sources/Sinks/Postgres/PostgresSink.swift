@@ -183,7 +183,9 @@ public final class PostgresSink: Sink {
         }
     }
 
-    public func write(_ batch: SinkBatch) -> SinkWriteResult {
+    public func write(_ given: SinkBatch) -> SinkWriteResult {
+        // Every field goes into a row: the records read whole.
+        let batch = given.records.map(\.canonical)
         if db == nil || !(db?.isOK ?? false) {
             if let why = connect() { return .keep(reason: why, retryAfterSeconds: nil) }
         }
@@ -192,17 +194,17 @@ public final class PostgresSink: Sink {
         // sink, and every other phone's records behind it, for a minute.
         // (A delete of such a key removes nothing: no row can hold it. It is done, unsent.)
         var refused: [Int: String?] = [:]
-        for (i, r) in batch.records.enumerated() {
+        for (i, r) in batch.enumerated() {
             guard let why = PostgresSink.unstorable(r) else { continue }
             refused[i] = r.op == .delete ? .some(nil) : why
         }
-        guard !refused.isEmpty else { return write(batch.records) }
-        let rest = batch.records.indices.filter { refused[$0] == nil }.map { batch.records[$0] }
+        guard !refused.isEmpty else { return write(batch) }
+        let rest = batch.indices.filter { refused[$0] == nil }.map { batch[$0] }
         let written = rest.isEmpty ? .accepted : write(rest)
         if case .keep = written { return written }   // the batch again later, whole
         var outcomes: [DeliveryOutcome] = []
         var k = 0
-        for i in batch.records.indices {
+        for i in batch.indices {
             if let entry = refused[i] {
                 outcomes.append(entry.map { .rejected(reason: $0) } ?? .accepted)
                 continue

@@ -1,3 +1,4 @@
+import CanonicalJSON
 import HealthgateCore
 import Posix
 import YAMLConfig
@@ -72,7 +73,7 @@ public struct AggregateTransform: TransformSpec {
             self.logger = logger
         }
 
-        func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
+        func process(_ record: consuming Record, emit: (consuming Record) -> Void) {
             let sampleKey = record.device + "\u{1}" + record.uuid
             if record.op == .delete {
                 if let id = where_.removeValue(forKey: sampleKey), buckets[id]?.samples.removeValue(forKey: sampleKey) != nil {
@@ -87,7 +88,7 @@ public struct AggregateTransform: TransformSpec {
                 emit(record)
                 return
             }
-            if spec.keepSource { emit(record) }
+            if spec.keepSource { emit(copy record) }
             let offset = record.utcOffset ?? spec.timeZone.flatMap { timeZones.utcOffset(zone: $0, at: t.seconds) } ?? 0
             let local = t.seconds + Int64(offset)
             let localStart = local >= 0 ? local / spec.every * spec.every : (local - spec.every + 1) / spec.every * spec.every
@@ -133,14 +134,14 @@ public struct AggregateTransform: TransformSpec {
             }
         }
 
-        func flush(emit: (CanonicalRecord) -> Void) {
+        func flush(emit: (consuming Record) -> Void) {
             for id in changed {
                 guard let b = buckets[id] else { continue }
                 let uuid = "aggregate:\(spec.how.rawValue):\(spec.everyName):\(b.type):"
                     + String(Timestamp(seconds: b.start + Int64(b.offset)).rfc3339().dropLast())
                 if b.samples.isEmpty {
                     buckets[id] = nil
-                    emit(CanonicalRecord(op: .delete, kind: "quantity", device: b.device, receiver: b.receiver, uuid: uuid, type: b.type))
+                    emit(Record(CanonicalRecord(op: .delete, kind: "quantity", device: b.device, receiver: b.receiver, uuid: uuid, type: b.type)))
                     continue
                 }
                 let values = b.samples.values
@@ -158,7 +159,7 @@ public struct AggregateTransform: TransformSpec {
                                         utcOffset: b.offset, value: .number(figure), unit: spec.how == .count ? "count" : b.unit)
                 r.tags = [RecordTag("aggregate", spec.how.rawValue), RecordTag("interval", spec.everyName)]
                 r.fields = [RecordField("samples", .integer(Int64(values.count)))]
-                emit(r)
+                emit(Record(r))
             }
             changed.removeAll()
             changedSet.removeAll()

@@ -1,5 +1,6 @@
 import HealthgateCore
 import YAMLConfig
+import CanonicalJSON
 
 /// Shows numbers in other units, per type or per unit family, through the type registry's exact
 /// factors (the unit moves with the value).
@@ -17,9 +18,6 @@ public struct ConvertTransform: TransformSpec {
 
     public var kind: String { "convert" }
     /// A value and its unit.
-    public var changes: CanonicalRecord.Fields { ConvertTransform.valueAndUnit }
-    public var reads: CanonicalRecord.Fields { CanonicalRecord.Fields(.op, .type, .value, .unit) }
-    static let valueAndUnit = CanonicalRecord.Fields(.value, .unit)
 
     public func instantiate(_ context: TransformContext) -> any Transform { Instance(spec: self) }
 
@@ -44,23 +42,18 @@ public struct ConvertTransform: TransformSpec {
         @exclusivity(unchecked) var conversions = PerTypeCache<(unit: String, conversion: UnitConversion)?>()
         init(spec: ConvertTransform) { self.spec = spec }
 
-        func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
-            var r = record
-            _ = map(&r)
-            emit(r)
-        }
-
-        var maps: Bool { true }
-
-        func map(_ record: inout CanonicalRecord) -> CanonicalRecord.Fields? {
-            guard record.op == .upsert, let v = record.value?.number, let unit = record.unit else { return [] }
-            let conversion = conversions.value(record.type, unit) {
-                spec.target(type: record.type, unit: unit).flatMap { t in Units.conversion(from: unit, to: t).map { (t, $0) } }
+        func process(_ record: consuming Record, emit: (consuming Record) -> Void) {
+            if record.op == .upsert, let v = record.value?.number, let unit = record.unit {
+                let type = record.type
+                let conversion = conversions.value(type, unit) {
+                    spec.target(type: type, unit: unit).flatMap { t in Units.conversion(from: unit, to: t).map { (t, $0) } }
+                }
+                if let conversion {
+                    record.value = .number(conversion.conversion.apply(v))
+                    record.unit = conversion.unit
+                }
             }
-            guard let conversion else { return [] }
-            record.value = .number(conversion.conversion.apply(v))
-            record.unit = conversion.unit
-            return ConvertTransform.valueAndUnit
+            emit(record)
         }
     }
 

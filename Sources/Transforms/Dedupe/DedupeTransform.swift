@@ -20,13 +20,11 @@ public struct DedupeTransform: TransformSpec {
     let maxKeys: Int
 
     public var kind: String { "dedupe" }
-    /// It passes records on as they came, or not at all.
-    public var changes: CanonicalRecord.Fields { [] }
 
     public func instantiate(_ context: TransformContext) -> any Transform { Instance(spec: self, clock: context.clock) }
 
     /// The key of a record as one hash: device, uuid (and part), apart by a byte no name holds.
-    static func keyHash(_ r: CanonicalRecord, part: Int?) -> UInt64 {
+    static func keyHash(_ r: borrowing Record, part: Int?) -> UInt64 {
         var h = FNV1a.hash(r.device.utf8)
         h = FNV1a.hash(CollectionOfOne(0), from: h)
         h = FNV1a.hash(r.uuid.utf8, from: h)
@@ -52,7 +50,7 @@ public struct DedupeTransform: TransformSpec {
             self.clock = clock
         }
 
-        func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
+        func process(_ record: consuming Record, emit: (consuming Record) -> Void) {
             let now = clock.now().seconds
             let uuidKey = DedupeTransform.keyHash(record, part: nil)
             if record.op == .delete {
@@ -64,7 +62,7 @@ public struct DedupeTransform: TransformSpec {
                 return
             }
             let key = record.part.map { DedupeTransform.keyHash(record, part: $0) } ?? uuidKey
-            let content = FNV1a.hash(CanonicalCodec.encodeLine(record))
+            let content = FNV1a.hash(record.line)
             if let s = seen[key], s.content == content, now - s.at < spec.ttlSeconds { return }
             seen[key] = Seen(content: content, at: now)
             if let p = record.part { parts[uuidKey] = max(parts[uuidKey] ?? 0, p) }

@@ -1,6 +1,7 @@
 import FastJSON
 import HealthgateCore
 import YAMLConfig
+import CanonicalJSON
 
 /// Takes out what should not leave the house: whole fields of every record, whole kinds, and
 /// the precision of every latitude and longitude.
@@ -25,26 +26,6 @@ public struct DropTransform: TransformSpec {
     static let fieldNames: Set<String> = ["metadata", "extra", "source", "fields"]
 
     /// Nil when the record is dropped; else the record with the fields and precision taken out.
-    public func apply(_ record: CanonicalRecord, parser: JSONParser) -> CanonicalRecord? {
-        var r = record
-        return apply(&r, parser: parser) ? r : nil
-    }
-
-    /// False when the record is dropped; else it has the fields and precision taken out.
-    public func apply(_ r: inout CanonicalRecord, parser: JSONParser) -> Bool {
-        if r.op == .upsert && kinds.contains(r.kind) { return false }
-        if fields.contains("metadata") { r.metadata = nil }
-        if fields.contains("extra") { r.extra = [] }
-        if fields.contains("source") { r.source = nil }
-        if fields.contains("fields") { r.fields = [] }
-        if let d = decimals {
-            if let m = r.metadata { r.metadata = DropTransform.coarsen(m, decimals: d, parser: parser) }
-            for i in r.fields.indices { r.fields[i].value = DropTransform.coarsen(r.fields[i].value, decimals: d, parser: parser, key: r.fields[i].name) }
-            for i in r.extra.indices { r.extra[i].value = DropTransform.coarsen(r.extra[i].value, decimals: d, parser: parser, key: r.extra[i].name) }
-        }
-        return true
-    }
-
     static let locationKeys: Set<String> = ["lat", "lon", "lng", "latitude", "longitude"]
 
     /// `json` with every number under a location key rounded to `decimals`; as it was when it
@@ -96,13 +77,24 @@ public struct DropTransform: TransformSpec {
         let parser = JSONParser()
         init(spec: DropTransform) { self.spec = spec }
 
-        func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
-            if let r = spec.apply(record, parser: parser) { emit(r) }
+        func process(_ record: consuming Record, emit: (consuming Record) -> Void) {
+            if record.op == .upsert && spec.kinds.contains(record.kind) { return }
+            if spec.fields.contains("metadata") { record.metadata = nil }
+            if spec.fields.contains("extra") { record.extra = [] }
+            if spec.fields.contains("source") { record.source = nil }
+            if spec.fields.contains("fields") { record.fields = [] }
+            if let d = spec.decimals {
+                if let m = record.metadata {
+                    let coarse = DropTransform.coarsen(m, decimals: d, parser: parser)
+                    if coarse != m { record.metadata = coarse }
+                }
+                let fields = record.fields.map { RecordField($0.name, DropTransform.coarsen($0.value, decimals: d, parser: parser, key: $0.name)) }
+                if fields != record.fields { record.fields = fields }
+                let extra = record.extra.map { RecordField($0.name, DropTransform.coarsen($0.value, decimals: d, parser: parser, key: $0.name)) }
+                if extra != record.extra { record.extra = extra }
+            }
+            emit(record)
         }
-
-        var maps: Bool { true }
-
-        func map(_ record: inout CanonicalRecord) -> CanonicalRecord.Fields? { spec.apply(&record, parser: parser) ? .all : nil }
     }
 
     public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {

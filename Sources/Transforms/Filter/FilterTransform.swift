@@ -1,5 +1,6 @@
 import HealthgateCore
 import YAMLConfig
+import CanonicalJSON
 
 /// Keeps the records that match every rule given, and drops the rest from this route. Each rule
 /// is a list of globs (`*`, `?`) and has an `exclude_` counterpart; a rule not given matches all.
@@ -58,19 +59,6 @@ public struct FilterTransform: TransformSpec {
     }
 
     public var kind: String { "filter" }
-    public var changes: CanonicalRecord.Fields { [] }
-    /// What the configured rules look at (the type always: its rules are looked up by it).
-    public var reads: CanonicalRecord.Fields {
-        var fields = CanonicalRecord.Fields(.op, .type)
-        if !kinds.isEmpty { fields.insert(.kind) }
-        if !devices.isEmpty { fields.insert(.device) }
-        if !receivers.isEmpty { fields.insert(.receiver) }
-        if !sources.isEmpty || !sourceDevices.isEmpty { fields.insert(.source) }
-        if since != nil || maxAgeSeconds != nil { fields.formUnion(CanonicalRecord.Fields(.start, .end)) }
-        if !values.isEmpty || !excludeValues.isEmpty { fields.insert(.value) }
-        return fields
-    }
-
     public func instantiate(_ context: TransformContext) -> any Transform { Instance(spec: self, clock: context.clock) }
 
     /// Whether the record passes, at `now` (for `max_age`).
@@ -86,7 +74,7 @@ public struct FilterTransform: TransformSpec {
     }
 
     public func keeps(_ r: CanonicalRecord, now: Timestamp = Timestamp(seconds: 0)) -> Bool {
-        keeps(r, now: now, rules(type: r.type))
+        keeps(Record(r), now: now, rules(type: r.type))
     }
 
     /// Whether a rule beside the type's applies: most filters name types (and values) only.
@@ -95,7 +83,7 @@ public struct FilterTransform: TransformSpec {
             || since != nil || maxAgeSeconds != nil
     }
 
-    func keeps(_ r: borrowing CanonicalRecord, now: Timestamp, _ typeRules: TypeRules, otherRules: Bool = true) -> Bool {
+    func keeps(_ r: borrowing Record, now: Timestamp, _ typeRules: TypeRules, otherRules: Bool = true) -> Bool {
         guard typeRules.kept else { return false }
         if otherRules {
             guard kinds.keeps(r.kind), devices.keeps(r.device), receivers.keeps(r.receiver) else { return false }
@@ -127,21 +115,15 @@ public struct FilterTransform: TransformSpec {
             otherRules = spec.hasOtherRules
         }
 
-        func process(_ record: CanonicalRecord, emit: (CanonicalRecord) -> Void) {
-            var r = record
-            if map(&r) != nil { emit(r) }
-        }
-
-        var maps: Bool { true }
-
-        func map(_ record: inout CanonicalRecord) -> CanonicalRecord.Fields? {
-            let rules = byType.value(record.type) { spec.rules(type: record.type) }
-            return spec.keeps(record, now: spec.maxAgeSeconds == nil ? Timestamp(seconds: 0) : clock.now(), rules,
-                              otherRules: otherRules) ? [] : nil
+        func process(_ record: consuming Record, emit: (consuming Record) -> Void) {
+            let type = record.type
+            let rules = byType.value(type) { spec.rules(type: type) }
+            if spec.keeps(record, now: spec.maxAgeSeconds == nil ? Timestamp(seconds: 0) : clock.now(), rules, otherRules: otherRules) {
+                emit(record)
+            }
         }
     }
 
-    /// The transform from its config; every mistake at once, where it is.
     public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {
         let c = try YAMLDecoder().decode(FilterTransformConfig.self, from: node, path: path)
         var problems = ConfigProblemList(node, path: path)

@@ -1,5 +1,6 @@
 import HealthgateCore
 import YAMLConfig
+import CanonicalJSON
 
 /// Renames types and devices, deletions too (so that a deletion still finds what it deletes
 /// under the new name).
@@ -17,18 +18,13 @@ public struct RenameTransform: TransformSpec {
     let devices: [String: String]
 
     public var kind: String { "rename" }
-    public var changes: CanonicalRecord.Fields { CanonicalRecord.Fields(.type, .device) }
-    public var reads: CanonicalRecord.Fields { CanonicalRecord.Fields(.type, .device) }
 
     public func instantiate(_ context: TransformContext) -> any Transform { MappingInstance(apply) }
 
     /// Renames what the config names; says which of the two it renamed.
-    @discardableResult
-    public func apply(_ r: inout CanonicalRecord) -> CanonicalRecord.Fields {
-        var renamed = CanonicalRecord.Fields()
-        if let t = types[r.type] { r.type = t; renamed.insert(.type) }
-        if let d = devices[r.device] { r.device = d; renamed.insert(.device) }
-        return renamed
+    public func apply(_ r: inout Record) {
+        if !types.isEmpty, let t = types[r.type] { r.type = t }
+        if !devices.isEmpty, let d = devices[r.device] { r.device = d }
     }
 
     public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {

@@ -1,5 +1,6 @@
 import HealthgateCore
 import YAMLConfig
+import CanonicalJSON
 
 /// Adds static labels to every record of the route, in the canonical `tags` field that sinks
 /// use: InfluxDB tags, the PostgreSQL `tags` column, the JSON of files, webhooks and MQTT records.
@@ -14,22 +15,20 @@ public struct TagTransform: TransformSpec {
     let tags: [RecordTag]
 
     public var kind: String { "tag" }
-    public var changes: CanonicalRecord.Fields { CanonicalRecord.Fields(.tags) }
-    public var reads: CanonicalRecord.Fields { CanonicalRecord.Fields(.tags) }
 
     public func instantiate(_ context: TransformContext) -> any Transform { MappingInstance(apply) }
 
     /// Labels the record (its tags changed).
-    @discardableResult
-    public func apply(_ r: inout CanonicalRecord) -> CanonicalRecord.Fields {
-        if r.tags.isEmpty {
+    public func apply(_ r: inout Record) {
+        var labels = r.tags
+        if labels.isEmpty {
             r.tags = tags   // shares the one array: no copy per record
-            return CanonicalRecord.Fields(.tags)
+            return
         }
         for t in tags {
-            if let i = r.tags.firstIndex(where: { $0.name == t.name }) { r.tags[i].value = t.value } else { r.tags.append(t) }
+            if let i = labels.firstIndex(where: { $0.name == t.name }) { labels[i].value = t.value } else { labels.append(t) }
         }
-        return CanonicalRecord.Fields(.tags)
+        r.tags = labels
     }
 
     public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {

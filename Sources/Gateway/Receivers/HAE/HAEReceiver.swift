@@ -15,7 +15,7 @@ public struct HAEReceiver: Receiver {
 
     public func receive(_ request: HTTPRequest, context: ReceiveContext) -> Reception {
         if let refusal = auth.check(request) { return .answer(refusal) }
-        return parsers.withParser { HAEBody.read(request.body, parser: $0, receiver: name, device: device, keep: context.keepRecords) }
+        return parsers.withParser { HAEBody.read(request.body, parser: $0, receiver: name, device: device) }
     }
 
     static let build: ReceiverRegistry.Builder = { name, c, node, path, context throws(ConfigProblems) in

@@ -60,7 +60,7 @@ public struct HealthSyncReceiver: Receiver {
                 return .accept(seen, reply: reply(exportID: exportID, counts: counts, duplicate: true))
             }
             let mapper = HealthSyncMapper(receiver: name, device: device, exportID: exportID)
-            var batch = ReceivedBatch(keepingUpTo: context.keepRecords)
+            var batch = ReceivedBatch()
             batch.requestID = exportID
             for m in root["metrics"].map({ Array($0.elements) }) ?? [] {
                 switch mapper.metric(m) {

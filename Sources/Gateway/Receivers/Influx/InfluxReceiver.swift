@@ -42,7 +42,7 @@ public struct InfluxReceiver: Receiver {
         }
         let precision = InfluxReceiver.precision(request.queryParameter("precision"))
         return SynckyInflux.read(body, precision: precision, receiver: name, device: device, now: context.now,
-                                 answers: request.path.hasSuffix("/api/v2/write") ? .influxV2 : .influxV1, keep: context.keepRecords)
+                                 answers: request.path.hasSuffix("/api/v2/write") ? .influxV2 : .influxV1)
     }
 
     /// v1 says `n`, `u`, `ms`, `s`, `m`, `h`; v2 says `ns`, `us`, `ms`, `s`.

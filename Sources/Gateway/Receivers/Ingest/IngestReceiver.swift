@@ -45,7 +45,7 @@ public struct IngestReceiver: Receiver {
                                        + "route points and deletions); the limit is \(maxItems). Halve it and send again."))
             }
             var mapper = IngestMapper(receiver: name, device: deviceID, timeZone: root["time_zone"]?.string)
-            var batch = ReceivedBatch(keepingUpTo: context.keepRecords)
+            var batch = ReceivedBatch()
             batch.reserve(records: items)
             var received = [0, 0, 0, 0, 0]
             for (i, key) in ["samples", "workouts", "sleep_segments", "activity_summaries", "deletions"].enumerated() {

@@ -1,12 +1,13 @@
 import FastJSON
 import HealthgateCore
+import CanonicalJSON
 
 /// Syncky's CSV body (guide section 4): one header row, then one row per sample, deletion or
 /// characteristic, times with their own offset (converted to UTC, the offset kept).
 enum SynckyCSV {
     static let header = ["type", "uuid", "start", "end", "value", "unit", "value_name", "source", "device", "user_entered"]
 
-    static func read(_ body: [UInt8], receiver: String, device: String, keep: Int = 0) -> Reception {
+    static func read(_ body: [UInt8], receiver: String, device: String) -> Reception {
         var bytes = body
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }   // a UTF-8 byte order mark
         let rows: [CSVReader.Row]
@@ -21,7 +22,7 @@ enum SynckyCSV {
         guard first.fields == header else {
             return .unreadable(status: 400, reason: "the first row is not Syncky's header row (type,uuid,start,end,value,unit,value_name,source,device,user_entered)")
         }
-        var batch = ReceivedBatch(keepingUpTo: keep)
+        var batch = ReceivedBatch()
         batch.reserve(records: rows.count - 1)
         for row in rows.dropFirst() {
             switch record(row, receiver: receiver, device: device) {

@@ -1,6 +1,7 @@
 import FastJSON
 import HealthgateCore
 import HealthgateCrypto
+import CanonicalJSON
 
 /// Syncky's InfluxDB line protocol body (guide section 4): measurement = type, tags `unit`,
 /// `source`, `device` (and `activity` for workouts), fields `value` / `value_name` / workout
@@ -17,11 +18,11 @@ enum SynckyInflux {
     enum Answers { case syncky, influxV1, influxV2 }
 
     static func read(_ body: [UInt8], precision: String?, receiver: String, device: String, now: Timestamp,
-                     answers: Answers = .syncky, keep: Int = 0) -> Reception {
+                     answers: Answers = .syncky) -> Reception {
         guard let scale = nanosPer[precision ?? "ns"] else {
             return .unreadable(status: 400, reason: "precision \"\(QuarantinedRecord.name(precision ?? ""))\" is not ns, us, ms, s, m or h")
         }
-        var batch = ReceivedBatch(keepingUpTo: keep)
+        var batch = ReceivedBatch()
         // A canonical record is about four times its line.
         batch.reserve(bytes: body.count * 4)
         var failures: [QuarantinedRecord] = []

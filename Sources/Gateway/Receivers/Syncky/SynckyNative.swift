@@ -7,8 +7,7 @@ enum SynckyNative {
     // Fields that map onto the canonical record itself are read by name; everything else of a
     // sample is kept under `fields` (named kinds) or `extra` (quantities and categories).
 
-    static func read(_ body: [UInt8], parser: JSONParser, receiver: String, device fallbackDevice: String?,
-                     keep: Int = 0) -> Reception {
+    static func read(_ body: [UInt8], parser: JSONParser, receiver: String, device fallbackDevice: String?) -> Reception {
         return parser.withBody(body) { doc in
             let root = doc.root
             guard root.kind == .object else {
@@ -25,13 +24,13 @@ enum SynckyNative {
                 // Check connection: verified above, stores nothing.
                 return .answer(HTTPResponse(status: 200))
             }
-            var batch = ReceivedBatch(keepingUpTo: keep)
+            var batch = ReceivedBatch()
             if let samples = root["samples"], !samples.isNull {
                 guard samples.kind == .array else {
                     return .unreadable(status: 400, reason: "\"samples\" must be an array")
                 }
                 batch.reserve(records: samples.count)
-                var reuse = SampleCache(device: device, receiver: receiver)
+                var reuse = SampleCache()
                 for s in samples.elements {
                     if let q = sample(s, receiver: receiver, device: device, reuse: &reuse, into: &batch) {
                         batch.quarantined.append(q)
@@ -60,8 +59,8 @@ enum SynckyNative {
     }
 
     enum TimeField {
-        /// The instant, the offset the text gave, and whether the text is the canonical one.
-        case success((Timestamp, Int?, canonical: Bool)?)
+        /// The instant and the offset the text gave.
+        case success((Timestamp, Int?)?)
         case failure(String)
     }
 
@@ -79,7 +78,7 @@ enum SynckyNative {
     static func time(_ v: JSONRef?, recent: inout Timestamp.RecentDay) -> TimeField {
         guard let v, !v.isNull else { return .success(nil) }
         guard let parsed = v.withStringBytes({ b in
-            Timestamp.parseRFC3339(b, recent: &recent).map { ($0.0, $0.1, $0.1 == nil && Timestamp.isCanonicalRFC3339(b)) }
+            Timestamp.parseRFC3339(b, recent: &recent)
         }) else {
             return .failure(v.kind == .string ? "is not an RFC 3339 time" : "must be an RFC 3339 time string")
         }
@@ -93,33 +92,13 @@ enum SynckyNative {
         "activity", "duration_s", "energy_kcal", "distance_m",
     ])
 
-    /// What one body's samples share: repeated strings, the kind of the last types seen, and
-    /// what the lines written straight (`writeLine`) share.
+    /// What one body's samples share: repeated strings and the kind of the last types seen.
     struct SampleCache {
         /// Slots: 0 the source's app, 1 its device, 2 the type, 3 the unit.
         var strings = JSONStringReuse(slots: 4)
         private var kinds = RecentAnswers<String, (named: Bool, kind: HealthTypeKind?)>()
         /// The date of the last time read.
         var day = Timestamp.RecentDay()
-        /// A sample's metadata as compact JSON.
-        var metadata = JSONWriter(capacity: 256)
-        /// Every line's start up to its uuid's value, for a quantity and for a category:
-        /// `{"op":"upsert","kind":…,"device":…,"receiver":…,"uuid":`.
-        let quantityHead, categoryHead: [UInt8]
-
-        init(device: String, receiver: String) {
-            func head(_ kind: String) -> [UInt8] {
-                ByteWriter.bytes(atMost: 64 + ByteWriter.bound(kind) + ByteWriter.bound(device) + ByteWriter.bound(receiver)) { o in
-                    o.lit("{\"op\":\"upsert\",\"kind\":"); o.str(kind)
-                    o.lit(",\"device\":"); o.str(device)
-                    o.lit(",\"receiver\":"); o.str(receiver)
-                    o.lit(",\"uuid\":")
-                }
-            }
-            quantityHead = head(RecordKind.quantity)
-            categoryHead = head(RecordKind.category)
-        }
-
         /// Whether `type` names a kind of record (`RecordKind.namedKinds`: workouts, ECGs, …) and
         /// the registry's kind of it, from the last eight types seen before asking again.
         mutating func kind(of type: String) -> (named: Bool, kind: HealthTypeKind?) {
@@ -127,7 +106,7 @@ enum SynckyNative {
         }
     }
 
-    /// A sample read and checked: what its record, or its line written straight, is made from.
+    /// A sample read and checked: what its record is made from.
     /// (Not copied: each of its refs is a retain.)
     struct Checked: ~Copyable {
         var uuid: JSONRef
@@ -136,8 +115,6 @@ enum SynckyNative {
         var kind: String
         var named: Bool
         var start: Timestamp?, utcOffset: Int?, end: Timestamp?
-        /// The times' texts, where they are as `formatRFC3339` writes them (copied as they came).
-        var canonicalStart, canonicalEnd: JSONRef?
         var value: JSONRef?
         var unit: String?
         var source, metadata: JSONRef?
@@ -147,15 +124,11 @@ enum SynckyNative {
         var others: [(key: JSONKey, value: JSONRef)]
     }
 
-    /// Adds the sample's record to `batch` — its canonical line written straight from the JSON
-    /// where the record would be a plain one (`writeLine`) — or returns why it is set aside.
+    /// Adds the sample's record to `batch`, or returns why it is set aside.
     static func sample(_ s: JSONRef, receiver: String, device: String, reuse: inout SampleCache,
                        into batch: inout ReceivedBatch) -> QuarantinedRecord? {
         var why = ""
         guard let c = check(s, reuse: &reuse, refusal: &why) else { return setAside(why, s) }
-        if !batch.keepsRecords && writeLine(c, receiver: receiver, device: device, reuse: &reuse, into: &batch) {
-            return nil
-        }
         return record(c, s, receiver: receiver, device: device, reuse: &reuse, into: &batch)
     }
 
@@ -223,11 +196,11 @@ enum SynckyNative {
                         others: others)
         switch time(startRef, recent: &reuse.day) {
         case .failure(let why): return fail("\"start\" \(why)")
-        case .success(let t): c.start = t?.0; c.utcOffset = t?.1; if t?.canonical == true { c.canonicalStart = startRef }
+        case .success(let t): c.start = t?.0; c.utcOffset = t?.1
         }
         switch time(endRef, recent: &reuse.day) {
         case .failure(let why): return fail("\"end\" \(why)")
-        case .success(let t): c.end = t?.0; if t?.canonical == true { c.canonicalEnd = endRef }
+        case .success(let t): c.end = t?.0
         }
         let timed = kind == RecordKind.quantity || kind == RecordKind.category || kind == RecordKind.workout
         if timed && c.start == nil { return fail("the sample has no \"start\" time") }
@@ -317,80 +290,6 @@ enum SynckyNative {
         }
         batch.append(&r)
         return nil
-    }
-
-    /// Writes the checked sample's canonical line straight into `batch` — the bytes `record`'s
-    /// record encodes to, without the record and its strings — when it is a plain quantity or
-    /// category: no member without a place of its own, a source of an app and a device at most,
-    /// a quantity's unit its type's canonical one (or one not converted). False, and nothing
-    /// written, for any other: its record is made. (`SynckyNativeStraightLineTests` hold the two
-    /// to the same bytes.)
-    static func writeLine(_ c: borrowing Checked, receiver: String, device: String, reuse: inout SampleCache,
-                          into batch: inout ReceivedBatch) -> Bool {
-        guard !c.named, c.others.isEmpty, c.activity == nil, c.duration == nil, c.energy == nil, c.distance == nil,
-              let start = c.start, let value = c.value else { return false }
-        let isCategory = c.kind == RecordKind.category
-        if !isCategory, let unit = c.unit, let target = batch.canonicalUnit(of: c.type), !unit.isSameText(target) {
-            return false   // converted on the record's way (or kept, where it cannot be)
-        }
-        var app, sourceDevice: JSONRef?
-        var hasSource = false
-        if let src = c.source, !src.isNull {
-            guard src.kind == .object else { return false }
-            for (k, v) in src.members {
-                switch k {
-                case "app": app = v.kind == .string ? v : nil
-                case "device": sourceDevice = v.kind == .string ? v : nil
-                default: return false
-                }
-            }
-            hasSource = true
-        }
-        var code: Int?
-        if isCategory, let name = value.string { code = RecordKind.categoryCode(type: c.type, name: name) }
-        if let m = c.metadata {
-            reuse.metadata.reset()
-            m.write(to: &reuse.metadata)
-        }
-        @inline(__always) func bound(_ r: JSONRef?) -> Int { r?.withStringBytes { 6 * $0.count + 2 } ?? 0 }
-        let head = isCategory ? reuse.categoryHead : reuse.quantityHead
-        let n = 400 + 9 * ByteWriter.numberBound + head.count
-            + bound(c.uuid) + ByteWriter.bound(c.type) + bound(value) + bound(c.canonicalStart) + bound(c.canonicalEnd)
-            + (c.unit.map { ByteWriter.bound($0) } ?? 0) + bound(app) + bound(sourceDevice)
-            + (c.metadata == nil ? 0 : reuse.metadata.bytes.count)
-        // The members of `CanonicalRecord.writeMembers`, in its order, those a plain sample has.
-        batch.appendLine(device: device, type: c.type, unit: c.unit, atMost: n) { o in
-            o.raw(head)
-            _ = c.uuid.withStringBytes { o.str($0) }
-            o.lit(",\"type\":"); o.str(c.type)
-            if let v = c.part { o.lit(",\"part\":"); o.int(Int64(v)) }
-            if let v = c.parts { o.lit(",\"parts\":"); o.int(Int64(v)) }
-            @inline(__always) func time(_ t: Timestamp, _ text: JSONRef?) {
-                if let text { _ = text.withStringBytes { o.byte(0x22); o.raw($0); o.byte(0x22) } } else { o.time(t) }
-            }
-            o.lit(",\"start\":"); time(start, c.canonicalStart)
-            o.lit(",\"end\":")   // an instant ends when it starts
-            if let end = c.end { time(end, c.canonicalEnd) } else { time(start, c.canonicalStart) }
-            if let v = c.utcOffset { o.lit(",\"utc_offset\":"); o.offset(v) }
-            o.lit(",\"value\":")
-            if isCategory { _ = value.withStringBytes { o.str($0) } } else { o.double(value.double ?? 0) }
-            if let v = c.unit { o.lit(",\"unit\":"); o.str(v) }
-            if let v = code { o.lit(",\"code\":"); o.int(Int64(v)) }
-            if hasSource {
-                o.lit(",\"source\":{")
-                if let a = app { o.lit("\"app\":"); _ = a.withStringBytes { o.str($0) } }
-                if let d = sourceDevice {
-                    if app != nil { o.byte(0x2C) }
-                    o.lit("\"device\":"); _ = d.withStringBytes { o.str($0) }
-                }
-                o.byte(0x7D)
-            }
-            if c.metadata != nil {
-                o.lit(",\"metadata\":")
-                reuse.metadata.bytes.withUnsafeBytes { o.raw($0) }
-            }
-        }
-        return true
     }
 
     /// `.some(nil)` when absent or null, `.some(d)` for a number, nil when it is something else.

@@ -1,5 +1,6 @@
 import FastJSON
 import HealthgateCore
+import CanonicalJSON
 
 /// The Syncky Health webhook (the guide's sections 3–8): one receiver, the format chosen by
 /// `X-Syncky-Format`, auth and HMAC signatures checked before the body is read.
@@ -54,14 +55,14 @@ public struct SynckyReceiver: Receiver {
         let reception: Reception
         switch format {
         case "native":
-            reception = parsers.withParser { SynckyNative.read(request.body, parser: $0, receiver: name, device: device, keep: context.keepRecords) }
+            reception = parsers.withParser { SynckyNative.read(request.body, parser: $0, receiver: name, device: device) }
         case "csv":
-            reception = SynckyCSV.read(request.body, receiver: name, device: device ?? name, keep: context.keepRecords)
+            reception = SynckyCSV.read(request.body, receiver: name, device: device ?? name)
         case "influx":
             reception = SynckyInflux.read(request.body, precision: request.queryParameter("precision"), receiver: name,
-                                          device: device ?? name, now: context.now, keep: context.keepRecords)
+                                          device: device ?? name, now: context.now)
         case "hae":
-            reception = parsers.withParser { HAEBody.read(request.body, parser: $0, receiver: name, device: device ?? name, keep: context.keepRecords) }
+            reception = parsers.withParser { HAEBody.read(request.body, parser: $0, receiver: name, device: device ?? name) }
         default:
             return .unreadable(status: 400, reason: "unknown X-Syncky-Format \"\(QuarantinedRecord.name(format))\" (native, hae, csv or influx)")
         }

@@ -1,53 +1,43 @@
 import Glibc
+import HealthgateCore
 
 /// The members of one canonical line, walked without a parser: where each `"key":value`
-/// begins and ends, and which of the record's fields it holds. What lets a sink write a changed
-/// record as its journal line with only the changed members written anew
-/// (`RecordLine.patched`), and `CanonicalCodec` read a few fields without parsing the rest.
+/// begins and ends, and which of the record's fields it holds. What lets a `Record` read a field
+/// from its member alone, and write a changed record's line with only the changed members
+/// written anew.
 ///
 /// It takes the line as `appendNDJSON` writes it — one object, no white space, members in the
 /// order of `CanonicalRecord.Field`, none twice but the phone's own (`fields`) — and says
-/// `failed` for anything else: then nothing of the line may be reused. Values are skipped by
+/// `failed` for anything else: such a line is read by the parser. Values are skipped by
 /// their brackets and strings (escapes honoured), not checked: the journal's checksum vouches
 /// for the bytes, the parser for their JSON when a field is read from them.
-public struct CanonicalLine {
+struct LineWalk {
     /// One member: `start` is its `{` (the first) or the `,` before it, `end` the `,` or `}`
     /// after it, so `start..<end` is all of it as the writer writes it.
-    public struct Member {
-        public var field: CanonicalRecord.Field
-        public var start: Int
-        public var valueStart: Int
-        public var end: Int
-        /// Whether the value is, or holds, a string with an escape in it.
-        public var escapes: Bool
+    struct Member {
+        var field: CanonicalRecord.Field
+        var start: Int
+        var valueStart: Int
+        var end: Int
     }
 
-    public let line: UnsafeRawBufferPointer
+    let line: UnsafeRawBufferPointer
     /// Where the next member's `{` or `,` is (the line's closing `}` once the walk is done).
-    public private(set) var position = 0
-    public private(set) var failed = false
+    private(set) var position = 0
+    private(set) var failed = false
     private var last = -1
-    /// Set by `skipString` when it steps over an escape.
-    private var sawEscape = false
-    /// `CanonicalLine.keys`, taken once a line (not once a member: a lazy global's check each time).
+    /// `LineWalk.keys`, taken once a line (not once a member: a lazy global's check each time).
     private let keys: [Key]
 
     /// `line` without its line feed.
-    public init(_ line: UnsafeRawBufferPointer) {
+    init(_ line: UnsafeRawBufferPointer) {
         self.line = line
-        keys = CanonicalLine.keys
-    }
-
-    /// Whether the whole of `line` walks.
-    public static func walks(_ line: UnsafeRawBufferPointer) -> Bool {
-        var walk = CanonicalLine(line)
-        while walk.next() != nil {}
-        return !walk.failed
+        keys = LineWalk.keys
     }
 
     /// The next member; nil at the end of the object (the walk done: `position` is its `}`)
     /// or when the line is not as the writer writes it (`failed`).
-    public mutating func next() -> Member? {
+    mutating func next() -> Member? {
         let n = line.count
         guard !failed, position < n else { return nil }
         let separator = line[position]
@@ -75,23 +65,15 @@ public struct CanonicalLine {
             valueStart = keyEnd + 1
             field = CanonicalRecord.Field(key: UnsafeRawBufferPointer(rebasing: line[(keyStart + 1)..<(keyEnd - 1)])) ?? .fields
         }
-        sawEscape = false
         guard let valueEnd = skipValue(valueStart) else { return fail() }
         // Labels are an object of strings; anything else under that name is one of the
         // phone's own fields (as `CanonicalCodec.decode` reads it).
         if field == .tags && !isObjectOfStrings(valueStart..<valueEnd) { field = .fields }
         guard field.rawValue > last || (field == .fields && last == field.rawValue) else { return fail() }
         last = field.rawValue
-        let member = Member(field: field, start: position, valueStart: valueStart, end: valueEnd, escapes: sawEscape)
+        let member = Member(field: field, start: position, valueStart: valueStart, end: valueEnd)
         position = valueEnd
         return member
-    }
-
-    /// A member's string value, its text between the quotes, when it holds no escape (the text
-    /// is then the string's bytes); nil for any other value.
-    @inlinable @inline(__always) public func string(_ m: Member) -> UnsafeRawBufferPointer? {
-        guard !m.escapes, m.end - m.valueStart >= 2, line[m.valueStart] == 0x22 else { return nil }
-        return UnsafeRawBufferPointer(rebasing: line[(m.valueStart + 1)..<(m.end - 1)])
     }
 
     /// The canonical field whose key, quoted and followed by its colon, begins at `k`, among
@@ -146,19 +128,17 @@ public struct CanonicalLine {
     private mutating func skipString(_ i: Int) -> Int? {
         var at = i + 1
         while true {
-            at = CanonicalLine.quoteOrBackslash(in: line, from: at)
+            at = LineWalk.quoteOrBackslash(in: line, from: at)
             guard at < line.count else { return nil }
             if line[at] == 0x22 { return at + 1 }
-            sawEscape = true
             at += 2
         }
     }
 
     /// Where the first quote or backslash at or after `i` is in `line` (its count when there
-    /// is none): eight bytes at a time, then byte by byte. What the walk and `CanonicalView`'s
-    /// plain read step over strings with.
-    @inlinable @inline(__always)
-    public static func quoteOrBackslash(in line: UnsafeRawBufferPointer, from i: Int) -> Int {
+    /// is none): eight bytes at a time, then byte by byte.
+    @inline(__always)
+    static func quoteOrBackslash(in line: UnsafeRawBufferPointer, from i: Int) -> Int {
         guard let base = line.baseAddress else { return line.count }
         let n = line.count
         var at = i
@@ -174,7 +154,7 @@ public struct CanonicalLine {
 
     /// The high bit of each byte of `word` that is `byte` (and, past the first such byte,
     /// perhaps of others: only the lowest one set is exact, which is all that is read).
-    @inlinable @inline(__always) static func bytesEqual(_ word: UInt64, _ byte: UInt8) -> UInt64 {
+    @inline(__always) static func bytesEqual(_ word: UInt64, _ byte: UInt8) -> UInt64 {
         let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
         let x = word ^ (ones &* UInt64(byte))
         return (x &- ones) & ~x & highs
@@ -291,94 +271,5 @@ extension CanonicalRecord.Field {
         let bytes = field.key.utf8Start
         for i in 0..<key.count where base.load(fromByteOffset: i, as: UInt8.self) != bytes[i] { return nil }
         self = field
-    }
-}
-
-/// Where, in one canonical line, the members of up to two runs of fields lie (fields next to
-/// each other in the line's order: `value` and `unit`; `tags`): each span from the first
-/// member of its run (or where one would go) to the end of its last. Found while the line was
-/// read (`CanonicalCodec`), with the run's fields, so that a sink writes a changed record's
-/// line as the journal's bytes around the runs and the runs written anew from the record
-/// (`RecordLine.patched`), without walking the line again.
-public struct LineSpans: Sendable {
-    /// The fields of each run ([] for none).
-    public let first: CanonicalRecord.Fields
-    public let second: CanonicalRecord.Fields
-    let firstStart: UInt32, firstEnd: UInt32, secondStart: UInt32, secondEnd: UInt32
-
-    /// No span known: a sink walks the line.
-    public static let none = LineSpans(first: [], second: [], firstStart: 0, firstEnd: 0, secondStart: 0, secondEnd: 0)
-
-    /// The fields the spans hold.
-    public var fields: CanonicalRecord.Fields { first.union(second) }
-
-    /// The runs of `fields` (a run: fields next to each other in `Field` order); nil when they
-    /// make more than two.
-    public static func runs(of fields: CanonicalRecord.Fields) -> (CanonicalRecord.Fields, CanonicalRecord.Fields)? {
-        var rest = fields.rawValue
-        var runs: [UInt32] = []
-        while rest != 0 {
-            let low = rest & (~rest &+ 1)   // the lowest field left
-            var run = low, next = low << 1
-            while next != 0 && rest & next != 0 {
-                run |= next
-                next <<= 1
-            }
-            runs.append(run)
-            rest &= ~run
-            if runs.count > 2 { return nil }
-        }
-        return (CanonicalRecord.Fields(rawValue: runs.first ?? 0), CanonicalRecord.Fields(rawValue: runs.count > 1 ? runs[1] : 0))
-    }
-
-    /// Finds the spans of two runs from the members of a walk, in order. (Plain fields, no
-    /// tuples: one is made for every line read.)
-    public struct Finder {
-        let first: CanonicalRecord.Fields, second: CanonicalRecord.Fields
-        let lo: Int, hi: Int, lo2: Int, hi2: Int
-        var start = -1, end = -1, start2 = -1, end2 = -1
-
-        public init(runs: (CanonicalRecord.Fields, CanonicalRecord.Fields)) {
-            (first, second) = runs
-            lo = first.rawValue == 0 ? Int.max : first.rawValue.trailingZeroBitCount
-            hi = first.rawValue == 0 ? Int.max : 31 - first.rawValue.leadingZeroBitCount
-            lo2 = second.rawValue == 0 ? Int.max : second.rawValue.trailingZeroBitCount
-            hi2 = second.rawValue == 0 ? Int.max : 31 - second.rawValue.leadingZeroBitCount
-        }
-
-        /// The last field a walk must reach for the spans: past it nothing changes them.
-        public var last: Int { second.rawValue != 0 ? hi2 : hi }
-
-        @inline(__always) public mutating func see(_ m: CanonicalLine.Member) {
-            let f = m.field.rawValue
-            guard f >= lo else { return }
-            if start < 0 { start = m.start }
-            if f <= hi { end = m.end }
-            if f >= lo2 {
-                if start2 < 0 { start2 = m.start }
-                if f <= hi2 { end2 = m.end }
-            }
-        }
-
-        /// The spans, the line's closing `}` at `closing` (where a run no member reached would
-        /// go: a walk that stopped at a member past the runs has placed them all).
-        public func spans(closing: Int) -> LineSpans {
-            let s0 = start < 0 ? closing : start, e0 = end < 0 ? s0 : end
-            let s1 = start2 < 0 ? closing : start2, e1 = end2 < 0 ? s1 : end2
-            return LineSpans(first: first, second: second, firstStart: UInt32(s0), firstEnd: UInt32(e0),
-                             secondStart: UInt32(s1), secondEnd: UInt32(e1))
-        }
-    }
-}
-
-extension CanonicalLine {
-    /// The spans of `runs` in `line` (`LineSpans.none` without runs), from a walk of all of it;
-    /// nil when it does not walk.
-    public static func spans(of line: UnsafeRawBufferPointer, runs: (CanonicalRecord.Fields, CanonicalRecord.Fields)?) -> LineSpans? {
-        guard let runs else { return walks(line) ? LineSpans.none : nil }
-        var walk = CanonicalLine(line)
-        var finder = LineSpans.Finder(runs: runs)
-        while let m = walk.next() { finder.see(m) }
-        return walk.failed ? nil : finder.spans(closing: walk.position)
     }
 }
