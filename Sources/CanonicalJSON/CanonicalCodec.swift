@@ -141,6 +141,7 @@ public enum CanonicalCodec {
                 }
                 guard let secs = parsed else { throw CanonicalDecodeError("\"utc_offset\" is not ±hh:mm") }
                 r.utcOffset = secs
+            case .timeZone: r.timeZone = try str(v, "timezone")
             case .value:
                 if v.isNull { break }
                 if let s = v.string { r.value = .string(s) } else if let d = v.double { r.value = .number(d) } else {

@@ -12,9 +12,10 @@ enum LineRead {
             guard let s = string(v) else { return false }
             guard let op = CanonicalRecord.Op(rawValue: s) else { return false }
             r.op = op
-        case .kind, .device, .receiver, .uuid, .type, .unit, .activity:
+        case .kind, .device, .receiver, .uuid, .type, .unit, .activity, .timeZone:
             guard let s = string(v) else { return false }
             switch f {
+            case .timeZone: r.timeZone = s
             case .kind: r.kind = s
             case .device: r.device = s
             case .receiver: r.receiver = s
@@ -53,9 +54,9 @@ enum LineRead {
         case .source:
             var app: String?, device: String?
             guard objectOfStrings(v, { name, text in
-                if name.elementsEqual("app".utf8), app == nil {
+                if LineRead.equal(name, "app"), app == nil {
                     app = String(decoding: text, as: UTF8.self)
-                } else if name.elementsEqual("device".utf8), device == nil {
+                } else if LineRead.equal(name, "device"), device == nil {
                     device = String(decoding: text, as: UTF8.self)
                 } else {
                     return false
@@ -78,6 +79,11 @@ enum LineRead {
             return false
         }
         return true
+    }
+
+    /// Whether `bytes` are the text `literal`.
+    @inline(__always) static func equal(_ bytes: UnsafeRawBufferPointer, _ literal: StaticString) -> Bool {
+        bytes.count == literal.utf8CodeUnitCount && (bytes.isEmpty || memcmp(bytes.baseAddress!, literal.utf8Start, bytes.count) == 0)
     }
 
     /// A JSON string's text when it has no escape; nil for anything else.
@@ -192,6 +198,7 @@ extension CanonicalRecord {
         case .start: start = other.start
         case .end: end = other.end
         case .utcOffset: utcOffset = other.utcOffset
+        case .timeZone: timeZone = other.timeZone
         case .value: value = other.value
         case .unit: unit = other.unit
         case .code: code = other.code

@@ -25,13 +25,17 @@ struct LineWalk {
     /// Where the next member's `{` or `,` is (the line's closing `}` once the walk is done).
     private(set) var position = 0
     private(set) var failed = false
-    private var last = -1
+    /// The field of the last member read (its `rawValue`; -1 before the first).
+    private(set) var last = -1
     /// `LineWalk.keys`, taken once a line (not once a member: a lazy global's check each time).
     private let keys: [Key]
 
-    /// `line` without its line feed.
-    init(_ line: UnsafeRawBufferPointer) {
+    /// `line` without its line feed; from its start, or on from a walk before (`position`, and
+    /// the field of the last member it read).
+    init(_ line: UnsafeRawBufferPointer, from position: Int = 0, after last: Int = -1) {
         self.line = line
+        self.position = position
+        self.last = last
         keys = LineWalk.keys
     }
 
@@ -224,6 +228,7 @@ extension CanonicalRecord.Field {
         case .start: "start"
         case .end: "end"
         case .utcOffset: "utc_offset"
+        case .timeZone: "timezone"
         case .value: "value"
         case .unit: "unit"
         case .code: "code"
@@ -262,6 +267,7 @@ extension CanonicalRecord.Field {
         case (8, 0x72): guess = .receiver
         case (8, 0x61): guess = .activity
         case (8, 0x6D): guess = .metadata
+        case (8, 0x74): guess = .timeZone
         case (10, 0x75): guess = .utcOffset
         case (10, 0x64): guess = second == 0x75 ? .durationS : .distanceM
         case (11, 0x65): guess = .energyKcal

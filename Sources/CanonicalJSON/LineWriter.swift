@@ -30,6 +30,7 @@ extension CanonicalRecord {
         if only.has(.type) { n += s(type) }
         if only.has(.value), case .string(let v)? = value { n += s(v) }
         if only.has(.unit) { n += s(unit) }
+        if only.has(.timeZone) { n += s(timeZone) }
         if only.has(.activity) { n += s(activity) }
         if only.has(.fields) { for f in fields { n += s(f.name) + f.value.bytes.count + 2 } }
         if only.has(.source), let source { n += s(source.app) + s(source.device) }
@@ -56,6 +57,7 @@ extension CanonicalRecord {
         if writes(.start), let v = start { o.lit(",\"start\":"); o.time(v) }
         if writes(.end), let v = end { o.lit(",\"end\":"); o.time(v) }
         if writes(.utcOffset), let v = utcOffset { o.lit(",\"utc_offset\":"); o.offset(v) }
+        if writes(.timeZone), let v = timeZone { o.lit(",\"timezone\":"); o.str(v) }
         if writes(.value) {
             switch value {
             case .number(let d)?: o.lit(",\"value\":"); o.double(d)
@@ -110,7 +112,7 @@ extension CanonicalRecord {
 
     /// A record's fields in the order its canonical line holds them.
     public enum Field: Int, Comparable, Sendable, CaseIterable {
-        case op, kind, device, receiver, uuid, type, part, parts, start, end, utcOffset, value, unit, code, activity,
+        case op, kind, device, receiver, uuid, type, part, parts, start, end, utcOffset, timeZone, value, unit, code, activity,
              durationS, energyKcal, distanceM, fields, source, tags, metadata, extra
 
         public static func < (a: Field, b: Field) -> Bool { a.rawValue < b.rawValue }

@@ -47,6 +47,10 @@ extension Record {
         get { box.need(.utcOffset); return box.values.utcOffset }
         set { changing(.utcOffset).values.utcOffset = newValue }
     }
+    @inlinable public var timeZone: String? {
+        get { box.need(.timeZone); return box.values.timeZone }
+        set { changing(.timeZone).values.timeZone = newValue }
+    }
     @inlinable public var value: RecordValue? {
         get { box.need(.value); return box.values.value }
         set { changing(.value).values.value = newValue }

@@ -13,44 +13,90 @@ import HealthgateCore
 public struct Record: @unchecked Sendable {
     @usableFromInline var box: Box
 
-    /// A record's storage: its line, where each member lies in it, the fields read or set.
+    /// A record's storage: its line, where each member lies in it (found by a walk of the line
+    /// that goes only as far as a field asked for), the fields read or set.
     @usableFromInline final class Box {
         /// The journal line without its line feed; empty for a record made of fields.
         @usableFromInline let line: ArraySlice<UInt8>
-        /// Each field's member in `line` (`start << 32 | end`, `LineWalk.Member`; 0: absent).
-        @usableFromInline var spans: InlineArray<32, UInt64>
+        /// Where each field's member in `line` ends (0: absent or not walked to yet); it starts
+        /// where the member before it ends (the first at 0): `LineWalk.Member`.
+        @usableFromInline var ends: InlineArray<32, UInt32>
+        /// The walk: where it goes on, the field of the last member it read (`rawValue`), and
+        /// whether it reached the line's end; `failed` when the line is not as the writer writes
+        /// it past its head (it is then read by the parser and written whole).
+        var position = 0, walked = -1
+        var ended = false, failed = false
         /// The fields read so far and those set.
         @usableFromInline var values: CanonicalRecord
         @usableFromInline var have: CanonicalRecord.Fields
         /// The fields set since the line was read: the line is written with these anew.
         @usableFromInline var changed: CanonicalRecord.Fields
 
-        init(line: ArraySlice<UInt8>, spans: InlineArray<32, UInt64>, values: CanonicalRecord,
-             have: CanonicalRecord.Fields, changed: CanonicalRecord.Fields) {
+        init(line: ArraySlice<UInt8>, values: CanonicalRecord, have: CanonicalRecord.Fields, changed: CanonicalRecord.Fields) {
             self.line = line
-            self.spans = spans
+            self.ends = InlineArray(repeating: 0)
             self.values = values
             self.have = have
             self.changed = changed
+            ended = line.isEmpty
         }
 
-        @usableFromInline func copy() -> Box { Box(line: line, spans: spans, values: values, have: have, changed: changed) }
+        @usableFromInline func copy() -> Box {
+            let c = Box(line: line, values: values, have: have, changed: changed)
+            c.ends = ends
+            (c.position, c.walked, c.ended, c.failed) = (position, walked, ended, failed)
+            return c
+        }
 
         @inlinable @inline(__always) func need(_ f: CanonicalRecord.Field) {
             if !have.has(f) { read(f) }
+        }
+
+        /// Walks the line on until every member up to field `f` (a `rawValue`; `Int.max`: all)
+        /// is found.
+        func walk(through f: Int) {
+            guard !ended, walked < f || (walked == f && f == CanonicalRecord.Field.fields.rawValue) else { return }
+            line.withUnsafeBytes { all in
+                var w = LineWalk(all, from: position, after: walked)
+                while true {
+                    guard let m = w.next() else {
+                        ended = true
+                        failed = w.failed
+                        break
+                    }
+                    let i = m.field.rawValue
+                    ends[i] = UInt32(m.end)   // the kind's own fields, several members: the end of the last
+                    if i > f { break }
+                }
+                position = w.position
+                walked = w.last
+            }
+        }
+
+        /// Where field `f`'s member starts: where the one before it ends.
+        func start(_ f: Int) -> Int {
+            var g = f - 1
+            while g >= 0 && ends[g] == 0 { g -= 1 }
+            return g < 0 ? 0 : Int(ends[g])
+        }
+
+        /// The value of field `f` in the line, when it has one (found by the walk).
+        func value(_ f: CanonicalRecord.Field) -> Range<Int>? {
+            walk(through: f.rawValue)
+            let end = ends[f.rawValue]
+            guard !failed, end != 0 else { return nil }
+            return (start(f.rawValue) + f.key.utf8CodeUnitCount + 4)..<Int(end)
         }
 
         /// Reads field `f` from its member (or all of the line with the parser, where the member
         /// is not in the form the writer writes, such as a string with an escape in it).
         @usableFromInline func read(_ f: CanonicalRecord.Field) {
             have.insert(f)
-            let span = spans[f.rawValue]
-            guard span != 0 else { return }
-            let start = Int(span >> 32), end = Int(span & 0xFFFF_FFFF)
-            let done = line.withUnsafeBytes { all -> Bool in
-                if f == .fields { return false }   // the kind's own members: parsed
-                let value = UnsafeRawBufferPointer(rebasing: all[(start + f.key.utf8CodeUnitCount + 4)..<end])
-                return LineRead.member(f, value, into: &values)
+            let range = value(f)
+            if failed { return readWhole() }
+            guard let range else { return }
+            let done = f != .fields && line.withUnsafeBytes { all in
+                LineRead.member(f, UnsafeRawBufferPointer(rebasing: all[range]), into: &values)
             }
             if !done { readWhole() }
         }
@@ -65,30 +111,24 @@ public struct Record: @unchecked Sendable {
         }
     }
 
-    /// The record a journal line holds (without its line feed): its members found by one walk
-    /// (`LineWalk`), none of them read yet. A line not as the writer writes it (from an older
-    /// version, say) is read by the parser instead; one that is no canonical record throws.
+    /// The record a journal line holds (without its line feed), none of its fields read yet: its
+    /// first members (`op` to `type`, which every record has) found by a walk, the rest as fields
+    /// are asked for. A line not so written (from an older version, say) is read by the parser
+    /// instead; one that is no canonical record throws.
     public static func read(line: ArraySlice<UInt8>) throws(CanonicalDecodeError) -> Record {
-        var spans = InlineArray<32, UInt64>(repeating: 0)
-        let walked = line.withUnsafeBytes { all -> Bool in
-            var walk = LineWalk(all)
-            while let m = walk.next() {
-                let f = m.field.rawValue
-                let start = spans[f] == 0 ? UInt64(m.start) : spans[f] >> 32   // the kind's own fields: one span
-                spans[f] = start << 32 | UInt64(m.end)
-            }
-            return !walk.failed
-        }
-        let required = CanonicalRecord.Fields(.op, .kind, .device, .receiver, .uuid, .type)
-        if walked && CanonicalRecord.Field.allCases.allSatisfy({ !required.has($0) || spans[$0.rawValue] != 0 }) {
-            return Record(box: Box(line: line, spans: spans, values: .empty, have: [], changed: []))
-        }
+        let box = Box(line: line, values: .empty, have: [], changed: [])
+        box.walk(through: CanonicalRecord.Field.type.rawValue)
+        let head: [CanonicalRecord.Field] = [.op, .kind, .device, .receiver, .uuid, .type]
+        if !box.failed && head.allSatisfy({ box.ends[$0.rawValue] != 0 }) { return Record(box: box) }
         return Record(try CanonicalCodec.decodeLine(line))
     }
 
+    /// What is left where a record was taken out of an array (never read).
+    public static let placeholder = Record(.empty)
+
     /// A record made of its fields, with no line (written whole when it is written).
     public init(_ fields: CanonicalRecord) {
-        box = Box(line: [], spans: InlineArray(repeating: 0), values: fields, have: .all, changed: .all)
+        box = Box(line: [], values: fields, have: .all, changed: .all)
     }
 
     @usableFromInline init(box: Box) { self.box = box }
@@ -117,7 +157,8 @@ public struct Record: @unchecked Sendable {
 
     /// Whether the record reads its fields from a journal line, and which members that holds (tests).
     var hasLine: Bool { !box.line.isEmpty }
-    func hasMember(_ f: CanonicalRecord.Field) -> Bool { box.spans[f.rawValue] != 0 }
+    var walksWhole: Bool { box.walk(through: .max); return !box.failed }
+    func hasMember(_ f: CanonicalRecord.Field) -> Bool { box.value(f) != nil }
 
     /// Whether a route changed the record since it was read (or it was made of fields).
     public var isChanged: Bool { box.changed.rawValue != 0 }
@@ -129,19 +170,31 @@ public struct Record: @unchecked Sendable {
         if b.changed.rawValue == 0 {
             out.append(contentsOf: b.line)
             out.append(0x0A)
-        } else if b.line.isEmpty || b.changed.isAll {
+        } else if b.line.isEmpty || b.changed.isAll || { b.walk(through: .max); return b.failed }() {
             canonical.appendNDJSON(to: &out)
         } else {
+            // The line's members in order, each run of unchanged ones copied at once, the
+            // changed ones written from their fields where they belong.
             b.line.withUnsafeBytes { line in
                 JSONBytes.append(to: &out, atMost: line.count + 2 + b.values.ndjsonBound(only: b.changed)) { o in
+                    var from = 0, to = 0   // the run of unchanged members not copied yet
+                    var previous = 0   // where the member before ends
                     for f in CanonicalRecord.Field.allCases {
+                        let end = Int(b.ends[f.rawValue])
                         if b.changed.has(f) {
+                            o.raw(UnsafeRawBufferPointer(rebasing: line[from..<to]))
+                            from = to
                             b.values.writeMembers(&o, only: CanonicalRecord.Fields(f))
-                        } else if b.spans[f.rawValue] != 0 {
-                            let span = b.spans[f.rawValue]
-                            o.raw(UnsafeRawBufferPointer(rebasing: line[Int(span >> 32)..<Int(span & 0xFFFF_FFFF)]))
+                        } else if end != 0 {
+                            if previous != to {
+                                o.raw(UnsafeRawBufferPointer(rebasing: line[from..<to]))
+                                from = previous
+                            }
+                            to = end
                         }
+                        if end != 0 { previous = end }
                     }
+                    o.raw(UnsafeRawBufferPointer(rebasing: line[from..<to]))
                     o.lit("}\n")
                 }
             }
@@ -154,6 +207,64 @@ public struct Record: @unchecked Sendable {
         appendLine(to: &out)
         out.removeLast()
         return out
+    }
+}
+
+extension Record {
+    /// String field `f`'s text where it lies, for an encoder that writes it out as it is: the
+    /// line's bytes of its member when the field is unchanged and holds no escape, else its
+    /// string's UTF-8; nil when the record has none (or `f` is no string field). No string made.
+    public func withText(_ f: CanonicalRecord.Field, _ body: (UnsafeRawBufferPointer?) -> Void) {
+        let b = box
+        if !b.changed.has(f) && !b.line.isEmpty, let range = b.value(f) {
+            let done = b.line.withUnsafeBytes { all -> Bool in
+                guard let text = LineRead.text(UnsafeRawBufferPointer(rebasing: all[range])) else { return false }
+                body(text)
+                return true
+            }
+            if done { return }
+        } else if !b.changed.has(f) && !b.line.isEmpty && !b.failed {
+            return body(nil)   // no such member
+        }
+        let text: String?
+        switch f {
+        case .kind: text = kind
+        case .device: text = device
+        case .receiver: text = receiver
+        case .uuid: text = uuid
+        case .type: text = type
+        case .unit: text = unit
+        case .activity: text = activity
+        case .timeZone: text = timeZone
+        default: text = value?.string
+        }
+        guard let text else { return body(nil) }
+        text.withUTF8Bytes { body(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// The source's app and device where they lie (as `withText`).
+    public func withSource(_ body: (_ app: UnsafeRawBufferPointer?, _ device: UnsafeRawBufferPointer?) -> Void) {
+        let b = box
+        if !b.changed.has(.source) && !b.line.isEmpty, let range = b.value(.source) {
+            let done = b.line.withUnsafeBytes { all -> Bool in
+                var app: UnsafeRawBufferPointer?, device: UnsafeRawBufferPointer?
+                guard LineRead.objectOfStrings(UnsafeRawBufferPointer(rebasing: all[range]), { name, text in
+                    if LineRead.equal(name, "app") { app = text } else if LineRead.equal(name, "device") { device = text } else { return false }
+                    return true
+                }) else { return false }
+                body(app, device)
+                return true
+            }
+            if done { return }
+        } else if !b.changed.has(.source) && !b.line.isEmpty && !b.failed {
+            return body(nil, nil)
+        }
+        let s = source
+        func bytes(_ t: String?, _ next: (UnsafeRawBufferPointer?) -> Void) {
+            guard let t else { return next(nil) }
+            t.withUTF8Bytes { next(UnsafeRawBufferPointer($0)) }
+        }
+        bytes(s?.app) { app in bytes(s?.device) { device in body(app, device) } }
     }
 }
 

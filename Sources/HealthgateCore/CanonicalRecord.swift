@@ -36,11 +36,9 @@ public struct CanonicalRecord: Sendable, Equatable {
     /// Fields that have no place in the canonical record, kept as they came.
     public var extra: [RecordField] = []
     /// The fields few records have (a part's place, a category's code, a workout's activity and
-    /// totals), out of line: nil when the record has none of them. A record is moved from array
-    /// to array on its way through a sink, and a heart rate's does not carry the 112 bytes that
-    /// those seven take inline (352 bytes a record then, 248 now: a fifth of the memory under
-    /// load was records in arrays). Copied on write; nil again when the last one is set to nil,
-    /// so that equal records are equal however they were made.
+    /// totals, a named time zone), out of line: nil when the record has none of them, so that
+    /// most records do not carry their room. Copied on write; nil again when the last one is set
+    /// to nil, so that equal records are equal however they were made.
     @usableFromInline var rare: RareFields?
 
     /// Parted kinds: which part this is, from 0, and of how many.
@@ -56,6 +54,11 @@ public struct CanonicalRecord: Sendable, Equatable {
     @inlinable public var code: Int? {
         get { rare?.code }
         set { if newValue != nil || rare != nil { changeRare { $0.code = newValue } } }
+    }
+    /// The sample's IANA time zone (`Europe/Budapest`), when the sender named it.
+    @inlinable public var timeZone: String? {
+        get { rare?.timeZone }
+        set { if newValue != nil || rare != nil { changeRare { $0.timeZone = newValue } } }
     }
     @inlinable public var activity: String? {
         get { rare?.activity }
@@ -141,6 +144,7 @@ extension CanonicalRecord {
     @usableFromInline var parts: Int?
     @usableFromInline var code: Int?
     @usableFromInline var activity: String?
+    @usableFromInline var timeZone: String?
     @usableFromInline var durationS: Double?
     @usableFromInline var energyKcal: Double?
     @usableFromInline var distanceM: Double?
@@ -153,6 +157,7 @@ extension CanonicalRecord {
         c.parts = parts
         c.code = code
         c.activity = activity
+        c.timeZone = timeZone
         c.durationS = durationS
         c.energyKcal = energyKcal
         c.distanceM = distanceM
@@ -160,12 +165,13 @@ extension CanonicalRecord {
     }
 
     @inlinable var isEmpty: Bool {
-        part == nil && parts == nil && code == nil && activity == nil && durationS == nil && energyKcal == nil && distanceM == nil
+        part == nil && parts == nil && code == nil && activity == nil && timeZone == nil && durationS == nil && energyKcal == nil
+            && distanceM == nil
     }
 
     @inlinable static func == (a: RareFields, b: RareFields) -> Bool {
         a === b || (a.part == b.part && a.parts == b.parts && a.code == b.code && a.activity == b.activity
-                    && a.durationS == b.durationS && a.energyKcal == b.energyKcal && a.distanceM == b.distanceM)
+                    && a.timeZone == b.timeZone && a.durationS == b.durationS && a.energyKcal == b.energyKcal && a.distanceM == b.distanceM)
     }
 }
 

@@ -23,6 +23,11 @@ import CanonicalJSON
 /// `write` returns `.accepted` for a record, that record is durably in the destination.
 public protocol Sink: AnyObject {
     func write(_ batch: SinkBatch) -> SinkWriteResult
+    /// Work on a batch that needs none of the sink's state (its encoding), which the drainer
+    /// does on another thread while the batch before is written; `write` finds what it made in
+    /// `batch.prepared` — or nothing, and does that work itself (a batch written again in part,
+    /// say). Default: none.
+    var prepare: (@Sendable (SinkBatch) -> any Sendable)? { get }
     /// Called on the drainer thread when no batch waits. Default: nothing.
     func idle()
     /// Whether the destination can be reached now; cheap (a connect, an access check).
@@ -59,6 +64,7 @@ public struct SinkReport: Sendable, Equatable {
 }
 
 extension Sink {
+    public var prepare: (@Sendable (SinkBatch) -> any Sendable)? { nil }
     public func idle() {}
     public func probe() -> Reachability { .unknown }
     public func saveState() -> [UInt8]? { nil }
@@ -152,11 +158,14 @@ public struct SinkBuildContext: Sendable {
 /// The records of one `write`, in journal order: each read from its journal line as the sink
 /// asks for its fields, and written as its line (`appendLine`) with only what a route changed
 /// written anew.
-public struct SinkBatch {
+public struct SinkBatch: Sendable {
     public var records: [Record]
+    /// What the sink's `prepare` made of exactly these records, when it ran.
+    public var prepared: (any Sendable)?
 
-    public init(records: [Record]) {
+    public init(records: [Record], prepared: (any Sendable)? = nil) {
         self.records = records
+        self.prepared = prepared
     }
 
     /// A batch of records made of their fields (tests, and records with no journal line).

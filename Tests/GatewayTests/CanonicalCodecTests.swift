@@ -87,7 +87,7 @@ import Testing
     @Test func eachMembersFieldIsFoundHoweverItsKeyIsMet() {
         func fields(_ text: String) -> [CanonicalRecord.Field]? {
             let r = try? Record.read(line: Array(text.utf8)[...])
-            return r.flatMap { r in r.hasLine ? CanonicalRecord.Field.allCases.filter { r.hasMember($0) } : nil }
+            return r.flatMap { r in r.hasLine && r.walksWhole ? CanonicalRecord.Field.allCases.filter { r.hasMember($0) } : nil }
         }
         let head = #"{"op":"upsert","kind":"quantity","device":"d","receiver":"r","uuid":"u","type":"t","start":"2026-01-01T00:00:00Z""#
         let known: [CanonicalRecord.Field] = [.op, .kind, .device, .receiver, .uuid, .type, .start]

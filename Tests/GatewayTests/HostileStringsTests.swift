@@ -167,7 +167,7 @@ import CanonicalJSON
         for key in ["uuid", "type", "value", "unit"] { #expect(recs[0][key] as? String == Self.evil, "\(key)") }
         #expect(Self.path(recs[0], "source", "app") as? String == Self.evil)
         #expect(Self.path(recs[0], "source", "device") as? String == Self.evil)
-        #expect(Self.path(recs[0], "extra", "time_zone") as? String == Self.evil)
+        #expect(recs[0]["timezone"] as? String == Self.evil)
         #expect(Self.path(recs[0], "extra", "workout_uuid") as? String == Self.evil)
         #expect(Self.path(recs[0], "extra", Self.evil) as? String == Self.evil)
         #expect(recs[1]["activity"] as? String == Self.evil)
@@ -220,7 +220,7 @@ import CanonicalJSON
         got = serve.ndjson(under: "archive")
         #expect(got.count == 2, "\(got)")
         #expect(got.allSatisfy { $0["device"] as? String == "attacker" && $0["op"] as? String == "upsert" })
-        #expect(got.contains { Self.path($0, "extra", "time_zone") as? String == Self.evil })
+        #expect(got.contains { $0["timezone"] as? String == Self.evil })
         #expect(got.contains { Self.path($0, "extra", "export_id") as? String == Self.evil })
         #expect(serve.ndjson(under: "sinks").filter { $0["reason"] != nil }.isEmpty, "nothing dead-lettered")
     }

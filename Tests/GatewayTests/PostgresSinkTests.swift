@@ -315,17 +315,19 @@ import YAMLConfig
         let nasty = ["tab\there", "line\nfeed", "cr\rhere", #"back\slash"#, #"\N"#, "'; DROP TABLE healthgate.records; --",
                      "emoji 🫀 and ő", #"{"json":"like"}"#, ""]
         let records = nasty.enumerated().map { i, text in
-            CanonicalRecord(kind: "category", device: "p\t\(i)", receiver: "r", uuid: "u\\\(i)", type: "mindful_session",
-                            start: Timestamp(seconds: 1_796_112_000), end: Timestamp(seconds: 1_796_112_060), value: .string(text),
-                            source: RecordSource(app: text, device: text))
+            var r = CanonicalRecord(kind: "category", device: "p\t\(i)", receiver: "r", uuid: "u\\\(i)", type: "mindful_session",
+                                    start: Timestamp(seconds: 1_796_112_000), end: Timestamp(seconds: 1_796_112_060), value: .string(text),
+                                    source: RecordSource(app: text, device: text))
+            r.timeZone = text
+            return r
         }
         #expect(sink.write(SinkBatch(records: records)) == .accepted)
         sink.close()
-        let stored = try db.psql(#"SELECT json_agg(json_build_array(device, uuid, text_value, source_app, source_device) ORDER BY uuid) FROM healthgate.records"#)
+        let stored = try db.psql(#"SELECT json_agg(json_build_array(device, uuid, text_value, source_app, source_device, time_zone) ORDER BY uuid) FROM healthgate.records"#)
         let rows = try #require(try JSONSerialization.jsonObject(with: Data(stored.utf8)) as? [[String]])
         #expect(rows.count == nasty.count)
         for (i, text) in nasty.enumerated() {
-            #expect(rows.contains([ "p\t\(i)", "u\\\(i)", text, text, text ]), "\(text.debugDescription)")
+            #expect(rows.contains([ "p\t\(i)", "u\\\(i)", text, text, text, text ]), "\(text.debugDescription)")
         }
     }
 

@@ -87,6 +87,7 @@ import Testing
         case .start: c.start = r.start
         case .end: c.end = r.end
         case .utcOffset: c.utcOffset = r.utcOffset
+        case .timeZone: c.timeZone = r.timeZone
         case .value: c.value = r.value
         case .unit: c.unit = r.unit
         case .code: c.code = r.code
@@ -124,6 +125,7 @@ import Testing
                 case .start: r.start = Timestamp(seconds: 5)
                 case .end: r.end = nil
                 case .utcOffset: r.utcOffset = -3600
+                case .timeZone: r.timeZone = r.timeZone == nil ? "Europe/Budapest" : nil
                 case .value: r.value = .number(1.5)
                 case .unit: r.unit = "lb"
                 case .code: r.code = 7

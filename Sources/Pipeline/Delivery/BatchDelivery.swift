@@ -42,11 +42,14 @@ public struct BatchDelivery {
     }
 
     /// `wait(seconds)` sleeps and returns false to stop; `abandon()` is asked while waiting.
-    public mutating func deliver(_ given: [Record], wait: (Double) -> Bool, abandon: () -> Bool = { false }) -> Outcome {
+    /// `prepared`: what the sink's `prepare` made of these records (for the first write).
+    public mutating func deliver(_ given: [Record], prepared: (any Sendable)? = nil, wait: (Double) -> Bool,
+                                 abandon: () -> Bool = { false }) -> Outcome {
         var batch = given
         var attempt = 0
+        var prepared = prepared
         while !batch.isEmpty {
-            let result = sink.write(SinkBatch(records: batch))
+            let result = sink.write(SinkBatch(records: batch, prepared: prepared.take()))
             metrics.batches.add(1, ordering: .relaxed)
             metrics.report = sink.report()
             var retryAfter: Double?

@@ -155,9 +155,6 @@ public final class InfluxDBSink: Sink {
     /// Requests in flight at once: while InfluxDB takes some, the sink encodes the next.
     static let requestsInFlight = 4
 
-    /// The largest request body a full run has made so far: a new run's room, made once (grown
-    /// by doubling from nothing, a run's ~1 MB body was copied about twice over as it was written).
-    private var runBytes = 0
     /// Where each run's points go, noted on a helper thread as the runs go out.
     private lazy var noting = IndexWork(index: index, logger: logger)
 
@@ -203,55 +200,33 @@ public final class InfluxDBSink: Sink {
         }
     }
 
-    /// Upserts go out in runs of at most `linesPerRequest` lines, up to `requestsInFlight` at
-    /// once, each on a helper thread with a connection of its own, while another notes where the
-    /// run's points go in the point index — whatever InfluxDB answers: a delete of a point that
-    /// is not there deletes nothing. A delete is applied where it stands, after every upsert
-    /// before it is answered, and not at all once something waits, so "write, then delete" and
-    /// "delete, then write again" both end as they should.
-    public func write(_ batch: SinkBatch) -> SinkWriteResult {
-        let b = Outcomes(count: batch.count)
-        var inFlight: [Request] = []
-        let runLines = min(InfluxDBSink.linesPerRequest, batch.count)
-        func newRun() -> Run { Run(lines: runLines, bytes: runBytes / InfluxDBSink.linesPerRequest * runLines) }
-        var run = newRun()
-        var slot = 0
-        func settleOldest() {
-            let r = inFlight.removeFirst()
-            b.settle(r.wait(), indices: r.run.indices)
+    /// A batch as line protocol: runs of at most `linesPerRequest` points and the deletes, in
+    /// the batch's order, and the records that can be no point. Made without the sink's state,
+    /// so the drainer makes it (`prepare`) while the batch before is written.
+    struct Encoded: Sendable {
+        enum Step: Sendable {
+            case run(Run)
+            case delete(index: Int, device: String, uuid: String)
         }
-        func launch() {
+        var steps: [Step] = []
+        var refused: [(index: Int, reason: String)] = []
+    }
+
+    static func encode(_ batch: SinkBatch, with encoder: LineProtocolEncoder) -> Encoded {
+        var out = Encoded()
+        let runLines = min(InfluxDBSink.linesPerRequest, batch.count)
+        var run = Run(lines: runLines)
+        // The device's name made once for the records that share it (a batch's come from a few phones).
+        var lastDevice: (bytes: [UInt8], name: String)?
+        func flush() {
             guard !run.indices.isEmpty else { return }
-            let next = run
-            if next.indices.count == InfluxDBSink.linesPerRequest { runBytes = max(runBytes, next.body.count + next.body.count / 16) }
-            run = newRun()
-            if inFlight.count >= InfluxDBSink.requestsInFlight { settleOldest() }
-            if let halted = b.halted {
-                b.keep(next.indices, halted)
-                return
-            }
-            let request = Request(run: next, poster: poster(slot), url: writeURL, headers: headers, gzip: gzip)
-            slot = (slot + 1) % clients.count
-            request.start()
-            inFlight.append(request)
-            noting.add(PointIndex.Run(keys: next.keys, body: next.body, seriesStarts: next.starts,
-                                      seriesEnds: next.seriesEnds, times: next.times))
+            out.steps.append(.run(run))
+            run = Run(lines: runLines)
         }
         for (i, r) in batch.records.enumerated() {
-            if let halted = b.halted {
-                b.keep([i], halted)
-                continue
-            }
             if r.op == .delete {
-                launch()
-                while !inFlight.isEmpty { settleOldest() }
-                noting.waitForAll()   // the delete reads the index
-                if let halted = b.halted {
-                    b.keep([i], halted)
-                    continue
-                }
-                b.outcomes[i] = delete(device: r.device, uuid: r.uuid)
-                if case .keep(let why) = b.outcomes[i] { b.halted = why }
+                flush()
+                out.steps.append(.delete(index: i, device: r.device, uuid: r.uuid))
                 continue
             }
             let before = run.body.count
@@ -261,14 +236,75 @@ public final class InfluxDBSink: Sink {
                 run.indices.append(i)
                 run.seriesEnds.append(seriesEnd)
                 run.times.append(time)
-                run.keys.append(PointIndex.Key(device: r.device, uuid: r.uuid, part: r.part))
+                var device = ""
+                r.withText(.device) { bytes in
+                    let bytes = bytes ?? UnsafeRawBufferPointer(start: nil, count: 0)
+                    if let last = lastDevice, last.bytes.count == bytes.count,
+                       bytes.isEmpty || last.bytes.withUnsafeBytes({ memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }) {
+                        device = last.name
+                    } else {
+                        device = String(decoding: bytes, as: UTF8.self)
+                        lastDevice = (Array(bytes), device)
+                    }
+                }
+                let part = r.part
+                r.withText(.uuid) { run.keys.append(PointIndex.Key(device: device, uuid: $0 ?? UnsafeRawBufferPointer(start: nil, count: 0), part: part)) }
             case .cannot(let why):
                 run.body.removeSubrange(before...)
-                b.outcomes[i] = .rejected(reason: why)
+                out.refused.append((i, why))
             }
-            if run.indices.count == InfluxDBSink.linesPerRequest { launch() }
+            if run.indices.count == InfluxDBSink.linesPerRequest { flush() }
         }
-        launch()
+        flush()
+        return out
+    }
+
+    public var prepare: (@Sendable (SinkBatch) -> any Sendable)? {
+        let encoder = self.encoder
+        return { InfluxDBSink.encode($0, with: encoder) }
+    }
+
+    /// The runs go out up to `requestsInFlight` at once, each on a helper thread with a
+    /// connection of its own, while another notes where the run's points go in the point index
+    /// — whatever InfluxDB answers: a delete of a point that is not there deletes nothing. A
+    /// delete is applied where it stands, after every upsert before it is answered, and not at
+    /// all once something waits, so "write, then delete" and "delete, then write again" both end
+    /// as they should.
+    public func write(_ batch: SinkBatch) -> SinkWriteResult {
+        let encoded = batch.prepared as? Encoded ?? InfluxDBSink.encode(batch, with: encoder)
+        let b = Outcomes(count: batch.count)
+        for (i, why) in encoded.refused { b.outcomes[i] = .rejected(reason: why) }
+        var inFlight: [Request] = []
+        var slot = 0
+        func settleOldest() {
+            let r = inFlight.removeFirst()
+            b.settle(r.wait(), indices: r.run.indices)
+        }
+        for step in encoded.steps {
+            switch step {
+            case .run(let run):
+                if inFlight.count >= InfluxDBSink.requestsInFlight { settleOldest() }
+                if let halted = b.halted {
+                    b.keep(run.indices, halted)
+                    continue
+                }
+                let request = Request(run: run, poster: poster(slot), url: writeURL, headers: headers, gzip: gzip)
+                slot = (slot + 1) % clients.count
+                request.start()
+                inFlight.append(request)
+                noting.add(PointIndex.Run(keys: run.keys, body: run.body, seriesStarts: run.starts,
+                                          seriesEnds: run.seriesEnds, times: run.times))
+            case .delete(let i, let device, let uuid):
+                while !inFlight.isEmpty { settleOldest() }
+                noting.waitForAll()   // the delete reads the index
+                if let halted = b.halted {
+                    b.keep([i], halted)
+                    continue
+                }
+                b.outcomes[i] = delete(device: device, uuid: uuid)
+                if case .keep(let why) = b.outcomes[i] { b.halted = why }
+            }
+        }
         while !inFlight.isEmpty { settleOldest() }
         noting.waitForAll()   // the cursor moves past these records once this returns
         return b.result
@@ -291,7 +327,7 @@ public final class InfluxDBSink: Sink {
 
     /// Lines for one request: their bytes one after another, where each begins, whose record
     /// each is, and where its point lives (its series ends at `seriesEnds`, its time).
-    struct Run {
+    struct Run: Sendable {
         var body: [UInt8] = []
         var starts: [Int] = []
         var indices: [Int] = []
@@ -300,9 +336,9 @@ public final class InfluxDBSink: Sink {
         /// Whose point each line is: the point index's key.
         var keys: [PointIndex.Key] = []
 
-        /// A run with room for `lines` lines, and for `bytes` bytes of them.
-        init(lines: Int, bytes: Int) {
-            body.reserveCapacity(bytes)
+        /// A run with room for `lines` lines (of some 250 bytes each).
+        init(lines: Int) {
+            body.reserveCapacity(lines * 256)
             starts.reserveCapacity(lines)
             indices.reserveCapacity(lines)
             seriesEnds.reserveCapacity(lines)

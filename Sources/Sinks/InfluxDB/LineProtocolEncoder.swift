@@ -1,3 +1,4 @@
+import Glibc
 import CanonicalJSON
 import HealthgateCore
 import SinkKit
@@ -27,18 +28,30 @@ struct LineProtocolEncoder: Sendable {
     enum Value: Sendable {
         /// Escaped; never empty (an empty static tag has no place).
         case fixed([UInt8])
+        /// A template of one field, or of several parts.
+        case field(RecordTemplate.Field)
         case template(RecordTemplate)
         case unit, source, device, activity, phone
     }
 
+    /// The measurement: a template of one field, fixed text (escaped), or a template of several parts.
+    let measurementFrom: Value
+
     init(measurement: String, phoneTag: String, tags given: [(String, String)], precision: InfluxDBSinkConfig.Precision) {
         self.measurement = RecordTemplate(measurement, allowed: LineProtocolEncoder.fields)
         self.precision = precision
+        if self.measurement.isConstant {
+            var escaped: [UInt8] = []
+            LineProtocolEncoder.appendEscaped(measurement, measurement: true, to: &escaped)
+            measurementFrom = .fixed(escaped)
+        } else {
+            measurementFrom = LineProtocolEncoder.from(self.measurement)
+        }
         var named: [(String, Value)] = []
         for (k, v) in given {
             let t = RecordTemplate(v, allowed: LineProtocolEncoder.fields)
             if !t.isConstant {
-                named.append((k, .template(t)))
+                named.append((k, LineProtocolEncoder.from(t)))
             } else if !v.isEmpty {
                 var escaped: [UInt8] = []
                 LineProtocolEncoder.appendEscaped(v, to: &escaped)
@@ -53,6 +66,12 @@ struct LineProtocolEncoder: Sendable {
             key.append(UInt8(ascii: "="))
             return Tag(name: k, key: key, value: v)
         }
+    }
+
+    /// A template's value: its one field, or the template.
+    static func from(_ t: RecordTemplate) -> Value {
+        if t.parts.count == 1, case .field(let f) = t.parts[0] { return .field(f) }
+        return .template(t)
     }
 
     /// Sorted by key, equal keys in the order given.
@@ -70,21 +89,27 @@ struct LineProtocolEncoder: Sendable {
     }
 
     /// Appends the record's point (with its line feed) to `out`, or says why it has none: no
-    /// start, or nothing to write as a field.
+    /// start, or nothing to write as a field. Its strings are written from where they lie in the
+    /// record's line (`Record.withText`): no string is made for them.
     func encode(_ r: Record, into out: inout [UInt8]) -> Encoded {
-        let kind = r.kind
-        let isWorkout = kind == RecordKind.workout
-        guard let start = r.start else { return .cannot("a \(kind) without a start time has no place in a time series") }
+        var isWorkout = false
+        r.withText(.kind) { kind in
+            isWorkout = kind.map { $0.count == 7 && memcmp($0.baseAddress!, "workout", 7) == 0 } ?? false
+        }
+        guard let start = r.start else { return .cannot("a \(r.kind) without a start time has no place in a time series") }
         let value = isWorkout ? nil : r.value
         let workout = isWorkout ? (r.durationS, r.energyKcal, r.distanceM) : (nil, nil, nil)
         if isWorkout {
             if workout.0 == nil && workout.1 == nil && workout.2 == nil { return .cannot("a workout record with no value has no field to write") }
         } else if value == nil {
-            return .cannot("a \(kind) record with no value has no field to write")
+            return .cannot("a \(r.kind) record with no value has no field to write")
         } else if let d = value?.number, !d.isFinite {
             return .cannot("the value is not a finite number")
         }
-        LineProtocolEncoder.appendEscaped(measurement.render(r, LineProtocolEncoder.value), measurement: true, to: &out)
+        switch measurementFrom {
+        case .fixed(let bytes): out.append(contentsOf: bytes)
+        default: write(measurementFrom, of: r, isWorkout: isWorkout) { LineProtocolEncoder.appendEscaped($0 ?? UnsafeRawBufferPointer(start: nil, count: 0), measurement: true, to: &out) }
+        }
         // The sink's tags and the record's labels, both sorted, merged; a label named as one of
         // the sink's tags gives way to it.
         let labels = r.tags.isEmpty ? [] : LineProtocolEncoder.sortedByKey(r.tags.filter { l in !tags.contains { $0.name == l.name } }
@@ -101,32 +126,20 @@ struct LineProtocolEncoder: Sendable {
                 next += 1
             }
         }
-        var source: RecordSource?
-        var sourceRead = false
-        func src() -> RecordSource? {
-            if !sourceRead { source = r.source; sourceRead = true }
-            return source
-        }
         for tag in tags {
-            label(before: tag.name)
-            let v: String?
-            switch tag.value {
-            case .fixed(let bytes):
+            if !labels.isEmpty { label(before: tag.name) }
+            if case .fixed(let bytes) = tag.value {
                 out.append(contentsOf: tag.key)
                 out.append(contentsOf: bytes)
                 continue
-            case .template(let t): v = t.render(r, LineProtocolEncoder.value)
-            case .unit: v = r.unit
-            case .source: v = src()?.app
-            case .device: v = src()?.device
-            case .activity: v = isWorkout ? r.activity : nil
-            case .phone: v = r.device
             }
-            guard let v, !v.isEmpty else { continue }
-            out.append(contentsOf: tag.key)
-            LineProtocolEncoder.appendEscaped(v, to: &out)
+            write(tag.value, of: r, isWorkout: isWorkout) { v in
+                guard let v, !v.isEmpty else { return }
+                out.append(contentsOf: tag.key)
+                LineProtocolEncoder.appendEscaped(v, to: &out)
+            }
         }
-        label(before: nil)
+        if !labels.isEmpty { label(before: nil) }
         let seriesEnd = out.count
         var separator = UInt8(ascii: " ")
         func field(_ key: StaticString, _ write: (inout [UInt8]) -> Void) {
@@ -155,6 +168,29 @@ struct LineProtocolEncoder: Sendable {
         LineProtocolEncoder.appendInt(timestamp(start), to: &out)
         out.append(UInt8(ascii: "\n"))
         return .line(seriesEnd: seriesEnd, timeNanos: start.unixNanoseconds)
+    }
+
+    /// A tag's or the measurement's text for the record, where it lies (nil: none).
+    private func write(_ v: Value, of r: Record, isWorkout: Bool, _ body: (UnsafeRawBufferPointer?) -> Void) {
+        switch v {
+        case .fixed(let bytes): bytes.withUnsafeBytes { body($0) }
+        case .field(let f):
+            switch f {
+            case .type: r.withText(.type, body)
+            case .kind: r.withText(.kind, body)
+            case .receiver: r.withText(.receiver, body)
+            case .phone, .device: r.withText(.device, body)
+            case .source: r.withSource { app, _ in body(app) }
+            case .unit: r.withText(.unit, body)
+            case .date: body(nil)   // not allowed here
+            }
+        case .template(let t): t.render(r, LineProtocolEncoder.value).withUTF8Bytes { body(UnsafeRawBufferPointer($0)) }
+        case .unit: r.withText(.unit, body)
+        case .source: r.withSource { app, _ in body(app) }
+        case .device: r.withSource { _, device in body(device) }
+        case .activity: isWorkout ? r.withText(.activity, body) : body(nil)
+        case .phone: r.withText(.device, body)
+        }
     }
 
     static func value(_ f: RecordTemplate.Field, _ r: Record) -> String {
@@ -202,10 +238,10 @@ struct LineProtocolEncoder: Sendable {
     /// line breaks become spaces; a trailing backslash (which cannot round-trip) is dropped; an
     /// empty name becomes `_`. (UTF-8 continuation bytes are never ASCII, so bytewise is safe.)
     static func appendEscaped(_ s: String, measurement: Bool = false, to out: inout [UInt8]) {
-        s.withUTF8Bytes { p in   // where it lies: no retain a tag
-            LineProtocolBytes.append(to: &out, atMost: LineProtocolBytes.escapedBound(p.count)) {
-                $0.escaped(UnsafeRawBufferPointer(p), measurement: measurement)
-            }
-        }
+        s.withUTF8Bytes { appendEscaped(UnsafeRawBufferPointer($0), measurement: measurement, to: &out) }
+    }
+
+    static func appendEscaped(_ p: UnsafeRawBufferPointer, measurement: Bool = false, to out: inout [UInt8]) {
+        LineProtocolBytes.append(to: &out, atMost: LineProtocolBytes.escapedBound(p.count)) { $0.escaped(p, measurement: measurement) }
     }
 }

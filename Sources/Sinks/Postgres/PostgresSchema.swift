@@ -214,6 +214,9 @@ enum PostgresSchema {
             WHERE w.kind = 'workout' AND w.type = 'workout'
             """,
         ]),
+        Migration(version: 5, description: "records.time_zone: the sample's time zone, where the sender named it", sql: [
+            "ALTER TABLE {schema}.records ADD COLUMN time_zone text",
+        ]),
     ]
 
     /// Every type the registry knows, for `types` (kept up to date at every open).

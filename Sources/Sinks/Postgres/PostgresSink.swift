@@ -131,7 +131,7 @@ public final class PostgresSink: Sink {
         ("text_value", "text"), ("code", "integer"), ("unit", "text"), ("activity", "text"), ("duration_s", "double precision"),
         ("energy_kcal", "double precision"), ("distance_m", "double precision"), ("source_app", "text"),
         ("source_device", "text"), ("utc_offset", "integer"), ("receiver", "text"), ("metadata", "jsonb"),
-        ("fields", "jsonb"), ("extra", "jsonb"), ("tags", "jsonb"),
+        ("fields", "jsonb"), ("extra", "jsonb"), ("tags", "jsonb"), ("time_zone", "text"),
     ]
 
     private func prepareStatements() {
@@ -405,6 +405,7 @@ public final class PostgresSink: Sink {
             if !r.fields.isEmpty { u[24] = true }
             if !r.extra.isEmpty { u[25] = true }
             if !r.tags.isEmpty { u[26] = true }
+            if r.timeZone != nil { u[27] = true }
         }
         return u
     }
@@ -442,6 +443,7 @@ public final class PostgresSink: Sink {
         if u[24] { w.raw(PostgresSink.object(r.fields)) }
         if u[25] { w.raw(PostgresSink.object(r.extra)) }
         if u[26] { w.raw(PostgresSink.object(r.tags.map { RecordField($0.name, .string($0.value)) })) }
+        if u[27] { w.text(r.timeZone) }
         w.endRow()
     }
 

@@ -95,8 +95,6 @@ struct IngestMapper {
     let timeZone: String?
     /// `time_zone`'s zone, read once per chunk (nil when absent or not in the tz database).
     private let zone: TimeZones.Zone?
-    /// The `extra` every record of the chunk carries when `time_zone` is given: one array, shared.
-    private let zoneExtra: [RecordField]
     /// A chunk's samples repeat a few types, units and sources: their strings are made once
     /// (slots: data_type, unit, source_device, source_bundle).
     private var strings = JSONStringReuse(slots: 4)
@@ -109,7 +107,6 @@ struct IngestMapper {
         self.device = device
         self.timeZone = timeZone
         zone = timeZone.flatMap { TimeZones.zone($0) }
-        zoneExtra = timeZone.map { [RecordField("time_zone", .string($0))] } ?? []
     }
 
     /// The fields each item kind maps; the rest are kept (`keepRest`).
@@ -152,10 +149,9 @@ struct IngestMapper {
         addZone(to: &r)
     }
 
-    /// `time_zone` as the record's last `extra` field (the chunk's shared array when it is the only one).
+    /// `time_zone`, the zone the phone named, as the record's own.
     func addZone(to r: inout CanonicalRecord) {
-        guard !zoneExtra.isEmpty else { return }
-        if r.extra.isEmpty { r.extra = zoneExtra } else { r.extra.append(contentsOf: zoneExtra) }
+        r.timeZone = timeZone
     }
 
     struct Known {
