@@ -42,6 +42,27 @@ struct LineWalk {
     /// The next member; nil at the end of the object (the walk done: `position` is its `}`)
     /// or when the line is not as the writer writes it (`failed`).
     mutating func next() -> Member? {
+        guard let (found, valueStart) = key() else { return nil }
+        var field = found
+        guard let valueEnd = skipValue(valueStart) else { return fail() }
+        // Labels are an object of strings; anything else under that name is one of the
+        // phone's own fields (as `CanonicalCodec.decode` reads it).
+        if field == .tags && !isObjectOfStrings(valueStart..<valueEnd) { field = .fields }
+        guard field.rawValue > last || (field == .fields && last == field.rawValue) else { return fail() }
+        last = field.rawValue
+        let member = Member(field: field, start: position, valueStart: valueStart, end: valueEnd)
+        position = valueEnd
+        return member
+    }
+
+    /// The field of the next member, without reading its value (nil at the end of the object,
+    /// or when the line is not as the writer writes it: `failed`). A `tags` that is no object of
+    /// strings is found to be one of the kind's own fields only when read (`next`).
+    mutating func peek() -> CanonicalRecord.Field? { key()?.field }
+
+    /// The next member's field and where its value begins; nil at the end of the object (or
+    /// `failed`).
+    private mutating func key() -> (field: CanonicalRecord.Field, valueStart: Int)? {
         let n = line.count
         guard !failed, position < n else { return nil }
         let separator = line[position]
@@ -57,27 +78,13 @@ struct LineWalk {
             guard separator == 0x2C else { return fail() }
         }
         let keyStart = position + 1
-        var field: CanonicalRecord.Field
-        let valueStart: Int
         if let (expected, after) = expectedKey(at: keyStart) {
             // The key the writer writes next (or soon after), as its bytes: not read as a string.
-            field = expected
-            valueStart = after
-        } else {
-            guard keyStart < n, line[keyStart] == 0x22, let keyEnd = skipString(keyStart),
-                  keyEnd < n, line[keyEnd] == 0x3A else { return fail() }
-            valueStart = keyEnd + 1
-            field = CanonicalRecord.Field(key: UnsafeRawBufferPointer(rebasing: line[(keyStart + 1)..<(keyEnd - 1)])) ?? .fields
+            return (expected, after)
         }
-        guard let valueEnd = skipValue(valueStart) else { return fail() }
-        // Labels are an object of strings; anything else under that name is one of the
-        // phone's own fields (as `CanonicalCodec.decode` reads it).
-        if field == .tags && !isObjectOfStrings(valueStart..<valueEnd) { field = .fields }
-        guard field.rawValue > last || (field == .fields && last == field.rawValue) else { return fail() }
-        last = field.rawValue
-        let member = Member(field: field, start: position, valueStart: valueStart, end: valueEnd)
-        position = valueEnd
-        return member
+        guard keyStart < n, line[keyStart] == 0x22, let keyEnd = skipString(keyStart),
+              keyEnd < n, line[keyEnd] == 0x3A else { return fail() }
+        return (CanonicalRecord.Field(key: UnsafeRawBufferPointer(rebasing: line[(keyStart + 1)..<(keyEnd - 1)])) ?? .fields, keyEnd + 1)
     }
 
     /// The canonical field whose key, quoted and followed by its colon, begins at `k`, among
@@ -121,7 +128,7 @@ struct LineWalk {
             return (words.0, words.1, words.2, words.3, text.count, f)
         }
 
-    private mutating func fail() -> Member? {
+    private mutating func fail<T>() -> T? {
         failed = true
         return nil
     }

@@ -21,10 +21,11 @@ public struct Record: @unchecked Sendable {
         /// Where each field's member in `line` ends (0: absent or not walked to yet); it starts
         /// where the member before it ends (the first at 0): `LineWalk.Member`.
         @usableFromInline var ends: InlineArray<32, UInt32>
-        /// The walk: where it goes on, the field of the last member it read (`rawValue`), and
+        /// The walk: where it goes on (the next member's `,`), the field of the last member it
+        /// read (`rawValue`), the fields it has found every member of (those below `known`), and
         /// whether it reached the line's end; `failed` when the line is not as the writer writes
         /// it past its head (it is then read by the parser and written whole).
-        var position = 0, walked = -1
+        var position = 0, walked = -1, known = 0
         var ended = false, failed = false
         /// The fields read so far and those set.
         @usableFromInline var values: CanonicalRecord
@@ -44,7 +45,7 @@ public struct Record: @unchecked Sendable {
         @usableFromInline func copy() -> Box {
             let c = Box(line: line, values: values, have: have, changed: changed)
             c.ends = ends
-            (c.position, c.walked, c.ended, c.failed) = (position, walked, ended, failed)
+            (c.position, c.walked, c.known, c.ended, c.failed) = (position, walked, known, ended, failed)
             return c
         }
 
@@ -53,20 +54,23 @@ public struct Record: @unchecked Sendable {
         }
 
         /// Walks the line on until every member up to field `f` (a `rawValue`; `Int.max`: all)
-        /// is found.
+        /// is found: it stops before a member past `f`, whose value it does not read.
         func walk(through f: Int) {
-            guard !ended, walked < f || (walked == f && f == CanonicalRecord.Field.fields.rawValue) else { return }
+            guard !ended, known <= f else { return }
             line.withUnsafeBytes { all in
                 var w = LineWalk(all, from: position, after: walked)
                 while true {
-                    guard let m = w.next() else {
-                        ended = true
-                        failed = w.failed
+                    guard let next = w.peek(), next.rawValue <= f, let m = w.next() else {
+                        if w.failed || w.position >= all.count - 1 {
+                            ended = true
+                            failed = w.failed
+                            known = .max
+                        } else {
+                            known = w.peek().map { $0.rawValue } ?? .max
+                        }
                         break
                     }
-                    let i = m.field.rawValue
-                    ends[i] = UInt32(m.end)   // the kind's own fields, several members: the end of the last
-                    if i > f { break }
+                    ends[m.field.rawValue] = UInt32(m.end)   // the kind's own fields, several members: the end of the last
                 }
                 position = w.position
                 walked = w.last
@@ -170,16 +174,18 @@ public struct Record: @unchecked Sendable {
         if b.changed.rawValue == 0 {
             out.append(contentsOf: b.line)
             out.append(0x0A)
-        } else if b.line.isEmpty || b.changed.isAll || { b.walk(through: .max); return b.failed }() {
+        } else if b.line.isEmpty || b.changed.isAll || b.line.last != 0x7D
+                    || { b.walk(through: 31 - Int(b.changed.rawValue.leadingZeroBitCount)); return b.failed }() {
             canonical.appendNDJSON(to: &out)
         } else {
-            // The line's members in order, each run of unchanged ones copied at once, the
-            // changed ones written from their fields where they belong.
+            // The line's members in order up to the last changed field, each run of unchanged
+            // ones copied at once, the changed ones written from their fields where they belong;
+            // then the rest of the line, not walked, as it is.
             b.line.withUnsafeBytes { line in
                 JSONBytes.append(to: &out, atMost: line.count + 2 + b.values.ndjsonBound(only: b.changed)) { o in
                     var from = 0, to = 0   // the run of unchanged members not copied yet
                     var previous = 0   // where the member before ends
-                    for f in CanonicalRecord.Field.allCases {
+                    for f in CanonicalRecord.Field.allCases where f.rawValue < b.known {
                         let end = Int(b.ends[f.rawValue])
                         if b.changed.has(f) {
                             o.raw(UnsafeRawBufferPointer(rebasing: line[from..<to]))
@@ -195,6 +201,10 @@ public struct Record: @unchecked Sendable {
                         if end != 0 { previous = end }
                     }
                     o.raw(UnsafeRawBufferPointer(rebasing: line[from..<to]))
+                    // The members not walked: from the next one's `,` to the closing `}`.
+                    if b.position > 0 && b.position < line.count - 1 {
+                        o.raw(UnsafeRawBufferPointer(rebasing: line[b.position..<(line.count - 1)]))
+                    }
                     o.lit("}\n")
                 }
             }
