@@ -77,7 +77,7 @@ enum ReadQueries {
         try lease.connection.stream(
             "SELECT device, uuid, part, parts, kind, type, extract(epoch FROM start_at)::text, extract(epoch FROM end_at)::text, "
             + "value, text_value, code, unit, activity, duration_s, energy_kcal, distance_m, source_app, source_device, "
-            + "utc_offset, receiver, metadata::text, \(pairs("fields")), \(pairs("extra")), \(pairs("tags")), start_at::text "
+            + "utc_offset, receiver, metadata::text, \(pairs("fields")), \(pairs("extra")), \(pairs("tags")), start_at::text, time_zone "
             + "FROM \(lease.schema).records" + sql.whereClause + " ORDER BY start_at, device, uuid, part LIMIT \(limit)::integer",
             sql.parameters) { row in
             page.add(key: [row[24] ?? "", row[0] ?? "", row[1] ?? "", row[2] ?? "0"]) {
@@ -105,6 +105,7 @@ enum ReadQueries {
                                 distanceM: row[15].flatMap { Double($0) }, source: source,
                                 metadata: row[20].map { RawJSON(encoded: Array($0.utf8)) },
                                 fields: object(row[21], parser: parser), extra: object(row[22], parser: parser))
+        r.timeZone = row.count > 25 ? row[25] : nil
         r.tags = object(row[23], parser: parser).compactMap { f in
             (try? JSONParser().parse(f.value.bytes))?.root.string.map { RecordTag(f.name, $0) }
         }
