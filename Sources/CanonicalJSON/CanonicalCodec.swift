@@ -26,13 +26,6 @@ public enum CanonicalCodec {
         return out
     }
 
-    /// The byte range of each line that is not blank (line feed included), as `decodeLines` reads them.
-    public static func lineRanges(_ bytes: [UInt8]) -> [Range<Int>] {
-        var ranges: [Range<Int>] = []
-        forEachLine(bytes) { _, _, withFeed, _ in ranges.append(withFeed) }
-        return ranges
-    }
-
     /// Calls `body` for each line that is not blank (empty, or at most two spaces and carriage
     /// returns) with its text, its 1-based line number, its byte range with its line feed and
     /// without it.

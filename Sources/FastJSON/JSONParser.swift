@@ -14,13 +14,12 @@ import Synchronization
 ///
 /// **Padding.** simdjson reads up to 64 bytes past the end of its input. The parser copies every input into a
 /// padded buffer it owns (one buffer, grown as needed and reused), so callers pass any memory, unpadded.
-/// The copy costs about 30-60 µs per MB.
 ///
 /// **Limits.** Objects and arrays may nest at most `maxDepth` levels (`[]` is one level, `[[]]` two).
 /// Integers must fit in 64 bits (`Int64`, or `UInt64` for positive values); larger integers, and numbers
 /// such as `1e400`, are rejected as out of range. Input must be UTF-8 (simdjson validates it).
-/// Memory kept between parses grows with the largest body seen (about 6.7 MB resident after a 1.09 MB body)
-/// and is freed with the parser.
+/// Memory kept between parses grows with the largest body seen (several times its size) and is freed
+/// with the parser.
 public final class JSONParser {
     /// The deepest nesting a parser can be configured for. The flattening step recurses once per level,
     /// so the bound keeps stack use small on any thread.

@@ -88,9 +88,8 @@ public struct CanonicalRecord: Sendable, Equatable {
     }
 
     /// A record of a kind with its key and type, nothing else yet: what a mapper fills field by
-    /// field. (The initialiser below, with its twenty-two arguments, copies the record it builds
-    /// out of itself, inlined or not — each string retained, then released: ~1 % of a body's
-    /// mapping; this one builds it in place.)
+    /// field, in place (the initialiser below, with all its arguments, copies the record it builds
+    /// out of itself: each string retained, then released).
     @inlinable public init(kind: String, device: String, receiver: String, uuid: String, type: String) {
         self.kind = kind
         self.device = device

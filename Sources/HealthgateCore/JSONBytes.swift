@@ -14,8 +14,7 @@ extension ByteWriter {
     /// A string as a JSON string, escaped where it must be (read where it lies: a record's eight
     /// or so strings each took a retain and a release when copied to reach their bytes).
     @inline(__always) public mutating func str(_ s: String) {
-        // (Not `withUTF8Bytes`: by callgrind, 1 % more of the receive stage through it, with or
-        // without `rethrows`.)
+        // (Not `withUTF8Bytes`: a generic closure here is not specialized as well.)
         if s.utf8.withContiguousStorageIfAvailable({ str(UnsafeRawBufferPointer($0)) }) == nil {
             var s = s   // not contiguous UTF-8 (bridged): made so
             s.withUTF8 { str(UnsafeRawBufferPointer($0)) }

@@ -9,8 +9,8 @@ extension String {
     }
 
     /// Whether `other` is the same text, lengths first: they tell most different types and
-    /// units apart without comparing bytes (`==` on two different strings costs a few hundred
-    /// instructions; on the same storage, as decoded records share it, a pointer's). Two
+    /// units apart without comparing bytes (`==` on two different strings compares them
+    /// through Unicode's rules; on the same storage it is a pointer's compare). Two
     /// spellings of one text in different Unicode forms differ here: for the caches that use
     /// it, that is a miss, and the registry is asked.
     @inlinable public func isSameText(_ other: String) -> Bool {

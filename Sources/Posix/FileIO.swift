@@ -156,9 +156,8 @@ public enum FileIO {
     /// for files written and never read back here (the file sink's archives, passed journal
     /// segments), as PostgreSQL does with WAL segments: their pages would otherwise pile up in
     /// the page cache, pushing out what other programs read, and every new page costs the
-    /// kernel an allocation — on this project's VM (free pages handed back to the host) about
-    /// 10 µs a page, 3 CPU s for 1.2 GB written against 0.4–0.6 with the pages let go (`sync`
-    /// first: dirty pages are not dropped). From `offset`, `count` bytes (0: to the end); pages
+    /// kernel an allocation (dear on a VM that hands free pages back to its host). Synced
+    /// first: dirty pages are not dropped. From `offset`, `count` bytes (0: to the end); pages
     /// only partly in the range stay. Advice only: a failure changes nothing.
     public static func releaseCache(_ fd: Int32, offset: Int = 0, count: Int = 0) {
         _ = posix_fadvise(fd, off_t(offset), off_t(count), POSIX_FADV_DONTNEED)

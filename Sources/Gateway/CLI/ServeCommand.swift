@@ -12,10 +12,9 @@ struct ServeCommand {
 
     func run() throws -> Int32 {
         // One heap, not eight a core: memory a big request or a drain's batch used is reused by
-        // the next, whichever thread frees it and allocates again. Measured on 2 cores (2026-12-03):
-        // peak RSS under 64 senders of 100 KB bodies into InfluxDB 109 → 94 MB against one heap per
-        // core, the same CPU a sample with 64 senders of 10 KB bodies (12.9–13.9 against 12.9–13.6 s
-        // a million). MALLOC_ARENA_MAX in the environment still wins, for whoever tunes it.
+        // the next, whichever thread frees it and allocates again (less memory at peak for the
+        // same CPU: docs/benchmarks.md). MALLOC_ARENA_MAX in the environment still wins, for
+        // whoever tunes it.
         if DefaultConfig.env("MALLOC_ARENA_MAX") == nil { hg_limit_malloc_arenas(1) }
         let logSink = StderrLogSink(minimum: .info)
         let logger = Logger(component: "healthgate", sink: logSink)

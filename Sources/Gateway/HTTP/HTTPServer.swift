@@ -447,8 +447,7 @@ enum MHDCallbacks {
         state.body = []
         guard let workers = server.workers, workers.isRunning, hg_thread_connections(0) > 1 else {
             // Answered here when this thread has no other connection to hold up (a phone alone:
-            // the hop to a worker and back costs it ~15 % of its requests a second), or when no
-            // worker could be started.
+            // the hop to a worker and back would only slow it), or when no worker could be started.
             let response = job.answer()
             state.hold = response.hold
             if let g = server.connections, let t = tracked(connection) { g.sending(t) }

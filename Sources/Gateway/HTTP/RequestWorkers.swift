@@ -5,12 +5,10 @@ import Posix
 /// The threads that answer requests, taking whole requests in the order they came in, from
 /// every connection alike.
 ///
-/// libmicrohttpd keeps each connection on the pool thread that accepted it, and accepts up to
-/// ten in a row on one: 20 connections opened together were found on 2 of 8 threads (8 each,
-/// the fds in each thread's epoll), so their requests were answered one after another while
-/// other threads had nothing to do — the same request waited 15 ms on one connection and
-/// 100 ms on another. libmicrohttpd's threads now only read bodies and write answers: a whole
-/// request is suspended there, answered here, and resumed.
+/// libmicrohttpd keeps each connection on the pool thread that accepted it, and accepts several
+/// in a row on one, so connections opened together crowd a few threads and their requests wait
+/// on each other while other threads idle. libmicrohttpd's threads only read bodies and write
+/// answers: a whole request is suspended there, answered here, and resumed.
 final class RequestWorkers: @unchecked Sendable {
     private let monitor = Monitor()
     /// Requests taken from connections, each answered by a worker; `head` is the next one. The

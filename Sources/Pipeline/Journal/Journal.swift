@@ -221,8 +221,7 @@ public final class Journal: @unchecked Sendable {
         var cuts = EntryCuts(limit: limit)   // the cut `ReceivedBatch` makes as it writes the lines
         payload.withUnsafeBytes { b in
             guard let base = b.baseAddress else { return }
-            // Line feed to line feed with memchr (a byte-by-byte loop was 3 % of the ingest
-            // threads' time with 1 MB bodies).
+            // Line feed to line feed with memchr, not byte by byte: this runs on every request.
             var from = 0
             while from < b.count, let hit = memchr(base + from, 0x0A, b.count - from) {
                 let end = base.distance(to: UnsafeRawPointer(hit)) + 1

@@ -53,7 +53,7 @@ public struct IngestReceiver: Receiver {
                     if mapper.take(key, item, into: &batch) { received[i] += 1 }
                 }
             }
-            // Unique without hashing the body (a SHA-256 of 100 KB is ~4 % of the request's CPU):
+            // Unique without hashing the body (a hash of every body is CPU every request pays):
             // the time and a count of this process's chunks tell two chunks apart. The request log
             // keeps it, so the id a client logs finds the server's line (the spec's promise).
             let batchID = Crypto.derivedKey(["ingest", name, deviceID, "\(context.now.unixNanoseconds)", "\(request.body.count)",
