@@ -126,17 +126,20 @@ struct LineProtocolEncoder: Sendable {
                 next += 1
             }
         }
-        for tag in tags {
-            if !labels.isEmpty { label(before: tag.name) }
-            if case .fixed(let bytes) = tag.value {
-                out.append(contentsOf: tag.key)
-                out.append(contentsOf: bytes)
-                continue
-            }
-            write(tag.value, of: r, isWorkout: isWorkout) { v in
-                guard let v, !v.isEmpty else { return }
-                out.append(contentsOf: tag.key)
-                LineProtocolEncoder.appendEscaped(v, to: &out)
+        // The source's app and device read once for the tags that need them.
+        r.withSource { app, device in
+            for tag in tags {
+                if !labels.isEmpty { label(before: tag.name) }
+                if case .fixed(let bytes) = tag.value {
+                    out.append(contentsOf: tag.key)
+                    out.append(contentsOf: bytes)
+                    continue
+                }
+                write(tag.value, of: r, isWorkout: isWorkout, source: (app, device)) { v in
+                    guard let v, !v.isEmpty else { return }
+                    out.append(contentsOf: tag.key)
+                    LineProtocolEncoder.appendEscaped(v, to: &out)
+                }
             }
         }
         if !labels.isEmpty { label(before: nil) }
@@ -170,8 +173,11 @@ struct LineProtocolEncoder: Sendable {
         return .line(seriesEnd: seriesEnd, timeNanos: start.unixNanoseconds)
     }
 
-    /// A tag's or the measurement's text for the record, where it lies (nil: none).
-    private func write(_ v: Value, of r: Record, isWorkout: Bool, _ body: (UnsafeRawBufferPointer?) -> Void) {
+    /// A tag's or the measurement's text for the record, where it lies (nil: none); `source`: the
+    /// record's source app and device, when read already.
+    private func write(_ v: Value, of r: Record, isWorkout: Bool,
+                       source: (app: UnsafeRawBufferPointer?, device: UnsafeRawBufferPointer?)? = nil,
+                       _ body: (UnsafeRawBufferPointer?) -> Void) {
         switch v {
         case .fixed(let bytes): bytes.withUnsafeBytes { body($0) }
         case .field(let f):
@@ -180,14 +186,14 @@ struct LineProtocolEncoder: Sendable {
             case .kind: r.withText(.kind, body)
             case .receiver: r.withText(.receiver, body)
             case .phone, .device: r.withText(.device, body)
-            case .source: r.withSource { app, _ in body(app) }
+            case .source: if let source { body(source.app) } else { r.withSource { app, _ in body(app) } }
             case .unit: r.withText(.unit, body)
             case .date: body(nil)   // not allowed here
             }
         case .template(let t): t.render(r, LineProtocolEncoder.value).withUTF8Bytes { body(UnsafeRawBufferPointer($0)) }
         case .unit: r.withText(.unit, body)
-        case .source: r.withSource { app, _ in body(app) }
-        case .device: r.withSource { _, device in body(device) }
+        case .source: if let source { body(source.app) } else { r.withSource { app, _ in body(app) } }
+        case .device: if let source { body(source.device) } else { r.withSource { _, device in body(device) } }
         case .activity: isWorkout ? r.withText(.activity, body) : body(nil)
         case .phone: r.withText(.device, body)
         }
