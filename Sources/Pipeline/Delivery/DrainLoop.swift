@@ -59,7 +59,7 @@ final class DrainLoop {
         self.note = note
         routes = SinkRoutes(routes: d.routes, sink: d.name, clock: d.clock, timeZones: d.timeZones, logger: d.logger)
         routes.restore(start.states, logger: d.logger)
-        routeStates = Dictionary(routes.saveState().map { ($0.key, $0.bytes) }, uniquingKeysWith: { $1 })
+        routeStates = routes.states
         deadLetters = DeadLetters(sink: d.name, dataDir: d.dataDir, metrics: d.metrics, logger: d.logger, clock: d.clock,
                                   maxBytes: d.deadLetterBytes)
         committed = start
@@ -136,7 +136,7 @@ final class DrainLoop {
             }
             // What `replay --sink` handed to this sink goes out between journal batches.
             if !deliverInbox() { return }
-            var batch: Batch
+            let batch: Batch
             if let made = next {
                 batch = made
                 next = nil
@@ -161,7 +161,6 @@ final class DrainLoop {
                 }
                 stuckSince = nil
                 batch = makeBatch()
-                if !batch.records.isEmpty, let prepare = sink?.prepare { batch.prepared = prepare(SinkBatch(records: batch.records)) }
             }
             note?.work(from: committed.journal, to: batch.cursor)
             if batch.records.isEmpty {
@@ -196,7 +195,7 @@ final class DrainLoop {
         if filtered > 0 { metrics.filtered.add(filtered, ordering: .relaxed) }
         let cursor = pending.first.map { Cursor(seq: $0.seq, skip: $0.index) } ?? Cursor(seq: reader.nextSeq, skip: 0)
         return Batch(records: records, cursor: cursor,
-                     states: Dictionary(routes.saveState().map { ($0.key, $0.bytes) }, uniquingKeysWith: { $1 }))
+                     states: routes.states)
     }
 
     /// Commits the cursor past `batch`, with the routes' state as it was for it.
@@ -309,7 +308,7 @@ final class DrainLoop {
             routes.flush(into: &out)
             if !out.isEmpty {
                 let batch = Batch(records: out, cursor: Cursor(seq: reader.nextSeq, skip: 0),
-                                  states: Dictionary(routes.saveState().map { ($0.key, $0.bytes) }, uniquingKeysWith: { $1 }))
+                                  states: routes.states)
                 switch deliver(out, prepared: nil) {
                 case .delivered: commit(batch)
                 case .stopped: return false

@@ -99,6 +99,9 @@ public final class SinkRoutes {
         lane.transforms[i].process(r) { next in run(lane, next, from: i + 1, deliver) }
     }
 
+    /// The state of every transform that keeps some, by key, as the cursor file holds it.
+    var states: [String: [UInt8]] { Dictionary(saveState().map { ($0.key, $0.bytes) }, uniquingKeysWith: { $1 }) }
+
     /// The state of every transform that keeps some, by key.
     func saveState() -> [(key: String, bytes: [UInt8])] {
         var out: [(key: String, bytes: [UInt8])] = []
