@@ -2,16 +2,15 @@ import Glibc
 import HealthgateCore
 
 /// One member's value of a canonical line read into its field, as the writer writes it (no
-/// parser): a string without escapes, an integer, a number, a time, an offset, the source or the
-/// labels object of such strings, or the JSON of `metadata`. False for anything else (a string
-/// with an escape, `extra`): the caller reads the line with the parser then.
+/// parser): a string, an integer, a number, a time, an offset, the source or the labels object
+/// of strings, or the JSON of `metadata`. The caller gives only values with no escape in them
+/// but `metadata`'s (the walk tells: `LineWalk.Member.escaped`). False for anything else
+/// (`extra`): the caller reads the line with the parser then.
 enum LineRead {
     static func member(_ f: CanonicalRecord.Field, _ v: UnsafeRawBufferPointer, into r: inout CanonicalRecord) -> Bool {
         switch f {
         case .op:
-            guard let s = string(v) else { return false }
-            guard let op = CanonicalRecord.Op(rawValue: s) else { return false }
-            r.op = op
+            if equal(v, #""upsert""#) { r.op = .upsert } else if equal(v, #""delete""#) { r.op = .delete } else { return false }
         case .kind, .device, .receiver, .uuid, .type, .unit, .activity, .timeZone:
             guard let s = string(v) else { return false }
             switch f {
@@ -86,11 +85,10 @@ enum LineRead {
         bytes.count == literal.utf8CodeUnitCount && (bytes.isEmpty || memcmp(bytes.baseAddress!, literal.utf8Start, bytes.count) == 0)
     }
 
-    /// A JSON string's text when it has no escape; nil for anything else.
+    /// A JSON string's text (one with no escape); nil for any other value.
     @inline(__always) static func text(_ v: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
         let n = v.count
-        guard n >= 2, v[0] == 0x22, v[n - 1] == 0x22, let base = v.baseAddress else { return nil }
-        if n > 2 && memchr(base + 1, 0x5C, n - 2) != nil { return nil }
+        guard n >= 2, v[0] == 0x22, v[n - 1] == 0x22 else { return nil }
         return UnsafeRawBufferPointer(rebasing: v[1..<(n - 1)])
     }
 
@@ -156,8 +154,8 @@ enum LineRead {
     /// 10^0 … 10^15, each exact in a double.
     static let powersOfTen: [Double] = (0...15).map { k in (0..<k).reduce(1.0) { r, _ in r * 10 } }
 
-    /// Calls `member` with each name and text of `{"name":"text",…}` (no escapes); false when
-    /// the value is not such an object or `member` says so.
+    /// Calls `member` with each name and text of `{"name":"text",…}` (with no escape in it);
+    /// false when the value is not such an object or `member` says so.
     static func objectOfStrings(_ v: UnsafeRawBufferPointer,
                                 _ member: (_ name: UnsafeRawBufferPointer, _ text: UnsafeRawBufferPointer) -> Bool) -> Bool {
         let n = v.count
@@ -167,7 +165,6 @@ enum LineRead {
         func string() -> UnsafeRawBufferPointer? {
             guard i < n, v[i] == 0x22, let quote = memchr(base + i + 1, 0x22, n - i - 1) else { return nil }
             let e = UnsafeRawPointer(quote) - base
-            if memchr(base + i + 1, 0x5C, e - i - 1) != nil { return nil }
             defer { i = e + 1 }
             return UnsafeRawBufferPointer(rebasing: v[(i + 1)..<e])
         }

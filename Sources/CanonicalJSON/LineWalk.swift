@@ -19,23 +19,24 @@ struct LineWalk {
         var start: Int
         var valueStart: Int
         var end: Int
+        /// Whether the value holds a backslash (a string's escape).
+        var escaped: Bool
     }
 
     let line: UnsafeRawBufferPointer
     /// Where the next member's `{` or `,` is (the line's closing `}` once the walk is done).
     private(set) var position = 0
     private(set) var failed = false
+    /// Whether a string skipped since this was last cleared held an escape.
+    private var escapes = false
     /// The field of the last member read (its `rawValue`; -1 before the first).
-    private(set) var last = -1
+    private var last = -1
     /// `LineWalk.keys`, taken once a line (not once a member: a lazy global's check each time).
     private let keys: [Key]
 
-    /// `line` without its line feed; from its start, or on from a walk before (`position`, and
-    /// the field of the last member it read).
-    init(_ line: UnsafeRawBufferPointer, from position: Int = 0, after last: Int = -1) {
+    /// `line` without its line feed.
+    init(_ line: UnsafeRawBufferPointer) {
         self.line = line
-        self.position = position
-        self.last = last
         keys = LineWalk.keys
     }
 
@@ -44,21 +45,17 @@ struct LineWalk {
     mutating func next() -> Member? {
         guard let (found, valueStart) = key() else { return nil }
         var field = found
+        escapes = false
         guard let valueEnd = skipValue(valueStart) else { return fail() }
         // Labels are an object of strings; anything else under that name is one of the
         // phone's own fields (as `CanonicalCodec.decode` reads it).
         if field == .tags && !isObjectOfStrings(valueStart..<valueEnd) { field = .fields }
         guard field.rawValue > last || (field == .fields && last == field.rawValue) else { return fail() }
         last = field.rawValue
-        let member = Member(field: field, start: position, valueStart: valueStart, end: valueEnd)
+        let member = Member(field: field, start: position, valueStart: valueStart, end: valueEnd, escaped: escapes)
         position = valueEnd
         return member
     }
-
-    /// The field of the next member, without reading its value (nil at the end of the object,
-    /// or when the line is not as the writer writes it: `failed`). A `tags` that is no object of
-    /// strings is found to be one of the kind's own fields only when read (`next`).
-    mutating func peek() -> CanonicalRecord.Field? { key()?.field }
 
     /// The next member's field and where its value begins; nil at the end of the object (or
     /// `failed`).
@@ -142,6 +139,7 @@ struct LineWalk {
             at = LineWalk.quoteOrBackslash(in: line, from: at)
             guard at < line.count else { return nil }
             if line[at] == 0x22 { return at + 1 }
+            escapes = true
             at += 2
         }
     }

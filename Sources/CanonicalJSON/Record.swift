@@ -13,20 +13,21 @@ import HealthgateCore
 public struct Record: @unchecked Sendable {
     @usableFromInline var box: Box
 
-    /// A record's storage: its line, where each member lies in it (found by a walk of the line
-    /// that goes only as far as a field asked for), the fields read or set.
+    /// A record's storage: its line, where each member lies in it (found by one walk of the
+    /// line when the record is read), the fields read or set.
     @usableFromInline final class Box {
         /// The journal line without its line feed; empty for a record made of fields.
         @usableFromInline let line: ArraySlice<UInt8>
-        /// Where each field's member in `line` ends (0: absent or not walked to yet); it starts
-        /// where the member before it ends (the first at 0): `LineWalk.Member`.
-        @usableFromInline var ends: InlineArray<32, UInt32>
-        /// The walk: where it goes on (the next member's `,`), the field of the last member it
-        /// read (`rawValue`), the fields it has found every member of (those below `known`), and
-        /// whether it reached the line's end; `failed` when the line is not as the writer writes
-        /// it past its head (it is then read by the parser and written whole).
-        var position = 0, walked = -1, known = 0
-        var ended = false, failed = false
+        /// Where each field's member in `line` ends (0: absent; the member starts where the one
+        /// before it ends, the first at 0) and where its value starts: `LineWalk.Member`. One
+        /// of each per field.
+        @usableFromInline var ends: InlineArray<24, UInt32>
+        var valueStarts: InlineArray<24, UInt32>
+        /// The fields whose value holds an escape: read by the parser.
+        var escaped: CanonicalRecord.Fields = []
+        /// The line is not as the writer writes it past its head: it is read by the parser and
+        /// written whole.
+        var failed = false
         /// The fields read so far and those set.
         @usableFromInline var values: CanonicalRecord
         @usableFromInline var have: CanonicalRecord.Fields
@@ -36,16 +37,15 @@ public struct Record: @unchecked Sendable {
         init(line: ArraySlice<UInt8>, values: CanonicalRecord, have: CanonicalRecord.Fields, changed: CanonicalRecord.Fields) {
             self.line = line
             self.ends = InlineArray(repeating: 0)
+            self.valueStarts = InlineArray(repeating: 0)
             self.values = values
             self.have = have
             self.changed = changed
-            ended = line.isEmpty
         }
 
         @usableFromInline func copy() -> Box {
             let c = Box(line: line, values: values, have: have, changed: changed)
-            c.ends = ends
-            (c.position, c.walked, c.known, c.ended, c.failed) = (position, walked, known, ended, failed)
+            (c.ends, c.valueStarts, c.escaped, c.failed) = (ends, valueStarts, escaped, failed)
             return c
         }
 
@@ -53,52 +53,33 @@ public struct Record: @unchecked Sendable {
             if !have.has(f) { read(f) }
         }
 
-        /// Walks the line on until every member up to field `f` (a `rawValue`; `Int.max`: all)
-        /// is found: it stops before a member past `f`, whose value it does not read.
-        func walk(through f: Int) {
-            guard !ended, known <= f else { return }
+        /// Walks the line, noting where each member ends.
+        func walk() {
             line.withUnsafeBytes { all in
-                var w = LineWalk(all, from: position, after: walked)
-                while true {
-                    guard let next = w.peek(), next.rawValue <= f, let m = w.next() else {
-                        if w.failed || w.position >= all.count - 1 {
-                            ended = true
-                            failed = w.failed
-                            known = .max
-                        } else {
-                            known = w.peek().map { $0.rawValue } ?? .max
-                        }
-                        break
-                    }
-                    ends[m.field.rawValue] = UInt32(m.end)   // the kind's own fields, several members: the end of the last
+                var w = LineWalk(all)
+                while let m = w.next() {
+                    // The kind's own fields, several members: from the first's value to the last's end.
+                    if ends[m.field.rawValue] == 0 { valueStarts[m.field.rawValue] = UInt32(m.valueStart) }
+                    ends[m.field.rawValue] = UInt32(m.end)
+                    if m.escaped { escaped.insert(m.field) }
                 }
-                position = w.position
-                walked = w.last
+                failed = w.failed || w.position != all.count - 1
             }
         }
 
-        /// Where field `f`'s member starts: where the one before it ends.
-        func start(_ f: Int) -> Int {
-            var g = f - 1
-            while g >= 0 && ends[g] == 0 { g -= 1 }
-            return g < 0 ? 0 : Int(ends[g])
-        }
-
-        /// The value of field `f` in the line, when it has one (found by the walk).
+        /// The value of field `f` in the line, when it has one.
         func value(_ f: CanonicalRecord.Field) -> Range<Int>? {
-            walk(through: f.rawValue)
             let end = ends[f.rawValue]
             guard !failed, end != 0 else { return nil }
-            return (start(f.rawValue) + f.key.utf8CodeUnitCount + 4)..<Int(end)
+            return Int(valueStarts[f.rawValue])..<Int(end)
         }
 
         /// Reads field `f` from its member (or all of the line with the parser, where the member
-        /// is not in the form the writer writes, such as a string with an escape in it).
+        /// is not in the form the writer writes, or holds an escape: JSON text is copied as it is).
         @usableFromInline func read(_ f: CanonicalRecord.Field) {
             have.insert(f)
-            let range = value(f)
-            if failed { return readWhole() }
-            guard let range else { return }
+            if failed || (escaped.has(f) && f != .metadata) { return readWhole() }
+            guard let range = value(f) else { return }
             let done = f != .fields && line.withUnsafeBytes { all in
                 LineRead.member(f, UnsafeRawBufferPointer(rebasing: all[range]), into: &values)
             }
@@ -115,13 +96,14 @@ public struct Record: @unchecked Sendable {
         }
     }
 
-    /// The record a journal line holds (without its line feed), none of its fields read yet: its
-    /// first members (`op` to `type`, which every record has) found by a walk, the rest as fields
-    /// are asked for. A line not so written (from an older version, say) is read by the parser
+    /// The record a journal line holds (without its line feed), none of its fields read yet,
+    /// its members found by a walk. A line whose first members (`op` to `type`, which every
+    /// record has) are not so written (from an older version, say) is read by the parser
     /// instead; one that is no canonical record throws.
     public static func read(line: ArraySlice<UInt8>) throws(CanonicalDecodeError) -> Record {
-        let box = Box(line: line, values: .empty, have: [], changed: [])
-        box.walk(through: CanonicalRecord.Field.type.rawValue)
+        // Made here rather than copied from `.empty`: no copy of each of its fields.
+        let box = Box(line: line, values: CanonicalRecord(kind: "", device: "", receiver: "", uuid: "", type: ""), have: [], changed: [])
+        box.walk()
         let head: [CanonicalRecord.Field] = [.op, .kind, .device, .receiver, .uuid, .type]
         if !box.failed && head.allSatisfy({ box.ends[$0.rawValue] != 0 }) { return Record(box: box) }
         return Record(try CanonicalCodec.decodeLine(line))
@@ -161,7 +143,7 @@ public struct Record: @unchecked Sendable {
 
     /// Whether the record reads its fields from a journal line, and which members that holds (tests).
     var hasLine: Bool { !box.line.isEmpty }
-    var walksWhole: Bool { box.walk(through: .max); return !box.failed }
+    var walksWhole: Bool { !box.failed }
     func hasMember(_ f: CanonicalRecord.Field) -> Bool { box.value(f) != nil }
 
     /// Whether a route changed the record since it was read (or it was made of fields).
@@ -174,18 +156,16 @@ public struct Record: @unchecked Sendable {
         if b.changed.rawValue == 0 {
             out.append(contentsOf: b.line)
             out.append(0x0A)
-        } else if b.line.isEmpty || b.changed.isAll || b.line.last != 0x7D
-                    || { b.walk(through: 31 - Int(b.changed.rawValue.leadingZeroBitCount)); return b.failed }() {
+        } else if b.line.isEmpty || b.changed.isAll || b.failed {
             canonical.appendNDJSON(to: &out)
         } else {
-            // The line's members in order up to the last changed field, each run of unchanged
-            // ones copied at once, the changed ones written from their fields where they belong;
-            // then the rest of the line, not walked, as it is.
+            // The line's members in order, each run of unchanged ones copied at once, the changed
+            // ones written from their fields where they belong.
             b.line.withUnsafeBytes { line in
                 JSONBytes.append(to: &out, atMost: line.count + 2 + b.values.ndjsonBound(only: b.changed)) { o in
                     var from = 0, to = 0   // the run of unchanged members not copied yet
                     var previous = 0   // where the member before ends
-                    for f in CanonicalRecord.Field.allCases where f.rawValue < b.known {
+                    for f in CanonicalRecord.Field.allCases {
                         let end = Int(b.ends[f.rawValue])
                         if b.changed.has(f) {
                             o.raw(UnsafeRawBufferPointer(rebasing: line[from..<to]))
@@ -201,10 +181,6 @@ public struct Record: @unchecked Sendable {
                         if end != 0 { previous = end }
                     }
                     o.raw(UnsafeRawBufferPointer(rebasing: line[from..<to]))
-                    // The members not walked: from the next one's `,` to the closing `}`.
-                    if b.position > 0 && b.position < line.count - 1 {
-                        o.raw(UnsafeRawBufferPointer(rebasing: line[b.position..<(line.count - 1)]))
-                    }
                     o.lit("}\n")
                 }
             }
@@ -226,15 +202,14 @@ extension Record {
     /// string's UTF-8; nil when the record has none (or `f` is no string field). No string made.
     public func withText(_ f: CanonicalRecord.Field, _ body: (UnsafeRawBufferPointer?) -> Void) {
         let b = box
-        if !b.changed.has(f) && !b.line.isEmpty, let range = b.value(f) {
+        if !b.changed.has(f) && !b.line.isEmpty && !b.failed && !b.escaped.has(f) {
+            guard let range = b.value(f) else { return body(nil) }   // no such member
             let done = b.line.withUnsafeBytes { all -> Bool in
                 guard let text = LineRead.text(UnsafeRawBufferPointer(rebasing: all[range])) else { return false }
                 body(text)
                 return true
             }
             if done { return }
-        } else if !b.changed.has(f) && !b.line.isEmpty && !b.failed {
-            return body(nil)   // no such member
         }
         let text: String?
         switch f {
@@ -246,7 +221,8 @@ extension Record {
         case .unit: text = unit
         case .activity: text = activity
         case .timeZone: text = timeZone
-        default: text = value?.string
+        case .value: text = value?.string
+        default: text = nil   // no string field
         }
         guard let text else { return body(nil) }
         text.withUTF8Bytes { body(UnsafeRawBufferPointer($0)) }
@@ -255,7 +231,8 @@ extension Record {
     /// The source's app and device where they lie (as `withText`).
     public func withSource(_ body: (_ app: UnsafeRawBufferPointer?, _ device: UnsafeRawBufferPointer?) -> Void) {
         let b = box
-        if !b.changed.has(.source) && !b.line.isEmpty, let range = b.value(.source) {
+        if !b.changed.has(.source) && !b.line.isEmpty && !b.failed && !b.escaped.has(.source) {
+            guard let range = b.value(.source) else { return body(nil, nil) }
             let done = b.line.withUnsafeBytes { all -> Bool in
                 var app: UnsafeRawBufferPointer?, device: UnsafeRawBufferPointer?
                 guard LineRead.objectOfStrings(UnsafeRawBufferPointer(rebasing: all[range]), { name, text in
@@ -266,8 +243,6 @@ extension Record {
                 return true
             }
             if done { return }
-        } else if !b.changed.has(.source) && !b.line.isEmpty && !b.failed {
-            return body(nil, nil)
         }
         let s = source
         func bytes(_ t: String?, _ next: (UnsafeRawBufferPointer?) -> Void) {
