@@ -161,8 +161,9 @@ public struct Record: @unchecked Sendable {
         } else {
             // The line's members in order, each run of unchanged ones copied at once, the changed
             // ones written from their fields where they belong.
+            let values = b.values   // one copy, not one per call on the box's
             b.line.withUnsafeBytes { line in
-                JSONBytes.append(to: &out, atMost: line.count + 2 + b.values.ndjsonBound(only: b.changed)) { o in
+                JSONBytes.append(to: &out, atMost: line.count + 2 + values.ndjsonBound(only: b.changed)) { o in
                     var from = 0, to = 0   // the run of unchanged members not copied yet
                     var previous = 0   // where the member before ends
                     for f in CanonicalRecord.Field.allCases {
@@ -170,7 +171,7 @@ public struct Record: @unchecked Sendable {
                         if b.changed.has(f) {
                             o.raw(UnsafeRawBufferPointer(rebasing: line[from..<to]))
                             from = to
-                            b.values.writeMembers(&o, only: CanonicalRecord.Fields(f))
+                            values.writeMembers(&o, only: CanonicalRecord.Fields(rawValue: 1 << UInt32(f.rawValue)))
                         } else if end != 0 {
                             if previous != to {
                                 o.raw(UnsafeRawBufferPointer(rebasing: line[from..<to]))
