@@ -15,6 +15,16 @@
    a heap of its own, and a big request's memory then stays spread over them. */
 static inline void hg_limit_malloc_arenas(int n) { mallopt(M_ARENA_MAX, n); }
 
+/* Keeps up to `trim` bytes freed at the heap's top for the next allocations instead of giving
+   them back on every free, and takes blocks below `mmap` bytes from the heap: a drain's batch
+   of records is freed whole and allocated again a moment later, and glibc's default hands its
+   pages back and faults them in anew each time. Memory goes back to the system where the
+   callers of hg_give_back_memory say (idle, after big requests). */
+static inline void hg_keep_freed_memory(int trim, int mmap) {
+    mallopt(M_TRIM_THRESHOLD, trim);
+    mallopt(M_MMAP_THRESHOLD, mmap);
+}
+
 /* Raises the soft limit on open files toward `wanted` (never past the hard limit). */
 static inline void hg_raise_open_files(unsigned long wanted) {
     struct rlimit r;

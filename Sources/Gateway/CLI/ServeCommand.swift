@@ -16,6 +16,9 @@ struct ServeCommand {
         // same CPU: docs/benchmarks.md). MALLOC_ARENA_MAX in the environment still wins, for
         // whoever tunes it.
         if DefaultConfig.env("MALLOC_ARENA_MAX") == nil { hg_limit_malloc_arenas(1) }
+        if DefaultConfig.env("MALLOC_TRIM_THRESHOLD_") == nil && DefaultConfig.env("GLIBC_TUNABLES") == nil {
+            hg_keep_freed_memory(64 << 20, 4 << 20)
+        }
         let logSink = StderrLogSink(minimum: .info)
         let logger = Logger(component: "healthgate", sink: logSink)
         let source = try ConfigSource.resolve(options, credentials: .make)
