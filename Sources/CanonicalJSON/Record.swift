@@ -109,9 +109,6 @@ public struct Record: @unchecked Sendable {
         return Record(try CanonicalCodec.decodeLine(line))
     }
 
-    /// What is left where a record was taken out of an array (never read).
-    public static let placeholder = Record(.empty)
-
     /// A record made of its fields, with no line (written whole when it is written).
     public init(_ fields: CanonicalRecord) {
         box = Box(line: [], values: fields, have: .all, changed: .all)

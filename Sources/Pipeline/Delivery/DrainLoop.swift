@@ -421,14 +421,16 @@ final class DrainLoop {
 /// Journal records read and not yet routed, oldest first, each with the entry it came from and
 /// its place among the entry's lines (what a cursor's `skip` counts).
 struct PendingRecords {
-    private var items: [(record: Record, seq: UInt64, index: Int)] = []
+    /// Each record with the entry it came from and its place; nil once taken.
+    private var items: [(record: Record?, seq: UInt64, index: Int)] = []
     /// Items before this were taken (dropped once they are most of the array).
     private var head = 0
 
     var count: Int { items.count - head }
     var isEmpty: Bool { count == 0 }
-    var first: (record: Record, seq: UInt64, index: Int)? { isEmpty ? nil : items[head] }
-    var last: (record: Record, seq: UInt64, index: Int)? { isEmpty ? nil : items.last }
+    /// Where the oldest and the newest record waiting came from.
+    var first: (seq: UInt64, index: Int)? { isEmpty ? nil : (items[head].seq, items[head].index) }
+    var last: (seq: UInt64, index: Int)? { isEmpty ? nil : (items[items.count - 1].seq, items[items.count - 1].index) }
 
     /// The records of entry `e` from its line `skip` on; a line that is no canonical record
     /// goes to `bad` with why (only a damaged disk or a bug gets there: the line is kept).
@@ -440,11 +442,10 @@ struct PendingRecords {
         }
     }
 
-    /// The oldest record, taken out (its place left to a placeholder: the record is then its
-    /// holder's alone, and a transform changes it where it lies).
+    /// The oldest record, moved out: it is then its holder's alone, and a transform changes it
+    /// where it lies.
     mutating func takeFirst() -> Record {
-        var r = Record.placeholder
-        swap(&r, &items[head].record)
+        let r = items[head].record.take()!
         head += 1
         if head == items.count {
             items.removeAll(keepingCapacity: true)
@@ -458,7 +459,11 @@ struct PendingRecords {
 
     /// Appends `other`'s records after these and leaves it empty.
     mutating func append(_ other: inout PendingRecords) {
-        for i in other.head..<other.items.count { items.append(other.items[i]) }
+        if isEmpty {
+            swap(&self, &other)   // what the helper read, as it lies
+        } else {
+            for i in other.head..<other.items.count { items.append((other.items[i].record.take(), other.items[i].seq, other.items[i].index)) }
+        }
         other = PendingRecords()
     }
 }
