@@ -30,9 +30,9 @@ import Testing
                                           body: Array(body.utf8)).status
     }
 
-    /// A serve that ended on its own (a signal the test sent itself) leaves no pipe watched
-    /// once the test stops it: the watches left on closed descriptors crashed libdispatch's
-    /// event loop later, in another test.
+    /// A serve that ended on its own (a signal the test sent itself) has its pipes read to
+    /// their end once the test stops it: nothing is left reading them (watches left on closed
+    /// descriptors crashed libdispatch's event loop later, in another test).
     @Test func aServeThatEndedByItselfIsNoLongerWatched() throws {
         let serve = try ServeProcess(config: """
             listen: 127.0.0.1:0
@@ -42,12 +42,12 @@ import Testing
             sinks:
               archive: {kind: file, path: "archive.ndjson"}
             """)
-        #expect(serve.stdoutPipe.fileHandleForReading.readabilityHandler != nil)
+        #expect(serve.stdoutReader?.isDone == false)
         kill(serve.process.processIdentifier, SIGTERM)
         #expect(serve.process.waitUntilExit(within: 30))
         serve.stop()
-        #expect(serve.stdoutPipe.fileHandleForReading.readabilityHandler == nil)
-        #expect(serve.stderrPipe.fileHandleForReading.readabilityHandler == nil)
+        #expect(serve.stdoutReader?.isDone == true)
+        #expect(serve.stderrReader?.isDone == true)
         #expect(serve.process.terminationStatus == 0, "\(serve.stderrText)")
     }
 

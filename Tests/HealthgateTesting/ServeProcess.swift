@@ -9,10 +9,15 @@ final class ServeProcess {
     let configPath: String
     let binary: String
     private(set) var port: UInt16 = 0
-    let stdoutPipe = Pipe()   // internal for the test that its handlers go (ShutdownTests)
+    let stdoutPipe = Pipe()
     let stderrPipe = Pipe()
-    private(set) var stdoutText = ""
-    private let stderrBuffer = LockedBuffer()
+    /// Each pipe read to its end on a thread of its own (internal for ShutdownTests).
+    private(set) var stdoutReader: PipeReader?
+    private(set) var stderrReader: PipeReader?
+    /// What `serve` wrote to stdout so far.
+    var stdoutText: String { stdoutReader?.buffer.text ?? "" }
+    /// What the test noted beside serve's stderr.
+    private let notes = LockedBuffer()
 
     static var binary: String {
         if let b = ProcessInfo.processInfo.environment["HEALTHGATE_BIN"] { return b }
@@ -72,39 +77,28 @@ final class ServeProcess {
         process.environment = env
         process.standardOutput = stdoutPipe
         process.standardError = stderrPipe
-        let buffer = stderrBuffer
-        stderrPipe.fileHandleForReading.readabilityHandler = { h in buffer.append(h.availableData) }
         try process.run()
-        // Read stdout until the listening line tells the port.
-        let handle = stdoutPipe.fileHandleForReading
-        if !listening {
-            handle.readabilityHandler = { h in _ = h.availableData }
-            return
-        }
+        stdoutReader = PipeReader(stdoutPipe)
+        stderrReader = PipeReader(stderrPipe)
+        guard listening else { return }
+        // Wait for the listening line to tell the port.
         let deadline = Date().addingTimeInterval(20)
         while port == 0 {
             guard Date() < deadline, process.isRunning else {
-                // Stop watching the pipes before they go: a dispatch source left on a closed
-                // (and reused) descriptor crashes libdispatch later, in some other test.
                 if process.isRunning { kill(process.processIdentifier, SIGKILL) }
                 process.waitUntilExit()
-                stderrPipe.fileHandleForReading.readabilityHandler = nil
-                stderrBuffer.append(stderrPipe.fileHandleForReading.readDataToEndOfFile())
-                ServeProcess.keepAWhile([stdoutPipe, stderrPipe])
+                _ = stdoutReader?.wait(10)
+                _ = stderrReader?.wait(10)
                 throw ServeError(description: "serve did not start: \(stdoutText)\n\(stderrText)")
             }
-            let data = handle.availableData
-            if data.isEmpty { usleep(10_000); continue }
-            stdoutText += String(decoding: data, as: UTF8.self)
             for line in stdoutText.split(separator: "\n") where line.hasPrefix("listening on ") {
                 if let p = line.split(separator: ":").last.flatMap({ UInt16($0) }) { port = p }
             }
+            if port == 0 { usleep(10_000) }
         }
-        // Keep draining stdout so the child never blocks on a full pipe.
-        handle.readabilityHandler = { h in _ = h.availableData }
     }
 
-    var stderrText: String { stderrBuffer.text }
+    var stderrText: String { (stderrReader?.buffer.text ?? "") + notes.text }
 
     /// Sends a signal and waits for the process to end.
     func stop(signal: Int32 = SIGTERM) {
@@ -113,44 +107,14 @@ final class ServeProcess {
             // serve ends within its shutdown_timeout (20 s by default) whatever its sinks do: past a
             // minute it is hung, and killed so that the run goes on (and the test sees it in stderr).
             if !process.waitUntilExit(within: 60) {
-                stderrBuffer.append(Data("\n(the test killed serve: still running 60 s after signal \(signal))\n".utf8))
+                notes.append(Data("\n(the test killed serve: still running 60 s after signal \(signal))\n".utf8))
             }
         }
-        releasePipes()
-    }
-
-    private var pipesReleased = false
-
-    /// Stops watching the pipes once the process has ended — also when it ended on its own or
-    /// by a signal the test sent itself: `stop` returned early then, and the pipes went with
-    /// their dispatch sources still on their descriptors, which crashed libdispatch's event
-    /// loop later, in whatever test ran then (seen in `make test`).
-    private func releasePipes() {
-        guard !pipesReleased, !process.isRunning else { return }
-        pipesReleased = true
-        stdoutPipe.fileHandleForReading.readabilityHandler = nil
-        stderrPipe.fileHandleForReading.readabilityHandler = nil
-        // What the process wrote last may not have reached the handler yet.
-        stderrBuffer.append(stderrPipe.fileHandleForReading.readDataToEndOfFile())
-        ServeProcess.keepAWhile([stdoutPipe, stderrPipe])
-    }
-
-    /// Keeps pipes (and so their descriptors) open a few seconds after their handlers were
-    /// removed. Removing one cancels its dispatch source, and libdispatch lets go of the
-    /// descriptor later, on its own thread: closed (and reused) before that, it crashed
-    /// libdispatch's event loop (`_dispatch_event_loop_drain`, "Bad pointer dereference") in
-    /// whatever test ran then — seen again in `make test` after the handlers were removed on
-    /// every stop, while a serve was being stopped. Seen once more with 5 s (2026-12-03, a full
-    /// `make test` with both cores busy, during `ShutdownTests`' stop): 30 s now (a few
-    /// descriptors a serve, far under the limit).
-    static func keepAWhile(_ pipes: [Pipe]) {
-        let kept = Kept(pipes)
-        DispatchQueue.global().asyncAfter(deadline: .now() + 30) { withExtendedLifetime(kept) {} }
-    }
-
-    private final class Kept: @unchecked Sendable {
-        let pipes: [Pipe]
-        init(_ pipes: [Pipe]) { self.pipes = pipes }
+        // What the process wrote last: its pipes end when it does.
+        if !process.isRunning {
+            _ = stdoutReader?.wait(10)
+            _ = stderrReader?.wait(10)
+        }
     }
 
     deinit { stop(signal: SIGKILL) }
@@ -199,6 +163,49 @@ final class ServeProcess {
 
 struct ServeError: Error, CustomStringConvertible {
     var description: String
+}
+
+/// A pipe read to its end on a thread of its own, with plain blocking reads. Not a
+/// `readabilityHandler`: its dispatch source on the descriptor crashed libdispatch's event loop
+/// (`_dispatch_event_loop_drain`) in test runs, again and again, when a source's descriptor was
+/// closed and reused before libdispatch let go of it. The thread holds the pipe, so its
+/// descriptor stays open until the end is read.
+final class PipeReader: @unchecked Sendable {
+    let buffer = LockedBuffer()
+    private let done = DispatchSemaphore(value: 0)
+    private let ended = LockedBuffer()
+
+    init(_ pipe: Pipe) {
+        let (buffer, done, ended) = (buffer, done, ended)
+        Thread {
+            let fd = pipe.fileHandleForReading.fileDescriptor
+            var chunk = [UInt8](repeating: 0, count: 1 << 16)
+            while true {
+                let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n > 0 {
+                    buffer.append(Data(chunk[0..<n]))
+                } else if n < 0 && errno == EINTR {
+                    continue
+                } else {
+                    break
+                }
+            }
+            withExtendedLifetime(pipe) {}
+            ended.append(Data([1]))
+            done.signal()
+        }.start()
+    }
+
+    /// Whether the end of the pipe was read (the writer gone).
+    var isDone: Bool { !ended.text.isEmpty }
+
+    /// Waits at most `seconds` for the end of the pipe; whether it came.
+    func wait(_ seconds: Double) -> Bool {
+        if isDone { return true }
+        guard done.wait(timeout: .now() + seconds) == .success else { return false }
+        done.signal()   // for the next who waits
+        return true
+    }
 }
 
 final class LockedBuffer: @unchecked Sendable {
