@@ -67,6 +67,15 @@ public struct Record: @unchecked Sendable {
             }
         }
 
+        /// What `read` makes of field `f`'s value as it lies in the line (nil: the line has no
+        /// such member); nil when the field is not read from there (set, the line parsed, an
+        /// escape in it).
+        func inPlace<T>(_ f: CanonicalRecord.Field, _ read: (UnsafeRawBufferPointer?) -> T) -> T? {
+            guard !changed.has(f) && !line.isEmpty && !failed && !escaped.has(f) else { return nil }
+            guard let range = value(f) else { return read(nil) }
+            return line.withUnsafeBytes { read(UnsafeRawBufferPointer(rebasing: $0[range])) }
+        }
+
         /// The value of field `f` in the line, when it has one.
         func value(_ f: CanonicalRecord.Field) -> Range<Int>? {
             let end = ends[f.rawValue]
@@ -104,8 +113,9 @@ public struct Record: @unchecked Sendable {
         // Made here rather than copied from `.empty`: no copy of each of its fields.
         let box = Box(line: line, values: CanonicalRecord(kind: "", device: "", receiver: "", uuid: "", type: ""), have: [], changed: [])
         box.walk()
-        let head: [CanonicalRecord.Field] = [.op, .kind, .device, .receiver, .uuid, .type]
-        if !box.failed && head.allSatisfy({ box.ends[$0.rawValue] != 0 }) { return Record(box: box) }
+        if !box.failed && (CanonicalRecord.Field.op.rawValue...CanonicalRecord.Field.type.rawValue).allSatisfy({ box.ends[$0] != 0 }) {
+            return Record(box: box)
+        }
         return Record(try CanonicalCodec.decodeLine(line))
     }
 
@@ -199,16 +209,13 @@ extension Record {
     /// line's bytes of its member when the field is unchanged and holds no escape, else its
     /// string's UTF-8; nil when the record has none (or `f` is no string field). No string made.
     public func withText(_ f: CanonicalRecord.Field, _ body: (UnsafeRawBufferPointer?) -> Void) {
-        let b = box
-        if !b.changed.has(f) && !b.line.isEmpty && !b.failed && !b.escaped.has(f) {
-            guard let range = b.value(f) else { return body(nil) }   // no such member
-            let done = b.line.withUnsafeBytes { all -> Bool in
-                guard let text = LineRead.text(UnsafeRawBufferPointer(rebasing: all[range])) else { return false }
-                body(text)
-                return true
-            }
-            if done { return }
+        let done = box.inPlace(f) { v -> Bool in
+            guard let v else { body(nil); return true }   // no such member
+            guard let text = LineRead.text(v) else { return false }   // no string: read as a field
+            body(text)
+            return true
         }
+        if done == true { return }
         let text: String?
         switch f {
         case .kind: text = kind
@@ -228,20 +235,17 @@ extension Record {
 
     /// The source's app and device where they lie (as `withText`).
     public func withSource(_ body: (_ app: UnsafeRawBufferPointer?, _ device: UnsafeRawBufferPointer?) -> Void) {
-        let b = box
-        if !b.changed.has(.source) && !b.line.isEmpty && !b.failed && !b.escaped.has(.source) {
-            guard let range = b.value(.source) else { return body(nil, nil) }
-            let done = b.line.withUnsafeBytes { all -> Bool in
-                var app: UnsafeRawBufferPointer?, device: UnsafeRawBufferPointer?
-                guard LineRead.objectOfStrings(UnsafeRawBufferPointer(rebasing: all[range]), { name, text in
-                    if LineRead.equal(name, "app") { app = text } else if LineRead.equal(name, "device") { device = text } else { return false }
-                    return true
-                }) else { return false }
-                body(app, device)
+        let done = box.inPlace(.source) { v -> Bool in
+            guard let v else { body(nil, nil); return true }
+            var app: UnsafeRawBufferPointer?, device: UnsafeRawBufferPointer?
+            guard LineRead.objectOfStrings(v, { name, text in
+                if LineRead.equal(name, "app") { app = text } else if LineRead.equal(name, "device") { device = text } else { return false }
                 return true
-            }
-            if done { return }
+            }) else { return false }
+            body(app, device)
+            return true
         }
+        if done == true { return }
         let s = source
         func bytes(_ t: String?, _ next: (UnsafeRawBufferPointer?) -> Void) {
             guard let t else { return next(nil) }

@@ -172,12 +172,12 @@ struct ServeError: Error, CustomStringConvertible {
 /// descriptor stays open until the end is read.
 final class PipeReader: @unchecked Sendable {
     let buffer = LockedBuffer()
-    private let done = DispatchSemaphore(value: 0)
-    private let ended = LockedBuffer()
+    /// Whether the end of the pipe was read (the writer gone), under the condition's lock.
+    private let ended = NSCondition()
+    private var finished = false
 
     init(_ pipe: Pipe) {
-        let (buffer, done, ended) = (buffer, done, ended)
-        Thread {
+        Thread { [self] in
             let fd = pipe.fileHandleForReading.fileDescriptor
             var chunk = [UInt8](repeating: 0, count: 1 << 16)
             while true {
@@ -191,20 +191,22 @@ final class PipeReader: @unchecked Sendable {
                 }
             }
             withExtendedLifetime(pipe) {}
-            ended.append(Data([1]))
-            done.signal()
+            ended.lock()
+            finished = true
+            ended.broadcast()
+            ended.unlock()
         }.start()
     }
 
-    /// Whether the end of the pipe was read (the writer gone).
-    var isDone: Bool { !ended.text.isEmpty }
+    var isDone: Bool { wait(0) }
 
     /// Waits at most `seconds` for the end of the pipe; whether it came.
     func wait(_ seconds: Double) -> Bool {
-        if isDone { return true }
-        guard done.wait(timeout: .now() + seconds) == .success else { return false }
-        done.signal()   // for the next who waits
-        return true
+        let deadline = Date().addingTimeInterval(seconds)
+        ended.lock()
+        defer { ended.unlock() }
+        while !finished && ended.wait(until: deadline) {}
+        return finished
     }
 }
 

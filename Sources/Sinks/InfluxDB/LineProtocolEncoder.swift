@@ -106,10 +106,6 @@ struct LineProtocolEncoder: Sendable {
         } else if let d = value?.number, !d.isFinite {
             return .cannot("the value is not a finite number")
         }
-        switch measurementFrom {
-        case .fixed(let bytes): out.append(contentsOf: bytes)
-        default: write(measurementFrom, of: r, isWorkout: isWorkout) { LineProtocolEncoder.appendEscaped($0 ?? UnsafeRawBufferPointer(start: nil, count: 0), measurement: true, to: &out) }
-        }
         // The sink's tags and the record's labels, both sorted, merged; a label named as one of
         // the sink's tags gives way to it.
         let labels = r.tags.isEmpty ? [] : LineProtocolEncoder.sortedByKey(r.tags.filter { l in !tags.contains { $0.name == l.name } }
@@ -126,8 +122,15 @@ struct LineProtocolEncoder: Sendable {
                 next += 1
             }
         }
-        // The source's app and device read once for the tags that need them.
+        // The source's app and device read once for the measurement and the tags that need them.
         r.withSource { app, device in
+            switch measurementFrom {
+            case .fixed(let bytes): out.append(contentsOf: bytes)
+            default:
+                write(measurementFrom, of: r, isWorkout: isWorkout, source: (app, device)) {
+                    LineProtocolEncoder.appendEscaped($0 ?? UnsafeRawBufferPointer(start: nil, count: 0), measurement: true, to: &out)
+                }
+            }
             for tag in tags {
                 if !labels.isEmpty { label(before: tag.name) }
                 if case .fixed(let bytes) = tag.value {
@@ -174,9 +177,9 @@ struct LineProtocolEncoder: Sendable {
     }
 
     /// A tag's or the measurement's text for the record, where it lies (nil: none); `source`: the
-    /// record's source app and device, when read already.
+    /// record's source app and device.
     private func write(_ v: Value, of r: Record, isWorkout: Bool,
-                       source: (app: UnsafeRawBufferPointer?, device: UnsafeRawBufferPointer?)? = nil,
+                       source: (app: UnsafeRawBufferPointer?, device: UnsafeRawBufferPointer?),
                        _ body: (UnsafeRawBufferPointer?) -> Void) {
         switch v {
         case .fixed(let bytes): bytes.withUnsafeBytes { body($0) }
@@ -186,14 +189,14 @@ struct LineProtocolEncoder: Sendable {
             case .kind: r.withText(.kind, body)
             case .receiver: r.withText(.receiver, body)
             case .phone, .device: r.withText(.device, body)
-            case .source: if let source { body(source.app) } else { r.withSource { app, _ in body(app) } }
+            case .source: body(source.app)
             case .unit: r.withText(.unit, body)
             case .date: body(nil)   // not allowed here
             }
         case .template(let t): t.render(r, LineProtocolEncoder.value).withUTF8Bytes { body(UnsafeRawBufferPointer($0)) }
         case .unit: r.withText(.unit, body)
-        case .source: if let source { body(source.app) } else { r.withSource { app, _ in body(app) } }
-        case .device: if let source { body(source.device) } else { r.withSource { _, device in body(device) } }
+        case .source: body(source.app)
+        case .device: body(source.device)
         case .activity: isWorkout ? r.withText(.activity, body) : body(nil)
         case .phone: r.withText(.device, body)
         }
