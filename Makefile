@@ -21,7 +21,7 @@ PYVENV     := .build/pyvenv
 # Home Assistant for the discovery test: outside the clone, made once per machine (~3 min).
 HA_VENV    ?= $(HOME)/.cache/healthgate/ha-2024.3.3
 
-.PHONY: run test test-deps deb test-deb test-asan test-release-asan test-tsan sanitized soak bench build deps pyclients homeassistant check-format clean install uninstall fuzz
+.PHONY: run test test-deps deb test-deb test-asan test-release-asan test-tsan sanitized soak bench build deps pyclients homeassistant format check-format clean install uninstall fuzz
 
 ## Install the Debian packages that are missing (only those). A service a package starts and
 ## enables on install (a test server) is stopped and disabled again: the tests start their own.
@@ -40,6 +40,15 @@ deps:
 ## What the tests, the benchmarks and the fuzzers need beside what running does.
 test-deps:
 	@$(MAKE) --no-print-directory deps DEB_PKGS="$(RUN_PKGS) $(TEST_PKGS) $(EXTRA_PKGS)"
+
+## The code's layout, by the toolchain's swift-format and .swift-format: `make format` rewrites
+## the files in place; `make check-format` (the first step of `make test`, so CI) fails on any
+## file that `make format` would change, naming the file, line and what to change.
+FORMAT_PATHS := Sources Tests Plugins Package.swift
+format:
+	$(SWIFT) format format --configuration .swift-format --in-place --recursive --parallel $(FORMAT_PATHS)
+check-format:
+	$(SWIFT) format lint --configuration .swift-format --strict --recursive --parallel $(FORMAT_PATHS)
 
 ## The release binary, with the Swift runtime linked in (--static-swift-stdlib): it runs on a
 ## machine without Swift, and is the one `make deb` packs.
@@ -70,7 +79,7 @@ homeassistant: test-deps
 ## PostgreSQL, started as the postgres user when the tests run as root, can reach its own dirs.
 ## Tests/run.sh gives the run a deadline (TEST_TIMEOUT, 900 s by default): past it, it says which tests
 ## were still running and where they waited, and fails.
-test: test-deps pyclients homeassistant
+test: check-format test-deps pyclients homeassistant
 	$(SWIFT) build -c release --static-swift-stdlib --product healthgate
 	@tmp=$$(mktemp -d /tmp/healthgate-test.XXXXXX) && chmod 755 $$tmp && \
 	HEALTHGATE_BIN=$(CURDIR)/$(BIN) HEALTHGATE_PYTHON=$(CURDIR)/$(PYVENV)/bin/python HEALTHGATE_HA_VENV=$(HA_VENV) \

@@ -18,14 +18,6 @@ public enum CanonicalCodec {
         return out
     }
 
-    /// One record as its NDJSON line, without the line feed.
-    public static func encodeLine(_ r: CanonicalRecord) -> [UInt8] {
-        var out = [UInt8]()
-        encode(r, into: &out)
-        out.removeLast()
-        return out
-    }
-
     /// Calls `body` for each line that is not blank (empty, or at most two spaces and carriage
     /// returns) with its text, its 1-based line number, its byte range with its line feed and
     /// without it.

@@ -12,8 +12,6 @@ public struct JSONError: Error, Equatable, Sendable, CustomStringConvertible {
 
         /// The document is larger than simdjson can handle (4 GiB).
         public static let tooLarge = Code(rawValue: Int32(CSJ_ERR_CAPACITY))
-        /// Memory allocation failed.
-        public static let outOfMemory = Code(rawValue: Int32(CSJ_ERR_MEMALLOC))
         /// Bad structure: truncated input, trailing content, a missing or extra comma, colon, bracket or key.
         public static let badStructure = Code(rawValue: Int32(CSJ_ERR_TAPE))
         /// Objects and arrays nested deeper than the parser's `maxDepth`.
@@ -23,8 +21,6 @@ public struct JSONError: Error, Equatable, Sendable, CustomStringConvertible {
         public static let badTrue = Code(rawValue: Int32(CSJ_ERR_T_ATOM))
         public static let badFalse = Code(rawValue: Int32(CSJ_ERR_F_ATOM))
         public static let badNull = Code(rawValue: Int32(CSJ_ERR_N_ATOM))
-        /// A malformed number, or one out of range (integers beyond 64 bits, `1e400`).
-        public static let badNumber = Code(rawValue: Int32(CSJ_ERR_NUMBER))
         public static let notUTF8 = Code(rawValue: Int32(CSJ_ERR_UTF8))
         /// No JSON value at all: zero bytes, or whitespace only.
         public static let empty = Code(rawValue: Int32(CSJ_ERR_EMPTY))

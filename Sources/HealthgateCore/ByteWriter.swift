@@ -37,12 +37,6 @@ public struct ByteWriter {
         self.written = written
     }
 
-    /// Takes back what was written after `count` bytes.
-    @inlinable public mutating func truncate(to count: Int) {
-        precondition(count <= written)
-        written = count
-    }
-
     @inline(__always) @inlinable func room(_ n: Int) {
         precondition(written + n <= capacity, "ByteWriter: the bound given was too small")
     }

@@ -266,6 +266,4 @@ public struct RawJSON: Sendable, Equatable, CustomStringConvertible {
               let d = Double(description), d.isFinite else { return nil }
         return d
     }
-
-    public static let emptyObject = RawJSON("{}")
 }

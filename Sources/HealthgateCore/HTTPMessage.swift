@@ -48,11 +48,6 @@ public struct HTTPRequest: Sendable {
         return nil
     }
 
-    public func headerCount(_ name: String) -> Int {
-        let lower = name.lowercased()
-        return headers.reduce(0) { $0 + ($1.name == lower ? 1 : 0) }
-    }
-
     /// The value of a query parameter (percent-decoding `+` and `%XX`).
     public func queryParameter(_ name: String) -> String? {
         for pair in query.split(separator: "&") {

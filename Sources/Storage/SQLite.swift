@@ -154,16 +154,8 @@ public final class SQLite: @unchecked Sendable {
 
         /// Binds `values` and runs the statement to its end (for statements that return no rows).
         public func run(_ values: Value...) throws(Failure) {
-            defer {
-                sqlite3_reset(stmt)
-                sqlite3_clear_bindings(stmt)
-            }
             SQLite.bind(values, to: stmt)
-            var rc = sqlite3_step(stmt)
-            while rc == SQLITE_ROW { rc = sqlite3_step(stmt) }
-            guard rc == SQLITE_DONE else {
-                throw Failure(description: "\(owner.path): \(String(cString: sqlite3_errmsg(owner.db)))")
-            }
+            try step()
         }
     }
 

@@ -16,12 +16,6 @@ public enum TransformRegistry {
         ("dedupe", DedupeTransform.build),
         ("aggregate", AggregateTransform.build),
     ]
-
-    public static var names: [String] { builders.map(\.name) }
-
-    public static func builder(named name: String) -> Builder? {
-        builders.first { $0.name == name }?.build
-    }
 }
 
 /// The instance of a stateless transform that changes each record where it lies (rename, tag).

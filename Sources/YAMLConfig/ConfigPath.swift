@@ -10,7 +10,7 @@ public enum ConfigPath {
             c == "." || c == "[" || c == "]" || c == "\"" || c.isWhitespace
         }
         if needsBrackets {
-            let escaped = key.replacingAll("\\", with: "\\\\").replacingAll("\"", with: "\\\"")
+            let escaped = key.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"")
             return "\(base)[\"\(escaped)\"]"
         }
         return base.isEmpty ? key : "\(base).\(key)"
@@ -23,16 +23,6 @@ public enum ConfigPath {
 }
 
 extension String {
-    /// `replacingOccurrences(of:with:)` without Foundation.
-    func replacingAll(_ target: Character, with replacement: String) -> String {
-        var result = ""
-        result.reserveCapacity(count)
-        for c in self {
-            if c == target { result += replacement } else { result.append(c) }
-        }
-        return result
-    }
-
     /// The string in double quotes for a message, with control characters escaped
     /// and long values shortened so that one problem stays on one line.
     var quotedForMessage: String {

@@ -17,7 +17,6 @@ final class DecodingContext {
     }
 
     let root: YAMLNode
-    let userInfo: [CodingUserInfoKey: Any]
     private var mappings: [String: TrackedMapping] = [:]
     /// Paths of `mappings` in the order they were first read, so that reports do not
     /// depend on dictionary order (an alias puts two mappings at the same location).
@@ -25,9 +24,8 @@ final class DecodingContext {
     /// Paths of nodes whose `init(from:)` returned.
     private var completed: Set<String> = []
 
-    init(root: YAMLNode, userInfo: [CodingUserInfoKey: Any]) {
+    init(root: YAMLNode) {
         self.root = root
-        self.userInfo = userInfo
     }
 
     // MARK: Decoding

@@ -5,7 +5,7 @@ struct NodeDecoder: Decoder {
     let codingPath: [any CodingKey]
     let context: DecodingContext
 
-    var userInfo: [CodingUserInfoKey: Any] { context.userInfo }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         guard case .mapping(let entries, let location) = node else {

@@ -13,13 +13,9 @@
 ///   at the node being decoded.
 ///
 /// `YAMLNode` fields receive the raw subtree, which is not checked at all; decode it
-/// later with `decode(_:from:path:)` (or `decodeEntries` / `decodeElements`) and the
-/// matching `path`, to decode a configuration in stages and collect the problems of
-/// every component.
+/// later with `decode(_:from:path:)` and the matching `path`, to decode a configuration in
+/// stages and collect the problems of every component.
 public struct YAMLDecoder: Sendable {
-    /// Made available to `init(from:)` implementations as `decoder.userInfo`.
-    public var userInfo: [CodingUserInfoKey: any Sendable] = [:]
-
     public init() {}
 
     /// Decodes `type` from `node`.
@@ -30,7 +26,7 @@ public struct YAMLDecoder: Sendable {
     /// - Throws: all problems found: the error that stopped decoding (Decodable stops at
     ///   the first one) plus the unknown keys of every mapping that was fully decoded.
     public func decode<T: Decodable>(_ type: T.Type, from node: YAMLNode, path: String = "") throws(ConfigProblems) -> T {
-        let context = DecodingContext(root: node, userInfo: userInfo.mapValues { $0 as Any })
+        let context = DecodingContext(root: node)
         let value: T
         do {
             value = try context.decode(T.self, node: node, path: path, codingPath: [])
@@ -45,67 +41,6 @@ public struct YAMLDecoder: Sendable {
             throw ConfigProblems(sorting: unknownKeys)
         }
         return value
-    }
-
-    /// Decodes `type` from `node`, appending any problems to `problems` instead of
-    /// throwing; `nil` when there were problems.
-    public func decode<T: Decodable>(
-        _ type: T.Type, from node: YAMLNode, path: String = "", collectingInto problems: inout [ConfigProblem]
-    ) -> T? {
-        do throws(ConfigProblems) {
-            return try decode(type, from: node, path: path)
-        } catch {
-            problems += error.problems
-            return nil
-        }
-    }
-
-    /// Decodes each value of the mapping `node` as `type`, in file order, collecting the
-    /// problems of all of them. Entries with problems are left out of the result.
-    /// A null node (a key with nothing under it) has no entries.
-    public func decodeEntries<T: Decodable>(
-        _ type: T.Type, from node: YAMLNode, path: String, collectingInto problems: inout [ConfigProblem]
-    ) -> [(key: String, value: T)] {
-        if node.isNull { return [] }
-        guard case .mapping(let entries, _) = node else {
-            problems.append(ConfigProblem(
-                location: node.location, path: path,
-                message: "expected a mapping (key: value pairs), found \(node.summary)"))
-            return []
-        }
-        return entries.compactMap { entry in
-            decode(type, from: entry.value, path: ConfigPath.join(path, key: entry.key), collectingInto: &problems)
-                .map { (key: entry.key, value: $0) }
-        }
-    }
-
-    /// Decodes each item of the sequence `node` as `type`, collecting the problems of
-    /// all of them. Items with problems are left out of the result.
-    /// A null node (a key with nothing under it) has no items.
-    public func decodeElements<T: Decodable>(
-        _ type: T.Type, from node: YAMLNode, path: String, collectingInto problems: inout [ConfigProblem]
-    ) -> [T] {
-        if node.isNull { return [] }
-        guard case .sequence(let items, _) = node else {
-            problems.append(ConfigProblem(
-                location: node.location, path: path,
-                message: "expected a list, found \(node.summary)"))
-            return []
-        }
-        return items.enumerated().compactMap { index, item in
-            decode(type, from: item, path: ConfigPath.join(path, index: index), collectingInto: &problems)
-        }
-    }
-
-    /// The location of the node a `Decoder` is decoding, when it is a `YAMLDecoder`'s.
-    /// For use in custom `init(from:)` implementations.
-    public static func location(of decoder: any Decoder) -> SourceLocation? {
-        (decoder as? NodeDecoder)?.node.location
-    }
-
-    /// The dotted path of the node a `Decoder` is decoding, when it is a `YAMLDecoder`'s.
-    public static func path(of decoder: any Decoder) -> String? {
-        (decoder as? NodeDecoder)?.path
     }
 
     /// The node a `Decoder` is decoding, when it is a `YAMLDecoder`'s.

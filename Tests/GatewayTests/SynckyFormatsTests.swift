@@ -347,3 +347,18 @@ import Testing
         #expect(r.contains { $0.kind == "heart_rate_notification" })
     }
 }
+
+extension LineProtocol {
+    /// Every point of a body, and the lines that are no points.
+    static func parse(_ body: [UInt8]) -> (points: [Point], failures: [Failure]) {
+        var points: [Point] = []
+        var failures: [Failure] = []
+        forEachLine(body) { result in
+            switch result {
+            case .success(let p): points.append(p)
+            case .failure(let f): failures.append(f)
+            }
+        }
+        return (points, failures)
+    }
+}

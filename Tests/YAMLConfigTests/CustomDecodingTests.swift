@@ -77,23 +77,6 @@ struct CustomDecodingTests {
         ])
     }
 
-    @Test("a custom initializer can learn where its node is")
-    func locationLookup() throws {
-        struct Located: Decodable {
-            var location: YAMLConfig.SourceLocation?
-            var path: String?
-            init(from decoder: any Decoder) throws {
-                location = YAMLDecoder.location(of: decoder)
-                path = YAMLDecoder.path(of: decoder)
-                _ = try decoder.singleValueContainer().decode(String.self)
-            }
-        }
-        let items = try decode([String: [Located]].self, "list:\n  - a\n  - b\n")
-        let second = try #require(items["list"]?[1])
-        #expect(second.location == YAMLConfig.SourceLocation(file: "test.yaml", line: 3, column: 5))
-        #expect(second.path == "list[1]")
-    }
-
     @Test("superDecoder, nested containers and unkeyed containers work")
     func containerVariety() throws {
         struct Point: Decodable, Equatable {
@@ -128,20 +111,5 @@ struct CustomDecodingTests {
         #expect(decodingProblems(Point.self, "coordinates: [1, 2]\nmeta: {lable: x}\n") == [
             "test.yaml:2:8: meta: unknown key \"lable\" — did you mean \"label\"?",
         ])
-    }
-
-    @Test("userInfo reaches init(from:)")
-    func userInfo() throws {
-        let key = CodingUserInfoKey(rawValue: "unit")!
-        struct Reader: Decodable {
-            var unit: String?
-            init(from decoder: any Decoder) throws {
-                unit = decoder.userInfo[CodingUserInfoKey(rawValue: "unit")!] as? String
-            }
-        }
-        var decoder = YAMLDecoder()
-        decoder.userInfo[key] = "ms"
-        let node = try parseYAML("x", file: "t", environment: [:])
-        #expect(try decoder.decode(Reader.self, from: node).unit == "ms")
     }
 }

@@ -278,7 +278,4 @@ final class Progress {
         let elapsed = max(0.001, monotonicSeconds() - started)
         printErr("replay: \(records) records in \(formatSeconds(elapsed)) (\(Int((Double(records) / elapsed).rounded())) records/s)")
     }
-
-    /// What `finish` says, for tests.
-    static func summaryPrefix(records: Int) -> String { "replay: \(records) records in " }
 }

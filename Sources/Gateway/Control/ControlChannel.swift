@@ -66,7 +66,6 @@ final class ControlServer: Sendable {
     let clock: any Clock
     let logger: Logger
     private let listenFD: Int32
-    private let stopping = Monitor()
     private let state = Locked<(stop: Bool, thread: pthread_t?)>((false, nil))
 
     /// Binds the socket (replacing a stale one: the data dir's lock says no other serve runs).

@@ -52,20 +52,6 @@ enum LineProtocol {
         var description: String { "line \(line): \(message)" }
     }
 
-    /// Every point of a body; lines that are not points come back as failures, each with its
-    /// line number, so the good ones can be taken.
-    static func parse(_ body: [UInt8]) -> (points: [Point], failures: [Failure]) {
-        var points: [Point] = []
-        var failures: [Failure] = []
-        forEachLine(body) { result in
-            switch result {
-            case .success(let p): points.append(p)
-            case .failure(let f): failures.append(f)
-            }
-        }
-        return (points, failures)
-    }
-
     /// Each line of a body as a point or a failure, in order, without holding them all: a big
     /// body costs one point at a time.
     static func forEachLine(_ body: [UInt8], _ each: (Result<Point, Failure>) -> Void) {

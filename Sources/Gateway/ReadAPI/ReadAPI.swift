@@ -336,6 +336,4 @@ final class ByteBudget: Sendable {
     }
 
     func give(_ n: Int) { used.subtract(n, ordering: .relaxed) }
-
-    var inUse: Int { used.load(ordering: .relaxed) }
 }

@@ -28,12 +28,6 @@ public final class HTTPSink: Sink {
     let headers: [(String, String)]
     let hmacSecret: [UInt8]?
     let client: CurlClient
-    /// Batches begun and not finished, oldest first: each one's POST (and the halving of a
-    /// refused one) on a helper thread with a connection of its own.
-    private var open: [(client: CurlClient, post: Forked<SinkWriteResult>)] = []
-    /// Connections of finished batches, for the next ones begun.
-    private var spare: [CurlClient] = []
-    public let batchesInFlight = 2
     let logger: Logger
     let clock: any Clock
 
@@ -93,11 +87,8 @@ public final class HTTPSink: Sink {
     }
 
     public func write(_ batch: SinkBatch) -> SinkWriteResult {
-        post(batch, on: client)
-    }
-
-    private func post(_ batch: SinkBatch, on client: CurlClient) -> SinkWriteResult {
-        poster(client).post(count: batch.count) { range in
+        BatchPoster(sinkName: name, url: shownURL, credentialsHint: "sinks.\(name).auth (and headers)", client: client,
+                    logger: logger, clock: clock).post(count: batch.count) { range in
             let body = encode(batch, range)
             var requestHeaders = headers
             if let secret = hmacSecret {
@@ -109,11 +100,6 @@ public final class HTTPSink: Sink {
             requestHeaders.append(("X-Healthgate-Records", "\(range.count)"))
             return (url, requestHeaders, body)
         }
-    }
-
-    func poster(_ client: CurlClient) -> BatchPoster {
-        BatchPoster(sinkName: name, url: shownURL, credentialsHint: "sinks.\(name).auth (and headers)", client: client,
-                    logger: logger, clock: clock)
     }
 
     private func encode(_ batch: SinkBatch, _ range: Range<Int>) -> [UInt8] {

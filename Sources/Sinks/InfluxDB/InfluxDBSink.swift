@@ -487,15 +487,15 @@ public final class InfluxDBSink: Sink {
                 return .rejected(reason: "InfluxDB 3 has no API to delete single points; delete \(p.measurement) at \(p.timeNanos) by hand")
             case .v1:
                 var where_ = ["time = \(p.timeNanos)"]
-                for (k, v) in p.tags { where_.append("\"\(k.replacingAll("\"", with: "\\\""))\" = '\(v.replacingAll("\\", with: "\\\\").replacingAll("'", with: "\\'"))'") }
-                let q = "DELETE FROM \"\(p.measurement.replacingAll("\"", with: "\\\""))\" WHERE " + where_.joined(separator: " AND ")
+                for (k, v) in p.tags { where_.append("\"\(k.replacing("\"", with: "\\\""))\" = '\(v.replacing("\\", with: "\\\\").replacing("'", with: "\\'"))'") }
+                let q = "DELETE FROM \"\(p.measurement.replacing("\"", with: "\\\""))\" WHERE " + where_.joined(separator: " AND ")
                 let query = (deletes.query + [("q", q)]).map { "\(PercentEncoding.encode($0.0))=\(PercentEncoding.encode($0.1))" }
                 request = (deletes.base + "/query?" + query.joined(separator: "&"), [], deletes.headers)
             case .v2:
                 let start = Timestamp(seconds: p.timeNanos / 1_000_000_000, nanoseconds: Int32(p.timeNanos % 1_000_000_000))
                 let stop = Timestamp(seconds: (p.timeNanos + 1) / 1_000_000_000, nanoseconds: Int32((p.timeNanos + 1) % 1_000_000_000))
-                var predicate = "_measurement=\"\(p.measurement.replacingAll("\"", with: "\\\""))\""
-                for (k, v) in p.tags { predicate += " AND \(k)=\"\(v.replacingAll("\"", with: "\\\""))\"" }
+                var predicate = "_measurement=\"\(p.measurement.replacing("\"", with: "\\\""))\""
+                for (k, v) in p.tags { predicate += " AND \(k)=\"\(v.replacing("\"", with: "\\\""))\"" }
                 var w = JSONWriter(capacity: 128 + predicate.utf8.count)
                 w.beginObject()
                 w.key("start"); w.string(start.rfc3339())
@@ -550,11 +550,5 @@ public final class InfluxDBSink: Sink {
         noting.stop()
         for c in clients { c.close() }
         index.close()
-    }
-}
-
-extension String {
-    func replacingAll(_ target: String, with replacement: String) -> String {
-        split(separator: Substring(target), omittingEmptySubsequences: false).joined(separator: replacement)
     }
 }

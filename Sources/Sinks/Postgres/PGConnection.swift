@@ -36,9 +36,6 @@ package final class PGConnection {
     /// False once the server or the network has gone (the next use should reconnect).
     package var isOK: Bool { conn.map { PQstatus($0) == CONNECTION_OK } ?? false }
 
-    /// The server's version as a number (150004 for 15.4).
-    var serverVersion: Int { conn.map { Int(PQserverVersion($0)) } ?? 0 }
-
     /// Runs one statement with text parameters ($1, $2, …); returns its rows as text (nil for
     /// NULL) and the count of rows it touched.
     @discardableResult
