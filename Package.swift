@@ -5,15 +5,17 @@ import PackageDescription
 // time in debug builds — every test run, the sanitizers' too — and statically in all; a release
 // build leaves out the run-time check (~3 % of the server's CPU under load: a check at each
 // access to a class's property or a captured variable on the hot path).
-let strict: [SwiftSetting] = [.unsafeFlags(["-warnings-as-errors"]),
-                              .unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+let strict: [SwiftSetting] = [
+    .unsafeFlags(["-warnings-as-errors"]),
+    .unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))
+]
 
 let package = Package(
     name: "healthgate",
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "healthgate", targets: ["healthgate"]),
-        .executable(name: "healthgate-fuzz", targets: ["healthgate-fuzz"]),
+        .executable(name: "healthgate-fuzz", targets: ["healthgate-fuzz"])
     ],
     targets: [
         // Debian C libraries as system-library targets.
@@ -27,7 +29,7 @@ let package = Package(
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
-        .systemLibrary(name: "CLinux"),   // glibc declarations missing from the Glibc module (header only)
+        .systemLibrary(name: "CLinux"), // glibc declarations missing from the Glibc module (header only)
         .target(
             name: "CSimdJSON",
             cxxSettings: [.define("SIMDJSON_THREADS_ENABLED", to: "1"), .unsafeFlags(["-O3"])],
@@ -56,65 +58,97 @@ let package = Package(
         // HTTP for sinks over libcurl: the client and the batch poster.
         .target(name: "HTTPDelivery", dependencies: ["SinkKit", "HealthgateCore", "CCurl"], swiftSettings: strict),
         // One target per sink, linking only what it needs; `Sinks` registers them.
-        .target(name: "SinkFile", dependencies: ["SinkKit", "HealthgateCore", "Posix", "CanonicalJSON", "YAMLConfig", "HealthgateCrypto"],
-                path: "Sources/Sinks/File", swiftSettings: strict),
-        .target(name: "SinkHTTP", dependencies: ["SinkKit", "HTTPDelivery", "HealthgateCore", "Posix", "CanonicalJSON", "HealthgateCrypto", "YAMLConfig"],
-                path: "Sources/Sinks/HTTP", swiftSettings: strict),
-        .target(name: "SinkInfluxDB", dependencies: ["SinkKit", "HTTPDelivery", "HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "Storage",
-                                                     "HealthgateCrypto", "CDeflate", "YAMLConfig"],
-                path: "Sources/Sinks/InfluxDB", exclude: ["README.md"], swiftSettings: strict),
+        .target(
+            name: "SinkFile", dependencies: ["SinkKit", "HealthgateCore", "Posix", "CanonicalJSON", "YAMLConfig", "HealthgateCrypto"],
+            path: "Sources/Sinks/File", swiftSettings: strict),
+        .target(
+            name: "SinkHTTP",
+            dependencies: ["SinkKit", "HTTPDelivery", "HealthgateCore", "Posix", "CanonicalJSON", "HealthgateCrypto", "YAMLConfig"],
+            path: "Sources/Sinks/HTTP", swiftSettings: strict),
+        .target(
+            name: "SinkInfluxDB",
+            dependencies: [
+                "SinkKit", "HTTPDelivery", "HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "Storage",
+                "HealthgateCrypto", "CDeflate", "YAMLConfig"
+            ],
+            path: "Sources/Sinks/InfluxDB", exclude: ["README.md"], swiftSettings: strict),
         // Home Assistant over MQTT: entity model and states, the libmosquitto client, the sink.
-        .target(name: "SinkMQTT", dependencies: ["SinkKit", "HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "YAMLConfig", "CMosquitto",
-                                                 "HealthgateCrypto"],
-                path: "Sources/Sinks/MQTT", swiftSettings: strict),
-        .target(name: "SinkPostgres", dependencies: ["SinkKit", "HealthgateCore", "Posix", "FastJSON", "YAMLConfig", "CPQ"],
-                path: "Sources/Sinks/Postgres", swiftSettings: strict),
-        .target(name: "Sinks", dependencies: ["SinkKit", "SinkFile", "SinkHTTP", "SinkInfluxDB", "SinkMQTT", "SinkPostgres", "YAMLConfig"],
-                path: "Sources/Sinks/Registry", swiftSettings: strict),
+        .target(
+            name: "SinkMQTT",
+            dependencies: [
+                "SinkKit", "HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "YAMLConfig", "CMosquitto",
+                "HealthgateCrypto"
+            ],
+            path: "Sources/Sinks/MQTT", swiftSettings: strict),
+        .target(
+            name: "SinkPostgres", dependencies: ["SinkKit", "HealthgateCore", "Posix", "FastJSON", "YAMLConfig", "CPQ"],
+            path: "Sources/Sinks/Postgres", swiftSettings: strict),
+        .target(
+            name: "Sinks", dependencies: ["SinkKit", "SinkFile", "SinkHTTP", "SinkInfluxDB", "SinkMQTT", "SinkPostgres", "YAMLConfig"],
+            path: "Sources/Sinks/Registry", swiftSettings: strict),
         // One folder per transform, and their registry.
-        .target(name: "Transforms", dependencies: ["HealthgateCore", "YAMLConfig", "Posix", "FastJSON", "CanonicalJSON"], swiftSettings: strict),
+        .target(
+            name: "Transforms", dependencies: ["HealthgateCore", "YAMLConfig", "Posix", "FastJSON", "CanonicalJSON"], swiftSettings: strict),
         // The journal and the pipeline: drainers, routes, delivery, dead letters, cursors. No HTTP, no QR.
-        .target(name: "Pipeline", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "SinkKit", "Transforms", "CDeflate"],
-                exclude: ["Journal/JOURNAL.md", "Delivery/QUEUES.md"], swiftSettings: strict),
+        .target(
+            name: "Pipeline", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "SinkKit", "Transforms", "CDeflate"],
+            exclude: ["Journal/JOURNAL.md", "Delivery/QUEUES.md"], swiftSettings: strict),
         // HTTP server, receivers and formats, ingest, write-back, config, the CLI.
         .target(
             name: "Gateway",
-            dependencies: ["HealthgateCore", "Posix", "FastJSON", "CanonicalJSON", "YAMLConfig", "Transforms", "SinkKit", "Sinks",
-                           "Pipeline", "CMicroHTTPD", "HealthgateCrypto", "CZlib", "CLinux", "CQREncode", "Storage",
-                           "SinkPostgres"],
+            dependencies: [
+                "HealthgateCore", "Posix", "FastJSON", "CanonicalJSON", "YAMLConfig", "Transforms", "SinkKit", "Sinks",
+                "Pipeline", "CMicroHTTPD", "HealthgateCrypto", "CZlib", "CLinux", "CQREncode", "Storage",
+                "SinkPostgres"
+            ],
             swiftSettings: strict
         ),
         .executableTarget(name: "healthgate", dependencies: ["Gateway", "HealthgateCore"], swiftSettings: strict, plugins: ["BuildStamp"]),
         // The commit and day a build is made from, for `healthgate version` (Plugins/BuildStamp).
         .plugin(name: "BuildStamp", capability: .buildTool()),
-        .executableTarget(name: "healthgate-bench", dependencies: ["Gateway", "Pipeline", "CanonicalJSON", "FastJSON", "Posix", "HealthgateCrypto",
-                                                        "SinkKit", "SinkMQTT", "SinkPostgres", "SinkInfluxDB", "HTTPDelivery"],
-                          path: "Sources/Bench", swiftSettings: strict),
+        .executableTarget(
+            name: "healthgate-bench",
+            dependencies: [
+                "Gateway", "Pipeline", "CanonicalJSON", "FastJSON", "Posix", "HealthgateCrypto",
+                "SinkKit", "SinkMQTT", "SinkPostgres", "SinkInfluxDB", "HTTPDelivery"
+            ],
+            path: "Sources/Bench", swiftSettings: strict),
 
         // The fuzz targets: a library the tests run the committed corpora through, and its
         // driver, libFuzzer's when built for `make fuzz`.
-        .target(name: "FuzzTargets", dependencies: ["Gateway", "Pipeline", "HealthgateCore", "CanonicalJSON", "FastJSON", "HealthgateCrypto", "YAMLConfig"],
-                path: "Sources/Fuzz/Targets", swiftSettings: strict),
+        .target(
+            name: "FuzzTargets",
+            dependencies: ["Gateway", "Pipeline", "HealthgateCore", "CanonicalJSON", "FastJSON", "HealthgateCrypto", "YAMLConfig"],
+            path: "Sources/Fuzz/Targets", swiftSettings: strict),
         .executableTarget(name: "healthgate-fuzz", dependencies: ["FuzzTargets"], path: "Sources/Fuzz/Driver", swiftSettings: strict),
 
         // Test doubles: scripted endpoint, real server processes, the fake clock, test transforms.
-        .target(name: "HealthgateTesting", dependencies: ["Gateway", "Pipeline", "SinkKit", "HTTPDelivery", "SinkMQTT", "HealthgateCore", "Posix",
-                                                          "YAMLConfig", "Transforms"],
-                path: "Tests/HealthgateTesting", swiftSettings: strict),
+        .target(
+            name: "HealthgateTesting",
+            dependencies: [
+                "Gateway", "Pipeline", "SinkKit", "HTTPDelivery", "SinkMQTT", "HealthgateCore", "Posix",
+                "YAMLConfig", "Transforms"
+            ],
+            path: "Tests/HealthgateTesting", swiftSettings: strict),
         // `healthgate` with the test transforms registered, for tests that kill a real serve.
-        .executableTarget(name: "healthgate-testserve", dependencies: ["Gateway", "HealthgateTesting"],
-                          path: "Tests/TestServe", swiftSettings: strict),
+        .executableTarget(
+            name: "healthgate-testserve", dependencies: ["Gateway", "HealthgateTesting"],
+            path: "Tests/TestServe", swiftSettings: strict),
 
         .testTarget(name: "HealthgateCoreTests", dependencies: ["HealthgateCore"], swiftSettings: strict),
         .testTarget(name: "FastJSONTests", dependencies: ["FastJSON"], swiftSettings: strict),
         .testTarget(name: "YAMLConfigTests", dependencies: ["YAMLConfig"], swiftSettings: strict),
         // The journal, built and tested without the HTTP server.
         .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "Posix", "HealthgateCore"], swiftSettings: strict),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Pipeline", "SinkKit", "Sinks", "SinkFile", "SinkHTTP", "SinkInfluxDB", "SinkMQTT",
-                                                         "SinkPostgres",
-                                                         "HTTPDelivery", "HealthgateTesting", "Posix", "CanonicalJSON", "Transforms",
-                                                         "HealthgateCrypto", "CZlib", "YAMLConfig", "FuzzTargets"],
-                    swiftSettings: strict),
+        .testTarget(
+            name: "GatewayTests",
+            dependencies: [
+                "Gateway", "Pipeline", "SinkKit", "Sinks", "SinkFile", "SinkHTTP", "SinkInfluxDB", "SinkMQTT",
+                "SinkPostgres",
+                "HTTPDelivery", "HealthgateTesting", "Posix", "CanonicalJSON", "Transforms",
+                "HealthgateCrypto", "CZlib", "YAMLConfig", "FuzzTargets"
+            ],
+            swiftSettings: strict)
     ],
     cxxLanguageStandard: .cxx17
 )

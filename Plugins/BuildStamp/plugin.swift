@@ -22,9 +22,12 @@ import PackagePlugin
             mkdir -p "$(dirname "$2")"
             if [ ! -f "$2" ] || [ "$(cat "$2")" != "$(printf '%s' "$new")" ]; then printf '%s' "$new" > "$2"; fi
             """
-        return [.prebuildCommand(displayName: "Stamping the build with its commit and date",
-                                 executable: URL(fileURLWithPath: "/bin/sh"),
-                                 arguments: ["-c", script, "sh", context.package.directoryURL.path, file],
-                                 outputFilesDirectory: out)]
+        return [
+            .prebuildCommand(
+                displayName: "Stamping the build with its commit and date",
+                executable: URL(fileURLWithPath: "/bin/sh"),
+                arguments: ["-c", script, "sh", context.package.directoryURL.path, file],
+                outputFilesDirectory: out)
+        ]
     }
 }

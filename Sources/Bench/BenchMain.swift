@@ -21,34 +21,48 @@ enum BenchMain {
         let target = BenchTarget(sink, dir: dir)
         defer { target.stop() }
         let template = makeBody(samples: o.samplesPerBody)
-        print("healthgate bench: \(o.connections) connections × \(Int(o.seconds)) s, bodies of "
-              + "\(template.bytes.count) bytes with \(o.samplesPerBody) samples, "
-              + (o.influx ? "into InfluxDB 1.x (influxd on loopback)"
-                 : o.mqtt ? "into mosquitto (mqtt sink, QoS 1, states and every record)"
-                 : o.postgres ? "into PostgreSQL 15 (postgres sink: COPY and upsert)"
-                 : o.http ? "into a webhook receiver (http sink, NDJSON)" : "file sink with fsync")
-              + (o.transforms ? ", through filter + convert + tag" : "")
-              + (o.copies > 0 ? ", and \(o.copies) NDJSON archive(s) beside it" : "")
-              + (o.rate > 0 ? ", paced to \(Int(o.rate)) samples/s" : ", each sending as soon as it is answered"))
+        print(
+            "healthgate bench: \(o.connections) connections × \(Int(o.seconds)) s, bodies of "
+                + "\(template.bytes.count) bytes with \(o.samplesPerBody) samples, "
+                + (o.influx
+                    ? "into InfluxDB 1.x (influxd on loopback)"
+                    : o.mqtt
+                        ? "into mosquitto (mqtt sink, QoS 1, states and every record)"
+                        : o.postgres
+                            ? "into PostgreSQL 15 (postgres sink: COPY and upsert)"
+                            : o.http ? "into a webhook receiver (http sink, NDJSON)" : "file sink with fsync")
+                + (o.transforms ? ", through filter + convert + tag" : "")
+                + (o.copies > 0 ? ", and \(o.copies) NDJSON archive(s) beside it" : "")
+                + (o.rate > 0 ? ", paced to \(Int(o.rate)) samples/s" : ", each sending as soon as it is answered"))
         let config = BenchMain.config(dataDir: dir + "/data", transforms: o.transforms, sinkLine: target.sinkLine, copies: o.copies)
-        let m = measure(binary: o.binary, config: config, dir: dir, template: template, connections: o.connections,
-                        seconds: o.seconds, rate: o.rate)
-        print(String(format: "acknowledged: %d requests, %d samples in %.1f s: %.0f samples/s, %.1f MB/s",
-                     m.requests, m.samples, m.ackSeconds, m.ackRate, m.megabytesPerSecond))
-        print("end to end (\(sink.delivered)): "
-              + String(format: "%d samples in %.1f s: %.0f samples/s", m.delivered, m.endToEndSeconds, m.endToEndRate))
+        let m = measure(
+            binary: o.binary, config: config, dir: dir, template: template, connections: o.connections,
+            seconds: o.seconds, rate: o.rate)
+        print(
+            String(
+                format: "acknowledged: %d requests, %d samples in %.1f s: %.0f samples/s, %.1f MB/s",
+                m.requests, m.samples, m.ackSeconds, m.ackRate, m.megabytesPerSecond))
+        print(
+            "end to end (\(sink.delivered)): "
+                + String(format: "%d samples in %.1f s: %.0f samples/s", m.delivered, m.endToEndSeconds, m.endToEndRate))
         if !m.latencies.isEmpty {
-            print(String(format: "time to 2xx: p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms",
-                         m.percentile(0.5), m.percentile(0.99), m.percentile(0.999), m.latencies.last!))
+            print(
+                String(
+                    format: "time to 2xx: p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms",
+                    m.percentile(0.5), m.percentile(0.99), m.percentile(0.999), m.latencies.last!))
         }
         print("server RSS: idle \(m.idleRSSKiB / 1024) MB, peak \(m.peakRSSKiB / 1024) MB; failed requests: \(m.failures)")
-        print(String(format: "server CPU: %.1f s over %.1f s (%.0f%% of the machine's %d cores), %.1f s a million samples",
-                     m.cpuSeconds, m.endToEndSeconds,
-                     m.cpuSeconds / m.endToEndSeconds / Double(ProcessInfo.processInfo.activeProcessorCount) * 100,
-                     ProcessInfo.processInfo.activeProcessorCount, m.cpuPerMillion))
+        print(
+            String(
+                format: "server CPU: %.1f s over %.1f s (%.0f%% of the machine's %d cores), %.1f s a million samples",
+                m.cpuSeconds, m.endToEndSeconds,
+                m.cpuSeconds / m.endToEndSeconds / Double(ProcessInfo.processInfo.activeProcessorCount) * 100,
+                ProcessInfo.processInfo.activeProcessorCount, m.cpuPerMillion))
         if sink != .file, let (rate, how) = target.ceiling(archive: nil) {
-            print(String(format: "the server's own ceiling (%@, no healthgate): %.0f records/s; healthgate end to end: %.0f%% of it",
-                         how, rate, m.endToEndRate / rate * 100))
+            print(
+                String(
+                    format: "the server's own ceiling (%@, no healthgate): %.0f records/s; healthgate end to end: %.0f%% of it",
+                    how, rate, m.endToEndRate / rate * 100))
         }
     }
 
@@ -56,30 +70,33 @@ enum BenchMain {
     /// tag with `transforms`), one sink (and `copies` file sinks beside it).
     static func config(dataDir: String, transforms: Bool, sinkLine: String, copies: Int = 0) -> String {
         let names = ["archive"] + (0..<copies).map { "copy\($0 + 1)" }
+        let transformLines =
+            transforms
+            ? """
+                transforms:
+                  - filter: {types: [heart_rate, steps, "active_energy_*", "distance_*"], values: {heart_rate: {min: 25, max: 250}}}
+                  - convert: {distance: km, energy: kJ}
+                  - tag: {person: bench, household: home}
+            """ : ""
         return """
-        listen: 127.0.0.1:0
-        data_dir: \(dataDir)
-        receivers:
-          phone:
-            kind: syncky
-            path: /syncky
-            auth: {type: bearer, token: \(token)}
-            hmac: {secret: \(secret)}
-            max_body: 2MB   # the research's 4,800-sample body is 1.05 MB; the app itself stops at 1,000,000 bytes
-        routes:
-          - name: archive
-            from: ["*"]
-        \(transforms ? """
-            transforms:
-              - filter: {types: [heart_rate, steps, "active_energy_*", "distance_*"], values: {heart_rate: {min: 25, max: 250}}}
-              - convert: {distance: km, energy: kJ}
-              - tag: {person: bench, household: home}
-        """ : "")
-            to: [\(names.joined(separator: ", "))]
-        sinks:
-          \(sinkLine)
-        \(names.dropFirst().map { "  \($0): {kind: file, path: \"\($0)/{device}/{date}.ndjson\"}" }.joined(separator: "\n"))
-        """
+            listen: 127.0.0.1:0
+            data_dir: \(dataDir)
+            receivers:
+              phone:
+                kind: syncky
+                path: /syncky
+                auth: {type: bearer, token: \(token)}
+                hmac: {secret: \(secret)}
+                max_body: 2MB   # the research's 4,800-sample body is 1.05 MB; the app itself stops at 1,000,000 bytes
+            routes:
+              - name: archive
+                from: ["*"]
+            \(transformLines)
+                to: [\(names.joined(separator: ", "))]
+            sinks:
+              \(sinkLine)
+            \(names.dropFirst().map { "  \($0): {kind: file, path: \"\($0)/{device}/{date}.ndjson\"}" }.joined(separator: "\n"))
+            """
     }
 
     /// A PostgreSQL 15 cluster of its own (as the postgres user when run as root, which
@@ -102,7 +119,8 @@ enum BenchMain {
             if let log = ProcessInfo.processInfo.environment["BENCH_PG_LOG_MS"] { server += ["-c", "log_min_duration_statement=\(log)"] }
             process.executableURL = URL(fileURLWithPath: asPostgres.isEmpty ? server[0] : "/usr/bin/setpriv")
             process.arguments = asPostgres.isEmpty ? Array(server.dropFirst()) : asPostgres + server
-            process.standardError = ProcessInfo.processInfo.environment["BENCH_PG_LOG_MS"] != nil
+            process.standardError =
+                ProcessInfo.processInfo.environment["BENCH_PG_LOG_MS"] != nil
                 ? FileHandle(forWritingAtPath: "/tmp/bench-pg.log") : FileHandle.nullDevice
             process.standardOutput = FileHandle.nullDevice
             try! process.run()
@@ -158,10 +176,12 @@ enum BenchMain {
                 for i in 0..<batch {
                     let n = b * batch + i
                     // uuids in no order, as the bench's bodies send them (HealthKit's are random).
-                    data += String(format: "d_benchbenchbenchbench0\t%08x-0000-4000-8000-%012d\t0\tquantity\theart_rate\t"
-                                   + "2026-10-14T%02d:%02d:00Z\t2026-10-14T%02d:%02d:59Z\t2026-10-14T%02d:%02d:00\t72\tcount/min\t"
-                                   + "com.apple.Health\tApple Watch\tphone\n",
-                                   Body.scramble(UInt32(b)) ^ Body.scramble(UInt32(i) &* 0x9E37_79B9), i, (n / 60) % 24, n % 60, (n / 60) % 24, n % 60, (n / 60) % 24, n % 60)
+                    data += String(
+                        format: "d_benchbenchbenchbench0\t%08x-0000-4000-8000-%012d\t0\tquantity\theart_rate\t"
+                            + "2026-10-14T%02d:%02d:00Z\t2026-10-14T%02d:%02d:59Z\t2026-10-14T%02d:%02d:00\t72\tcount/min\t"
+                            + "com.apple.Health\tApple Watch\tphone\n",
+                        Body.scramble(UInt32(b)) ^ Body.scramble(UInt32(i) &* 0x9E37_79B9), i, (n / 60) % 24, n % 60, (n / 60) % 24, n % 60,
+                        (n / 60) % 24, n % 60)
                 }
                 try! data.write(toFile: dir + "/ceiling-\(b).tsv", atomically: false, encoding: .utf8)
                 script += """
@@ -190,7 +210,7 @@ enum BenchMain {
         }
 
         func stop() {
-            kill(process.processIdentifier, SIGINT)   // fast shutdown
+            kill(process.processIdentifier, SIGINT) // fast shutdown
             process.waitUntilExit()
         }
     }
@@ -217,7 +237,7 @@ enum BenchMain {
             if p.isRunning && listening { return (p, port) }
             if p.isRunning { p.terminate() }
             p.waitUntilExit()
-            if given != nil { usleep(500_000) }   // the port is the caller's: wait for it to be free
+            if given != nil { usleep(500_000) } // the port is the caller's: wait for it to be free
         }
         fatalError("healthgate-bench: mosquitto would not start (tried 5 times); is /usr/sbin/mosquitto installed?")
     }
@@ -273,8 +293,10 @@ enum BenchMain {
     }
 
     /// The samples a bench body holds, in turn: type, unit, value.
-    static let sampleTypes = [("heart_rate", "count/min", "72"), ("steps", "count", "412"),
-                              ("active_energy_burned", "kcal", "1.375"), ("distance_walking_running", "m", "18.42")]
+    static let sampleTypes = [
+        ("heart_rate", "count/min", "72"), ("steps", "count", "412"),
+        ("active_energy_burned", "kcal", "1.375"), ("distance_walking_running", "m", "18.42")
+    ]
 
     /// InfluxDB's own ceiling in the same run: the same kind of points as the sink writes
     /// (heart rate, steps, energy, distance, with their tags), in gzip'd batches of 5,000 lines
@@ -289,7 +311,8 @@ enum BenchMain {
             var lines = ""
             for i in 0..<5_000 {
                 let (type, unit, value) = types[i % types.count]
-                lines += "\(type),device=Apple\\ Watch,phone=d_benchbenchbenchbench0,source=com.apple.Health,unit=\(unit) value=\(value) \(t)\n"
+                lines +=
+                    "\(type),device=Apple\\ Watch,phone=d_benchbenchbenchbench0,source=com.apple.Health,unit=\(unit) value=\(value) \(t)\n"
                 t += 1
             }
             bodies.append(InfluxDBSink.gzip(Array(lines.utf8)))
@@ -316,7 +339,7 @@ enum BenchMain {
     static func startInfluxd(dir: String, port given: UInt16? = nil) -> (Process, UInt16) {
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let port = given ?? freePort()
-        let rpc = freePort()   // its own each start: nothing keeps it (a restart on `given` once took port + 1, never checked free)
+        let rpc = freePort() // its own each start: nothing keeps it (a restart on `given` once took port + 1, never checked free)
         try! """
         reporting-disabled = true
         bind-address = "127.0.0.1:\(rpc)"
@@ -363,7 +386,8 @@ enum BenchMain {
     /// User plus system CPU time of a process, in seconds.
     static func cpuSeconds(_ pid: Int32) -> Double {
         guard let s = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = s.lastIndex(of: ")") else { return 0 }
+            let close = s.lastIndex(of: ")")
+        else { return 0 }
         let fields = s[s.index(after: close)...].split(separator: " ")
         guard fields.count > 13, let u = Double(fields[11]), let k = Double(fields[12]) else { return 0 }
         return (u + k) / Double(sysconf(Int32(_SC_CLK_TCK)))
@@ -387,9 +411,10 @@ enum BenchMain {
     static func signedHead(_ body: [UInt8]) -> [UInt8] {
         let t = Int64(Date().timeIntervalSince1970)
         let mac = Crypto.hmacSHA256(key: Array(secret.utf8), Array("\(t).".utf8), body)
-        return Array(("POST /syncky HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nX-Syncky-Format: native\r\n"
-            + "X-Syncky-Timestamp: \(t)\r\nX-Syncky-Signature: v1=\(Crypto.lowercaseHex(mac))\r\n"
-            + "Authorization: Bearer \(token)\r\nContent-Length: \(body.count)\r\n\r\n").utf8)
+        return Array(
+            ("POST /syncky HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nX-Syncky-Format: native\r\n"
+                + "X-Syncky-Timestamp: \(t)\r\nX-Syncky-Signature: v1=\(Crypto.lowercaseHex(mac))\r\n"
+                + "Authorization: Bearer \(token)\r\nContent-Length: \(body.count)\r\n\r\n").utf8)
     }
 
     /// A body of realistic samples with a delivery id that is stamped per request (so every
@@ -405,8 +430,10 @@ enum BenchMain {
             s += #"{"uuid":""#
             uuidOffsets.append(s.utf8.count)
             s += String(format: "00000000-0000-4000-8000-%012d", i)
-            s += String(format: #"","type":"%@","value":%@,"unit":"%@","start":"2026-10-14T%02d:%02d:00Z","end":"2026-10-14T%02d:%02d:59Z","source":{"app":"com.apple.Health","device":"Apple Watch"}}"#,
-                        type, value, unit, hour, minute, hour, minute)
+            s += String(
+                format:
+                    #"","type":"%@","value":%@,"unit":"%@","start":"2026-10-14T%02d:%02d:00Z","end":"2026-10-14T%02d:%02d:59Z","source":{"app":"com.apple.Health","device":"Apple Watch"}}"#,
+                type, value, unit, hour, minute, hour, minute)
         }
         s += #"],"deleted":[],"acks":[],"more":false,"delivery":{"destination":"wh_bench","id":""#
         let deliveryOffset = s.utf8.count
@@ -513,7 +540,8 @@ final class Connection {
 
     func get(_ path: String) -> String? {
         guard open(), sendAll(Array("GET \(path) HTTP/1.1\r\nHost: bench\r\n\r\n".utf8)),
-              let (_, body) = readResponse() else { return nil }
+            let (_, body) = readResponse()
+        else { return nil }
         return String(decoding: body, as: UTF8.self)
     }
 

@@ -14,16 +14,20 @@ enum Micro {
     static func run(samples: Int, only: String?) {
         let body = BenchMain.makeBody(samples: samples).bytes
         let logger = Logger(component: "micro", sink: StderrLogSink(minimum: .warning))
-        let receiver = SynckyReceiver(name: "phone", path: "/syncky", maxBodyBytes: 4 << 20,
-                                      auth: Authenticator(kind: .bearer, token: token), hmacSecret: nil, device: nil,
-                                      parsers: ParserPool(), logger: logger)
-        let request = HTTPRequest(method: "POST", path: "/syncky",
-                                  headers: [(name: "X-Syncky-Format", value: "native"),
-                                            (name: "Authorization", value: "Bearer \(token)")], body: body)
+        let receiver = SynckyReceiver(
+            name: "phone", path: "/syncky", maxBodyBytes: 4 << 20,
+            auth: Authenticator(kind: .bearer, token: token), hmacSecret: nil, device: nil,
+            parsers: ParserPool(), logger: logger)
+        let request = HTTPRequest(
+            method: "POST", path: "/syncky",
+            headers: [
+                (name: "X-Syncky-Format", value: "native"),
+                (name: "Authorization", value: "Bearer \(token)")
+            ], body: body)
         let context = ReceiveContext(now: Timestamp(seconds: 1_791_961_500))
         func time(_ name: String, _ runs: Int = 40, _ f: () -> Void) {
             if let only, !name.contains(only) {
-                if name.hasPrefix("receive") || name.hasPrefix("routes") || name.hasPrefix("decode for") { f() }   // what later stages read
+                if name.hasPrefix("receive") || name.hasPrefix("routes") || name.hasPrefix("decode for") { f() } // what later stages read
                 return
             }
             let n = Int(ProcessInfo.processInfo.environment["MICRO_RUNS"] ?? "") ?? (only == nil ? runs : 3)
@@ -46,8 +50,9 @@ enum Micro {
               app: {kind: ingest, auth: {type: bearer, token: \(token)}, max_body: 4MB}
             """
         let ingest = try! ConfigLoader.load(text: ingestConfig, file: "micro.yaml", environment: [:], logger: logger).receivers[0].receiver
-        let ingestRequest = HTTPRequest(method: "POST", path: "/v1/ingest", headers: [(name: "Authorization", value: "Bearer \(token)")],
-                                        body: Array(SideBySide.ingestBody(SideBySide.sampleObjects(count: samples)).utf8))
+        let ingestRequest = HTTPRequest(
+            method: "POST", path: "/v1/ingest", headers: [(name: "Authorization", value: "Bearer \(token)")],
+            body: Array(SideBySide.ingestBody(SideBySide.sampleObjects(count: samples)).utf8))
         time("receive, ingest API chunk") {
             guard case .accept(let b, _) = ingest.receive(ingestRequest, context: context), b.count == samples else {
                 fatalError("the ingest API did not take the micro chunk")
@@ -71,11 +76,13 @@ enum Micro {
         // The drainer's share for the file sink: its route, then the lines it writes (each
         // journal line as it is, or with what the route changed written anew).
         for transforms in [false, true] {
-            let text = BenchMain.config(dataDir: NSTemporaryDirectory() + "healthgate-micro", transforms: transforms,
-                                        sinkLine: #"archive: {kind: file, path: "a.ndjson"}"#)
+            let text = BenchMain.config(
+                dataDir: NSTemporaryDirectory() + "healthgate-micro", transforms: transforms,
+                sinkLine: #"archive: {kind: file, path: "a.ndjson"}"#)
             let topology = try! ConfigLoader.load(text: text, file: "bench.yaml", environment: [:], logger: logger)
-            let routes = SinkRoutes(routes: topology.routes, sink: "archive", clock: SystemClock(),
-                                    timeZones: SystemTimeZones(), logger: logger)
+            let routes = SinkRoutes(
+                routes: topology.routes, sink: "archive", clock: SystemClock(),
+                timeZones: SystemTimeZones(), logger: logger)
             let name = transforms ? "filter + convert + tag" : "no transforms"
             var routed: [Record] = []
             time("routes, \(name)") {
@@ -96,6 +103,8 @@ enum Micro {
         time("point index, a request's points") { try! pointIndex.note() }
         try? FileManager.default.removeItem(atPath: indexDir)
         time("HMAC-SHA256") { _ = Crypto.hmacSHA256(key: Array(secret.utf8), Array("1.".utf8), body) }
-        print("records: \(records.count), NDJSON bytes: \(lines.count), CanonicalRecord stride: \(MemoryLayout<CanonicalRecord>.stride) bytes")
+        print(
+            "records: \(records.count), NDJSON bytes: \(lines.count), CanonicalRecord stride: \(MemoryLayout<CanonicalRecord>.stride) bytes"
+        )
     }
 }

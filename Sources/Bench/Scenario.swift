@@ -125,8 +125,11 @@ final class BenchTarget {
             BenchMain.influxQuery(port: port, "CREATE DATABASE \(influxDatabase)")
             sinkLine = BenchTarget.influxSinkLine(port: port, database: influxDatabase)
         case .postgres:
-            postgres?.psql(["-d", "health", "-c", "DO $$ BEGIN IF to_regclass('healthgate.records') IS NOT NULL THEN "
-                            + "TRUNCATE healthgate.records; END IF; END $$; CHECKPOINT"])
+            postgres?.psql([
+                "-d", "health", "-c",
+                "DO $$ BEGIN IF to_regclass('healthgate.records') IS NOT NULL THEN "
+                    + "TRUNCATE healthgate.records; END IF; END $$; CHECKPOINT"
+            ])
         }
     }
 
@@ -172,9 +175,11 @@ extension BenchMain {
     /// senders are done and started again on `deliverAfter`, the same data dir, its sink then
     /// reaching its server: end to end, CPU and peak RSS are that second process's, from its
     /// start until it has delivered every acknowledged sample (the journal's drain alone).
-    static func measure(binary: String, config: String, dir: String, template: Body, connections: Int, seconds: Double,
-                        rate: Double = 0, maxSamples: Int = .max, run: Int = 0, peer: Int32? = nil,
-                        deliverAfter: String? = nil) -> Measurement {
+    static func measure(
+        binary: String, config: String, dir: String, template: Body, connections: Int, seconds: Double,
+        rate: Double = 0, maxSamples: Int = .max, run: Int = 0, peer: Int32? = nil,
+        deliverAfter: String? = nil
+    ) -> Measurement {
         let perBody = template.uuidOffsets.count
         // A run of so many samples has every request made — stamped and signed — before healthgate
         // starts, as the ceiling's own writer makes its batches before its clock starts: neither
@@ -182,7 +187,8 @@ extension BenchMain {
         // not on the gateway's cores). What the senders still spend (sending, reading answers) is
         // the "load generator" figure. A run bounded by time alone stamps and signs as it goes.
         let planned = maxSamples == .max ? 0 : (maxSamples + perBody - 1) / perBody
-        let prebuilt: [(head: [UInt8], body: [UInt8])]? = planned > 0 && planned * template.bytes.count <= 1 << 30
+        let prebuilt: [(head: [UInt8], body: [UInt8])]? =
+            planned > 0 && planned * template.bytes.count <= 1 << 30
             ? (0..<planned).map { k in
                 var body = template
                 body.stamp(connection: k >> 24, request: k & 0xFF_FFFF, run: run)
@@ -320,10 +326,13 @@ extension BenchMain {
         let out = Pipe()
         server.standardOutput = out
         // BENCH_SERVE_STDERR=path keeps the servers' logs (appended), to see why a run stalls.
-        server.standardError = ProcessInfo.processInfo.environment["BENCH_SERVE_STDERR"].flatMap { path -> FileHandle? in
-            _ = FileManager.default.createFile(atPath: path, contents: nil)
-            return FileHandle(forWritingAtPath: path).map { $0.seekToEndOfFile(); return $0 }
-        } ?? FileHandle.nullDevice
+        server.standardError =
+            ProcessInfo.processInfo.environment["BENCH_SERVE_STDERR"].flatMap { path -> FileHandle? in
+                _ = FileManager.default.createFile(atPath: path, contents: nil)
+                return FileHandle(forWritingAtPath: path).map {
+                    $0.seekToEndOfFile(); return $0
+                }
+            } ?? FileHandle.nullDevice
         try! server.run()
         var port: UInt16 = 0
         var text = ""

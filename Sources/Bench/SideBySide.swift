@@ -28,10 +28,15 @@ enum SideBySide {
         let types = BenchMain.sampleTypes
         return (0..<count).map { i in
             let (type, unit, value) = types[i % types.count]
-            let dataType = ["heart_rate": "heartRate", "steps": "stepCount", "active_energy_burned": "activeEnergyBurned",
-                            "distance_walking_running": "distanceWalkingRunning"][type] ?? type
-            return String(format: #"{"source_uuid":"%08X-0000-4000-8000-%012d","data_type":"%@","ts":"2026-10-14T%02d:%02d:00Z","value":%@,"unit":"%@","source_device":"Apple Watch","source_bundle":"com.apple.health"}"#,
-                          i &* 2_654_435_761 & 0xFFFF_FFFF, i, dataType, (i / 60) % 24, i % 60, value, unit)
+            let dataType =
+                [
+                    "heart_rate": "heartRate", "steps": "stepCount", "active_energy_burned": "activeEnergyBurned",
+                    "distance_walking_running": "distanceWalkingRunning"
+                ][type] ?? type
+            return String(
+                format:
+                    #"{"source_uuid":"%08X-0000-4000-8000-%012d","data_type":"%@","ts":"2026-10-14T%02d:%02d:00Z","value":%@,"unit":"%@","source_device":"Apple Watch","source_bundle":"com.apple.health"}"#,
+                i &* 2_654_435_761 & 0xFFFF_FFFF, i, dataType, (i / 60) % 24, i % 60, value, unit)
         }
     }
 
@@ -49,15 +54,15 @@ enum SideBySide {
         try? hgBody.write(toFile: dir + "/healthgate.json", atomically: true, encoding: .utf8)
         try? fbBody.write(toFile: dir + "/fluent-bit.json", atomically: true, encoding: .utf8)
         try? """
-            -- POSTs the body in BENCH_BODY, with BENCH_AUTH as its Authorization when given.
-            local f = assert(io.open(os.getenv("BENCH_BODY"), "rb"))
-            wrk.method = "POST"
-            wrk.body = f:read("*a")
-            f:close()
-            wrk.headers["Content-Type"] = "application/json"
-            local auth = os.getenv("BENCH_AUTH")
-            if auth and #auth > 0 then wrk.headers["Authorization"] = auth end
-            """.write(toFile: dir + "/post.lua", atomically: true, encoding: .utf8)
+        -- POSTs the body in BENCH_BODY, with BENCH_AUTH as its Authorization when given.
+        local f = assert(io.open(os.getenv("BENCH_BODY"), "rb"))
+        wrk.method = "POST"
+        wrk.body = f:read("*a")
+        f:close()
+        wrk.headers["Content-Type"] = "application/json"
+        local auth = os.getenv("BENCH_AUTH")
+        if auth and #auth > 0 then wrk.headers["Authorization"] = auth end
+        """.write(toFile: dir + "/post.lua", atomically: true, encoding: .utf8)
 
         var pairs: [(hg: Result, fb: Result)] = []
         var fbRan = false
@@ -73,16 +78,19 @@ enum SideBySide {
             pairs.append((hg, fb ?? Result()))
         }
         let version = Suite.firstVersion([fluentBit, "--version"]) ?? "?"
-        var lines = ["Ingest side by side with Fluent Bit \(version) (`make bench FLUENT_BIT=…`): `wrk \(wrkArguments.joined(separator: " "))` "
-                     + "POSTing one \(hgBody.utf8.count / 1000) KB body of \(samples) samples again and again; healthgate's ingest API "
-                     + "journals and fdatasyncs each before its 2xx and archives to the file sink, Fluent Bit's http input takes the "
-                     + "same samples as a JSON array into its file output (memory buffer, no fsync). \(rounds) pairs in turn, each server "
-                     + "started afresh after a `sync`; the target is read from the median pair.", "",
-                     "| | requests/s | records/s | p99 ms | peak RSS MB | failed |", "| --- | --- | --- | --- | --- | --- |"]
+        var lines = [
+            "Ingest side by side with Fluent Bit \(version) (`make bench FLUENT_BIT=…`): `wrk \(wrkArguments.joined(separator: " "))` "
+                + "POSTing one \(hgBody.utf8.count / 1000) KB body of \(samples) samples again and again; healthgate's ingest API "
+                + "journals and fdatasyncs each before its 2xx and archives to the file sink, Fluent Bit's http input takes the "
+                + "same samples as a JSON array into its file output (memory buffer, no fsync). \(rounds) pairs in turn, each server "
+                + "started afresh after a `sync`; the target is read from the median pair.", "",
+            "| | requests/s | records/s | p99 ms | peak RSS MB | failed |", "| --- | --- | --- | --- | --- | --- |"
+        ]
         for (k, pair) in pairs.enumerated() {
             for (name, r) in [("healthgate", pair.hg), ("Fluent Bit", pair.fb)] {
-                lines.append("| \(name), pair \(k + 1) | " + String(format: "%.0f", r.requestsPerSecond) + " | \(Suite.thousands(r.records)) | "
-                             + String(format: "%.1f", r.p99ms) + " | \(r.peakRSSMB) | \(r.errors) |")
+                lines.append(
+                    "| \(name), pair \(k + 1) | " + String(format: "%.0f", r.requestsPerSecond) + " | \(Suite.thousands(r.records)) | "
+                        + String(format: "%.1f", r.p99ms) + " | \(r.peakRSSMB) | \(r.errors) |")
             }
         }
         func ratio(_ p: (hg: Result, fb: Result)) -> Double { p.fb.records > 0 ? p.hg.records / p.fb.records : 0 }
@@ -92,10 +100,13 @@ enum SideBySide {
         let errors = pairs.map(\.hg.errors).reduce(0, +)
         let metIn = pairs.filter { ratio($0) >= 3 && $0.hg.p99ms < 50 }.count
         let met = fbRan && ratio(median) >= 3 && p99 < 50 && errors == 0 && rss <= 100
-        let target = fbRan
-            ? String(format: "Ingest ≥ 3× Fluent Bit with p99 under 50 ms and peak RSS ≤ 100 MB (wrk, 100 KB bodies): %@ (the median of %d pairs: %.2f×, p99 %.1f ms; %d MB at most; both met in %d of the %d pairs: %@)",
-                     met ? "met" : "not met", pairs.count, ratio(median), p99, rss, metIn, pairs.count,
-                     pairs.map { String(format: "%.2f× at %.1f ms", ratio($0), $0.hg.p99ms) }.joined(separator: ", "))
+        let target =
+            fbRan
+            ? String(
+                format:
+                    "Ingest ≥ 3× Fluent Bit with p99 under 50 ms and peak RSS ≤ 100 MB (wrk, 100 KB bodies): %@ (the median of %d pairs: %.2f×, p99 %.1f ms; %d MB at most; both met in %d of the %d pairs: %@)",
+                met ? "met" : "not met", pairs.count, ratio(median), p99, rss, metIn, pairs.count,
+                pairs.map { String(format: "%.2f× at %.1f ms", ratio($0), $0.hg.p99ms) }.joined(separator: ", "))
             : "Ingest ≥ 3× Fluent Bit: not measured (\(fluentBit) did not start or did not listen)"
         return (lines, target)
     }
@@ -131,24 +142,24 @@ enum SideBySide {
         let fbPort = BenchMain.freePort()
         try? FileManager.default.createDirectory(atPath: dir + "/fb-out", withIntermediateDirectories: true)
         try? """
-            [SERVICE]
-                flush        1
-                log_level    warn
-                http_server  off
-            [INPUT]
-                name         http
-                listen       127.0.0.1
-                port         \(fbPort)
-                tag          bench
-                storage.type memory
-                http2        off
-            [OUTPUT]
-                name    file
-                match   *
-                path    \(dir)/fb-out
-                file    bench.log
-                format  plain
-            """.write(toFile: dir + "/fluent-bit.conf", atomically: true, encoding: .utf8)
+        [SERVICE]
+            flush        1
+            log_level    warn
+            http_server  off
+        [INPUT]
+            name         http
+            listen       127.0.0.1
+            port         \(fbPort)
+            tag          bench
+            storage.type memory
+            http2        off
+        [OUTPUT]
+            name    file
+            match   *
+            path    \(dir)/fb-out
+            file    bench.log
+            format  plain
+        """.write(toFile: dir + "/fluent-bit.conf", atomically: true, encoding: .utf8)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: fluentBit)
         p.arguments = ["-c", dir + "/fluent-bit.conf"]

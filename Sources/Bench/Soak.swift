@@ -51,29 +51,31 @@ enum Soak {
         var (mosquitto, mqttPort) = BenchMain.startMosquitto(dir: dir + "/mosquitto")
         let port = UInt16.random(in: 30_000...39_999)
         let config = """
-        listen: 127.0.0.1:\(port)
-        data_dir: \(dir)/data
-        receivers:
-          phone:
-            kind: syncky
-            path: /syncky
-            auth: {type: bearer, token: \(token)}
-            hmac: {secret: \(secret)}
-          chunks: {kind: ingest, auth: {type: bearer, token: soak-ingest-token-0123456789}}
-          hae: {kind: hae, device: soak-hae, auth: {type: bearer, token: soak-hae-token-0123456789}}
-        routes:
-          - {name: everything, from: ["*"], to: [archive, influx]}
-          - {name: home, from: [phone], to: [mqtt]}
-        sinks:
-          archive: {kind: file, path: "archive/{receiver}.ndjson"}
-          influx: {kind: influxdb, url: "http://127.0.0.1:\(influxPort)", api: v1, database: health, precision: s, retry: {initial: 200ms, max: 5s}}
-          mqtt: {kind: mqtt, url: "mqtt://127.0.0.1:\(mqttPort)", retry: {initial: 200ms, max: 5s}}
-        """
+            listen: 127.0.0.1:\(port)
+            data_dir: \(dir)/data
+            receivers:
+              phone:
+                kind: syncky
+                path: /syncky
+                auth: {type: bearer, token: \(token)}
+                hmac: {secret: \(secret)}
+              chunks: {kind: ingest, auth: {type: bearer, token: soak-ingest-token-0123456789}}
+              hae: {kind: hae, device: soak-hae, auth: {type: bearer, token: soak-hae-token-0123456789}}
+            routes:
+              - {name: everything, from: ["*"], to: [archive, influx]}
+              - {name: home, from: [phone], to: [mqtt]}
+            sinks:
+              archive: {kind: file, path: "archive/{receiver}.ndjson"}
+              influx: {kind: influxdb, url: "http://127.0.0.1:\(influxPort)", api: v1, database: health, precision: s, retry: {initial: 200ms, max: 5s}}
+              mqtt: {kind: mqtt, url: "mqtt://127.0.0.1:\(mqttPort)", retry: {initial: 200ms, max: 5s}}
+            """
         try! config.write(toFile: dir + "/soak.yaml", atomically: true, encoding: .utf8)
         var server = startServe(binary: binary, config: dir + "/soak.yaml", port: port)
-        say("soak: \(Int(plan.seconds)) s, \(plan.phones) Syncky phones (\(plan.samplesPerBody) samples a body every "
-              + "\(plan.every) s), an ingest client and a Health Auto Export phone; influxd and mosquitto down for "
-              + "\(Int(plan.outage)) s every \(Int(plan.outageEvery)) s (in turn), healthgate restarted every \(Int(plan.restartEvery)) s")
+        say(
+            "soak: \(Int(plan.seconds)) s, \(plan.phones) Syncky phones (\(plan.samplesPerBody) samples a body every "
+                + "\(plan.every) s), an ingest client and a Health Auto Export phone; influxd and mosquitto down for "
+                + "\(Int(plan.outage)) s every \(Int(plan.outageEvery)) s (in turn), healthgate restarted every \(Int(plan.restartEvery)) s"
+        )
 
         let tally = Tally()
         let stopAt = Date().addingTimeInterval(plan.seconds)
@@ -97,22 +99,26 @@ enum Soak {
                         case let s?: tally.refused[s, default: 0] += 1
                         }
                     }
-                    n += 1   // a refused or unanswered body is not sent again: its uuids are new next time
+                    n += 1 // a refused or unanswered body is not sent again: its uuids are new next time
                     usleep(useconds_t(plan.every * 1e6))
                 }
             }
         }
         // The ingest client: chunks of 50 samples, a second apart, each sample's uuid its own.
-        sender(group, port: port, until: stopAt, every: 1, path: "/v1/ingest", token: "soak-ingest-token-0123456789",
-               tally: tally, acknowledged: { $0.ingestAcked += 50 }) { n in
+        sender(
+            group, port: port, until: stopAt, every: 1, path: "/v1/ingest", token: "soak-ingest-token-0123456789",
+            tally: tally, acknowledged: { $0.ingestAcked += 50 }
+        ) { n in
             let samples = (0..<50).map { i in
                 #"{"source_uuid":"soak-\#(n)-\#(i)","data_type":"stepCount","ts":"\#(Timestamp(seconds: 1_790_000_000 + Int64(n * 50 + i)).rfc3339())","value":\#(i),"unit":"count"}"#
             }
             return #"{"device_id":"soak-ingest","samples":["# + samples.joined(separator: ",") + "]}"
         }
         // The Health Auto Export phone: 20 step counts every two seconds, each at its own minute.
-        sender(group, port: port, until: stopAt, every: 2, path: "/api/data", token: "soak-hae-token-0123456789",
-               tally: tally, acknowledged: { $0.haeAcked += 20 }) { n in
+        sender(
+            group, port: port, until: stopAt, every: 2, path: "/api/data", token: "soak-hae-token-0123456789",
+            tally: tally, acknowledged: { $0.haeAcked += 20 }
+        ) { n in
             let points = (0..<20).map { i in
                 let t = Timestamp(seconds: 1_780_000_000 + Int64((n * 20 + i) * 60)).rfc3339()
                 return #"{"date":"\#(t.prefix(10)) \#(t.dropFirst(11).prefix(8)) +0000","qty":\#(i + 1)}"#
@@ -132,8 +138,10 @@ enum Soak {
             if t - lastPrint >= 60 {
                 lastPrint = t
                 let a = tally.lock.withLock { (tally.synckyAcked.count * plan.samplesPerBody + tally.ingestAcked + tally.haeAcked) }
-                say(String(format: "  %5.0f s: RSS %d MB, %d descriptors, %d samples acknowledged", t, samples.last!.rssMB,
-                             samples.last!.fds, a))
+                say(
+                    String(
+                        format: "  %5.0f s: RSS %d MB, %d descriptors, %d samples acknowledged", t, samples.last!.rssMB,
+                        samples.last!.fds, a))
             }
             if t >= nextOutage && t + plan.outage < plan.seconds {
                 nextOutage += plan.outageEvery
@@ -167,7 +175,9 @@ enum Soak {
             if waiting == 0 { break }
             sleep(1)
         }
-        let sent: [(String, Int)] = ["archive", "influx", "mqtt"].map { ($0, BenchMain.metric(port, "healthgate_sink_records_sent_total", sink: $0)) }
+        let sent: [(String, Int)] = ["archive", "influx", "mqtt"].map {
+            ($0, BenchMain.metric(port, "healthgate_sink_records_sent_total", sink: $0))
+        }
         kill(server.processIdentifier, SIGTERM)
         server.waitUntilExit()
 
@@ -189,14 +199,20 @@ enum Soak {
         let settled = samples.filter { $0.t >= min(600, plan.seconds / 4) }
         let rss = settled.map(\.rssMB), fds = settled.map(\.fds)
         let total = acked.count * plan.samplesPerBody + ingest + hae
-        say(String(format: "soak over %.0f s: %d samples acknowledged (%d Syncky, %d ingest, %d HAE), %d outages, %d restarts of healthgate",
-                     Date().timeIntervalSince(started), total, acked.count * plan.samplesPerBody, ingest, hae, outages, restarts))
-        say("refused: \(refused.isEmpty ? "none" : refused.map { "\($0.value) × \($0.key)" }.joined(separator: ", ")); "
-              + "unanswered (connection lost, mostly during the restarts; not counted as acknowledged): \(unanswered)")
-        say("sent by the sinks (this last run of healthgate): " + sent.map { (name: String, n: Int) in "\(name) \(n)" }.joined(separator: ", ")
-              + "; waiting at the end: \(waiting)")
-        say("the archive: \(expected.count - missing) of \(expected.count) acknowledged Syncky samples (missing \(missing)); "
-              + "ingest \(ingestArchived) of \(ingest); HAE \(haeArchived) of \(hae)")
+        say(
+            String(
+                format: "soak over %.0f s: %d samples acknowledged (%d Syncky, %d ingest, %d HAE), %d outages, %d restarts of healthgate",
+                Date().timeIntervalSince(started), total, acked.count * plan.samplesPerBody, ingest, hae, outages, restarts))
+        say(
+            "refused: \(refused.isEmpty ? "none" : refused.map { "\($0.value) × \($0.key)" }.joined(separator: ", ")); "
+                + "unanswered (connection lost, mostly during the restarts; not counted as acknowledged): \(unanswered)")
+        say(
+            "sent by the sinks (this last run of healthgate): "
+                + sent.map { (name: String, n: Int) in "\(name) \(n)" }.joined(separator: ", ")
+                + "; waiting at the end: \(waiting)")
+        say(
+            "the archive: \(expected.count - missing) of \(expected.count) acknowledged Syncky samples (missing \(missing)); "
+                + "ingest \(ingestArchived) of \(ingest); HAE \(haeArchived) of \(hae)")
         if let lo = rss.min(), let hi = rss.max(), let flo = fds.min(), let fhi = fds.max() {
             say("after the first \(Int(settled.first?.t ?? 0)) s: RSS \(lo)–\(hi) MB, open descriptors \(flo)–\(fhi)")
         }
@@ -206,7 +222,8 @@ enum Soak {
         // quarter's, and no more descriptors than then, give or take a few connections.
         let quarter = max(1, settled.count / 4)
         let early = settled.prefix(quarter), late = settled.suffix(quarter)
-        let grew = (late.map(\.rssMB).max() ?? 0) > (early.map(\.rssMB).max() ?? 0) * 5 / 4 + 10
+        let grew =
+            (late.map(\.rssMB).max() ?? 0) > (early.map(\.rssMB).max() ?? 0) * 5 / 4 + 10
             || (late.map(\.fds).min() ?? 0) > (early.map(\.fds).max() ?? 0) + 8
         say(grew ? "SOAK FAILED: RSS or descriptors grew (first quarter vs last, above)" : "soak: RSS and descriptors stayed flat")
         let failed = lost || grew
@@ -227,8 +244,10 @@ enum Soak {
 
     /// A sender on a connection of its own: the JSON body `body(n)` for its n-th request every
     /// `every` seconds until `until`, with Bearer `token`; a 2xx counted by `acknowledged`.
-    static func sender(_ group: DispatchGroup, port: UInt16, until: Date, every: Double, path: String, token: String,
-                       tally: Tally, acknowledged: @escaping @Sendable (Tally) -> Void, body: @escaping @Sendable (Int) -> String) {
+    static func sender(
+        _ group: DispatchGroup, port: UInt16, until: Date, every: Double, path: String, token: String,
+        tally: Tally, acknowledged: @escaping @Sendable (Tally) -> Void, body: @escaping @Sendable (Int) -> String
+    ) {
         group.enter()
         Thread.detachNewThread {
             defer { group.leave() }
@@ -236,7 +255,8 @@ enum Soak {
             var n = 0
             while Date() < until {
                 let bytes = Array(body(n).utf8)
-                let head = "POST \(path) HTTP/1.1\r\nHost: soak\r\nContent-Type: application/json\r\n"
+                let head =
+                    "POST \(path) HTTP/1.1\r\nHost: soak\r\nContent-Type: application/json\r\n"
                     + "Authorization: Bearer \(token)\r\nContent-Length: \(bytes.count)\r\n\r\n"
                 let status = conn.post(Array(head.utf8), bytes)
                 tally.ack {

@@ -91,7 +91,8 @@ enum Suite {
             // tag, then both once more in turn (A B A B: the VM's speed drifts between runs by more
             // than the gap measured); the target compares their medians.
             if sink == .file && plan.bodies.contains(1_000_000) && plan.senders.contains(8) && plan.pairs > 0 {
-                let plain = Scenario(bodyBytes: 1_000_000, senders: 8), shaped = Scenario(bodyBytes: 1_000_000, senders: 8, kind: .transforms)
+                let plain = Scenario(bodyBytes: 1_000_000, senders: 8),
+                    shaped = Scenario(bodyBytes: 1_000_000, senders: 8, kind: .transforms)
                 scenarios += [shaped]
                 for _ in 1..<plan.pairs { scenarios += [plain, shaped] }
             }
@@ -120,14 +121,17 @@ enum Suite {
                 let runDir = dir + "/run-\(runNumber)"
                 let config = BenchMain.config(dataDir: runDir + "/data", transforms: transforms, sinkLine: target.sinkLine)
                 // A backfill's first healthgate has the sink's line with its server out of reach.
-                let first = backfill ? BenchMain.config(dataDir: runDir + "/data", transforms: transforms, sinkLine: target.unreachableSinkLine) : config
-                let m = BenchMain.measure(binary: plan.binary, config: first, dir: runDir, template: template,
-                                          connections: senders, seconds: plan.seconds, maxSamples: plan.maxSamples(sink), run: runNumber,
-                                          peer: target.serverPID, deliverAfter: backfill ? config : nil)
+                let first =
+                    backfill
+                    ? BenchMain.config(dataDir: runDir + "/data", transforms: transforms, sinkLine: target.unreachableSinkLine) : config
+                let m = BenchMain.measure(
+                    binary: plan.binary, config: first, dir: runDir, template: template,
+                    connections: senders, seconds: plan.seconds, maxSamples: plan.maxSamples(sink), run: runNumber,
+                    peer: target.serverPID, deliverAfter: backfill ? config : nil)
                 var row = Row(sink: sink, bodyBytes: bodyBytes, samplesPerBody: samples, senders: senders, kind: scenario.kind, m: m)
                 row.ownCeiling = own
                 print(line(row))
-                fflush(nil)   // each run as it ends, also into a pipe or a file
+                fflush(nil) // each run as it ends, also into a pipe or a file
                 rows.append(row)
                 if sink == .file && archive == nil { archive = keepArchive(runDir + "/data", into: dir) }
                 try? FileManager.default.removeItem(atPath: runDir)
@@ -148,8 +152,9 @@ enum Suite {
             sideBySide = SideBySide.run(healthgate: plan.binary, fluentBit: fluentBit, dir: dir + "/side-by-side")
             for l in sideBySide!.lines { print(l) }
         }
-        let text = report(rows, plan: plan, ceilings: ceilings, sideBySide: sideBySide,
-                          minutes: Date().timeIntervalSince(started) / 60)
+        let text = report(
+            rows, plan: plan, ceilings: ceilings, sideBySide: sideBySide,
+            minutes: Date().timeIntervalSince(started) / 60)
         print("")
         print(text)
         if let path = plan.table { try? text.write(toFile: path, atomically: true, encoding: .utf8) }
@@ -186,40 +191,49 @@ enum Suite {
     }
 
     static func line(_ r: Row) -> String {
-        String(format: "%@ %@ × %d%@: %d requests, %@ samples/s acknowledged, %@ end to end, p50/p99/p99.9 %.1f/%.1f/%.1f ms, "
-               + "%.2f CPU s a million%@, peak RSS %d MB, %d failed",
-               r.sink.rawValue, size(r.bodyBytes), r.senders, r.kind == .transforms ? " (transforms)" : r.kind == .backfill ? " (backfill)" : "", r.m.requests,
-               thousands(r.m.ackRate), thousands(r.m.endToEndRate), r.m.percentile(0.5), r.m.percentile(0.99),
-               r.m.percentile(0.999), r.m.cpuPerMillion,
-               // Two decimals here (the table keeps one): runs of two builds are compared by these.
-               r.m.peerCPUSeconds > 0 ? String(format: " (the server %.2f)", r.m.perMillion(r.m.peerCPUSeconds)) : "",
-               r.m.peakRSSKiB / 1024, r.m.failures)
+        String(
+            format: "%@ %@ × %d%@: %d requests, %@ samples/s acknowledged, %@ end to end, p50/p99/p99.9 %.1f/%.1f/%.1f ms, "
+                + "%.2f CPU s a million%@, peak RSS %d MB, %d failed",
+            r.sink.rawValue, size(r.bodyBytes), r.senders,
+            r.kind == .transforms ? " (transforms)" : r.kind == .backfill ? " (backfill)" : "", r.m.requests,
+            thousands(r.m.ackRate), thousands(r.m.endToEndRate), r.m.percentile(0.5), r.m.percentile(0.99),
+            r.m.percentile(0.999), r.m.cpuPerMillion,
+            // Two decimals here (the table keeps one): runs of two builds are compared by these.
+            r.m.peerCPUSeconds > 0 ? String(format: " (the server %.2f)", r.m.perMillion(r.m.peerCPUSeconds)) : "",
+            r.m.peakRSSKiB / 1024, r.m.failures)
     }
 
     /// The machine, the table and the targets, as markdown.
-    static func report(_ rows: [Row], plan: Plan, ceilings: [BenchSink: (Double, String)],
-                       sideBySide: (lines: [String], target: String)? = nil, minutes: Double) -> String {
+    static func report(
+        _ rows: [Row], plan: Plan, ceilings: [BenchSink: (Double, String)],
+        sideBySide: (lines: [String], target: String)? = nil, minutes: Double
+    ) -> String {
         var out = "Produced by `make bench` on \(isoDate()) in \(max(1, Int(minutes.rounded()))) min. \(machine())\n\n"
-        out += "| sink | body (samples) | senders | requests | acknowledged samples/s | MB/s | end to end samples/s "
+        out +=
+            "| sink | body (samples) | senders | requests | acknowledged samples/s | MB/s | end to end samples/s "
             + "| server's own ceiling, records/s | end to end / ceiling | time to 2xx p50 / p99 / p99.9 ms "
             + "| server CPU s a million samples | peak RSS MB | failed |\n"
         out += "|" + String(repeating: " --- |", count: 13) + "\n"
         // A run taken again for a target (the transforms' pairs, InfluxDB's runs beside their own
         // ceilings) is in the target's line, not the table: the table shows each run's first.
         for (i, r) in rows.enumerated() {
-            if rows[..<i].contains(where: { $0.sink == r.sink && $0.bodyBytes == r.bodyBytes && $0.senders == r.senders && $0.kind == r.kind }) {
+            if rows[..<i].contains(where: {
+                $0.sink == r.sink && $0.bodyBytes == r.bodyBytes && $0.senders == r.senders && $0.kind == r.kind
+            }) {
                 continue
             }
             let ceiling = r.ceiling.map(thousands) ?? "—"
             // One decimal: 79.6 % is under the line, and "80 %" said it was on it.
             let share = r.ceiling.map { String(format: "%.1f %%", r.m.endToEndRate / $0 * 100) } ?? "—"
-            out += "| \(r.sink.rawValue)\(r.kind == .transforms ? " + filter, convert, tag" : r.kind == .backfill ? ", backfill (the drain alone)" : "") | \(size(r.bodyBytes)) (\(thousands(Double(r.samplesPerBody)))) "
+            out +=
+                "| \(r.sink.rawValue)\(r.kind == .transforms ? " + filter, convert, tag" : r.kind == .backfill ? ", backfill (the drain alone)" : "") | \(size(r.bodyBytes)) (\(thousands(Double(r.samplesPerBody)))) "
                 + "| \(r.senders) | \(r.m.requests) | \(thousands(r.m.ackRate)) | " + String(format: "%.1f", r.m.megabytesPerSecond)
                 + " | \(thousands(r.m.endToEndRate))\(r.m.stalled ? " (stalled: \(thousands(Double(r.m.delivered))) of \(thousands(Double(r.m.samples))) delivered)" : "") | \(ceiling) | \(share) | "
                 + String(format: "%.1f / %.1f / %.1f", r.m.percentile(0.5), r.m.percentile(0.99), r.m.percentile(0.999))
                 + " | " + String(format: "%.1f", r.m.cpuPerMillion) + " | \(r.m.peakRSSKiB / 1024) | \(r.m.failures) |\n"
         }
-        out += "\nEnd to end: from the first request until the sink had delivered every acknowledged sample ("
+        out +=
+            "\nEnd to end: from the first request until the sink had delivered every acknowledged sample ("
             + BenchSink.allCases.map { "\($0.rawValue): \($0.delivered)" }.joined(separator: "; ") + "). "
             + "Each run is a fresh `healthgate serve` (fsync before every 2xx) with one Syncky receiver (signed native bodies) "
             + "and one route, warmed by one request delivered before the clock starts (not counted; a backfill's drain starts cold); "
@@ -234,8 +248,10 @@ enum Suite {
         if let sideBySide { out += sideBySide.lines.joined(separator: "\n") + "\n\n" }
         out += "Targets:\n"
         for t in targets(rows) { out += "- \(t)\n" }
-        out += "- " + (sideBySide?.target ?? "Ingest ≥ 3× Fluent Bit with p99 under 50 ms: not measured (no Fluent Bit given: "
-                       + "`make bench FLUENT_BIT=/path/to/fluent-bit`)") + "\n"
+        out +=
+            "- "
+            + (sideBySide?.target ?? "Ingest ≥ 3× Fluent Bit with p99 under 50 ms: not measured (no Fluent Bit given: "
+                + "`make bench FLUENT_BIT=/path/to/fluent-bit`)") + "\n"
         return out
     }
 
@@ -245,10 +261,11 @@ enum Suite {
         let cores = Double(ProcessInfo.processInfo.activeProcessorCount)
         let all = cores * 1e6 / (0.8 * ceiling)
         let load = r.m.perMillion(r.m.loadCPUSeconds)
-        return String(format: ". The CPU it takes, in CPU seconds a million samples: at 80 %% of the ceiling the %.0f cores give %.1f; "
-                      + "influxd used %.1f at its ceiling (%.1f in this run) and the load generator %.1f here, which leaves "
-                      + "healthgate — ingest and delivery together — %.1f; it used %.1f",
-                      cores, all, influxd, r.m.perMillion(r.m.peerCPUSeconds), load, max(0, all - influxd - load), r.m.cpuPerMillion)
+        return String(
+            format: ". The CPU it takes, in CPU seconds a million samples: at 80 %% of the ceiling the %.0f cores give %.1f; "
+                + "influxd used %.1f at its ceiling (%.1f in this run) and the load generator %.1f here, which leaves "
+                + "healthgate — ingest and delivery together — %.1f; it used %.1f",
+            cores, all, influxd, r.m.perMillion(r.m.peerCPUSeconds), load, max(0, all - influxd - load), r.m.cpuPerMillion)
     }
 
     /// Which of the issues' targets the rows meet, said plainly.
@@ -258,21 +275,29 @@ enum Suite {
             rows.first { $0.sink == sink && $0.bodyBytes == body && $0.senders == senders && $0.kind == kind }
         }
         // Each pair: a ceiling, then the run; the target is the median pair's ratio.
-        let runs = rows.filter { $0.sink == .influxdb && $0.bodyBytes == 1_000_000 && $0.senders == 8 && $0.kind == .plain && $0.ceiling != nil }
+        let runs = rows.filter {
+            $0.sink == .influxdb && $0.bodyBytes == 1_000_000 && $0.senders == 8 && $0.kind == .plain && $0.ceiling != nil
+        }
         func ratio(_ r: Row) -> Double { r.m.endToEndRate / r.ceiling! }
         if !runs.isEmpty {
             let r = runs.sorted { ratio($0) < ratio($1) }[runs.count / 2], c = r.ceiling!
             let share = ratio(r)
-            let each = runs.map { String(format: "%.1f %% (%@ of %@)", ratio($0) * 100, thousands($0.m.endToEndRate), thousands($0.ceiling!)) }
-            said.append(String(format: "InfluxDB end to end ≥ 80 %% of influxd's own ceiling (1 MB × 8): %@ (%.1f %%, the median of %d runs each "
-                               + "just after a ceiling of its own: %@)",
-                               share >= 0.8 ? "met" : "not met", share * 100, runs.count, each.joined(separator: ", "))
-                       + (r.ceilingCPU.map { cpuBudget(r, ceiling: c, influxd: $0) } ?? "")
-                       + (row(.influxdb, 1_000_000, 8, .backfill).map {
-                           String(format: "; a backfill — the same load journaled first, then delivered by itself — %.0f %% of the ceiling "
-                                  + "measured just before it (%@ samples/s, %.1f CPU s a million)", $0.m.endToEndRate / ($0.ceiling ?? c) * 100,
-                                  thousands($0.m.endToEndRate), $0.m.cpuPerMillion)
-                       } ?? ""))
+            let each = runs.map {
+                String(format: "%.1f %% (%@ of %@)", ratio($0) * 100, thousands($0.m.endToEndRate), thousands($0.ceiling!))
+            }
+            said.append(
+                String(
+                    format: "InfluxDB end to end ≥ 80 %% of influxd's own ceiling (1 MB × 8): %@ (%.1f %%, the median of %d runs each "
+                        + "just after a ceiling of its own: %@)",
+                    share >= 0.8 ? "met" : "not met", share * 100, runs.count, each.joined(separator: ", "))
+                    + (r.ceilingCPU.map { cpuBudget(r, ceiling: c, influxd: $0) } ?? "")
+                    + (row(.influxdb, 1_000_000, 8, .backfill).map {
+                        String(
+                            format: "; a backfill — the same load journaled first, then delivered by itself — %.0f %% of the ceiling "
+                                + "measured just before it (%@ samples/s, %.1f CPU s a million)",
+                            $0.m.endToEndRate / ($0.ceiling ?? c) * 100,
+                            thousands($0.m.endToEndRate), $0.m.cpuPerMillion)
+                    } ?? ""))
         }
         func rates(_ kind: RunKind) -> [Double] {
             rows.filter { $0.sink == .file && $0.bodyBytes == 1_000_000 && $0.senders == 8 && $0.kind == kind }
@@ -283,23 +308,29 @@ enum Suite {
             let ratio = median(shaped) / median(plain)
             let each = zip(plain, shaped).map { String(format: "%.2f", $1 / $0) }.joined(separator: ", ")
             let rates = zip(plain, shaped).map { "\(thousands($0)) / \(thousands($1))" }.joined(separator: ", ")
-            said.append(String(format: "Transforms within 10 %% of the plain run (file, 1 MB × 8, end to end, medians of %d runs each "
-                               + "taken in turn): %@ (%.2f of plain; pair by pair %@; plain / through the three, samples/s: %@)",
-                               min(plain.count, shaped.count), ratio >= 0.9 ? "met" : "not met", ratio, each, rates))
+            said.append(
+                String(
+                    format: "Transforms within 10 %% of the plain run (file, 1 MB × 8, end to end, medians of %d runs each "
+                        + "taken in turn): %@ (%.2f of plain; pair by pair %@; plain / through the three, samples/s: %@)",
+                    min(plain.count, shaped.count), ratio >= 0.9 ? "met" : "not met", ratio, each, rates))
         }
         // Issue 15's load is ~100 KB bodies from 20 connections; 64 senders of 1 MB hold 64 MB of bodies in flight.
         let hundred = rows.filter { $0.bodyBytes == 100_000 && $0.kind == .plain }
         if let peak = hundred.map(\.m.peakRSSKiB).max() {
             let all = rows.map(\.m.peakRSSKiB).max() ?? peak
-            said.append("Peak RSS under load ≤ 100 MB with 100 KB bodies: \(peak / 1024 <= 100 ? "met" : "not met") (at most \(peak / 1024) MB; "
-                        + "\(all / 1024) MB at most in the whole suite, where 64 senders of 1 MB bodies have 64 MB in flight)")
+            said.append(
+                "Peak RSS under load ≤ 100 MB with 100 KB bodies: \(peak / 1024 <= 100 ? "met" : "not met") (at most \(peak / 1024) MB; "
+                    + "\(all / 1024) MB at most in the whole suite, where 64 senders of 1 MB bodies have 64 MB in flight)")
         }
         let files = hundred.filter { $0.sink == .file }
         if !files.isEmpty {
-            let each = files.map { String(format: "%d %@ %.0f ms", $0.senders, $0.senders == 1 ? "sender" : "senders", $0.m.percentile(0.99)) }
+            let each = files.map {
+                String(format: "%d %@ %.0f ms", $0.senders, $0.senders == 1 ? "sender" : "senders", $0.m.percentile(0.99))
+            }
             let all = files.allSatisfy { $0.m.percentile(0.99) < 50 }
-            said.append("p99 time to 2xx under 50 ms with 100 KB bodies (file sink, signed Syncky bodies, closed loop): "
-                        + "\(all ? "met" : "not met everywhere") (\(each.joined(separator: ", ")))")
+            said.append(
+                "p99 time to 2xx under 50 ms with 100 KB bodies (file sink, signed Syncky bodies, closed loop): "
+                    + "\(all ? "met" : "not met everywhere") (\(each.joined(separator: ", ")))")
         }
         return said
     }
@@ -320,20 +351,26 @@ enum Suite {
     /// The CPU, cores, memory, kernel and OS, and the servers' versions.
     static func machine() -> String {
         let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
-        let model = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }?
+        let model =
+            cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }?
             .split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "unknown CPU"
         let meminfo = (try? String(contentsOfFile: "/proc/meminfo", encoding: .utf8)) ?? ""
-        let memKiB = meminfo.split(separator: "\n").first { $0.hasPrefix("MemTotal") }?
+        let memKiB =
+            meminfo.split(separator: "\n").first { $0.hasPrefix("MemTotal") }?
             .split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
-        let os = ((try? String(contentsOfFile: "/etc/os-release", encoding: .utf8)) ?? "").split(separator: "\n")
+        let os =
+            ((try? String(contentsOfFile: "/etc/os-release", encoding: .utf8)) ?? "").split(separator: "\n")
             .first { $0.hasPrefix("PRETTY_NAME=") }?.dropFirst(12).trimmingCharacters(in: CharacterSet(charactersIn: "\"")) ?? "Linux"
         var u = utsname()
         uname(&u)
         let kernel = withUnsafeBytes(of: &u.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-        let versions = [("influxd", ["/usr/bin/influxd", "version"]), ("mosquitto", ["/usr/sbin/mosquitto", "-h"]),
-                        ("PostgreSQL", [BenchMain.Postgres.binDir() + "/postgres", "--version"])]
-            .compactMap { name, cmd in firstVersion(cmd).map { "\(name) \($0)" } }
-        return "\(model), \(ProcessInfo.processInfo.activeProcessorCount) cores, \(String(format: "%.1f", Double(memKiB) / 1024 / 1024)) GiB of memory, "
+        let versions = [
+            ("influxd", ["/usr/bin/influxd", "version"]), ("mosquitto", ["/usr/sbin/mosquitto", "-h"]),
+            ("PostgreSQL", [BenchMain.Postgres.binDir() + "/postgres", "--version"])
+        ]
+        .compactMap { name, cmd in firstVersion(cmd).map { "\(name) \($0)" } }
+        return
+            "\(model), \(ProcessInfo.processInfo.activeProcessorCount) cores, \(String(format: "%.1f", Double(memKiB) / 1024 / 1024)) GiB of memory, "
             + "\(os), Linux \(kernel); " + versions.joined(separator: ", ")
             + "; the load generator runs on the same cores as healthgate and the servers."
     }
@@ -358,7 +395,8 @@ enum Suite {
     /// Replaces what stands between the bench-suite markers of the file `--readme` names (docs/benchmarks.md) with `text`.
     static func putIntoReadme(_ text: String, path: String) {
         guard let readme = try? String(contentsOfFile: path, encoding: .utf8),
-              let a = readme.range(of: begin), let b = readme.range(of: end), a.upperBound <= b.lowerBound else {
+            let a = readme.range(of: begin), let b = readme.range(of: end), a.upperBound <= b.lowerBound
+        else {
             print("\(path) has no \(begin) … \(end) markers: the table is not put into it")
             return
         }

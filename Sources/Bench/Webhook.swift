@@ -16,8 +16,9 @@ final class WebhookReceiver: HTTPHandler, @unchecked Sendable {
     private(set) var port: UInt16 = 0
 
     init?() {
-        let s = HTTPServer(options: HTTPServer.Options(host: "127.0.0.1", port: 0, threads: 8, maxBufferedBytes: 512 << 20),
-                           handler: self)
+        let s = HTTPServer(
+            options: HTTPServer.Options(host: "127.0.0.1", port: 0, threads: 8, maxBufferedBytes: 512 << 20),
+            handler: self)
         guard let p = try? s.start() else { return nil }
         server = s
         port = p
@@ -41,8 +42,9 @@ final class WebhookReceiver: HTTPHandler, @unchecked Sendable {
     /// again from one keep-alive connection for 3 s.
     func ceiling() -> Double? {
         guard let (body, perBody) = largest.withLock({ $0 }) else { return nil }
-        let head = Array(("POST /hook HTTP/1.1\r\nHost: bench\r\nContent-Type: application/x-ndjson\r\n"
-                          + "Content-Length: \(body.count)\r\n\r\n").utf8)
+        let head = Array(
+            ("POST /hook HTTP/1.1\r\nHost: bench\r\nContent-Type: application/x-ndjson\r\n"
+                + "Content-Length: \(body.count)\r\n\r\n").utf8)
         let conn = Connection(port: port)
         let started = Date()
         var posted = 0
@@ -64,7 +66,8 @@ final class WebhookReceiver: HTTPHandler, @unchecked Sendable {
             while start < b.count, let q = memchr(base + start, 0x0A, b.count - start) {
                 let end = UnsafeRawPointer(q) - base
                 if let doc = try? parser.parse(UnsafeRawBufferPointer(rebasing: b[start..<end])),
-                   uuidKey.withUnsafeBytes({ doc.root.member(named: $0)?.string }) != nil {
+                    uuidKey.withUnsafeBytes({ doc.root.member(named: $0)?.string }) != nil
+                {
                     n += 1
                 }
                 start = end + 1

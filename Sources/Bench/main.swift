@@ -71,7 +71,8 @@ struct BenchOptions {
         // The runs start `healthgate serve` from this path: say so now if nothing is there
         // (`--micro` runs in this process and needs none).
         if !micro && !FileManager.default.isExecutableFile(atPath: binary) {
-            Self.fail("no healthgate to run at \(binary) (build it: swift build -c release --product healthgate, or give --healthgate PATH)")
+            Self.fail(
+                "no healthgate to run at \(binary) (build it: swift build -c release --product healthgate, or give --healthgate PATH)")
         }
         plan.binary = binary
         if args.contains("--seconds") { plan.seconds = seconds }
@@ -120,4 +121,8 @@ if let plan = benchOptions.suite {
     Suite.run(plan)
 } else if let seconds = benchOptions.soak {
     Soak.run(binary: benchOptions.binary, plan: Soak.Plan(seconds: seconds))
-} else if benchOptions.micro { Micro.run(samples: benchOptions.samplesPerBody, only: benchOptions.only) } else { BenchMain.run(benchOptions) }
+} else if benchOptions.micro {
+    Micro.run(samples: benchOptions.samplesPerBody, only: benchOptions.only)
+} else {
+    BenchMain.run(benchOptions)
+}

@@ -21,15 +21,18 @@ public enum CanonicalCodec {
     /// Calls `body` for each line that is not blank (empty, or at most two spaces and carriage
     /// returns) with its text, its 1-based line number, its byte range with its line feed and
     /// without it.
-    static func forEachLine(_ bytes: [UInt8],
-                            _ body: (_ text: UnsafeRawBufferPointer, _ number: Int, _ withFeed: Range<Int>, _ range: Range<Int>) -> Void) {
+    static func forEachLine(
+        _ bytes: [UInt8],
+        _ body: (_ text: UnsafeRawBufferPointer, _ number: Int, _ withFeed: Range<Int>, _ range: Range<Int>) -> Void
+    ) {
         bytes.withUnsafeBytes { all in
             guard let base = all.baseAddress else { return }
             var lineStart = 0
             var lineNumber = 0
             while lineStart < all.count {
                 lineNumber += 1
-                let lineEnd = memchr(base + lineStart, 0x0A, all.count - lineStart).map { base.distance(to: UnsafeRawPointer($0)) }
+                let lineEnd =
+                    memchr(base + lineStart, 0x0A, all.count - lineStart).map { base.distance(to: UnsafeRawPointer($0)) }
                     ?? all.count
                 let line = UnsafeRawBufferPointer(start: base + lineStart, count: lineEnd - lineStart)
                 let range = lineStart..<lineEnd
@@ -58,8 +61,10 @@ public enum CanonicalCodec {
 
     /// Reads NDJSON canonical records. Blank lines are skipped; a line that is not a canonical
     /// record is reported with its 1-based line number and its byte range.
-    public static func decodeLines(_ bytes: [UInt8], parser: JSONParser,
-                                   onError: (Int, CanonicalDecodeError, Range<Int>) -> Void = { _, _, _ in }) -> [CanonicalRecord] {
+    public static func decodeLines(
+        _ bytes: [UInt8], parser: JSONParser,
+        onError: (Int, CanonicalDecodeError, Range<Int>) -> Void = { _, _, _ in }
+    ) -> [CanonicalRecord] {
         var out: [CanonicalRecord] = []
         forEachLine(bytes) { line, number, _, range in
             do {
@@ -129,7 +134,11 @@ public enum CanonicalCodec {
             case .timeZone: r.timeZone = try str(v, "timezone")
             case .value:
                 if v.isNull { break }
-                if let s = v.string { r.value = .string(s) } else if let d = v.double { r.value = .number(d) } else {
+                if let s = v.string {
+                    r.value = .string(s)
+                } else if let d = v.double {
+                    r.value = .number(d)
+                } else {
                     throw CanonicalDecodeError("\"value\" must be a number or a string")
                 }
             case .unit: r.unit = try str(v, "unit")

@@ -52,23 +52,31 @@ enum LineRead {
             }
         case .source:
             var app: String?, device: String?
-            guard objectOfStrings(v, { name, text in
-                if LineRead.equal(name, "app"), app == nil {
-                    app = String(decoding: text, as: UTF8.self)
-                } else if LineRead.equal(name, "device"), device == nil {
-                    device = String(decoding: text, as: UTF8.self)
-                } else {
-                    return false
-                }
-                return true
-            }) else { return false }
+            guard
+                objectOfStrings(
+                    v,
+                    { name, text in
+                        if LineRead.equal(name, "app"), app == nil {
+                            app = String(decoding: text, as: UTF8.self)
+                        } else if LineRead.equal(name, "device"), device == nil {
+                            device = String(decoding: text, as: UTF8.self)
+                        } else {
+                            return false
+                        }
+                        return true
+                    })
+            else { return false }
             r.source = RecordSource(app: app, device: device)
         case .tags:
             var tags: [RecordTag] = []
-            guard objectOfStrings(v, { name, text in
-                tags.append(RecordTag(String(decoding: name, as: UTF8.self), String(decoding: text, as: UTF8.self)))
-                return true
-            }) else { return false }
+            guard
+                objectOfStrings(
+                    v,
+                    { name, text in
+                        tags.append(RecordTag(String(decoding: name, as: UTF8.self), String(decoding: text, as: UTF8.self)))
+                        return true
+                    })
+            else { return false }
             r.tags = tags
         case .metadata:
             // JSON the writer wrote, from JSON a parser read or a writer wrote (the line's
@@ -156,8 +164,10 @@ enum LineRead {
 
     /// Calls `member` with each name and text of `{"name":"text",…}` (with no escape in it);
     /// false when the value is not such an object or `member` says so.
-    static func objectOfStrings(_ v: UnsafeRawBufferPointer,
-                                _ member: (_ name: UnsafeRawBufferPointer, _ text: UnsafeRawBufferPointer) -> Bool) -> Bool {
+    static func objectOfStrings(
+        _ v: UnsafeRawBufferPointer,
+        _ member: (_ name: UnsafeRawBufferPointer, _ text: UnsafeRawBufferPointer) -> Bool
+    ) -> Bool {
         let n = v.count
         guard n >= 2, v[0] == 0x7B, v[n - 1] == 0x7D, let base = v.baseAddress else { return false }
         if n == 2 { return true }

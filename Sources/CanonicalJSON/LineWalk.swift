@@ -64,7 +64,7 @@ struct LineWalk {
         guard !failed, position < n else { return nil }
         let separator = line[position]
         if position == 0 {
-            guard separator == 0x7B else { return fail() }   // {
+            guard separator == 0x7B else { return fail() } // {
             if n == 2 && line[1] == 0x7D {
                 position = 1
                 return nil
@@ -80,7 +80,8 @@ struct LineWalk {
             return (expected, after)
         }
         guard keyStart < n, line[keyStart] == 0x22, let keyEnd = skipString(keyStart),
-              keyEnd < n, line[keyEnd] == 0x3A else { return fail() }
+            keyEnd < n, line[keyEnd] == 0x3A
+        else { return fail() }
         return (CanonicalRecord.Field(key: UnsafeRawBufferPointer(rebasing: line[(keyStart + 1)..<(keyEnd - 1)])) ?? .fields, keyEnd + 1)
     }
 
@@ -209,7 +210,8 @@ struct LineWalk {
         if line[at] == 0x7D { return at + 1 == range.upperBound }
         while at < range.upperBound {
             guard line[at] == 0x22, let keyEnd = skipString(at), keyEnd + 1 < range.upperBound, line[keyEnd] == 0x3A,
-                  line[keyEnd + 1] == 0x22, let valueEnd = skipString(keyEnd + 1), valueEnd < range.upperBound else { return false }
+                line[keyEnd + 1] == 0x22, let valueEnd = skipString(keyEnd + 1), valueEnd < range.upperBound
+            else { return false }
             if line[valueEnd] == 0x7D { return valueEnd + 1 == range.upperBound }
             guard line[valueEnd] == 0x2C else { return false }
             at = valueEnd + 1

@@ -113,7 +113,7 @@ extension CanonicalRecord {
     /// A record's fields in the order its canonical line holds them.
     public enum Field: Int, Comparable, Sendable, CaseIterable {
         case op, kind, device, receiver, uuid, type, part, parts, start, end, utcOffset, timeZone, value, unit, code, activity,
-             durationS, energyKcal, distanceM, fields, source, tags, metadata, extra
+            durationS, energyKcal, distanceM, fields, source, tags, metadata, extra
 
         public static func < (a: Field, b: Field) -> Bool { a.rawValue < b.rawValue }
     }

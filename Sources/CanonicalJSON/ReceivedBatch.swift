@@ -79,8 +79,9 @@ public struct ReceivedBatch: Sendable {
             r.end = r.start
         }
         if r.kind == RecordKind.quantity, let unit = r.unit, case .number(let d)? = r.value,
-           let target = known.canonicalUnit(r.type), unit != target,
-           let v = Units.convert(d, from: unit, to: target) {
+            let target = known.canonicalUnit(r.type), unit != target,
+            let v = Units.convert(d, from: unit, to: target)
+        {
             r.value = .number(v)
             r.unit = target
         }
@@ -89,13 +90,16 @@ public struct ReceivedBatch: Sendable {
     private mutating func encode(_ record: CanonicalRecord, unmapped: Bool) {
         let lineStart = payload.count
         record.appendNDJSON(to: &payload)
-        added(lineFrom: lineStart, device: record.device, upsert: record.op == .upsert, type: record.type,
-              unit: record.unit, unmapped: unmapped)
+        added(
+            lineFrom: lineStart, device: record.device, upsert: record.op == .upsert, type: record.type,
+            unit: record.unit, unmapped: unmapped)
     }
 
     /// The bookkeeping of the line just written at `lineStart…`: its entry, the counts.
-    private mutating func added(lineFrom lineStart: Int, device: String, upsert: Bool, type: String, unit: String?,
-                                unmapped: Bool) {
+    private mutating func added(
+        lineFrom lineStart: Int, device: String, upsert: Bool, type: String, unit: String?,
+        unmapped: Bool
+    ) {
         if count == 0 { self.device = device } else if device != self.device { otherDevices.insert(device) }
         cuts.add(lineFrom: lineStart, to: payload.count)
         count += 1

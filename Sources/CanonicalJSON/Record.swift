@@ -89,9 +89,11 @@ public struct Record: @unchecked Sendable {
             have.insert(f)
             if failed || (escaped.has(f) && f != .metadata) { return readWhole() }
             guard let range = value(f) else { return }
-            let done = f != .fields && line.withUnsafeBytes { all in
-                LineRead.member(f, UnsafeRawBufferPointer(rebasing: all[range]), into: &values)
-            }
+            let done =
+                f != .fields
+                && line.withUnsafeBytes { all in
+                    LineRead.member(f, UnsafeRawBufferPointer(rebasing: all[range]), into: &values)
+                }
             if !done { readWhole() }
         }
 
@@ -168,11 +170,11 @@ public struct Record: @unchecked Sendable {
         } else {
             // The line's members in order, each run of unchanged ones copied at once, the changed
             // ones written from their fields where they belong.
-            let values = b.values   // one copy, not one per call on the box's
+            let values = b.values // one copy, not one per call on the box's
             b.line.withUnsafeBytes { line in
                 JSONBytes.append(to: &out, atMost: line.count + 2 + values.ndjsonBound(only: b.changed)) { o in
-                    var from = 0, to = 0   // the run of unchanged members not copied yet
-                    var previous = 0   // where the member before ends
+                    var from = 0, to = 0 // the run of unchanged members not copied yet
+                    var previous = 0 // where the member before ends
                     for f in CanonicalRecord.Field.allCases {
                         let end = Int(b.ends[f.rawValue])
                         if b.changed.has(f) {
@@ -210,8 +212,8 @@ extension Record {
     /// string's UTF-8; nil when the record has none (or `f` is no string field). No string made.
     public func withText(_ f: CanonicalRecord.Field, _ body: (UnsafeRawBufferPointer?) -> Void) {
         let done = box.inPlace(f) { v -> Bool in
-            guard let v else { body(nil); return true }   // no such member
-            guard let text = LineRead.text(v) else { return false }   // no string: read as a field
+            guard let v else { body(nil); return true } // no such member
+            guard let text = LineRead.text(v) else { return false } // no string: read as a field
             body(text)
             return true
         }
@@ -227,7 +229,7 @@ extension Record {
         case .activity: text = activity
         case .timeZone: text = timeZone
         case .value: text = value?.string
-        default: text = nil   // no string field
+        default: text = nil // no string field
         }
         guard let text else { return body(nil) }
         text.withUTF8Bytes { body(UnsafeRawBufferPointer($0)) }
@@ -238,10 +240,20 @@ extension Record {
         let done = box.inPlace(.source) { v -> Bool in
             guard let v else { body(nil, nil); return true }
             var app: UnsafeRawBufferPointer?, device: UnsafeRawBufferPointer?
-            guard LineRead.objectOfStrings(v, { name, text in
-                if LineRead.equal(name, "app") { app = text } else if LineRead.equal(name, "device") { device = text } else { return false }
-                return true
-            }) else { return false }
+            guard
+                LineRead.objectOfStrings(
+                    v,
+                    { name, text in
+                        if LineRead.equal(name, "app") {
+                            app = text
+                        } else if LineRead.equal(name, "device") {
+                            device = text
+                        } else {
+                            return false
+                        }
+                        return true
+                    })
+            else { return false }
             body(app, device)
             return true
         }
@@ -263,8 +275,10 @@ extension Record {
     /// The records of a journal entry's payload, each with its place among the payload's lines
     /// (blank lines are no records and have none); a line that is no canonical record is
     /// reported with its place, its bytes and why, and left out.
-    public static func records(in payload: [UInt8], from first: Int = 0,
-                               bad: (_ index: Int, _ line: ArraySlice<UInt8>, CanonicalDecodeError) -> Void) -> [(Record, Int)] {
+    public static func records(
+        in payload: [UInt8], from first: Int = 0,
+        bad: (_ index: Int, _ line: ArraySlice<UInt8>, CanonicalDecodeError) -> Void
+    ) -> [(Record, Int)] {
         var out: [(Record, Int)] = []
         var index = 0
         CanonicalCodec.forEachLine(payload) { _, _, _, range in

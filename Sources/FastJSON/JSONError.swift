@@ -82,7 +82,8 @@ enum StructureDiagnosis {
         var escaped = false
         var endOfValue = -1
         let first = b[i]
-        let startsValue = first == UInt8(ascii: "-") || (first >= UInt8(ascii: "0") && first <= UInt8(ascii: "9"))
+        let startsValue =
+            first == UInt8(ascii: "-") || (first >= UInt8(ascii: "0") && first <= UInt8(ascii: "9"))
             || first == UInt8(ascii: "t") || first == UInt8(ascii: "f") || first == UInt8(ascii: "n")
             || first == UInt8(ascii: "{") || first == UInt8(ascii: "[") || first == UInt8(ascii: "\"")
         if !startsValue {
@@ -94,9 +95,11 @@ enum StructureDiagnosis {
             scan: while i < n {
                 let c = b[i]
                 if inString {
-                    if escaped { escaped = false }
-                    else if c == UInt8(ascii: "\\") { escaped = true }
-                    else if c == UInt8(ascii: "\"") {
+                    if escaped {
+                        escaped = false
+                    } else if c == UInt8(ascii: "\\") {
+                        escaped = true
+                    } else if c == UInt8(ascii: "\"") {
                         inString = false
                         if depth == 0 { endOfValue = i + 1; break scan }
                     }
@@ -118,7 +121,8 @@ enum StructureDiagnosis {
             // A scalar: runs to the next whitespace or structural character.
             while i < n && !isSpace(b[i]) && b[i] != UInt8(ascii: ",") && b[i] != UInt8(ascii: "{")
                 && b[i] != UInt8(ascii: "[") && b[i] != UInt8(ascii: "}") && b[i] != UInt8(ascii: "]")
-                && b[i] != UInt8(ascii: ":") && b[i] != UInt8(ascii: "\"") {
+                && b[i] != UInt8(ascii: ":") && b[i] != UInt8(ascii: "\"")
+            {
                 i += 1
             }
             endOfValue = i

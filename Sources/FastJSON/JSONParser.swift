@@ -41,8 +41,9 @@ public final class JSONParser {
 
     /// - Parameter maxDepth: the deepest nesting of objects and arrays accepted, 1...1024.
     public init(maxDepth: Int = 64) {
-        precondition((1...JSONParser.maxSupportedDepth).contains(maxDepth),
-                     "JSONParser: maxDepth must be in 1...\(JSONParser.maxSupportedDepth), got \(maxDepth)")
+        precondition(
+            (1...JSONParser.maxSupportedDepth).contains(maxDepth),
+            "JSONParser: maxDepth must be in 1...\(JSONParser.maxSupportedDepth), got \(maxDepth)")
         guard let handle = csj_parser_new(UInt32(maxDepth)) else {
             fatalError("JSONParser: out of memory allocating the simdjson parser")
         }
@@ -52,7 +53,7 @@ public final class JSONParser {
     }
 
     deinit {
-        generation.pointee &+= 1  // every document and ref of this parser is now stale
+        generation.pointee &+= 1 // every document and ref of this parser is now stale
         GenerationCells.release(generation)
         csj_parser_free(handle)
     }
@@ -68,11 +69,14 @@ public final class JSONParser {
         largestInput = max(largestInput, bytes.count)
         var nodes: UnsafePointer<csj_node>? = nil
         var count = 0
-        let rc = padded ? csj_parse_padded(handle, bytes.baseAddress, bytes.count, &nodes, &count)
-                        : csj_parse(handle, bytes.baseAddress, bytes.count, &nodes, &count)
+        let rc =
+            padded
+            ? csj_parse_padded(handle, bytes.baseAddress, bytes.count, &nodes, &count)
+            : csj_parse(handle, bytes.baseAddress, bytes.count, &nodes, &count)
         guard rc == Int32(CSJ_OK), let nodes, count > 0 else {
-            throw JSONError(simdjsonCode: rc == Int32(CSJ_OK) ? Int32(CSJ_ERR_EMPTY) : rc,
-                            maxDepth: maxDepth, input: bytes)
+            throw JSONError(
+                simdjsonCode: rc == Int32(CSJ_OK) ? Int32(CSJ_ERR_EMPTY) : rc,
+                maxDepth: maxDepth, input: bytes)
         }
         return JSONDocument(parser: self, nodes: nodes, nodeCount: count, generation: generation.pointee)
     }

@@ -77,8 +77,9 @@ public struct JSONRef {
     @inlinable public var string: String? {
         let n = node
         guard n.pointee.kind == Kind.string.rawValue else { return nil }
-        return String(decoding: UnsafeRawBufferPointer(start: n.pointee.v.str, count: Int(n.pointee.count)),
-                      as: UTF8.self)
+        return String(
+            decoding: UnsafeRawBufferPointer(start: n.pointee.v.str, count: Int(n.pointee.count)),
+            as: UTF8.self)
     }
 
     /// Calls `body` with the string's unescaped UTF-8 bytes (no allocation), or returns nil if this is not
@@ -164,7 +165,8 @@ public struct JSONRef {
         for _ in 0..<Int(n.pointee.count) {
             let key = nodes + k
             if Int(key.pointee.count) == length
-                && (length == 0 || fastJSONBytesEqual(UnsafeRawPointer(key.pointee.v.str), name.baseAddress!, length)) {
+                && (length == 0 || fastJSONBytesEqual(UnsafeRawPointer(key.pointee.v.str), name.baseAddress!, length))
+            {
                 return JSONRef(base: base, index: k + 1)
             }
             k = Int(nodes[k + 1].next)
@@ -381,7 +383,7 @@ func fastJSONBytesEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, _ n: Int) 
 func fastJSONExactInt64(_ d: Double) -> Int64? {
     // -2^63 is exact; 2^63 is the first value out of range. NaN fails both comparisons.
     guard d >= -9_223_372_036_854_775_808.0 && d < 9_223_372_036_854_775_808.0 else { return nil }
-    let i = Int64(d)  // truncates toward zero
+    let i = Int64(d) // truncates toward zero
     return Double(i) == d ? i : nil
 }
 

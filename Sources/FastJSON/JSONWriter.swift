@@ -122,8 +122,9 @@ public struct JSONWriter {
     @inlinable
     public mutating func key(utf8 bytes: UnsafeRawBufferPointer) {
         let comma = commaBeforeKey()
-        appendQuoted(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count, validate: true,
-                     comma: comma, colon: true)
+        appendQuoted(
+            bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count, validate: true,
+            comma: comma, colon: true)
         state = .afterKey
     }
 
@@ -161,8 +162,9 @@ public struct JSONWriter {
     @inlinable
     public mutating func string(utf8 bytes: UnsafeRawBufferPointer) {
         let comma = commaBeforeValue()
-        appendQuoted(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count, validate: true,
-                     comma: comma, colon: false)
+        appendQuoted(
+            bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count, validate: true,
+            comma: comma, colon: false)
         state = .afterValue
     }
 
@@ -327,7 +329,7 @@ public struct JSONWriter {
         if comma { bytes.append(UInt8(ascii: ",")) }
         bytes.append(UInt8(ascii: "\""))
         var i = first
-        var run = 0  // start of the clean run not yet copied
+        var run = 0 // start of the clean run not yet copied
         while i < n {
             let c = p[i]
             if c < 0x80 {
@@ -413,22 +415,22 @@ public struct JSONWriter {
     @usableFromInline
     static func utf8SequenceLength(_ p: UnsafePointer<UInt8>, _ available: Int) -> Int {
         let b0 = p[0]
-        if b0 < 0xC2 { return -1 }  // continuation byte, or overlong lead C0/C1
+        if b0 < 0xC2 { return -1 } // continuation byte, or overlong lead C0/C1
         if b0 < 0xE0 {
             return available >= 2 && p[1] & 0xC0 == 0x80 ? 2 : -1
         }
         if b0 < 0xF0 {
             guard available >= 2 else { return -1 }
-            let low: UInt8 = b0 == 0xE0 ? 0xA0 : 0x80  // no overlongs
-            let high: UInt8 = b0 == 0xED ? 0x9F : 0xBF  // no surrogates
+            let low: UInt8 = b0 == 0xE0 ? 0xA0 : 0x80 // no overlongs
+            let high: UInt8 = b0 == 0xED ? 0x9F : 0xBF // no surrogates
             guard p[1] >= low && p[1] <= high else { return -1 }
             guard available >= 3 && p[2] & 0xC0 == 0x80 else { return -2 }
             return 3
         }
         if b0 < 0xF5 {
             guard available >= 2 else { return -1 }
-            let low: UInt8 = b0 == 0xF0 ? 0x90 : 0x80  // no overlongs
-            let high: UInt8 = b0 == 0xF4 ? 0x8F : 0xBF  // nothing above U+10FFFF
+            let low: UInt8 = b0 == 0xF0 ? 0x90 : 0x80 // no overlongs
+            let high: UInt8 = b0 == 0xF4 ? 0x8F : 0xBF // nothing above U+10FFFF
             guard p[1] >= low && p[1] <= high else { return -1 }
             guard available >= 3 && p[2] & 0xC0 == 0x80 else { return -2 }
             guard available >= 4 && p[3] & 0xC0 == 0x80 else { return -3 }
@@ -495,7 +497,7 @@ public struct JSONWriter {
             if keepFraction { appendStatic(".0") }
             return
         }
-        var text = v.description  // shortest round-trip digits: "312.4", "1e-05", "1.7976931348623157e+308"
+        var text = v.description // shortest round-trip digits: "312.4", "1e-05", "1.7976931348623157e+308"
         text.withUTF8 { bytes.append(contentsOf: $0) }
     }
 
@@ -512,8 +514,9 @@ public struct JSONWriter {
             for _ in 0..<Int(n.pointee.count) {
                 let key = nodes + k
                 let comma = commaBeforeKey()
-                appendQuoted(UnsafeRawPointer(key.pointee.v.str)?.assumingMemoryBound(to: UInt8.self),
-                             Int(key.pointee.count), validate: false, comma: comma, colon: true)
+                appendQuoted(
+                    UnsafeRawPointer(key.pointee.v.str)?.assumingMemoryBound(to: UInt8.self),
+                    Int(key.pointee.count), validate: false, comma: comma, colon: true)
                 state = .afterKey
                 k = writeNode(nodes, k &+ 1)
             }
@@ -525,8 +528,9 @@ public struct JSONWriter {
             endArray()
         case JSONRef.Kind.string.rawValue:
             let comma = commaBeforeValue()
-            appendQuoted(UnsafeRawPointer(n.pointee.v.str)?.assumingMemoryBound(to: UInt8.self),
-                         Int(n.pointee.count), validate: false, comma: comma, colon: false)
+            appendQuoted(
+                UnsafeRawPointer(n.pointee.v.str)?.assumingMemoryBound(to: UInt8.self),
+                Int(n.pointee.count), validate: false, comma: comma, colon: false)
             state = .afterValue
         case JSONRef.Kind.int.rawValue:
             int(n.pointee.v.i)

@@ -65,8 +65,10 @@ public final class GatewayService: @unchecked Sendable {
     private var statusThread: pthread_t?
     private var stopping = false
 
-    public init(topology: Topology, logger: Logger, clock: any WaitClock = SystemClock(),
-                signatureClock: any Clock = SystemClock()) throws {
+    public init(
+        topology: Topology, logger: Logger, clock: any WaitClock = SystemClock(),
+        signatureClock: any Clock = SystemClock()
+    ) throws {
         live = Locked(topology)
         self.logger = logger
         self.clock = clock
@@ -74,9 +76,10 @@ public final class GatewayService: @unchecked Sendable {
         try FileIO.makeDirectories(topology.dataDir, mode: 0o700)
         try GatewayService.keepPrivate(topology.dataDir, logger: logger)
         lockFD = try GatewayService.lock(dataDir: topology.dataDir)
-        journal = try Journal(directory: FileIO.join(topology.dataDir, "journal"),
-                              segmentBytes: Int(topology.journal.segment_bytes?.bytes ?? 64 << 20),
-                              logger: logger.child("journal"))
+        journal = try Journal(
+            directory: FileIO.join(topology.dataDir, "journal"),
+            segmentBytes: Int(topology.journal.segment_bytes?.bytes ?? 64 << 20),
+            logger: logger.child("journal"))
         if journal.truncatedBytes > 0 || journal.recoveredEntries > 0 {
             logger.info("journal: \(journal.recoveredEntries) entries in the newest segment, up to #\(journal.lastDurableSeq)")
         }
@@ -91,8 +94,9 @@ public final class GatewayService: @unchecked Sendable {
         for r in removed {
             let waiting = journal.backlog(fromSeq: r.cursor.seq, skip: r.cursor.skip).records
             if waiting > 0 {
-                logger.warning("sink \(r.name) is not in the config, and \(waiting) record(s) wait for it in the journal, which "
-                               + "keeps them: put it back to deliver them, or `healthgate forget \(r.name)` to let them go")
+                logger.warning(
+                    "sink \(r.name) is not in the config, and \(waiting) record(s) wait for it in the journal, which "
+                        + "keeps them: put it back to deliver them, or `healthgate forget \(r.name)` to let them go")
             }
         }
         onCommit = { [clock] in
@@ -100,9 +104,10 @@ public final class GatewayService: @unchecked Sendable {
             let keepAfter = clock.now().seconds - Int64(retention)
             if lowest > 1 { journal.deleteSegments(below: lowest, lastEntryBefore: retention > 0 ? keepAfter : nil) }
         }
-        quarantine = Quarantine(directory: FileIO.join(topology.dataDir, "quarantine"),
-                                maxBytes: topology.quarantine.max_bytes.map { Int($0.bytes) } ?? Quarantine.defaultMaxBytes,
-                                clock: clock)
+        quarantine = Quarantine(
+            directory: FileIO.join(topology.dataDir, "quarantine"),
+            maxBytes: topology.quarantine.max_bytes.map { Int($0.bytes) } ?? Quarantine.defaultMaxBytes,
+            clock: clock)
         connectionGuard = GatewayService.makeGuard(topology, logger: logger)
         do {
             requestLog = try RequestLog(path: FileIO.join(topology.dataDir, "requests.db"), logger: logger.child("requests"))
@@ -112,8 +117,9 @@ public final class GatewayService: @unchecked Sendable {
         }
         switchable = SwitchableHandler(NotReady())
         do {
-            control = try ControlServer(dataDir: topology.dataDir, journal: journal, drainers: { set.all }, clock: clock,
-                                        logger: logger.child("control"))
+            control = try ControlServer(
+                dataDir: topology.dataDir, journal: journal, drainers: { set.all }, clock: clock,
+                logger: logger.child("control"))
         } catch {
             control = nil
             logger.warning("no control socket (\(error)): `healthgate replay` cannot run beside this serve")
@@ -147,21 +153,26 @@ public final class GatewayService: @unchecked Sendable {
     static func readTLS(_ topology: Topology) throws -> TLSMaterial? {
         guard let tls = topology.tls else { return nil }
         func read(_ path: String) throws -> String { String(decoding: try FileIO.readAll(path), as: UTF8.self) }
-        return TLSMaterial(key: try read(tls.key), cert: try read(tls.cert), clientCA: try tls.client_ca.map(read),
-                           priorities: tls.effectivePriorities)
+        return TLSMaterial(
+            key: try read(tls.key), cert: try read(tls.cert), clientCA: try tls.client_ca.map(read),
+            priorities: tls.effectivePriorities)
     }
 
-    static func makeServer(_ topology: Topology, tls: TLSMaterial?, guard connectionGuard: ConnectionGuard,
-                           handler: any HTTPHandler, logger: Logger) -> HTTPServer {
-        HTTPServer(options: .init(host: topology.listenHost, port: topology.listenPort,
-                                  threads: topology.http.threads ?? 8,
-                                  connectionTimeoutSeconds: Int(topology.http.connection_timeout?.seconds ?? 30),
-                                  connectionLimit: topology.http.max_connections ?? 1024,
-                                  tlsKeyPEM: tls?.key, tlsCertPEM: tls?.cert, logger: logger.child("http"),
-                                  maxBufferedBytes: topology.http.max_buffered.map { Int($0.bytes) } ?? HTTPServer.defaultMaxBuffered,
-                                  connectionGuard: connectionGuard, tlsClientCAPEM: tls?.clientCA,
-                                  tlsPriorities: tls?.priorities),
-                   handler: handler)
+    static func makeServer(
+        _ topology: Topology, tls: TLSMaterial?, guard connectionGuard: ConnectionGuard,
+        handler: any HTTPHandler, logger: Logger
+    ) -> HTTPServer {
+        HTTPServer(
+            options: .init(
+                host: topology.listenHost, port: topology.listenPort,
+                threads: topology.http.threads ?? 8,
+                connectionTimeoutSeconds: Int(topology.http.connection_timeout?.seconds ?? 30),
+                connectionLimit: topology.http.max_connections ?? 1024,
+                tlsKeyPEM: tls?.key, tlsCertPEM: tls?.cert, logger: logger.child("http"),
+                maxBufferedBytes: topology.http.max_buffered.map { Int($0.bytes) } ?? HTTPServer.defaultMaxBuffered,
+                connectionGuard: connectionGuard, tlsClientCAPEM: tls?.clientCA,
+                tlsPriorities: tls?.priorities),
+            handler: handler)
     }
 
     /// A new key and certificate (files changed, or tls set or unset) for the same socket: a new
@@ -204,14 +215,20 @@ public final class GatewayService: @unchecked Sendable {
     }
 
     /// A sink's drainer, with the routes that lead to it in `topology`.
-    private func makeDrainer(_ s: (name: String, built: BuiltSink), topology: Topology, metrics: SinkMetrics,
-                             inbox: Journal?) throws -> SinkDrainer {
+    private func makeDrainer(
+        _ s: (name: String, built: BuiltSink), topology: Topology, metrics: SinkMetrics,
+        inbox: Journal?
+    ) throws -> SinkDrainer {
         let routes = topology.routes.filter { $0.to.contains(s.name) }
-        let box = try inbox ?? Journal(directory: FileIO.join(SinkDrainer.stateDirectory(sink: s.name, dataDir: topology.dataDir), "inbox"),
-                                       segmentBytes: 16 << 20, logger: logger.child("inbox \(s.name)"))
-        return SinkDrainer(name: s.name, built: s.built, routes: routes, journal: journal, inbox: box,
-                           dataDir: topology.dataDir, logger: logger.child("queue"), clock: clock, metrics: metrics,
-                           deadLetterBytes: topology.deadLetters.maxBytes, onCommit: onCommit)
+        let box =
+            try inbox
+            ?? Journal(
+                directory: FileIO.join(SinkDrainer.stateDirectory(sink: s.name, dataDir: topology.dataDir), "inbox"),
+                segmentBytes: 16 << 20, logger: logger.child("inbox \(s.name)"))
+        return SinkDrainer(
+            name: s.name, built: s.built, routes: routes, journal: journal, inbox: box,
+            dataDir: topology.dataDir, logger: logger.child("queue"), clock: clock, metrics: metrics,
+            deadLetterBytes: topology.deadLetters.maxBytes, onCommit: onCommit)
     }
 
     /// What answers the HTTP requests for `topology`: its receivers, the read API, the status page.
@@ -222,31 +239,36 @@ public final class GatewayService: @unchecked Sendable {
         for r in topology.receivers {
             let binding = r.config.devices ?? .any
             guard binding != .any else { continue }
-            gates[r.name] = earlier?.deviceGates[r.name].flatMap { $0.binding == binding ? $0 : nil }
-                ?? DeviceGate(receiver: r.name, binding: binding, dataDir: topology.dataDir,
-                              logger: logger.child("receiver \(r.name)"))
+            gates[r.name] =
+                earlier?.deviceGates[r.name].flatMap { $0.binding == binding ? $0 : nil }
+                ?? DeviceGate(
+                    receiver: r.name, binding: binding, dataDir: topology.dataDir,
+                    logger: logger.child("receiver \(r.name)"))
         }
         // Intake stops (503) for a receiver whose data would go to a blocking sink that is over
         // its queue limit, and for everyone once the journal's budget is spent.
         var limits: [String: [IngestHandler.QueueLimit]] = [:]
         for d in drainers {
             guard let s = topology.sinks.first(where: { $0.name == d.name }), let max = s.built.common.queue.max_bytes?.bytes,
-                  (s.built.common.queue.when_full ?? .block) == .block else { continue }
+                (s.built.common.queue.when_full ?? .block) == .block
+            else { continue }
             for r in topology.receivers where topology.routes.contains(where: { $0.to.contains(s.name) && $0.takes(receiver: r.name) }) {
                 limits[r.name, default: []].append(IngestHandler.QueueLimit(sink: d.metrics, maxBytes: Int(max)))
             }
         }
         let set = drainerSet
-        let status = StatusEndpoint(topology: topology, journal: journal, drainers: { set.all }, removed: { set.removed },
-                                    clock: clock, port: port.load(ordering: .relaxed), requestLog: requestLog)
-        return IngestHandler(receivers: topology.receivers.map(\.receiver), journal: journal, quarantine: quarantine,
-                             clock: clock, signatureClock: signatureClock, logger: logger.child("ingest"),
-                             sinkMetrics: { set.all.map(\.metrics) }, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
-                             makeRoom: { [weak self] target in self?.makeRoomForRemovedSinks(downTo: target) },
-                             queueLimits: limits, connections: connectionGuard,
-                             readAPI: topology.readAPI.map { ReadAPI(settings: $0, requests: requestLog, logger: logger.child("read_api")) },
-                             requestLog: requestLog, status: status, deviceGates: gates,
-                             reusing: earlier?.receiverMetrics ?? [])
+        let status = StatusEndpoint(
+            topology: topology, journal: journal, drainers: { set.all }, removed: { set.removed },
+            clock: clock, port: port.load(ordering: .relaxed), requestLog: requestLog)
+        return IngestHandler(
+            receivers: topology.receivers.map(\.receiver), journal: journal, quarantine: quarantine,
+            clock: clock, signatureClock: signatureClock, logger: logger.child("ingest"),
+            sinkMetrics: { set.all.map(\.metrics) }, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
+            makeRoom: { [weak self] target in self?.makeRoomForRemovedSinks(downTo: target) },
+            queueLimits: limits, connections: connectionGuard,
+            readAPI: topology.readAPI.map { ReadAPI(settings: $0, requests: requestLog, logger: logger.child("read_api")) },
+            requestLog: requestLog, status: status, deviceGates: gates,
+            reusing: earlier?.receiverMetrics ?? [])
     }
 
     /// SIGHUP: takes a new, checked config while serving. Sinks whose config or routes changed
@@ -289,10 +311,13 @@ public final class GatewayService: @unchecked Sendable {
             d.requestStop()
             d.stop(within: 10)
             d.inbox?.close()
-            let waiting = journal.backlog(fromSeq: d.metrics.cursorSeq.load(ordering: .relaxed),
-                                          skip: d.metrics.cursorSkip.load(ordering: .relaxed)).records
-            said.append("sink \(d.name) removed: \(waiting) record(s) that waited for it stay in the journal until it is put back "
-                        + "(or `healthgate forget \(d.name)`)")
+            let waiting = journal.backlog(
+                fromSeq: d.metrics.cursorSeq.load(ordering: .relaxed),
+                skip: d.metrics.cursorSkip.load(ordering: .relaxed)
+            ).records
+            said.append(
+                "sink \(d.name) removed: \(waiting) record(s) that waited for it stay in the journal until it is put back "
+                    + "(or `healthgate forget \(d.name)`)")
         }
         // Before the removed drainers leave the set: their cursors keep holding the journal.
         drainerSet.setRemoved(RemovedSinks.scan(dataDir: kept.dataDir, configured: Set(new.sinks.map(\.name))))
@@ -318,8 +343,9 @@ public final class GatewayService: @unchecked Sendable {
         let mode = st.st_mode & 0o777
         guard mode & 0o077 != 0 else { return }
         guard chmod(dir, 0o700) == 0 else {
-            throw ServiceError("data_dir \(dir) has mode \(String(mode, radix: 8)) (others may read it) and cannot be made "
-                               + "0700 by this user; run `chmod 700 \(dir)` as its owner")
+            throw ServiceError(
+                "data_dir \(dir) has mode \(String(mode, radix: 8)) (others may read it) and cannot be made "
+                    + "0700 by this user; run `chmod 700 \(dir)` as its owner")
         }
         logger.warning("data_dir \(dir) had mode \(String(mode, radix: 8)); set to 700 so that only this user reads health data")
     }
@@ -336,9 +362,10 @@ public final class GatewayService: @unchecked Sendable {
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let holder = (try? FileIO.readAll(path)).map { String(decoding: $0, as: UTF8.self) } ?? ""
             close(fd)
-            throw ServiceError("another healthgate process (a serve, or a replay with no serve running) is using the data dir \(dataDir)"
-                             + (holder.isEmpty ? "" : " (pid \(holder.split(separator: "\n").first ?? ""))")
-                             + "; stop it first, or give this one its own data_dir")
+            throw ServiceError(
+                "another healthgate process (a serve, or a replay with no serve running) is using the data dir \(dataDir)"
+                    + (holder.isEmpty ? "" : " (pid \(holder.split(separator: "\n").first ?? ""))")
+                    + "; stop it first, or give this one its own data_dir")
         }
         _ = ftruncate(fd, 0)
         let pid = Array("\(getpid())\n".utf8)
@@ -403,8 +430,9 @@ public final class GatewayService: @unchecked Sendable {
             for _ in 0..<256 {
                 let removed = drainerSet.removed
                 guard journal.bytesOnDisk > target, let configured = drainerSet.configuredLowest, !removed.isEmpty else { return }
-                let moved = RemovedSinks.forceOut(removed, configuredLowest: configured, journal: journal, maxBytes: target,
-                                                  dataDir: t.dataDir, logger: logger, clock: clock, fraction: 0)
+                let moved = RemovedSinks.forceOut(
+                    removed, configuredLowest: configured, journal: journal, maxBytes: target,
+                    dataDir: t.dataDir, logger: logger, clock: clock, fraction: 0)
                 if moved.isEmpty { return }
                 drainerSet.setRemoved(RemovedSinks.scan(dataDir: t.dataDir, configured: Set(t.sinks.map(\.name))))
                 onCommit()
@@ -431,8 +459,9 @@ public final class GatewayService: @unchecked Sendable {
         // Requests first (they are what phones wait on), with at most three quarters of the time.
         let unanswered = server.stop(finishingWithin: max(0.1, shutdownTimeout * 0.75))
         if unanswered > 0 {
-            logger.warning("\(unanswered) request(s) still in flight at the shutdown deadline were cut off (unanswered, so the "
-                           + "phones send them again)")
+            logger.warning(
+                "\(unanswered) request(s) still in flight at the shutdown deadline were cut off (unanswered, so the "
+                    + "phones send them again)")
         }
         control?.stop()
         for d in drainers { d.requestStop() }

@@ -16,8 +16,10 @@ public struct BatchPoster {
     let logger: Logger
     let clock: any Clock
 
-    public init(sinkName: String, url: String, credentialsHint: String, endpointHint: String? = nil, client: CurlClient,
-                logger: Logger, clock: any Clock) {
+    public init(
+        sinkName: String, url: String, credentialsHint: String, endpointHint: String? = nil, client: CurlClient,
+        logger: Logger, clock: any Clock
+    ) {
         self.endpointHint = endpointHint ?? "sinks.\(sinkName).url"
         self.sinkName = sinkName
         self.url = url
@@ -49,15 +51,18 @@ public struct BatchPoster {
             return .accepted
         case .credentials:
             // Said by the delivery once a minute while it lasts, not at every try.
-            let why = "\(status) from \(url): it refused healthgate's credentials; check \(credentialsHint). "
+            let why =
+                "\(status) from \(url): it refused healthgate's credentials; check \(credentialsHint). "
                 + "The records wait in the queue and go out once it is fixed"
             return .keep(reason: why, retryAfterSeconds: nil)
         case .endpoint:
-            let why = "\(status) from \(url)\(BatchPoster.snippet(response)): this is not an endpoint that takes these writes; "
+            let why =
+                "\(status) from \(url)\(BatchPoster.snippet(response)): this is not an endpoint that takes these writes; "
                 + "check \(endpointHint). The records wait in the queue and go out once it is fixed (healthgate reload)"
             return .keep(reason: why, retryAfterSeconds: nil)
         case .redirect:
-            let why = "\(status) from \(url): it redirects to \(response.header("location") ?? "elsewhere"); "
+            let why =
+                "\(status) from \(url): it redirects to \(response.header("location") ?? "elsewhere"); "
                 + "set sinks.\(sinkName).url to the final URL (healthgate does not follow redirects)"
             logger.error(why)
             return .keep(reason: why, retryAfterSeconds: nil)

@@ -179,7 +179,7 @@ enum CurlCallbacks {
         let line = data.withMemoryRebound(to: UInt8.self, capacity: n) {
             String(decoding: UnsafeBufferPointer(start: $0, count: n), as: UTF8.self)
         }
-        if line.hasPrefix("HTTP/") { sink.headers.removeAll() }   // a new response (after 100 Continue)
+        if line.hasPrefix("HTTP/") { sink.headers.removeAll() } // a new response (after 100 Continue)
         if let colon = line.firstIndex(of: ":") {
             let name = line[..<colon].lowercased()
             var value = line[line.index(after: colon)...]

@@ -92,7 +92,7 @@ public struct ByteWriter {
     @inlinable public mutating func int(_ v: Int64) {
         room(20)
         if v < 0 { byte(0x2D) }
-        var scratch: (UInt64, UInt64, UInt64) = (0, 0, 0)   // 24 bytes: an Int64 has at most 19 digits
+        var scratch: (UInt64, UInt64, UInt64) = (0, 0, 0) // 24 bytes: an Int64 has at most 19 digits
         let n = withUnsafeMutableBytes(of: &scratch) { b -> Int in
             let end = b.baseAddress!.assumingMemoryBound(to: UInt8.self) + b.count
             let from = ByteWriter.writeDigits(v.magnitude, endingAt: end)
@@ -147,8 +147,10 @@ public struct ByteWriter {
     /// (no width) all of them — two digits at a time from a table, and returns where it begins.
     /// For `int` and the digits of times (`Timestamp`).
     @inlinable @inline(__always) @discardableResult
-    public static func writeDigits(_ v: UInt64, width: Int? = nil, endingAt end: UnsafeMutablePointer<UInt8>) -> UnsafeMutablePointer<UInt8> {
-        let pairs: StaticString = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+    public static func writeDigits(_ v: UInt64, width: Int? = nil, endingAt end: UnsafeMutablePointer<UInt8>) -> UnsafeMutablePointer<UInt8>
+    {
+        let pairs: StaticString =
+            "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
         let table = pairs.utf8Start
         var v = v
         var w = end

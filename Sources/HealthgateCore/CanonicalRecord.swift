@@ -98,12 +98,14 @@ public struct CanonicalRecord: Sendable, Equatable {
         self.type = type
     }
 
-    @inlinable public init(op: Op = .upsert, kind: String, device: String, receiver: String, uuid: String, type: String,
-                part: Int? = nil, parts: Int? = nil, start: Timestamp? = nil, end: Timestamp? = nil,
-                utcOffset: Int? = nil, value: RecordValue? = nil, unit: String? = nil, code: Int? = nil,
-                activity: String? = nil, durationS: Double? = nil, energyKcal: Double? = nil,
-                distanceM: Double? = nil, source: RecordSource? = nil, metadata: RawJSON? = nil,
-                fields: [RecordField] = [], extra: [RecordField] = []) {
+    @inlinable public init(
+        op: Op = .upsert, kind: String, device: String, receiver: String, uuid: String, type: String,
+        part: Int? = nil, parts: Int? = nil, start: Timestamp? = nil, end: Timestamp? = nil,
+        utcOffset: Int? = nil, value: RecordValue? = nil, unit: String? = nil, code: Int? = nil,
+        activity: String? = nil, durationS: Double? = nil, energyKcal: Double? = nil,
+        distanceM: Double? = nil, source: RecordSource? = nil, metadata: RawJSON? = nil,
+        fields: [RecordField] = [], extra: [RecordField] = []
+    ) {
         self.op = op
         self.kind = kind
         self.device = device
@@ -169,8 +171,9 @@ extension CanonicalRecord {
     }
 
     @inlinable static func == (a: RareFields, b: RareFields) -> Bool {
-        a === b || (a.part == b.part && a.parts == b.parts && a.code == b.code && a.activity == b.activity
-                    && a.timeZone == b.timeZone && a.durationS == b.durationS && a.energyKcal == b.energyKcal && a.distanceM == b.distanceM)
+        a === b
+            || (a.part == b.part && a.parts == b.parts && a.code == b.code && a.activity == b.activity
+                && a.timeZone == b.timeZone && a.durationS == b.durationS && a.energyKcal == b.energyKcal && a.distanceM == b.distanceM)
     }
 }
 
@@ -263,7 +266,8 @@ public struct RawJSON: Sendable, Equatable, CustomStringConvertible {
     /// The value when it is a JSON number a double holds; nil for anything else.
     public var number: Double? {
         guard let first = bytes.first, first == UInt8(ascii: "-") || (first >= 0x30 && first <= 0x39),
-              let d = Double(description), d.isFinite else { return nil }
+            let d = Double(description), d.isFinite
+        else { return nil }
         return d
     }
 }

@@ -30,8 +30,10 @@ public struct HTTPRequest: Sendable {
     /// The client certificate the TLS handshake verified, where `tls.client_ca` asks for one.
     public var clientCertificate: ClientCertificate?
 
-    public init(method: String, path: String, query: String = "", headers: [(name: String, value: String)] = [],
-                body: [UInt8] = [], isTLS: Bool = false, remoteAddress: String = "127.0.0.1") {
+    public init(
+        method: String, path: String, query: String = "", headers: [(name: String, value: String)] = [],
+        body: [UInt8] = [], isTLS: Bool = false, remoteAddress: String = "127.0.0.1"
+    ) {
         self.method = method
         self.path = path
         self.query = query

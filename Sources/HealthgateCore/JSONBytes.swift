@@ -16,7 +16,7 @@ extension ByteWriter {
     @inline(__always) public mutating func str(_ s: String) {
         // (Not `withUTF8Bytes`: a generic closure here is not specialized as well.)
         if s.utf8.withContiguousStorageIfAvailable({ str(UnsafeRawBufferPointer($0)) }) == nil {
-            var s = s   // not contiguous UTF-8 (bridged): made so
+            var s = s // not contiguous UTF-8 (bridged): made so
             s.withUTF8 { str(UnsafeRawBufferPointer($0)) }
         }
     }

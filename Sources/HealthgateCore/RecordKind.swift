@@ -11,7 +11,7 @@ public enum RecordKind {
     /// Kinds whose type name is the kind itself.
     public static let namedKinds: Set<String> = [
         "workout", "characteristic", "state_of_mind", "gad7_assessment", "phq9_assessment",
-        "audiogram", "activity_summary", "workout_route", "heartbeat_series", "ecg", "clinical_record",
+        "audiogram", "activity_summary", "workout_route", "heartbeat_series", "ecg", "clinical_record"
     ]
 
     /// Whether records of `kind` come in parts, keyed by `(device, uuid, part)`: workout routes

@@ -32,7 +32,8 @@ public struct StateReader {
 
     public mutating func take() throws(TransformStateError) -> String {
         guard let colon = bytes[at...].firstIndex(of: 0x3A), let n = Int(String(decoding: bytes[at..<colon], as: UTF8.self)),
-              n >= 0, colon + 1 + n <= bytes.count else { throw TransformStateError("the state is cut at byte \(at)") }
+            n >= 0, colon + 1 + n <= bytes.count
+        else { throw TransformStateError("the state is cut at byte \(at)") }
         at = colon + 1 + n
         return String(decoding: bytes[(colon + 1)..<at], as: UTF8.self)
     }
@@ -40,7 +41,8 @@ public struct StateReader {
     /// A field as raw bytes (what `put(bytes:)` wrote).
     public mutating func takeBytes() throws(TransformStateError) -> ArraySlice<UInt8> {
         guard let colon = bytes[at...].firstIndex(of: 0x3A), let n = Int(String(decoding: bytes[at..<colon], as: UTF8.self)),
-              n >= 0, colon + 1 + n <= bytes.count else { throw TransformStateError("the state is cut at byte \(at)") }
+            n >= 0, colon + 1 + n <= bytes.count
+        else { throw TransformStateError("the state is cut at byte \(at)") }
         at = colon + 1 + n
         return bytes[(colon + 1)..<at]
     }

@@ -240,7 +240,8 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     /// The last `width` decimal digits of `v` (0 when negative), zero-padded, at `out[i...]`.
     @inline(__always) static func writeDigits(_ v: Int, _ width: Int, to out: UnsafeMutableRawBufferPointer, at i: Int) {
         assert(i + width <= out.count)
-        ByteWriter.writeDigits(UInt64(max(v, 0)), width: width,
-                               endingAt: out.baseAddress!.assumingMemoryBound(to: UInt8.self) + i + width)
+        ByteWriter.writeDigits(
+            UInt64(max(v, 0)), width: width,
+            endingAt: out.baseAddress!.assumingMemoryBound(to: UInt8.self) + i + width)
     }
 }

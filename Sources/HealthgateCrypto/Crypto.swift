@@ -1,6 +1,5 @@
 import CCrypto
 
-
 /// HMAC-SHA256, constant-time comparison and random secrets, over libcrypto.
 public enum Crypto {
     /// HMAC-SHA256 of the concatenated parts.
@@ -21,8 +20,9 @@ public enum Crypto {
             p[0].withUnsafeBytes { a in
                 p[1].withUnsafeBytes { b in
                     p[2].withUnsafeBytes { c in
-                        let ok = hg_hmac_sha256(k.baseAddress, k.count, a.baseAddress, a.count,
-                                                b.baseAddress, b.count, c.baseAddress, c.count, &out)
+                        let ok = hg_hmac_sha256(
+                            k.baseAddress, k.count, a.baseAddress, a.count,
+                            b.baseAddress, b.count, c.baseAddress, c.count, &out)
                         precondition(ok == 1, "libcrypto HMAC-SHA256 failed")
                     }
                 }
@@ -36,8 +36,9 @@ public enum Crypto {
         var out = [UInt8](repeating: 0, count: 32)
         key.withUnsafeBytes { k in
             prefix.withUnsafeBytes { a in
-                let ok = hg_hmac_sha256(k.baseAddress, k.count, a.baseAddress, a.count,
-                                        body.baseAddress, body.count, nil, 0, &out)
+                let ok = hg_hmac_sha256(
+                    k.baseAddress, k.count, a.baseAddress, a.count,
+                    body.baseAddress, body.count, nil, 0, &out)
                 precondition(ok == 1, "libcrypto HMAC-SHA256 failed")
             }
         }
@@ -58,7 +59,7 @@ public enum Crypto {
         var input: [UInt8] = []
         for p in parts {
             input.append(contentsOf: p.utf8)
-            input.append(0x1F)   // unit separator: ("ab","c") and ("a","bc") differ
+            input.append(0x1F) // unit separator: ("ab","c") and ("a","bc") differ
         }
         var h = Array(sha256(input).prefix(16))
         h[6] = (h[6] & 0x0F) | 0x80

@@ -37,8 +37,9 @@ public final class StderrLogSink: LogSink {
 
     public func log(_ level: LogLevel, _ component: String, _ message: String) {
         guard level >= minimum else { return }
-        let line = StderrLogSink.line(level, component, message, time: SystemClock().now(),
-                                      format: Format(rawValue: format.load(ordering: .relaxed)) ?? .logfmt)
+        let line = StderrLogSink.line(
+            level, component, message, time: SystemClock().now(),
+            format: Format(rawValue: format.load(ordering: .relaxed)) ?? .logfmt)
         line.withUnsafeBytes { _ = Glibc.write(2, $0.baseAddress, $0.count) }
     }
 

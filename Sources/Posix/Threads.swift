@@ -16,12 +16,14 @@ private final class ThreadBody {
 public func startThread(_ body: @escaping () -> Void) -> Result<pthread_t, IOError> {
     let box = Unmanaged.passRetained(ThreadBody(body))
     var t = pthread_t()
-    let rc = pthread_create(&t, nil, { raw in
-        let body = Unmanaged<ThreadBody>.fromOpaque(raw!).takeRetainedValue()
-        CrashAttribution.setSlot(body.slot)
-        body.run()
-        return nil
-    }, box.toOpaque())
+    let rc = pthread_create(
+        &t, nil,
+        { raw in
+            let body = Unmanaged<ThreadBody>.fromOpaque(raw!).takeRetainedValue()
+            CrashAttribution.setSlot(body.slot)
+            body.run()
+            return nil
+        }, box.toOpaque())
     if rc != 0 {
         box.release()
         return .failure(IOError("pthread_create", "thread", code: rc))

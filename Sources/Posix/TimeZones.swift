@@ -57,13 +57,16 @@ public enum TimeZones {
     /// sample a receiver gives a zone (the generic `contains` was a twelfth of the ingest API's CPU).
     public static func valid(_ name: String) -> Bool {
         !name.utf8.isEmpty && name.utf8.count < 64 && name.utf8.first != 0x2F
-            && name.utf8.allSatisfy { ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39)
-                || $0 == 0x2F || $0 == 0x5F || $0 == 0x2D || $0 == 0x2B }
+            && name.utf8.allSatisfy {
+                ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39)
+                    || $0 == 0x2F || $0 == 0x5F || $0 == 0x2D || $0 == 0x2B
+            }
     }
 
     static func load(_ name: String) -> Zone? {
         guard let b = try? FileIO.readAll("/usr/share/zoneinfo/" + name), b.count >= 44,
-              b[0] == 0x54, b[1] == 0x5A, b[2] == 0x69, b[3] == 0x66 else { return nil }
+            b[0] == 0x54, b[1] == 0x5A, b[2] == 0x69, b[3] == 0x66
+        else { return nil }
         func u32(_ at: Int) -> Int { Int(b[at]) << 24 | Int(b[at + 1]) << 16 | Int(b[at + 2]) << 8 | Int(b[at + 3]) }
         func i32(_ at: Int) -> Int32 { Int32(bitPattern: UInt32(u32(at))) }
         func i64(_ at: Int) -> Int64 { Int64(bitPattern: UInt64(u32(at)) << 32 | UInt64(u32(at + 4))) }
@@ -74,7 +77,7 @@ public enum TimeZones {
         var (isut, isstd, leap, timecnt, typecnt, charcnt) = counts(0)
         var base = 44
         var timeSize = 4
-        if b[4] >= 0x32 {   // version 2+: skip the 32-bit block, read the 64-bit one
+        if b[4] >= 0x32 { // version 2+: skip the 32-bit block, read the 64-bit one
             base += timecnt * 4 + timecnt + typecnt * 6 + charcnt + leap * 8 + isstd + isut
             guard b.count >= base + 44 else { return nil }
             (isut, isstd, leap, timecnt, typecnt, charcnt) = counts(base)

@@ -32,8 +32,10 @@ public enum Bisection {
         case mixed
     }
 
-    private static func send(_ range: Range<Int>, _ attempt: (Range<Int>) -> Attempt, _ outcomes: inout [DeliveryOutcome],
-                             _ retryAfter: inout Double?) -> Sent {
+    private static func send(
+        _ range: Range<Int>, _ attempt: (Range<Int>) -> Attempt, _ outcomes: inout [DeliveryOutcome],
+        _ retryAfter: inout Double?
+    ) -> Sent {
         switch attempt(range) {
         case .accepted:
             return .allAccepted
@@ -92,7 +94,8 @@ public enum HTTPOutcome: Sendable, Equatable {
         let parts = v.split(separator: " ")
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
         guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]),
-              let month = months.firstIndex(of: String(parts[2])), let year = Int(parts[3]) else { return nil }
+            let month = months.firstIndex(of: String(parts[2])), let year = Int(parts[3])
+        else { return nil }
         let hms = parts[4].split(separator: ":").compactMap { Int($0) }
         guard hms.count == 3 else { return nil }
         let days = Timestamp.daysFromCivil(year: year, month: month + 1, day: day)

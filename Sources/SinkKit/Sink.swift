@@ -135,8 +135,10 @@ public struct BuiltSink: Sendable {
     /// for the read API. Its type is the sink's own.
     public var readable: (any Sendable)?
 
-    public init(kind: String, common: SinkCommonConfig, summary: String, readable: (any Sendable)? = nil,
-                open: @escaping @Sendable (SinkContext) throws(SinkOpenError) -> any Sink) {
+    public init(
+        kind: String, common: SinkCommonConfig, summary: String, readable: (any Sendable)? = nil,
+        open: @escaping @Sendable (SinkContext) throws(SinkOpenError) -> any Sink
+    ) {
         self.kind = kind
         self.common = common
         self.summary = summary

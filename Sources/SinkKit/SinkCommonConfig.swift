@@ -8,8 +8,10 @@ public struct SinkCommonConfig: Sendable, Equatable {
     public var retry: RetryConfig
     public var queue: QueueConfig
 
-    public init(batch: BatchConfig? = nil, retry: RetryConfig? = nil, queue: QueueConfig? = nil,
-                defaultMaxItems: Int = 1000) {
+    public init(
+        batch: BatchConfig? = nil, retry: RetryConfig? = nil, queue: QueueConfig? = nil,
+        defaultMaxItems: Int = 1000
+    ) {
         self.batch = batch ?? BatchConfig()
         if self.batch.max_items == nil { self.batch.max_items = defaultMaxItems }
         self.retry = retry ?? RetryConfig()
@@ -73,20 +75,28 @@ public struct QueueConfig: Decodable, Sendable, Equatable {
 extension SinkCommonConfig {
     /// The common keys as a sink kind decoded them, checked: settings that would do nothing
     /// are refused rather than ignored.
-    public static func checked(batch: BatchConfig?, retry: RetryConfig?, queue: QueueConfig?, node: YAMLNode,
-                               path: String, defaultMaxItems: Int) throws(ConfigProblems) -> SinkCommonConfig {
+    public static func checked(
+        batch: BatchConfig?, retry: RetryConfig?, queue: QueueConfig?, node: YAMLNode,
+        path: String, defaultMaxItems: Int
+    ) throws(ConfigProblems) -> SinkCommonConfig {
         var problems: [ConfigProblem] = []
         if let q = queue, q.when_full != nil, q.max_bytes == nil {
-            problems.append(ConfigProblem(location: node["queue"]?.location ?? node.location, path: path + ".queue",
-                                          message: "when_full applies once max_bytes is reached: set queue.max_bytes too"))
+            problems.append(
+                ConfigProblem(
+                    location: node["queue"]?.location ?? node.location, path: path + ".queue",
+                    message: "when_full applies once max_bytes is reached: set queue.max_bytes too"))
         }
         if let n = batch?.max_items, n < 1 {
-            problems.append(ConfigProblem(location: node["batch"]?.location ?? node.location, path: path + ".batch.max_items",
-                                          message: "max_items must be at least 1"))
+            problems.append(
+                ConfigProblem(
+                    location: node["batch"]?.location ?? node.location, path: path + ".batch.max_items",
+                    message: "max_items must be at least 1"))
         }
         if let i = retry?.initial, let m = retry?.max, i > m {
-            problems.append(ConfigProblem(location: node["retry"]?.location ?? node.location, path: path + ".retry",
-                                          message: "retry.initial (\(i)) is longer than retry.max (\(m))"))
+            problems.append(
+                ConfigProblem(
+                    location: node["retry"]?.location ?? node.location, path: path + ".retry",
+                    message: "retry.initial (\(i)) is longer than retry.max (\(m))"))
         }
         if !problems.isEmpty { throw ConfigProblems(problems: problems) }
         return SinkCommonConfig(batch: batch, retry: retry, queue: queue, defaultMaxItems: defaultMaxItems)
@@ -96,8 +106,10 @@ extension SinkCommonConfig {
 extension SinkCommonConfig {
     /// The common keys checked together with the problems a sink found in its own keys: every
     /// problem at once, or the common config.
-    public static func checked(batch: BatchConfig?, retry: RetryConfig?, queue: QueueConfig?, node: YAMLNode, path: String,
-                               defaultMaxItems: Int, adding problems: [ConfigProblem]) throws(ConfigProblems) -> SinkCommonConfig {
+    public static func checked(
+        batch: BatchConfig?, retry: RetryConfig?, queue: QueueConfig?, node: YAMLNode, path: String,
+        defaultMaxItems: Int, adding problems: [ConfigProblem]
+    ) throws(ConfigProblems) -> SinkCommonConfig {
         let common: SinkCommonConfig
         do throws(ConfigProblems) {
             common = try checked(batch: batch, retry: retry, queue: queue, node: node, path: path, defaultMaxItems: defaultMaxItems)

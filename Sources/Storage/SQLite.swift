@@ -43,13 +43,15 @@ public final class SQLite: @unchecked Sendable {
         if path != ":memory:" {
             let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
             if fd >= 0 {
-                _ = fchmod(fd, 0o600)   // one made 0644 by an earlier version too
+                _ = fchmod(fd, 0o600) // one made 0644 by an earlier version too
                 close(fd)
             }
         }
         var handle: OpaquePointer?
-        let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
-                                     | (sharedAcrossThreads ? SQLITE_OPEN_FULLMUTEX : SQLITE_OPEN_NOMUTEX), nil)
+        let rc = sqlite3_open_v2(
+            path, &handle,
+            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+                | (sharedAcrossThreads ? SQLITE_OPEN_FULLMUTEX : SQLITE_OPEN_NOMUTEX), nil)
         guard rc == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             sqlite3_close(handle)
@@ -130,7 +132,7 @@ public final class SQLite: @unchecked Sendable {
         /// Binds bytes to parameter `i` (from 1) without SQLite copying them, for the next `step`
         /// alone (it clears them): `blob` must stay valid until that `step` returns.
         public func bind(_ i: Int32, borrowing blob: UnsafeRawBufferPointer) {
-            sqlite3_bind_blob(stmt, i, blob.baseAddress, Int32(blob.count), nil)   // nil: SQLITE_STATIC
+            sqlite3_bind_blob(stmt, i, blob.baseAddress, Int32(blob.count), nil) // nil: SQLITE_STATIC
         }
 
         /// Binds an integer to parameter `i` (from 1), for `step`.
@@ -143,7 +145,7 @@ public final class SQLite: @unchecked Sendable {
         public func step() throws(Failure) {
             defer {
                 sqlite3_reset(stmt)
-                sqlite3_clear_bindings(stmt)   // no borrowed bytes outlive the step
+                sqlite3_clear_bindings(stmt) // no borrowed bytes outlive the step
             }
             var rc = sqlite3_step(stmt)
             while rc == SQLITE_ROW { rc = sqlite3_step(stmt) }
@@ -177,7 +179,8 @@ public final class SQLite: @unchecked Sendable {
             case .int(let x): sqlite3_bind_int64(stmt, index, x)
             case .double(let x): sqlite3_bind_double(stmt, index, x)
             case .text(let s): sqlite3_bind_text(stmt, index, s, -1, hg_sqlite_transient())
-            case .blob(let b): b.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), hg_sqlite_transient()) }
+            case .blob(let b):
+                b.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, index, $0.baseAddress, Int32($0.count), hg_sqlite_transient()) }
             }
         }
     }

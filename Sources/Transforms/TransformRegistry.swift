@@ -14,7 +14,7 @@ public enum TransformRegistry {
         ("drop", DropTransform.build),
         ("tag", TagTransform.build),
         ("dedupe", DedupeTransform.build),
-        ("aggregate", AggregateTransform.build),
+        ("aggregate", AggregateTransform.build)
     ]
 }
 

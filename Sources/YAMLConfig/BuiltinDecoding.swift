@@ -172,10 +172,12 @@ enum NumberSyntax {
             radix = 8
             rest = rest.dropFirst(2)
         }
-        let valid = !rest.isEmpty && rest.allSatisfy { character in
-            guard character.isASCII, let digit = character.hexDigitValue else { return false }
-            return digit < radix
-        }
+        let valid =
+            !rest.isEmpty
+            && rest.allSatisfy { character in
+                guard character.isASCII, let digit = character.hexDigitValue else { return false }
+                return digit < radix
+            }
         return valid ? (negative, rest, radix) : nil
     }
 }

@@ -40,13 +40,13 @@ public struct ByteSize: Sendable, Hashable, Comparable, CustomStringConvertible,
         "k": kilo, "kb": kilo, "kib": kibi,
         "m": kilo * kilo, "mb": kilo * kilo, "mib": kibi * kibi,
         "g": kilo * kilo * kilo, "gb": kilo * kilo * kilo, "gib": kibi * kibi * kibi,
-        "t": kilo * kilo * kilo * kilo, "tb": kilo * kilo * kilo * kilo, "tib": kibi * kibi * kibi * kibi,
+        "t": kilo * kilo * kilo * kilo, "tb": kilo * kilo * kilo * kilo, "tib": kibi * kibi * kibi * kibi
     ]
     private static let displayUnits: [(String, Int64)] = [
         ("TiB", kibi * kibi * kibi * kibi), ("TB", kilo * kilo * kilo * kilo),
         ("GiB", kibi * kibi * kibi), ("GB", kilo * kilo * kilo),
         ("MiB", kibi * kibi), ("MB", kilo * kilo),
-        ("KiB", kibi), ("KB", kilo),
+        ("KiB", kibi), ("KB", kilo)
     ]
     private static let forms = "512, 100KB (or kB, K: ×1000), 100KiB (×1024), 10MB, 10MiB, 1GB, 1GiB"
 
@@ -58,7 +58,8 @@ public struct ByteSize: Sendable, Hashable, Comparable, CustomStringConvertible,
         let number = text.prefix { $0.isASCIIDigit || $0 == "." }
         let unit = text.dropFirst(number.count).drop { $0 == " " }
         guard let (whole, fraction) = UnitValueDecoding.splitDecimal(number),
-              let size = units[unit.lowercased()] else {
+            let size = units[unit.lowercased()]
+        else {
             throw ConfigValueError("invalid size \(quoted); write a number of bytes with an optional unit: \(forms)")
         }
         // Exact decimal arithmetic: whole × size + fraction × size / 10^digits.

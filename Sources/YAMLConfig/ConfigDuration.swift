@@ -57,7 +57,7 @@ public struct ConfigDuration: Sendable, Hashable, Comparable, CustomStringConver
     private static let day: Int64 = 24 * hour
     private static let units: [Substring: Int64] = [
         "ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000,
-        "s": second, "m": minute, "h": hour, "d": day,
+        "s": second, "m": minute, "h": hour, "d": day
     ]
     private static let forms = "250ms, 5s, 1.5s, 2m, 1h, 1d or combinations such as 1h30m"
 

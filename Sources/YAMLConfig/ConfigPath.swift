@@ -6,9 +6,11 @@
 public enum ConfigPath {
     /// The path of the value stored under `key` in the mapping at `base`.
     public static func join(_ base: String, key: String) -> String {
-        let needsBrackets = key.isEmpty || key.contains { c in
-            c == "." || c == "[" || c == "]" || c == "\"" || c.isWhitespace
-        }
+        let needsBrackets =
+            key.isEmpty
+            || key.contains { c in
+                c == "." || c == "[" || c == "]" || c == "\"" || c.isWhitespace
+            }
         if needsBrackets {
             let escaped = key.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"")
             return "\(base)[\"\(escaped)\"]"

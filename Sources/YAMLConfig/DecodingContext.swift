@@ -140,8 +140,9 @@ final class DecodingContext {
     ) -> any Error {
         if error is ConfigProblems { return error }
         if let problem = error as? ConfigProblem {
-            return DecodingError.dataCorrupted(DecodingError.Context(
-                codingPath: codingPath, debugDescription: problem.message, underlyingError: problem))
+            return DecodingError.dataCorrupted(
+                DecodingError.Context(
+                    codingPath: codingPath, debugDescription: problem.message, underlyingError: problem))
         }
         guard let decodingError = error as? DecodingError else {
             return self.error(.dataCorrupted, String(describing: error), at: node.location, path: path, codingPath: codingPath)
@@ -163,7 +164,8 @@ final class DecodingContext {
             message = context.debugDescription
             kind = .valueNotFound(expected)
         default:
-            message = Self.invalidEnumMessage(decodingError, decoding: type, node: node, codingPath: codingPath)
+            message =
+                Self.invalidEnumMessage(decodingError, decoding: type, node: node, codingPath: codingPath)
                 ?? (context.debugDescription.isEmpty ? "invalid value \(target.summary)" : context.debugDescription)
             kind = .dataCorrupted
         }
@@ -176,7 +178,8 @@ final class DecodingContext {
         from node: YAMLNode, path: String, below base: [any CodingKey], along full: [any CodingKey]
     ) -> (YAMLNode, String) {
         guard full.count >= base.count,
-              zip(base, full).allSatisfy({ $0.stringValue == $1.stringValue }) else {
+            zip(base, full).allSatisfy({ $0.stringValue == $1.stringValue })
+        else {
             return (node, path)
         }
         var current = node, currentPath = path
@@ -204,10 +207,11 @@ final class DecodingContext {
         _ error: DecodingError, decoding type: Any.Type, node: YAMLNode, codingPath: [any CodingKey]
     ) -> String? {
         guard case .dataCorrupted(let context) = error,
-              context.codingPath.count == codingPath.count,
-              context.debugDescription.hasPrefix("Cannot initialize "),
-              type is any RawRepresentable.Type,
-              let scalar = node.scalar else {
+            context.codingPath.count == codingPath.count,
+            context.debugDescription.hasPrefix("Cannot initialize "),
+            type is any RawRepresentable.Type,
+            let scalar = node.scalar
+        else {
             return nil
         }
         let value = scalar.value.quotedForMessage
@@ -234,7 +238,7 @@ extension DecodingError {
     var yamlContext: Context {
         switch self {
         case .typeMismatch(_, let context), .valueNotFound(_, let context),
-             .keyNotFound(_, let context), .dataCorrupted(let context):
+            .keyNotFound(_, let context), .dataCorrupted(let context):
             return context
         @unknown default:
             return Context(codingPath: [], debugDescription: String(describing: self))

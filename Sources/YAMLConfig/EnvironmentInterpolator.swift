@@ -56,9 +56,10 @@ struct EnvironmentInterpolator {
                 index += 2
             case Self.openBrace:
                 guard let close = bytes[(index + 2)...].firstIndex(of: Self.closeBrace) else {
-                    problems.append(ConfigProblem(
-                        location: location, path: path,
-                        message: "unterminated \"${\" in \(text.quotedForMessage): close it with \"}\", or write $$ for a literal $"))
+                    problems.append(
+                        ConfigProblem(
+                            location: location, path: path,
+                            message: "unterminated \"${\" in \(text.quotedForMessage): close it with \"}\", or write $$ for a literal $"))
                     output.append(contentsOf: bytes[index...])
                     index = bytes.count
                     continue
@@ -82,16 +83,20 @@ struct EnvironmentInterpolator {
         let rest = inner.dropFirst(name.count)
         let validName = name.first.map { !$0.isNumber } ?? false
         guard validName, rest.isEmpty || rest.hasPrefix(":-") else {
-            problems.append(ConfigProblem(
-                location: location, path: path,
-                message: "cannot read \("${\(inner)}".quotedForMessage): write ${NAME} or ${NAME:-default}, where NAME is letters, digits and _ and does not start with a digit; write $$ for a literal $"))
+            problems.append(
+                ConfigProblem(
+                    location: location, path: path,
+                    message:
+                        "cannot read \("${\(inner)}".quotedForMessage): write ${NAME} or ${NAME:-default}, where NAME is letters, digits and _ and does not start with a digit; write $$ for a literal $"
+                ))
             return nil
         }
         let defaultValue = rest.isEmpty ? nil : rest.dropFirst(2)
         if let defaultValue, defaultValue.contains("${") {
-            problems.append(ConfigProblem(
-                location: location, path: path,
-                message: "the default in \("${\(inner)}".quotedForMessage) contains \"${\"; nested variables are not supported"))
+            problems.append(
+                ConfigProblem(
+                    location: location, path: path,
+                    message: "the default in \("${\(inner)}".quotedForMessage) contains \"${\"; nested variables are not supported"))
             return nil
         }
         let value = environment[name]
@@ -108,10 +113,11 @@ struct EnvironmentInterpolator {
             return String(decoding: out, as: UTF8.self)
         }
         guard let value else {
-            problems.append(ConfigProblem(
-                location: location, path: path,
-                message: "environment variable \(name) is not set; set it, or give a default with ${\(name):-value}",
-                unsetVariable: name))
+            problems.append(
+                ConfigProblem(
+                    location: location, path: path,
+                    message: "environment variable \(name) is not set; set it, or give a default with ${\(name):-value}",
+                    unsetVariable: name))
             return nil
         }
         return value

@@ -57,12 +57,13 @@ final class YAMLEventReader {
             let data = event.data.scalar
             // Scalar values may contain NUL (from "\0" escapes), so use the length, not strlen.
             let value = String(decoding: UnsafeBufferPointer(start: data.value, count: data.length), as: UTF8.self)
-            return .scalar(YAMLEvent.Scalar(
-                value: value,
-                anchor: Self.string(data.anchor),
-                tag: Self.string(data.tag),
-                isPlain: data.style == YAML_PLAIN_SCALAR_STYLE,
-                location: location))
+            return .scalar(
+                YAMLEvent.Scalar(
+                    value: value,
+                    anchor: Self.string(data.anchor),
+                    tag: Self.string(data.tag),
+                    isPlain: data.style == YAML_PLAIN_SCALAR_STYLE,
+                    location: location))
         case YAML_SEQUENCE_START_EVENT:
             let data = event.data.sequence_start
             return .sequenceStart(anchor: Self.string(data.anchor), tag: Self.string(data.tag), location: location)
@@ -116,10 +117,12 @@ final class YAMLEventReader {
             if index < input.count && input[index] == 0x09 {
                 message = "a tab: YAML indents with spaces only; put spaces where the tab is (\(message))"
             } else if problem == "did not find expected key" || problem == "did not find expected '-' indicator" {
-                message = "line \(at.line) is not indented like the lines before it: the keys of one block start in the same "
+                message =
+                    "line \(at.line) is not indented like the lines before it: the keys of one block start in the same "
                     + "column, and what belongs to a key sits further right (\(message))"
             } else if problem == "mapping values are not allowed in this context" {
-                message = "a \": \" where no key can start: a value with \": \" in it needs quotes, or the line is indented "
+                message =
+                    "a \": \" where no key can start: a value with \": \" in it needs quotes, or the line is indented "
                     + "too far (\(message))"
             }
             return ConfigProblem(location: at, path: path, message: message)

@@ -68,9 +68,10 @@ extension YAMLNode: Decodable {
     /// nothing inside the subtree is tracked (and nothing reported as an unknown key).
     public init(from decoder: any Decoder) throws {
         guard let node = YAMLDecoder.node(of: decoder) else {
-            throw DecodingError.dataCorrupted(DecodingError.Context(
-                codingPath: decoder.codingPath,
-                debugDescription: "YAMLNode can only be decoded by YAMLDecoder"))
+            throw DecodingError.dataCorrupted(
+                DecodingError.Context(
+                    codingPath: decoder.codingPath,
+                    debugDescription: "YAMLNode can only be decoded by YAMLDecoder"))
         }
         self = node
     }

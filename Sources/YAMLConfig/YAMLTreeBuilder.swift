@@ -65,9 +65,12 @@ final class YAMLTreeBuilder {
                     // their other problems would just be noise.
                     problems.removeSubrange(problemsBefore...)
                     if documentCount == 2 {
-                        problems.append(ConfigProblem(
-                            location: location, path: "",
-                            message: "a config file holds a single YAML document; a second one starts here (remove the \"---\" line and merge the two)"))
+                        problems.append(
+                            ConfigProblem(
+                                location: location, path: "",
+                                message:
+                                    "a config file holds a single YAML document; a second one starts here (remove the \"---\" line and merge the two)"
+                            ))
                     }
                 }
             default:
@@ -86,9 +89,10 @@ final class YAMLTreeBuilder {
 
         case .alias(let name, let location):
             guard let anchored = anchors[name] else {
-                problems.append(ConfigProblem(
-                    location: location, path: path,
-                    message: "unknown alias *\(name): define the anchor &\(name) earlier in the file"))
+                problems.append(
+                    ConfigProblem(
+                        location: location, path: path,
+                        message: "unknown alias *\(name): define the anchor &\(name) earlier in the file"))
                 return Built(node: .scalar(YAMLScalar(value: "", location: location, isNull: true)), size: 1)
             }
             aliasExpansion += anchored.size
@@ -142,23 +146,28 @@ final class YAMLTreeBuilder {
                 // Still parse the value so the event stream stays in step.
                 _ = try parseNode(try reader.next(path: path), path: path, depth: depth + 1)
                 let kind = key.node.elements != nil ? "a list" : "a mapping"
-                problems.append(ConfigProblem(
-                    location: key.node.location, path: path,
-                    message: "a key must be a single value, not \(kind)"))
+                problems.append(
+                    ConfigProblem(
+                        location: key.node.location, path: path,
+                        message: "a key must be a single value, not \(kind)"))
                 continue
             }
             let valuePath = ConfigPath.join(path, key: keyScalar.value)
             let value = try parseNode(try reader.next(path: valuePath), path: valuePath, depth: depth + 1)
             if keyScalar.value == "<<" && !keyScalar.isQuoted {
-                problems.append(ConfigProblem(
-                    location: keyScalar.location, path: path,
-                    message: "merge keys (<<) are not supported; write the keys out, or use an alias (*name) for the whole mapping"))
+                problems.append(
+                    ConfigProblem(
+                        location: keyScalar.location, path: path,
+                        message: "merge keys (<<) are not supported; write the keys out, or use an alias (*name) for the whole mapping"))
                 continue
             }
             if let first = firstSeen[keyScalar.value] {
-                problems.append(ConfigProblem(
-                    location: keyScalar.location, path: path,
-                    message: "duplicate key \(keyScalar.value.quotedForMessage) on line \(keyScalar.location.line); it was first defined on line \(first.line)"))
+                problems.append(
+                    ConfigProblem(
+                        location: keyScalar.location, path: path,
+                        message:
+                            "duplicate key \(keyScalar.value.quotedForMessage) on line \(keyScalar.location.line); it was first defined on line \(first.line)"
+                    ))
                 continue
             }
             firstSeen[keyScalar.value] = keyScalar.location
@@ -192,9 +201,10 @@ final class YAMLTreeBuilder {
 
     private func unsupportedTag(_ tag: String, location: SourceLocation, path: String) {
         let shown = tag.hasPrefix("tag:yaml.org,2002:") ? "!!" + tag.dropFirst("tag:yaml.org,2002:".count) : tag
-        problems.append(ConfigProblem(
-            location: location, path: path,
-            message: "YAML tags such as \(shown) are not supported (only !!str); remove the tag"))
+        problems.append(
+            ConfigProblem(
+                location: location, path: path,
+                message: "YAML tags such as \(shown) are not supported (only !!str); remove the tag"))
     }
 
     private func checkDepth(_ depth: Int, location: SourceLocation, path: String) throws(ConfigProblem) {

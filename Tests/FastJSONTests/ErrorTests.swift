@@ -27,7 +27,7 @@ struct ErrorTests {
     }
 
     @Test(arguments: [
-        #"{"a":1"#, #"{"a":"#, #"[1,2"#, #"["#, #"{"a":[1,{"b":2}"#, #"{"#,
+        #"{"a":1"#, #"{"a":"#, #"[1,2"#, #"["#, #"{"a":[1,{"b":2}"#, #"{"#
     ])
     func truncatedInput(text: String) {
         let e = error(text)
@@ -45,7 +45,7 @@ struct ErrorTests {
         let e = error(text)
         #expect(e != nil)
         #expect(e?.message.hasPrefix("not valid JSON") == true)
-        if text != "nullx" {  // simdjson reports `nullx` as a bad literal
+        if text != "nullx" { // simdjson reports `nullx` as a bad literal
             #expect(e?.message == "not valid JSON: unexpected content after the value", "\(text)")
         }
     }
@@ -61,12 +61,12 @@ struct ErrorTests {
 
     @Test func invalidUTF8() {
         let cases: [[UInt8]] = [
-            [0x22, 0xFF, 0x22],  // invalid byte
-            [0x22, 0xC3, 0x22],  // truncated 2-byte sequence
-            [0x22, 0xC0, 0xAF, 0x22],  // overlong
-            [0x22, 0xED, 0xA0, 0x80, 0x22],  // UTF-16 surrogate
-            [0x22, 0xF4, 0x90, 0x80, 0x80, 0x22],  // above U+10FFFF
-            Array(#"{"key":"ok","#.utf8) + [0x22, 0x80, 0x22, 0x3A, 0x31, 0x7D],  // in a key
+            [0x22, 0xFF, 0x22], // invalid byte
+            [0x22, 0xC3, 0x22], // truncated 2-byte sequence
+            [0x22, 0xC0, 0xAF, 0x22], // overlong
+            [0x22, 0xED, 0xA0, 0x80, 0x22], // UTF-16 surrogate
+            [0x22, 0xF4, 0x90, 0x80, 0x80, 0x22], // above U+10FFFF
+            Array(#"{"key":"ok","#.utf8) + [0x22, 0x80, 0x22, 0x3A, 0x31, 0x7D] // in a key
         ]
         for bytes in cases {
             let e = error(bytes)
@@ -125,7 +125,7 @@ struct ErrorTests {
             #expect(error(text)?.message == "not valid JSON: malformed number, or a number out of range", "\(text)")
         }
         #expect(error(#"["\x"]"#)?.message == "not valid JSON: bad escape sequence in a string")
-        #expect(error(#"["\ud800"]"#)?.code == .badString)  // lone surrogate
+        #expect(error(#"["\ud800"]"#)?.code == .badString) // lone surrogate
         #expect(error("[\"a\u{01}b\"]")?.message == "not valid JSON: unescaped control character in a string")
         #expect(error("[\"a\nb\"]")?.code == .unescapedControl)
         #expect(error(".5")?.message == "not valid JSON: a value cannot start with '.'")

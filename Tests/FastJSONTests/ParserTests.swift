@@ -53,7 +53,7 @@ struct ParserReadingTests {
         let bytes = doc.root[4]?.withStringBytes { Array($0) }
         #expect(bytes == Array("é日😀".utf8))
         #expect(doc.root[0]?.withStringBytes { $0.count } != nil)
-        #expect(doc.root.withStringBytes { $0.count } == nil)  // not a string
+        #expect(doc.root.withStringBytes { $0.count } == nil) // not a string
     }
 
     @Test func integersAtTheLimits() throws {
@@ -65,13 +65,13 @@ struct ParserReadingTests {
         #expect(e[1].int64 == Int64.min)
         #expect(e[2].kind == .uint)
         #expect(e[2].uint64 == UInt64.max)
-        #expect(e[2].int64 == nil)  // does not fit
+        #expect(e[2].int64 == nil) // does not fit
         #expect(e[2].double == 18446744073709551615.0)
         #expect(e[3].kind == .uint)
         #expect(e[3].uint64 == 9_223_372_036_854_775_808)
         #expect(e[4].int64 == 0)
         #expect(e[5].int64 == 0)
-        #expect(e[6].int64 == 9_007_199_254_740_993)  // exact, not rounded through Double
+        #expect(e[6].int64 == 9_007_199_254_740_993) // exact, not rounded through Double
         #expect(e[1].uint64 == nil)
         #expect(e[0].int == Int.max)
     }
@@ -85,12 +85,12 @@ struct ParserReadingTests {
         #expect(e[1].int64 == nil)
         #expect(e[2].kind == .double)
         #expect(e[2].double == 100_000)
-        #expect(e[2].int64 == 100_000)  // exact integral double
+        #expect(e[2].int64 == 100_000) // exact integral double
         #expect(e[3].double == 0.001)
         #expect(e[4].double == -2.5e10)
         #expect(e[4].int64 == -25_000_000_000)
         #expect(e[5].double == 6.02214076e23)
-        #expect(e[5].int64 == nil)  // beyond Int64
+        #expect(e[5].int64 == nil) // beyond Int64
         #expect(e[6].int64 == 412)
         #expect(e[7].int64 == nil)
         #expect(e[8].double == -1e300)
@@ -108,9 +108,9 @@ struct ParserReadingTests {
         #expect(r["b"]?.int64 == nil)
         #expect(r["z"]?.isNull == true)
         #expect(r["s"]?.isNull == false)
-        #expect(r["a"]?["x"] == nil)  // key lookup on an array
-        #expect(r["o"]?[0] == nil)  // index on an object
-        #expect(r["a"]?[1] == nil)  // out of range
+        #expect(r["a"]?["x"] == nil) // key lookup on an array
+        #expect(r["o"]?[0] == nil) // index on an object
+        #expect(r["a"]?[1] == nil) // out of range
         #expect(r["a"]?[-1] == nil)
         #expect(r["s"]?.count == 0)
         #expect(Array(r["s"]!.elements).isEmpty)
@@ -118,20 +118,21 @@ struct ParserReadingTests {
     }
 
     @Test func keyLookup() throws {
-        let doc = try parser.parse(#"{"uuid":"u1","type":"steps","":"empty key","dup":1,"dup":2,"k\"q":"quoted","é":"accent","longer_key_than_eight":"x"}"#)
+        let doc = try parser.parse(
+            #"{"uuid":"u1","type":"steps","":"empty key","dup":1,"dup":2,"k\"q":"quoted","é":"accent","longer_key_than_eight":"x"}"#)
         let r = doc.root
         #expect(r["uuid"]?.string == "u1")
         #expect(r["type"]?.string == "steps")
         #expect(r[""]?.string == "empty key")
-        #expect(r["dup"]?.int64 == 1)  // the first of duplicate keys
-        #expect(r["k\"q"]?.string == "quoted")  // keys are compared unescaped
+        #expect(r["dup"]?.int64 == 1) // the first of duplicate keys
+        #expect(r["k\"q"]?.string == "quoted") // keys are compared unescaped
         #expect(r["é"]?.string == "accent")
         #expect(r["longer_key_than_eight"]?.string == "x")
         #expect(r["longer_key_than_eighT"] == nil)
         #expect(r["missing"] == nil)
         #expect(r["uuid "] == nil)
         #expect(r["uui"] == nil)
-        let key = "ty" + "pe"  // a non-literal String
+        let key = "ty" + "pe" // a non-literal String
         #expect(r[key]?.string == "steps")
         let name = Array("uuid".utf8)
         #expect(name.withUnsafeBytes { r.member(named: $0)?.string } == "u1")
@@ -202,7 +203,7 @@ struct ParserReadingTests {
     /// string, end a number or complete a document — the outcome is the padded copy's.
     @Test(arguments: [
         #"{"a":"abc"#, #"{"a":"abc"}"#, #"[1,2"#, #"12"#, #"-1.5e"#, #"{"k":tru"#, #"nul"#,
-        #"{"s":"\u00e9\n","n":[1,2.5,-3],"o":{}}"#, #""x\"#, " ", #"{"a":1}x"#,
+        #"{"s":"\u00e9\n","n":[1,2.5,-3],"o":{}}"#, #""x\"#, " ", #"{"a":1}x"#
     ])
     func inPlaceWithAnyPadding(_ text: String) throws {
         let reference = JSONParser()
@@ -212,7 +213,7 @@ struct ParserReadingTests {
             body.reserveCapacity(body.count + JSONParser.padding)
             let n = body.count
             body += Array(repeating: Array(fill.utf8)[0], count: JSONParser.padding)
-            body.removeLast(JSONParser.padding)   // the capacity stays, and holds the fill
+            body.removeLast(JSONParser.padding) // the capacity stays, and holds the fill
             #expect(body.count == n && body.capacity - n >= JSONParser.padding)
             let parser = JSONParser()
             let inPlace = Result { () throws(JSONError) in try parser.parse(paddedIfRoom: body).root.description }
@@ -259,19 +260,26 @@ struct DuplicateKeyTests {
     /// Objects of up to 16 members compare a key with the ones before only when their length,
     /// first and last bytes collide (a bit of 64): keys alike in those, and duplicates anywhere
     /// among many distinct keys, must still be found, and distinct keys never reported.
-    @Test(arguments: [
-        (#"{"a":1,"b":2}"#, nil),
-        (#"{"a":1,"a":2}"#, "a"),
-        (#"{"":1,"":2}"#, ""),
-        (#"{"":1,"x":2}"#, nil),
-        (#"{"abc":1,"axc":2,"ayc":3,"abc":4}"#, "abc"),   // same length, first and last bytes
-        (#"{"ab":1,"ba":2,"abab":3}"#, nil),
-        (#"{"s":{"k":1,"k":2}}"#, "k"),
-        (#"[{"k":1},{"k":2},{"q":1,"r":2,"q":3}]"#, "q"),
-        (#"{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"ka":10,"kb":11,"kc":12,"kd":13,"ke":14,"k0":15}"#, "k0"),
-        (#"{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"ka":10,"kb":11,"kc":12,"kd":13,"ke":14,"kf":15}"#, nil),
-        (#"{"é":1,"e\u0301":2,"é":3}"#, "é"),
-    ] as [(String, String?)])
+    @Test(
+        arguments: [
+            (#"{"a":1,"b":2}"#, nil),
+            (#"{"a":1,"a":2}"#, "a"),
+            (#"{"":1,"":2}"#, ""),
+            (#"{"":1,"x":2}"#, nil),
+            (#"{"abc":1,"axc":2,"ayc":3,"abc":4}"#, "abc"), // same length, first and last bytes
+            (#"{"ab":1,"ba":2,"abab":3}"#, nil),
+            (#"{"s":{"k":1,"k":2}}"#, "k"),
+            (#"[{"k":1},{"k":2},{"q":1,"r":2,"q":3}]"#, "q"),
+            (
+                #"{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"ka":10,"kb":11,"kc":12,"kd":13,"ke":14,"k0":15}"#,
+                "k0"
+            ),
+            (
+                #"{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"ka":10,"kb":11,"kc":12,"kd":13,"ke":14,"kf":15}"#,
+                nil
+            ),
+            (#"{"é":1,"e\u0301":2,"é":3}"#, "é")
+        ] as [(String, String?)])
     func duplicatesAreFoundAndOnlyThey(_ json: String, _ duplicate: String?) throws {
         let doc = try JSONParser().parse(json)
         #expect(doc.duplicateKey == duplicate)

@@ -27,26 +27,26 @@ func sameTree(_ a: JSONRef, _ b: JSONRef) -> Bool {
 }
 
 let variedDocument = #"""
-{
-  "v": 1, "type": "sync", "device": "d_zsOZnTQUz_juWFVljuOOBQ",
-  "samples": [
-    {"uuid": "5E1D0000-0000-4000-8000-000000000001", "type": "steps", "value": 412, "unit": "count",
-     "start": "2026-10-14T07:01:00Z", "end": "2026-10-14T07:01:59Z",
-     "source": {"app": "com.apple.Health", "device": "Apple Watch"}},
-    {"uuid": "5E1D0000-0000-4000-8000-000000000002", "type": "heart_rate", "value": 72.5, "unit": "count/min",
-     "metadata": {"HKMetadataKeyHeartRateMotionContext": 1, "nested": [[], {}, [[null]]]}}
-  ],
-  "numbers": [0, -0, -0.0, 1.0, 412.0, 1e300, -1e-300, 5e-324, 9223372036854775807, -9223372036854775808,
-              18446744073709551615, 9007199254740993, 0.1, 1E+2, 6.02e23],
-  "strings": ["", "plain", "quote\" backslash\\ slash\/", "ctl\u0000\u001f\n\t", "é日😀", "\ud83d\ude00",
-              "long ................................................................................................................................ \n end"],
-  "bools": [true, false], "null": null, "empty_object": {}, "empty_array": [],
-  "unicode key é": "v", "": "empty key", "dup": 1, "dup": 2,
-  "deleted": [], "acks": [], "more": false,
-  "delivery": {"destination": "wh_hmf4Hk2wv-D-TUbXkl-UCA", "id": "01a1393a-8960-7b26-8ec7-5d0493cc3337",
-               "index": 0, "count": 1, "sent_at": "2026-10-14T07:05:00Z"}
-}
-"""#
+    {
+      "v": 1, "type": "sync", "device": "d_zsOZnTQUz_juWFVljuOOBQ",
+      "samples": [
+        {"uuid": "5E1D0000-0000-4000-8000-000000000001", "type": "steps", "value": 412, "unit": "count",
+         "start": "2026-10-14T07:01:00Z", "end": "2026-10-14T07:01:59Z",
+         "source": {"app": "com.apple.Health", "device": "Apple Watch"}},
+        {"uuid": "5E1D0000-0000-4000-8000-000000000002", "type": "heart_rate", "value": 72.5, "unit": "count/min",
+         "metadata": {"HKMetadataKeyHeartRateMotionContext": 1, "nested": [[], {}, [[null]]]}}
+      ],
+      "numbers": [0, -0, -0.0, 1.0, 412.0, 1e300, -1e-300, 5e-324, 9223372036854775807, -9223372036854775808,
+                  18446744073709551615, 9007199254740993, 0.1, 1E+2, 6.02e23],
+      "strings": ["", "plain", "quote\" backslash\\ slash\/", "ctl\u0000\u001f\n\t", "é日😀", "\ud83d\ude00",
+                  "long ................................................................................................................................ \n end"],
+      "bools": [true, false], "null": null, "empty_object": {}, "empty_array": [],
+      "unicode key é": "v", "": "empty key", "dup": 1, "dup": 2,
+      "deleted": [], "acks": [], "more": false,
+      "delivery": {"destination": "wh_hmf4Hk2wv-D-TUbXkl-UCA", "id": "01a1393a-8960-7b26-8ec7-5d0493cc3337",
+                   "index": 0, "count": 1, "sent_at": "2026-10-14T07:05:00Z"}
+    }
+    """#
 
 @Suite("Round trip and document lifetime")
 struct RoundTripTests {
@@ -176,7 +176,7 @@ struct RoundTripTests {
                 case 0: bytes[at] = interesting[Int.random(in: 0..<interesting.count, using: &rng)]
                 case 1: bytes.remove(at: at)
                 case 2: bytes.insert(interesting[Int.random(in: 0..<interesting.count, using: &rng)], at: at)
-                default: bytes.removeSubrange(at..<bytes.count)  // truncate
+                default: bytes.removeSubrange(at..<bytes.count) // truncate
                 }
                 if bytes.isEmpty { break }
             }
@@ -207,7 +207,7 @@ struct RoundTripTests {
             let parser = JSONParser()
             let old = try parser.parse(#"{"a":1}"#).root
             _ = try parser.parse("[]")
-            _ = old["a"]  // stale: must trap, not read the new document
+            _ = old["a"] // stale: must trap, not read the new document
         }
         let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
         #expect(stderr.contains("FastJSON: a JSONRef was used after its parser parsed another document"))
@@ -217,19 +217,19 @@ struct RoundTripTests {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             var w = JSONWriter()
             w.beginObject()
-            w.int(1)  // a value without a key
+            w.int(1) // a value without a key
         }
         let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
         #expect(stderr.contains("JSONWriter: a value inside an object needs key(_:) first"))
         await #expect(processExitsWith: .failure) {
             var w = JSONWriter()
             w.int(1)
-            w.int(2)  // a second top-level value without newline()
+            w.int(2) // a second top-level value without newline()
         }
         await #expect(processExitsWith: .failure) {
             var w = JSONWriter()
             w.beginArray()
-            w.endObject()  // mismatched end
+            w.endObject() // mismatched end
         }
     }
 }

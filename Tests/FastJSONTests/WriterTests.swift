@@ -122,7 +122,7 @@ struct WriterTests {
         }
         var w = JSONWriter()
         w.string("\u{0}\u{1F}\u{7F} ~")
-        #expect(text(w) == #""\u0000\u001f"# + "\u{7F}" + #" ~""#)  // DEL needs no escape
+        #expect(text(w) == #""\u0000\u001f"# + "\u{7F}" + #" ~""#) // DEL needs no escape
     }
 
     @Test func escapesQuotesAndBackslashes() {
@@ -140,7 +140,7 @@ struct WriterTests {
         w.string(s)
         #expect(w.bytes == [0x22] + Array(s.utf8) + [0x22])
         var w2 = JSONWriter()
-        w2.string(utf8: Array(s.utf8))  // validated path: valid input is unchanged
+        w2.string(utf8: Array(s.utf8)) // validated path: valid input is unchanged
         #expect(w2.bytes == w.bytes)
     }
 
@@ -148,19 +148,19 @@ struct WriterTests {
         let fffd = "\u{FFFD}"
         let cases: [([UInt8], String)] = [
             ([0x61, 0xFF, 0x62], "a\(fffd)b"),
-            ([0x80], fffd),  // lone continuation byte
-            ([0xC3], fffd),  // truncated at the end
+            ([0x80], fffd), // lone continuation byte
+            ([0xC3], fffd), // truncated at the end
             ([0xC3, 0x28], "\(fffd)("),
-            ([0xC0, 0xAF], "\(fffd)\(fffd)"),  // overlong: each byte invalid
-            ([0xE0, 0x80, 0xAF], "\(fffd)\(fffd)\(fffd)"),  // overlong 3-byte
-            ([0xED, 0xA0, 0x80], "\(fffd)\(fffd)\(fffd)"),  // surrogate D800
-            ([0xE2, 0x82], fffd),  // truncated 3-byte: one maximal subpart
+            ([0xC0, 0xAF], "\(fffd)\(fffd)"), // overlong: each byte invalid
+            ([0xE0, 0x80, 0xAF], "\(fffd)\(fffd)\(fffd)"), // overlong 3-byte
+            ([0xED, 0xA0, 0x80], "\(fffd)\(fffd)\(fffd)"), // surrogate D800
+            ([0xE2, 0x82], fffd), // truncated 3-byte: one maximal subpart
             ([0xE2, 0x82, 0x41], "\(fffd)A"),
-            ([0xF0, 0x9F, 0x98], fffd),  // truncated 4-byte
+            ([0xF0, 0x9F, 0x98], fffd), // truncated 4-byte
             ([0xF0, 0x9F, 0x98, 0x41], "\(fffd)A"),
-            ([0xF4, 0x90, 0x80, 0x80], "\(fffd)\(fffd)\(fffd)\(fffd)"),  // above U+10FFFF
+            ([0xF4, 0x90, 0x80, 0x80], "\(fffd)\(fffd)\(fffd)\(fffd)"), // above U+10FFFF
             ([0xF5, 0x80], "\(fffd)\(fffd)"),
-            ([0xE2, 0x82, 0xAC, 0xFE], "€\(fffd)"),
+            ([0xE2, 0x82, 0xAC, 0xFE], "€\(fffd)")
         ]
         for (bytes, expected) in cases {
             var w = JSONWriter()
@@ -180,12 +180,12 @@ struct WriterTests {
         var rng = SplitMix(state: 42)
         let alphabet: [[UInt8]] = [
             [0x61], [0x62], [0x20], [0x22], [0x5C], [0x0A], [0x00], [0x1F], [0x7F], Array("é".utf8),
-            Array("日".utf8), Array("😀".utf8), [0x80], [0xFF], [0xC3], [0xE2, 0x82], [0xF0, 0x9F], [0xED, 0xA0, 0x80],
+            Array("日".utf8), Array("😀".utf8), [0x80], [0xFF], [0xC3], [0xE2, 0x82], [0xF0, 0x9F], [0xED, 0xA0, 0x80]
         ]
         for round in 0..<3000 {
             var bytes: [UInt8] = []
             let length = round < 2000 ? Int.random(in: 0..<40, using: &rng) : Int.random(in: 100..<400, using: &rng)
-            let plain = round % 3 == 0  // mostly clean runs, to exercise the 8-byte scan
+            let plain = round % 3 == 0 // mostly clean runs, to exercise the 8-byte scan
             for _ in 0..<length {
                 if plain && Int.random(in: 0..<16, using: &rng) != 0 {
                     bytes.append(UInt8.random(in: 0x23...0x5B, using: &rng))
@@ -243,9 +243,9 @@ struct WriterTests {
         #expect(d(0) == "0")
         #expect(d(-0.0) == "-0")
         #expect(d(-412) == "-412")
-        #expect(d(9_007_199_254_740_992) == "9007199254740992")  // 2^53: still an integer
+        #expect(d(9_007_199_254_740_992) == "9007199254740992") // 2^53: still an integer
         #expect(d(-9_007_199_254_740_992) == "-9007199254740992")
-        #expect(d(18_014_398_509_481_984) == "1.8014398509481984e+16")  // 2^54: shortest round-trip text
+        #expect(d(18_014_398_509_481_984) == "1.8014398509481984e+16") // 2^54: shortest round-trip text
         #expect(d(0.1) == "0.1")
         #expect(d(1.0 / 3.0) == "0.3333333333333333")
         #expect(d(.leastNonzeroMagnitude) == "5e-324")
@@ -275,7 +275,7 @@ struct WriterTests {
         var rng = SplitMix(state: 7)
         var values: [Double] = [0.1, 312.4, 1e-05, 1.7976931348623157e308, .leastNonzeroMagnitude, 2.2250738585072014e-308, 123456789.125]
         for _ in 0..<2000 {
-            values.append(Double(bitPattern: rng.next() & 0x7FEF_FFFF_FFFF_FFFF))  // finite positives
+            values.append(Double(bitPattern: rng.next() & 0x7FEF_FFFF_FFFF_FFFF)) // finite positives
             values.append(Double.random(in: -1e6...1e6, using: &rng))
         }
         var w = JSONWriter()

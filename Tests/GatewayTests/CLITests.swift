@@ -61,7 +61,10 @@ import Testing
         let token = try #require(text.split(separator: "\"").first { $0.hasPrefix("hg_") })
         let l = try Self.run(["link", "--host", "gw.local"], cwd: dir)
         #expect(l.status == 0)
-        #expect(l.out.hasPrefix("syncky://webhook?v=1&name=healthgate&url=http%3A%2F%2Fgw.local%3A8080%2Fsyncky&format=native&auth=bearer&token=\(token)&hmac=whsec_"))
+        #expect(
+            l.out.hasPrefix(
+                "syncky://webhook?v=1&name=healthgate&url=http%3A%2F%2Fgw.local%3A8080%2Fsyncky&format=native&auth=bearer&token=\(token)&hmac=whsec_"
+            ))
         let dev = try Self.run(["link", "--scheme", "syncky-dev", "--format", "csv"], cwd: dir)
         #expect(dev.out.hasPrefix("syncky-dev://webhook?"))
         #expect(dev.out.contains("&format=csv&"))
@@ -186,12 +189,13 @@ import Testing
     @Test func anExistingDataDirOthersCanReadIsMadePrivate() throws {
         let dir = ServeProcess.makeTempDir("open")
         #expect(chmod(dir, 0o755) == 0)
-        let serve = try ServeProcess(config: """
-        listen: 127.0.0.1:0
-        data_dir: DATA_DIR
-        receivers:
-          hae: {kind: hae, auth: {type: bearer, token: t}}
-        """, dataDir: dir)
+        let serve = try ServeProcess(
+            config: """
+                listen: 127.0.0.1:0
+                data_dir: DATA_DIR
+                receivers:
+                  hae: {kind: hae, auth: {type: bearer, token: t}}
+                """, dataDir: dir)
         var st = stat()
         #expect(stat(dir, &st) == 0 && st.st_mode & 0o777 == 0o700)
         serve.stop()
@@ -225,7 +229,8 @@ import Testing
         first.stop()
         #expect(!first.stderrText.contains("token=") && !first.stderrText.contains("whsec_"))
         let (second, link2) = try start()
-        #expect(link1.split(separator: "&").filter { $0.hasPrefix("token=") || $0.hasPrefix("hmac=") }
+        #expect(
+            link1.split(separator: "&").filter { $0.hasPrefix("token=") || $0.hasPrefix("hmac=") }
                 == link2.split(separator: "&").filter { $0.hasPrefix("token=") || $0.hasPrefix("hmac=") })
         second.stop()
     }
@@ -236,7 +241,8 @@ import Testing
         let out = dir + "/typescript"
         // serve is ended by a timeout inside the terminal's session: one outside it reaches only
         // `script`, and a serve that outlived it went on in that session (SIGHUP is a reload).
-        let cmd = "HEALTHGATE_DATA_DIR=\(dir)/data HEALTHGATE_LISTEN=127.0.0.1:0 timeout -s KILL 60 script -qfec "
+        let cmd =
+            "HEALTHGATE_DATA_DIR=\(dir)/data HEALTHGATE_LISTEN=127.0.0.1:0 timeout -s KILL 60 script -qfec "
             + "'timeout --foreground -s INT 3 \(ServeProcess.binary) serve' \(out) >/dev/null 2>&1; cat \(out)"
         let (_, text) = try HTTPServerTests.shell("cd \(dir) && " + cmd)
         #expect(text.contains("syncky://webhook?") && text.contains("token=hg_"), "\(text)")
@@ -248,7 +254,8 @@ import Testing
 /// reads the code as a phone camera would).
 @Suite struct TerminalQRTests {
     @Test func theQRCodeDecodesToTheLink() throws {
-        let link = "syncky://webhook?v=1&name=Vector%20header&url=https%3A%2F%2Freceiver.example%2Fhook%2Fheader&format=native&auth=header&header=X-Api-Key&token=vec_key_x9VHBdwKQo-KwlcOB9v4cwlAawCa0nF2NWQRO1qLDlI&types=heart_rate,steps"
+        let link =
+            "syncky://webhook?v=1&name=Vector%20header&url=https%3A%2F%2Freceiver.example%2Fhook%2Fheader&format=native&auth=header&header=X-Api-Key&token=vec_key_x9VHBdwKQo-KwlcOB9v4cwlAawCa0nF2NWQRO1qLDlI&types=heart_rate,steps"
         let grid = try TerminalQR.modules(link, quietZone: 4)
         // A portable bitmap, 8 pixels a module.
         let scale = 8
@@ -282,14 +289,15 @@ import Testing
     @Test func checkRefusesADataDirThatCannotBeMade() throws {
         let dir = ServeProcess.makeTempDir("check")
         let file = dir + "/healthgate.yaml"
-        try "data_dir: /proc/healthgate-data\nreceivers: {a: {kind: hae}}\nroutes: [{from: [a], to: [s]}]\nsinks: {s: {kind: file, path: x.ndjson}}\n"
+        try
+            "data_dir: /proc/healthgate-data\nreceivers: {a: {kind: hae}}\nroutes: [{from: [a], to: [s]}]\nsinks: {s: {kind: file, path: x.ndjson}}\n"
             .write(toFile: file, atomically: true, encoding: .utf8)
         let r = try CLITests.run(["check", "--config", file])
         #expect(r.status == 2 && r.err.contains("data_dir /proc/healthgate-data cannot be made"), "\(r.status) \(r.out) \(r.err)")
         try "data_dir: \(dir)/data\nreceivers: {a: {kind: hae}}\nroutes: [{from: [a], to: [s]}]\nsinks: {s: {kind: file, path: x.ndjson}}\n"
             .write(toFile: file, atomically: true, encoding: .utf8)
         #expect(try CLITests.run(["check", "--config", file]).status == 0)
-        #expect(!FileManager.default.fileExists(atPath: dir + "/data"))   // checked, not made
+        #expect(!FileManager.default.fileExists(atPath: dir + "/data")) // checked, not made
     }
 
     /// Issue 47: `healthgate COMMAND --help` and `healthgate help COMMAND` print that command's
@@ -302,7 +310,9 @@ import Testing
             }
         }
         let replay = try CLITests.run(["help", "replay"])
-        #expect(replay.out.contains("replay FILE.ndjson") && replay.out.contains("replay --journal") && !replay.out.contains("healthgate serve"))
+        #expect(
+            replay.out.contains("replay FILE.ndjson") && replay.out.contains("replay --journal") && !replay.out.contains("healthgate serve")
+        )
         let unknown = try CLITests.run(["help", "sreve"])
         #expect(unknown.status == 2 && unknown.err.contains("did you mean \"serve\"?"), "\(unknown.err)")
         #expect(try CLITests.run(["help"]).out.contains("healthgate forget SINK"))
@@ -326,8 +336,9 @@ import Testing
         let env = ["HEALTHGATE_LISTEN": "127.0.0.1:0"]
         // From a directory no serve ran in: refused, nothing made.
         let lost = try CLITests.run(["link"], cwd: elsewhere, env: env)
-        #expect(lost.status == 2 && lost.err.contains("no gateway runs from here: \(elsewhere)/healthgate-data/credentials does not exist"),
-                "\(lost.err)")
+        #expect(
+            lost.status == 2 && lost.err.contains("no gateway runs from here: \(elsewhere)/healthgate-data/credentials does not exist"),
+            "\(lost.err)")
         #expect(lost.err.contains("no credentials were made") && !FileManager.default.fileExists(atPath: elsewhere + "/healthgate-data"))
         for command in [["status"], ["write", "steps", "1", "--at", "2026-10-14T07:00:00Z"]] {
             let r = try CLITests.run(command, cwd: elsewhere, env: env)
@@ -341,9 +352,14 @@ import Testing
         let serve = try ServeProcess(arguments: ["serve"], cwd: dir, environment: env)
         let link = try CLITests.run(["link", "--host", "10.0.0.7"], cwd: dir, env: env)
         serve.stop()
-        #expect(link.status == 0 && link.err.contains("healthgate link: config (embedded default), data dir \(dir)/healthgate-data"), "\(link.err)")
+        #expect(
+            link.status == 0 && link.err.contains("healthgate link: config (embedded default), data dir \(dir)/healthgate-data"),
+            "\(link.err)")
         let token = try #require(link.out.split(separator: "&").first { $0.hasPrefix("token=") }.map { String($0.dropFirst(6)) })
-        let secret = try #require(link.out.split(separator: "&").first { $0.hasPrefix("hmac=") }.map { String($0.dropFirst(5)).trimmingCharacters(in: .whitespacesAndNewlines) })
+        let secret = try #require(
+            link.out.split(separator: "&").first { $0.hasPrefix("hmac=") }.map {
+                String($0.dropFirst(5)).trimmingCharacters(in: .whitespacesAndNewlines)
+            })
 
         // init writes a config with the token and secret the paired phone uses.
         let i = try CLITests.run(["init"], cwd: dir, env: env)
@@ -358,7 +374,9 @@ import Testing
         // A .local name nothing resolves: said, with this machine's addresses to use instead.
         let name = "nosuch-\(UInt32.random(in: 0...UInt32.max)).local"
         let warned = try CLITests.run(["link", "--host", name], cwd: dir, env: env)
-        #expect(warned.status == 0 && warned.err.contains("warning: the link names \(name), which does not resolve on this machine"), "\(warned.err)")
+        #expect(
+            warned.status == 0 && warned.err.contains("warning: the link names \(name), which does not resolve on this machine"),
+            "\(warned.err)")
         #expect(!(try CLITests.run(["link", "--host", "127.0.0.1"], cwd: dir, env: env)).err.contains("warning"))
     }
 }

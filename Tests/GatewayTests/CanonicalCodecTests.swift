@@ -10,8 +10,9 @@ import Testing
 @Suite struct CanonicalCodecTests {
     @Test func aRecordsOffsetIsWrittenInItsCanonicalLine() {
         for (offset, text) in [(7200, "+02:00"), (-19800, "-05:30"), (0, "+00:00"), (-45, "-00:00")] {
-            var r = CanonicalRecord(kind: "quantity", device: "d", receiver: "r", uuid: "u", type: "HeartRate",
-                                    start: Timestamp(seconds: 1_791_961_260), utcOffset: offset)
+            var r = CanonicalRecord(
+                kind: "quantity", device: "d", receiver: "r", uuid: "u", type: "HeartRate",
+                start: Timestamp(seconds: 1_791_961_260), utcOffset: offset)
             r.value = .number(61)
             var line: [UInt8] = []
             r.appendNDJSON(to: &line)
@@ -30,14 +31,17 @@ import Testing
         extra: [RecordField("x", RawJSON(#"{"a":[1,null]}"#))])
 
     @Test func encodesTheDocumentedLine() {
-        let r = CanonicalRecord(kind: "quantity", device: "d_zsOZnTQUz_juWFVljuOOBQ", receiver: "syncky",
-                                uuid: "5E1D0000-0000-4000-8000-000000000001", type: "steps",
-                                start: Timestamp.parseRFC3339("2026-10-14T07:01:00Z")!.0,
-                                end: Timestamp.parseRFC3339("2026-10-14T07:01:59Z")!.0, value: .number(412), unit: "count",
-                                source: RecordSource(app: "com.apple.Health", device: "Apple Watch"))
+        let r = CanonicalRecord(
+            kind: "quantity", device: "d_zsOZnTQUz_juWFVljuOOBQ", receiver: "syncky",
+            uuid: "5E1D0000-0000-4000-8000-000000000001", type: "steps",
+            start: Timestamp.parseRFC3339("2026-10-14T07:01:00Z")!.0,
+            end: Timestamp.parseRFC3339("2026-10-14T07:01:59Z")!.0, value: .number(412), unit: "count",
+            source: RecordSource(app: "com.apple.Health", device: "Apple Watch"))
         // The line the README shows.
-        #expect(String(decoding: CanonicalCodec.encodeLine(r), as: UTF8.self) ==
-            #"{"op":"upsert","kind":"quantity","device":"d_zsOZnTQUz_juWFVljuOOBQ","receiver":"syncky","uuid":"5E1D0000-0000-4000-8000-000000000001","type":"steps","start":"2026-10-14T07:01:00Z","end":"2026-10-14T07:01:59Z","value":412,"unit":"count","source":{"app":"com.apple.Health","device":"Apple Watch"}}"#)
+        #expect(
+            String(decoding: CanonicalCodec.encodeLine(r), as: UTF8.self)
+                == #"{"op":"upsert","kind":"quantity","device":"d_zsOZnTQUz_juWFVljuOOBQ","receiver":"syncky","uuid":"5E1D0000-0000-4000-8000-000000000001","type":"steps","start":"2026-10-14T07:01:00Z","end":"2026-10-14T07:01:59Z","value":412,"unit":"count","source":{"app":"com.apple.Health","device":"Apple Watch"}}"#
+        )
     }
 
     @Test func roundTripsEveryField() throws {
@@ -91,11 +95,13 @@ import Testing
         }
         let head = #"{"op":"upsert","kind":"quantity","device":"d","receiver":"r","uuid":"u","type":"t","start":"2026-01-01T00:00:00Z""#
         let known: [CanonicalRecord.Field] = [.op, .kind, .device, .receiver, .uuid, .type, .start]
-        #expect(fields(head + #","unit":"count","unitx":1,"sourcey":"s","source":{"app":"a"},"tags":{"a":"b"},"extra":{"x":1}}"#)
+        #expect(
+            fields(head + #","unit":"count","unitx":1,"sourcey":"s","source":{"app":"a"},"tags":{"a":"b"},"extra":{"x":1}}"#)
                 == known + [.unit, .fields, .source, .tags, .extra])
-        #expect(fields(head + #","value":1,"utc_offset":"+01:00"}"#) == nil)   // out of order: read by the parser
-        #expect(fields(head + #","u\u006eit":"count"}"#) == known + [.fields])   // an escape: not the canonical key
-        #expect(fields(head + #","end":"2026-01-01T00:00:01Z","energy_kcal":1,"distance_m":2}"#)
+        #expect(fields(head + #","value":1,"utc_offset":"+01:00"}"#) == nil) // out of order: read by the parser
+        #expect(fields(head + #","u\u006eit":"count"}"#) == known + [.fields]) // an escape: not the canonical key
+        #expect(
+            fields(head + #","end":"2026-01-01T00:00:01Z","energy_kcal":1,"distance_m":2}"#)
                 == known + [.end, .energyKcal, .distanceM])
         #expect(fields(#"{"kind":"k","op":"upsert"}"#) == nil)
     }

@@ -35,30 +35,34 @@ import YAMLConfig
             ("hae", "hmac: {secret: s}"), ("healthsync", "hmac: {secret: s}"), ("ingest", "hmac: {secret: s}"),
             ("influx", "hmac: {secret: s}"), ("hae", "write_back: true"), ("influx", "max_items: 5"),
             ("healthsync", "public_url: https://x"), ("ingest", "types: [steps]"), ("ingest", "device: x"),
-            ("syncky", "max_items: 3"), ("hae", "name: Phone"),
+            ("syncky", "max_items: 3"), ("hae", "name: Phone")
         ]
         for c in cases {
-            let p = problems("""
-            data_dir: /tmp/x
-            receivers:
-              r:
-                kind: \(c.kind)
-                \(c.key)
-            """)
+            let p = problems(
+                """
+                data_dir: /tmp/x
+                receivers:
+                  r:
+                    kind: \(c.kind)
+                    \(c.key)
+                """)
             let key = String(c.key.prefix { $0 != ":" })
             #expect(p.count == 1, "\(c): \(p)")
-            #expect(p.first?.contains("healthgate.yaml:5:5: receivers.r.\(key): a \(c.kind) receiver does not take \"\(key)\"") == true,
-                    "\(p)")
+            #expect(
+                p.first?.contains("healthgate.yaml:5:5: receivers.r.\(key): a \(c.kind) receiver does not take \"\(key)\"") == true,
+                "\(p)")
             #expect(p.first?.contains("it takes: kind, path, auth, max_body") == true, "\(p)")
         }
         // What each kind does take still loads.
-        #expect(problems("""
-        data_dir: /tmp/x
-        receivers:
-          s: {kind: syncky, path: /s, hmac: {secret: s}, write_back: true, name: P, public_url: "https://x/s", types: [steps], device: d}
-          g: {kind: ingest, max_items: 10, max_body: 1MB}
-          y: {kind: healthsync, device: d}
-        """) == [])
+        #expect(
+            problems(
+                """
+                data_dir: /tmp/x
+                receivers:
+                  s: {kind: syncky, path: /s, hmac: {secret: s}, write_back: true, name: P, public_url: "https://x/s", types: [steps], device: d}
+                  g: {kind: ingest, max_items: 10, max_body: 1MB}
+                  y: {kind: healthsync, device: d}
+                """) == [])
     }
 
     /// Names become file names under data_dir; `../` once put a replay cache, an export log and
@@ -66,17 +70,19 @@ import YAMLConfig
     @Test func namesThatAreNotSafeFileNamesAreRefused() {
         for bad in ["../up", "a/b", ".hidden", "x\\y", "-dash", String(repeating: "n", count: 65), "sp ace"] {
             let quoted = "\"" + bad.replacingOccurrences(of: "\\", with: "\\\\") + "\""
-            let r = problems("""
-            data_dir: /tmp/x
-            receivers:
-              \(quoted): {kind: hae}
-            """)
+            let r = problems(
+                """
+                data_dir: /tmp/x
+                receivers:
+                  \(quoted): {kind: hae}
+                """)
             #expect(r.count == 1 && r[0].contains("a name is 1 to 64 letters"), "\(bad): \(r)")
-            let s = problems("""
-            data_dir: /tmp/x
-            sinks:
-              \(quoted): {kind: file, path: a.ndjson}
-            """)
+            let s = problems(
+                """
+                data_dir: /tmp/x
+                sinks:
+                  \(quoted): {kind: file, path: a.ndjson}
+                """)
             #expect(s.count == 1 && s[0].contains("a name is 1 to 64 letters"), "\(bad): \(s)")
         }
         #expect(problems("data_dir: /tmp/x\nreceivers:\n  my-iphone_2.home: {kind: hae}\n") == [])
@@ -99,9 +105,11 @@ import YAMLConfig
     @Test func theExampleConfigLoads() throws {
         let root = #filePath.split(separator: "/").dropLast(3).joined(separator: "/")
         let text = String(decoding: try FileIO.readAll("/" + root + "/config.example.yaml"), as: UTF8.self)
-        let env = ["PHONE_TOKEN", "PHONE_HMAC", "HAE_KEY", "INFLUX_IN_TOKEN", "DEVICE_TOKEN", "HEALTHSYNC_TOKEN",
-                   "INFLUX_TOKEN", "N8N_TOKEN", "MQTT_PASSWORD", "PG_PASSWORD", "AGENT_TOKEN", "ANNA_TOKEN"]
-            .reduce(into: [String: String]()) { $0[$1] = "x-\($1)-0123456789" }
+        let env = [
+            "PHONE_TOKEN", "PHONE_HMAC", "HAE_KEY", "INFLUX_IN_TOKEN", "DEVICE_TOKEN", "HEALTHSYNC_TOKEN",
+            "INFLUX_TOKEN", "N8N_TOKEN", "MQTT_PASSWORD", "PG_PASSWORD", "AGENT_TOKEN", "ANNA_TOKEN"
+        ]
+        .reduce(into: [String: String]()) { $0[$1] = "x-\($1)-0123456789" }
         let t = try load(text, env: env)
         #expect(t.readAPI?.sink == "db" && t.readAPI?.tokens.count == 2)
         #expect(Set(t.receivers.map(\.config.kind)) == Set(ReceiverRegistry.kinds))
@@ -116,8 +124,10 @@ import YAMLConfig
         let check = try CLITests.run(["check", "--config", "/" + root + "/config.example.yaml"], env: envs)
         #expect(check.status == 0, "\(check.err)")
         #expect(check.out.contains("dashboards: my-iphone, influx → filter → rename → convert → tag → influx"), "\(check.out)")
-        #expect(check.out.contains("read API: GET /api/v1/{samples,workouts,daily,latest,batches,openapi.json} over sink db; "
-                                   + "2 read token(s), 1 limited to some devices"), "\(check.out)")
+        #expect(
+            check.out.contains(
+                "read API: GET /api/v1/{samples,workouts,daily,latest,batches,openapi.json} over sink db; "
+                    + "2 read token(s), 1 limited to some devices"), "\(check.out)")
         #expect(t.quarantine.max_bytes != nil && t.http.header_timeout != nil && t.http.max_buffered != nil)
         // As a newcomer types it, with none of its variables set: it passes, saying which it
         // checked with stand-ins.
@@ -141,14 +151,18 @@ import YAMLConfig
             """
         }
         let step = problems(config("{filter: {types: [step]}}"))
-        #expect(step.count == 1 && step[0].hasPrefix("healthgate.yaml:3:") && step[0].contains("routes[0].transforms[0].filter.types")
+        #expect(
+            step.count == 1 && step[0].hasPrefix("healthgate.yaml:3:") && step[0].contains("routes[0].transforms[0].filter.types")
                 && step[0].contains("\"step\" is not a type healthgate knows") && step[0].contains("did you mean \"steps\"?"), "\(step)")
-        #expect(problems(config("{filter: {exclude_types: [HKQuantityTypeIdentifierStepCount]}}")).first?.contains("healthgate calls it \"steps\"") == true)
+        #expect(
+            problems(config("{filter: {exclude_types: [HKQuantityTypeIdentifierStepCount]}}")).first?.contains(
+                "healthgate calls it \"steps\"") == true)
         #expect(problems(config("{filter: {values: {heartrate: {max: 250}}}}")).first?.contains("did you mean \"heart_rate\"?") == true)
         #expect(problems(config("{aggregate: {types: [stepz]}}")).first?.contains("did you mean \"steps\"?") == true)
         #expect(problems(config("{rename: {types: {step: walking_steps}}}")).first?.contains("did you mean \"steps\"?") == true)
         #expect(problems(config("{convert: {bodymass: kg}}")).first?.contains("did you mean \"body_mass\"?") == true)
-        #expect(problems(config("{convert: {HKQuantityTypeIdentifierBodyMass: kg}}")).first?.contains("did you mean \"body_mass\"?") == true)
+        #expect(
+            problems(config("{convert: {HKQuantityTypeIdentifierBodyMass: kg}}")).first?.contains("did you mean \"body_mass\"?") == true)
         let mqtt = "{kind: mqtt, url: \"mqtt://127.0.0.1:1\", include: [stepz]}"
         #expect(problems(config("{tag: {a: b}}", sink: mqtt)).first?.contains("sinks.s.include") == true)
         // Known names, kinds named by their type, and globs (for types not known yet) pass.
@@ -166,8 +180,11 @@ import YAMLConfig
         let t = try load(DefaultConfig.render(listen: "0.0.0.0:8080", dataDir: "/tmp/x", token: "hg_t", secret: "whsec_s"))
         #expect(t.listenHost == "0.0.0.0" && t.listenPort == 8080)
         #expect(t.receivers.map(\.name) == ["syncky", "health-auto-export", "influx", "ingest", "healthsync"])
-        #expect(t.receivers.map(\.receiver.paths) == [["/syncky"], ["/api/data"], ["/api/v2/write", "/write"], ["/v1/ingest"],
-                                                    ["/api/apple-health/sync"]])
+        #expect(
+            t.receivers.map(\.receiver.paths) == [
+                ["/syncky"], ["/api/data"], ["/api/v2/write", "/write"], ["/v1/ingest"],
+                ["/api/apple-health/sync"]
+            ])
         #expect(t.sinks.map(\.name) == ["archive"])
         #expect(t.routes.count == 1)
         #expect(t.warnings.isEmpty)
@@ -179,28 +196,28 @@ import YAMLConfig
     @Test func theDesignExampleDecodesApartFromSinksNotBuiltYet() {
         // DESIGN.md's example, with only the kinds that exist today.
         let text = """
-        listen: 0.0.0.0:8080
-        data_dir: ./healthgate-data
-        receivers:
-          my-iphone:
-            kind: syncky
-            path: /syncky/my-iphone
-            auth: {type: bearer, token: "${PHONE_TOKEN}"}
-            hmac: {secret: "${PHONE_HMAC}"}
-            device: my-iphone
-            write_back: true
-            name: My iPhone
-            public_url: https://gw.example.net/syncky/my-iphone
-            types: [steps, heart_rate]
-        routes:
-          - name: live
-            from: [my-iphone]
-            transforms:
-              - filter: {types: [steps, heart_rate, "body_*"]}
-            to: [archive]
-        sinks:
-          archive:  {kind: file, path: "archive/{device}/{date}.ndjson"}
-        """
+            listen: 0.0.0.0:8080
+            data_dir: ./healthgate-data
+            receivers:
+              my-iphone:
+                kind: syncky
+                path: /syncky/my-iphone
+                auth: {type: bearer, token: "${PHONE_TOKEN}"}
+                hmac: {secret: "${PHONE_HMAC}"}
+                device: my-iphone
+                write_back: true
+                name: My iPhone
+                public_url: https://gw.example.net/syncky/my-iphone
+                types: [steps, heart_rate]
+            routes:
+              - name: live
+                from: [my-iphone]
+                transforms:
+                  - filter: {types: [steps, heart_rate, "body_*"]}
+                to: [archive]
+            sinks:
+              archive:  {kind: file, path: "archive/{device}/{date}.ndjson"}
+            """
         #expect(problems(text, env: ["PHONE_TOKEN": "t", "PHONE_HMAC": "whsec_x"]).isEmpty)
         let unset = problems(text)
         #expect(unset.count == 2)
@@ -209,21 +226,24 @@ import YAMLConfig
 
     @Test func reportsEveryProblemAtOnceWithLocationsAndSuggestions() {
         let text = """
-        listen: 0.0.0.0:8080
-        receivers:
-          phone:
-            kind: syncky
-            auth: {type: bearer, tokn: abc}
-          other:
-            kind: synky
-        routes:
-          - from: [phone]
-            to: [archiv]
-        sinks:
-          archive: {kind: file, path: "a/{date}.ndjson", rotate_byte: 1MB}
-        """
+            listen: 0.0.0.0:8080
+            receivers:
+              phone:
+                kind: syncky
+                auth: {type: bearer, tokn: abc}
+              other:
+                kind: synky
+            routes:
+              - from: [phone]
+                to: [archiv]
+            sinks:
+              archive: {kind: file, path: "a/{date}.ndjson", rotate_byte: 1MB}
+            """
         let p = problems(text)
-        #expect(p.contains { $0.hasPrefix("healthgate.yaml:5:") && $0.contains("unknown key \"tokn\"") && $0.contains("did you mean \"token\"") }, "\(p)")
+        #expect(
+            p.contains {
+                $0.hasPrefix("healthgate.yaml:5:") && $0.contains("unknown key \"tokn\"") && $0.contains("did you mean \"token\"")
+            }, "\(p)")
         #expect(p.contains { $0.contains("unknown receiver kind \"synky\"") && $0.contains("did you mean \"syncky\"") }, "\(p)")
         #expect(p.contains { $0.contains("no sink is named \"archiv\"") && $0.contains("did you mean \"archive\"") }, "\(p)")
         #expect(p.contains { $0.hasPrefix("healthgate.yaml:12:") && $0.contains("\"rotate_byte\"") && $0.contains("rotate_bytes") }, "\(p)")
@@ -232,48 +252,56 @@ import YAMLConfig
 
     @Test func checksAuthBlocks() {
         let base = """
-        receivers:
-          phone:
-            kind: syncky
-            auth: AUTH
-        """
+            receivers:
+              phone:
+                kind: syncky
+                auth: AUTH
+            """
         #expect(problems(base.replacingOccurrences(of: "AUTH", with: "{type: bearer}")).first?.contains("needs \"token\"") == true)
         #expect(problems(base.replacingOccurrences(of: "AUTH", with: "{type: basic, token: p}")).first?.contains("needs \"user\"") == true)
-        #expect(problems(base.replacingOccurrences(of: "AUTH", with: "{type: header, token: p, header: Authorization}")).first?.contains("cannot be a custom auth header") == true)
+        #expect(
+            problems(base.replacingOccurrences(of: "AUTH", with: "{type: header, token: p, header: Authorization}")).first?.contains(
+                "cannot be a custom auth header") == true)
         #expect(problems(base.replacingOccurrences(of: "AUTH", with: "{type: none, token: p}")).first?.contains("no meaning") == true)
         #expect(problems(base.replacingOccurrences(of: "AUTH", with: "{type: magic, token: p}")).count == 1)
         #expect(problems(base.replacingOccurrences(of: "AUTH", with: "{type: header, token: p, header: X-Api-Key}")).isEmpty)
     }
 
     @Test func refusesTwoReceiversOnOnePathAndABadListen() {
-        let p = problems("""
-        listen: localhost
-        receivers:
-          a: {kind: syncky, path: /hook}
-          b: {kind: syncky, path: /hook}
-        """)
+        let p = problems(
+            """
+            listen: localhost
+            receivers:
+              a: {kind: syncky, path: /hook}
+              b: {kind: syncky, path: /hook}
+            """)
         #expect(p.contains { $0.contains("already the path of receiver \"a\"") }, "\(p)")
         #expect(p.contains { $0.contains("IP:PORT") }, "\(p)")
     }
 
     @Test func receiverPathsMatchWithOrWithoutATrailingSlash() throws {
-        let t = try load("""
-        receivers:
-          a: {kind: syncky, path: /syncky/}
-        """)
+        let t = try load(
+            """
+            receivers:
+              a: {kind: syncky, path: /syncky/}
+            """)
         #expect(t.receivers[0].receiver.paths == ["/syncky"])
-        #expect(problems("""
-        receivers:
-          a: {kind: syncky, path: /hook/}
-          b: {kind: syncky, path: /hook}
-        """).count == 1)
+        #expect(
+            problems(
+                """
+                receivers:
+                  a: {kind: syncky, path: /hook/}
+                  b: {kind: syncky, path: /hook}
+                """
+            ).count == 1)
     }
 
     @Test func sinkSettingsThatWouldDoNothingAreRefused() {
-        let p = problems("""
-        sinks:
-          s: {kind: file, path: x.ndjson, queue: {when_full: drop_oldest}, retry: {initial: 10s, max: 1s}}
-        """)
+        let p = problems(
+            """
+            sinks:
+              s: {kind: file, path: x.ndjson, queue: {when_full: drop_oldest}, retry: {initial: 10s, max: 1s}}
+            """)
         #expect(p.count == 2, "\(p)")
         #expect(p.contains { $0.contains("set queue.max_bytes too") })
         #expect(p.contains { $0.contains("retry.initial") })
@@ -281,36 +309,41 @@ import YAMLConfig
 
     /// A mistyped placeholder once became a literal `{phone}` directory in the archive.
     @Test func aFilePathWithAnUnknownPlaceholderIsRefused() {
-        let p = problems("""
-        sinks:
-          s: {kind: file, path: "archive/{phone}/{date}.ndjson"}
-        """)
+        let p = problems(
+            """
+            sinks:
+              s: {kind: file, path: "archive/{phone}/{date}.ndjson"}
+            """)
         #expect(p.count == 1, "\(p)")
-        #expect(p.first?.contains("sinks.s.path: unknown placeholder {phone}; a template may use {device}, {receiver}, {date}, {type}, {kind}") == true, "\(p)")
+        #expect(
+            p.first?.contains("sinks.s.path: unknown placeholder {phone}; a template may use {device}, {receiver}, {date}, {type}, {kind}")
+                == true, "\(p)")
     }
 
     @Test func warnsAboutSinksAndReceiversNoRouteUses() throws {
-        let t = try load("""
-        receivers:
-          a: {kind: syncky}
-        sinks:
-          s: {kind: file, path: x.ndjson}
-        """)
+        let t = try load(
+            """
+            receivers:
+              a: {kind: syncky}
+            sinks:
+              s: {kind: file, path: x.ndjson}
+            """)
         #expect(t.warnings.count == 2)
     }
 
     @Test func unknownTransformsAreNamed() {
-        let p = problems("""
-        receivers:
-          a: {kind: syncky}
-        routes:
-          - from: ["*"]
-            transforms:
-              - filtr: {types: [steps]}
-            to: [s]
-        sinks:
-          s: {kind: file, path: x.ndjson}
-        """)
+        let p = problems(
+            """
+            receivers:
+              a: {kind: syncky}
+            routes:
+              - from: ["*"]
+                transforms:
+                  - filtr: {types: [steps]}
+                to: [s]
+            sinks:
+              s: {kind: file, path: x.ndjson}
+            """)
         #expect(p.count == 1)
         #expect(p.first?.contains("unknown transform \"filtr\" — did you mean \"filter\"?") == true, "\(p)")
     }
@@ -330,19 +363,24 @@ import YAMLConfig
 @Suite struct SetupLinkTests {
     /// The guide's section 9 example, byte for byte, from a receiver's config.
     @Test func buildsTheGuidesExampleLink() throws {
-        let t = try ConfigLoader.load(text: """
-        receivers:
-          header:
-            kind: syncky
-            path: /hook/header
-            name: Vector header
-            public_url: https://receiver.example/hook/header
-            auth: {type: header, header: X-Api-Key, token: vec_key_x9VHBdwKQo-KwlcOB9v4cwlAawCa0nF2NWQRO1qLDlI}
-            types: [heart_rate, steps]
-        """, file: "t.yaml", environment: [:], logger: Logger(component: "t", sink: MemoryLogSink()))
+        let t = try ConfigLoader.load(
+            text: """
+                receivers:
+                  header:
+                    kind: syncky
+                    path: /hook/header
+                    name: Vector header
+                    public_url: https://receiver.example/hook/header
+                    auth: {type: header, header: X-Api-Key, token: vec_key_x9VHBdwKQo-KwlcOB9v4cwlAawCa0nF2NWQRO1qLDlI}
+                    types: [heart_rate, steps]
+                """, file: "t.yaml", environment: [:], logger: Logger(component: "t", sink: MemoryLogSink()))
         let r = t.receivers[0]
-        let link = try SetupLink.build(receiver: r.name, config: r.config, topology: t, host: nil, format: "native",
-                                       scheme: "syncky")
-        #expect(link == "syncky://webhook?v=1&name=Vector%20header&url=https%3A%2F%2Freceiver.example%2Fhook%2Fheader&format=native&auth=header&header=X-Api-Key&token=vec_key_x9VHBdwKQo-KwlcOB9v4cwlAawCa0nF2NWQRO1qLDlI&types=heart_rate,steps")
+        let link = try SetupLink.build(
+            receiver: r.name, config: r.config, topology: t, host: nil, format: "native",
+            scheme: "syncky")
+        #expect(
+            link
+                == "syncky://webhook?v=1&name=Vector%20header&url=https%3A%2F%2Freceiver.example%2Fhook%2Fheader&format=native&auth=header&header=X-Api-Key&token=vec_key_x9VHBdwKQo-KwlcOB9v4cwlAawCa0nF2NWQRO1qLDlI&types=heart_rate,steps"
+        )
     }
 }

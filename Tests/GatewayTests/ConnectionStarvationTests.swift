@@ -63,8 +63,9 @@ import Testing
         #expect(r.status == 200, "\(r.status) \(r.text)")
         #expect(took < 2, "answered after \(took) s")
         // The trickling ones are closed once their headers are overdue (10 s), whatever they send.
-        #expect(ServeProcess.eventually(15) { trickling.filter { Self.isClosedByServer($0) }.count == trickling.count },
-                "\(trickling.filter { Self.isClosedByServer($0) }.count) of \(trickling.count) closed")
+        #expect(
+            ServeProcess.eventually(15) { trickling.filter { Self.isClosedByServer($0) }.count == trickling.count },
+            "\(trickling.filter { Self.isClosedByServer($0) }.count) of \(trickling.count) closed")
         let m = try serve.client().request("GET", "/metrics").text
         #expect(m.contains(#"healthgate_http_connections_closed_total{reason="make_room"}"#))
         #expect(!m.contains(#"healthgate_http_connections_closed_total{reason="slow_headers"} 0"#), "\(m)")
@@ -74,10 +75,12 @@ import Testing
 
     /// A body that arrives more slowly than http.min_body_rate is cut off after its grace.
     @Test func aBodyTrickledBelowTheMinimumRateIsCutOff() throws {
-        let serve = try ServeProcess(config: LiveServeTests.config.replacingOccurrences(
-            of: "data_dir: DATA_DIR", with: "data_dir: DATA_DIR\nhttp: {min_body_rate: 10KB}"))
+        let serve = try ServeProcess(
+            config: LiveServeTests.config.replacingOccurrences(
+                of: "data_dir: DATA_DIR", with: "data_dir: DATA_DIR\nhttp: {min_body_rate: 10KB}"))
         let c = serve.client()
-        try c.sendRaw(Array("POST /hook HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(Vectors.token)\r\nContent-Length: 100000\r\n\r\n".utf8))
+        try c.sendRaw(
+            Array("POST /hook HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(Vectors.token)\r\nContent-Length: 100000\r\n\r\n".utf8))
         let started = Date()
         var closed = false
         while Date().timeIntervalSince(started) < 20 && !closed {
@@ -87,6 +90,7 @@ import Testing
         }
         let took = Date().timeIntervalSince(started)
         #expect(closed && took > 9 && took < 15, "closed: \(closed) after \(took) s")
-        #expect(try serve.client().request("GET", "/metrics").text.contains(#"healthgate_http_connections_closed_total{reason="slow_body"} 1"#))
+        #expect(
+            try serve.client().request("GET", "/metrics").text.contains(#"healthgate_http_connections_closed_total{reason="slow_body"} 1"#))
     }
 }

@@ -13,9 +13,11 @@ import Testing
 @Suite(.serialized) struct ContribTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().path
-    static let env = ["PHONE_TOKEN", "PHONE_HMAC", "HAE_KEY", "INFLUX_IN_TOKEN", "DEVICE_TOKEN", "HEALTHSYNC_TOKEN", "INFLUX_TOKEN",
-                      "N8N_TOKEN", "MQTT_PASSWORD", "PG_PASSWORD", "AGENT_TOKEN", "ANNA_TOKEN"]
-        .reduce(into: [String: String]()) { $0[$1] = "x-\($1)-0123456789" }
+    static let env = [
+        "PHONE_TOKEN", "PHONE_HMAC", "HAE_KEY", "INFLUX_IN_TOKEN", "DEVICE_TOKEN", "HEALTHSYNC_TOKEN", "INFLUX_TOKEN",
+        "N8N_TOKEN", "MQTT_PASSWORD", "PG_PASSWORD", "AGENT_TOKEN", "ANNA_TOKEN"
+    ]
+    .reduce(into: [String: String]()) { $0[$1] = "x-\($1)-0123456789" }
 
     static func make(_ args: [String]) throws -> (Int32, String) { try Command.run("/usr/bin/make", ["-s", "-C", root] + args) }
 
@@ -33,8 +35,9 @@ import Testing
             // -n: what it would run, not running it. A target that is not there is an error, unless
             // it is only named .PHONY: then there is "nothing to be done" (how bench went unnoticed).
             let (rc, out) = try Command.run("/usr/bin/make", ["-n", "-C", Self.root, target], timeout: 60)
-            #expect(rc == 0 && !out.contains("No rule to make target") && !out.contains("Nothing to be done"),
-                    "make \(target): \(out.suffix(400))")
+            #expect(
+                rc == 0 && !out.contains("No rule to make target") && !out.contains("Nothing to be done"),
+                "make \(target): \(out.suffix(400))")
         }
     }
 
@@ -58,7 +61,9 @@ import Testing
             for piece in text.components(separatedBy: "](").dropFirst() {
                 guard let close = piece.firstIndex(of: ")") else { continue }
                 var target = String(piece[..<close])
-                if target.hasPrefix("http://") || target.hasPrefix("https://") || target.hasPrefix("mailto:") || target.hasPrefix("#") { continue }
+                if target.hasPrefix("http://") || target.hasPrefix("https://") || target.hasPrefix("mailto:") || target.hasPrefix("#") {
+                    continue
+                }
                 if let hash = target.firstIndex(of: "#") { target = String(target[..<hash]) }
                 let path = ((Self.root + "/" + dir) as NSString).appendingPathComponent(target)
                 #expect(FileManager.default.fileExists(atPath: path), "\(page) links to \(target), which is not in the repository")
@@ -97,16 +102,19 @@ import Testing
         #expect(fm.isExecutableFile(atPath: dest + "/usr/bin/healthgate"))
         let unit = try String(contentsOfFile: dest + "/usr/lib/systemd/system/healthgate.service", encoding: .utf8)
         #expect(unit.contains("\nExecStart=/usr/bin/healthgate serve --config /etc/healthgate/healthgate.yaml\n"))
-        for f in ["config.example.yaml", "contrib/configs/influxdb.yaml", "contrib/configs/home-assistant.yaml",
-                  "contrib/configs/archive.yaml", "contrib/caddy/Caddyfile", "contrib/grafana/healthgate-influxdb.json",
-                  "contrib/grafana/healthgate-postgres.json"] {
+        for f in [
+            "config.example.yaml", "contrib/configs/influxdb.yaml", "contrib/configs/home-assistant.yaml",
+            "contrib/configs/archive.yaml", "contrib/caddy/Caddyfile", "contrib/grafana/healthgate-influxdb.json",
+            "contrib/grafana/healthgate-postgres.json"
+        ] {
             #expect(fm.fileExists(atPath: dest + "/usr/share/healthgate/" + f), "\(f)")
         }
         var isDir: ObjCBool = false
         #expect(fm.fileExists(atPath: dest + "/etc/healthgate", isDirectory: &isDir) && isDir.boolValue)
         // The installed binary checks the installed example.
-        let (crc, checked) = try Command.run(dest + "/usr/bin/healthgate", ["check", "--config", dest + "/usr/share/healthgate/config.example.yaml"],
-                                             environment: ProcessInfo.processInfo.environment.merging(Self.env) { $1 })
+        let (crc, checked) = try Command.run(
+            dest + "/usr/bin/healthgate", ["check", "--config", dest + "/usr/share/healthgate/config.example.yaml"],
+            environment: ProcessInfo.processInfo.environment.merging(Self.env) { $1 })
         #expect(crc == 0, "\(checked)")
         #expect(checked.contains("ok"))
 
@@ -126,11 +134,13 @@ import Testing
     /// the install command the README gives checks, and one it may not read says "permission
     /// denied". (nobody/nogroup stand in for healthgate, which this machine does not have.)
     static func theDocumentedInstallRunsAsItsOwnUser(_ dest: String) throws {
-        let (src, sysusers) = try DatabaseProcess.run("/usr/bin/systemd-sysusers", ["--root=\(dest)", dest + "/usr/lib/sysusers.d/healthgate.conf"])
+        let (src, sysusers) = try DatabaseProcess.run(
+            "/usr/bin/systemd-sysusers", ["--root=\(dest)", dest + "/usr/lib/sysusers.d/healthgate.conf"])
         #expect(src == 0, "\(sysusers)")
         let passwd = (try? String(contentsOfFile: dest + "/etc/passwd", encoding: .utf8)) ?? ""
-        #expect(passwd.split(separator: "\n").contains { $0.hasPrefix("healthgate:") && $0.contains(":/var/lib/healthgate:/usr/sbin/nologin") },
-                "\(passwd)")
+        #expect(
+            passwd.split(separator: "\n").contains { $0.hasPrefix("healthgate:") && $0.contains(":/var/lib/healthgate:/usr/sbin/nologin") },
+            "\(passwd)")
         let unit = try String(contentsOfFile: dest + "/usr/lib/systemd/system/healthgate.service", encoding: .utf8)
         #expect(unit.contains("\nUser=healthgate\n") && unit.contains("\nGroup=healthgate\n") && !unit.contains("DynamicUser"))
 
@@ -140,7 +150,8 @@ import Testing
         var st = stat()
         #expect(stat(dest + "/etc/healthgate", &st) == 0 && st.st_mode & 0o777 == 0o750 && st.st_uid == 0 && st.st_gid == 65534)
         let etc = dest + "/etc/healthgate/healthgate.yaml"
-        let (irc, iout) = try Command.run("/usr/bin/install", ["-m", "0640", "-g", "nogroup", dest + "/usr/share/healthgate/config.example.yaml", etc])
+        let (irc, iout) = try Command.run(
+            "/usr/bin/install", ["-m", "0640", "-g", "nogroup", dest + "/usr/share/healthgate/config.example.yaml", etc])
         #expect(irc == 0, "\(iout)")
         // sudoedit: data_dir is the state dir systemd makes for the unit's user (0700).
         let state = dest + "/var/lib/healthgate"
@@ -149,7 +160,8 @@ import Testing
         #expect(mkdir(state, 0o700) == 0 && chown(state, 65534, 65534) == 0)
         let example = try String(contentsOfFile: etc, encoding: .utf8)
         let dataDir = try #require(example.split(separator: "\n").first { $0.hasPrefix("data_dir:") })
-        try example.replacingOccurrences(of: String(dataDir), with: "data_dir: \(state)").write(toFile: etc, atomically: false, encoding: .utf8)
+        try example.replacingOccurrences(of: String(dataDir), with: "data_dir: \(state)").write(
+            toFile: etc, atomically: false, encoding: .utf8)
         // The way down to it is open, as / and /etc are (the test's temporary dirs are not).
         var up = dest
         while up.count > 1 {
@@ -174,8 +186,10 @@ import Testing
         let unit = try String(contentsOfFile: Self.root + "/contrib/systemd/healthgate.service", encoding: .utf8)
             .replacingOccurrences(of: "ExecStart=/usr/local/bin/healthgate ", with: "ExecStart=\(ServeProcess.binary) ")
         try unit.write(toFile: dir + "/healthgate.service", atomically: true, encoding: .utf8)
-        for word in ["User=healthgate", "StateDirectory=healthgate", "ProtectSystem=strict", "NoNewPrivileges=yes",
-                     "CapabilityBoundingSet=\n", "SystemCallFilter=@system-service", "TimeoutStopSec=30"] {
+        for word in [
+            "User=healthgate", "StateDirectory=healthgate", "ProtectSystem=strict", "NoNewPrivileges=yes",
+            "CapabilityBoundingSet=\n", "SystemCallFilter=@system-service", "TimeoutStopSec=30"
+        ] {
             #expect(unit.contains(word), "\(word)")
         }
         let (vrc, said) = try Command.run("/usr/bin/systemd-analyze", ["verify", dir + "/healthgate.service"])
@@ -206,30 +220,36 @@ import Testing
             .replacingOccurrences(of: "data_dir: /var/lib/healthgate", with: "data_dir: DATA_DIR")
             .replacingOccurrences(of: "mqtt://localhost:1883", with: "mqtt://127.0.0.1:\(broker.port)")
         #expect(text.contains("127.0.0.1:\(broker.port)") && text.contains("DATA_DIR"))
-        let serve = try ServeProcess(config: text, environment: ["PHONE_TOKEN": Vectors.token, "PHONE_HMAC": Vectors.secret,
-                                                                 "MQTT_PASSWORD": "unused"])
+        let serve = try ServeProcess(
+            config: text,
+            environment: [
+                "PHONE_TOKEN": Vectors.token, "PHONE_HMAC": Vectors.secret,
+                "MQTT_PASSWORD": "unused"
+            ])
         let recorder = try MQTTRecorder(port: broker.port, topic: "homeassistant/sensor/#")
         defer { recorder.stop() }
         let device = "d_SomeOtherPhone_9x"
         let now = Int64(Date().timeIntervalSince1970)
         let offset = Int64(TimeZone(identifier: "Europe/Budapest")!.secondsFromGMT(for: Date()))
-        let steps = [412, 300, 500, 400]   // 1,612 in all
+        let steps = [412, 300, 500, 400] // 1,612 in all
         let samples = steps.enumerated().map { i, n in
             let t = TestTime.ago(Int64(3000 - i * 600), now: now, offset: offset)
-            return #"{"uuid":"st-\#(i)","type":"steps","value":\#(n),"unit":"count","start":"\#(Timestamp(seconds: t).rfc3339())","end":"\#(Timestamp(seconds: t + 59).rfc3339())"}"#
+            return
+                #"{"uuid":"st-\#(i)","type":"steps","value":\#(n),"unit":"count","start":"\#(Timestamp(seconds: t).rfc3339())","end":"\#(Timestamp(seconds: t + 59).rfc3339())"}"#
         }
-        for _ in 0..<2 {   // sent, then sent again
+        for _ in 0..<2 { // sent, then sent again
             let body = Vectors.syncBody(device: device, samples: samples, delivery: UUID().uuidString.lowercased())
             let r = try serve.client().request("POST", "/syncky", headers: LiveServeTests.signedHeaders(body), body: Array(body.utf8))
             #expect(r.status == 200, "\(r.text)")
         }
         let slug = MQTTSink.deviceSlug(device)
         var value: Any?
-        #expect(ServeProcess.eventually {
-            let state = MQTTSinkTests.retained(broker, "healthgate/\(slug)/steps_today")
-            value = (try? JSONSerialization.jsonObject(with: Data(state.utf8)) as? [String: Any])?["value"]
-            return (value as? Int) == 1612 || (value as? Double) == 1612
-        }, "\(String(describing: value))")
+        #expect(
+            ServeProcess.eventually {
+                let state = MQTTSinkTests.retained(broker, "healthgate/\(slug)/steps_today")
+                value = (try? JSONSerialization.jsonObject(with: Data(state.utf8)) as? [String: Any])?["value"]
+                return (value as? Int) == 1612 || (value as? Double) == 1612
+            }, "\(String(describing: value))")
         // Every sensor on one device, named as the config says.
         let configs = recorder.received
         #expect(!configs.isEmpty)
@@ -254,7 +274,9 @@ import Testing
         // PostgreSQL: the sink's schema with a few records in it.
         let pg = try DatabaseProcess.postgres()
         let serve = try ServeProcess(config: PostgresSinkTests.config(pg))
-        try PostgresSinkTests().ingest(serve, #"""
+        try PostgresSinkTests().ingest(
+            serve,
+            #"""
             {"device_id":"ios-1","time_zone":"Europe/Budapest","samples":[
              {"source_uuid":"hr-a","data_type":"heartRate","ts":"2026-12-01T16:05:00Z","value":140,"unit":"count/min"},
              {"source_uuid":"st-1","data_type":"stepCount","ts":"2026-12-01T12:00:00Z","value":1000,"unit":"count"}],
@@ -285,10 +307,16 @@ import Testing
 
         // InfluxDB 1.x: the influxdb sink's schema.
         let influx = try DatabaseProcess.influxDB()
-        let s2 = try ServeProcess(config: InfluxDBSinkTests.config(
-            "{kind: influxdb, url: \"\(influx.url)\", api: v1, database: health, precision: s, batch: {max_wait: 10ms}}"))
-        #expect(try InfluxDBSinkTests.post(s2, Vectors.syncBody(samples: [Vectors.stepsSample, Vectors.sleepSample, Vectors.workoutSample,
-                                                                                       PostgresSinkTests.q("h1", "heart_rate", 61, "count/min", at: PostgresSinkTests.base)])) == 200)
+        let s2 = try ServeProcess(
+            config: InfluxDBSinkTests.config(
+                "{kind: influxdb, url: \"\(influx.url)\", api: v1, database: health, precision: s, batch: {max_wait: 10ms}}"))
+        #expect(
+            try InfluxDBSinkTests.post(
+                s2,
+                Vectors.syncBody(samples: [
+                    Vectors.stepsSample, Vectors.sleepSample, Vectors.workoutSample,
+                    PostgresSinkTests.q("h1", "heart_rate", 61, "count/min", at: PostgresSinkTests.base)
+                ])) == 200)
         #expect(ServeProcess.eventually(15) { ((try? influx.influxRows("SELECT * FROM workout")) ?? []).count == 1 })
         let influxQL = try Self.dashboardQueries("healthgate-influxdb.json", key: "query")
         #expect(influxQL.count == 5)

@@ -30,8 +30,10 @@ import Testing
     }
 
     static func post(_ serve: ServeProcess, _ uuids: [String]) throws -> Int {
-        try serve.client().request("POST", "/hook", headers: [("X-Syncky-Format", "native"), ("Authorization", "Bearer \(Vectors.token)")],
-                                   body: Array(Vectors.syncBody(samples: uuids.map(sample), delivery: UUID().uuidString.lowercased()).utf8)).status
+        try serve.client().request(
+            "POST", "/hook", headers: [("X-Syncky-Format", "native"), ("Authorization", "Bearer \(Vectors.token)")],
+            body: Array(Vectors.syncBody(samples: uuids.map(sample), delivery: UUID().uuidString.lowercased()).utf8)
+        ).status
     }
 
     static func uuids(in file: String) -> Set<String> {
@@ -64,8 +66,9 @@ import Testing
             serve.stop()
             // The restart may die on the record before it listens: not waited for.
             if start < 3 {
-                serve = try ServeProcess(config: config, dataDir: dataDir, environment: environment, binary: ServeProcess.testServeBinary,
-                                         listening: false)
+                serve = try ServeProcess(
+                    config: config, dataDir: dataDir, environment: environment, binary: ServeProcess.testServeBinary,
+                    listening: false)
             }
         }
         // The fourth start serves, with the sink paused.
@@ -74,8 +77,9 @@ import Testing
         #expect(ServeProcess.eventually(10) { serve.stderrText.contains("sink fragile is paused") }, "\(serve.stderrText.suffix(1500))")
         #expect(serve.stderrText.contains("healthgate resume fragile"))
         #expect(try Self.post(serve, ["good-3"]) == 200)
-        #expect(ServeProcess.eventually(10) { Self.uuids(in: dataDir + "/steady.ndjson") == ["good-1", "bad-1", "good-2", "good-3"] },
-                "\(Self.uuids(in: dataDir + "/steady.ndjson"))")
+        #expect(
+            ServeProcess.eventually(10) { Self.uuids(in: dataDir + "/steady.ndjson") == ["good-1", "bad-1", "good-2", "good-3"] },
+            "\(Self.uuids(in: dataDir + "/steady.ndjson"))")
         usleep(300_000)
         #expect(serve.process.isRunning)
         #expect(Self.uuids(in: dataDir + "/fragile.ndjson").isEmpty)
@@ -93,25 +97,28 @@ import Testing
         // The status page (loopback) says it, as HTML and as JSON.
         let page = String(decoding: try serve.client().request("GET", "/").body, as: UTF8.self)
         #expect(page.contains("paused") && page.contains("healthgate resume fragile"), "\(page.suffix(2000))")
-        let status = try #require(try JSONSerialization.jsonObject(with: Data(try serve.client().request("GET", "/status").body)) as? [String: Any])
+        let status = try #require(
+            try JSONSerialization.jsonObject(with: Data(try serve.client().request("GET", "/status").body)) as? [String: Any])
         let sinks = (status["sinks"] as? [[String: Any]]) ?? []
         #expect((sinks.first { $0["name"] as? String == "fragile" }?["paused"] as? [String: Any])?["crashes"] as? Int == 3)
         #expect(sinks.first { $0["name"] as? String == "steady" }?["paused"] is NSNull)
 
         // `status` says it, from the status file serve writes every second.
         var statusOut = ""
-        #expect(ServeProcess.eventually(5) {
-            statusOut = (try? Command.run(ServeProcess.testServeBinary, ["status", "--config", serve.configPath]).1) ?? ""
-            return statusOut.contains("fragile: PAUSED")
-        }, "\(statusOut)")
+        #expect(
+            ServeProcess.eventually(5) {
+                statusOut = (try? Command.run(ServeProcess.testServeBinary, ["status", "--config", serve.configPath]).1) ?? ""
+                return statusOut.contains("fragile: PAUSED")
+            }, "\(statusOut)")
         #expect(statusOut.contains("healthgate resume fragile"))
 
         // Resumed past the batch that kills it: that batch in the dead letters, what came after delivered.
         let (rc, out) = try Command.run(ServeProcess.testServeBinary, ["resume", "fragile", "--skip", "--config", serve.configPath])
         #expect(rc == 0, "\(out)")
         #expect(out.contains("resumed"), "\(out)")
-        #expect(ServeProcess.eventually(10) { Self.uuids(in: dataDir + "/fragile.ndjson") == ["good-3"] },
-                "\(Self.uuids(in: dataDir + "/fragile.ndjson")) \(serve.stderrText.suffix(1500))")
+        #expect(
+            ServeProcess.eventually(10) { Self.uuids(in: dataDir + "/fragile.ndjson") == ["good-3"] },
+            "\(Self.uuids(in: dataDir + "/fragile.ndjson")) \(serve.stderrText.suffix(1500))")
         #expect(Self.uuids(in: dataDir + "/sinks/fragile/dead-letters.ndjson") == ["good-1", "bad-1", "good-2"])
         #expect(serve.process.isRunning)
         let after = try serve.client().request("GET", "/healthz")

@@ -26,8 +26,11 @@ import Testing
                 while !stop.isSet {
                     let uuids = (0..<25).map { "t\(t)-r\(i)-s\($0)" }
                     let body = Vectors.syncBody(samples: uuids.map(CrashTests.sample))
-                    guard let r = try? c.request("POST", "/hook", headers: LiveServeTests.signedHeaders(body),
-                                                 body: Array(body.utf8)) else { break }
+                    guard
+                        let r = try? c.request(
+                            "POST", "/hook", headers: LiveServeTests.signedHeaders(body),
+                            body: Array(body.utf8))
+                    else { break }
                     if r.status == 200 { acked.insert(uuids) } else { break }
                     i += 1
                 }

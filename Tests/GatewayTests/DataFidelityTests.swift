@@ -47,37 +47,40 @@ import Testing
     /// (asleep only, with its windows); workouts with their heart rate three ways, and one
     /// without, whose heart rate is the samples in its window.
     static let hae = #"""
-    {"data":{"metrics":[
-      {"name":"heart_rate","units":"count/min","data":[
-        {"date":"2024-02-06 08:00:00 -0800","Min":52,"Avg":61,"Max":75,"source":"Apple Watch"},
-        {"date":"2024-02-06 09:00:00 -0800","Min":58,"Avg":90,"Max":131,"source":"Apple Watch"}]},
-      {"name":"sleep_analysis","units":"hr","data":[
-        {"date":"2024-02-06","totalSleep":7.5,"asleep":0.5,"core":4,"deep":1.25,"rem":1.75,"awake":0.25,"inBed":8,"source":"Apple Watch"},
-        {"date":"2024-02-08 07:02:00 -0800","asleep":6.5,"inBed":7,"sleepStart":"2024-02-07 23:30:00 -0800",
-         "sleepEnd":"2024-02-08 07:00:00 -0800","inBedStart":"2024-02-07 23:00:00 -0800","inBedEnd":"2024-02-08 07:02:00 -0800",
-         "sleepSource":"Apple Watch","inBedSource":"iPhone"}]}],
-     "workouts":[
-      {"id":"w-none","name":"Yoga","start":"2024-02-06 07:59:00 -0800","end":"2024-02-06 09:30:00 -0800"},
-      {"id":"w-v1","name":"Outdoor Run","start":"2024-02-06 17:00:00 -0800","end":"2024-02-06 17:30:00 -0800",
-       "avgHeartRate":{"qty":150,"units":"bpm"},"maxHeartRate":{"qty":171,"units":"bpm"}},
-      {"id":"w-v2","name":"Outdoor Walk","start":"2024-02-07 17:00:00 -0800","end":"2024-02-07 17:40:00 -0800",
-       "heartRate":{"min":{"qty":80,"units":"bpm"},"avg":{"qty":101,"units":"bpm"},"max":{"qty":120,"units":"bpm"}}},
-      {"id":"w-data","name":"Cycling","start":"2024-02-08 17:00:00 -0800","end":"2024-02-08 17:03:00 -0800",
-       "heartRateData":[{"date":"2024-02-08 17:00:00 -0800","Min":100,"Avg":110,"Max":120,"units":"count/min"},
-                        {"date":"2024-02-08 17:01:00 -0800","Min":120,"Avg":130,"Max":140,"units":"count/min"}]}]}}
-    """#
+        {"data":{"metrics":[
+          {"name":"heart_rate","units":"count/min","data":[
+            {"date":"2024-02-06 08:00:00 -0800","Min":52,"Avg":61,"Max":75,"source":"Apple Watch"},
+            {"date":"2024-02-06 09:00:00 -0800","Min":58,"Avg":90,"Max":131,"source":"Apple Watch"}]},
+          {"name":"sleep_analysis","units":"hr","data":[
+            {"date":"2024-02-06","totalSleep":7.5,"asleep":0.5,"core":4,"deep":1.25,"rem":1.75,"awake":0.25,"inBed":8,"source":"Apple Watch"},
+            {"date":"2024-02-08 07:02:00 -0800","asleep":6.5,"inBed":7,"sleepStart":"2024-02-07 23:30:00 -0800",
+             "sleepEnd":"2024-02-08 07:00:00 -0800","inBedStart":"2024-02-07 23:00:00 -0800","inBedEnd":"2024-02-08 07:02:00 -0800",
+             "sleepSource":"Apple Watch","inBedSource":"iPhone"}]}],
+         "workouts":[
+          {"id":"w-none","name":"Yoga","start":"2024-02-06 07:59:00 -0800","end":"2024-02-06 09:30:00 -0800"},
+          {"id":"w-v1","name":"Outdoor Run","start":"2024-02-06 17:00:00 -0800","end":"2024-02-06 17:30:00 -0800",
+           "avgHeartRate":{"qty":150,"units":"bpm"},"maxHeartRate":{"qty":171,"units":"bpm"}},
+          {"id":"w-v2","name":"Outdoor Walk","start":"2024-02-07 17:00:00 -0800","end":"2024-02-07 17:40:00 -0800",
+           "heartRate":{"min":{"qty":80,"units":"bpm"},"avg":{"qty":101,"units":"bpm"},"max":{"qty":120,"units":"bpm"}}},
+          {"id":"w-data","name":"Cycling","start":"2024-02-08 17:00:00 -0800","end":"2024-02-08 17:03:00 -0800",
+           "heartRateData":[{"date":"2024-02-08 17:00:00 -0800","Min":100,"Avg":110,"Max":120,"units":"count/min"},
+                            {"date":"2024-02-08 17:01:00 -0800","Min":120,"Avg":130,"Max":140,"units":"count/min"}]}]}}
+        """#
 
     static let healthSync = #"""
-    {"schema_version": 2, "export_id": "exp-fidelity-1", "metrics": [],
-     "workouts": [{"id": "healthkit:HS-W-1", "activity_type": "elliptical", "start_date": "2024-02-05T05:00:00Z",
-                   "end_date": "2024-02-05T05:30:00Z",
-                   "metadata": {"average_heart_rate_bpm": "142", "max_heart_rate_bpm": "163.5"}}]}
-    """#
+        {"schema_version": 2, "export_id": "exp-fidelity-1", "metrics": [],
+         "workouts": [{"id": "healthkit:HS-W-1", "activity_type": "elliptical", "start_date": "2024-02-05T05:00:00Z",
+                       "end_date": "2024-02-05T05:30:00Z",
+                       "metadata": {"average_heart_rate_bpm": "142", "max_heart_rate_bpm": "163.5"}}]}
+        """#
 
-    func post(_ serve: ServeProcess, _ path: String, _ token: String, _ body: String, type: String = "application/json",
-              status: Int = 200, extra: [(String, String)] = []) throws {
-        let r = try serve.client().request("POST", path, headers: [("Authorization", token), ("Content-Type", type)] + extra,
-                                           body: Array(body.utf8))
+    func post(
+        _ serve: ServeProcess, _ path: String, _ token: String, _ body: String, type: String = "application/json",
+        status: Int = 200, extra: [(String, String)] = []
+    ) throws {
+        let r = try serve.client().request(
+            "POST", path, headers: [("Authorization", token), ("Content-Type", type)] + extra,
+            body: Array(body.utf8))
         #expect(r.status == status, "\(path): \(r.status) \(String(decoding: r.body, as: UTF8.self))")
     }
 
@@ -96,28 +99,38 @@ import Testing
         PostgresSinkTests.expect(db, "SELECT count(*) FROM healthgate.records WHERE type = 'workout'", is: "5")
 
         // 1. Nights: a summary is a night like segments are, and every night has a start and an end.
-        PostgresSinkTests.expect(db, "SELECT count(*) FROM healthgate.records WHERE kind = 'summary' AND (start_at IS NULL OR end_at IS NULL)", is: "0")
-        PostgresSinkTests.expect(db, """
+        PostgresSinkTests.expect(
+            db, "SELECT count(*) FROM healthgate.records WHERE kind = 'summary' AND (start_at IS NULL OR end_at IS NULL)", is: "0")
+        PostgresSinkTests.expect(
+            db,
+            """
             SELECT string_agg(concat_ws(' ', night, asleep_hours, in_bed_min, awake_min, core_min, deep_min, rem_min,
                                         to_char(bedtime AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI'),
                                         to_char(wake_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI'), made_from), ' | ' ORDER BY night)
             FROM healthgate.sleep_nights WHERE device = 'anna'
-            """, is: "2024-02-05 7.5 480 15 240 75 105 2024-02-06T00:00 2024-02-06T08:00 summary"
+            """,
+            is: "2024-02-05 7.5 480 15 240 75 105 2024-02-06T00:00 2024-02-06T08:00 summary"
                 + " | 2024-02-07 6.5 420 2024-02-08T07:30 2024-02-08T15:00 summary")
         let nights = try get(serve, "/sleep?device=anna")
-        #expect(nights.count == 2 && nights.first?["night"] as? String == "2024-02-05" && nights.first?["asleep_hours"] as? Double == 7.5
+        #expect(
+            nights.count == 2 && nights.first?["night"] as? String == "2024-02-05" && nights.first?["asleep_hours"] as? Double == 7.5
                 && nights.first?["deep_min"] as? Double == 75 && nights.first?["made_from"] as? String == "summary"
                 && nights.first?["bedtime"] as? String == "2024-02-06T00:00:00Z", "\(nights)")
         #expect(try get(serve, "/sleep?device=anna&from=2024-02-06").map { $0["night"] as? String } == ["2024-02-07"])
         // 2. The bare date is the phone's midnight (-08:00, from the body's other times), not UTC's.
-        PostgresSinkTests.expect(db, "SELECT to_char(end_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI'), utc_offset FROM healthgate.records "
-                                 + "WHERE kind = 'summary' AND fields->>'date' LIKE '2024-02-06%'", is: "2024-02-06 08:00|-28800")
+        PostgresSinkTests.expect(
+            db,
+            "SELECT to_char(end_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI'), utc_offset FROM healthgate.records "
+                + "WHERE kind = 'summary' AND fields->>'date' LIKE '2024-02-06%'", is: "2024-02-06 08:00|-28800")
 
         // 3. A workout's own heart rate, three ways and from HealthSync's text; the samples' otherwise.
-        PostgresSinkTests.expect(db, """
+        PostgresSinkTests.expect(
+            db,
+            """
             SELECT string_agg(concat_ws(' ', uuid, round(avg_bpm::numeric, 1), round(max_bpm::numeric, 1), heart_rate_from), ' | ' ORDER BY start_at)
             FROM healthgate.workouts
-            """, is: "HS-W-1 142.0 163.5 workout | w-none 75.5 90.0 samples | w-v1 150.0 171.0 workout"
+            """,
+            is: "HS-W-1 142.0 163.5 workout | w-none 75.5 90.0 samples | w-v1 150.0 171.0 workout"
                 + " | w-v2 101.0 120.0 workout | w-data 120.0 140.0 workout")
         let workouts = try get(serve, "/workouts?device=anna")
         let v1 = workouts.first { $0["uuid"] as? String == "w-v1" }?["heart_rate"] as? [String: Any]
@@ -125,7 +138,8 @@ import Testing
 
         // 4. A day's least and greatest heart rate are the records' own Min and Max.
         let days = try get(serve, "/daily?type=heart_rate&device=anna")
-        #expect(days.count == 1 && days.first?["value"] as? Double == 75.5 && days.first?["min"] as? Double == 52
+        #expect(
+            days.count == 1 && days.first?["value"] as? Double == 75.5 && days.first?["min"] as? Double == 52
                 && days.first?["max"] as? Double == 131, "\(days)")
 
         // The same through Home Assistant's sensors.
@@ -139,7 +153,8 @@ import Testing
             return (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:]
         }
         let sleep = state("sleep_last_night")
-        #expect(sleep["value"] as? Double == 6.5 && sleep["in_bed_min"] as? Double == 420 && sleep["made_from"] as? String == "summary"
+        #expect(
+            sleep["value"] as? Double == 6.5 && sleep["in_bed_min"] as? Double == 420 && sleep["made_from"] as? String == "summary"
                 && sleep["bedtime"] as? String == "2024-02-07T23:30:00-08:00", "\(sleep)")
         let heart = state("heart_rate")
         #expect(heart["value"] as? Double == 90 && heart["min"] as? Double == 58 && heart["max"] as? Double == 131, "\(heart)")
@@ -163,11 +178,14 @@ import Testing
             cpu,host=a load=12.5 1707206400
             """
         try post(serve, "/api/v2/write?org=o&bucket=b&precision=s", "Token influx-token-0123456789", lines, type: "text/plain", status: 204)
-        PostgresSinkTests.expect(db, """
+        PostgresSinkTests.expect(
+            db,
+            """
             SELECT string_agg(concat_ws(' ', type, kind, round(value::numeric, 2), text_value, code, unit, extra::text), ' | '
                               ORDER BY type, start_at, text_value, value, extra::text)
             FROM healthgate.records WHERE device = 'lab'
-            """, is: "body_mass quantity 69.99 kg"
+            """,
+            is: "body_mass quantity 69.99 kg"
                 + " | cpu quantity 1.00 {\"tag:host\": \"a\"} | cpu quantity {\"load\": 12.5, \"tag:host\": \"a\"}"
                 + " | heart_rate quantity 72.00 count/min {\"tag:sourceName\": \"Watch\"}"
                 + " | sleep_analysis category asleep_core 3 {\"tag:sourceName\": \"Watch\"}"

@@ -44,9 +44,10 @@ import Transforms
 
     func delivery(_ sink: any Sink, retry: RetryConfig, clock: FakeClock, dir: String) -> BatchDelivery {
         let metrics = SinkMetrics(name: "s")
-        return BatchDelivery(sink: sink, name: "s", retry: retry, metrics: metrics,
-                             deadLetters: DeadLetters(sink: "s", dataDir: dir, metrics: metrics, logger: logger, clock: clock),
-                             logger: logger, clock: clock)
+        return BatchDelivery(
+            sink: sink, name: "s", retry: retry, metrics: metrics,
+            deadLetters: DeadLetters(sink: "s", dataDir: dir, metrics: metrics, logger: logger, clock: clock),
+            logger: logger, clock: clock)
     }
 
     static func hours(_ h: Int64) -> ConfigDuration { ConfigDuration(nanoseconds: h * 3_600_000_000_000) }
@@ -54,8 +55,9 @@ import Transforms
     @Test func retryAfterIsWaitedOutOnTheClock() {
         let clock = FakeClock()
         let sink = FlakySink(times: 2, retryAfter: 120)
-        var d = delivery(sink, retry: RetryConfig(initial: Self.hours(1), max: Self.hours(2)), clock: clock,
-                         dir: ServeProcess.makeTempDir("clock"))
+        var d = delivery(
+            sink, retry: RetryConfig(initial: Self.hours(1), max: Self.hours(2)), clock: clock,
+            dir: ServeProcess.makeTempDir("clock"))
         let started = monotonicSeconds()
         let outcome = d.deliver([Record(PipelineTests.record("a"))]) { seconds in
             clock.advance(seconds)
@@ -71,9 +73,12 @@ import Transforms
     @Test func backoffDoublesUpToItsMaxWithJitter() {
         let clock = FakeClock()
         let sink = FlakySink(times: 8, retryAfter: nil)
-        var d = delivery(sink, retry: RetryConfig(initial: ConfigDuration(nanoseconds: 10_000_000_000),
-                                                  max: ConfigDuration(nanoseconds: 60_000_000_000)),
-                         clock: clock, dir: ServeProcess.makeTempDir("clock"))
+        var d = delivery(
+            sink,
+            retry: RetryConfig(
+                initial: ConfigDuration(nanoseconds: 10_000_000_000),
+                max: ConfigDuration(nanoseconds: 60_000_000_000)),
+            clock: clock, dir: ServeProcess.makeTempDir("clock"))
         var pauses: [Double] = []
         var current = 0.0
         var lastWrites = 0
@@ -101,15 +106,19 @@ import Transforms
     @Test func aDrainerRetriesOnItsClockAndStampsDeadLettersWithIt() throws {
         let dir = ServeProcess.makeTempDir("clock")
         let j = try Journal(directory: dir + "/journal", logger: logger)
-        try j.append(payload: CanonicalCodec.encodeLines([PipelineTests.record("ok"), PipelineTests.record("poison"),
-                                                          PipelineTests.record("ok2")]),
-                     count: 3, time: Timestamp(seconds: 0))
+        try j.append(
+            payload: CanonicalCodec.encodeLines([
+                PipelineTests.record("ok"), PipelineTests.record("poison"),
+                PipelineTests.record("ok2")
+            ]),
+            count: 3, time: Timestamp(seconds: 0))
         let clock = FakeClock()
         let sink = ScriptedSink()
-        let d = SinkDrainer(name: "scripted",
-                            built: .testing(sink, common: SinkCommonConfig(retry: RetryConfig(initial: Self.hours(1), max: Self.hours(2)))),
-                            routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["scripted"])],
-                            journal: j, dataDir: dir, logger: logger, clock: clock)
+        let d = SinkDrainer(
+            name: "scripted",
+            built: .testing(sink, common: SinkCommonConfig(retry: RetryConfig(initial: Self.hours(1), max: Self.hours(2)))),
+            routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["scripted"])],
+            journal: j, dataDir: dir, logger: logger, clock: clock)
         let started = monotonicSeconds()
         try d.start()
         #expect(ServeProcess.eventually(5) { sink.delivered.sorted() == ["ok", "ok2"] })
@@ -127,13 +136,16 @@ import Transforms
         let dir = ServeProcess.makeTempDir("torn")
         let whole = CanonicalCodec.encodeLines([PipelineTests.record("before")])
         try Data(whole + Array(#"{"op":"upsert","kind":"quan"#.utf8)).write(to: URL(fileURLWithPath: dir + "/x.ndjson"))
-        let sink = FileSink(name: "s", pathTemplate: "x.ndjson", baseDir: dir, rotateBytes: 1 << 20, logger: logger,
-                            clock: SystemClock())
+        let sink = FileSink(
+            name: "s", pathTemplate: "x.ndjson", baseDir: dir, rotateBytes: 1 << 20, logger: logger,
+            clock: SystemClock())
         #expect(sink.write(SinkBatch(records: [PipelineTests.record("after")])) == .accepted)
         sink.close()
         let lines = try String(contentsOfFile: dir + "/x.ndjson", encoding: .utf8).split(separator: "\n")
         #expect(lines.count == 2)
-        let uuids = try lines.map { try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])["uuid"] as? String }
+        let uuids = try lines.map {
+            try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])["uuid"] as? String
+        }
         #expect(uuids == ["before", "after"])
     }
 }
@@ -159,8 +171,11 @@ import Transforms
             func tick(now: Timestamp, emit: (consuming Record) -> Void) {
                 guard !ticked else { return }
                 ticked = true
-                emit(Record(CanonicalRecord(kind: "quantity", device: "clock", receiver: "r", uuid: "tick-\(now.seconds)", type: "steps",
-                                            start: now, end: now, value: .number(1), unit: "count")))
+                emit(
+                    Record(
+                        CanonicalRecord(
+                            kind: "quantity", device: "clock", receiver: "r", uuid: "tick-\(now.seconds)", type: "steps",
+                            start: now, end: now, value: .number(1), unit: "count")))
             }
         }
     }
@@ -169,13 +184,15 @@ import Transforms
         let dir = ServeProcess.makeTempDir("emit")
         let logger = Logger(component: "test", sink: MemoryLogSink())
         let j = try Journal(directory: dir + "/journal", logger: logger)
-        try j.append(payload: CanonicalCodec.encodeLines((0..<5).map { PipelineTests.record("r\($0)") }), count: 5,
-                     time: Timestamp(seconds: 0))
+        try j.append(
+            payload: CanonicalCodec.encodeLines((0..<5).map { PipelineTests.record("r\($0)") }), count: 5,
+            time: Timestamp(seconds: 0))
         let sink = GateSink(acceptFirst: 1000)
         let clock = FakeClock()
-        let d = SinkDrainer(name: "gate", built: .testing(sink, common: SinkCommonConfig(batch: BatchConfig(max_items: 4))),
-                            routes: [Route(name: "double", from: [Glob("*")], transforms: [Doubler()], to: ["gate"])],
-                            journal: j, dataDir: dir, logger: logger, clock: clock)
+        let d = SinkDrainer(
+            name: "gate", built: .testing(sink, common: SinkCommonConfig(batch: BatchConfig(max_items: 4))),
+            routes: [Route(name: "double", from: [Glob("*")], transforms: [Doubler()], to: ["gate"])],
+            journal: j, dataDir: dir, logger: logger, clock: clock)
         try d.start()
         #expect(ServeProcess.eventually { sink.accepted.count == 11 })
         d.stop()

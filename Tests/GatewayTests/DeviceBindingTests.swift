@@ -29,15 +29,20 @@ import Testing
     }
 
     static func sync(_ device: String, uuid: String, delete: Bool = false) -> (headers: [(String, String)], body: [UInt8]) {
-        let body = delete
+        let body =
+            delete
             ? #"{"schema_version": 2, "deletions": [{"id": "healthkit:\#(uuid)", "kind": "metric"}]}"#
             : #"{"schema_version": 2, "metrics": [{"id": "healthkit:\#(uuid)", "type": "stepCount", "value": 5, "unit": "count", "start_date": "2026-10-14T07:01:00Z"}]}"#
-        return ([("Authorization", "Bearer hs-token"), ("Content-Type", "application/json"), ("X-Device-Id", device)],
-                Array(body.utf8))
+        return (
+            [("Authorization", "Bearer hs-token"), ("Content-Type", "application/json"), ("X-Device-Id", device)],
+            Array(body.utf8)
+        )
     }
 
     static func chunk(_ device: String) -> [UInt8] {
-        Array(#"{"device_id": "\#(device)", "samples": [{"source_uuid": "C-\#(device)", "data_type": "stepCount", "ts": "2026-08-11T07:15:00Z", "value": 3, "unit": "count"}]}"#.utf8)
+        Array(
+            #"{"device_id": "\#(device)", "samples": [{"source_uuid": "C-\#(device)", "data_type": "stepCount", "ts": "2026-08-11T07:15:00Z", "value": 3, "unit": "count"}]}"#
+                .utf8)
     }
 
     @Test func aListedReceiverRefusesWritesAndDeletesForOtherDevices() throws {
@@ -58,18 +63,25 @@ import Testing
         #expect(try c.request("POST", "/api/apple-health/sync", headers: delete.headers, body: delete.body).status == 403)
         let ingest = try c.request("POST", "/v1/ingest", headers: [("Authorization", "Bearer hs-token")], body: Self.chunk("mallory"))
         #expect(ingest.status == 403, "\(ingest.text)")
-        #expect(try c.request("POST", "/v1/ingest", headers: [("Authorization", "Bearer hs-token")],
-                              body: Self.chunk("alice-iphone")).status == 202)
+        #expect(
+            try c.request(
+                "POST", "/v1/ingest", headers: [("Authorization", "Bearer hs-token")],
+                body: Self.chunk("alice-iphone")
+            ).status == 202)
         var got: [[String: Any]] = []
-        #expect(ServeProcess.eventually { got = serve.ndjson(under: ""); return got.count == 3 }, "\(got.count)")
+        #expect(
+            ServeProcess.eventually {
+                got = serve.ndjson(under: ""); return got.count == 3
+            }, "\(got.count)")
         #expect(Set(got.compactMap { $0["device"] as? String }) == ["alice-iphone", "family-ipad"])
         #expect(!got.contains { $0["op"] as? String == "delete" })
         // Counted as refused for the device, per receiver.
         let metrics = try c.request("GET", "/metrics").text
         #expect(metrics.contains(#"healthgate_requests_refused_total{receiver="healthsync",reason="device"} 2"#), "\(metrics)")
         #expect(metrics.contains(#"healthgate_requests_refused_total{receiver="ingest",reason="device"} 1"#))
-        #expect(ServeProcess.eventually { serve.stderrText.contains("a device the receiver's devices: does not allow") },
-                "\(serve.stderrText)")
+        #expect(
+            ServeProcess.eventually { serve.stderrText.contains("a device the receiver's devices: does not allow") },
+            "\(serve.stderrText)")
     }
 
     @Test func firstSeenBindsTheFirstDeviceAndKeepsItAcrossARestart() throws {
@@ -81,7 +93,8 @@ import Testing
         let r = try c.request("POST", "/api/apple-health/sync", headers: other.headers, body: other.body)
         #expect(r.status == 403 && r.text.contains("phone-A") && r.text.contains("first_seen"), "\(r.text)")
         // Each receiver binds its own first device.
-        #expect(try c.request("POST", "/v1/ingest", headers: [("Authorization", "Bearer hs-token")], body: Self.chunk("phone-B")).status == 202)
+        #expect(
+            try c.request("POST", "/v1/ingest", headers: [("Authorization", "Bearer hs-token")], body: Self.chunk("phone-B")).status == 202)
         let file = FileIO.join(serve.dataDir, "devices/healthsync")
         #expect(String(decoding: try FileIO.readAll(file), as: UTF8.self) == "phone-A\n")
         var st = stat()
@@ -92,14 +105,18 @@ import Testing
         let c2 = again.client()
         #expect(try c2.request("POST", "/api/apple-health/sync", headers: other.headers, body: other.body).status == 403)
         #expect(try c2.request("POST", "/api/apple-health/sync", headers: first.headers, body: first.body).status == 200)
-        #expect(try c2.request("POST", "/v1/ingest", headers: [("Authorization", "Bearer hs-token")], body: Self.chunk("phone-A")).status == 403)
+        #expect(
+            try c2.request("POST", "/v1/ingest", headers: [("Authorization", "Bearer hs-token")], body: Self.chunk("phone-A")).status == 403
+        )
     }
 
     /// A HealthSync export resent under another device id is refused too, not answered as stored.
     @Test func aResentExportIsCheckedForItsDevice() throws {
         let serve = try ServeProcess(config: Self.config("[phone-A]"))
         let c = serve.client()
-        let body = Array(#"{"schema_version": 2, "export_id": "e1", "metrics": [{"id": "healthkit:X", "type": "stepCount", "value": 5, "unit": "count", "start_date": "2026-10-14T07:01:00Z"}]}"#.utf8)
+        let body = Array(
+            #"{"schema_version": 2, "export_id": "e1", "metrics": [{"id": "healthkit:X", "type": "stepCount", "value": 5, "unit": "count", "start_date": "2026-10-14T07:01:00Z"}]}"#
+                .utf8)
         let a = Self.sync("phone-A", uuid: "unused").headers
         #expect(try c.request("POST", "/api/apple-health/sync", headers: a, body: body).status == 200)
         #expect(try c.request("POST", "/api/apple-health/sync", headers: a, body: body).json?["duplicate"] as? Bool == true)
@@ -123,8 +140,9 @@ import Testing
         let logger = Logger(component: "test", sink: MemoryLogSink())
         func problems(_ devices: String) -> [String] {
             do {
-                _ = try ConfigLoader.load(text: Self.config(devices).replacingOccurrences(of: "DATA_DIR", with: "/tmp/x"),
-                                          file: "healthgate.yaml", environment: [:], logger: logger)
+                _ = try ConfigLoader.load(
+                    text: Self.config(devices).replacingOccurrences(of: "DATA_DIR", with: "/tmp/x"),
+                    file: "healthgate.yaml", environment: [:], logger: logger)
                 return []
             } catch { return error.problems.map(\.description) }
         }

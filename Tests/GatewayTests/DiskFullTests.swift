@@ -21,8 +21,9 @@ import Testing
         let dataDir = mountPoint + "/data"
         // Short retries: the archive fails while the disk is full, and the default backoff (up to
         // 5 min) would make "recovers by itself" a matter of minutes under a loaded CI machine.
-        let config = LiveServeTests.config.replacingOccurrences(of: "batch: {max_wait: 10ms}}",
-                                                                with: "batch: {max_wait: 10ms}, retry: {initial: 100ms, max: 1s}}")
+        let config = LiveServeTests.config.replacingOccurrences(
+            of: "batch: {max_wait: 10ms}}",
+            with: "batch: {max_wait: 10ms}, retry: {initial: 100ms, max: 1s}}")
         #expect(config != LiveServeTests.config)
         let serve = try ServeProcess(config: config, dataDir: dataDir)
         // Leave about 1.5 MB: the journal and the archive both need room.
@@ -54,10 +55,11 @@ import Testing
         }
         let want = Set(acked + later)
         var archived = Set<String>()
-        #expect(ServeProcess.eventually(20) {
-            archived = Set(serve.ndjson(under: "archive").compactMap { $0["uuid"] as? String })
-            return want.isSubset(of: archived)
-        }, "\(want.subtracting(archived).count) acknowledged samples are missing")
+        #expect(
+            ServeProcess.eventually(20) {
+                archived = Set(serve.ndjson(under: "archive").compactMap { $0["uuid"] as? String })
+                return want.isSubset(of: archived)
+            }, "\(want.subtracting(archived).count) acknowledged samples are missing")
         // And a restart finds a journal with no damage.
         serve.stop(signal: SIGKILL)
         let again = try ServeProcess(config: config, dataDir: dataDir)

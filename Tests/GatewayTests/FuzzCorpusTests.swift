@@ -9,7 +9,8 @@ import CanonicalJSON
 /// targets in every `make test`: a finding fixed stays fixed. And the oracles do catch what they
 /// are there for.
 @Suite struct FuzzCorpusTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    static let root =
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().path + "/Tests/Fuzz"
 
     static func inputs(_ sub: String, _ target: String) -> [String] {
@@ -25,7 +26,7 @@ import CanonicalJSON
         #expect(corpus.count >= 2, "the \(name) corpus has \(corpus.count) inputs")
         for file in corpus + Self.inputs("findings", name) {
             let bytes = try #require(FileManager.default.contents(atPath: file), "\(file)")
-            target(Array(bytes))   // a finding stops the run with its reason
+            target(Array(bytes)) // a finding stops the run with its reason
         }
     }
 

@@ -15,11 +15,14 @@ import Testing
         HAStateBook(entities: HACatalog.all, timeZone: timeZone, timeZones: SystemTimeZones())
     }
 
-    static func sample(_ uuid: String, _ type: String, _ value: Double, at t: Int64, offset: Int? = cet,
-                       unit: String? = nil, device: String = "phone-1") -> CanonicalRecord {
-        CanonicalRecord(kind: "quantity", device: device, receiver: "phone", uuid: uuid, type: type, start: Timestamp(seconds: t),
-                        end: Timestamp(seconds: t + 60), utcOffset: offset, value: .number(value), unit: unit ?? HealthTypes.named(type)?.unit,
-                        source: RecordSource(app: "com.apple.Health", device: "Apple Watch"))
+    static func sample(
+        _ uuid: String, _ type: String, _ value: Double, at t: Int64, offset: Int? = cet,
+        unit: String? = nil, device: String = "phone-1"
+    ) -> CanonicalRecord {
+        CanonicalRecord(
+            kind: "quantity", device: device, receiver: "phone", uuid: uuid, type: type, start: Timestamp(seconds: t),
+            end: Timestamp(seconds: t + 60), utcOffset: offset, value: .number(value), unit: unit ?? HealthTypes.named(type)?.unit,
+            source: RecordSource(app: "com.apple.Health", device: "Apple Watch"))
     }
 
     static func deletion(_ uuid: String, _ type: String) -> CanonicalRecord {
@@ -103,10 +106,13 @@ import Testing
 
     @Test func unitsAsPeopleReadThem() {
         let b = book()
-        let u = b.apply([Self.sample("o", "oxygen_saturation", 0.97, at: Self.noon - 60),
-                         Self.sample("d", "distance_walking_running", 1234.5, at: Self.noon - 60),
-                         Self.sample("v", "walking_speed", 1.25, at: Self.noon - 60),
-                         Self.sample("t", "body_temperature", 36.6, at: Self.noon - 60)], now: now)
+        let u = b.apply(
+            [
+                Self.sample("o", "oxygen_saturation", 0.97, at: Self.noon - 60),
+                Self.sample("d", "distance_walking_running", 1234.5, at: Self.noon - 60),
+                Self.sample("v", "walking_speed", 1.25, at: Self.noon - 60),
+                Self.sample("t", "body_temperature", 36.6, at: Self.noon - 60)
+            ], now: now)
         #expect(state(u, "blood_oxygen") == "97")
         #expect(state(u, "walking_running_distance_today") == "1.23")
         #expect(state(u, "walking_speed") == "4.5")
@@ -120,15 +126,18 @@ import Testing
     @Test func lastNightsSleepAndTheLastWorkout() {
         let b = book()
         func stage(_ uuid: String, _ name: String, from: Int64, minutes: Int64) -> CanonicalRecord {
-            CanonicalRecord(kind: "category", device: "phone-1", receiver: "r", uuid: uuid, type: "sleep_analysis",
-                            start: Timestamp(seconds: from), end: Timestamp(seconds: from + minutes * 60), utcOffset: Self.cet,
-                            value: .string(name), source: RecordSource(app: "com.apple.Health", device: "Apple Watch"))
+            CanonicalRecord(
+                kind: "category", device: "phone-1", receiver: "r", uuid: uuid, type: "sleep_analysis",
+                start: Timestamp(seconds: from), end: Timestamp(seconds: from + minutes * 60), utcOffset: Self.cet,
+                value: .string(name), source: RecordSource(app: "com.apple.Health", device: "Apple Watch"))
         }
         // Last night, 22:00–06:30 local (21:00Z–05:30Z).
         let bed = Self.noon - 15 * 3600
-        let night = [stage("n1", "in_bed", from: bed, minutes: 510), stage("n2", "asleep_core", from: bed + 600, minutes: 240),
-                     stage("n3", "asleep_deep", from: bed + 15_000, minutes: 90), stage("n4", "awake", from: bed + 20_400, minutes: 10),
-                     stage("n5", "asleep_rem", from: bed + 21_000, minutes: 120)]
+        let night = [
+            stage("n1", "in_bed", from: bed, minutes: 510), stage("n2", "asleep_core", from: bed + 600, minutes: 240),
+            stage("n3", "asleep_deep", from: bed + 15_000, minutes: 90), stage("n4", "awake", from: bed + 20_400, minutes: 10),
+            stage("n5", "asleep_rem", from: bed + 21_000, minutes: 120)
+        ]
         let u = b.apply(night, now: now)
         #expect(state(u, "sleep_last_night") == "7.5")
         let s = u.first { $0.entity.objectID == "sleep_last_night" }
@@ -136,9 +145,10 @@ import Testing
         #expect(s?.attribute("bedtime") == .string("2026-11-30T22:00:00+01:00"))
         // The night before does not replace it.
         #expect(b.apply([stage("o1", "asleep_core", from: bed - 86_400, minutes: 400)], now: now).isEmpty)
-        let run = CanonicalRecord(kind: "workout", device: "phone-1", receiver: "r", uuid: "wk", type: "workout",
-                                  start: Timestamp(seconds: Self.noon - 3600), end: Timestamp(seconds: Self.noon - 1800),
-                                  utcOffset: Self.cet, activity: "running", durationS: 1800, energyKcal: 310.4, distanceM: 5012)
+        let run = CanonicalRecord(
+            kind: "workout", device: "phone-1", receiver: "r", uuid: "wk", type: "workout",
+            start: Timestamp(seconds: Self.noon - 3600), end: Timestamp(seconds: Self.noon - 1800),
+            utcOffset: Self.cet, activity: "running", durationS: 1800, energyKcal: 310.4, distanceM: 5012)
         let w = b.apply([run], now: now).first
         #expect(w?.state == "running")
         #expect(w?.attribute("duration_min") == .number(30))
@@ -151,9 +161,10 @@ import Testing
         let b = book()
         let start = Self.noon - 3600, end = Self.noon - 1800
         func workout(_ uuid: String, fields: [RecordField] = [], metadata: String? = nil) -> CanonicalRecord {
-            var w = CanonicalRecord(kind: "workout", device: "phone-1", receiver: "r", uuid: uuid, type: "workout",
-                                    start: Timestamp(seconds: start), end: Timestamp(seconds: end), utcOffset: Self.cet,
-                                    activity: "cycling", durationS: 1800, metadata: metadata.map { RawJSON(encoded: Array($0.utf8)) })
+            var w = CanonicalRecord(
+                kind: "workout", device: "phone-1", receiver: "r", uuid: uuid, type: "workout",
+                start: Timestamp(seconds: start), end: Timestamp(seconds: end), utcOffset: Self.cet,
+                activity: "cycling", durationS: 1800, metadata: metadata.map { RawJSON(encoded: Array($0.utf8)) })
             w.fields = fields
             return w
         }
@@ -171,14 +182,19 @@ import Testing
         #expect(attributes(b.apply([hr("h3", 165, at: end - 10)], now: now)) == (.number(145), .number(165)))
         #expect(attributes(b.apply([Self.deletion("h3", "heart_rate")], now: now)) == (.number(135), .number(150)))
         // A newer workout with its own figures (Health Auto Export) uses them.
-        let hae = workout("w2", fields: [RecordField("avgHeartRate", RawJSON(#"{"qty":141.6,"units":"bpm"}"#)),
-                                         RecordField("maxHeartRate", RawJSON(#"{"qty":172,"units":"bpm"}"#))])
+        let hae = workout(
+            "w2",
+            fields: [
+                RecordField("avgHeartRate", RawJSON(#"{"qty":141.6,"units":"bpm"}"#)),
+                RecordField("maxHeartRate", RawJSON(#"{"qty":172,"units":"bpm"}"#))
+            ])
         var later = hae
         later.start = Timestamp(seconds: end + 60); later.end = Timestamp(seconds: end + 1860)
         #expect(attributes(b.apply([later], now: now)) == (.number(142), .number(172)))
         // HealthSync's metadata; a workout without any heart rate has none.
-        #expect(HAStateBook.ownHeartRate(workout("w3", metadata: #"{"average_heart_rate_bpm":128.2,"max_heart_rate_bpm":151}"#))
-            == (128.2, 151))
+        #expect(
+            HAStateBook.ownHeartRate(workout("w3", metadata: #"{"average_heart_rate_bpm":128.2,"max_heart_rate_bpm":151}"#))
+                == (128.2, 151))
         #expect(HAStateBook.ownHeartRate(workout("w4")) == (nil, nil))
         // Kept across a restart.
         let again = book()
@@ -193,7 +209,7 @@ import Testing
         r.tags = [RecordTag("person", "anna"), RecordTag("measured_at", "not ours")]
         let u = b.apply([r], now: now).first
         #expect(u?.attribute("person") == .string("anna"))
-        #expect(u?.attribute("measured_at") != .string("not ours"))   // our own attributes win
+        #expect(u?.attribute("measured_at") != .string("not ours")) // our own attributes win
         let again = book()
         try again.restoreState(b.saveState())
         #expect(again.all(now: now).first?.attribute("person") == .string("anna"))
@@ -201,8 +217,9 @@ import Testing
 
     @Test func theStateSurvivesARestart() throws {
         let b = book()
-        _ = b.apply([Self.sample("s1", "steps", 1200, at: Self.noon - 3600), Self.sample("h", "heart_rate", 64, at: Self.noon - 60)],
-                    now: now)
+        _ = b.apply(
+            [Self.sample("s1", "steps", 1200, at: Self.noon - 3600), Self.sample("h", "heart_rate", 64, at: Self.noon - 60)],
+            now: now)
         let saved = b.saveState()
         let again = book()
         try again.restoreState(saved)

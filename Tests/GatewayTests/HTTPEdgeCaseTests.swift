@@ -13,18 +13,18 @@ import CanonicalJSON
 /// by whoever checks them next.
 @Suite(.serialized) struct HTTPEdgeCaseTests {
     static let config = """
-    listen: 127.0.0.1:0
-    data_dir: DATA_DIR
-    receivers:
-      hae: {kind: hae, auth: {type: bearer, token: tok-1}, max_body: 64KB}
-      key: {kind: hae, path: /k, auth: {type: header, header: api-key, token: tok-2}}
-      csv: {kind: syncky, path: /s, device: p, auth: {type: bearer, token: tok-3}}
-      lp: {kind: influx, device: p, auth: {type: bearer, token: tok-4}}
-    routes:
-      - {from: ["*"], to: [archive]}
-    sinks:
-      archive: {kind: file, path: "archive/{receiver}.ndjson", batch: {max_wait: 10ms}}
-    """
+        listen: 127.0.0.1:0
+        data_dir: DATA_DIR
+        receivers:
+          hae: {kind: hae, auth: {type: bearer, token: tok-1}, max_body: 64KB}
+          key: {kind: hae, path: /k, auth: {type: header, header: api-key, token: tok-2}}
+          csv: {kind: syncky, path: /s, device: p, auth: {type: bearer, token: tok-3}}
+          lp: {kind: influx, device: p, auth: {type: bearer, token: tok-4}}
+        routes:
+          - {from: ["*"], to: [archive]}
+        sinks:
+          archive: {kind: file, path: "archive/{receiver}.ndjson", batch: {max_wait: 10ms}}
+        """
 
     static let hae = #"{"data":{"metrics":[{"name":"step_count","units":"count","data":[{"date":"2026-10-14 09:00:00 +0200","qty":7}]}]}}"#
 
@@ -49,7 +49,8 @@ import CanonicalJSON
         #expect(n.status == 400, "\(n.status) \(n.text)")
         // …also as the last header, behind one NUL or two, with CRLF or bare LF line ends.
         for (tail, eol) in [([UInt8(0)], "\r\n"), ([0, 0], "\r\n"), ([0, 0, 0, 0], "\r\n"), ([0, 0, 0, 0, 0], "\r\n"), ([0], "\n")] {
-            let head = Array("POST /api/data HTTP/1.1\(eol)Host: x\(eol)Content-Length: \(body.count)\(eol)Authorization: Bearer tok-1".utf8)
+            let head = Array(
+                "POST /api/data HTTP/1.1\(eol)Host: x\(eol)Content-Length: \(body.count)\(eol)Authorization: Bearer tok-1".utf8)
             let c2 = serve.client()
             try c2.connect()
             try c2.sendRaw(head + tail + Array("junk\(eol)\(eol)".utf8) + body)
@@ -57,21 +58,31 @@ import CanonicalJSON
             #expect(r.status == 400 && r.text.contains("NUL"), "\(tail) \(r.status) \(r.text)")
         }
         // Bare LF line ends without a NUL are fine.
-        let lf = try raw(serve, "POST /api/data HTTP/1.1\nHost: x\nContent-Length: \(body.count)\nAuthorization: Bearer tok-1\n\n", body: body)
+        let lf = try raw(
+            serve, "POST /api/data HTTP/1.1\nHost: x\nContent-Length: \(body.count)\nAuthorization: Bearer tok-1\n\n", body: body)
         #expect(lf.status == 200, "\(lf.text)")
-        let twice = try raw(serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nAuthorization: Bearer other\r\n\(cl)\r\n", body: body)
+        let twice = try raw(
+            serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nAuthorization: Bearer other\r\n\(cl)\r\n",
+            body: body)
         #expect(twice.status == 400 && twice.text.contains("authorization"), "\(twice.text)")
-        let sig = try raw(serve, "POST /s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-3\r\nX-Syncky-Timestamp: 1\r\nX-Syncky-Timestamp: 2\r\n\(cl)\r\n", body: body)
+        let sig = try raw(
+            serve,
+            "POST /s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-3\r\nX-Syncky-Timestamp: 1\r\nX-Syncky-Timestamp: 2\r\n\(cl)\r\n",
+            body: body)
         #expect(sig.status == 400 && sig.text.contains("x-syncky-timestamp"))
         let key = try raw(serve, "POST /k HTTP/1.1\r\nHost: x\r\napi-key: tok-2\r\napi-key: tok-2\r\n\(cl)\r\n", body: body)
         #expect(key.status == 401 && key.text.contains("more than once"), "\(key.text)")
         // White space before the colon: stored under another name, honoured by some proxies.
-        let spaced = try raw(serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nTransfer-Encoding : chunked\r\n\(cl)\r\n", body: body)
+        let spaced = try raw(
+            serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nTransfer-Encoding : chunked\r\n\(cl)\r\n",
+            body: body)
         #expect(spaced.status == 400 && spaced.text.contains("white space"), "\(spaced.status) \(spaced.text)")
-        let spacedAuth = try raw(serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nAuthorization : Bearer x\r\n\(cl)\r\n", body: body)
+        let spacedAuth = try raw(
+            serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nAuthorization : Bearer x\r\n\(cl)\r\n", body: body)
         #expect(spacedAuth.status == 400)
-        let both = try raw(serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nTransfer-Encoding: chunked\r\n\(cl)\r\n",
-                           body: Array("\(String(body.count, radix: 16))\r\n".utf8) + body + Array("\r\n0\r\n\r\n".utf8))
+        let both = try raw(
+            serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nTransfer-Encoding: chunked\r\n\(cl)\r\n",
+            body: Array("\(String(body.count, radix: 16))\r\n".utf8) + body + Array("\r\n0\r\n\r\n".utf8))
         #expect(both.status == 400 && both.text.contains("Transfer-Encoding and Content-Length"), "\(both.status) \(both.text)")
         // The same request sent properly is taken, once.
         #expect(try raw(serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\n\(cl)\r\n", body: body).status == 200)
@@ -92,14 +103,17 @@ import CanonicalJSON
         let old = try raw(serve, "POST /api/data HTTP/1.0\r\nAuthorization: Bearer tok-1\r\n\(cl)\r\n", body: body)
         #expect(old.status == 200, "\(old.status) \(old.text)")
         for coding in ["gzip", "gzip, chunked", "identity", "x-foo"] {
-            let r = try raw(serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nTransfer-Encoding: \(coding)\r\n\r\n",
-                            body: Array("\(String(body.count, radix: 16))\r\n".utf8) + body + Array("\r\n0\r\n\r\n".utf8))
+            let r = try raw(
+                serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nTransfer-Encoding: \(coding)\r\n\r\n",
+                body: Array("\(String(body.count, radix: 16))\r\n".utf8) + body + Array("\r\n0\r\n\r\n".utf8))
             #expect(r.status == 501, "\(coding): \(r.status) \(r.text)")
         }
-        let chunked = try raw(serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nTransfer-Encoding: chunked\r\n\r\n",
-                              body: Array("\(String(body.count, radix: 16))\r\n".utf8) + body + Array("\r\n0\r\n\r\n".utf8))
+        let chunked = try raw(
+            serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            body: Array("\(String(body.count, radix: 16))\r\n".utf8) + body + Array("\r\n0\r\n\r\n".utf8))
         #expect(chunked.status == 200, "\(chunked.status) \(chunked.text)")
-        let cr = try raw(serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nX-Note: a\rb\r\n\(cl)\r\n", body: body)
+        let cr = try raw(
+            serve, "POST /api/data HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-1\r\nX-Note: a\rb\r\n\(cl)\r\n", body: body)
         #expect(cr.status == 400, "\(cr.status) \(cr.text)")
         // The data dir's SQLite files are this user's alone (the request log made here).
         #expect(ServeProcess.eventually { FileManager.default.fileExists(atPath: serve.dataDir + "/requests.db") })
@@ -129,10 +143,12 @@ import CanonicalJSON
     @Test func duplicateJSONKeysAreRefusedNamingTheKey() throws {
         let serve = try ServeProcess(config: Self.config)
         let c = serve.client()
-        let top = #"{"data":{"metrics":[]},"data":{"metrics":[{"name":"step_count","units":"count","data":[{"date":"2026-10-14 09:00:00 +0200","qty":7}]}]}}"#
+        let top =
+            #"{"data":{"metrics":[]},"data":{"metrics":[{"name":"step_count","units":"count","data":[{"date":"2026-10-14 09:00:00 +0200","qty":7}]}]}}"#
         let r1 = try c.request("POST", "/api/data", headers: [("Authorization", "Bearer tok-1")], body: Array(top.utf8))
         #expect(r1.status == 400 && r1.text.contains(#"the key \"data\" twice"#), "\(r1.text)")
-        let inner = #"{"data":{"metrics":[{"name":"step_count","units":"count","data":[{"date":"2026-10-14 09:00:00 +0200","qty":7,"qty":9}]}]}}"#
+        let inner =
+            #"{"data":{"metrics":[{"name":"step_count","units":"count","data":[{"date":"2026-10-14 09:00:00 +0200","qty":7,"qty":9}]}]}}"#
         let r2 = try c.request("POST", "/api/data", headers: [("Authorization", "Bearer tok-1")], body: Array(inner.utf8))
         #expect(r2.status == 400 && r2.text.contains(#"the key \"qty\" twice"#), "\(r2.text)")
         // Large objects go through the other path of the check.
@@ -148,12 +164,15 @@ import CanonicalJSON
     @Test func invalidUTF8LinesGoToQuarantine() throws {
         let serve = try ServeProcess(config: Self.config)
         let c = serve.client()
-        let csv = Array("type,uuid,start,end,value,unit,value_name,source,device,user_entered\r\n".utf8)
+        let csv =
+            Array("type,uuid,start,end,value,unit,value_name,source,device,user_entered\r\n".utf8)
             + Array("steps,u1,2026-10-14T09:01:00+02:00,,412,count,,com.apple.Health,".utf8) + [0xC3, 0x28] + Array(",false\r\n".utf8)
             + Array("steps,u2,2026-10-14T09:01:00+02:00,,413,count,,com.apple.Health,Watch,false\r\n".utf8)
         let r = try c.request("POST", "/s", headers: [("Authorization", "Bearer tok-3"), ("X-Syncky-Format", "csv")], body: csv)
         #expect(r.status == 200, "\(r.text)")
-        let lp = Array("steps,unit=count,source=".utf8) + [0xFF] + Array(" value=1 1791961260000000000\nsteps,unit=count value=2 1791961260000000000\n".utf8)
+        let lp =
+            Array("steps,unit=count,source=".utf8) + [0xFF]
+            + Array(" value=1 1791961260000000000\nsteps,unit=count value=2 1791961260000000000\n".utf8)
         let l = try c.request("POST", "/api/v2/write", headers: [("Authorization", "Bearer tok-4")], body: lp)
         #expect(l.status == 204 || l.status == 400, "\(l.text)")
         #expect(ServeProcess.eventually { serve.ndjson(under: "archive").count == 2 })
@@ -181,7 +200,8 @@ import CanonicalJSON
         if let e = FileManager.default.enumerator(atPath: dir) {
             for case let rel as String in e {
                 guard let a = try? FileManager.default.attributesOfItem(atPath: dir + "/" + rel),
-                      a[.type] as? FileAttributeType == .typeRegular else { continue }
+                    a[.type] as? FileAttributeType == .typeRegular
+                else { continue }
                 total += (a[.size] as? Int) ?? 0
             }
         }
@@ -189,17 +209,17 @@ import CanonicalJSON
     }
 
     static let config = """
-    listen: 127.0.0.1:0
-    data_dir: DATA_DIR
-    quarantine: {max_bytes: 5MB}
-    receivers:
-      hae: {kind: hae, auth: {type: bearer, token: t}, max_body: 2MB}
-    """
+        listen: 127.0.0.1:0
+        data_dir: DATA_DIR
+        quarantine: {max_bytes: 5MB}
+        receivers:
+          hae: {kind: hae, auth: {type: bearer, token: t}, max_body: 2MB}
+        """
 
     @Test func fortyBigUnreadableBodiesStayWithinTheBudget() throws {
         let serve = try ServeProcess(config: Self.config)
         let c = serve.client()
-        let junk = [UInt8](repeating: 0x7B, count: 1 << 20)   // "{{{{…": not JSON
+        let junk = [UInt8](repeating: 0x7B, count: 1 << 20) // "{{{{…": not JSON
         for _ in 0..<40 {
             #expect(try c.request("POST", "/api/data", headers: [("Authorization", "Bearer t")], body: junk).status == 400)
         }

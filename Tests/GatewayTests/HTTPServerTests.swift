@@ -11,8 +11,9 @@ import Testing
 
     @Test func servesHTTPSWhenTLSHasACertAndKey() throws {
         let dir = ServeProcess.makeTempDir("tls")
-        let (rc, out) = try Self.shell("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 "
-                                       + "-subj /CN=localhost -keyout \(dir)/key.pem -out \(dir)/cert.pem")
+        let (rc, out) = try Self.shell(
+            "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 "
+                + "-subj /CN=localhost -keyout \(dir)/key.pem -out \(dir)/cert.pem")
         #expect(rc == 0, "\(out)")
         let config = LiveServeTests.config.replacingOccurrences(
             of: "data_dir: DATA_DIR", with: "data_dir: DATA_DIR\ntls: {cert: \(dir)/cert.pem, key: \(dir)/key.pem}")
@@ -21,8 +22,9 @@ import Testing
         let body = Vectors.syncBody(samples: [Vectors.stepsSample])
         let headers = LiveServeTests.signedHeaders(body).map { "-H '\($0.0): \($0.1)'" }.joined(separator: " ")
         try body.write(toFile: dir + "/body.json", atomically: true, encoding: .utf8)
-        let (crc, status) = try Self.shell("curl -sS -o /dev/null -w '%{http_code}' --cacert \(dir)/cert.pem "
-                                           + "\(headers) --data-binary @\(dir)/body.json https://localhost:\(serve.port)/hook")
+        let (crc, status) = try Self.shell(
+            "curl -sS -o /dev/null -w '%{http_code}' --cacert \(dir)/cert.pem "
+                + "\(headers) --data-binary @\(dir)/body.json https://localhost:\(serve.port)/hook")
         #expect(crc == 0)
         #expect(status == "200", "\(status)")
         #expect(ServeProcess.eventually { serve.ndjson(under: "archive").count == 1 })

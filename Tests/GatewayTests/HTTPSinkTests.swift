@@ -17,11 +17,14 @@ import YAMLConfig
 @Suite(.serialized) struct HTTPSinkTests {
     let logs = MemoryLogSink()
 
-    func sink(_ url: String, format: HTTPSinkConfig.Format = .json, timeout: Double = 5,
-              headers: [(String, String)] = [("Content-Type", "application/json")], hmac: String? = nil) -> HTTPSink {
-        HTTPSink(name: "hook", url: url, format: format, headers: headers, hmacSecret: hmac,
-                 options: CurlClient.Options(timeoutSeconds: timeout), logger: Logger(component: "t", sink: logs),
-                 clock: FixedClock(Timestamp(seconds: 1_791_961_500)))
+    func sink(
+        _ url: String, format: HTTPSinkConfig.Format = .json, timeout: Double = 5,
+        headers: [(String, String)] = [("Content-Type", "application/json")], hmac: String? = nil
+    ) -> HTTPSink {
+        HTTPSink(
+            name: "hook", url: url, format: format, headers: headers, hmacSecret: hmac,
+            options: CurlClient.Options(timeoutSeconds: timeout), logger: Logger(component: "t", sink: logs),
+            clock: FixedClock(Timestamp(seconds: 1_791_961_500)))
     }
 
     func batch(_ uuids: [String]) -> SinkBatch {
@@ -30,8 +33,12 @@ import YAMLConfig
 
     @Test func deliversAJSONArrayWithItsHeadersAndSignature() throws {
         let endpoint = try ScriptedEndpoint { _ in HTTPResponse(status: 204) }
-        let s = sink(endpoint.url, headers: [("Authorization", "Bearer t0k"), ("X-Source", "healthgate"),
-                                             ("Content-Type", "application/json")], hmac: "whsec_test")
+        let s = sink(
+            endpoint.url,
+            headers: [
+                ("Authorization", "Bearer t0k"), ("X-Source", "healthgate"),
+                ("Content-Type", "application/json")
+            ], hmac: "whsec_test")
         #expect(s.write(batch(["a", "b", "c"])) == .accepted)
         let r = try #require(endpoint.requests.first)
         #expect(ScriptedEndpoint.uuids(r) == ["a", "b", "c"])
@@ -91,8 +98,10 @@ import YAMLConfig
 
     /// Refused credentials and a wrong URL are the sink's config, not the records: kept, with
     /// what to fix (the delivery says it in the log once a minute while it lasts).
-    @Test(arguments: [(401, "sinks.hook.auth"), (403, "sinks.hook.auth"), (404, "sinks.hook.url"), (405, "sinks.hook.url"),
-                      (410, "sinks.hook.url")])
+    @Test(arguments: [
+        (401, "sinks.hook.auth"), (403, "sinks.hook.auth"), (404, "sinks.hook.url"), (405, "sinks.hook.url"),
+        (410, "sinks.hook.url")
+    ])
     func keepsWhenItsConfigIsWrong(_ status: Int, _ fix: String) throws {
         let endpoint = try ScriptedEndpoint { _ in HTTPResponse(status: status) }
         guard case .keep(let reason, _) = sink(endpoint.url).write(batch(["a"])) else {
@@ -136,7 +145,7 @@ import YAMLConfig
         }
         let delivered = endpoint.requests.filter { !ScriptedEndpoint.uuids($0).contains("poison") }.flatMap(ScriptedEndpoint.uuids)
         #expect(Set(delivered) == Set(uuids.filter { $0 != "poison" }))
-        #expect(endpoint.requests.count <= 2 * 5 + 1)   // a binary search, not one request per record
+        #expect(endpoint.requests.count <= 2 * 5 + 1) // a binary search, not one request per record
     }
 
     @Test func halvesABatchTheEndpointFindsTooLarge() throws {
@@ -165,33 +174,36 @@ import YAMLConfig
 
     @Test func decodesFromConfigAndRefusesWhatItCannotDo() throws {
         let logger = Logger(component: "t", sink: logs)
-        let ok = try ConfigLoader.load(text: """
-        sinks:
-          hook:
-            kind: http
-            url: https://n8n.example.net/webhook/health
-            format: ndjson
-            auth: {type: basic, user: me, password: pw}
-            headers: {X-Source: healthgate}
-            hmac: {secret: whsec_x}
-            timeout: 5s
-        """, file: "t.yaml", environment: [:], logger: logger)
+        let ok = try ConfigLoader.load(
+            text: """
+                sinks:
+                  hook:
+                    kind: http
+                    url: https://n8n.example.net/webhook/health
+                    format: ndjson
+                    auth: {type: basic, user: me, password: pw}
+                    headers: {X-Source: healthgate}
+                    hmac: {secret: whsec_x}
+                    timeout: 5s
+                """, file: "t.yaml", environment: [:], logger: logger)
         #expect(ok.sinks[0].built.summary == "http POST https://n8n.example.net/webhook/health (ndjson)")
         do {
-            _ = try ConfigLoader.load(text: """
-            sinks:
-              hook: {kind: http, url: "ftp://x", auth: {type: bearer}, headers: {Authorization: x}, format: xml}
-            """, file: "t.yaml", environment: [:], logger: logger)
+            _ = try ConfigLoader.load(
+                text: """
+                    sinks:
+                      hook: {kind: http, url: "ftp://x", auth: {type: bearer}, headers: {Authorization: x}, format: xml}
+                    """, file: "t.yaml", environment: [:], logger: logger)
             Issue.record("a bad http sink must be refused")
         } catch {
             let text = error.description
             #expect(text.contains("format"), "\(text)")
         }
         do {
-            _ = try ConfigLoader.load(text: """
-            sinks:
-              hook: {kind: http, url: "ftp://x", auth: {type: bearer}, headers: {Authorization: x}}
-            """, file: "t.yaml", environment: [:], logger: logger)
+            _ = try ConfigLoader.load(
+                text: """
+                    sinks:
+                      hook: {kind: http, url: "ftp://x", auth: {type: bearer}, headers: {Authorization: x}}
+                    """, file: "t.yaml", environment: [:], logger: logger)
             Issue.record("a bad http sink must be refused")
         } catch {
             #expect(error.problems.count == 3, "\(error)")
@@ -222,15 +234,18 @@ import YAMLConfig
         let logger = Logger(component: "test", sink: MemoryLogSink())
         let total = 600, perEntry = 10
         let j = try PipelineTests.journal(dir: dir, records: total, perEntry: perEntry, logger: logger) { PipelineTests.record("r\($0)") }
-        let node = try parseYAML("""
+        let node = try parseYAML(
+            """
             {kind: http, url: "http://127.0.0.1:\(endpoint.port)/hook", format: ndjson,
              batch: {max_items: 25}, retry: {initial: 5ms, max: 20ms}}
             """, file: "t", environment: [:])
         let built = try HTTPSink.build(name: "hook", node: node, path: "sinks.hook", context: SinkBuildContext(dataDir: dir))
         let metrics = SinkMetrics(name: "hook")
         let violations = Mutex<[String]>([])
-        let d = SinkDrainer(name: "hook", built: built, routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["hook"])],
-                            journal: j, dataDir: dir, logger: logger, metrics: metrics) {
+        let d = SinkDrainer(
+            name: "hook", built: built, routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["hook"])],
+            journal: j, dataDir: dir, logger: logger, metrics: metrics
+        ) {
             let seq = Int(metrics.cursorSeq.load(ordering: .relaxed)), skip = metrics.cursorSkip.load(ordering: .relaxed)
             let before = (seq - 1) * perEntry + skip
             let missing = taken.withLock { t in (0..<before).filter { !t.contains($0) && !poison.contains($0) } }
@@ -251,9 +266,11 @@ import YAMLConfig
 
 @Suite struct SafeTextTests {
     @Test func urlsLoseTheirCredentialsAndSecretQueryValues() {
-        #expect(SafeText.url("https://alice:s3cret@hooks.example:8443/in/x?apikey=abc123&db=health&token=t#frag")
+        #expect(
+            SafeText.url("https://alice:s3cret@hooks.example:8443/in/x?apikey=abc123&db=health&token=t#frag")
                 == "https://***@hooks.example:8443/in/x?apikey=***&db=health&token=***")
-        #expect(SafeText.url("http://localhost:8086/api/v2/write?org=home&bucket=b&precision=ns")
+        #expect(
+            SafeText.url("http://localhost:8086/api/v2/write?org=home&bucket=b&precision=ns")
                 == "http://localhost:8086/api/v2/write?org=home&bucket=b&precision=ns")
         #expect(SafeText.url("http://h/p") == "http://h/p")
         // A password with `/`, `?` or `#` in it is masked all the same.
@@ -276,15 +293,15 @@ import YAMLConfig
     /// password and the api key it carries.
     @Test func checkAndTheLogRedactTheURL() throws {
         let config = """
-        listen: 127.0.0.1:0
-        data_dir: DATA_DIR
-        receivers:
-          hae: {kind: hae, auth: {type: bearer, token: t-hae}}
-        routes:
-          - {from: ["*"], to: [hook]}
-        sinks:
-          hook: {kind: http, url: "http://bob:pa55word@127.0.0.1:9/in?apikey=k3y-v4lue", retry: {initial: 50ms, max: 100ms}, batch: {max_wait: 10ms}}
-        """
+            listen: 127.0.0.1:0
+            data_dir: DATA_DIR
+            receivers:
+              hae: {kind: hae, auth: {type: bearer, token: t-hae}}
+            routes:
+              - {from: ["*"], to: [hook]}
+            sinks:
+              hook: {kind: http, url: "http://bob:pa55word@127.0.0.1:9/in?apikey=k3y-v4lue", retry: {initial: 50ms, max: 100ms}, batch: {max_wait: 10ms}}
+            """
         let dir = ServeProcess.makeTempDir("secret")
         let path = dir + "/c.yaml"
         try config.replacingOccurrences(of: "DATA_DIR", with: dir + "/data").write(toFile: path, atomically: true, encoding: .utf8)
@@ -293,7 +310,9 @@ import YAMLConfig
         #expect(check.out.contains("http POST http://***@127.0.0.1:9/in?apikey=***"), "\(check.out)")
         let serve = try ServeProcess(config: config)
         let body = #"{"data":{"metrics":[{"name":"step_count","units":"count","data":[{"date":"2026-10-14 09:00:00 +0200","qty":7}]}]}}"#
-        #expect(try serve.client().request("POST", "/api/data", headers: [("Authorization", "Bearer t-hae")], body: Array(body.utf8)).status == 200)
+        #expect(
+            try serve.client().request("POST", "/api/data", headers: [("Authorization", "Bearer t-hae")], body: Array(body.utf8)).status
+                == 200)
         #expect(ServeProcess.eventually { serve.stderrText.contains("retrying") }, "\(serve.stderrText)")
         let status = try CLITests.run(["status", "--config", serve.configPath])
         serve.stop()

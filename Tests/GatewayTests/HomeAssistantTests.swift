@@ -43,31 +43,33 @@ import Testing
         func sleep(_ uuid: String, _ stage: String, ago: Int64, minutes: Int64) -> String {
             #"{"uuid":"\#(uuid)","type":"sleep_analysis","value":"\#(stage)","start":"\#(iso(now - ago))","end":"\#(iso(now - ago + minutes * 60))"}"#
         }
-        return [q("a-st1", "steps", "1200", "count", ago: 900), q("a-st2", "steps", "345", "count", ago: 300),
-                q("a-hr", "heart_rate", "64", "count/min", ago: 120), q("a-kg", "body_mass", "61.4", "kg", ago: 3000),
-                q("a-o2", "oxygen_saturation", "0.97", "%", ago: 600), q("a-en", "active_energy_burned", "210.5", "kcal", ago: 800),
-                q("a-km", "distance_walking_running", "1830", "m", ago: 700), q("a-rhr", "resting_heart_rate", "52", "count/min", ago: 5000),
-                sleep("a-s1", "asleep_core", ago: 30_000, minutes: 300), sleep("a-s2", "asleep_rem", ago: 12_000, minutes: 90),
-                #"{"uuid":"a-wo","type":"workout","activity":"cycling","start":"\#(iso(now - 7200))","end":"\#(iso(now - 5400))","duration_s":1800,"energy_kcal":350,"distance_m":12000,"metadata":{},"events":[],"activities":[],"statistics":[],"source":{"app":"com.apple.Health","device":"Apple Watch"}}"#]
+        return [
+            q("a-st1", "steps", "1200", "count", ago: 900), q("a-st2", "steps", "345", "count", ago: 300),
+            q("a-hr", "heart_rate", "64", "count/min", ago: 120), q("a-kg", "body_mass", "61.4", "kg", ago: 3000),
+            q("a-o2", "oxygen_saturation", "0.97", "%", ago: 600), q("a-en", "active_energy_burned", "210.5", "kcal", ago: 800),
+            q("a-km", "distance_walking_running", "1830", "m", ago: 700), q("a-rhr", "resting_heart_rate", "52", "count/min", ago: 5000),
+            sleep("a-s1", "asleep_core", ago: 30_000, minutes: 300), sleep("a-s2", "asleep_rem", ago: 12_000, minutes: 90),
+            #"{"uuid":"a-wo","type":"workout","activity":"cycling","start":"\#(iso(now - 7200))","end":"\#(iso(now - 5400))","duration_s":1800,"energy_kcal":350,"distance_m":12000,"metadata":{},"events":[],"activities":[],"statistics":[],"source":{"app":"com.apple.Health","device":"Apple Watch"}}"#
+        ]
     }
 
     /// Ben's Health Auto Export body (its dates in the phone's offset, +01:00).
     static func bensBody(now: Int64) -> String {
         func d(_ ago: Int64) -> String {
-            let t = Timestamp(seconds: TestTime.ago(ago, now: now, offset: 3600) + 3600).rfc3339()   // local time at +01:00
+            let t = Timestamp(seconds: TestTime.ago(ago, now: now, offset: 3600) + 3600).rfc3339() // local time at +01:00
             return String(t.prefix(10)) + " " + String(t.dropFirst(11).prefix(8)) + " +0100"
         }
         return #"""
-        {"data":{"metrics":[
-         {"name":"step_count","units":"count","data":[{"date":"\#(d(600))","qty":2200}]},
-         {"name":"heart_rate","units":"count/min","data":[{"date":"\#(d(300))","Min":58,"Avg":71,"Max":88}]},
-         {"name":"blood_pressure","units":"mmHg","data":[{"date":"\#(d(1200))","systolic":122,"diastolic":79}]},
-         {"name":"body_temperature","units":"degC","data":[{"date":"\#(d(1500))","qty":36.6}]},
-         {"name":"weight_body_mass","units":"kg","data":[{"date":"\#(d(4000))","qty":82.1}]}],
-         "workouts":[{"id":"B-W1","name":"Running","start":"\#(d(9000))","end":"\#(d(7200))","duration":1800,
-           "activeEnergyBurned":{"qty":410,"units":"kcal"},"distance":{"qty":6.2,"units":"km"},
-           "avgHeartRate":{"qty":148,"units":"bpm"},"maxHeartRate":{"qty":176,"units":"bpm"}}]}}
-        """#
+            {"data":{"metrics":[
+             {"name":"step_count","units":"count","data":[{"date":"\#(d(600))","qty":2200}]},
+             {"name":"heart_rate","units":"count/min","data":[{"date":"\#(d(300))","Min":58,"Avg":71,"Max":88}]},
+             {"name":"blood_pressure","units":"mmHg","data":[{"date":"\#(d(1200))","systolic":122,"diastolic":79}]},
+             {"name":"body_temperature","units":"degC","data":[{"date":"\#(d(1500))","qty":36.6}]},
+             {"name":"weight_body_mass","units":"kg","data":[{"date":"\#(d(4000))","qty":82.1}]}],
+             "workouts":[{"id":"B-W1","name":"Running","start":"\#(d(9000))","end":"\#(d(7200))","duration":1800,
+               "activeEnergyBurned":{"qty":410,"units":"kcal"},"distance":{"qty":6.2,"units":"km"},
+               "avgHeartRate":{"qty":148,"units":"bpm"},"maxHeartRate":{"qty":176,"units":"bpm"}}]}}
+            """#
     }
 
     static func json(_ text: String) -> [String: Any]? {
@@ -82,15 +84,17 @@ import Testing
         let body = Vectors.syncBody(samples: Self.annasSamples(now: now))
         let r = try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body), body: Array(body.utf8))
         #expect(r.status == 200)
-        let hae = try serve.client().request("POST", "/api/data", headers: [("api-key", "hae-key-123456"), ("Content-Type", "application/json")],
-                                             body: Array(Self.bensBody(now: now).utf8))
+        let hae = try serve.client().request(
+            "POST", "/api/data", headers: [("api-key", "hae-key-123456"), ("Content-Type", "application/json")],
+            body: Array(Self.bensBody(now: now).utf8))
         #expect(hae.status == 200, "\(String(decoding: hae.body, as: UTF8.self))")
 
         // What healthgate announced and published (retained, so a late subscriber gets it all).
-        #expect(ServeProcess.eventually(20) {
-            !MQTTSinkTests.retained(broker, "healthgate/bens-iphone/last_workout").isEmpty
-                && !MQTTSinkTests.retained(broker, "healthgate/\(MQTTSink.deviceSlug(Self.anna))/last_workout").isEmpty
-        })
+        #expect(
+            ServeProcess.eventually(20) {
+                !MQTTSinkTests.retained(broker, "healthgate/bens-iphone/last_workout").isEmpty
+                    && !MQTTSinkTests.retained(broker, "healthgate/\(MQTTSink.deviceSlug(Self.anna))/last_workout").isEmpty
+            })
         usleep(500_000)
         let recorder = try MQTTRecorder(port: broker.port, topic: "homeassistant/sensor/#")
         usleep(500_000)
@@ -119,7 +123,8 @@ import Testing
         for config in configs {
             let uniqueID = config["unique_id"] as? String ?? "?"
             guard let entity = entities.first(where: { $0["unique_id"] as? String == uniqueID }),
-                  let entityID = entity["entity_id"] as? String else {
+                let entityID = entity["entity_id"] as? String
+            else {
                 Issue.record("\(uniqueID) is not in Home Assistant")
                 continue
             }
@@ -154,17 +159,22 @@ import Testing
         #expect(shown("sensor.ben_s_iphone_steps_today") == "2200")
         #expect(shown("sensor.ben_s_iphone_blood_pressure_systolic") == "122")
         #expect(shown("sensor.ben_s_iphone_body_temperature") == "36.6")
-        #expect(Set(devices.compactMap { $0["manufacturer"] as? String == "Apple Health via healthgate" ? $0["name"] as? String : nil })
-            == ["Anna's iPhone", "Ben's iPhone"])
+        #expect(
+            Set(devices.compactMap { $0["manufacturer"] as? String == "Apple Health via healthgate" ? $0["name"] as? String : nil })
+                == ["Anna's iPhone", "Ben's iPhone"])
 
         // Nothing Home Assistant complained about (but its own two start-up notices: pip skipped
         // on purpose, Python 3.11 deprecated by 2024.4).
         let problems = ha.homeAssistantProblems.filter { !$0.contains("[homeassistant.bootstrap]") }
         #expect(problems.isEmpty, "Home Assistant logged:\n\(problems.joined(separator: "\n"))")
         // (The check sees what it should: a payload with a device class HA has not got is logged.)
-        try DatabaseProcess.run("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t",
-                                                           "homeassistant/sensor/probe/bad/config", "-m",
-                                                           #"{"name":"bad","unique_id":"probe_bad","state_topic":"probe/bad","device_class":"heart_rate"}"#])
+        try DatabaseProcess.run(
+            "/usr/bin/mosquitto_pub",
+            [
+                "-h", "127.0.0.1", "-p", "\(broker.port)", "-t",
+                "homeassistant/sensor/probe/bad/config", "-m",
+                #"{"name":"bad","unique_id":"probe_bad","state_topic":"probe/bad","device_class":"heart_rate"}"#
+            ])
         #expect(ServeProcess.eventually(10) { ha.homeAssistantProblems.contains { $0.contains("heart_rate") } })
         serve.stop()
     }

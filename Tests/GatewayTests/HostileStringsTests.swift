@@ -13,7 +13,8 @@ import CanonicalJSON
 /// field's text, in one record, under the sender's own device — never as a second record.
 @Suite struct HostileStringsTests {
     /// Quotes, backslashes, line breaks, control characters, non-ASCII, and a forged delete.
-    static let evil = "q\"b\\s\nn\r\tt\u{01}\u{1F}\u{7F}é☃\u{2028}\"}}\n{\"op\":\"delete\",\"kind\":\"quantity\",\"device\":\"victim\",\"receiver\":\"x\",\"uuid\":\"u\",\"type\":\"steps\"}\n"
+    static let evil =
+        "q\"b\\s\nn\r\tt\u{01}\u{1F}\u{7F}é☃\u{2028}\"}}\n{\"op\":\"delete\",\"kind\":\"quantity\",\"device\":\"victim\",\"receiver\":\"x\",\"uuid\":\"u\",\"type\":\"steps\"}\n"
 
     /// `s` as a JSON string literal, for building request bodies.
     static func js(_ s: String) -> String {
@@ -26,10 +27,13 @@ import CanonicalJSON
 
     /// The records of one request, written as the journal writes them and read back with a
     /// parser of another library: one JSON object a record, nothing more.
-    func lines(_ receiver: any Receiver, _ body: String, headers: [(String, String)] = [], query: String = "",
-               sourceLocation: SourceLocation = #_sourceLocation) -> [[String: Any]] {
-        let req = HTTPRequest(method: "POST", path: receiver.paths[0], query: query,
-                              headers: headers.map { (name: $0.0, value: $0.1) }, body: Array(body.utf8))
+    func lines(
+        _ receiver: any Receiver, _ body: String, headers: [(String, String)] = [], query: String = "",
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) -> [[String: Any]] {
+        let req = HTTPRequest(
+            method: "POST", path: receiver.paths[0], query: query,
+            headers: headers.map { (name: $0.0, value: $0.1) }, body: Array(body.utf8))
         guard case .accept(let batch, _) = receiver.receive(req, context: ReceiveContext(now: Timestamp(seconds: 0))) else {
             Issue.record("\(receiver.name) did not accept the body", sourceLocation: sourceLocation)
             return []
@@ -46,8 +50,10 @@ import CanonicalJSON
         return parsed
     }
 
-    func expectOwnDevice(_ recs: [[String: Any]], _ device: String, receiver: String, ops: [String],
-                         sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectOwnDevice(
+        _ recs: [[String: Any]], _ device: String, receiver: String, ops: [String],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         #expect(recs.count == ops.count, sourceLocation: sourceLocation)
         for (r, op) in zip(recs, ops) {
             #expect(r["device"] as? String == device, "\(r)", sourceLocation: sourceLocation)
@@ -64,14 +70,15 @@ import CanonicalJSON
 
     @Test func synckyNativeEveryStringField() {
         let e = Self.js(Self.evil)
-        let syncky = SynckyReceiver(name: "s", path: "/s", maxBodyBytes: 1 << 20, auth: Self.none, hmacSecret: nil, device: nil,
-                                    parsers: Self.pool, logger: Self.log)
+        let syncky = SynckyReceiver(
+            name: "s", path: "/s", maxBodyBytes: 1 << 20, auth: Self.none, hmacSecret: nil, device: nil,
+            parsers: Self.pool, logger: Self.log)
         let samples = [
             #"{"uuid":\#(e),"type":"steps","value":1,"unit":\#(e),"start":"2026-10-14T07:01:00Z","source":{"app":\#(e),"device":\#(e)},"metadata":{\#(e):\#(e)},\#(e):\#(e)}"#,
             #"{"uuid":"c1","type":"sleep_analysis","value":\#(e),"start":"2026-10-14T07:01:00Z","end":"2026-10-14T08:01:00Z"}"#,
             #"{"uuid":"w1","type":"workout","activity":\#(e),"start":"2026-10-14T07:01:00Z","end":"2026-10-14T08:01:00Z","location":\#(e)}"#,
             #"{"uuid":"t1","type":\#(e),"value":1,"start":"2026-10-14T07:01:00Z"}"#,
-            #"{"uuid":"characteristic:x","type":"characteristic","name":\#(e),"value":\#(e)}"#,
+            #"{"uuid":"characteristic:x","type":"characteristic","name":\#(e),"value":\#(e)}"#
         ]
         let body = Vectors.syncBody(device: "d_evil\\\"dev", samples: samples, deleted: [#"{"uuid":\#(e),"type":\#(e)}"#])
         let recs = lines(syncky, body, headers: [("X-Syncky-Format", "native")])
@@ -94,9 +101,11 @@ import CanonicalJSON
     /// CSV fields with quotes and line breaks inside double quotes, quotes doubled.
     @Test func synckyCSVEveryStringField() {
         let c = "\"" + Self.evil.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-        let syncky = SynckyReceiver(name: "s", path: "/s", maxBodyBytes: 1 << 20, auth: Self.none, hmacSecret: nil, device: "dev-1",
-                                    parsers: Self.pool, logger: Self.log)
-        let csv = "type,uuid,start,end,value,unit,value_name,source,device,user_entered\r\n"
+        let syncky = SynckyReceiver(
+            name: "s", path: "/s", maxBodyBytes: 1 << 20, auth: Self.none, hmacSecret: nil, device: "dev-1",
+            parsers: Self.pool, logger: Self.log)
+        let csv =
+            "type,uuid,start,end,value,unit,value_name,source,device,user_entered\r\n"
             + "steps,\(c),2026-10-14T09:01:00+02:00,,412,\(c),,\(c),\(c),false\r\n"
             + "sleep_analysis,u2,2026-10-14T01:10:00+02:00,2026-10-14T02:40:00+02:00,3,,\(c),,,\r\n"
             + "characteristic,\("\"characteristic:" + Self.evil.replacingOccurrences(of: "\"", with: "\"\"") + "\""),,,,,\(c),,,\r\n"
@@ -129,12 +138,16 @@ import CanonicalJSON
         func field(_ s: String) -> String {
             "\"" + s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
         }
-        let body = "steps,unit=count,source=\(tag(plain)),device=\(tag(plain)),\(tag(plain))=\(tag(plain)) value=5,note=\(field(control)) 1791961260\n"
-        let syncky = SynckyReceiver(name: "s", path: "/s", maxBodyBytes: 1 << 20, auth: Self.none, hmacSecret: nil, device: "dev-1",
-                                    parsers: Self.pool, logger: Self.log)
+        let body =
+            "steps,unit=count,source=\(tag(plain)),device=\(tag(plain)),\(tag(plain))=\(tag(plain)) value=5,note=\(field(control)) 1791961260\n"
+        let syncky = SynckyReceiver(
+            name: "s", path: "/s", maxBodyBytes: 1 << 20, auth: Self.none, hmacSecret: nil, device: "dev-1",
+            parsers: Self.pool, logger: Self.log)
         let influx = InfluxReceiver(name: "i", paths: ["/write"], maxBodyBytes: 1 << 20, auth: Self.none, device: "dev-2")
-        for (recs, device, receiver) in [(lines(syncky, body, headers: [("X-Syncky-Format", "influx")], query: "precision=s"), "dev-1", "s"),
-                                         (lines(influx, body, query: "precision=s"), "dev-2", "i")] {
+        for (recs, device, receiver) in [
+            (lines(syncky, body, headers: [("X-Syncky-Format", "influx")], query: "precision=s"), "dev-1", "s"),
+            (lines(influx, body, query: "precision=s"), "dev-2", "i")
+        ] {
             expectOwnDevice(recs, device, receiver: receiver, ops: ["upsert"])
             guard let r = recs.first else { continue }
             #expect(Self.path(r, "source", "app") as? String == plain)
@@ -147,7 +160,8 @@ import CanonicalJSON
     @Test func healthAutoExportEveryStringField() {
         let e = Self.js(Self.evil)
         let hae = HAEReceiver(name: "h", paths: ["/api/data"], maxBodyBytes: 1 << 20, auth: Self.none, device: "dev\"3", parsers: Self.pool)
-        let body = #"{"data":{"metrics":[{"name":"step_count","units":"count","data":[{"date":"2026-10-14 09:01:00 +0200","qty":412,"source":\#(e),\#(e):\#(e)}]},{"name":\#(e),"units":\#(e),"data":[{"date":"2026-10-14 09:01:00 +0200","qty":1}]}],"workouts":[{"id":\#(e),"name":\#(e),"start":"2026-10-14 09:01:00 +0200","end":"2026-10-14 10:01:00 +0200","location":\#(e)}]}}"#
+        let body =
+            #"{"data":{"metrics":[{"name":"step_count","units":"count","data":[{"date":"2026-10-14 09:01:00 +0200","qty":412,"source":\#(e),\#(e):\#(e)}]},{"name":\#(e),"units":\#(e),"data":[{"date":"2026-10-14 09:01:00 +0200","qty":1}]}],"workouts":[{"id":\#(e),"name":\#(e),"start":"2026-10-14 09:01:00 +0200","end":"2026-10-14 10:01:00 +0200","location":\#(e)}]}}"#
         let recs = lines(hae, body)
         expectOwnDevice(recs, "dev\"3", receiver: "h", ops: ["upsert", "upsert", "upsert"])
         guard recs.count == 3 else { return }
@@ -159,8 +173,10 @@ import CanonicalJSON
 
     @Test func ingestEveryStringField() {
         let e = Self.js(Self.evil)
-        let ingest = IngestReceiver(name: "g", paths: ["/v1/ingest"], maxBodyBytes: 1 << 20, auth: Self.none, maxItems: 100, parsers: Self.pool)
-        let body = #"{"device_id":"own\"dev","time_zone":\#(e),"samples":[{"source_uuid":\#(e),"data_type":\#(e),"ts":"2026-10-14T07:01:00Z","value":\#(e),"unit":\#(e),"source_device":\#(e),"source_bundle":\#(e),"workout_source_uuid":\#(e),\#(e):\#(e)}],"workouts":[{"source_uuid":"w","started_at":"2026-10-14T07:01:00Z","activity_type":\#(e)}],"sleep_segments":[{"source_uuid":"z","started_at":"2026-10-14T07:01:00Z","ended_at":"2026-10-14T08:01:00Z","stage":\#(e)}],"deletions":[\#(e)]}"#
+        let ingest = IngestReceiver(
+            name: "g", paths: ["/v1/ingest"], maxBodyBytes: 1 << 20, auth: Self.none, maxItems: 100, parsers: Self.pool)
+        let body =
+            #"{"device_id":"own\"dev","time_zone":\#(e),"samples":[{"source_uuid":\#(e),"data_type":\#(e),"ts":"2026-10-14T07:01:00Z","value":\#(e),"unit":\#(e),"source_device":\#(e),"source_bundle":\#(e),"workout_source_uuid":\#(e),\#(e):\#(e)}],"workouts":[{"source_uuid":"w","started_at":"2026-10-14T07:01:00Z","activity_type":\#(e)}],"sleep_segments":[{"source_uuid":"z","started_at":"2026-10-14T07:01:00Z","ended_at":"2026-10-14T08:01:00Z","stage":\#(e)}],"deletions":[\#(e)]}"#
         let recs = lines(ingest, body)
         expectOwnDevice(recs, "own\"dev", receiver: "g", ops: ["upsert", "upsert", "upsert", "delete"])
         guard recs.count == 4 else { return }
@@ -177,9 +193,11 @@ import CanonicalJSON
 
     @Test func healthSyncEveryStringField() throws {
         let e = Self.js(Self.evil)
-        let healthsync = HealthSyncReceiver(name: "y", paths: ["/sync"], maxBodyBytes: 1 << 20, auth: Self.none, fallbackDevice: nil,
-                                            parsers: Self.pool, exports: ExportLog(path: ServeProcess.makeTempDir("x") + "/e"), logger: Self.log)
-        let body = #"{"export_id":\#(e),"metrics":[{"id":\#(e),"type":\#(e),"value":\#(e),"unit":\#(e),"start_date":"2026-10-14T09:01:00+02:00","source":\#(e),"metadata":{\#(e):\#(e)},\#(e):\#(e)}],"workouts":[{"id":"healthkit:w","activity_type":\#(e),"start_date":"2026-10-14T09:01:00+02:00"}],"deletions":[{"id":\#(e)}]}"#
+        let healthsync = HealthSyncReceiver(
+            name: "y", paths: ["/sync"], maxBodyBytes: 1 << 20, auth: Self.none, fallbackDevice: nil,
+            parsers: Self.pool, exports: ExportLog(path: ServeProcess.makeTempDir("x") + "/e"), logger: Self.log)
+        let body =
+            #"{"export_id":\#(e),"metrics":[{"id":\#(e),"type":\#(e),"value":\#(e),"unit":\#(e),"start_date":"2026-10-14T09:01:00+02:00","source":\#(e),"metadata":{\#(e):\#(e)},\#(e):\#(e)}],"workouts":[{"id":"healthkit:w","activity_type":\#(e),"start_date":"2026-10-14T09:01:00+02:00"}],"deletions":[{"id":\#(e)}]}"#
         // A header cannot hold a line break, but it can hold quotes and backslashes.
         let recs = lines(healthsync, body, headers: [("X-Device-Id", #"ph"o\ne"#)])
         expectOwnDevice(recs, #"ph"o\ne"#, receiver: "y", ops: ["upsert", "upsert", "delete"])
@@ -196,26 +214,36 @@ import CanonicalJSON
     /// Through a running gateway: a forged record inside `time_zone` or `export_id` reaches the
     /// archive as text of the sender's own record, and no record appears for the victim.
     @Test func forgedRecordsDoNotReachTheArchive() throws {
-        let serve = try ServeProcess(config: """
-        listen: 127.0.0.1:0
-        data_dir: DATA_DIR
-        receivers:
-          ingest: {kind: ingest, auth: {type: bearer, token: t-ingest}}
-          sync: {kind: healthsync, auth: {type: bearer, token: t-sync}}
-        routes:
-          - {name: all, from: ["*"], to: [archive]}
-        sinks:
-          archive: {kind: file, path: "archive/{receiver}.ndjson", batch: {max_wait: 10ms}}
-        """)
+        let serve = try ServeProcess(
+            config: """
+                listen: 127.0.0.1:0
+                data_dir: DATA_DIR
+                receivers:
+                  ingest: {kind: ingest, auth: {type: bearer, token: t-ingest}}
+                  sync: {kind: healthsync, auth: {type: bearer, token: t-sync}}
+                routes:
+                  - {name: all, from: ["*"], to: [archive]}
+                sinks:
+                  archive: {kind: file, path: "archive/{receiver}.ndjson", batch: {max_wait: 10ms}}
+                """)
         let c = serve.client()
         let e = Self.js(Self.evil)
-        let ingest = #"{"device_id":"attacker","time_zone":\#(e),"samples":[{"source_uuid":"a1","data_type":"stepCount","ts":"2026-10-14T07:01:00Z","value":3,"unit":"count","workout_source_uuid":\#(e)}]}"#
-        #expect(try c.request("POST", "/v1/ingest", headers: [("Authorization", "Bearer t-ingest")], body: Array(ingest.utf8)).status == 202)
-        let sync = #"{"export_id":\#(e),"metrics":[{"id":"healthkit:b1","type":"stepCount","value":4,"unit":"count","start_date":"2026-10-14T09:01:00+02:00"}]}"#
-        #expect(try c.request("POST", "/api/apple-health/sync", headers: [("Authorization", "Bearer t-sync"), ("X-Device-Id", "attacker")],
-                              body: Array(sync.utf8)).status == 200)
+        let ingest =
+            #"{"device_id":"attacker","time_zone":\#(e),"samples":[{"source_uuid":"a1","data_type":"stepCount","ts":"2026-10-14T07:01:00Z","value":3,"unit":"count","workout_source_uuid":\#(e)}]}"#
+        #expect(
+            try c.request("POST", "/v1/ingest", headers: [("Authorization", "Bearer t-ingest")], body: Array(ingest.utf8)).status == 202)
+        let sync =
+            #"{"export_id":\#(e),"metrics":[{"id":"healthkit:b1","type":"stepCount","value":4,"unit":"count","start_date":"2026-10-14T09:01:00+02:00"}]}"#
+        #expect(
+            try c.request(
+                "POST", "/api/apple-health/sync", headers: [("Authorization", "Bearer t-sync"), ("X-Device-Id", "attacker")],
+                body: Array(sync.utf8)
+            ).status == 200)
         var got: [[String: Any]] = []
-        #expect(ServeProcess.eventually { got = serve.ndjson(under: "archive"); return got.count >= 2 })
+        #expect(
+            ServeProcess.eventually {
+                got = serve.ndjson(under: "archive"); return got.count >= 2
+            })
         usleep(200_000)
         got = serve.ndjson(under: "archive")
         #expect(got.count == 2, "\(got)")
@@ -255,31 +283,39 @@ import CanonicalJSON
     @Test func theFirstRefusalIsSaidThenTheRestOnceAMinute() {
         let sink = MemoryLogSink()
         let log = RefusalLog(logger: Logger(component: "ingest", sink: sink))
-        for i in 0..<100 { log.note(receiver: "hae", status: 401, address: "10.0.0.\(i % 3)", now: Timestamp(seconds: 1000 + Int64(i / 10))) }
+        for i in 0..<100 {
+            log.note(receiver: "hae", status: 401, address: "10.0.0.\(i % 3)", now: Timestamp(seconds: 1000 + Int64(i / 10)))
+        }
         #expect(sink.all.count == 1)
         #expect(sink.all[0].message.contains("hae: refused a request from 10.0.0.0 (401: missing or wrong credentials)"))
         log.flush(now: Timestamp(seconds: 1030))
         #expect(sink.all.count == 1, "not before a minute has passed")
         log.flush(now: Timestamp(seconds: 1060))
         #expect(sink.all.count == 2)
-        #expect(sink.all[1].message == "hae: refused 99 more request(s) in the last minute (401: missing or wrong credentials) "
+        #expect(
+            sink.all[1].message == "hae: refused 99 more request(s) in the last minute (401: missing or wrong credentials) "
                 + "from 10.0.0.0, 10.0.0.1, 10.0.0.2")
         log.flush(now: Timestamp(seconds: 1200))
         #expect(sink.all.count == 2, "nothing more to say")
     }
 
     @Test func aRefusedRequestReachesTheLogOfServeWithoutItsToken() throws {
-        let serve = try ServeProcess(config: """
-        listen: 127.0.0.1:0
-        data_dir: DATA_DIR
-        receivers:
-          hae: {kind: hae, auth: {type: bearer, token: right-token}}
-        """)
+        let serve = try ServeProcess(
+            config: """
+                listen: 127.0.0.1:0
+                data_dir: DATA_DIR
+                receivers:
+                  hae: {kind: hae, auth: {type: bearer, token: right-token}}
+                """)
         for _ in 0..<5 {
-            #expect(try serve.client().request("POST", "/api/data", headers: [("Authorization", "Bearer guess-Zq81")], body: Array("{}".utf8)).status == 401)
+            #expect(
+                try serve.client().request("POST", "/api/data", headers: [("Authorization", "Bearer guess-Zq81")], body: Array("{}".utf8))
+                    .status == 401)
         }
         #expect(ServeProcess.eventually { serve.stderrText.contains("hae: refused a request from 127.0.0.1 (401") }, "\(serve.stderrText)")
-        #expect(try serve.client().request("GET", "/metrics").text.contains(#"healthgate_requests_refused_total{receiver="hae",reason="auth"} 5"#))
+        #expect(
+            try serve.client().request("GET", "/metrics").text.contains(
+                #"healthgate_requests_refused_total{receiver="hae",reason="auth"} 5"#))
         serve.stop()
         #expect(!serve.stderrText.contains("guess-Zq81") && !serve.stderrText.contains("right-token"))
     }

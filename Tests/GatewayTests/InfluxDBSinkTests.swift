@@ -38,8 +38,10 @@ import YAMLConfig
     }
 
     static func post(_ serve: ServeProcess, _ body: String) throws -> Int {
-        try serve.client().request("POST", "/hook", headers: [("X-Syncky-Format", "native"), ("Authorization", "Bearer \(Vectors.token)")],
-                                   body: Array(body.utf8)).status
+        try serve.client().request(
+            "POST", "/hook", headers: [("X-Syncky-Format", "native"), ("Authorization", "Bearer \(Vectors.token)")],
+            body: Array(body.utf8)
+        ).status
     }
 
     /// Issue 47: `api: v2` against InfluxDB 1.6 (Debian's) is answered 404 for every write. That
@@ -49,7 +51,8 @@ import YAMLConfig
     /// is fixed and reloaded everything arrives.
     @Test func aWrongEndpointKeepsTheRecordsAndSaysTheSinkIsFailing() throws {
         let db = try DatabaseProcess.influxDB()
-        let wrong = "{kind: influxdb, url: \"\(db.url)\", api: v2, org: home, bucket: health, token: t0123456789, precision: s, "
+        let wrong =
+            "{kind: influxdb, url: \"\(db.url)\", api: v2, org: home, bucket: health, token: t0123456789, precision: s, "
             + "batch: {max_wait: 10ms}, retry: {initial: 100ms, max: 300ms}}"
         let serve = try ServeProcess(config: Self.config(wrong))
         let samples = (0..<300).map { i in
@@ -57,61 +60,79 @@ import YAMLConfig
         }
         #expect(try Self.post(serve, Vectors.syncBody(samples: samples)) == 200)
         var health: [String: Any] = [:]
-        #expect(ServeProcess.eventually(15) {
-            health = serve.healthz()
-            return (health["sinks"] as? [String: String])?["influx"] == "failing"
-        }, "\(health)")
+        #expect(
+            ServeProcess.eventually(15) {
+                health = serve.healthz()
+                return (health["sinks"] as? [String: String])?["influx"] == "failing"
+            }, "\(health)")
         #expect(health["status"] as? String == "degraded")
-        Thread.sleep(forTimeInterval: 2)   // several tries at 100–300 ms
+        Thread.sleep(forTimeInterval: 2) // several tries at 100–300 ms
         let dead = serve.dataDir + "/sinks/influx/dead-letters.ndjson"
         #expect((FileIO.fileSize(dead) ?? 0) == 0, "records were dead-lettered")
         let status = try CLITests.run(["status", "--config", serve.configPath])
-        #expect(status.out.contains("FAILING") && status.out.contains("404") && status.out.contains("api (v1 for InfluxDB 1.x)"), "\(status.out)")
+        #expect(
+            status.out.contains("FAILING") && status.out.contains("404") && status.out.contains("api (v1 for InfluxDB 1.x)"),
+            "\(status.out)")
         // The counters agree: what is retried is a part of what waits, not a count of tries.
-        #expect(status.out.contains("300 record(s) waiting") && status.out.contains("300 of those waiting being retried")
+        #expect(
+            status.out.contains("300 record(s) waiting") && status.out.contains("300 of those waiting being retried")
                 && !status.out.contains("kept for retry"), "\(status.out)")
         let said = serve.stderrText.split(separator: "\n").filter { $0.contains("404") }
         #expect(!said.isEmpty && said.count <= 3, "\(said.count) lines: \(said.prefix(5))")
         // Fixed, and reloaded: everything arrives, nothing twice.
-        let right = "{kind: influxdb, url: \"\(db.url)\", api: v1, database: health, precision: s, batch: {max_wait: 10ms}, "
+        let right =
+            "{kind: influxdb, url: \"\(db.url)\", api: v1, database: health, precision: s, batch: {max_wait: 10ms}, "
             + "retry: {initial: 100ms, max: 300ms}}"
-        try Self.config(right).replacingOccurrences(of: "DATA_DIR", with: serve.dataDir).write(toFile: serve.configPath, atomically: true, encoding: .utf8)
+        try Self.config(right).replacingOccurrences(of: "DATA_DIR", with: serve.dataDir).write(
+            toFile: serve.configPath, atomically: true, encoding: .utf8)
         kill(serve.process.processIdentifier, SIGHUP)
         var count = 0
-        #expect(ServeProcess.eventually(20) {
-            count = ((try? db.influxRows("SELECT count(value) FROM steps"))?.first?["count"] as? Int) ?? 0
-            return count == 300
-        }, "\(count)")
-        #expect(ServeProcess.eventually(10) {
-            let h = serve.healthz()
-            return h["status"] as? String == "ok"
-        })
+        #expect(
+            ServeProcess.eventually(20) {
+                count = ((try? db.influxRows("SELECT count(value) FROM steps"))?.first?["count"] as? Int) ?? 0
+                return count == 300
+            }, "\(count)")
+        #expect(
+            ServeProcess.eventually(10) {
+                let h = serve.healthz()
+                return h["status"] as? String == "ok"
+            })
     }
 
     @Test func writesToInfluxDB1AndAResendAddsNoPoint() throws {
         let db = try DatabaseProcess.influxDB()
-        let serve = try ServeProcess(config: Self.config(
-            "{kind: influxdb, url: \"\(db.url)\", api: v1, database: health, precision: s, batch: {max_wait: 10ms}, tags: {person: me}}"))
+        let serve = try ServeProcess(
+            config: Self.config(
+                "{kind: influxdb, url: \"\(db.url)\", api: v1, database: health, precision: s, batch: {max_wait: 10ms}, tags: {person: me}}"
+            ))
         let body = Vectors.syncBody(samples: [Vectors.stepsSample, Vectors.sleepSample, Vectors.workoutSample])
         #expect(try Self.post(serve, body) == 200)
         var steps: [[String: Any]] = []
-        #expect(ServeProcess.eventually(15) { steps = (try? db.influxRows("SELECT * FROM steps")) ?? []; return steps.count == 1 },
-                "\(serve.stderrText.suffix(1500)) \((try? db.influxQuery("SHOW DATABASES")) ?? [:])")
+        #expect(
+            ServeProcess.eventually(15) {
+                steps = (try? db.influxRows("SELECT * FROM steps")) ?? []; return steps.count == 1
+            },
+            "\(serve.stderrText.suffix(1500)) \((try? db.influxQuery("SHOW DATABASES")) ?? [:])")
         let p = try #require(steps.first)
         #expect(p["time"] as? String == "2026-10-14T07:01:00Z")
         #expect(p["value"] as? Double == 412 || p["value"] as? Int == 412)
         #expect(p["unit"] as? String == "count" && p["device"] as? String == "Apple Watch" && p["source"] as? String == "com.apple.Health")
         #expect(p["phone"] as? String == "d_zsOZnTQUz_juWFVljuOOBQ" && p["person"] as? String == "me")
         var sleep: [[String: Any]] = []
-        #expect(ServeProcess.eventually { sleep = (try? db.influxRows("SELECT * FROM sleep_analysis")) ?? []; return sleep.count == 1 })
+        #expect(
+            ServeProcess.eventually {
+                sleep = (try? db.influxRows("SELECT * FROM sleep_analysis")) ?? []; return sleep.count == 1
+            })
         #expect(sleep.first?["value_name"] as? String == "asleep_core")
         let workout = try db.influxRows("SELECT * FROM workout")
         #expect(workout.first?["activity"] as? String == "running" && workout.first?["distance_m"] != nil)
         // The same samples again: the same points, not new ones.
         #expect(try Self.post(serve, body) == 200)
-        #expect(ServeProcess.eventually {
-            (try? serve.client().request("GET", "/metrics").text.contains(#"healthgate_sink_records_sent_total{sink="influx"} 6"#)) == true
-        })
+        #expect(
+            ServeProcess.eventually {
+                (try? serve.client().request("GET", "/metrics").text.contains(#"healthgate_sink_records_sent_total{sink="influx"} 6"#))
+                    == true
+            })
         #expect(try db.influxRows("SELECT * FROM steps").count == 1)
         // A deletion from the phone removes the point it names, and nothing else.
         let deletion = Vectors.syncBody(samples: [], deleted: [#"{"uuid": "5E1D0000-0000-4000-8000-000000000001", "type": "steps"}"#])
@@ -129,8 +150,9 @@ import YAMLConfig
     /// is delivered and serve stays up.
     @Test func sequentialUUIDsAreAllDeliveredAndServeStaysUp() throws {
         let db = try DatabaseProcess.influxDB()
-        let serve = try ServeProcess(config: Self.config(
-            "{kind: influxdb, url: \"\(db.url)\", api: v1, database: health, precision: s, batch: {max_items: 10000, max_wait: 5ms}}"))
+        let serve = try ServeProcess(
+            config: Self.config(
+                "{kind: influxdb, url: \"\(db.url)\", api: v1, database: health, precision: s, batch: {max_items: 10000, max_wait: 5ms}}"))
         defer { serve.stop() }
         let total = 110_000, per = 5_000
         for first in stride(from: 1, through: total, by: per) {
@@ -172,14 +194,16 @@ import YAMLConfig
 
     @Test func writesToVictoriaMetricsThroughTheV2API() throws {
         let vm = try DatabaseProcess.victoriaMetrics()
-        let serve = try ServeProcess(config: Self.config(
-            "{kind: influxdb, url: \"\(vm.url)\", api: v2, org: home, bucket: health, token: t0k, batch: {max_wait: 10ms}}"))
+        let serve = try ServeProcess(
+            config: Self.config(
+                "{kind: influxdb, url: \"\(vm.url)\", api: v2, org: home, bucket: health, token: t0k, batch: {max_wait: 10ms}}"))
         #expect(try Self.post(serve, Vectors.syncBody(samples: [Vectors.stepsSample])) == 200)
         var series: [[String: Any]] = []
-        #expect(ServeProcess.eventually(20) {
-            series = (try? vm.vmExport(#"{__name__="steps_value"}"#)) ?? []
-            return !series.isEmpty
-        }, "VictoriaMetrics never showed the point")
+        #expect(
+            ServeProcess.eventually(20) {
+                series = (try? vm.vmExport(#"{__name__="steps_value"}"#)) ?? []
+                return !series.isEmpty
+            }, "VictoriaMetrics never showed the point")
         let metric = series.first?["metric"] as? [String: String]
         #expect(metric?["unit"] == "count" && metric?["phone"] == "d_zsOZnTQUz_juWFVljuOOBQ")
         #expect((series.first?["values"] as? [Double])?.first == 412)
@@ -190,8 +214,10 @@ import YAMLConfig
         let node = try parseYAML("{kind: influxdb, url: \"\(url)\", api: \(api)\(extra)}", file: "t", environment: [:])
         let dir = ServeProcess.makeTempDir("s")
         let built = try InfluxDBSink.build(name: "influx", node: node, path: "sinks.influx", context: SinkBuildContext(dataDir: dir))
-        let opened = try built.open(SinkContext(name: "influx", dataDir: dir, stateDir: dir + "/sinks/influx", clock: SystemClock(),
-                                                logger: Logger(component: "t", sink: MemoryLogSink())))
+        let opened = try built.open(
+            SinkContext(
+                name: "influx", dataDir: dir, stateDir: dir + "/sinks/influx", clock: SystemClock(),
+                logger: Logger(component: "t", sink: MemoryLogSink())))
         return try #require(opened as? InfluxDBSink)
     }
 
@@ -207,10 +233,12 @@ import YAMLConfig
         let endpoint = try ScriptedEndpoint { _ in HTTPResponse(status: 204) }
         let base = "http://127.0.0.1:\(endpoint.port)"
         let records = [PipelineTests.record("a")]
-        #expect(try sink(base, extra: ", org: home, bucket: health, token: secret, gzip: true").write(SinkBatch(records: records)) == .accepted)
+        #expect(
+            try sink(base, extra: ", org: home, bucket: health, token: secret, gzip: true").write(SinkBatch(records: records)) == .accepted)
         #expect(try sink(base, api: "v3", extra: ", database: health, token: secret").write(SinkBatch(records: records)) == .accepted)
-        #expect(try sink(base, api: "v1", extra: ", database: health, retention_policy: week, username: u, password: p, gzip: false")
-                    .write(SinkBatch(records: records)) == .accepted)
+        #expect(
+            try sink(base, api: "v1", extra: ", database: health, retention_policy: week, username: u, password: p, gzip: false")
+                .write(SinkBatch(records: records)) == .accepted)
         let r = endpoint.requests
         #expect(r[0].path == "/api/v2/write" && r[0].queryParameter("org") == "home" && r[0].queryParameter("bucket") == "health")
         #expect(r[0].header("authorization") == "Token secret" && r[0].header("content-encoding") == "gzip")
@@ -223,13 +251,17 @@ import YAMLConfig
     }
 
     @Test func gzipsUnlessTheServerIsOnThisMachine() throws {
-        for url in ["http://localhost:8086", "http://LOCALHOST", "http://127.0.0.1:8086/", "http://127.8.9.10",
-                    "https://[::1]:8086", "http://u:p@127.0.0.1:8086"] {
+        for url in [
+            "http://localhost:8086", "http://LOCALHOST", "http://127.0.0.1:8086/", "http://127.8.9.10",
+            "https://[::1]:8086", "http://u:p@127.0.0.1:8086"
+        ] {
             #expect(InfluxDBSink.isLoopback(url: url), "\(url)")
         }
-        for url in ["http://influxdb:8086", "https://eu-central-1-1.aws.cloud2.influxdata.com", "http://192.168.1.20:8086",
-                    "http://127.0.0.1.example.com", "http://localhost.example.com", "http://[::2]:8086", "http://10.0.0.1",
-                    "http://x/127.0.0.1", "not a url"] {
+        for url in [
+            "http://influxdb:8086", "https://eu-central-1-1.aws.cloud2.influxdata.com", "http://192.168.1.20:8086",
+            "http://127.0.0.1.example.com", "http://localhost.example.com", "http://[::2]:8086", "http://10.0.0.1",
+            "http://x/127.0.0.1", "not a url"
+        ] {
             #expect(!InfluxDBSink.isLoopback(url: url), "\(url)")
         }
         // What a user sees: the default sends plain to loopback; `gzip: true` still gzips there.
@@ -252,8 +284,9 @@ import YAMLConfig
         let s = try sink("http://127.0.0.1:\(endpoint.port)", extra: ", org: o, bucket: b, token: t")
         var records = (0..<8).map { PipelineTests.record("r\($0)") }
         records[5].type = "poison"
-        var characteristic = CanonicalRecord(kind: "characteristic", device: "d", receiver: "r", uuid: "characteristic:blood_type",
-                                             type: "characteristic", value: .string("a_positive"))
+        var characteristic = CanonicalRecord(
+            kind: "characteristic", device: "d", receiver: "r", uuid: "characteristic:blood_type",
+            type: "characteristic", value: .string("a_positive"))
         characteristic.code = 1
         records.append(characteristic)
         records.append(CanonicalRecord(op: .delete, kind: "quantity", device: "d", receiver: "r", uuid: "gone", type: "steps"))
@@ -263,7 +296,9 @@ import YAMLConfig
         }
         for (i, o) in outcomes.enumerated() {
             switch i {
-            case 5: #expect(o == .rejected(reason: "400 from http://127.0.0.1:\(endpoint.port)/api/v2/write: partial write: field type conflict"))
+            case 5:
+                #expect(
+                    o == .rejected(reason: "400 from http://127.0.0.1:\(endpoint.port)/api/v2/write: partial write: field type conflict"))
             case 8: #expect(o == .rejected(reason: "a characteristic without a start time has no place in a time series"))
             case 9:
                 // A delete of a point this sink never wrote has nothing to do.
@@ -282,8 +317,10 @@ import YAMLConfig
 
     /// Every status class InfluxDB answers with, against a scripted endpoint. (A 429 or 503
     /// once lost its Retry-After on the way out of the sink; this caught it.)
-    @Test(arguments: [(500, "keep"), (502, "keep"), (503, "keep-after"), (429, "keep-after"), (401, "keep"), (403, "keep"),
-                      (400, "reject"), (404, "keep")])
+    @Test(arguments: [
+        (500, "keep"), (502, "keep"), (503, "keep-after"), (429, "keep-after"), (401, "keep"), (403, "keep"),
+        (400, "reject"), (404, "keep")
+    ])
     func handlesEveryStatusClass(_ status: Int, _ expected: String) throws {
         let endpoint = try ScriptedEndpoint { _ in
             HTTPResponse(status: status, headers: status == 503 || status == 429 ? [HTTPHeader("Retry-After", "12")] : [])
@@ -372,27 +409,37 @@ import YAMLConfig
         let path = ServeProcess.makeTempDir("pi") + "/points.sqlite"
         do {
             let old = try SQLite(path: path)
-            try old.execute("""
+            try old.execute(
+                """
                 CREATE TABLE points (device TEXT NOT NULL, uuid TEXT NOT NULL, part INTEGER NOT NULL,
                     measurement TEXT NOT NULL, tags TEXT NOT NULL, time INTEGER NOT NULL, PRIMARY KEY (device, uuid, part))
                 """)
-            try old.execute("INSERT INTO points VALUES (?, ?, ?, ?, ?, ?)",
-                            [.text("ph"), .text("old"), .int(-1), .text("steps"), .text(PointIndex.pack([("unit", "count")])), .int(7)])
-            try old.execute("""
+            try old.execute(
+                "INSERT INTO points VALUES (?, ?, ?, ?, ?, ?)",
+                [.text("ph"), .text("old"), .int(-1), .text("steps"), .text(PointIndex.pack([("unit", "count")])), .int(7)])
+            try old.execute(
+                """
                 CREATE TABLE series (id INTEGER PRIMARY KEY, measurement TEXT NOT NULL, tags TEXT NOT NULL, UNIQUE (measurement, tags))
                 """)
-            try old.execute("""
+            try old.execute(
+                """
                 CREATE TABLE record_points (device TEXT NOT NULL, uuid TEXT NOT NULL, part INTEGER NOT NULL,
                     series INTEGER NOT NULL, time INTEGER NOT NULL, PRIMARY KEY (device, uuid, part)) WITHOUT ROWID
                 """)
-            try old.execute("INSERT INTO series VALUES (1, 'heart_rate', ?)", [.text(PointIndex.pack([("phone", "ph"), ("unit", "count/min")]))])
+            try old.execute(
+                "INSERT INTO series VALUES (1, 'heart_rate', ?)", [.text(PointIndex.pack([("phone", "ph"), ("unit", "count/min")]))])
             try old.execute("INSERT INTO record_points VALUES ('ph', 'keyed', -1, 1, 8)")
         }
         let index = PointIndex(path: path)
-        #expect(try index.points(device: "ph", uuid: "old") == [PointIndex.Point(measurement: "steps", tags: [("unit", "count")], timeNanos: 7)])
+        #expect(
+            try index.points(device: "ph", uuid: "old") == [PointIndex.Point(measurement: "steps", tags: [("unit", "count")], timeNanos: 7)]
+        )
         let point = PointIndex.Point(measurement: "heart_rate", tags: [("phone", "ph"), ("unit", "count/min")], timeNanos: 9)
-        #expect(try index.points(device: "ph", uuid: "keyed") == [PointIndex.Point(measurement: "heart_rate", tags: point.tags, timeNanos: 8)])
-        try index.record([Self.row("new", "heart_rate,phone=ph,unit=count/min", time: 9), Self.row("new2", "heart_rate,phone=ph,unit=count/min", time: 9)])
+        #expect(
+            try index.points(device: "ph", uuid: "keyed") == [PointIndex.Point(measurement: "heart_rate", tags: point.tags, timeNanos: 8)])
+        try index.record([
+            Self.row("new", "heart_rate,phone=ph,unit=count/min", time: 9), Self.row("new2", "heart_rate,phone=ph,unit=count/min", time: 9)
+        ])
         #expect(try index.points(device: "phone-1", uuid: "new") == [point])
         try index.remove(device: "ph", uuid: "old")
         try index.remove(device: "ph", uuid: "keyed")
@@ -411,7 +458,9 @@ import YAMLConfig
         var out: [Int64] = []
         for row in try db.query("SELECT chunk, keys FROM psealed ORDER BY chunk") {
             let keys = (row[1].blob ?? []).withUnsafeBytes { b in
-                stride(from: PackedPoints.headSize, to: b.count, by: PackedPoints.SortedKeys.size).map { b.loadUnaligned(fromByteOffset: $0, as: Int64.self) }
+                stride(from: PackedPoints.headSize, to: b.count, by: PackedPoints.SortedKeys.size).map {
+                    b.loadUnaligned(fromByteOffset: $0, as: Int64.self)
+                }
             }
             #expect(!keys.isEmpty)
             #expect(keys == keys.sorted(), "chunk \(row[0].int ?? -1) is sorted by key")
@@ -435,8 +484,10 @@ import YAMLConfig
         #expect(try SQLite(path: path).query("SELECT count(*) FROM pruns").first?.first?.int == 1)
         // A new index's pages are 16 KiB: a run of 5,000 points is 18 pages in the WAL, not 70.
         #expect(try SQLite(path: path).query("PRAGMA page_size").first?.first?.int == 16_384)
-        try index.record([Self.row("c", "hr,unit=bpm", time: 3), Self.row("a", "steps,unit=count", time: 1),
-                          Self.row("d", "hr,unit=bpm", time: 4, part: 0), Self.row("d", "hr,unit=bpm", time: 5, part: 1)])
+        try index.record([
+            Self.row("c", "hr,unit=bpm", time: 3), Self.row("a", "steps,unit=count", time: 1),
+            Self.row("d", "hr,unit=bpm", time: 4, part: 0), Self.row("d", "hr,unit=bpm", time: 5, part: 1)
+        ])
         #expect(try Self.sealedChunks(path) == [1])
         // "a" again, at another time, into the next chunk; "a" written twice at 1 is one point.
         try index.record([Self.row("a", "steps,unit=count", time: 6)])
@@ -520,7 +571,8 @@ import YAMLConfig
         func check() throws {
             for (i, row) in rows.enumerated() {
                 let parsed = PointIndex.parseSeries(row.series)
-                #expect(try index.points(device: "phone-1", uuid: "p\(i)")
+                #expect(
+                    try index.points(device: "phone-1", uuid: "p\(i)")
                         == [PointIndex.Point(measurement: parsed.measurement, tags: parsed.tags, timeNanos: Int64(i))], "p\(i)")
             }
         }
@@ -555,12 +607,13 @@ import YAMLConfig
         for n in [0, 1, 2, 7, 1_000, 50_000] {
             var order: [(key: Int64, run: UInt32, index: UInt32)] = []
             for i in 0..<n {
-                let key: Int64 = switch i % 4 {
-                case 0: Int64.random(in: .min ... .max, using: &rng)
-                case 1: Int64.random(in: -300...300, using: &rng)            // high bytes alike, both signs
-                case 2: order.isEmpty ? 5 : order[Int.random(in: 0..<order.count, using: &rng)].key   // met again
-                default: Int64.random(in: 0...Int64(1) << 40, using: &rng) << 20   // low bytes alike
-                }
+                let key: Int64 =
+                    switch i % 4 {
+                    case 0: Int64.random(in: .min ... .max, using: &rng)
+                    case 1: Int64.random(in: -300...300, using: &rng) // high bytes alike, both signs
+                    case 2: order.isEmpty ? 5 : order[Int.random(in: 0..<order.count, using: &rng)].key // met again
+                    default: Int64.random(in: 0...Int64(1) << 40, using: &rng) << 20 // low bytes alike
+                    }
                 order.append((key, UInt32(i / 100), UInt32(i % 100)))
             }
             let expected = order.sorted { ($0.key, $0.run, $0.index) < ($1.key, $1.run, $1.index) }
@@ -603,9 +656,9 @@ import YAMLConfig
         for round in 0..<100_000 {
             var t = (0..<36).map { i -> UInt8 in [8, 13, 18, 23].contains(i) ? 0x2D : hex[Int(next() % 16)] }
             switch round % 5 {
-            case 1: t = t.map { $0 >= 0x61 ? $0 - 0x20 : $0 }                       // upper case
-            case 2: t[Int(next() % 36)] = UInt8(truncatingIfNeeded: next())          // any byte anywhere
-            case 3: if let i = t.firstIndex(where: { $0 >= 0x61 }) { t[i] -= 0x20 }  // mixed case
+            case 1: t = t.map { $0 >= 0x61 ? $0 - 0x20 : $0 } // upper case
+            case 2: t[Int(next() % 36)] = UInt8(truncatingIfNeeded: next()) // any byte anywhere
+            case 3: if let i = t.firstIndex(where: { $0 >= 0x61 }) { t[i] -= 0x20 } // mixed case
             case 4: t[Int(next() % 36)] = [0x2F, 0x3A, 0x40, 0x47, 0x60, 0x67, 0x80, 0xC0, 0xFF, 0x00][Int(next() % 10)]
             default: break
             }
@@ -626,7 +679,10 @@ import YAMLConfig
         #expect(PointIndex.StoredKey(uuid: lower).bytes != nil && PointIndex.StoredKey(uuid: upper).bytes != nil)
         #expect(PointIndex.StoredKey(uuid: mixed).bytes == nil && PointIndex.StoredKey(uuid: other).bytes == nil)
         #expect(PointIndex.StoredKey(uuid: lower).key == 0x0a1b_2c3d_4e5f_4a6b)
-        #expect(PointIndex.StoredKey(uuid: lower).bytes.map { [$0.0.bigEndian, $0.1.bigEndian] } == [0x0a1b_2c3d_4e5f_4a6b, 0x8c7d_9e0f_1a2b_3c4d])
+        #expect(
+            PointIndex.StoredKey(uuid: lower).bytes.map { [$0.0.bigEndian, $0.1.bigEndian] } == [
+                0x0a1b_2c3d_4e5f_4a6b, 0x8c7d_9e0f_1a2b_3c4d
+            ])
         // Every digit's place is read: a byte that is no hex digit at any of them keeps the uuid as text.
         for i in 0..<36 where ![8, 13, 18, 23].contains(i) {
             var b = Array(lower.utf8)
@@ -669,17 +725,24 @@ import YAMLConfig
         let uuid = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
         do {
             let old = try SQLite(path: path)
-            try old.execute("CREATE TABLE series (id INTEGER PRIMARY KEY, measurement TEXT NOT NULL, tags TEXT NOT NULL, UNIQUE (measurement, tags))")
+            try old.execute(
+                "CREATE TABLE series (id INTEGER PRIMARY KEY, measurement TEXT NOT NULL, tags TEXT NOT NULL, UNIQUE (measurement, tags))")
             try old.execute("CREATE TABLE devices (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)")
-            try old.execute("CREATE TABLE point_chunks (id INTEGER PRIMARY KEY, rows INTEGER NOT NULL, sealed INTEGER NOT NULL, hashed INTEGER NOT NULL DEFAULT 1)")
+            try old.execute(
+                "CREATE TABLE point_chunks (id INTEGER PRIMARY KEY, rows INTEGER NOT NULL, sealed INTEGER NOT NULL, hashed INTEGER NOT NULL DEFAULT 1)"
+            )
             try old.execute("INSERT INTO series VALUES (1, 'steps', ?)", [.text(PointIndex.pack([("unit", "count")]))])
             try old.execute("INSERT INTO devices VALUES (1, 'ph')")
             let stored = PointIndex.StoredKey(uuid: uuid)
             for (id, sealed) in [(1, 1), (2, 0)] {
-                try old.execute("CREATE TABLE hchunk_\(id) (key INTEGER NOT NULL, device INTEGER NOT NULL, uuid NOT NULL, part INTEGER NOT NULL, series INTEGER NOT NULL, time INTEGER NOT NULL)")
-                try old.execute("INSERT INTO hchunk_\(id) VALUES (?, 1, ?, -1, 1, ?)", [.int(stored.key), stored.value(text: uuid), .int(Int64(id))])
-                try old.execute("INSERT INTO hchunk_\(id) VALUES (?, 1, ?, -1, 1, ?)",
-                                [.int(PointIndex.StoredKey(uuid: "text\(id)").key), .text("text\(id)"), .int(Int64(10 + id))])
+                try old.execute(
+                    "CREATE TABLE hchunk_\(id) (key INTEGER NOT NULL, device INTEGER NOT NULL, uuid NOT NULL, part INTEGER NOT NULL, series INTEGER NOT NULL, time INTEGER NOT NULL)"
+                )
+                try old.execute(
+                    "INSERT INTO hchunk_\(id) VALUES (?, 1, ?, -1, 1, ?)", [.int(stored.key), stored.value(text: uuid), .int(Int64(id))])
+                try old.execute(
+                    "INSERT INTO hchunk_\(id) VALUES (?, 1, ?, -1, 1, ?)",
+                    [.int(PointIndex.StoredKey(uuid: "text\(id)").key), .text("text\(id)"), .int(Int64(10 + id))])
                 try old.execute("INSERT INTO point_chunks VALUES (?, 2, ?, 1)", [.int(Int64(id)), .int(Int64(sealed))])
             }
             try old.execute("CREATE INDEX hchunk_1_key ON hchunk_1 (key)")
@@ -695,7 +758,8 @@ import YAMLConfig
         #expect(try index.points(device: "ph", uuid: "text1") == [steps(11)])
         index.close()
         let db = try SQLite(path: path)
-        #expect(try db.query("SELECT id, sealed, hashed FROM point_chunks ORDER BY id").map { $0.map { $0.int ?? -1 } }
+        #expect(
+            try db.query("SELECT id, sealed, hashed FROM point_chunks ORDER BY id").map { $0.map { $0.int ?? -1 } }
                 == [[1, 1, 1], [2, 1, 1], [3, 0, 2]])
         #expect(try db.query("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'hchunk_2_key'").first?.first?.int == 1)
         #expect(try db.query("SELECT count(*) FROM hchunk_1").first?.first?.int == 1)
@@ -710,11 +774,14 @@ import YAMLConfig
         let path = ServeProcess.makeTempDir("pi") + "/points.sqlite"
         do {
             let old = try SQLite(path: path)
-            try old.execute("CREATE TABLE series (id INTEGER PRIMARY KEY, measurement TEXT NOT NULL, tags TEXT NOT NULL, UNIQUE (measurement, tags))")
+            try old.execute(
+                "CREATE TABLE series (id INTEGER PRIMARY KEY, measurement TEXT NOT NULL, tags TEXT NOT NULL, UNIQUE (measurement, tags))")
             try old.execute("CREATE TABLE point_chunks (id INTEGER PRIMARY KEY, rows INTEGER NOT NULL, sealed INTEGER NOT NULL)")
             try old.execute("INSERT INTO series VALUES (1, 'steps', ?)", [.text(PointIndex.pack([("unit", "count")]))])
             for (id, sealed) in [(1, 1), (2, 0)] {
-                try old.execute("CREATE TABLE chunk_\(id) (device TEXT NOT NULL, uuid TEXT NOT NULL, part INTEGER NOT NULL, series INTEGER NOT NULL, time INTEGER NOT NULL)")
+                try old.execute(
+                    "CREATE TABLE chunk_\(id) (device TEXT NOT NULL, uuid TEXT NOT NULL, part INTEGER NOT NULL, series INTEGER NOT NULL, time INTEGER NOT NULL)"
+                )
                 try old.execute("INSERT INTO chunk_\(id) VALUES ('ph', ?, -1, 1, ?)", [.text("old\(id)"), .int(Int64(id))])
                 try old.execute("INSERT INTO point_chunks VALUES (?, 1, ?)", [.int(Int64(id)), .int(Int64(sealed))])
             }
@@ -731,7 +798,8 @@ import YAMLConfig
         #expect(try index.points(device: "ph", uuid: "old1") == [steps(1)])
         index.close()
         let db = try SQLite(path: path)
-        #expect(try db.query("SELECT id, sealed, hashed FROM point_chunks ORDER BY id").map { $0.map { $0.int ?? -1 } }
+        #expect(
+            try db.query("SELECT id, sealed, hashed FROM point_chunks ORDER BY id").map { $0.map { $0.int ?? -1 } }
                 == [[1, 1, 0], [2, 1, 0], [3, 0, 2]])
         #expect(try db.query("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'chunk_2_key'").first?.first?.int == 1)
     }
@@ -741,8 +809,9 @@ import YAMLConfig
     /// names the point InfluxDB has.
     @Test func aSeriesIsReadBackFromItsLineAsInfluxDBStoresIt() {
         let e = LineProtocolEncoder(measurement: "{type}", phoneTag: "phone", tags: [("k=1", "a b,c")], precision: .ns)
-        var r = CanonicalRecord(kind: "quantity", device: "ph one", receiver: "r", uuid: "u", type: "weird,type x=1",
-                                start: Timestamp(seconds: 1), value: .number(2), unit: "tab\tend\\")
+        var r = CanonicalRecord(
+            kind: "quantity", device: "ph one", receiver: "r", uuid: "u", type: "weird,type x=1",
+            start: Timestamp(seconds: 1), value: .number(2), unit: "tab\tend\\")
         r.source = RecordSource(app: "a\\,b", device: "Watch=2")
         var out: [UInt8] = []
         guard case .line(let end, let time) = e.encode(r, into: &out) else { Issue.record("not encoded"); return }
@@ -761,7 +830,8 @@ import YAMLConfig
         r.tags = [RecordTag("person", "bob"), RecordTag("unit", "taken"), RecordTag("b c", "d=e"), RecordTag("empty", "")]
         var out: [UInt8] = []
         _ = e.encode(r, into: &out)
-        #expect(String(decoding: out, as: UTF8.self)
+        #expect(
+            String(decoding: out, as: UTF8.self)
                 == #"hr,app=app,b\ c=d\=e,device=Watch,person=bob,phone=ph\,2,source=app,unit=count,z=fixed value=412 1791961260"# + "\n")
     }
 
@@ -772,9 +842,13 @@ import YAMLConfig
     @Test func pointsOfRecordsReadFromTheirLinesAreTheWholeRecordsPoints() throws {
         let encoders = [
             LineProtocolEncoder(measurement: "{type}", phoneTag: "phone", tags: [("app", "{source}"), ("person", "me")], precision: .ns),
-            LineProtocolEncoder(measurement: "h_{kind}.{unit}", phoneTag: "", tags: [("unit", "dup"), ("who", "{phone}@{receiver}"),
-                                                                                   ("z", "")], precision: .s),
-            LineProtocolEncoder(measurement: "fixed name", phoneTag: "dev ice", tags: [], precision: .ms),
+            LineProtocolEncoder(
+                measurement: "h_{kind}.{unit}", phoneTag: "",
+                tags: [
+                    ("unit", "dup"), ("who", "{phone}@{receiver}"),
+                    ("z", "")
+                ], precision: .s),
+            LineProtocolEncoder(measurement: "fixed name", phoneTag: "dev ice", tags: [], precision: .ms)
         ]
         var records = TransformTests.shapes
         var w = CanonicalRecord(kind: "workout", device: "p", receiver: "r", uuid: "w", type: "workout", start: Timestamp(seconds: 5))
@@ -784,8 +858,9 @@ import YAMLConfig
         w.fields = [RecordField("route", RawJSON(#"[{"lat":1}]"#))]
         w.source = RecordSource(app: "app", device: "Watch")
         records.append(w)
-        var c = CanonicalRecord(kind: "category", device: "ph 1,=x", receiver: "r", uuid: "c", type: "sleep_analysis",
-                                start: Timestamp(seconds: 9, nanoseconds: 1), value: .string("asleep_core"))
+        var c = CanonicalRecord(
+            kind: "category", device: "ph 1,=x", receiver: "r", uuid: "c", type: "sleep_analysis",
+            start: Timestamp(seconds: 9, nanoseconds: 1), value: .string("asleep_core"))
         c.code = 3
         c.part = 2
         c.extra = [RecordField("time_zone", .string("Europe/Berlin"))]
@@ -808,7 +883,7 @@ import YAMLConfig
         records.append(noValue)
         for e in encoders {
             for r in records where r.op == .upsert {
-                var expected = Array("m v=1 1\n".utf8)   // after a line before it, as in a request's body
+                var expected = Array("m v=1 1\n".utf8) // after a line before it, as in a request's body
                 var got = expected
                 let a = e.encode(Record(r), into: &expected)
                 let b = e.encode(try Record.read(line: CanonicalCodec.encodeLine(r)[...]), into: &got)
@@ -840,24 +915,29 @@ import YAMLConfig
 
     @Test func measurementAndTagTemplatesRenderPerRecord() throws {
         let endpoint = try ScriptedEndpoint { _ in HTTPResponse(status: 204) }
-        let s = try sink("http://127.0.0.1:\(endpoint.port)",
-                         extra: ", org: o, bucket: b, token: t, gzip: false, measurement: \"health_{kind}\", phone_tag: \"\","
-                             + " tags: {metric: \"{type}\", who: \"{phone}@{receiver}\", app: \"{source}\", person: alice}")
-        #expect(s.write(SinkBatch(records: [PipelineTests.record("a"), PipelineTests.record("b", type: "heart rate", device: "ph,2")])) == .accepted)
+        let s = try sink(
+            "http://127.0.0.1:\(endpoint.port)",
+            extra: ", org: o, bucket: b, token: t, gzip: false, measurement: \"health_{kind}\", phone_tag: \"\","
+                + " tags: {metric: \"{type}\", who: \"{phone}@{receiver}\", app: \"{source}\", person: alice}")
+        #expect(
+            s.write(SinkBatch(records: [PipelineTests.record("a"), PipelineTests.record("b", type: "heart rate", device: "ph,2")]))
+                == .accepted)
         // {source} is empty for these records, so the app tag is left off; tag values are escaped.
-        #expect(String(decoding: endpoint.requests[0].body, as: UTF8.self) == """
-            health_quantity,metric=steps,person=alice,unit=count,who=phone-1@r value=412 1791961260000000000
-            health_quantity,metric=heart\\ rate,person=alice,unit=count,who=ph\\,2@r value=412 1791961260000000000
+        #expect(
+            String(decoding: endpoint.requests[0].body, as: UTF8.self) == """
+                health_quantity,metric=steps,person=alice,unit=count,who=phone-1@r value=412 1791961260000000000
+                health_quantity,metric=heart\\ rate,person=alice,unit=count,who=ph\\,2@r value=412 1791961260000000000
 
-            """)
+                """)
     }
 
     /// The bytes the encoder writes, for the awkward cases: escapes, an empty or backslash-ended
     /// name, negative and fractional numbers, nanosecond times, a category's code and name.
     @Test func encodesTheAwkwardCasesByteForByte() {
         let e = LineProtocolEncoder(measurement: "{type}", phoneTag: "phone", tags: [("k=1", "a b,c")], precision: .ns)
-        var r = CanonicalRecord(kind: "quantity", device: "ph one", receiver: "r", uuid: "u", type: "weird,type x=1",
-                                start: Timestamp(seconds: 1_791_961_260, nanoseconds: 123_456_789), value: .number(-2.5), unit: "tab\tend\\")
+        var r = CanonicalRecord(
+            kind: "quantity", device: "ph one", receiver: "r", uuid: "u", type: "weird,type x=1",
+            start: Timestamp(seconds: 1_791_961_260, nanoseconds: 123_456_789), value: .number(-2.5), unit: "tab\tend\\")
         r.source = RecordSource(app: "\\", device: "Watch=2")
         var out: [UInt8] = []
         _ = e.encode(r, into: &out)
@@ -871,12 +951,13 @@ import YAMLConfig
         r.value = .number(1e20)
         r.code = nil
         _ = e.encode(r, into: &out)
-        #expect(String(decoding: out, as: UTF8.self) == #"""
-            weird\,type\ x=1,device=Watch\=2,k\=1=a\ b\,c,phone=ph\ one,source=_,unit=tab\ end value=-2.5 1791961260123456789
-            weird\,type\ x=1,device=Watch\=2,k\=1=a\ b\,c,phone=ph\ one,source=_ value=0,value_name="in \"bed\"\n\\" -1000000000
-            weird\,type\ x=1,device=Watch\=2,k\=1=a\ b\,c,phone=ph\ one,source=_ value=1e+20 -1000000000
+        #expect(
+            String(decoding: out, as: UTF8.self) == #"""
+                weird\,type\ x=1,device=Watch\=2,k\=1=a\ b\,c,phone=ph\ one,source=_,unit=tab\ end value=-2.5 1791961260123456789
+                weird\,type\ x=1,device=Watch\=2,k\=1=a\ b\,c,phone=ph\ one,source=_ value=0,value_name="in \"bed\"\n\\" -1000000000
+                weird\,type\ x=1,device=Watch\=2,k\=1=a\ b\,c,phone=ph\ one,source=_ value=1e+20 -1000000000
 
-            """#)
+                """#)
     }
 
     @Test func anUnknownPlaceholderIsAConfigError() {
@@ -942,7 +1023,9 @@ import YAMLConfig
         let script = OutOfOrderScript()
         let endpoint = ThreadedEndpoint { r in
             // Each line's time (precision s) is its record's number.
-            let times = InfluxDBSinkTests.inflate(r.body).split(separator: "\n").compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }
+            let times = InfluxDBSinkTests.inflate(r.body).split(separator: "\n").compactMap {
+                $0.split(separator: " ").last.flatMap { Int($0) }
+            }
             let refuse = script.arrive(first: times.first ?? -1)
             if refuse { return HTTPResponse(status: 503) }
             let failLate = state.withLock { s -> Bool in
@@ -965,7 +1048,8 @@ import YAMLConfig
             r.start = Timestamp(seconds: Int64(n))
             return r
         }
-        let node = try parseYAML("""
+        let node = try parseYAML(
+            """
             {kind: influxdb, url: "http://127.0.0.1:\(endpoint.port)", api: v1, database: d, precision: s,
              batch: {max_items: 25}, retry: {initial: 5ms, max: 20ms}}
             """, file: "t", environment: [:])
@@ -975,14 +1059,22 @@ import YAMLConfig
         let commits = Mutex(0)
         let lastCommit = Mutex(0)
         var routes = [Route(name: "all", from: [Glob("*")], transforms: [], to: ["influx"])]
-        if copying { routes.append(Route(name: "marked", from: [Glob("*")], transforms: [FilterTransform(types: ["marked"], excludeTypes: nil)], to: ["influx"])) }
-        let d = SinkDrainer(name: "influx", built: built, routes: routes,
-                            journal: j, dataDir: dir, logger: logger, metrics: metrics) {
+        if copying {
+            routes.append(
+                Route(
+                    name: "marked", from: [Glob("*")], transforms: [FilterTransform(types: ["marked"], excludeTypes: nil)], to: ["influx"]))
+        }
+        let d = SinkDrainer(
+            name: "influx", built: built, routes: routes,
+            journal: j, dataDir: dir, logger: logger, metrics: metrics
+        ) {
             // The cursor just committed: every record before it must be in InfluxDB.
             let seq = Int(metrics.cursorSeq.load(ordering: .relaxed)), skip = metrics.cursorSkip.load(ordering: .relaxed)
             let before = (seq - 1) * perEntry + skip
             // Cursors only move forward: a batch's cursor is never committed before an earlier one's.
-            let back = lastCommit.withLock { last -> Bool in defer { last = max(last, before) }; return before < last }
+            let back = lastCommit.withLock { last -> Bool in
+                defer { last = max(last, before) }; return before < last
+            }
             if back { violations.withLock { $0.append("cursor \(seq)/\(skip) went back") } }
             let missing = state.withLock { s in (0..<before).filter { !s.taken.contains($0) } }
             commits.withLock { $0 += 1 }

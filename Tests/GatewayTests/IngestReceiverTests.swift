@@ -18,49 +18,51 @@ import Testing
         for good in ["UTC", "Europe/Budapest", "America/Argentina/Buenos_Aires", "Etc/GMT+5", "America/Port-au-Prince"] {
             #expect(TimeZones.valid(good), "\(good)")
         }
-        for bad in ["", "../etc/passwd", "Europe/..", "Europe/Bud.apest", "/etc/localtime", "Europe/Bud apest", "Éurope/X",
-                    String(repeating: "a", count: 64)] {
+        for bad in [
+            "", "../etc/passwd", "Europe/..", "Europe/Bud.apest", "/etc/localtime", "Europe/Bud apest", "Éurope/X",
+            String(repeating: "a", count: 64)
+        ] {
             #expect(!TimeZones.valid(bad), "\(bad)")
         }
         #expect(TimeZones.valid(String(repeating: "a", count: 63)))
     }
 
     static let config = """
-    listen: 127.0.0.1:0
-    data_dir: DATA_DIR
-    receivers:
-      chunks:
-        kind: ingest
-        auth: {type: bearer, token: device-token-1}
-        max_items: 12
-    routes:
-      - {name: all, from: ["*"], to: [archive]}
-    sinks:
-      archive: {kind: file, path: "archive.ndjson", batch: {max_wait: 10ms}}
-    """
+        listen: 127.0.0.1:0
+        data_dir: DATA_DIR
+        receivers:
+          chunks:
+            kind: ingest
+            auth: {type: bearer, token: device-token-1}
+            max_items: 12
+        routes:
+          - {name: all, from: ["*"], to: [archive]}
+        sinks:
+          archive: {kind: file, path: "archive.ndjson", batch: {max_wait: 10ms}}
+        """
 
     static let chunk = """
-    {
-      "device_id": "9a1f-phone",
-      "time_zone": "Europe/Budapest",
-      "samples": [
-        {"source_uuid": "0B2C-1", "data_type": "stepCount", "ts": "2026-08-11T07:15:00Z", "value": 412, "unit": "count",
-         "source_device": "watch", "source_bundle": "com.apple.health", "workout_source_uuid": "7F31-1"},
-        {"source_uuid": "0B2C-2", "data_type": "bodyMass", "ts": "2026-01-11T07:15:00Z", "value": 70500, "unit": "g"},
-        {"source_uuid": "0B2C-3", "data_type": "distanceWalkingRunning", "ts": "2026-08-11T07:15:00Z", "value": 1.2, "unit": "km"},
-        {"source_uuid": "0B2C-4", "data_type": "brandNewType", "ts": "2026-08-11T07:15:00Z", "value": 3, "unit": "zz"}
-      ],
-      "workouts": [
-        {"source_uuid": "7F31-1", "activity_type": "running", "started_at": "2026-08-10T16:02:00Z", "ended_at": "2026-08-10T16:47:00Z",
-         "total_energy_kcal": 421.5, "total_distance_m": 8120,
-         "route": [{"ts": "2026-08-10T16:02:05Z", "lat": 47.4979, "lon": 19.0402, "accuracy_m": 4.1}]}
-      ],
-      "sleep_segments": [{"source_uuid": "C4A9-1", "started_at": "2026-08-10T22:41:00Z", "ended_at": "2026-08-11T05:58:00Z", "stage": "asleepCore"}],
-      "activity_summaries": [{"day": "2026-08-10", "active_energy": 512, "active_energy_goal": 600, "exercise_minutes": 34,
-                              "exercise_goal": 30, "stand_hours": 11, "stand_goal": 12}],
-      "deletions": ["1D77-1"]
-    }
-    """
+        {
+          "device_id": "9a1f-phone",
+          "time_zone": "Europe/Budapest",
+          "samples": [
+            {"source_uuid": "0B2C-1", "data_type": "stepCount", "ts": "2026-08-11T07:15:00Z", "value": 412, "unit": "count",
+             "source_device": "watch", "source_bundle": "com.apple.health", "workout_source_uuid": "7F31-1"},
+            {"source_uuid": "0B2C-2", "data_type": "bodyMass", "ts": "2026-01-11T07:15:00Z", "value": 70500, "unit": "g"},
+            {"source_uuid": "0B2C-3", "data_type": "distanceWalkingRunning", "ts": "2026-08-11T07:15:00Z", "value": 1.2, "unit": "km"},
+            {"source_uuid": "0B2C-4", "data_type": "brandNewType", "ts": "2026-08-11T07:15:00Z", "value": 3, "unit": "zz"}
+          ],
+          "workouts": [
+            {"source_uuid": "7F31-1", "activity_type": "running", "started_at": "2026-08-10T16:02:00Z", "ended_at": "2026-08-10T16:47:00Z",
+             "total_energy_kcal": 421.5, "total_distance_m": 8120,
+             "route": [{"ts": "2026-08-10T16:02:05Z", "lat": 47.4979, "lon": 19.0402, "accuracy_m": 4.1}]}
+          ],
+          "sleep_segments": [{"source_uuid": "C4A9-1", "started_at": "2026-08-10T22:41:00Z", "ended_at": "2026-08-11T05:58:00Z", "stage": "asleepCore"}],
+          "activity_summaries": [{"day": "2026-08-10", "active_energy": 512, "active_energy_goal": 600, "exercise_minutes": 34,
+                                  "exercise_goal": 30, "stand_hours": 11, "stand_goal": 12}],
+          "deletions": ["1D77-1"]
+        }
+        """
 
     @Test func takesAChunkAndAnswers202WithWhatItTook() throws {
         let serve = try ServeProcess(config: Self.config)
@@ -74,15 +76,18 @@ import Testing
         let received = try #require(json["received"] as? [String: Int])
         #expect(received == ["samples": 4, "workouts": 1, "sleep_segments": 1, "activity_summaries": 1, "deletions": 1])
         var got: [[String: Any]] = []
-        #expect(ServeProcess.eventually { got = serve.ndjson(under: ""); return got.count == 8 }, "\(got.count)")
+        #expect(
+            ServeProcess.eventually {
+                got = serve.ndjson(under: ""); return got.count == 8
+            }, "\(got.count)")
         func rec(_ uuid: String) -> [String: Any]? { got.first { $0["uuid"] as? String == uuid } }
         #expect(rec("0B2C-1")?["type"] as? String == "steps")
         #expect(rec("0B2C-1")?["device"] as? String == "9a1f-phone")
-        #expect(rec("0B2C-1")?["utc_offset"] as? String == "+02:00")            // summer time in Budapest
-        #expect(rec("0B2C-1")?["timezone"] as? String == "Europe/Budapest")     // the zone the phone named
+        #expect(rec("0B2C-1")?["utc_offset"] as? String == "+02:00") // summer time in Budapest
+        #expect(rec("0B2C-1")?["timezone"] as? String == "Europe/Budapest") // the zone the phone named
         #expect((rec("0B2C-1")?["extra"] as? [String: Any])?["workout_uuid"] as? String == "7F31-1")
         #expect(rec("0B2C-2")?["value"] as? Double == 70.5 && rec("0B2C-2")?["unit"] as? String == "kg")
-        #expect(rec("0B2C-2")?["utc_offset"] as? String == "+01:00")            // winter time
+        #expect(rec("0B2C-2")?["utc_offset"] as? String == "+01:00") // winter time
         #expect(rec("0B2C-3")?["value"] as? Int == 1200 && rec("0B2C-3")?["unit"] as? String == "m")
         #expect(rec("0B2C-4")?["type"] as? String == "brandNewType" && rec("0B2C-4")?["unit"] as? String == "zz")
         let w = try #require(rec("7F31-1"))
@@ -101,14 +106,16 @@ import Testing
         let serve = try ServeProcess(config: Self.config)
         let c = serve.client()
         let auth = [("Authorization", "Bearer device-token-1")]
-        #expect(try c.request("POST", "/v1/ingest", headers: [("Authorization", "Bearer nope")], body: Array(Self.chunk.utf8)).status == 401)
+        #expect(
+            try c.request("POST", "/v1/ingest", headers: [("Authorization", "Bearer nope")], body: Array(Self.chunk.utf8)).status == 401)
         let bad = try c.request("POST", "/v1/ingest", headers: auth, body: Array("{not json".utf8))
         #expect(bad.status == 400 && bad.header("Content-Type") == "application/problem+json")
         #expect(try c.request("POST", "/v1/ingest", headers: auth, body: Array(#"{"samples":[]}"#.utf8)).status == 400)
         // 13 items counting route points: over max_items 12 → 413 with a problem document.
         let points = (0..<9).map { _ in #"{"ts":"2026-08-10T16:02:05Z","lat":1,"lon":2}"# }.joined(separator: ",")
-        let big = Self.chunk.replacingOccurrences(of: #""route": [{"ts": "2026-08-10T16:02:05Z", "lat": 47.4979, "lon": 19.0402, "accuracy_m": 4.1}]"#,
-                                                  with: #""route": [\#(points)]"#)
+        let big = Self.chunk.replacingOccurrences(
+            of: #""route": [{"ts": "2026-08-10T16:02:05Z", "lat": 47.4979, "lon": 19.0402, "accuracy_m": 4.1}]"#,
+            with: #""route": [\#(points)]"#)
         #expect(big != Self.chunk)
         let tooMany = try c.request("POST", "/v1/ingest", headers: auth, body: Array(big.utf8))
         #expect(tooMany.status == 413)
@@ -135,24 +142,30 @@ import Testing
             ("HKQuantityTypeIdentifierBodyMass", "154", "lb", ("body_mass", 154 * 0.45359237, nil, "kg")),
             ("appleStandHour", #""idle""#, "", ("apple_stand_hour", nil, "idle", "")),
             ("brandNewType", "3", "zz", ("brandNewType", 3, nil, "zz")),
-            ("distanceWalkingRunning", "800", "m", ("distance_walking_running", 800, nil, "m")),
+            ("distanceWalkingRunning", "800", "m", ("distance_walking_running", 800, nil, "m"))
         ]
-        let sources = [("watch", "com.apple.health"), ("phone", "com.example.a"), ("ring", "com.example.b"),
-                       ("scale", "com.example.c"), ("band", "com.example.d")]
+        let sources = [
+            ("watch", "com.apple.health"), ("phone", "com.example.a"), ("ring", "com.example.b"),
+            ("scale", "com.example.c"), ("band", "com.example.d")
+        ]
         var items: [String] = []
         for i in 0..<60 {
             let g = given[i % given.count], (dev, app) = sources[i % sources.count]
             let unit = g.unit.isEmpty ? "" : #","unit":"\#(g.unit)""#
-            items.append(#"{"source_uuid":"u-\#(i)","data_type":"\#(g.type)","ts":"2026-0\#(1 + i % 9)-11T07:15:00Z","value":\#(g.value)\#(unit),"#
-                         + #""source_device":"\#(dev)","source_bundle":"\#(app)"}"#)
+            items.append(
+                #"{"source_uuid":"u-\#(i)","data_type":"\#(g.type)","ts":"2026-0\#(1 + i % 9)-11T07:15:00Z","value":\#(g.value)\#(unit),"#
+                    + #""source_device":"\#(dev)","source_bundle":"\#(app)"}"#)
         }
         // One sample that ends before it starts: set aside, the others kept.
-        items.append(#"{"source_uuid":"backwards","data_type":"stepCount","ts":"2026-08-11T07:15:00Z","end_ts":"2026-08-11T07:14:00Z","value":1}"#)
+        items.append(
+            #"{"source_uuid":"backwards","data_type":"stepCount","ts":"2026-08-11T07:15:00Z","end_ts":"2026-08-11T07:14:00Z","value":1}"#)
         let body = #"{"device_id":"p1","time_zone":"America/New_York","samples":["# + items.joined(separator: ",") + "]}"
-        let receiver = IngestReceiver(name: "chunks", paths: ["/v1/ingest"], maxBodyBytes: 1 << 20, auth: Authenticator(kind: .none),
-                                      maxItems: 1000, parsers: ParserPool())
-        let reception = receiver.receive(HTTPRequest(method: "POST", path: "/v1/ingest", headers: [], body: Array(body.utf8)),
-                                         context: ReceiveContext(now: Timestamp(seconds: 1_791_961_500)))
+        let receiver = IngestReceiver(
+            name: "chunks", paths: ["/v1/ingest"], maxBodyBytes: 1 << 20, auth: Authenticator(kind: .none),
+            maxItems: 1000, parsers: ParserPool())
+        let reception = receiver.receive(
+            HTTPRequest(method: "POST", path: "/v1/ingest", headers: [], body: Array(body.utf8)),
+            context: ReceiveContext(now: Timestamp(seconds: 1_791_961_500)))
         guard case .accept(let batch, let reply) = reception else { Issue.record("not accepted: \(reception)"); return }
         #expect(reply.status == 202)
         #expect(batch.quarantined.map(\.reason) == [#""end_ts" is before "ts""#])
@@ -174,8 +187,8 @@ import Testing
     }
 
     @Test func timeZoneOffsetsFollowDaylightSaving() {
-        #expect(TimeZones.offset("Europe/Budapest", at: 1_786_432_500) == 7200)   // 2026-08-11
-        #expect(TimeZones.offset("Europe/Budapest", at: 1_768_115_700) == 3600)   // 2026-01-11
+        #expect(TimeZones.offset("Europe/Budapest", at: 1_786_432_500) == 7200) // 2026-08-11
+        #expect(TimeZones.offset("Europe/Budapest", at: 1_768_115_700) == 3600) // 2026-01-11
         #expect(TimeZones.offset("America/New_York", at: 1_786_432_500) == -4 * 3600)
         #expect(TimeZones.offset("UTC", at: 0) == 0)
         #expect(TimeZones.offset("../../etc/passwd", at: 0) == nil)
@@ -197,17 +210,20 @@ import Testing
         // What ingest keeps for the drainers that take its records is what the journal's line
         // decodes to (the fuzz targets' oracle), and that line says +01:16.
         let config = """
-        receivers:
-          ingest: {kind: ingest}
-        sinks:
-          out: {kind: file, path: out.ndjson}
-        routes:
-          - {from: [ingest], to: [out]}
-        """
-        let topology = try ConfigLoader.load(text: config, file: "t.yaml", environment: [:],
-                                             logger: Logger(component: "t", sink: MemoryLogSink()))
+            receivers:
+              ingest: {kind: ingest}
+            sinks:
+              out: {kind: file, path: out.ndjson}
+            routes:
+              - {from: [ingest], to: [out]}
+            """
+        let topology = try ConfigLoader.load(
+            text: config, file: "t.yaml", environment: [:],
+            logger: Logger(component: "t", sink: MemoryLogSink()))
         let receiver = try #require(topology.receivers.first?.receiver)
-        let body = Array(#"{"device_id":"ios-1","time_zone":"Europe/Budapest","samples":[{"source_uuid":"hr-a","data_type":"heartRate","ts":"1013-12-01T16:05:00Z","value":140,"unit":"count/min"}]}"#.utf8)
+        let body = Array(
+            #"{"device_id":"ios-1","time_zone":"Europe/Budapest","samples":[{"source_uuid":"hr-a","data_type":"heartRate","ts":"1013-12-01T16:05:00Z","value":140,"unit":"count/min"}]}"#
+                .utf8)
         let request = HTTPRequest(method: "POST", path: receiver.paths[0], query: "", headers: [], body: body)
         let reception = receiver.receive(request, context: ReceiveContext(now: Timestamp(seconds: 1_800_000_000)))
         #expect(FuzzTargets.problem(nil, reception, of: "ingest") == nil)

@@ -11,27 +11,31 @@ import Testing
 /// `healthgate serve` as a user runs it: a child process, real HTTP over loopback, real files.
 @Suite(.serialized) struct LiveServeTests {
     static let config = """
-    listen: 127.0.0.1:0
-    data_dir: DATA_DIR
-    receivers:
-      phone:
-        kind: syncky
-        path: /hook
-        auth: {type: bearer, token: \(Vectors.token)}
-        hmac: {secret: \(Vectors.secret)}
-        max_body: 200KB
-    routes:
-      - {name: all, from: ["*"], to: [archive]}
-    sinks:
-      archive: {kind: file, path: "archive/{device}/{date}.ndjson", batch: {max_wait: 10ms}}
-    """
+        listen: 127.0.0.1:0
+        data_dir: DATA_DIR
+        receivers:
+          phone:
+            kind: syncky
+            path: /hook
+            auth: {type: bearer, token: \(Vectors.token)}
+            hmac: {secret: \(Vectors.secret)}
+            max_body: 200KB
+        routes:
+          - {name: all, from: ["*"], to: [archive]}
+        sinks:
+          archive: {kind: file, path: "archive/{device}/{date}.ndjson", batch: {max_wait: 10ms}}
+        """
 
-    static func signedHeaders(_ body: String, t: Int64 = Int64(Date().timeIntervalSince1970),
-                              delivery: String = UUID().uuidString.lowercased()) -> [(String, String)] {
+    static func signedHeaders(
+        _ body: String, t: Int64 = Int64(Date().timeIntervalSince1970),
+        delivery: String = UUID().uuidString.lowercased()
+    ) -> [(String, String)] {
         let mac = Crypto.hmacSHA256(key: Array(Vectors.secret.utf8), Array("\(t).".utf8), Array(body.utf8))
-        return [("Content-Type", "application/json"), ("X-Syncky-Format", "native"), ("X-Syncky-Delivery", delivery),
-                ("X-Syncky-Timestamp", "\(t)"), ("X-Syncky-Signature", "v1=" + Crypto.lowercaseHex(mac)),
-                ("Authorization", "Bearer \(Vectors.token)")]
+        return [
+            ("Content-Type", "application/json"), ("X-Syncky-Format", "native"), ("X-Syncky-Delivery", delivery),
+            ("X-Syncky-Timestamp", "\(t)"), ("X-Syncky-Signature", "v1=" + Crypto.lowercaseHex(mac)),
+            ("Authorization", "Bearer \(Vectors.token)")
+        ]
     }
 
     static func replacing(_ headers: [(String, String)], _ name: String, _ value: String?) -> [(String, String)] {
@@ -48,13 +52,16 @@ import Testing
         body[40] ^= 0x01
         let mutations: [(String, [(String, String)], [UInt8])] = [
             ("one changed byte", Vectors.checkHeaders, body),
-            ("uppercase hex", Self.replacing(Vectors.checkHeaders, "X-Syncky-Signature", "v1=" + hex.uppercased()), Array(Vectors.checkBody.utf8)),
+            (
+                "uppercase hex", Self.replacing(Vectors.checkHeaders, "X-Syncky-Signature", "v1=" + hex.uppercased()),
+                Array(Vectors.checkBody.utf8)
+            ),
             ("v0= prefix", Self.replacing(Vectors.checkHeaders, "X-Syncky-Signature", "v0=" + hex), Array(Vectors.checkBody.utf8)),
             ("missing v1=", Self.replacing(Vectors.checkHeaders, "X-Syncky-Signature", hex), Array(Vectors.checkBody.utf8)),
             ("no signature", Self.replacing(Vectors.checkHeaders, "X-Syncky-Signature", nil), Array(Vectors.checkBody.utf8)),
             ("other timestamp", Self.replacing(Vectors.checkHeaders, "X-Syncky-Timestamp", "1791961501"), Array(Vectors.checkBody.utf8)),
             ("wrong token", Self.replacing(Vectors.checkHeaders, "Authorization", "Bearer vec_token_wrong"), Array(Vectors.checkBody.utf8)),
-            ("no token", Self.replacing(Vectors.checkHeaders, "Authorization", nil), Array(Vectors.checkBody.utf8)),
+            ("no token", Self.replacing(Vectors.checkHeaders, "Authorization", nil), Array(Vectors.checkBody.utf8))
         ]
         for (what, headers, b) in mutations {
             let r = try c.request("POST", "/hook", headers: headers, body: b)
@@ -71,8 +78,9 @@ import Testing
         #expect(try c.request("GET", "/metrics").text.contains(#"healthgate_check_requests_total{receiver="phone"} 1"#))
         // The replay check survives a restart within the window.
         serve.stop()
-        let restarted = try ServeProcess(config: Self.config, dataDir: serve.dataDir,
-                                         environment: ["HEALTHGATE_NOW": Vectors.checkTimestamp])
+        let restarted = try ServeProcess(
+            config: Self.config, dataDir: serve.dataDir,
+            environment: ["HEALTHGATE_NOW": Vectors.checkTimestamp])
         let again = try restarted.client().request("POST", "/hook", headers: Vectors.checkHeaders, body: Array(Vectors.checkBody.utf8))
         #expect(again.status == 401)
         #expect(again.text.contains("replay"))
@@ -84,8 +92,9 @@ import Testing
         #expect(restarted.stderrText.contains("HEALTHGATE_NOW is set"))
         restarted.stop()
         // The results request of section 10 verifies too (with its own clock).
-        let serve2 = try ServeProcess(config: Self.config, dataDir: serve.dataDir,
-                                      environment: ["HEALTHGATE_NOW": Vectors.resultsTimestamp])
+        let serve2 = try ServeProcess(
+            config: Self.config, dataDir: serve.dataDir,
+            environment: ["HEALTHGATE_NOW": Vectors.resultsTimestamp])
         var rh = Self.replacing(Vectors.checkHeaders, "X-Syncky-Format", nil)
         rh = Self.replacing(rh, "X-Syncky-Timestamp", Vectors.resultsTimestamp)
         rh = Self.replacing(rh, "X-Syncky-Signature", Vectors.resultsSignature)
@@ -101,7 +110,7 @@ import Testing
             ("native", "application/json", Vectors.checkBody),
             ("hae", "application/json", #"{"data":{"metrics":[],"workouts":[]}}"#),
             ("csv", "text/csv; charset=utf-8", "type,uuid,start,end,value,unit,value_name,source,device,user_entered\r\n"),
-            ("influx", "text/plain; charset=utf-8", ""),
+            ("influx", "text/plain; charset=utf-8", "")
         ]
         for (format, contentType, body) in bodies {
             var h = Self.signedHeaders(body)
@@ -129,16 +138,20 @@ import Testing
 
     @Test func acceptedSamplesArriveInTheArchive() throws {
         let serve = try ServeProcess(config: Self.config)
-        let body = Vectors.syncBody(samples: [Vectors.stepsSample, Vectors.sleepSample, Vectors.workoutSample,
-                                              Vectors.characteristicSample, Vectors.heartbeatSample],
-                                    deleted: [Vectors.deletion])
+        let body = Vectors.syncBody(
+            samples: [
+                Vectors.stepsSample, Vectors.sleepSample, Vectors.workoutSample,
+                Vectors.characteristicSample, Vectors.heartbeatSample
+            ],
+            deleted: [Vectors.deletion])
         let r = try serve.client().request("POST", "/hook", headers: Self.signedHeaders(body), body: Array(body.utf8))
         #expect(r.status == 200, "\(r.text)")
         var records: [[String: Any]] = []
-        #expect(ServeProcess.eventually {
-            records = serve.ndjson(under: "archive")
-            return records.count == 6
-        }, "archive has \(records.count) records")
+        #expect(
+            ServeProcess.eventually {
+                records = serve.ndjson(under: "archive")
+                return records.count == 6
+            }, "archive has \(records.count) records")
         let steps = try #require(records.first { $0["type"] as? String == "steps" && $0["op"] as? String == "upsert" })
         #expect(steps["value"] as? Int == 412)
         #expect(steps["unit"] as? String == "count")
@@ -217,10 +230,11 @@ import Testing
         let started = Date()
         #expect(try endless.readResponse().status == 413)
         #expect(Date().timeIntervalSince(started) < 10, "the server kept the connection open")
-        #expect(ServeProcess.eventually {
-            (try? serve.client().request("GET", "/metrics").text
-                .contains(#"healthgate_requests_refused_total{receiver="phone",reason="too_large"} 2"#)) == true
-        })
+        #expect(
+            ServeProcess.eventually {
+                (try? serve.client().request("GET", "/metrics").text
+                    .contains(#"healthgate_requests_refused_total{receiver="phone",reason="too_large"} 2"#)) == true
+            })
     }
 
     /// A wrong token is refused from the headers: the body is never read (or buffered).
@@ -232,8 +246,9 @@ import Testing
         let r = try c.readResponse()
         #expect(r.status == 401)
         #expect(Date().timeIntervalSince(started) < 5)
-        #expect(try serve.client().request("GET", "/metrics").text
-                    .contains(#"healthgate_requests_refused_total{receiver="phone",reason="auth"} 1"#))
+        #expect(
+            try serve.client().request("GET", "/metrics").text
+                .contains(#"healthgate_requests_refused_total{receiver="phone",reason="auth"} 1"#))
     }
 
     @Test func shutsDownCleanlyOnSIGTERM() throws {

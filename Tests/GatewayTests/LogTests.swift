@@ -35,24 +35,36 @@ import Testing
 
     func exercise(_ serve: ServeProcess) throws {
         let c = serve.client()
-        let good = Vectors.syncBody(samples: [PostgresSinkTests.q("s1", "heart_rate", Double(Self.values[0])!, "count/min", at: PostgresSinkTests.base)],
-                                    delivery: "delivery-good-1")
-        #expect(try c.request("POST", "/hook", headers: LiveServeTests.signedHeaders(good, delivery: "delivery-good-1"),
-                              body: Array(good.utf8)).status == 200)
+        let good = Vectors.syncBody(
+            samples: [PostgresSinkTests.q("s1", "heart_rate", Double(Self.values[0])!, "count/min", at: PostgresSinkTests.base)],
+            delivery: "delivery-good-1")
+        #expect(
+            try c.request(
+                "POST", "/hook", headers: LiveServeTests.signedHeaders(good, delivery: "delivery-good-1"),
+                body: Array(good.utf8)
+            ).status == 200)
         // A bad record beside a good one (quarantined), with values of its own.
-        let bad = Vectors.syncBody(samples: [PostgresSinkTests.q("s2", "steps", Double(Self.values[1])!, "count", at: PostgresSinkTests.base),
-                                             #"{"uuid":"s3","type":"steps","value":\#(Self.values[2]),"unit":"count","start":"not a time"}"#],
-                                   delivery: "delivery-bad-2")
+        let bad = Vectors.syncBody(
+            samples: [
+                PostgresSinkTests.q("s2", "steps", Double(Self.values[1])!, "count", at: PostgresSinkTests.base),
+                #"{"uuid":"s3","type":"steps","value":\#(Self.values[2]),"unit":"count","start":"not a time"}"#
+            ],
+            delivery: "delivery-bad-2")
         _ = try c.request("POST", "/hook", headers: LiveServeTests.signedHeaders(bad, delivery: "delivery-bad-2"), body: Array(bad.utf8))
         // An unreadable body, a wrong signature, wrong tokens.
-        _ = try c.request("POST", "/hook", headers: LiveServeTests.signedHeaders("{", delivery: "delivery-unreadable-3"), body: Array("{".utf8))
+        _ = try c.request(
+            "POST", "/hook", headers: LiveServeTests.signedHeaders("{", delivery: "delivery-unreadable-3"), body: Array("{".utf8))
         var forged = LiveServeTests.signedHeaders(good, delivery: "delivery-forged-4")
         forged = LiveServeTests.replacing(forged, "X-Syncky-Signature", "v1=" + String(repeating: "0", count: 64))
         _ = try c.request("POST", "/hook", headers: forged, body: Array(good.utf8))
-        _ = try c.request("POST", "/write?db=health", headers: [("Authorization", "Token wrong-\(Self.influxToken)")],
-                          body: Array("heart_rate value=\(Self.values[3])".utf8))
-        #expect(try c.request("POST", "/write?db=health", headers: [("Authorization", "Token \(Self.influxToken)")],
-                              body: Array("heart_rate value=\(Self.values[3]) 1796112000000000000".utf8)).status == 204)
+        _ = try c.request(
+            "POST", "/write?db=health", headers: [("Authorization", "Token wrong-\(Self.influxToken)")],
+            body: Array("heart_rate value=\(Self.values[3])".utf8))
+        #expect(
+            try c.request(
+                "POST", "/write?db=health", headers: [("Authorization", "Token \(Self.influxToken)")],
+                body: Array("heart_rate value=\(Self.values[3]) 1796112000000000000".utf8)
+            ).status == 204)
         _ = try c.request("GET", "/", headers: [("Authorization", "Bearer \(Self.adminToken)")])
         // The http sink cannot reach its endpoint: it says so (once, not per retry).
         #expect(ServeProcess.eventually(10) { serve.stderrText.contains("hook") && serve.stderrText.contains("127.0.0.1:9") })
@@ -75,12 +87,16 @@ import Testing
             #expect(l.hasPrefix("time=") && l.contains(" level=") && l.contains(" component=") && l.contains(" msg=\""), "\(l)")
         }
         // One line per refusal, with the delivery id where the request names one.
-        #expect(lines.contains { $0.contains("level=warning") && $0.contains("unreadable") && $0.contains("delivery delivery-unreadable-3") }, "\(log)")
+        #expect(
+            lines.contains { $0.contains("level=warning") && $0.contains("unreadable") && $0.contains("delivery delivery-unreadable-3") },
+            "\(log)")
         #expect(lines.contains { $0.contains("quarantine") && $0.contains("delivery delivery-bad-2") }, "\(log)")
         // Not a line per success: a good request says nothing but that it is the phone's first.
         #expect(lines.filter { $0.contains("delivery-good-1") }.allSatisfy { $0.contains("phone: first request from device") }, "\(log)")
         // The sink's trouble is said, but not once per retry.
-        let hookLines = lines.filter { $0.contains("component=queue") && $0.contains("hook") && $0.contains("level=") && !$0.contains("level=info") }
+        let hookLines = lines.filter {
+            $0.contains("component=queue") && $0.contains("hook") && $0.contains("level=") && !$0.contains("level=info")
+        }
         #expect(!hookLines.isEmpty && hookLines.count <= 4, "\(hookLines.joined(separator: "\n"))")
     }
 

@@ -66,8 +66,12 @@ import Testing
         try c.connect()
         try c.subscribe("homeassistant/status", qos: 1)
         for _ in 0..<5 { c.service(milliseconds: 50) }
-        try DatabaseProcess.run("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t", "homeassistant/status",
-                                                           "-m", "online"])
+        try DatabaseProcess.run(
+            "/usr/bin/mosquitto_pub",
+            [
+                "-h", "127.0.0.1", "-p", "\(broker.port)", "-t", "homeassistant/status",
+                "-m", "online"
+            ])
         let until = Date().addingTimeInterval(5)
         while got.isEmpty && Date() < until { c.service(milliseconds: 50) }
         #expect(got.first?.0 == "homeassistant/status")
@@ -90,7 +94,7 @@ import Testing
         let dir = broker!.dir
         let c = try client(broker!)
         try c.connect()
-        broker = nil   // killed
+        broker = nil // killed
         let mid = try? c.publish(topic: "healthgate/x", payload: Array("1".utf8), qos: 1, retain: false)
         #expect(throws: MQTTClient.Failure.self) { _ = try c.waitForAcks(mid.map { [$0] } ?? [1], qos: 1) }
         let again = try DatabaseProcess.mosquitto(port: port, dir: dir)
@@ -127,10 +131,14 @@ extension MQTTClientTests {
     /// it (the system's CAs), the connection is refused.
     @Test func tlsWithAPrivateCA() throws {
         let dir = ServeProcess.makeTempDir("mqtts")
-        let (rc, _) = try DatabaseProcess.run("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                                                                   "-nodes", "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem",
-                                                                   "-days", "2", "-subj", "/CN=127.0.0.1",
-                                                                   "-addext", "subjectAltName=IP:127.0.0.1"])
+        let (rc, _) = try DatabaseProcess.run(
+            "/usr/bin/openssl",
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                "-nodes", "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem",
+                "-days", "2", "-subj", "/CN=127.0.0.1",
+                "-addext", "subjectAltName=IP:127.0.0.1"
+            ])
         #expect(rc == 0)
         // mosquitto started as root reads its files as the mosquitto user.
         chmod(dir, 0o755)

@@ -78,15 +78,16 @@ import YAMLConfig
         let configTopic = "homeassistant/sensor/healthgate_\(Self.slug)/steps_today/config"
         let config = try #require(try JSONSerialization.jsonObject(with: Data(Self.retained(broker, configTopic).utf8)) as? [String: Any])
         #expect(config["unique_id"] as? String == "healthgate_\(Self.slug)_steps_today")
-        #expect(config["object_id"] as? String == "anna_s_iphone_steps_today")   // from the name, as HA makes ids
+        #expect(config["object_id"] as? String == "anna_s_iphone_steps_today") // from the name, as HA makes ids
         #expect(config["unit_of_measurement"] as? String == "steps")
         #expect(config["state_class"] as? String == "total")
         #expect(config["device_class"] == nil)
         #expect(config["state_topic"] as? String == "healthgate/\(Self.slug)/steps_today")
         #expect((config["device"] as? [String: Any])?["name"] as? String == "Anna's iPhone")
         #expect(((config["availability"] as? [[String: Any]])?.first)?["topic"] as? String == "healthgate/status")
-        let hr = try #require(try JSONSerialization.jsonObject(with: Data(Self.retained(broker, "healthgate/\(Self.slug)/heart_rate").utf8))
-            as? [String: Any])
+        let hr = try #require(
+            try JSONSerialization.jsonObject(with: Data(Self.retained(broker, "healthgate/\(Self.slug)/heart_rate").utf8))
+                as? [String: Any])
         #expect(hr["value"] as? Int == 61)
         #expect(hr["source_app"] as? String == "com.apple.Health")
         #expect(hr["measured_at"] as? String != nil)
@@ -103,8 +104,12 @@ import YAMLConfig
         // Home Assistant restarts (its configs gone) and says online: healthgate announces again.
         try DatabaseProcess.run("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t", configTopic, "-r", "-n"])
         #expect(Self.retained(broker, configTopic) == "")
-        try DatabaseProcess.run("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t", "homeassistant/status",
-                                                           "-m", "online"])
+        try DatabaseProcess.run(
+            "/usr/bin/mosquitto_pub",
+            [
+                "-h", "127.0.0.1", "-p", "\(broker.port)", "-t", "homeassistant/status",
+                "-m", "online"
+            ])
         #expect(ServeProcess.eventually { !Self.retained(broker, configTopic).isEmpty })
 
         // SIGKILL: the broker says offline for healthgate (its last will).
@@ -126,11 +131,11 @@ import YAMLConfig
         let serve = try ServeProcess(config: Self.config(port))
         try post(serve, samples: [Self.steps("a", 10)])
         #expect(ServeProcess.eventually { Self.value(broker!, "steps_today") as? Int == 10 })
-        broker = nil   // the broker dies; the phone keeps sending, serve acknowledges (journaled)
+        broker = nil // the broker dies; the phone keeps sending, serve acknowledges (journaled)
         try post(serve, samples: [Self.steps("b", 20)])
         try post(serve, samples: [Self.steps("c", 30)])
         usleep(500_000)
-        broker = try DatabaseProcess.mosquitto(port: port, dir: dir)   // back, empty (no persistence)
+        broker = try DatabaseProcess.mosquitto(port: port, dir: dir) // back, empty (no persistence)
         #expect(ServeProcess.eventually(20) { Self.value(broker!, "steps_today") as? Int == 60 })
         #expect(ServeProcess.eventually { Self.retained(broker!, "healthgate/status") == "online" })
         serve.stop()
@@ -145,11 +150,13 @@ import YAMLConfig
     static var slug: String { MQTTSinkTests.slug }
 
     /// A serve of the test binary whose clock reads what `clockFile` says (see `ShiftedClock`).
-    static func serve(_ broker: DatabaseProcess, clockFile: String, dataDir: String? = nil, timeZone: String? = nil) throws -> ServeProcess {
+    static func serve(_ broker: DatabaseProcess, clockFile: String, dataDir: String? = nil, timeZone: String? = nil) throws -> ServeProcess
+    {
         var config = MQTTSinkTests.config(broker.port)
         if let timeZone { config += "\n    time_zone: \(timeZone)\n" }
-        return try ServeProcess(config: config, dataDir: dataDir, environment: ["HEALTHGATE_TEST_CLOCK_SHIFT": clockFile],
-                                binary: ServeProcess.testServeBinary)
+        return try ServeProcess(
+            config: config, dataDir: dataDir, environment: ["HEALTHGATE_TEST_CLOCK_SHIFT": clockFile],
+            binary: ServeProcess.testServeBinary)
     }
 
     static func at(_ rfc3339: String) -> Int64 { Timestamp.parseRFC3339(rfc3339)!.0.seconds }
@@ -175,13 +182,16 @@ import YAMLConfig
         #"{"uuid":"\#(uuid)","type":"workout","activity":"\#(activity)","start":"\#(z(t))","end":"\#(z(t + minutes * 60))","duration_s":\#(minutes * 60),"energy_kcal":280,"distance_m":4200,"metadata":{},"events":[],"activities":[],"statistics":[],"source":{"app":"com.apple.Health","device":"Apple Watch"}}"#
     }
 
-    func post(_ serve: ServeProcess, _ samples: [String], deleted: [String] = [], index: Int = 0, count: Int = 1,
-              delivery: String = UUID().uuidString.lowercased()) throws {
+    func post(
+        _ serve: ServeProcess, _ samples: [String], deleted: [String] = [], index: Int = 0, count: Int = 1,
+        delivery: String = UUID().uuidString.lowercased()
+    ) throws {
         var body = Vectors.syncBody(samples: samples, deleted: deleted, delivery: delivery)
         body = body.replacingOccurrences(of: #""index":0,"count":1"#, with: #""index":\#(index),"count":\#(count)"#)
         if index < count - 1 { body = body.replacingOccurrences(of: #""more":false"#, with: #""more":true"#) }
-        let r = try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body, delivery: delivery),
-                                           body: Array(body.utf8))
+        let r = try serve.client().request(
+            "POST", "/hook", headers: LiveServeTests.signedHeaders(body, delivery: delivery),
+            body: Array(body.utf8))
         #expect(r.status == 200, "\(String(decoding: r.body, as: UTF8.self))")
     }
 
@@ -200,8 +210,12 @@ import YAMLConfig
         let evening = Self.at("2027-01-15T14:58:00Z")
         try ShiftedClock.set(file: clockFile, to: Timestamp(seconds: evening))
         var serve = try Self.serve(broker, clockFile: clockFile, timeZone: "Asia/Tokyo")
-        try post(serve, [Self.steps("e1", 4000, at: evening - 3600), Self.steps("e2", 321, at: evening - 60),
-                         Self.steps("old", 9999, at: evening - 86_400)])   // the day before: history
+        try post(
+            serve,
+            [
+                Self.steps("e1", 4000, at: evening - 3600), Self.steps("e2", 321, at: evening - 60),
+                Self.steps("old", 9999, at: evening - 86_400)
+            ]) // the day before: history
         #expect(ServeProcess.eventually { Self.state(broker, "steps_today")["value"] as? Int == 4321 })
         #expect(Self.state(broker, "steps_today")["last_reset"] as? String == "2027-01-15T00:00:00+09:00")
 
@@ -253,7 +267,9 @@ import YAMLConfig
             samples.append(Self.sleep("bed-\(day)", "in_bed", from: bed, minutes: 480))
             samples.append(Self.sleep("core-\(day)", "asleep_core", from: bed + 900, minutes: 300))
             samples.append(Self.sleep("deep-\(day)", "asleep_deep", from: bed + 900 + 18_000, minutes: 150))
-            if day % 2 == 0 { samples.append(Self.workout("wo-\(day)", day == 0 ? "cycling" : "running", from: base + 8 * 3600 + 900, minutes: 45)) }
+            if day % 2 == 0 {
+                samples.append(Self.workout("wo-\(day)", day == 0 ? "cycling" : "running", from: base + 8 * 3600 + 900, minutes: 45))
+            }
         }
         // The heart rate during today's ride (08:15–09:00, after the hourly 08:11), sent with the rest.
         for (i, bpm) in [130, 150, 170].enumerated() {
@@ -316,9 +332,15 @@ import YAMLConfig
 
     @Test func unitsAreShownAsConfigured() throws {
         let built = try build("{kind: mqtt, url: mqtt://broker.lan, units: {body_mass: lb, body_temperature: °F}}")
-        #expect(built.summary == "mqtt mqtt://broker.lan:1883 as healthgate-home, qos 1, base healthgate, discovery under homeassistant, \(HACatalog.all.count) entity kind(s)")
-        let sink = try #require(try built.open(SinkContext(name: "home", dataDir: "/tmp", stateDir: "/tmp", clock: SystemClock(),
-                                                          logger: Logger(component: "t", sink: MemoryLogSink()))) as? MQTTSink)
+        #expect(
+            built.summary
+                == "mqtt mqtt://broker.lan:1883 as healthgate-home, qos 1, base healthgate, discovery under homeassistant, \(HACatalog.all.count) entity kind(s)"
+        )
+        let sink = try #require(
+            try built.open(
+                SinkContext(
+                    name: "home", dataDir: "/tmp", stateDir: "/tmp", clock: SystemClock(),
+                    logger: Logger(component: "t", sink: MemoryLogSink()))) as? MQTTSink)
         let weight = try #require(sink.settings.entities.first { $0.type == "body_mass" })
         #expect(weight.unit == "lb" && weight.deviceClass == "weight")
         #expect(abs(weight.display(80) - 176.37) < 0.01)
@@ -328,15 +350,22 @@ import YAMLConfig
 
     @Test func aPhoneIsNamedByItsDeviceIdElseByItsReceiver() throws {
         let built = try build("{kind: mqtt, url: mqtt://broker.lan, names: {phone: \"Kitchen iPad\", d_1: \"Anna's iPhone\"}}")
-        let sink = try #require(try built.open(SinkContext(name: "home", dataDir: "/tmp", stateDir: "/tmp", clock: SystemClock(),
-                                                          logger: Logger(component: "t", sink: MemoryLogSink()))) as? MQTTSink)
-        _ = sink.book.apply([HAStateBookTests.sample("a", "steps", 1, at: HAStateBookTests.noon, device: "d_1"),
-                             HAStateBookTests.sample("b", "steps", 1, at: HAStateBookTests.noon, device: "d_2")],
-                            now: Timestamp(seconds: HAStateBookTests.noon))
+        let sink = try #require(
+            try built.open(
+                SinkContext(
+                    name: "home", dataDir: "/tmp", stateDir: "/tmp", clock: SystemClock(),
+                    logger: Logger(component: "t", sink: MemoryLogSink()))) as? MQTTSink)
+        _ = sink.book.apply(
+            [
+                HAStateBookTests.sample("a", "steps", 1, at: HAStateBookTests.noon, device: "d_1"),
+                HAStateBookTests.sample("b", "steps", 1, at: HAStateBookTests.noon, device: "d_2")
+            ],
+            now: Timestamp(seconds: HAStateBookTests.noon))
         #expect(sink.deviceName("d_1") == "Anna's iPhone")
-        #expect(sink.deviceName("d_2") == "Kitchen iPad")   // no name of its own: its receiver's
-        let config = try #require(try JSONSerialization.jsonObject(with: Data(sink.discoveryConfig("d_2", HACatalog.entity(forType: "steps")!)))
-            as? [String: Any])
+        #expect(sink.deviceName("d_2") == "Kitchen iPad") // no name of its own: its receiver's
+        let config = try #require(
+            try JSONSerialization.jsonObject(with: Data(sink.discoveryConfig("d_2", HACatalog.entity(forType: "steps")!)))
+                as? [String: Any])
         #expect((config["device"] as? [String: Any])?["name"] as? String == "Kitchen iPad")
     }
 
@@ -360,8 +389,11 @@ import YAMLConfig
     func open(_ yaml: String, state: [UInt8]? = nil) throws -> MQTTSink {
         let node = try parseYAML(yaml, file: "sink", environment: [:])
         let built = try MQTTSink.build(name: "home", node: node, path: "sinks.home", context: SinkBuildContext(dataDir: "/tmp"))
-        let sink = try #require(try built.open(SinkContext(name: "home", dataDir: "/tmp", stateDir: "/tmp", clock: SystemClock(),
-                                                          logger: Logger(component: "t", sink: MemoryLogSink()))) as? MQTTSink)
+        let sink = try #require(
+            try built.open(
+                SinkContext(
+                    name: "home", dataDir: "/tmp", stateDir: "/tmp", clock: SystemClock(),
+                    logger: Logger(component: "t", sink: MemoryLogSink()))) as? MQTTSink)
         if let state { try sink.restoreState(state) }
         return sink
     }
@@ -372,11 +404,14 @@ import YAMLConfig
     @Test func aClientCertificateOpensABrokerThatAsksForOne() throws {
         let dir = ServeProcess.makeTempDir("mqtts-client")
         for name in ["server", "client"] {
-            let (rc, _) = try DatabaseProcess.run("/usr/bin/openssl", [
-                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                "-keyout", "\(dir)/\(name).key", "-out", "\(dir)/\(name).pem", "-days", "2",
-                "-subj", name == "server" ? "/CN=127.0.0.1" : "/CN=healthgate", "-addext",
-                name == "server" ? "subjectAltName=IP:127.0.0.1" : "extendedKeyUsage=clientAuth"])
+            let (rc, _) = try DatabaseProcess.run(
+                "/usr/bin/openssl",
+                [
+                    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", "\(dir)/\(name).key", "-out", "\(dir)/\(name).pem", "-days", "2",
+                    "-subj", name == "server" ? "/CN=127.0.0.1" : "/CN=healthgate", "-addext",
+                    name == "server" ? "subjectAltName=IP:127.0.0.1" : "extendedKeyUsage=clientAuth"
+                ])
             #expect(rc == 0)
         }
         // The broker trusts the client's (self-signed) certificate; mosquitto reads as its own user.
@@ -386,19 +421,21 @@ import YAMLConfig
         for f in ["server.key", "server.pem", "clients.pem"] { chmod(dir + "/" + f, 0o644) }
         // (And a plain listener, for the test to read what arrived.)
         let plain = ScriptedEndpoint.freePort()
-        let broker = try DatabaseProcess.mosquitto(extra: """
-            certfile \(dir)/server.pem
-            keyfile \(dir)/server.key
-            cafile \(dir)/clients.pem
-            require_certificate true
-            listener \(plain) 127.0.0.1
-            """)
+        let broker = try DatabaseProcess.mosquitto(
+            extra: """
+                certfile \(dir)/server.pem
+                keyfile \(dir)/server.key
+                cafile \(dir)/clients.pem
+                require_certificate true
+                listener \(plain) 127.0.0.1
+                """)
         let url = "kind: mqtt\nurl: mqtts://127.0.0.1:\(broker.port)\ntimeout: 3s\nca_file: \(dir)/server.pem"
         let sink = try open(url + "\ncert_file: \(dir)/client.pem\nkey_file: \(dir)/client.key")
         #expect(sink.probe() == .reachable)
-        let r = CanonicalRecord(kind: "quantity", device: "phone-1", receiver: "r", uuid: "c1", type: "heart_rate",
-                                start: Timestamp(seconds: 1_796_126_400), end: Timestamp(seconds: 1_796_126_400),
-                                value: .number(58), unit: "count/min")
+        let r = CanonicalRecord(
+            kind: "quantity", device: "phone-1", receiver: "r", uuid: "c1", type: "heart_rate",
+            start: Timestamp(seconds: 1_796_126_400), end: Timestamp(seconds: 1_796_126_400),
+            value: .number(58), unit: "count/min")
         #expect(sink.write(SinkBatch(records: [r])) == .accepted)
         sink.close()
         let reader = try MQTTRecorder(port: plain, topic: "healthgate/phone-1/heart_rate")
@@ -416,13 +453,17 @@ import YAMLConfig
     /// A topic level from any name: ASCII byte by byte, anything else by Unicode's lower case,
     /// the same slug either way; what had to change keeps a hash of the original.
     @Test func slugsAreTopicLevelsWhateverTheName() {
-        let names = ["d_zsOZ123abc", "steps", "heart_rate", "Alice's iPhone", "HKQuantityTypeIdentifierHeartRate", "a/b+#",
-                     "", " ", "ÄÖÜ", "İstanbul", "emoji 😀", "x\u{0}y", String(repeating: "long-name", count: 12), "MiXeD-123"]
+        let names = [
+            "d_zsOZ123abc", "steps", "heart_rate", "Alice's iPhone", "HKQuantityTypeIdentifierHeartRate", "a/b+#",
+            "", " ", "ÄÖÜ", "İstanbul", "emoji 😀", "x\u{0}y", String(repeating: "long-name", count: 12), "MiXeD-123"
+        ]
         for n in names {
             let slug = MQTTSink.slug(n)
             #expect(slug == MQTTSink.unicodeSlug(n), "\(n)")
-            #expect(!slug.isEmpty && slug.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F || $0 == 0x2D },
-                    "\(n) → \(slug)")
+            #expect(
+                !slug.isEmpty
+                    && slug.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F || $0 == 0x2D },
+                "\(n) → \(slug)")
             #expect(slug.utf8.count <= 64)
         }
         #expect(MQTTSink.slug("steps") == "steps")
@@ -435,8 +476,10 @@ import YAMLConfig
         let url = "mqtt://127.0.0.1:\(broker.port)"
         let now = Int64(Date().timeIntervalSince1970)
         let first = try open("{kind: mqtt, url: \"\(url)\"}")
-        let records = [HAStateBookTests.sample("s", "steps", 10, at: now - 60, device: "d_1"),
-                       HAStateBookTests.sample("h", "heart_rate", 60, at: now - 60, device: "d_1")]
+        let records = [
+            HAStateBookTests.sample("s", "steps", 10, at: now - 60, device: "d_1"),
+            HAStateBookTests.sample("h", "heart_rate", 60, at: now - 60, device: "d_1")
+        ]
         #expect(first.write(SinkBatch(records: records)) == .accepted)
         let slug = MQTTSink.deviceSlug("d_1")
         let heartConfig = "homeassistant/sensor/healthgate_\(slug)/heart_rate/config"
@@ -444,7 +487,7 @@ import YAMLConfig
         let state = try #require(first.saveState())
         first.close()
         let second = try open("{kind: mqtt, url: \"\(url)\", exclude: [heart_rate]}", state: state)
-        #expect(second.probe() == .reachable)   // connects
+        #expect(second.probe() == .reachable) // connects
         #expect(MQTTSinkTests.retained(broker, heartConfig).isEmpty)
         #expect(!MQTTSinkTests.retained(broker, "homeassistant/sensor/healthgate_\(slug)/steps_today/config").isEmpty)
         #expect(!second.announced.contains(MQTTSink.announceKey("d_1", "heart_rate")))
@@ -456,14 +499,18 @@ import YAMLConfig
     /// `Steps`) and write its topics and Home Assistant entity; and `x_resting` with heart_rate
     /// shared `x`'s resting_heart_rate unique_id. Device slugs are now one-to-one.
     @Test func noDeviceIdCanTakeAnothersTopicsOrEntities() throws {
-        let ids = ["Steps", "steps", "steps_" + FNV1a.hex("Steps").prefix(8), "x", "x_resting", "x-resting", "a/b", "a_b", "a b",
-                   "d_zsOZnTQUz_juWFVljuOOBQ", "", "_", String(repeating: "y", count: 70), String(repeating: "y", count: 71), "İ", "i"]
+        let ids = [
+            "Steps", "steps", "steps_" + FNV1a.hex("Steps").prefix(8), "x", "x_resting", "x-resting", "a/b", "a_b", "a b",
+            "d_zsOZnTQUz_juWFVljuOOBQ", "", "_", String(repeating: "y", count: 70), String(repeating: "y", count: 71), "İ", "i"
+        ]
         var slugs = ids.map(MQTTSink.deviceSlug)
         #expect(Set(slugs).count == ids.count, "\(slugs)")
-        slugs.append(MQTTSink.deviceSlug(slugs[0]))   // an id chosen to be another's slug is not that slug
+        slugs.append(MQTTSink.deviceSlug(slugs[0])) // an id chosen to be another's slug is not that slug
         #expect(Set(slugs).count == ids.count + 1)
         for s in slugs {
-            #expect(!s.isEmpty && s.utf8.count <= 64 && s.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F || $0 == 0x2D }, "\(s)")
+            #expect(
+                !s.isEmpty && s.utf8.count <= 64
+                    && s.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F || $0 == 0x2D }, "\(s)")
         }
         #expect(MQTTSink.deviceSlug("phone-1") == "phone-1")
         // unique_id = healthgate_<device slug>_<object id> splits one way only.
@@ -494,8 +541,11 @@ import YAMLConfig
         let oldConfig = "homeassistant/sensor/healthgate_\(old)/steps_today/config"
         let publisher = try MQTTClient(options: MQTTClient.Options(host: "127.0.0.1", port: Int(broker.port), clientID: "old-gateway"))
         try publisher.connect()
-        _ = try publisher.waitForAcks([try publisher.publish(topic: oldConfig, payload: Array("{}".utf8), qos: 1, retain: true),
-                                       try publisher.publish(topic: "healthgate/\(old)/steps_today", payload: Array("{}".utf8), qos: 1, retain: true)], qos: 1)
+        _ = try publisher.waitForAcks(
+            [
+                try publisher.publish(topic: oldConfig, payload: Array("{}".utf8), qos: 1, retain: true),
+                try publisher.publish(topic: "healthgate/\(old)/steps_today", payload: Array("{}".utf8), qos: 1, retain: true)
+            ], qos: 1)
         publisher.disconnect()
         let second = try open("{kind: mqtt, url: \"\(url)\"}", state: state)
         second.announced = ["d_1\u{1F}steps"]

@@ -30,8 +30,10 @@ import Testing
             """
         try config.write(toFile: dir + "/c.yaml", atomically: true, encoding: .utf8)
         let cfg = ["--config", dir + "/c.yaml"]
-        for args in [["check"], ["status"], ["link", "--host", "example.net"],
-                     ["write", "dietary_water", "0.25", "L", "--at", "2026-10-14T07:00:00Z"], ["delete", "c_1"]] {
+        for args in [
+            ["check"], ["status"], ["link", "--host", "example.net"],
+            ["write", "dietary_water", "0.25", "L", "--at", "2026-10-14T07:00:00Z"], ["delete", "c_1"]
+        ] {
             let r = try CLITests.run(args + cfg)
             #expect(r.status == 0, "\(args): \(r.err)")
         }
@@ -66,25 +68,28 @@ import Testing
             """
         let serve = try ServeProcess(config: config)
         var body: [String: Any] = [:]
-        #expect(ServeProcess.eventually {
-            guard let r = try? serve.client().request("GET", "/healthz"), r.status == 200 else { return false }
-            body = (try? JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any]) ?? [:]
-            // Each drainer probes on its own thread: wait for all three, not the first.
-            return (body["sinks"] as? [String: String]) == ["archive": "reachable", "up": "reachable", "down": "unreachable"]
-        }, "\(body)")
+        #expect(
+            ServeProcess.eventually {
+                guard let r = try? serve.client().request("GET", "/healthz"), r.status == 200 else { return false }
+                body = (try? JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any]) ?? [:]
+                // Each drainer probes on its own thread: wait for all three, not the first.
+                return (body["sinks"] as? [String: String]) == ["archive": "reachable", "up": "reachable", "down": "unreachable"]
+            }, "\(body)")
         #expect(body["status"] as? String == "degraded")
-        #expect(ServeProcess.eventually {
-            let s = (try? CLITests.run(["status", "--config", serve.configPath]))?.out ?? ""
-            return s.contains("destination unreachable") && s.contains("    unreachable: ")
-        })
+        #expect(
+            ServeProcess.eventually {
+                let s = (try? CLITests.run(["status", "--config", serve.configPath]))?.out ?? ""
+                return s.contains("destination unreachable") && s.contains("    unreachable: ")
+            })
         serve.stop()
     }
 
     static func archiveRecords(_ n: Int) -> [CanonicalRecord] {
         (0..<n).map { i in
-            CanonicalRecord(kind: "quantity", device: "restored", receiver: "phone", uuid: "replayed-\(i)", type: "steps",
-                            start: Timestamp(seconds: 1_791_961_260 + Int64(i)), end: Timestamp(seconds: 1_791_961_260 + Int64(i)),
-                            value: .number(Double(i)), unit: "count")
+            CanonicalRecord(
+                kind: "quantity", device: "restored", receiver: "phone", uuid: "replayed-\(i)", type: "steps",
+                start: Timestamp(seconds: 1_791_961_260 + Int64(i)), end: Timestamp(seconds: 1_791_961_260 + Int64(i)),
+                value: .number(Double(i)), unit: "count")
         }
     }
 
@@ -92,8 +97,9 @@ import Testing
     /// records and delivers them from its own drainer, so the file sink has one writer — every
     /// line whole, every record once.
     @Test func replayBesideARunningServeGoesThroughIt() throws {
-        let serve = try ServeProcess(config: QueueLimitTests.config(port: 9, queue: "").replacingOccurrences(
-            of: "to: [archive, hook]", with: "to: [archive]"))
+        let serve = try ServeProcess(
+            config: QueueLimitTests.config(port: 9, queue: "").replacingOccurrences(
+                of: "to: [archive, hook]", with: "to: [archive]"))
         let archive = serve.dataDir + "/restore.ndjson"
         let replayed = Self.archiveRecords(3000)
         try Data(CanonicalCodec.encodeLines(replayed)).write(to: URL(fileURLWithPath: archive))
@@ -113,9 +119,10 @@ import Testing
         #expect(r.out.contains("archive: 3000 record(s) delivered"), "\(r.out)")
         #expect(ServeProcess.eventually(20) { sent.count == 800 })
         let file = serve.dataDir + "/archive.ndjson"
-        #expect(ServeProcess.eventually(20) {
-            ((try? String(contentsOfFile: file, encoding: .utf8))?.split(separator: "\n").count ?? 0) >= 3800
-        })
+        #expect(
+            ServeProcess.eventually(20) {
+                ((try? String(contentsOfFile: file, encoding: .utf8))?.split(separator: "\n").count ?? 0) >= 3800
+            })
         serve.stop()
         let text = try String(contentsOfFile: file, encoding: .utf8)
         #expect(text.hasSuffix("\n"))

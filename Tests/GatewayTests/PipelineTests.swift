@@ -20,9 +20,10 @@ import YAMLConfig
     var logger: Logger { Logger(component: "test", sink: logs) }
 
     static func record(_ uuid: String, type: String = "steps", device: String = "phone-1") -> CanonicalRecord {
-        CanonicalRecord(kind: "quantity", device: device, receiver: "r", uuid: uuid, type: type,
-                        start: Timestamp(seconds: 1_791_961_260), end: Timestamp(seconds: 1_791_961_319),
-                        value: .number(412), unit: "count")
+        CanonicalRecord(
+            kind: "quantity", device: device, receiver: "r", uuid: uuid, type: type,
+            start: Timestamp(seconds: 1_791_961_260), end: Timestamp(seconds: 1_791_961_319),
+            value: .number(412), unit: "count")
     }
 
     func append(_ j: Journal, _ records: [CanonicalRecord]) throws {
@@ -31,8 +32,10 @@ import YAMLConfig
 
     /// A journal in `dir`/journal holding `records` records made by `record(n)`, `perEntry` to an
     /// entry (so that batches and cursors fall inside entries).
-    static func journal(dir: String, records: Int, perEntry: Int, logger: Logger,
-                        _ record: (Int) -> CanonicalRecord) throws -> Journal {
+    static func journal(
+        dir: String, records: Int, perEntry: Int, logger: Logger,
+        _ record: (Int) -> CanonicalRecord
+    ) throws -> Journal {
         let j = try Journal(directory: dir + "/journal", logger: logger)
         for e in 0..<(records / perEntry) {
             let rs = (0..<perEntry).map { record(e * perEntry + $0) }
@@ -46,8 +49,9 @@ import YAMLConfig
     static func drainToEnd(_ d: SinkDrainer, entries: Int, violations: borrowing Mutex<[String]>) throws {
         try d.start()
         defer { d.stop() }
-        #expect(ServeProcess.eventually(30) { (try? d.loadCursor()) == Cursor(seq: UInt64(entries + 1), skip: 0) },
-                "the drainer did not get to the end")
+        #expect(
+            ServeProcess.eventually(30) { (try? d.loadCursor()) == Cursor(seq: UInt64(entries + 1), skip: 0) },
+            "the drainer did not get to the end")
         d.stop()
         #expect(violations.withLock { $0 }.isEmpty, "\(violations.withLock { $0 })")
     }
@@ -59,12 +63,14 @@ import YAMLConfig
         let logger = self.logger
         func drainer() -> SinkDrainer {
             let built = BuiltSink.testing(common: SinkCommonConfig(batch: BatchConfig(max_items: 100))) { _ in
-                FileSink(name: "archive", pathTemplate: "out/{device}/{date}.ndjson", baseDir: dir, rotateBytes: 1 << 20,
-                         logger: logger, clock: SystemClock())
+                FileSink(
+                    name: "archive", pathTemplate: "out/{device}/{date}.ndjson", baseDir: dir, rotateBytes: 1 << 20,
+                    logger: logger, clock: SystemClock())
             }
-            return SinkDrainer(name: "archive", built: built,
-                               routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["archive"])],
-                               journal: j, dataDir: dir, logger: logger)
+            return SinkDrainer(
+                name: "archive", built: built,
+                routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["archive"])],
+                journal: j, dataDir: dir, logger: logger)
         }
         var d = drainer()
         try d.start()
@@ -86,17 +92,23 @@ import YAMLConfig
     @Test func routesFilterByTypeGlobsPerSink() throws {
         let dir = ServeProcess.makeTempDir("pipe")
         let j = try Journal(directory: dir + "/journal", logger: logger)
-        try append(j, [Self.record("1", type: "steps"), Self.record("2", type: "body_mass"),
-                       Self.record("3", type: "heart_rate"), Self.record("4", type: "body_fat_percentage")])
+        try append(
+            j,
+            [
+                Self.record("1", type: "steps"), Self.record("2", type: "body_mass"),
+                Self.record("3", type: "heart_rate"), Self.record("4", type: "body_fat_percentage")
+            ])
         let logger = self.logger
         let built = BuiltSink.testing { _ in
             FileSink(name: "s", pathTemplate: "out.ndjson", baseDir: dir, rotateBytes: 1 << 20, logger: logger, clock: SystemClock())
         }
-        let route = Route(name: "bodies", from: [Glob("r")],
-                          transforms: [FilterTransform(types: ["body_*", "steps"], excludeTypes: ["body_fat_*"])],
-                          to: ["s"])
-        let d = SinkDrainer(name: "s", built: built,
-                            routes: [route], journal: j, dataDir: dir, logger: logger)
+        let route = Route(
+            name: "bodies", from: [Glob("r")],
+            transforms: [FilterTransform(types: ["body_*", "steps"], excludeTypes: ["body_fat_*"])],
+            to: ["s"])
+        let d = SinkDrainer(
+            name: "s", built: built,
+            routes: [route], journal: j, dataDir: dir, logger: logger)
         try d.start()
         #expect(ServeProcess.eventually { ServeProcess.ndjson(under: dir).count == 2 })
         usleep(100_000)
@@ -126,10 +138,12 @@ import YAMLConfig
         let j = try Journal(directory: dir + "/journal", logger: logger)
         try append(j, [Self.record("ok"), Self.record("poison"), Self.record("ok2")])
         let sink = ScriptedSink()
-        let d = SinkDrainer(name: "scripted",
-                            built: .testing(sink, common: SinkCommonConfig(retry: RetryConfig(initial: ConfigDurationFor.ms(10), max: ConfigDurationFor.ms(20)))),
-                            routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["scripted"])],
-                            journal: j, dataDir: dir, logger: logger)
+        let d = SinkDrainer(
+            name: "scripted",
+            built: .testing(
+                sink, common: SinkCommonConfig(retry: RetryConfig(initial: ConfigDurationFor.ms(10), max: ConfigDurationFor.ms(20)))),
+            routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["scripted"])],
+            journal: j, dataDir: dir, logger: logger)
         try d.start()
         #expect(ServeProcess.eventually { sink.delivered.sorted() == ["ok", "ok2"] })
         // (Counted when write returns, a moment after the sink took the records.)
@@ -150,22 +164,26 @@ import YAMLConfig
         try append(j, (0..<2_000).map { _ in Self.record("poison") } + [Self.record("ok")])
         let sink = ScriptedSink()
         let logs = MemoryLogSink()
-        let d = SinkDrainer(name: "scripted",
-                            built: .testing(sink, common: SinkCommonConfig(retry: RetryConfig(initial: ConfigDurationFor.ms(10), max: ConfigDurationFor.ms(20)))),
-                            routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["scripted"])],
-                            journal: j, dataDir: dir, logger: Logger(component: "t", sink: logs))
+        let d = SinkDrainer(
+            name: "scripted",
+            built: .testing(
+                sink, common: SinkCommonConfig(retry: RetryConfig(initial: ConfigDurationFor.ms(10), max: ConfigDurationFor.ms(20)))),
+            routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["scripted"])],
+            journal: j, dataDir: dir, logger: Logger(component: "t", sink: logs))
         try d.start()
         defer { d.stop() }
         // The good record may go out after the last rejection is counted (another part of the
         // halved batch); under a sanitizer the halving takes a while.
-        #expect(ServeProcess.eventually(90) { d.metrics.rejected.load(ordering: .relaxed) == 2_000 && sink.delivered == ["ok"] },
-                "\(d.metrics.rejected.load(ordering: .relaxed)) rejected, \(sink.delivered) delivered")
+        #expect(
+            ServeProcess.eventually(90) { d.metrics.rejected.load(ordering: .relaxed) == 2_000 && sink.delivered == ["ok"] },
+            "\(d.metrics.rejected.load(ordering: .relaxed)) rejected, \(sink.delivered) delivered")
         let dead = try String(contentsOfFile: dir + "/sinks/scripted/dead-letters.ndjson", encoding: .utf8)
         #expect(dead.split(separator: "\n").count == 2_000)
         let said = logs.all.filter { $0.message.contains("rejected") }
         #expect(!said.isEmpty && said.count <= 5, "\(said.count) lines")
-        #expect(said.contains { $0.message.contains("records were rejected") && $0.message.contains("the destination said no") },
-                "\(said.map(\.message))")
+        #expect(
+            said.contains { $0.message.contains("records were rejected") && $0.message.contains("the destination said no") },
+            "\(said.map(\.message))")
     }
 
     /// Dead letters had no budget: a phone's poisoned requests could fill the disk with them.
@@ -177,22 +195,26 @@ import YAMLConfig
         try append(j, (0..<200).map { _ in Self.record("poison") })
         let sink = ScriptedSink()
         let logs = MemoryLogSink()
-        let d = SinkDrainer(name: "scripted",
-                            built: .testing(sink, common: SinkCommonConfig(retry: RetryConfig(initial: ConfigDurationFor.ms(10), max: ConfigDurationFor.ms(20)))),
-                            routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["scripted"])],
-                            journal: j, dataDir: dir, logger: Logger(component: "t", sink: logs), deadLetterBytes: 8192)
+        let d = SinkDrainer(
+            name: "scripted",
+            built: .testing(
+                sink, common: SinkCommonConfig(retry: RetryConfig(initial: ConfigDurationFor.ms(10), max: ConfigDurationFor.ms(20)))),
+            routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["scripted"])],
+            journal: j, dataDir: dir, logger: Logger(component: "t", sink: logs), deadLetterBytes: 8192)
         try d.start()
         defer { d.stop() }
         let m = d.metrics
-        #expect(ServeProcess.eventually {
-            m.rejected.load(ordering: .relaxed) + m.deadLettersNotKept.load(ordering: .relaxed) == 200
-        })
+        #expect(
+            ServeProcess.eventually {
+                m.rejected.load(ordering: .relaxed) + m.deadLettersNotKept.load(ordering: .relaxed) == 200
+            })
         let path = dir + "/sinks/scripted/dead-letters.ndjson"
         let size = try #require(FileIO.fileSize(path))
         #expect(size <= 8192 + 1024 + 600, "\(size) bytes")
         let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
         let whole = lines.filter { $0.contains("\"record\":") }.count
-        let keys = lines.filter { $0.contains("\"record_left_out\":\"over dead_letters.max_bytes\"") && $0.contains("\"uuid\":\"poison\"") }.count
+        let keys = lines.filter { $0.contains("\"record_left_out\":\"over dead_letters.max_bytes\"") && $0.contains("\"uuid\":\"poison\"") }
+            .count
         #expect(whole > 0 && keys > 0, "\(whole) whole, \(keys) keys")
         #expect(keys == m.deadLettersKeysOnly.load(ordering: .relaxed))
         #expect(whole + keys + m.deadLettersNotKept.load(ordering: .relaxed) == 200)
@@ -213,8 +235,10 @@ import YAMLConfig
     /// Distinct values are distinct files: `a/b`, `a_b` and `a\b` used to share one, and a
     /// device `x.1` wrote into device `x`'s rotated file.
     @Test func distinctValuesNeverShareAFile() {
-        let values = ["a/b", "a_b", "a\\b", "a%2Fb", "", "_", "%-", "x", "x.1", "x%2E1", "~", ".x", "%2Ex", "a\u{7F}",
-                      String(repeating: "y", count: 300), String(repeating: "y", count: 299) + "z", "Anna's iPhone"]
+        let values = [
+            "a/b", "a_b", "a\\b", "a%2Fb", "", "_", "%-", "x", "x.1", "x%2E1", "~", ".x", "%2Ex", "a\u{7F}",
+            String(repeating: "y", count: 300), String(repeating: "y", count: 299) + "z", "Anna's iPhone"
+        ]
         let names = values.map(PathTemplate.safe)
         #expect(Set(names).count == values.count, "\(names)")
         for n in names {
@@ -273,11 +297,12 @@ final class ScriptedSink: Sink, Named, @unchecked Sendable {
         defer { lock.unlock() }
         calls += 1
         if calls <= 2 { return .keep(reason: "connection refused", retryAfterSeconds: nil) }
-        return .perRecord(records.map { r in
-            if r.uuid == "poison" { return .rejected(reason: "the destination said no") }
-            accepted.append(r.uuid)
-            return .accepted
-        })
+        return .perRecord(
+            records.map { r in
+                if r.uuid == "poison" { return .rejected(reason: "the destination said no") }
+                accepted.append(r.uuid)
+                return .accepted
+            })
     }
 
     func close() {}
@@ -297,10 +322,12 @@ enum ConfigDurationFor {
 
     func drainer(_ sink: some Sink & Sendable & Named, _ j: Journal, dir: String, routes: Int = 1, maxItems: Int = 1000) -> SinkDrainer {
         let rs = (0..<routes).map { Route(name: "r\($0)", from: [Glob("*")], transforms: [], to: [sink.name]) }
-        let common = SinkCommonConfig(batch: BatchConfig(max_items: maxItems),
-                                      retry: RetryConfig(initial: ConfigDurationFor.ms(5), max: ConfigDurationFor.ms(10)))
-        return SinkDrainer(name: sink.name, built: .testing(sink, common: common), routes: rs,
-                           journal: j, dataDir: dir, logger: logger)
+        let common = SinkCommonConfig(
+            batch: BatchConfig(max_items: maxItems),
+            retry: RetryConfig(initial: ConfigDurationFor.ms(5), max: ConfigDurationFor.ms(10)))
+        return SinkDrainer(
+            name: sink.name, built: .testing(sink, common: common), routes: rs,
+            journal: j, dataDir: dir, logger: logger)
     }
 
     /// Two routes deliver each record twice; a batch that ends between the two copies must not
@@ -401,12 +428,14 @@ enum ConfigDurationFor {
             try FileIO.makeDirectories(dir + "/sinks/inflight")
             try FileIO.writeAtomically(dir + "/sinks/inflight/cursor", Array("1 3\n".utf8))
             let sink = NotingSink(readsLines: true)
-            let common = SinkCommonConfig(batch: BatchConfig(max_items: 7),
-                                          retry: RetryConfig(initial: ConfigDurationFor.ms(5), max: ConfigDurationFor.ms(10)))
+            let common = SinkCommonConfig(
+                batch: BatchConfig(max_items: 7),
+                retry: RetryConfig(initial: ConfigDurationFor.ms(5), max: ConfigDurationFor.ms(10)))
             let built = BuiltSink(kind: "test", common: common, summary: "test sink") { _ in sink }
-            let d = SinkDrainer(name: sink.name, built: built,
-                                routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: [sink.name])],
-                                journal: j, dataDir: dir, logger: logger)
+            let d = SinkDrainer(
+                name: sink.name, built: built,
+                routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: [sink.name])],
+                journal: j, dataDir: dir, logger: logger)
             try d.start()
             #expect(ServeProcess.eventually { (try? d.loadCursor()) == Cursor(seq: 11, skip: 0) })
             d.stop()
@@ -433,11 +462,13 @@ enum ConfigDurationFor {
         let inbox = try Journal(directory: dir + "/inbox", logger: logger)
         for e in 0..<60 { try append(j, (0..<10).map { PipelineTests.record("r\(e * 10 + $0)") }) }
         let sink = NotingSink()
-        let common = SinkCommonConfig(batch: BatchConfig(max_items: 10),
-                                      retry: RetryConfig(initial: ConfigDurationFor.ms(5), max: ConfigDurationFor.ms(10)))
-        let d = SinkDrainer(name: sink.name, built: .testing(sink, common: common),
-                            routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: [sink.name])],
-                            journal: j, inbox: inbox, dataDir: dir, logger: logger)
+        let common = SinkCommonConfig(
+            batch: BatchConfig(max_items: 10),
+            retry: RetryConfig(initial: ConfigDurationFor.ms(5), max: ConfigDurationFor.ms(10)))
+        let d = SinkDrainer(
+            name: sink.name, built: .testing(sink, common: common),
+            routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: [sink.name])],
+            journal: j, inbox: inbox, dataDir: dir, logger: logger)
         try d.start()
         for e in 0..<4 {
             try append(inbox, (0..<5).map { PipelineTests.record("i\(e * 5 + $0)") })
@@ -458,9 +489,10 @@ enum ConfigDurationFor {
         let inbox = try Journal(directory: dir + "/inbox", logger: logger)
         for e in 0..<40 { try append(inbox, (0..<10).map { PipelineTests.record("i\(e * 10 + $0)") }) }
         let sink = NotingSink()
-        let d = SinkDrainer(name: sink.name, built: .testing(sink, common: SinkCommonConfig(batch: BatchConfig(max_items: 10))),
-                            routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: [sink.name])],
-                            journal: j, inbox: inbox, dataDir: dir, logger: logger)
+        let d = SinkDrainer(
+            name: sink.name, built: .testing(sink, common: SinkCommonConfig(batch: BatchConfig(max_items: 10))),
+            routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: [sink.name])],
+            journal: j, inbox: inbox, dataDir: dir, logger: logger)
         try d.start()
         #expect(ServeProcess.eventually(5) { Set(sink.accepted).count == 400 }, "\(Set(sink.accepted).count) of 400 in 5 s")
         d.stop()
@@ -473,7 +505,7 @@ enum ConfigDurationFor {
     @Test func aFileSinkWritesTheJournalLinesAndKeepsRefusedOnesWhole() throws {
         let dir = ServeProcess.makeTempDir("few")
         try FileIO.makeDirectories(dir + "/out")
-        try FileIO.writeAtomically(dir + "/out/blocked", Array("x".utf8))   // ENOTDIR for device "blocked", forever
+        try FileIO.writeAtomically(dir + "/out/blocked", Array("x".utf8)) // ENOTDIR for device "blocked", forever
         let j = try Journal(directory: dir + "/journal", logger: logger)
         var records = (0..<6).map { i in
             var r = CanonicalCodecTests.full
@@ -488,8 +520,9 @@ enum ConfigDurationFor {
         let logger = Logger(component: "test", sink: logs)
         let all = Route(name: "all", from: [Glob("*")], transforms: [], to: ["a", "b"])
         func built(_ path: String) throws -> BuiltSink {
-            try FileSink.build(name: "x", node: parseYAML("{kind: file, path: \"\(path)\"}", file: "t", environment: [:]),
-                               path: "sinks.x", context: SinkBuildContext(dataDir: dir))
+            try FileSink.build(
+                name: "x", node: parseYAML("{kind: file, path: \"\(path)\"}", file: "t", environment: [:]),
+                path: "sinks.x", context: SinkBuildContext(dataDir: dir))
         }
         let byDevice = try built("out/{device}/{date}.ndjson"), fixed = try built("fixed.ndjson")
         let a = SinkDrainer(name: "a", built: byDevice, routes: [all], journal: j, dataDir: dir, logger: logger)
@@ -497,7 +530,9 @@ enum ConfigDurationFor {
         try a.start()
         try b.start()
         defer { a.stop(); b.stop() }
-        #expect(ServeProcess.eventually { (try? a.loadCursor()) == Cursor(seq: 2, skip: 0) && (try? b.loadCursor()) == Cursor(seq: 2, skip: 0) })
+        #expect(
+            ServeProcess.eventually { (try? a.loadCursor()) == Cursor(seq: 2, skip: 0) && (try? b.loadCursor()) == Cursor(seq: 2, skip: 0) }
+        )
         let lines = String(decoding: payload, as: UTF8.self).split(separator: "\n").map(String.init)
         func file(_ path: String) -> [String] {
             ((try? String(contentsOfFile: dir + "/" + path, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
@@ -528,7 +563,9 @@ enum ConfigDurationFor {
         for entry in 0..<200 {
             var records: [CanonicalRecord] = []
             for i in 0..<8 {
-                var r = i % 2 == 0 ? CanonicalCodecTests.full : PipelineTests.record("p\(i)", type: i % 4 == 1 ? "steps" : "distance_walking_running")
+                var r =
+                    i % 2 == 0
+                    ? CanonicalCodecTests.full : PipelineTests.record("p\(i)", type: i % 4 == 1 ? "steps" : "distance_walking_running")
                 r.uuid = "e\(entry)-u\(i)"
                 if r.type == "distance_walking_running" { r.unit = "m"; r.value = .number(1500) }
                 records.append(r)
@@ -547,9 +584,12 @@ enum ConfigDurationFor {
             transforms.append(try build(parseYAML(yaml, file: "t", environment: [:]), kind))
         }
         let route = Route(name: "r", from: [Glob("*")], transforms: transforms, to: ["out"])
-        let built = try FileSink.build(name: "out", node: parseYAML("{kind: file, path: out.ndjson, batch: {max_items: 10}}", file: "t",
-                                                                    environment: [:]),
-                                       path: "sinks.out", context: SinkBuildContext(dataDir: dir))
+        let built = try FileSink.build(
+            name: "out",
+            node: parseYAML(
+                "{kind: file, path: out.ndjson, batch: {max_items: 10}}", file: "t",
+                environment: [:]),
+            path: "sinks.out", context: SinkBuildContext(dataDir: dir))
         let d = SinkDrainer(name: "out", built: built, routes: [route], journal: j, dataDir: dir, logger: logger)
         try d.start()
         defer { d.stop() }
@@ -568,14 +608,17 @@ enum ConfigDurationFor {
         let records = [PipelineTests.record("fine"), PipelineTests.record("refused", device: "blocked/x")]
         try j.append(payload: CanonicalCodec.encodeLines(records), count: 2, time: Timestamp(seconds: 0))
         let build = try #require(TransformRegistry.builder(named: "tag"))
-        let route = Route(name: "r", from: [Glob("*")], transforms: [try build(parseYAML("{person: alice}", file: "t", environment: [:]), "tag")],
-                          to: ["out"])
+        let route = Route(
+            name: "r", from: [Glob("*")], transforms: [try build(parseYAML("{person: alice}", file: "t", environment: [:]), "tag")],
+            to: ["out"])
         // `{device}` makes "blocked%2Fx": a directory stands where its file would go (EISDIR), for good.
         try FileIO.makeDirectories(dir + "/out/blocked%2Fx.ndjson")
-        let built = try FileSink.build(name: "out", node: parseYAML("{kind: file, path: \"out/{device}.ndjson\"}", file: "t", environment: [:]),
-                                       path: "sinks.out", context: SinkBuildContext(dataDir: dir))
+        let built = try FileSink.build(
+            name: "out", node: parseYAML("{kind: file, path: \"out/{device}.ndjson\"}", file: "t", environment: [:]),
+            path: "sinks.out", context: SinkBuildContext(dataDir: dir))
         let logs = MemoryLogSink()
-        let d = SinkDrainer(name: "out", built: built, routes: [route], journal: j, dataDir: dir, logger: Logger(component: "t", sink: logs))
+        let d = SinkDrainer(
+            name: "out", built: built, routes: [route], journal: j, dataDir: dir, logger: Logger(component: "t", sink: logs))
         try d.start()
         defer { d.stop() }
         #expect(ServeProcess.eventually { (try? d.loadCursor()) == Cursor(seq: 2, skip: 0) })
@@ -593,8 +636,9 @@ enum ConfigDurationFor {
     @Test func aJournalLineThatIsNotARecordIsKeptAsADeadLetter() throws {
         let dir = ServeProcess.makeTempDir("pipe")
         let j = try Journal(directory: dir + "/journal", logger: logger)
-        try j.append(payload: Array("{\"op\":\"upsert\"}\n".utf8) + CanonicalCodec.encodeLines([PipelineTests.record("ok")]),
-                     count: 2, time: Timestamp(seconds: 0))
+        try j.append(
+            payload: Array("{\"op\":\"upsert\"}\n".utf8) + CanonicalCodec.encodeLines([PipelineTests.record("ok")]),
+            count: 2, time: Timestamp(seconds: 0))
         let sink = GateSink(acceptFirst: 100)
         let d = drainer(sink, j, dir: dir)
         try d.start()
@@ -606,7 +650,8 @@ enum ConfigDurationFor {
 
     @Test func theFileSinkSurvivesManyFilesAndOverlongNames() throws {
         let dir = ServeProcess.makeTempDir("files")
-        let sink = FileSink(name: "s", pathTemplate: "{device}/x.ndjson", baseDir: dir, rotateBytes: 1 << 20, logger: logger, clock: SystemClock())
+        let sink = FileSink(
+            name: "s", pathTemplate: "{device}/x.ndjson", baseDir: dir, rotateBytes: 1 << 20, logger: logger, clock: SystemClock())
         // More files in one batch than the sink keeps open, and a device name far too long for
         // a file name: everything is written, nothing is refused.
         var records = (0..<150).map { PipelineTests.record("r\($0)", device: "phone-\($0)") }
@@ -622,9 +667,13 @@ enum ConfigDurationFor {
         let dir = ServeProcess.makeTempDir("files")
         // A file where the sink needs a directory: ENOTDIR for that device, forever.
         try FileIO.writeAtomically(dir + "/blocked", Array("x".utf8))
-        let sink = FileSink(name: "s", pathTemplate: "{device}/x.ndjson", baseDir: dir, rotateBytes: 1 << 20, logger: logger, clock: SystemClock())
-        let result = sink.write(SinkBatch(records: [PipelineTests.record("a", device: "fine"),
-                                                   PipelineTests.record("b", device: "blocked")]))
+        let sink = FileSink(
+            name: "s", pathTemplate: "{device}/x.ndjson", baseDir: dir, rotateBytes: 1 << 20, logger: logger, clock: SystemClock())
+        let result = sink.write(
+            SinkBatch(records: [
+                PipelineTests.record("a", device: "fine"),
+                PipelineTests.record("b", device: "blocked")
+            ]))
         guard case .perRecord(let outcomes) = result else {
             Issue.record("expected per-record outcomes, got \(result)")
             return

@@ -24,13 +24,14 @@ import Testing
 
     static func uuid(_ i: Int, _ keys: Keys, _ r: inout Rand) -> String {
         switch keys {
-        case .front: return String(format: "%08X-0000-4000-8000-000000000001", i)   // sort keys apart in a few low bytes
+        case .front: return String(format: "%08X-0000-4000-8000-000000000001", i) // sort keys apart in a few low bytes
         case .sequential: return String(format: "5E1D0000-0000-4000-8000-%012X", i)
         case .equal: return "5E1D0000-0000-4000-8000-000000000001"
         case .random:
             var g = Rand(x: UInt64(i) &* 0x9E37_79B9_7F4A_7C15 | 1)
-            return String(format: "%08X-%04X-4%03X-8%03X-%012llX", UInt32(truncatingIfNeeded: g.next()), UInt16(truncatingIfNeeded: g.next()),
-                          Int(g.next() % 0x1000), Int(g.next() % 0x1000), g.next() & 0xFFFF_FFFF_FFFF)
+            return String(
+                format: "%08X-%04X-4%03X-8%03X-%012llX", UInt32(truncatingIfNeeded: g.next()), UInt16(truncatingIfNeeded: g.next()),
+                Int(g.next() % 0x1000), Int(g.next() % 0x1000), g.next() & 0xFFFF_FFFF_FFFF)
         case .text: return "hae-\(i % 997)-\(i)"
         case .mixed: return uuid(i, [.front, .sequential, .random, .text][r.below(4)], &r)
         }
@@ -45,12 +46,12 @@ import Testing
         let path = ServeProcess.makeTempDir("pi") + "/points.sqlite"
         var index = PointIndex(path: path, chunkRows: chunkRows)
         let series = ["steps,phone=a,unit=count", "heart_rate,phone=a,unit=count/min", "sleep_analysis,phone=a,source=x\\ y"]
-        var reference: [String: [Point]] = [:]   // "device\u{1F}uuid" -> points, oldest first, each once
+        var reference: [String: [Point]] = [:] // "device\u{1F}uuid" -> points, oldest first, each once
         var written = 0
         func key(_ device: String, _ uuid: String) -> String { device + "\u{1F}" + uuid }
         for _ in 0..<operations {
             switch r.below(10) {
-            case 0:   // a delete, of something written or of what is not there
+            case 0: // a delete, of something written or of what is not there
                 let device = ["d1", "d2", "nobody"][r.below(3)]
                 let u = Self.uuid(r.below(max(1, written + 10)), keys, &r)
                 try index.remove(device: device, uuid: u)
@@ -58,7 +59,7 @@ import Testing
             case 1:
                 index.close()
                 index = PointIndex(path: path, chunkRows: chunkRows)
-            default:   // one to three runs of up to 5,000 points in one transaction
+            default: // one to three runs of up to 5,000 points in one transaction
                 var runs: [PointIndex.Run] = []
                 for _ in 0..<(1 + r.below(3)) {
                     let n = r.below(12) == 0 ? 1_500 : 1 + r.below(40)
@@ -88,8 +89,10 @@ import Testing
             let expected = reference[k]!
             let parts = k.split(separator: "\u{1F}", maxSplits: 1).map(String.init)
             let found = try index.points(device: parts[0], uuid: parts[1])
-            if Set(found.map { "\($0.measurement) \($0.tags) \($0.timeNanos)" }) != Set(expected.map { "\($0.measurement) \($0.tags) \($0.timeNanos)" })
-                || found.count != expected.count {
+            if Set(found.map { "\($0.measurement) \($0.tags) \($0.timeNanos)" })
+                != Set(expected.map { "\($0.measurement) \($0.tags) \($0.timeNanos)" })
+                || found.count != expected.count
+            {
                 mismatches.append("\(k): \(found.count) found, \(expected.count) written")
             }
         }
@@ -139,7 +142,10 @@ import Testing
         let series = Array("steps,unit=count".utf8)
         var r = Rand(x: 1)
         func rows(_ range: Range<Int>) -> PointIndex.Run {
-            PointIndex.Run(range.map { PointIndex.Row(device: "d", uuid: Self.uuid($0, .sequential, &r), part: nil, series: series[...], timeNanos: Int64($0)) })
+            PointIndex.Run(
+                range.map {
+                    PointIndex.Row(device: "d", uuid: Self.uuid($0, .sequential, &r), part: nil, series: series[...], timeNanos: Int64($0))
+                })
         }
         try index.record(runs: [rows(0..<1)])
         let other = try SQLite(path: path)

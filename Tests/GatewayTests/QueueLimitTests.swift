@@ -69,19 +69,21 @@ import Testing
             acked += uuids
         }
         var metrics = ""
-        #expect(ServeProcess.eventually(10) {
-            metrics = (try? serve.client().request("GET", "/metrics").text) ?? ""
-            return !metrics.contains(#"healthgate_sink_records_dropped_total{sink="hook"} 0"#)
-        }, "nothing was dropped")
+        #expect(
+            ServeProcess.eventually(10) {
+                metrics = (try? serve.client().request("GET", "/metrics").text) ?? ""
+                return !metrics.contains(#"healthgate_sink_records_dropped_total{sink="hook"} 0"#)
+            }, "nothing was dropped")
         // The archive, which has no limit, has everything.
         #expect(ServeProcess.eventually { Set(serve.ndjson(under: "").compactMap { $0["uuid"] as? String }).isSuperset(of: acked) })
         // The webhook gets only the newest records when it returns, within its limit.
         let endpoint = try ScriptedEndpoint(port: port) { _ in HTTPResponse(status: 200) }
         var got: [String] = []
-        #expect(ServeProcess.eventually(15) {
-            got = endpoint.requests.flatMap(ScriptedEndpoint.uuids)
-            return got.last == acked.last
-        })
+        #expect(
+            ServeProcess.eventually(15) {
+                got = endpoint.requests.flatMap(ScriptedEndpoint.uuids)
+                return got.last == acked.last
+            })
         #expect(got.count < acked.count)
         #expect(got == Array(acked.suffix(got.count)), "the webhook must get the newest records, in order")
         let dropped = metrics.split(separator: "\n").first { $0.hasPrefix(#"healthgate_sink_records_dropped_total{sink="hook"}"#) }
@@ -112,8 +114,9 @@ import Testing
         let dir = ServeProcess.makeTempDir("retention")
         let j = try Journal(directory: dir, segmentBytes: 200, logger: Logger(component: "t", sink: MemoryLogSink()))
         for i in 1...10 {
-            try j.append(payload: Array("{\"entry\":\(i),\"pad\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}\n".utf8),
-                         count: 1, time: Timestamp(seconds: Int64(i * 100)))
+            try j.append(
+                payload: Array("{\"entry\":\(i),\"pad\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}\n".utf8),
+                count: 1, time: Timestamp(seconds: Int64(i * 100)))
         }
         let before = j.segmentFirstSeqs.count
         #expect(before >= 5)

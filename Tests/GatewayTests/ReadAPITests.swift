@@ -15,27 +15,36 @@ import YAMLConfig
     static let alice = "alice-read-token-0123456789"
 
     static func config(_ db: DatabaseProcess) -> String {
-        PostgresSinkTests.config(db, extra: """
-        read_api:
-          sink: db
-          max_limit: 50
-          tokens:
-            - {token: \(agent)}
-            - {token: \(alice), devices: [ios-1]}
-        """)
+        PostgresSinkTests.config(
+            db,
+            extra: """
+                read_api:
+                  sink: db
+                  max_limit: 50
+                  tokens:
+                    - {token: \(agent)}
+                    - {token: \(alice), devices: [ios-1]}
+                """)
     }
 
     /// Posts a chunk to the ingest API; returns its `batch_id`.
     @discardableResult
     func ingest(_ serve: ServeProcess, _ body: String) throws -> String? {
-        let r = try serve.client().request("POST", "/v1/ingest", headers: [("Authorization", "Bearer ingest-token-123456"),
-                                                                         ("Content-Type", "application/json")], body: Array(body.utf8))
+        let r = try serve.client().request(
+            "POST", "/v1/ingest",
+            headers: [
+                ("Authorization", "Bearer ingest-token-123456"),
+                ("Content-Type", "application/json")
+            ], body: Array(body.utf8))
         #expect(r.status == 202, "\(String(decoding: r.body, as: UTF8.self))")
         return r.json?["batch_id"] as? String
     }
 
-    func get(_ serve: ServeProcess, _ pathAndQuery: String, token: String? = agent) throws -> (status: Int, json: [String: Any], headers: [(String, String)]) {
-        let r = try serve.client().request("GET", "/api/v1" + pathAndQuery, headers: token.map { [("Authorization", "Bearer \($0)")] } ?? [])
+    func get(_ serve: ServeProcess, _ pathAndQuery: String, token: String? = agent) throws -> (
+        status: Int, json: [String: Any], headers: [(String, String)]
+    ) {
+        let r = try serve.client().request(
+            "GET", "/api/v1" + pathAndQuery, headers: token.map { [("Authorization", "Bearer \($0)")] } ?? [])
         let json = (try? JSONSerialization.jsonObject(with: Data(r.body))) as? [String: Any] ?? [:]
         return (r.status, json, r.headers)
     }
@@ -57,8 +66,11 @@ import YAMLConfig
         let db = try DatabaseProcess.postgres()
         let serve = try ServeProcess(config: Self.config(db))
         try ingest(serve, Self.samples)
-        try ingest(serve, Self.samples)   // resent: nothing doubles
-        try ingest(serve, #"{"device_id":"ios-2","samples":[{"source_uuid":"st-9","data_type":"stepCount","ts":"2026-12-01T09:00:00Z","value":42,"unit":"count"}]}"#)
+        try ingest(serve, Self.samples) // resent: nothing doubles
+        try ingest(
+            serve,
+            #"{"device_id":"ios-2","samples":[{"source_uuid":"st-9","data_type":"stepCount","ts":"2026-12-01T09:00:00Z","value":42,"unit":"count"}]}"#
+        )
         try ingest(serve, #"{"device_id":"ios-1","deletions":["st-3"]}"#)
         PostgresSinkTests.expect(db, "SELECT count(*) FROM healthgate.records", is: "6")
 
@@ -85,8 +97,9 @@ import YAMLConfig
 
         // Budapest is UTC+1: 23:30Z is 00:30 on 2 December there; st-3 was deleted.
         let d = Self.data(try get(serve, "/daily?type=steps").json)
-        #expect(d.map { "\($0["device"]!) \($0["day"]!) \($0["value"]!) \($0["how"]!)" }
-            == ["ios-1 2026-12-01 500 sum", "ios-2 2026-12-01 42 sum", "ios-1 2026-12-02 300 sum"])
+        #expect(
+            d.map { "\($0["device"]!) \($0["day"]!) \($0["value"]!) \($0["how"]!)" }
+                == ["ios-1 2026-12-01 500 sum", "ios-2 2026-12-01 42 sum", "ios-1 2026-12-02 300 sum"])
         let mean = Self.data(try get(serve, "/daily?type=heart_rate&device=ios-1").json)
         #expect(mean.first?["value"] as? Double == 150 && mean.first?["how"] as? String == "mean" && mean.first?["max"] as? Double == 160)
 
@@ -107,7 +120,8 @@ import YAMLConfig
 
         let doc = try get(serve, "/openapi.json", token: nil)
         #expect(doc.status == 200 && doc.json["openapi"] as? String == "3.0.3")
-        #expect(Set((doc.json["paths"] as? [String: Any] ?? [:]).keys) == ["/samples", "/workouts", "/daily", "/sleep", "/latest", "/batches"])
+        #expect(
+            Set((doc.json["paths"] as? [String: Any] ?? [:]).keys) == ["/samples", "/workouts", "/daily", "/sleep", "/latest", "/batches"])
         serve.stop()
     }
 
@@ -121,7 +135,10 @@ import YAMLConfig
             items.append(#"{"source_uuid":"s-\#(i)","data_type":"heartRate","ts":"\#(t)","value":\#(60 + i),"unit":"count/min"}"#)
         }
         try ingest(serve, #"{"device_id":"ios-1","samples":[\#(items.joined(separator: ","))]}"#)
-        try ingest(serve, #"{"device_id":"ios-2","samples":[{"source_uuid":"other","data_type":"heartRate","ts":"2026-12-01T08:00:00Z","value":99,"unit":"count/min"}]}"#)
+        try ingest(
+            serve,
+            #"{"device_id":"ios-2","samples":[{"source_uuid":"other","data_type":"heartRate","ts":"2026-12-01T08:00:00Z","value":99,"unit":"count/min"}]}"#
+        )
         PostgresSinkTests.expect(db, "SELECT count(*) FROM healthgate.records", is: "24")
         var seen: [String] = []
         var cursor: String?
@@ -143,18 +160,26 @@ import YAMLConfig
         let mine = try get(serve, "/samples?limit=50", token: Self.alice)
         #expect(Set(Self.data(mine.json).compactMap { $0["device"] as? String }) == ["ios-1"])
         #expect(try get(serve, "/samples?device=ios-2", token: Self.alice).status == 403)
-        #expect(try get(serve, "/latest", token: Self.alice).json["data"].map { ($0 as? [[String: Any]])?.allSatisfy { $0["device"] as? String == "ios-1" } } == true)
+        #expect(
+            try get(serve, "/latest", token: Self.alice).json["data"].map {
+                ($0 as? [[String: Any]])?.allSatisfy { $0["device"] as? String == "ios-1" }
+            } == true)
         // Ingest tokens do not read; read tokens do not ingest; no token, no data.
         let asIngest = try get(serve, "/samples", token: "ingest-token-123456")
         #expect(asIngest.status == 401 && asIngest.headers.contains { $0.0.lowercased() == "www-authenticate" })
         #expect(try get(serve, "/samples", token: nil).status == 401)
         // Said in the log (the first at once), without the token.
-        #expect(ServeProcess.eventually(5) { serve.stderrText.contains("read API: refused a request from 127.0.0.1 (") },
-                "\(serve.stderrText)")
+        #expect(
+            ServeProcess.eventually(5) { serve.stderrText.contains("read API: refused a request from 127.0.0.1 (") },
+            "\(serve.stderrText)")
         #expect(!serve.stderrText.contains("ingest-token-123456"))
-        let r = try serve.client().request("POST", "/v1/ingest", headers: [("Authorization", "Bearer \(Self.agent)"),
-                                                                         ("Content-Type", "application/json")],
-                                           body: Array(#"{"device_id":"ios-1","samples":[]}"#.utf8))
+        let r = try serve.client().request(
+            "POST", "/v1/ingest",
+            headers: [
+                ("Authorization", "Bearer \(Self.agent)"),
+                ("Content-Type", "application/json")
+            ],
+            body: Array(#"{"device_id":"ios-1","samples":[]}"#.utf8))
         #expect(r.status == 401 || r.status == 403)
         serve.stop()
     }
@@ -163,8 +188,9 @@ import YAMLConfig
     func postBig(_ serve: ServeProcess, count: Int, kb: Int) throws {
         let note = String(repeating: "x", count: kb * 1000)
         let samples = (0..<count).map { i in
-            PostgresSinkTests.q("big-\(i)", "heart_rate", 60, "count/min", at: PostgresSinkTests.base + Int64(i) * 60,
-                                extra: #","metadata":{"note":"\#(note)"}"#)
+            PostgresSinkTests.q(
+                "big-\(i)", "heart_rate", 60, "count/min", at: PostgresSinkTests.base + Int64(i) * 60,
+                extra: #","metadata":{"note":"\#(note)"}"#)
         }
         let perRequest = max(1, 600 / kb)
         for start in stride(from: 0, to: count, by: perRequest) {
@@ -177,16 +203,19 @@ import YAMLConfig
     /// and paging still visits every row once.
     @Test func aPageIsBoundedByBytesAndItsCursorGoesOn() throws {
         let db = try DatabaseProcess.postgres()
-        let serve = try ServeProcess(config: Self.config(db).replacingOccurrences(of: "  max_limit: 50\n",
-                                                                                  with: "  max_limit: 50\n  max_answer_bytes: 64KiB\n"))
+        let serve = try ServeProcess(
+            config: Self.config(db).replacingOccurrences(
+                of: "  max_limit: 50\n",
+                with: "  max_limit: 50\n  max_answer_bytes: 64KiB\n"))
         try postBig(serve, count: 8, kb: 30)
         PostgresSinkTests.expect(db, "SELECT count(*) FROM healthgate.records", is: "8")
         var seen: [String] = []
         var cursor: String?
         var pages = 0
         repeat {
-            let r = try serve.client().request("GET", "/api/v1/samples?limit=50" + (cursor.map { "&cursor=" + $0 } ?? ""),
-                                               headers: [("Authorization", "Bearer \(Self.agent)")])
+            let r = try serve.client().request(
+                "GET", "/api/v1/samples?limit=50" + (cursor.map { "&cursor=" + $0 } ?? ""),
+                headers: [("Authorization", "Bearer \(Self.agent)")])
             #expect(r.status == 200)
             #expect(r.body.count <= 64 * 1024 + 32_000, "\(r.body.count) bytes")
             let json = (try? JSONSerialization.jsonObject(with: Data(r.body))) as? [String: Any] ?? [:]
@@ -202,8 +231,9 @@ import YAMLConfig
     /// is a 503 with Retry-After, and once the answer is out the budget is free again.
     @Test func answersInFlightAreBounded() throws {
         let db = try DatabaseProcess.postgres()
-        let serve = try ServeProcess(config: Self.config(db).replacingOccurrences(
-            of: "  max_limit: 50\n", with: "  max_limit: 50\n  max_answer_bytes: 8MiB\n  max_buffered: 8MiB\n"))
+        let serve = try ServeProcess(
+            config: Self.config(db).replacingOccurrences(
+                of: "  max_limit: 50\n", with: "  max_limit: 50\n  max_answer_bytes: 8MiB\n  max_buffered: 8MiB\n"))
         try postBig(serve, count: 60, kb: 150)
         PostgresSinkTests.expect(db, "SELECT count(*) FROM healthgate.records", is: "60")
         // A reader that reads nothing: its ~8 MB answer cannot all leave the gateway.
@@ -231,11 +261,14 @@ import YAMLConfig
         let peeked = recv(slow, &head, head.count, Int32(MSG_PEEK | MSG_WAITALL))
         #expect(peeked == 12 && String(decoding: head, as: UTF8.self) == "HTTP/1.1 200", "\(String(decoding: head, as: UTF8.self))")
         var busy: (status: Int, json: [String: Any], headers: [(String, String)]) = (0, [:], [])
-        #expect(ServeProcess.eventually(10) { busy = (try? get(serve, "/samples?limit=1")) ?? busy; return busy.status == 503 },
-                "\(busy.status)")
+        #expect(
+            ServeProcess.eventually(10) {
+                busy = (try? get(serve, "/samples?limit=1")) ?? busy; return busy.status == 503
+            },
+            "\(busy.status)")
         #expect(busy.headers.contains { $0.0.lowercased() == "retry-after" })
         #expect((busy.json["detail"] as? String ?? "").contains("max_buffered"))
-        close(slow)   // with its answer unread: a reset, and the gateway lets the answer go
+        close(slow) // with its answer unread: a reset, and the gateway lets the answer go
         open = false
         #expect(ServeProcess.eventually(10) { (try? get(serve, "/samples?limit=1"))?.status == 200 })
     }
@@ -245,20 +278,22 @@ import YAMLConfig
         let serve = try ServeProcess(config: Self.config(db!))
         try ingest(serve, Self.samples)
         PostgresSinkTests.expect(db!, "SELECT count(*) FROM healthgate.records", is: "6")
-        for (q, word) in [("/samples?colour=red", "Unknown parameter"), ("/samples?from=yesterday", "RFC 3339"),
-                          ("/samples?from=2026-12-02&to=2026-12-01", "after"), ("/samples?cursor=abc", "cursor"),
-                          ("/samples?limit=0", "limit"), ("/samples?device=ios-1%00x", "control character"), ("/samples?type=Heart%20Rate", "type"),
-                          ("/daily?from=2026-12-01T00:00:00Z", "local day"), ("/samples?device=a&device=b", "twice"),
-                          ("/workouts?cursor=" + ReadCursor.encode(.samples, ["2026-12-01 00:00:00+00", "a", "b", "0"]), "cursor"),
-                          ("/samples?cursor=" + ReadCursor.encode(.samples, ["not a time", "a", "b", "0"]), "cursor"),
-                          ("/samples?cursor=" + ReadCursor.encode(.samples, ["2026-12-01 00:00:00+00", "a", "b", "x"]), "cursor"),
-                          // Forged cursors with what only PostgreSQL would have refused, in its own words.
-                          ("/samples?cursor=" + ReadCursor.encode(.samples, ["2026-13-45 25:61:61+00", "a", "b", "0"]), "cursor"),
-                          ("/samples?cursor=" + ReadCursor.encode(.samples, ["0000-01-01 00:00:00+00", "a", "b", "0"]), "cursor"),
-                          ("/workouts?cursor=" + ReadCursor.encode(.workouts, ["2026-02-30 00:00:00+00", "a", "b"]), "cursor"),
-                          ("/samples?cursor=" + ReadCursor.encode(.samples, ["2026-12-01 00:00:00+00", "a\u{0}b", "b", "0"]), "cursor"),
-                          ("/samples?from=0000-01-01", "years 1 to 9999"),
-                          ("/samples?from=9999-12-31T23:00:00-05:00", "years 1 to 9999")] {
+        for (q, word) in [
+            ("/samples?colour=red", "Unknown parameter"), ("/samples?from=yesterday", "RFC 3339"),
+            ("/samples?from=2026-12-02&to=2026-12-01", "after"), ("/samples?cursor=abc", "cursor"),
+            ("/samples?limit=0", "limit"), ("/samples?device=ios-1%00x", "control character"), ("/samples?type=Heart%20Rate", "type"),
+            ("/daily?from=2026-12-01T00:00:00Z", "local day"), ("/samples?device=a&device=b", "twice"),
+            ("/workouts?cursor=" + ReadCursor.encode(.samples, ["2026-12-01 00:00:00+00", "a", "b", "0"]), "cursor"),
+            ("/samples?cursor=" + ReadCursor.encode(.samples, ["not a time", "a", "b", "0"]), "cursor"),
+            ("/samples?cursor=" + ReadCursor.encode(.samples, ["2026-12-01 00:00:00+00", "a", "b", "x"]), "cursor"),
+            // Forged cursors with what only PostgreSQL would have refused, in its own words.
+            ("/samples?cursor=" + ReadCursor.encode(.samples, ["2026-13-45 25:61:61+00", "a", "b", "0"]), "cursor"),
+            ("/samples?cursor=" + ReadCursor.encode(.samples, ["0000-01-01 00:00:00+00", "a", "b", "0"]), "cursor"),
+            ("/workouts?cursor=" + ReadCursor.encode(.workouts, ["2026-02-30 00:00:00+00", "a", "b"]), "cursor"),
+            ("/samples?cursor=" + ReadCursor.encode(.samples, ["2026-12-01 00:00:00+00", "a\u{0}b", "b", "0"]), "cursor"),
+            ("/samples?from=0000-01-01", "years 1 to 9999"),
+            ("/samples?from=9999-12-31T23:00:00-05:00", "years 1 to 9999")
+        ] {
             let r = try get(serve, q)
             #expect(r.status == 400, "\(q)")
             #expect((r.json["detail"] as? String ?? "").contains(word), "\(q): \(r.json)")
@@ -270,7 +305,7 @@ import YAMLConfig
         // A quoting attempt is a value like any other.
         #expect(Self.data(try get(serve, "/samples?device=x%27%20OR%20%271%27%3D%271").json).isEmpty)
         let restart = try db!.restartable()
-        db = nil   // stopped
+        db = nil // stopped
         let down = try get(serve, "/samples")
         #expect(down.status == 503)
         #expect(down.headers.contains { $0.0.lowercased() == "retry-after" })
@@ -291,11 +326,15 @@ import YAMLConfig
         PostgresSinkTests.expect(db, "SELECT count(*) FROM healthgate.records", is: "6")
         let st = URL(fileURLWithPath: InfluxClientLibraryTests.python).deletingLastPathComponent().appendingPathComponent("st").path
         // In a directory of its own: schemathesis keeps a cache (.schemathesis/) where it runs.
-        let (rc, out) = try Command.run(st, [
-            "run", "http://127.0.0.1:\(serve.port)/api/v1/openapi.json", "-H", "Authorization: Bearer \(Self.agent)",
-            "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,"
-                + "response_schema_conformance,negative_data_rejection",
-            "--max-examples", "25", "--workers", "1", "--seed", "1", "--no-color"], cwd: ServeProcess.makeTempDir("schemathesis"))
+        let (rc, out) = try Command.run(
+            st,
+            [
+                "run", "http://127.0.0.1:\(serve.port)/api/v1/openapi.json", "-H", "Authorization: Bearer \(Self.agent)",
+                "--checks",
+                "not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,"
+                    + "response_schema_conformance,negative_data_rejection",
+                "--max-examples", "25", "--workers", "1", "--seed", "1", "--no-color"
+            ], cwd: ServeProcess.makeTempDir("schemathesis"))
         #expect(rc == 0, "\(out.suffix(12000))")
         #expect(out.contains("4 operations") || out.contains("4 selected") || out.contains("passed"), "\(out.suffix(2000))")
         serve.stop()
@@ -306,19 +345,33 @@ import YAMLConfig
     /// sees its devices' requests only; paging goes back through all of them.
     @Test func batchesSayWhatBecameOfEachRequest() throws {
         let db = try DatabaseProcess.postgres()
-        let config = Self.config(db).replacingOccurrences(of: "  chunks: {kind: ingest,",
-            with: "  hs: {kind: healthsync, auth: {type: bearer, token: hs-token-0123456789}}\n  chunks: {kind: ingest,")
-            .replacingOccurrences(of: "from: [phone, chunks]", with: "from: [phone, chunks, hs]")
+        let config = Self.config(db).replacingOccurrences(
+            of: "  chunks: {kind: ingest,",
+            with: "  hs: {kind: healthsync, auth: {type: bearer, token: hs-token-0123456789}}\n  chunks: {kind: ingest,"
+        )
+        .replacingOccurrences(of: "from: [phone, chunks]", with: "from: [phone, chunks, hs]")
         let serve = try ServeProcess(config: config)
-        let export = #"{"schema_version":2,"export_id":"exp-7","metrics":[{"id":"healthkit:A1","type":"stepCount","value":5,"unit":"count","start_date":"2026-12-01T07:00:00Z"},{"id":"healthkit:A2","type":"stepCount","value":6,"unit":"count","start_date":"2026-12-01T07:01:00Z"},{"type":"stepCount","value":2}]}"#
+        let export =
+            #"{"schema_version":2,"export_id":"exp-7","metrics":[{"id":"healthkit:A1","type":"stepCount","value":5,"unit":"count","start_date":"2026-12-01T07:00:00Z"},{"id":"healthkit:A2","type":"stepCount","value":6,"unit":"count","start_date":"2026-12-01T07:01:00Z"},{"type":"stepCount","value":2}]}"#
         for _ in 0..<2 {
-            let r = try serve.client().request("POST", "/api/apple-health/sync", headers: [("Authorization", "Bearer hs-token-0123456789"),
-                                                                                          ("X-Device-Id", "ios-1")], body: Array(export.utf8))
+            let r = try serve.client().request(
+                "POST", "/api/apple-health/sync",
+                headers: [
+                    ("Authorization", "Bearer hs-token-0123456789"),
+                    ("X-Device-Id", "ios-1")
+                ], body: Array(export.utf8))
             #expect(r.status == 200)
         }
-        let batchID = try ingest(serve, #"{"device_id":"ios-2","samples":[{"source_uuid":"st-9","data_type":"stepCount","ts":"2026-12-01T09:00:00Z","value":42,"unit":"count"}]}"#)
-        let unreadable = try serve.client().request("POST", "/v1/ingest", headers: [("Authorization", "Bearer ingest-token-123456"),
-                                                                                  ("Content-Type", "application/json")], body: Array("{".utf8))
+        let batchID = try ingest(
+            serve,
+            #"{"device_id":"ios-2","samples":[{"source_uuid":"st-9","data_type":"stepCount","ts":"2026-12-01T09:00:00Z","value":42,"unit":"count"}]}"#
+        )
+        let unreadable = try serve.client().request(
+            "POST", "/v1/ingest",
+            headers: [
+                ("Authorization", "Bearer ingest-token-123456"),
+                ("Content-Type", "application/json")
+            ], body: Array("{".utf8))
         #expect(unreadable.status == 400)
         // Refused at the door: not a batch.
         _ = try serve.client().request("POST", "/v1/ingest", headers: [("Authorization", "Bearer wrong")], body: Array("{}".utf8))
@@ -353,21 +406,21 @@ import YAMLConfig
 
     @Test func theConfigIsCheckedAgainstItsSinkAndTheReceiversTokens() throws {
         let text = """
-        listen: 127.0.0.1:0
-        data_dir: /tmp/hg-read-api-check
-        receivers:
-          chunks: {kind: ingest, auth: {type: bearer, token: ingest-token-123456}}
-          under: {kind: ingest, path: /api/v1/ingest, auth: {type: bearer, token: other-token-123456789}}
-        routes:
-          - {from: ["*"], to: [files]}
-        sinks:
-          files: {kind: file, path: "a.ndjson"}
-        read_api:
-          sink: files
-          tokens:
-            - {token: ingest-token-123456}
-            - {token: short}
-        """
+            listen: 127.0.0.1:0
+            data_dir: /tmp/hg-read-api-check
+            receivers:
+              chunks: {kind: ingest, auth: {type: bearer, token: ingest-token-123456}}
+              under: {kind: ingest, path: /api/v1/ingest, auth: {type: bearer, token: other-token-123456789}}
+            routes:
+              - {from: ["*"], to: [files]}
+            sinks:
+              files: {kind: file, path: "a.ndjson"}
+            read_api:
+              sink: files
+              tokens:
+                - {token: ingest-token-123456}
+                - {token: short}
+            """
         let logger = Logger(component: "test", sink: MemoryLogSink())
         #expect(throws: ConfigProblems.self) { try ConfigLoader.load(text: text, file: "c.yaml", environment: [:], logger: logger) }
         do {

@@ -14,18 +14,21 @@ import Testing
     /// Lines as the journal holds them: Syncky's samples of every shape as a receiver makes
     /// them, and the record shapes the transforms' tests use, encoded.
     static func lines() throws -> [[UInt8]] {
-        let r = SynckyReceiver(name: "phone", path: "/s", maxBodyBytes: 1 << 22, auth: Authenticator(kind: .none),
-                               hmacSecret: nil, device: nil, parsers: ParserPool(), logger: Logger(component: "t", sink: MemoryLogSink()))
-        let req = HTTPRequest(method: "POST", path: "/s", headers: [(name: "X-Syncky-Format", value: "native")],
-                              body: Array(Vectors.syncBody(device: "d_1", samples: SampleShapes.plain + SampleShapes.recorded).utf8))
+        let r = SynckyReceiver(
+            name: "phone", path: "/s", maxBodyBytes: 1 << 22, auth: Authenticator(kind: .none),
+            hmacSecret: nil, device: nil, parsers: ParserPool(), logger: Logger(component: "t", sink: MemoryLogSink()))
+        let req = HTTPRequest(
+            method: "POST", path: "/s", headers: [(name: "X-Syncky-Format", value: "native")],
+            body: Array(Vectors.syncBody(device: "d_1", samples: SampleShapes.plain + SampleShapes.recorded).utf8))
         guard case .accept(let batch, _) = r.receive(req, context: ReceiveContext(now: Timestamp(seconds: 0))) else {
             Issue.record("not accepted")
             throw CancellationError()
         }
         var out = batch.payload.split(separator: 0x0A).map(Array.init)
         var records = TransformTests.shapes + [CanonicalCodecTests.full]
-        var c = CanonicalRecord(kind: "category", device: "p", receiver: "r", uuid: "c", type: "sleep_analysis",
-                                start: Timestamp(seconds: 9), value: .string("asleep_core"))
+        var c = CanonicalRecord(
+            kind: "category", device: "p", receiver: "r", uuid: "c", type: "sleep_analysis",
+            start: Timestamp(seconds: 9), value: .string("asleep_core"))
         c.code = 3
         c.source = RecordSource(app: "a", device: nil)
         records.append(c)
@@ -109,8 +112,10 @@ import Testing
     /// fields the line has or lacks — and a copy taken before the change keeps the old line.
     @Test func aChangedRecordWritesWhatTheWholeChangedRecordEncodesTo() throws {
         var sets: [[CanonicalRecord.Field]] = CanonicalRecord.Field.allCases.map { [$0] }
-        sets += [[.value, .unit], [.value, .unit, .tags], [.type, .device], [.op, .tags], [.unit, .source, .metadata],
-                 CanonicalRecord.Field.allCases]
+        sets += [
+            [.value, .unit], [.value, .unit, .tags], [.type, .device], [.op, .tags], [.unit, .source, .metadata],
+            CanonicalRecord.Field.allCases
+        ]
         func change(_ r: inout Record, _ fields: [CanonicalRecord.Field]) {
             for f in fields {
                 switch f {
@@ -171,10 +176,12 @@ import Testing
                 variants.append(changed)
             }
             let text = String(decoding: line, as: UTF8.self)
-            for (from, to) in [("}", ",}"), ("\"app\"", "\"version\""), ("\"device\":\"", "\"device\":7,\"x\":\""),
-                               ("upsert", "delete"), ("\"end\"", "\"utc_offset\""), ("\"unit\"", "\"metadata\""),
-                               ("\"source\":{", "\"source\":{\"app\":\"a\","), ("\"value\":", "\"value\":null,\"unit\":"),
-                               ("\"code\":", "\"code\":-"), ("Z\"", "+99:99\""), (",", ", "), ("\"type\"", "\"kind\"")] {
+            for (from, to) in [
+                ("}", ",}"), ("\"app\"", "\"version\""), ("\"device\":\"", "\"device\":7,\"x\":\""),
+                ("upsert", "delete"), ("\"end\"", "\"utc_offset\""), ("\"unit\"", "\"metadata\""),
+                ("\"source\":{", "\"source\":{\"app\":\"a\","), ("\"value\":", "\"value\":null,\"unit\":"),
+                ("\"code\":", "\"code\":-"), ("Z\"", "+99:99\""), (",", ", "), ("\"type\"", "\"kind\"")
+            ] {
                 if let range = text.range(of: from, options: .backwards) {
                     variants.append(Array(text.replacingCharacters(in: range, with: to).utf8))
                 }

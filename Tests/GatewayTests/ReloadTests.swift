@@ -25,14 +25,16 @@ import Testing
     }
 
     static func write(_ text: String, to serve: ServeProcess) throws {
-        try text.replacingOccurrences(of: "DATA_DIR", with: serve.dataDir).write(toFile: serve.configPath, atomically: true, encoding: .utf8)
+        try text.replacingOccurrences(of: "DATA_DIR", with: serve.dataDir).write(
+            toFile: serve.configPath, atomically: true, encoding: .utf8)
     }
 
     static func uuids(_ path: String) -> Set<String> {
         let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-        return Set(text.split(separator: "\n").compactMap {
-            (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["uuid"] as? String
-        })
+        return Set(
+            text.split(separator: "\n").compactMap {
+                (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["uuid"] as? String
+            })
     }
 
     /// New certificate files and SIGHUP: the same port serves the new certificate; a key that
@@ -40,18 +42,22 @@ import Testing
     @Test func theTLSCertificateIsReloadedOnTheSameSocket() throws {
         let dir = ServeProcess.makeTempDir("tls-reload")
         func makeCert(_ name: String) throws {
-            let (rc, out) = try HTTPServerTests.shell("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 "
-                                                      + "-subj /CN=localhost -keyout \(dir)/\(name)-key.pem -out \(dir)/\(name)-cert.pem")
+            let (rc, out) = try HTTPServerTests.shell(
+                "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 "
+                    + "-subj /CN=localhost -keyout \(dir)/\(name)-key.pem -out \(dir)/\(name)-cert.pem")
             #expect(rc == 0, "\(out)")
         }
         try makeCert("one")
         try makeCert("two")
         try makeCert("three")
         _ = try HTTPServerTests.shell("cp \(dir)/one-key.pem \(dir)/key.pem && cp \(dir)/one-cert.pem \(dir)/cert.pem")
-        let config = Self.config().replacingOccurrences(of: "data_dir: DATA_DIR", with: "data_dir: DATA_DIR\ntls: {cert: \(dir)/cert.pem, key: \(dir)/key.pem}")
+        let config = Self.config().replacingOccurrences(
+            of: "data_dir: DATA_DIR", with: "data_dir: DATA_DIR\ntls: {cert: \(dir)/cert.pem, key: \(dir)/key.pem}")
         let serve = try ServeProcess(config: config)
         func status(trusting name: String) throws -> String {
-            try HTTPServerTests.shell("curl -s -o /dev/null -w '%{http_code}' --cacert \(dir)/\(name)-cert.pem https://localhost:\(serve.port)/healthz").1
+            try HTTPServerTests.shell(
+                "curl -s -o /dev/null -w '%{http_code}' --cacert \(dir)/\(name)-cert.pem https://localhost:\(serve.port)/healthz"
+            ).1
         }
         #expect(try status(trusting: "one") == "200")
         _ = try HTTPServerTests.shell("cp \(dir)/two-key.pem \(dir)/key.pem && cp \(dir)/two-cert.pem \(dir)/cert.pem")
@@ -98,8 +104,11 @@ import Testing
             for b in 0..<n {
                 let uuids = (0..<40).map { "\(tag)-\(b)-\($0)" }
                 let body = Vectors.syncBody(samples: uuids.map(CrashTests.sample), delivery: UUID().uuidString.lowercased())
-                #expect(try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body),
-                                                   body: Array(body.utf8)).status == 200)
+                #expect(
+                    try serve.client().request(
+                        "POST", "/hook", headers: LiveServeTests.signedHeaders(body),
+                        body: Array(body.utf8)
+                    ).status == 200)
                 sent += uuids
             }
         }
@@ -107,25 +116,30 @@ import Testing
         #expect(ServeProcess.eventually { Self.uuids(serve.dataDir + "/archive-a.ndjson").count == sent.count })
         try Self.write(without, to: serve)
         kill(serve.process.processIdentifier, SIGHUP)
-        #expect(ServeProcess.eventually { serve.stderrText.contains("sink hook removed: 400 record(s)") }, "\(serve.stderrText.suffix(800))")
+        #expect(
+            ServeProcess.eventually { serve.stderrText.contains("sink hook removed: 400 record(s)") }, "\(serve.stderrText.suffix(800))")
         // The archive moves on through several segments, each passed by every sink in the config.
         try post(30, "after")
         #expect(ServeProcess.eventually { Self.uuids(serve.dataDir + "/archive-a.ndjson").count == sent.count })
         Thread.sleep(forTimeInterval: 1.5)
-        let segments = try FileManager.default.contentsOfDirectory(atPath: serve.dataDir + "/journal").filter { $0.hasSuffix(".seg") || $0.contains("seg") }
+        let segments = try FileManager.default.contentsOfDirectory(atPath: serve.dataDir + "/journal").filter {
+            $0.hasSuffix(".seg") || $0.contains("seg")
+        }
         #expect(segments.count >= 3, "\(segments)")
         var statusText = ""
-        #expect(ServeProcess.eventually(5) {
-            statusText = (try? CLITests.run(["status", "--config", serve.configPath]).out) ?? ""
-            return statusText.contains("hook: 1600 record(s) waiting")
-        }, "\(statusText)")
+        #expect(
+            ServeProcess.eventually(5) {
+                statusText = (try? CLITests.run(["status", "--config", serve.configPath]).out) ?? ""
+                return statusText.contains("hook: 1600 record(s) waiting")
+            }, "\(statusText)")
         #expect(statusText.contains("healthgate forget hook"))
         // Put back, and its endpoint answering: every record, from before and after its removal.
         gate.lock.withLock { gate.open = true }
         try Self.write(base + "\n" + hook, to: serve)
         kill(serve.process.processIdentifier, SIGHUP)
-        #expect(ServeProcess.eventually(20) { gate.lock.withLock { gate.got.count } == sent.count },
-                "\(gate.lock.withLock { gate.got.count }) of \(sent.count); \(serve.stderrText.suffix(800))")
+        #expect(
+            ServeProcess.eventually(20) { gate.lock.withLock { gate.got.count } == sent.count },
+            "\(gate.lock.withLock { gate.got.count }) of \(sent.count); \(serve.stderrText.suffix(800))")
         #expect(gate.lock.withLock { gate.got } == Set(sent))
 
         // Out again with records waiting, then forgotten: nothing is held for it any more.
@@ -136,9 +150,10 @@ import Testing
         #expect(ServeProcess.eventually { serve.stderrText.contains("sink hook removed: 80 record(s)") }, "\(serve.stderrText.suffix(800))")
         let forgot = try CLITests.run(["forget", "hook", "--config", serve.configPath])
         #expect(forgot.status == 0 && forgot.out.contains("let go"), "\(forgot.out) \(forgot.err)")
-        #expect(ServeProcess.eventually(5) {
-            !((try? CLITests.run(["status", "--config", serve.configPath]).out) ?? "hook:").contains("hook: ")
-        })
+        #expect(
+            ServeProcess.eventually(5) {
+                !((try? CLITests.run(["status", "--config", serve.configPath]).out) ?? "hook:").contains("hook: ")
+            })
         // A sink in the config cannot be forgotten.
         #expect(try CLITests.run(["forget", "archive", "--config", serve.configPath]).status == 2)
     }
@@ -161,7 +176,9 @@ import Testing
         for b in 0..<30 {
             let uuids = (0..<40).map { "r-\(b)-\($0)" }
             let body = Vectors.syncBody(samples: uuids.map(CrashTests.sample), delivery: UUID().uuidString.lowercased())
-            #expect(try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body), body: Array(body.utf8)).status == 200)
+            #expect(
+                try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body), body: Array(body.utf8)).status
+                    == 200)
             sent += uuids
         }
         #expect(ServeProcess.eventually { Self.uuids(dataDir + "/archive-a.ndjson").count == sent.count })
@@ -169,13 +186,15 @@ import Testing
         serve.stop()
         // A start without it says what waits for it.
         serve = try ServeProcess(config: Self.config("journal: {segment_bytes: 64KB}"), dataDir: dataDir)
-        #expect(ServeProcess.eventually { serve.stderrText.contains("sink hook is not in the config, and 1200 record(s) wait for it") },
-                "\(serve.stderrText.suffix(600))")
+        #expect(
+            ServeProcess.eventually { serve.stderrText.contains("sink hook is not in the config, and 1200 record(s) wait for it") },
+            "\(serve.stderrText.suffix(600))")
         serve.stop()
         serve = try ServeProcess(config: base + "\n" + hook, dataDir: dataDir)
         defer { serve.stop() }
-        #expect(ServeProcess.eventually(20) { Set(endpoint.requests.flatMap(ScriptedEndpoint.uuids)) == Set(sent) },
-                "\(Set(endpoint.requests.flatMap(ScriptedEndpoint.uuids)).count) of \(sent.count)")
+        #expect(
+            ServeProcess.eventually(20) { Set(endpoint.requests.flatMap(ScriptedEndpoint.uuids)) == Set(sent) },
+            "\(Set(endpoint.requests.flatMap(ScriptedEndpoint.uuids)).count) of \(sent.count)")
     }
 
     /// What waits for a sink taken out of the config stays within the journal's budget: near
@@ -193,7 +212,8 @@ import Testing
                 n += 1
                 let uuids = (0..<40).map { "b\(n)-\($0)" }
                 let body = Vectors.syncBody(samples: uuids.map(CrashTests.sample), delivery: UUID().uuidString.lowercased())
-                return try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body), body: Array(body.utf8)).status
+                return try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body), body: Array(body.utf8))
+                    .status
             }
         }
         #expect(try post(5).allSatisfy { $0 == 200 })
@@ -233,10 +253,14 @@ import Testing
                 i += 1
                 let uuid = "r-\(i)"
                 let delivery = UUID().uuidString.lowercased()
-                let body = Vectors.syncBody(samples: [PostgresSinkTests.q(uuid, "steps", Double(i), "count", at: PostgresSinkTests.base)],
-                                            delivery: delivery)
-                let status = (try? RawHTTPClient(port: port).request("POST", "/hook", headers: LiveServeTests.signedHeaders(body, delivery: delivery),
-                                                                     body: Array(body.utf8)).status) ?? -1
+                let body = Vectors.syncBody(
+                    samples: [PostgresSinkTests.q(uuid, "steps", Double(i), "count", at: PostgresSinkTests.base)],
+                    delivery: delivery)
+                let status =
+                    (try? RawHTTPClient(port: port).request(
+                        "POST", "/hook", headers: LiveServeTests.signedHeaders(body, delivery: delivery),
+                        body: Array(body.utf8)
+                    ).status) ?? -1
                 results.lock.withLock {
                     results.statuses.append(status)
                     if status == 200 { results.sent.append(uuid) }
@@ -247,34 +271,50 @@ import Testing
         Thread.sleep(forTimeInterval: 0.8)
 
         // A new receiver, a new sink with its route, and the archive moved to another file.
-        try Self.write(Self.config("  chunks: {kind: ingest, auth: {type: bearer, token: ingest-token-123456}}", archive: "archive-b.ndjson",
-                                   routes: "  - {from: [phone, chunks], to: [extra]}")
-                       + "\n  extra: {kind: file, path: \"extra.ndjson\", batch: {max_wait: 10ms}}\n", to: serve)
+        try Self.write(
+            Self.config(
+                "  chunks: {kind: ingest, auth: {type: bearer, token: ingest-token-123456}}", archive: "archive-b.ndjson",
+                routes: "  - {from: [phone, chunks], to: [extra]}")
+                + "\n  extra: {kind: file, path: \"extra.ndjson\", batch: {max_wait: 10ms}}\n", to: serve)
         kill(serve.process.processIdentifier, SIGHUP)
         // What changed is said after the "reloaded" line: wait for all of it.
-        #expect(ServeProcess.eventually {
-            let said = serve.stderrText
-            return said.contains("reloaded") && said.contains("sink extra added") && said.contains("sink archive rebuilt")
-                && said.contains("receiver chunks added")
-        }, "\(serve.stderrText)")
+        #expect(
+            ServeProcess.eventually {
+                let said = serve.stderrText
+                return said.contains("reloaded") && said.contains("sink extra added") && said.contains("sink archive rebuilt")
+                    && said.contains("receiver chunks added")
+            }, "\(serve.stderrText)")
         Thread.sleep(forTimeInterval: 0.8)
-        let ingest = try serve.client().request("POST", "/v1/ingest", headers: [("Authorization", "Bearer ingest-token-123456"),
-                                                                              ("Content-Type", "application/json")],
-                                                body: Array(#"{"device_id":"ios-9","samples":[{"source_uuid":"via-chunks","data_type":"stepCount","ts":"2026-12-01T09:00:00Z","value":1,"unit":"count"}]}"#.utf8))
+        let ingest = try serve.client().request(
+            "POST", "/v1/ingest",
+            headers: [
+                ("Authorization", "Bearer ingest-token-123456"),
+                ("Content-Type", "application/json")
+            ],
+            body: Array(
+                #"{"device_id":"ios-9","samples":[{"source_uuid":"via-chunks","data_type":"stepCount","ts":"2026-12-01T09:00:00Z","value":1,"unit":"count"}]}"#
+                    .utf8))
         #expect(ingest.status == 202)
 
         // A bad config: refused with its problem, the running one stays.
         try Self.write(Self.config(routes: "  - {from: [phone], to: [nowhere]}"), to: serve)
         kill(serve.process.processIdentifier, SIGHUP)
         // The problem is said on the line after the refusal: wait for both.
-        #expect(ServeProcess.eventually {
-            let said = serve.stderrText
-            return said.contains("is refused, the running config stays") && said.contains("no sink is named \\\"nowhere\\\"")
-        }, "\(serve.stderrText)")
+        #expect(
+            ServeProcess.eventually {
+                let said = serve.stderrText
+                return said.contains("is refused, the running config stays") && said.contains("no sink is named \\\"nowhere\\\"")
+            }, "\(serve.stderrText)")
         Thread.sleep(forTimeInterval: 0.8)
-        #expect(try serve.client().request("POST", "/v1/ingest", headers: [("Authorization", "Bearer ingest-token-123456"),
-                                                                          ("Content-Type", "application/json")],
-                                           body: Array(#"{"device_id":"ios-9","samples":[]}"#.utf8)).status == 202)
+        #expect(
+            try serve.client().request(
+                "POST", "/v1/ingest",
+                headers: [
+                    ("Authorization", "Bearer ingest-token-123456"),
+                    ("Content-Type", "application/json")
+                ],
+                body: Array(#"{"device_id":"ios-9","samples":[]}"#.utf8)
+            ).status == 202)
         results.lock.withLock { results.stop = true }
         while traffic.isExecuting { Thread.sleep(forTimeInterval: 0.05) }
 
@@ -283,10 +323,11 @@ import Testing
         #expect(statuses.allSatisfy { $0 == 200 }, "\(Dictionary(grouping: statuses, by: { $0 }).mapValues(\.count))")
         // Every record is in the archive — the old file before the rebuild, the new one after.
         var archived = Set<String>()
-        #expect(ServeProcess.eventually(15) {
-            archived = Self.uuids(serve.dataDir + "/archive-a.ndjson").union(Self.uuids(serve.dataDir + "/archive-b.ndjson"))
-            return archived.isSuperset(of: sent)
-        }, "\(Set(sent).subtracting(archived).sorted().prefix(10))")
+        #expect(
+            ServeProcess.eventually(15) {
+                archived = Self.uuids(serve.dataDir + "/archive-a.ndjson").union(Self.uuids(serve.dataDir + "/archive-b.ndjson"))
+                return archived.isSuperset(of: sent)
+            }, "\(Set(sent).subtracting(archived).sorted().prefix(10))")
         #expect(!Self.uuids(serve.dataDir + "/archive-b.ndjson").isEmpty)
         let extra = Self.uuids(serve.dataDir + "/extra.ndjson")
         #expect(extra.contains("via-chunks") && extra.count > 1, "\(extra.count)")

@@ -17,8 +17,11 @@ import Testing
         let config = QueueLimitTests.config(port: endpoint.port, queue: "")
         let serve = try ServeProcess(config: config)
         let body = Vectors.syncBody(samples: ["good-1", "poison", "good-2"].map(CrashTests.sample))
-        #expect(try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body),
-                                            body: Array(body.utf8)).status == 200)
+        #expect(
+            try serve.client().request(
+                "POST", "/hook", headers: LiveServeTests.signedHeaders(body),
+                body: Array(body.utf8)
+            ).status == 200)
         let deadPath = serve.dataDir + "/sinks/hook/dead-letters.ndjson"
         #expect(ServeProcess.eventually { FileManager.default.fileExists(atPath: deadPath) })
         #expect(Set(endpoint.requests.flatMap(ScriptedEndpoint.uuids)).isSuperset(of: ["good-1", "good-2"]))
@@ -64,8 +67,11 @@ import Testing
             let uuids = (0..<30).map { "arch-\(i)-\($0)" }
             sent += uuids
             let body = Vectors.syncBody(samples: uuids.map(CrashTests.sample))
-            #expect(try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body),
-                                                body: Array(body.utf8)).status == 200)
+            #expect(
+                try serve.client().request(
+                    "POST", "/hook", headers: LiveServeTests.signedHeaders(body),
+                    body: Array(body.utf8)
+                ).status == 200)
         }
         #expect(ServeProcess.eventually { serve.ndjson(under: "").compactMap { $0["uuid"] as? String }.count == 90 })
         // The webhook's own deliveries are over before the replay's are counted.
@@ -75,8 +81,9 @@ import Testing
         #expect(r.status == 0, "\(r.err)")
         #expect(r.out.contains("hook: 90 record(s) delivered"), "\(r.out)")
         // Not on a terminal: progress by tenths, then a summary with the rate.
-        #expect(r.err.contains("replay: 100%, 90 records") && r.err.contains("replay: 90 records in ") && r.err.contains(" records/s)"),
-                "\(r.err)")
+        #expect(
+            r.err.contains("replay: 100%, 90 records") && r.err.contains("replay: 90 records in ") && r.err.contains(" records/s)"),
+            "\(r.err)")
         #expect(Array(endpoint.requests.dropFirst(before).flatMap(ScriptedEndpoint.uuids)) == sent)
         // On a terminal (util-linux `script` gives it one): the bar, with records and rate.
         let command = [ServeProcess.binary, "replay", serve.dataDir + "/archive.ndjson", "--sink", "hook", "--config", serve.configPath]
@@ -88,8 +95,10 @@ import Testing
         let fromJournal = try CLITests.run(["replay", "--journal", "--sink", "hook", "--config", serve.configPath])
         #expect(fromJournal.status == 0, "\(fromJournal.err)")
         #expect(fromJournal.out.contains("hook: 90 record(s) delivered"), "\(fromJournal.out)")
-        let none = try CLITests.run(["replay", "--journal", "--since", "2100-01-01T00:00:00Z", "--sink", "hook",
-                                     "--config", serve.configPath])
+        let none = try CLITests.run([
+            "replay", "--journal", "--since", "2100-01-01T00:00:00Z", "--sink", "hook",
+            "--config", serve.configPath
+        ])
         #expect(none.out.contains("hook: 0 record(s) delivered"), "\(none.out)")
         #expect(try CLITests.run(["replay", "--config", serve.configPath]).status == 2)
         // Asking for a sink that does not exist says which ones do.

@@ -28,7 +28,11 @@ import Testing
             return HTTPResponse(status: 200, body: Array(request.path.utf8))
         }
 
-        func letGo() { monitor.withLock { open = true; monitor.broadcast() } }
+        func letGo() {
+            monitor.withLock {
+                open = true; monitor.broadcast()
+            }
+        }
 
         func waitUntilEntered() -> Bool {
             monitor.withLock {

@@ -24,22 +24,25 @@ import Testing
               archive: {kind: file, path: "archive.ndjson", batch: {max_wait: 10ms}}
             """
         func chunk(_ prefix: String, _ n: Int) -> [String] {
-            (0..<n).map { #"{"uuid":"\#(prefix)\#($0)","type":"steps","value":\#($0),"unit":"count","start":"2026-12-01T08:00:00Z","end":"2026-12-01T08:00:59Z"}"# }
+            (0..<n).map {
+                #"{"uuid":"\#(prefix)\#($0)","type":"steps","value":\#($0),"unit":"count","start":"2026-12-01T08:00:00Z","end":"2026-12-01T08:00:59Z"}"#
+            }
         }
         func post(_ serve: ServeProcess, _ samples: [String]) throws {
             let delivery = UUID().uuidString.lowercased()
             let body = Vectors.syncBody(samples: samples, delivery: delivery)
-            let r = try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body, delivery: delivery),
-                                               body: Array(body.utf8))
+            let r = try serve.client().request(
+                "POST", "/hook", headers: LiveServeTests.signedHeaders(body, delivery: delivery),
+                body: Array(body.utf8))
             #expect(r.status == 200)
         }
         var serve = try ServeProcess(config: config)
         let file = serve.dataDir + "/archive.ndjson"
         func uuids() -> [String] { ServeProcess.ndjson(under: serve.dataDir).compactMap { $0["uuid"] as? String } }
         try post(serve, chunk("a", 50))
-        try post(serve, chunk("a", 50))   // a resend while it runs
+        try post(serve, chunk("a", 50)) // a resend while it runs
         #expect(ServeProcess.eventually { uuids().count == 50 })
-        usleep(300_000)   // the cursor (and what dedupe remembers) is committed after the write
+        usleep(300_000) // the cursor (and what dedupe remembers) is committed after the write
         serve.stop(signal: SIGKILL)
         serve = try ServeProcess(config: config, dataDir: serve.dataDir)
         try post(serve, chunk("a", 50) + chunk("b", 10))
@@ -93,7 +96,7 @@ import Testing
             #"{"uuid":"kg1","type":"body_mass","value":70,"unit":"kg","start":"\#(t)","end":"\#(t)"}"#,
             #"{"uuid":"o2","type":"oxygen_saturation","value":0.97,"unit":"%","start":"\#(t)","end":"\#(t)"}"#,
             #"{"uuid":"rt1","type":"workout_route","start":"\#(t)","end":"\#(t2)","part":0,"parts":1,"count":2,"points":[{"lat":47.497912,"lon":19.040235},{"lat":47.498011,"lon":19.041001}]}"#,
-            #"{"uuid":"hb1","type":"heartbeat_series","start":"\#(t)","end":"\#(t2)","count":2,"part":0,"parts":1,"beats":[[0,0],[842,0]]}"#,
+            #"{"uuid":"hb1","type":"heartbeat_series","start":"\#(t)","end":"\#(t2)","count":2,"part":0,"parts":1,"beats":[[0,0],[842,0]]}"#
         ]
         let body = Vectors.syncBody(samples: samples)
         let r = try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body), body: Array(body.utf8))
@@ -105,13 +108,14 @@ import Testing
         #expect(hr.count == 1 && hr.first?["value"] as? Double == 62 && hr.first?["person"] as? String == "anna", "\(hr)")
         #expect(try influx.influxRows("SELECT * FROM steps").first?["value"] as? Double == 412)
         let kg = try influx.influxRows("SELECT * FROM body_mass").first
-        #expect(abs((kg?["value"] as? Double ?? 0) - 154.32358352941433) < 1e-9 && kg?["unit"] as? String == "lb", "\(String(describing: kg))")
+        #expect(
+            abs((kg?["value"] as? Double ?? 0) - 154.32358352941433) < 1e-9 && kg?["unit"] as? String == "lb", "\(String(describing: kg))")
         #expect(try influx.influxRows("SELECT * FROM oxygen_saturation").isEmpty)
 
         // db: every record, under the new device name, with the household label.
         #expect(ServeProcess.eventually(15) { (try? pg.psql("SELECT count(*) FROM healthgate.records")) == "7" })
         #expect(try pg.psql("SELECT DISTINCT device || ' ' || (tags->>'household') FROM healthgate.records") == "anna-iphone home")
-        #expect(try pg.psql("SELECT value FROM healthgate.records WHERE uuid = 'kg1'") == "70")   // no convert on this route
+        #expect(try pg.psql("SELECT value FROM healthgate.records WHERE uuid = 'kg1'") == "70") // no convert on this route
         #expect(try pg.psql("SELECT count(*) FROM healthgate.records WHERE metadata IS NOT NULL") == "1")
 
         // archive: no beats, no metadata, the route's points at 2 decimals, nothing converted or labelled.

@@ -25,23 +25,27 @@ import Testing
 
     static func post(_ serve: ServeProcess, uuid: String) throws -> Int {
         let delivery = UUID().uuidString.lowercased()
-        let body = Vectors.syncBody(samples: [PostgresSinkTests.q(uuid, "steps", 10, "count", at: PostgresSinkTests.base)], delivery: delivery)
-        return try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body, delivery: delivery),
-                                          body: Array(body.utf8)).status
+        let body = Vectors.syncBody(
+            samples: [PostgresSinkTests.q(uuid, "steps", 10, "count", at: PostgresSinkTests.base)], delivery: delivery)
+        return try serve.client().request(
+            "POST", "/hook", headers: LiveServeTests.signedHeaders(body, delivery: delivery),
+            body: Array(body.utf8)
+        ).status
     }
 
     /// A serve that ended on its own (a signal the test sent itself) has its pipes read to
     /// their end once the test stops it: nothing is left reading them (watches left on closed
     /// descriptors crashed libdispatch's event loop later, in another test).
     @Test func aServeThatEndedByItselfIsNoLongerWatched() throws {
-        let serve = try ServeProcess(config: """
-            listen: 127.0.0.1:0
-            data_dir: DATA_DIR
-            receivers:
-            \(Vectors.phoneReceiver)
-            sinks:
-              archive: {kind: file, path: "archive.ndjson"}
-            """)
+        let serve = try ServeProcess(
+            config: """
+                listen: 127.0.0.1:0
+                data_dir: DATA_DIR
+                receivers:
+                \(Vectors.phoneReceiver)
+                sinks:
+                  archive: {kind: file, path: "archive.ndjson"}
+                """)
         #expect(serve.stdoutReader?.isDone == false)
         kill(serve.process.processIdentifier, SIGTERM)
         #expect(serve.process.waitUntilExit(within: 30))
@@ -52,11 +56,11 @@ import Testing
     }
 
     @Test func aSinkThatHangsDoesNotHoldTheStopPastTheDeadline() throws {
-        let hang = ListeningSocket()   // takes the connection, never answers
+        let hang = ListeningSocket() // takes the connection, never answers
         let serve = try ServeProcess(config: Self.config(sinkURL: "http://127.0.0.1:\(hang.port)/hook"))
         #expect(try Self.post(serve, uuid: "kept-1") == 200)
         #expect(ServeProcess.eventually { serve.metric("healthgate_sink_records_sent_total", sink: "archive") == 1 })
-        Thread.sleep(forTimeInterval: 0.5)   // the hook sink is inside its write now
+        Thread.sleep(forTimeInterval: 0.5) // the hook sink is inside its write now
         let t0 = Date()
         serve.stop()
         let took = Date().timeIntervalSince(t0)
@@ -78,8 +82,11 @@ import Testing
         let good = try ScriptedEndpoint { _ in HTTPResponse(status: 200) }
         let serve = try ServeProcess(config: Self.config(sinkURL: good.url, timeout: "5s"))
         let delivery = UUID().uuidString.lowercased()
-        let body = Array(Vectors.syncBody(samples: [PostgresSinkTests.q("in-flight", "steps", 10, "count", at: PostgresSinkTests.base)],
-                                          delivery: delivery).utf8)
+        let body = Array(
+            Vectors.syncBody(
+                samples: [PostgresSinkTests.q("in-flight", "steps", 10, "count", at: PostgresSinkTests.base)],
+                delivery: delivery
+            ).utf8)
         let headers = LiveServeTests.signedHeaders(String(decoding: body, as: UTF8.self), delivery: delivery)
         let c = serve.client()
         try c.connect()
@@ -103,8 +110,9 @@ import Testing
         serve.stop()
         #expect(serve.process.terminationStatus == 0)
         // It was kept: delivered by the next start if not before.
-        let again = try ServeProcess(config: Self.config(sinkURL: good.url).replacingOccurrences(of: "DATA_DIR", with: serve.dataDir),
-                                     dataDir: serve.dataDir + "-2")
+        let again = try ServeProcess(
+            config: Self.config(sinkURL: good.url).replacingOccurrences(of: "DATA_DIR", with: serve.dataDir),
+            dataDir: serve.dataDir + "-2")
         #expect(ServeProcess.eventually(15) { good.requests.contains { String(decoding: $0.body, as: UTF8.self).contains("in-flight") } })
         again.stop()
         good.stop()
@@ -115,6 +123,9 @@ import Testing
         #expect(throws: (any Error).self) { try ConfigTests().load(Self.config(sinkURL: "http://127.0.0.1:9/x", timeout: "1h")) }
         let t = try ConfigTests().load(Self.config(sinkURL: "http://127.0.0.1:9/x", timeout: "7s"))
         #expect(t.shutdownTimeout == 7)
-        #expect(try ConfigTests().load(Self.config(sinkURL: "http://127.0.0.1:9/x").replacingOccurrences(of: "shutdown_timeout: 3s\n", with: "")).shutdownTimeout == 20)
+        #expect(
+            try ConfigTests().load(
+                Self.config(sinkURL: "http://127.0.0.1:9/x").replacingOccurrences(of: "shutdown_timeout: 3s\n", with: "")
+            ).shutdownTimeout == 20)
     }
 }

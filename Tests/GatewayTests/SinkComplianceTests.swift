@@ -46,12 +46,13 @@ extension SinkHarness {
     /// What `stored` must say after the sink wrote `written` in order: a plain store by key
     /// (`device|uuid|part value`, a delete removing every part of its key).
     func expected(_ written: [CanonicalRecord]) -> [String] {
-        Store.fold(written.map { r in
-            var o: [String: Any] = ["device": r.device, "uuid": r.uuid, "op": r.op == .delete ? "delete" : "upsert"]
-            if let p = r.part { o["part"] = p }
-            if case .number(let v) = r.value { o["value"] = NSNumber(value: Int(v)) }
-            return o
-        })
+        Store.fold(
+            written.map { r in
+                var o: [String: Any] = ["device": r.device, "uuid": r.uuid, "op": r.op == .delete ? "delete" : "upsert"]
+                if let p = r.part { o["part"] = p }
+                if case .number(let v) = r.value { o["value"] = NSNumber(value: Int(v)) }
+                return o
+            })
     }
 }
 
@@ -292,7 +293,8 @@ final class PostgresHarness: SinkHarness {
     var port: UInt16? { db.port }
 
     func stored() throws -> [String] {
-        let out = try db.psql("""
+        let out = try db.psql(
+            """
             SELECT device || '|' || uuid || '|' || CASE WHEN parts IS NULL THEN '-' ELSE part::text END || ' ' || value
             FROM healthgate.records ORDER BY 1
             """)
@@ -303,17 +305,23 @@ final class PostgresHarness: SinkHarness {
         // The schema first (a sink opened once makes it), then a lock the sink's insert waits on.
         let node = try parseYAML(yaml, file: "sink", environment: [:])
         let built = try PostgresSink.build(name: "setup", node: node, path: "sinks.setup", context: SinkBuildContext(dataDir: dataDir))
-        try built.open(SinkContext(name: "setup", dataDir: dataDir, stateDir: dataDir, clock: SystemClock(),
-                                   logger: Logger(component: "t", sink: MemoryLogSink()))).close()
+        try built.open(
+            SinkContext(
+                name: "setup", dataDir: dataDir, stateDir: dataDir, clock: SystemClock(),
+                logger: Logger(component: "t", sink: MemoryLogSink()))
+        ).close()
         let c = try PGConnection(dsn: db.postgresURL, extra: [])
         try c.execute("BEGIN")
         try c.execute("LOCK TABLE healthgate.records IN ACCESS EXCLUSIVE MODE")
         holder = c
-        return (nil, { [self] in
-            _ = try? holder?.execute("ROLLBACK")
-            holder?.close()
-            holder = nil
-        })
+        return (
+            nil,
+            { [self] in
+                _ = try? holder?.execute("ROLLBACK")
+                holder?.close()
+                holder = nil
+            }
+        )
     }
 
     func refusePoison() throws {}
@@ -376,11 +384,14 @@ enum Store {
 @Suite(.serialized) struct SinkComplianceTests {
     let logger = Logger(component: "test", sink: MemoryLogSink())
 
-    static func record(_ uuid: String, device: String = "phone-1", part: Int? = nil, second: Int64 = 0,
-                       value: Double = 412) -> CanonicalRecord {
-        CanonicalRecord(kind: "quantity", device: device, receiver: "r", uuid: uuid, type: "steps", part: part,
-                        parts: part == nil ? nil : 2, start: Timestamp(seconds: 1_791_961_260 + second),
-                        end: Timestamp(seconds: 1_791_961_260 + second), value: .number(value), unit: "count")
+    static func record(
+        _ uuid: String, device: String = "phone-1", part: Int? = nil, second: Int64 = 0,
+        value: Double = 412
+    ) -> CanonicalRecord {
+        CanonicalRecord(
+            kind: "quantity", device: device, receiver: "r", uuid: uuid, type: "steps", part: part,
+            parts: part == nil ? nil : 2, start: Timestamp(seconds: 1_791_961_260 + second),
+            end: Timestamp(seconds: 1_791_961_260 + second), value: .number(value), unit: "count")
     }
 
     static func deletion(_ uuid: String, device: String = "phone-1") -> CanonicalRecord {
@@ -396,15 +407,18 @@ enum Store {
     func open(_ h: any SinkHarness) throws -> any Sink {
         let stateDir = SinkDrainer.stateDirectory(sink: "s", dataDir: h.dataDir)
         try FileIO.makeDirectories(stateDir, mode: 0o700)
-        return try built(h).open(SinkContext(name: "s", dataDir: h.dataDir, stateDir: stateDir, clock: SystemClock(),
-                                             logger: logger))
+        return try built(h).open(
+            SinkContext(
+                name: "s", dataDir: h.dataDir, stateDir: stateDir, clock: SystemClock(),
+                logger: logger))
     }
 
     func drainer(_ h: any SinkHarness, _ j: Journal, clock: FakeClock) throws -> SinkDrainer {
         var b = try built(h)
         b.common.batch.max_wait = ConfigDuration(nanoseconds: 5_000_000)
-        return SinkDrainer(name: "s", built: b, routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["s"])],
-                           journal: j, dataDir: h.dataDir, logger: logger, clock: clock)
+        return SinkDrainer(
+            name: "s", built: b, routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["s"])],
+            journal: j, dataDir: h.dataDir, logger: logger, clock: clock)
     }
 
     func append(_ j: Journal, _ records: [CanonicalRecord]) throws {
@@ -418,8 +432,10 @@ enum Store {
     @Test(arguments: Harnesses.kinds) func resendingABatchChangesNothing(kind: String) throws {
         let h = try Harnesses.make(kind)
         let sink = try open(h)
-        let batch = SinkBatch(records: [Self.record("a"), Self.record("b", second: 1), Self.record("p", part: 0, second: 2),
-                                        Self.record("p", part: 1, second: 3)])
+        let batch = SinkBatch(records: [
+            Self.record("a"), Self.record("b", second: 1), Self.record("p", part: 0, second: 2),
+            Self.record("p", part: 1, second: 3)
+        ])
         #expect(sink.write(batch) == .accepted)
         let once = try h.stored()
         #expect(once.count == 4, "\(once)")
@@ -431,8 +447,12 @@ enum Store {
     @Test(arguments: Harnesses.kinds) func aDeleteRemovesEveryPartUnderItsKey(kind: String) throws {
         let h = try Harnesses.make(kind)
         let sink = try open(h)
-        #expect(sink.write(SinkBatch(records: [Self.record("keep"), Self.record("w", part: 0, second: 1),
-                                               Self.record("w", part: 1, second: 2)])) == .accepted)
+        #expect(
+            sink.write(
+                SinkBatch(records: [
+                    Self.record("keep"), Self.record("w", part: 0, second: 1),
+                    Self.record("w", part: 1, second: 2)
+                ])) == .accepted)
         #expect(try h.stored().count == 3)
         #expect(sink.write(SinkBatch(records: [Self.deletion("w")])) == .accepted)
         let left = try h.stored()
@@ -485,15 +505,16 @@ enum Store {
     @Test func aFixedPathFileSinkDeadLettersWhatItCanNeverWrite() throws {
         let dataDir = ServeProcess.makeTempDir("comply-fixed")
         try FileManager.default.createDirectory(atPath: dataDir + "/out", withIntermediateDirectories: true)
-        try Data("x".utf8).write(to: URL(fileURLWithPath: dataDir + "/out/blocked"))   // ENOTDIR, for good
+        try Data("x".utf8).write(to: URL(fileURLWithPath: dataDir + "/out/blocked")) // ENOTDIR, for good
         let node = try parseYAML(#"{kind: file, path: "out/blocked/records.ndjson"}"#, file: "sink", environment: [:])
         let build = try #require(SinkRegistry.builder(kind: "file"))
         var b = try build("s", node, "sinks.s", SinkBuildContext(dataDir: dataDir))
         b.common.batch.max_wait = ConfigDuration(nanoseconds: 5_000_000)
         let j = try Journal(directory: dataDir + "/journal", logger: logger)
         try append(j, [Self.record("f1"), Self.record("f2", second: 1)])
-        let d = SinkDrainer(name: "s", built: b, routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["s"])],
-                            journal: j, dataDir: dataDir, logger: logger, clock: FakeClock())
+        let d = SinkDrainer(
+            name: "s", built: b, routes: [Route(name: "all", from: [Glob("*")], transforms: [], to: ["s"])],
+            journal: j, dataDir: dataDir, logger: logger, clock: FakeClock())
         try d.start()
         #expect(ServeProcess.eventually { d.metrics.rejected.load(ordering: .relaxed) == 2 })
         d.stop()
@@ -579,15 +600,19 @@ enum Store {
                 n += 1
                 let again = next(6) == 0 && n > 1
                 let id = again ? 1 + next(n - 1) : n
-                let part: Int? = id % 10 == 0 ? next(2) : nil   // a uuid in parts always is
-                batch.append(Self.record(uuid(id, shape), device: next(5) == 0 ? "phone-2" : "phone-1", part: part,
-                                         second: oneTime ? 0 : Int64(id), value: Double(next(100_000))))
+                let part: Int? = id % 10 == 0 ? next(2) : nil // a uuid in parts always is
+                batch.append(
+                    Self.record(
+                        uuid(id, shape), device: next(5) == 0 ? "phone-2" : "phone-1", part: part,
+                        second: oneTime ? 0 : Int64(id), value: Double(next(100_000))))
             }
             #expect(sink.write(SinkBatch(records: batch)) == .accepted, "round \(round)")
             written += batch
             let want = h.expected(written)
             var got: [String] = []
-            let same = ServeProcess.eventually(20) { got = (try? h.stored()) ?? []; return got == want }
+            let same = ServeProcess.eventually(20) {
+                got = (try? h.stored()) ?? []; return got == want
+            }
             let apart = zip(got, want).first { $0.0 != $0.1 }.map { "\($0.0) / \($0.1)" } ?? "-"
             #expect(same, "\(kind) round \(round): \(got.count) stored, \(want.count) expected; first apart: \(apart)")
             if !same { return }

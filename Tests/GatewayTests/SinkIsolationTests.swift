@@ -10,18 +10,23 @@ import Testing
 @Suite(.serialized) struct SinkIsolationTests {
     @Test func aSinkThatIsDownDoesNotHoldBackAnother() throws {
         let port = ScriptedEndpoint.freePort()
-        let config = LiveServeTests.config.replacingOccurrences(of: """
-            routes:
-              - {name: all, from: ["*"], to: [archive]}
-            """, with: """
-            routes:
-              - {name: all, from: ["*"], to: [archive, hook]}
-            """).replacingOccurrences(of: """
-              archive: {kind: file, path: "archive/{device}/{date}.ndjson", batch: {max_wait: 10ms}}
-            """, with: """
-              archive: {kind: file, path: "archive/{device}/{date}.ndjson", batch: {max_wait: 10ms}}
-              hook: {kind: http, url: "http://127.0.0.1:\(port)/hook", retry: {initial: 50ms, max: 200ms}, batch: {max_wait: 10ms}}
-            """)
+        let config = LiveServeTests.config.replacingOccurrences(
+            of: """
+                routes:
+                  - {name: all, from: ["*"], to: [archive]}
+                """,
+            with: """
+                routes:
+                  - {name: all, from: ["*"], to: [archive, hook]}
+                """
+        ).replacingOccurrences(
+            of: """
+                  archive: {kind: file, path: "archive/{device}/{date}.ndjson", batch: {max_wait: 10ms}}
+                """,
+            with: """
+                  archive: {kind: file, path: "archive/{device}/{date}.ndjson", batch: {max_wait: 10ms}}
+                  hook: {kind: http, url: "http://127.0.0.1:\(port)/hook", retry: {initial: 50ms, max: 200ms}, batch: {max_wait: 10ms}}
+                """)
         #expect(config.contains("hook: {kind: http"))
         let serve = try ServeProcess(config: config)
         let c = serve.client()
@@ -37,10 +42,11 @@ import Testing
         // The archive's cursor is committed just after its file is written: wait for it, not
         // for the file alone (a CI run read the metrics in between).
         var metrics = ""
-        #expect(ServeProcess.eventually(5) {
-            metrics = (try? c.request("GET", "/metrics").text) ?? ""
-            return metrics.contains(#"healthgate_sink_records_waiting{sink="archive"} 0"#)
-        }, "\(metrics)")
+        #expect(
+            ServeProcess.eventually(5) {
+                metrics = (try? c.request("GET", "/metrics").text) ?? ""
+                return metrics.contains(#"healthgate_sink_records_waiting{sink="archive"} 0"#)
+            }, "\(metrics)")
         #expect(metrics.contains(#"healthgate_sink_records_sent_total{sink="hook"} 0"#))
         #expect(!metrics.contains(#"healthgate_sink_records_kept_total{sink="hook"} 0"#))
         #expect(serve.stderrText.contains("sink hook"))
@@ -48,10 +54,11 @@ import Testing
         #expect(metrics.contains(#"healthgate_sink_retrying{sink="hook"} 1"#))
         // `healthgate status` says the same, from the data dir, while serve runs.
         var status = ""
-        #expect(ServeProcess.eventually(5) {
-            status = (try? CLITests.run(["status", "--config", serve.configPath]).out) ?? ""
-            return status.contains("hook: RETRYING; 100 record(s) waiting")
-        }, "\(status)")
+        #expect(
+            ServeProcess.eventually(5) {
+                status = (try? CLITests.run(["status", "--config", serve.configPath]).out) ?? ""
+                return status.contains("hook: RETRYING; 100 record(s) waiting")
+            }, "\(status)")
         #expect(status.contains("serve is running"))
         #expect(status.contains("archive: up to date; 0 record(s) waiting"))
         #expect(status.contains("last error: http://127.0.0.1:\(port)/hook"))
@@ -63,14 +70,16 @@ import Testing
         // The endpoint comes up: the webhook catches up with everything, in order.
         let endpoint = try ScriptedEndpoint(port: port) { _ in HTTPResponse(status: 200) }
         var delivered: [String] = []
-        #expect(ServeProcess.eventually(15) {
-            delivered = endpoint.requests.flatMap(ScriptedEndpoint.uuids)
-            return Set(delivered) == Set(sent)
-        }, "the webhook got \(Set(delivered).count) of \(sent.count)")
+        #expect(
+            ServeProcess.eventually(15) {
+                delivered = endpoint.requests.flatMap(ScriptedEndpoint.uuids)
+                return Set(delivered) == Set(sent)
+            }, "the webhook got \(Set(delivered).count) of \(sent.count)")
         #expect(delivered == sent)
-        #expect(ServeProcess.eventually(5) {
-            ((try? CLITests.run(["status", "--config", serve.configPath]).out) ?? "").contains("hook: up to date")
-        })
+        #expect(
+            ServeProcess.eventually(5) {
+                ((try? CLITests.run(["status", "--config", serve.configPath]).out) ?? "").contains("hook: up to date")
+            })
         serve.stop()
         let after = try CLITests.run(["status", "--config", serve.configPath])
         #expect(after.out.contains("serve is not running"))
@@ -99,7 +108,7 @@ import Testing
             case 2: return HTTPResponse(status: 429, headers: [HTTPHeader("Retry-After", "1")])
             case 3: return HTTPResponse(status: 401)
             case 4:
-                usleep(1_500_000)   // longer than the sink's timeout
+                usleep(1_500_000) // longer than the sink's timeout
                 return HTTPResponse(status: 200)
             case 5: return HTTPResponse(status: 503)
             default:
@@ -116,25 +125,31 @@ import Testing
             good += uuids
             if i == 2 { uuids.insert("poison", at: 5) }
             let body = Vectors.syncBody(samples: uuids.map(CrashTests.sample))
-            #expect(try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body),
-                                                body: Array(body.utf8)).status == 200)
+            #expect(
+                try serve.client().request(
+                    "POST", "/hook", headers: LiveServeTests.signedHeaders(body),
+                    body: Array(body.utf8)
+                ).status == 200)
         }
         var delivered = Set<String>()
-        #expect(ServeProcess.eventually(20) {
-            delivered = Set(endpoint.requests.filter { !ScriptedEndpoint.uuids($0).contains("poison") }
-                .flatMap(ScriptedEndpoint.uuids))
-            return delivered.isSuperset(of: good)
-        }, "\(Set(good).subtracting(delivered).count) good records never arrived")
+        #expect(
+            ServeProcess.eventually(20) {
+                delivered = Set(
+                    endpoint.requests.filter { !ScriptedEndpoint.uuids($0).contains("poison") }
+                        .flatMap(ScriptedEndpoint.uuids))
+                return delivered.isSuperset(of: good)
+            }, "\(Set(good).subtracting(delivered).count) good records never arrived")
         let dead = serve.dataDir + "/sinks/hook/dead-letters.ndjson"
         #expect(ServeProcess.eventually { (try? String(contentsOfFile: dead, encoding: .utf8))?.contains("\"uuid\":\"poison\"") == true })
         #expect(serve.stderrText.contains("401 from"))
         #expect(serve.stderrText.contains("sinks.hook.auth"))
         // The counters follow the dead letter and the cursor by a moment.
         var metrics = ""
-        #expect(ServeProcess.eventually {
-            metrics = (try? serve.client().request("GET", "/metrics").text) ?? ""
-            return metrics.contains(#"healthgate_sink_records_waiting{sink="hook"} 0"#)
-        }, "\(metrics)")
+        #expect(
+            ServeProcess.eventually {
+                metrics = (try? serve.client().request("GET", "/metrics").text) ?? ""
+                return metrics.contains(#"healthgate_sink_records_waiting{sink="hook"} 0"#)
+            }, "\(metrics)")
         #expect(metrics.contains(#"healthgate_sink_records_rejected_total{sink="hook"} 1"#))
     }
 }

@@ -12,8 +12,10 @@ import Testing
 /// restart, the last count downstream for each type equals the distinct records sent.
 @Suite(.serialized) struct StatefulTransformTests {
     /// One route from the phone through `transform` into a file sink.
-    static func config(port: UInt16, transform: String = "{count_distinct: {}}", file: String = "counts.ndjson",
-                       maxItems: Int = 500) -> String {
+    static func config(
+        port: UInt16, transform: String = "{count_distinct: {}}", file: String = "counts.ndjson",
+        maxItems: Int = 500
+    ) -> String {
         """
         listen: 127.0.0.1:\(port)
         data_dir: DATA_DIR
@@ -41,8 +43,8 @@ import Testing
         let all = sent.snapshot
         #expect(all.count >= 600, "too little traffic: \(all.count)")
         let expected = [
-            "count-steps": all.filter { Int($0.split(separator: "s").last ?? "") .map { $0 % 3 == 0 } ?? false }.count,
-            "count-heart_rate": all.filter { Int($0.split(separator: "s").last ?? "") .map { $0 % 3 != 0 } ?? false }.count,
+            "count-steps": all.filter { Int($0.split(separator: "s").last ?? "").map { $0 % 3 == 0 } ?? false }.count,
+            "count-heart_rate": all.filter { Int($0.split(separator: "s").last ?? "").map { $0 % 3 != 0 } ?? false }.count
         ]
         var last: [String: Int] = [:]
         let settled = ServeProcess.eventually(60) {
@@ -58,8 +60,9 @@ import Testing
     /// nothing lost, nothing counted twice, resends and replays included.
     @Test func aggregatesSurviveSIGKILLAtRandomMoments() throws {
         let port = ScriptedEndpoint.freePort()
-        let config = Self.config(port: port, transform: "{aggregate: {types: [steps], every: day, how: sum, keep_source: false}}",
-                                 file: "daily.ndjson", maxItems: 500)
+        let config = Self.config(
+            port: port, transform: "{aggregate: {types: [steps], every: day, how: sum, keep_source: false}}",
+            file: "daily.ndjson", maxItems: 500)
         let (dataDir, sent, serve) = try Self.sendThroughKills(config: config, port: port, binary: nil) { uuids in
             uuids.map { Self.sample($0, type: "steps") }
         }
@@ -70,7 +73,10 @@ import Testing
             guard let text = try? String(contentsOfFile: dataDir + "/daily.ndjson", encoding: .utf8) else { return false }
             for line in text.split(separator: "\n") {
                 if let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                   o["uuid"] as? String == "aggregate:sum:day:steps:2026-10-14T00:00:00", let v = o["value"] as? Double { last = Int(v) }
+                    o["uuid"] as? String == "aggregate:sum:day:steps:2026-10-14T00:00:00", let v = o["value"] as? Double
+                {
+                    last = Int(v)
+                }
             }
             return last == expected
         }
@@ -112,8 +118,10 @@ import Testing
     /// kill is sent again, with a new delivery id, so some records reach the journal twice) while
     /// serve is killed with SIGKILL four times at random moments and started again. The data dir,
     /// every uuid acknowledged, and the serve running at the end.
-    static func sendThroughKills(config: String, port: UInt16, binary: String?,
-                                 samples: @escaping @Sendable ([String]) -> [String]) throws -> (String, LockedSet, ServeProcess) {
+    static func sendThroughKills(
+        config: String, port: UInt16, binary: String?,
+        samples: @escaping @Sendable ([String]) -> [String]
+    ) throws -> (String, LockedSet, ServeProcess) {
         var serve = try ServeProcess(config: config, binary: binary)
         let dataDir = serve.dataDir
         let sent = LockedSet()
@@ -129,14 +137,18 @@ import Testing
                     let body = Vectors.syncBody(samples: samples(uuids))
                     while true {
                         let c = RawHTTPClient(port: port)
-                        if let r = try? c.request("POST", "/hook", headers: LiveServeTests.signedHeaders(body),
-                                                  body: Array(body.utf8)), r.status == 200 { break }
+                        if let r = try? c.request(
+                            "POST", "/hook", headers: LiveServeTests.signedHeaders(body),
+                            body: Array(body.utf8)), r.status == 200
+                        {
+                            break
+                        }
                         c.close()
                         usleep(30_000)
                     }
                     sent.insert(uuids)
                     i += 1
-                    usleep(15_000)   // a steady flow, not a flood: the state is rewritten whole per commit
+                    usleep(15_000) // a steady flow, not a flood: the state is rewritten whole per commit
                 }
             }
         }

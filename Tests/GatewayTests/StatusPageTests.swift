@@ -13,23 +13,23 @@ import Testing
 /// proxy, unless an admin token is set, and then to that token alone.
 @Suite(.serialized) struct StatusPageTests {
     static let config = """
-    listen: 127.0.0.1:0
-    data_dir: DATA_DIR
-    receivers:
-      my-iphone:
-        kind: syncky
-        path: /hook
-        auth: {type: bearer, token: \(Vectors.token)}
-        hmac: {secret: \(Vectors.secret)}
-        name: "Anna's <iPhone> & co"
-        public_url: https://gw.example.net/hook
-    routes:
-      - {from: [my-iphone], to: [archive, down]}
-    sinks:
-      archive: {kind: file, path: "archive/{device}.ndjson"}
-      down: {kind: http, url: "http://127.0.0.1:9/nothing", retry: {initial: 100ms, max: 1s}}
-    journal: {max_bytes: 64MB}
-    """
+        listen: 127.0.0.1:0
+        data_dir: DATA_DIR
+        receivers:
+          my-iphone:
+            kind: syncky
+            path: /hook
+            auth: {type: bearer, token: \(Vectors.token)}
+            hmac: {secret: \(Vectors.secret)}
+            name: "Anna's <iPhone> & co"
+            public_url: https://gw.example.net/hook
+        routes:
+          - {from: [my-iphone], to: [archive, down]}
+        sinks:
+          archive: {kind: file, path: "archive/{device}.ndjson"}
+          down: {kind: http, url: "http://127.0.0.1:9/nothing", retry: {initial: 100ms, max: 1s}}
+        journal: {max_bytes: 64MB}
+        """
 
     static func run(_ executable: String, _ args: [String]) throws -> (Int32, String) {
         try DatabaseProcess.run(executable, args, timeout: 60)
@@ -39,9 +39,13 @@ import Testing
         // The links on this machine's own page without a token: turned on knowingly.
         let serve = try ServeProcess(config: Self.config + "\nadmin: {local_links: true}\n")
         let delivery = UUID().uuidString.lowercased()
-        let body = Vectors.syncBody(samples: [PostgresSinkTests.q("s1", "steps", 1200, "count", at: PostgresSinkTests.base)], delivery: delivery)
-        #expect(try serve.client().request("POST", "/hook", headers: LiveServeTests.signedHeaders(body, delivery: delivery),
-                                           body: Array(body.utf8)).status == 200)
+        let body = Vectors.syncBody(
+            samples: [PostgresSinkTests.q("s1", "steps", 1200, "count", at: PostgresSinkTests.base)], delivery: delivery)
+        #expect(
+            try serve.client().request(
+                "POST", "/hook", headers: LiveServeTests.signedHeaders(body, delivery: delivery),
+                body: Array(body.utf8)
+            ).status == 200)
         #expect(ServeProcess.eventually { serve.metric("healthgate_sink_records_sent_total", sink: "archive") == 1 })
 
         let page = try serve.client().request("GET", "/")
@@ -56,9 +60,13 @@ import Testing
         #expect(page.headers.contains { $0.0.lowercased() == "x-frame-options" && $0.1 == "DENY" })
 
         let shot = serve.dataDir + "-page.png"
-        let (rc, out) = try Self.run("/usr/bin/chromium", ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                                                           "--window-size=1000,1400", "--screenshot=\(shot)",
-                                                           "http://127.0.0.1:\(serve.port)/"])
+        let (rc, out) = try Self.run(
+            "/usr/bin/chromium",
+            [
+                "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                "--window-size=1000,1400", "--screenshot=\(shot)",
+                "http://127.0.0.1:\(serve.port)/"
+            ])
         #expect(rc == 0, "\(out)")
         let png = try Data(contentsOf: URL(fileURLWithPath: shot))
         // The README's picture is this one: HEALTHGATE_SCREENSHOT_TO=docs/status-page.png.
@@ -72,9 +80,15 @@ import Testing
         #expect(decoded.hasPrefix("syncky://webhook?v=1&name=Anna%27s"))
         // On a phone's width too.
         let narrow = serve.dataDir + "-phone.png"
-        #expect(try Self.run("/usr/bin/chromium", ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                                                   "--window-size=390,1600", "--screenshot=\(narrow)",
-                                                   "http://127.0.0.1:\(serve.port)/"]).0 == 0)
+        #expect(
+            try Self.run(
+                "/usr/bin/chromium",
+                [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    "--window-size=390,1600", "--screenshot=\(narrow)",
+                    "http://127.0.0.1:\(serve.port)/"
+                ]
+            ).0 == 0)
         #expect(try Self.run("/usr/bin/zbarimg", ["-q", "--raw", narrow]).1.contains("token=\(Vectors.token)"))
 
         // The JSON: receivers with their last request, sinks with their queue and last error.
@@ -83,11 +97,14 @@ import Testing
         let receiver = (status["receivers"] as? [[String: Any]])?.first
         #expect(receiver?["last_status"] as? Int == 200 && receiver?["last_request"] is String)
         let down = (status["sinks"] as? [[String: Any]])?.first { $0["name"] as? String == "down" }
-        #expect(ServeProcess.eventually {
-            let s = (try? serve.client().request("GET", "/status")).flatMap { try? JSONSerialization.jsonObject(with: Data($0.body)) } as? [String: Any]
-            let d = (s?["sinks"] as? [[String: Any]])?.first { $0["name"] as? String == "down" }
-            return d?["waiting_records"] as? Int == 1 && d?["last_error"] is String && d?["lag_seconds"] is Int
-        }, "\(String(describing: down))")
+        #expect(
+            ServeProcess.eventually {
+                let s =
+                    (try? serve.client().request("GET", "/status")).flatMap { try? JSONSerialization.jsonObject(with: Data($0.body)) }
+                    as? [String: Any]
+                let d = (s?["sinks"] as? [[String: Any]])?.first { $0["name"] as? String == "down" }
+                return d?["waiting_records"] as? Int == 1 && d?["last_error"] is String && d?["lag_seconds"] is Int
+            }, "\(String(describing: down))")
         #expect((status["journal"] as? [String: Any])?["max_bytes"] as? Int == 64_000_000)
         serve.stop()
     }
@@ -115,13 +132,17 @@ import Testing
         #expect(try client.request("POST", "/hook", headers: wrong, body: Array("{}".utf8)).status == 401)
         for n in 0..<2 {
             let delivery = UUID().uuidString.lowercased()
-            let body = Vectors.syncBody(device: device, samples: [PostgresSinkTests.q("p\(n)", "steps", 100, "count", at: PostgresSinkTests.base)],
-                                        delivery: delivery)
-            #expect(try client.request("POST", "/hook", headers: LiveServeTests.signedHeaders(body, delivery: delivery),
-                                       body: Array(body.utf8)).status == 200)
+            let body = Vectors.syncBody(
+                device: device, samples: [PostgresSinkTests.q("p\(n)", "steps", 100, "count", at: PostgresSinkTests.base)],
+                delivery: delivery)
+            #expect(
+                try client.request(
+                    "POST", "/hook", headers: LiveServeTests.signedHeaders(body, delivery: delivery),
+                    body: Array(body.utf8)
+                ).status == 200)
         }
         for n in 0..<20 {
-            let junk = "{\"v\":1,\"type\":\"sync\",\"n\":\(n)"   // cut short; each signed once
+            let junk = "{\"v\":1,\"type\":\"sync\",\"n\":\(n)" // cut short; each signed once
             let r = try client.request("POST", "/hook", headers: LiveServeTests.signedHeaders(junk), body: Array(junk.utf8))
             #expect(r.status == 400, "\(r.status) \(String(decoding: r.body, as: UTF8.self))")
         }
@@ -139,16 +160,26 @@ import Testing
         #expect(devices.contains("<td class=\"n\">2</td><td class=\"n\">2</td>"), "two requests, two records")
         #expect(html.contains("quarantine of my-iphone</td><td class=\"n\">20 ("), "\(html)")
         // The one script is the one the CSP allows, by its hash.
-        let script = try #require(html.range(of: "<script>").flatMap { a in html.range(of: "</script>").map { String(html[a.upperBound..<$0.lowerBound]) } })
-        var hash = Crypto.base64url(Crypto.sha256(Array(script.utf8))).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        let script = try #require(
+            html.range(of: "<script>").flatMap { a in html.range(of: "</script>").map { String(html[a.upperBound..<$0.lowerBound]) } })
+        var hash = Crypto.base64url(Crypto.sha256(Array(script.utf8))).replacingOccurrences(of: "-", with: "+").replacingOccurrences(
+            of: "_", with: "/")
         while hash.count % 4 != 0 { hash += "=" }
         let csp = page.headers.first { $0.0.lowercased() == "content-security-policy" }?.1 ?? ""
-        #expect(csp.contains("script-src 'sha256-\(hash)'") && csp.contains("connect-src 'self'") && !csp.contains("unsafe-inline'; script"), "\(csp)")
-        #expect(!html.replacingOccurrences(of: "<noscript><meta http-equiv=\"refresh\" content=\"10\"></noscript>", with: "").contains("http-equiv=\"refresh\""),
-                "a page that reloads whole closes what the user opened")
+        #expect(
+            csp.contains("script-src 'sha256-\(hash)'") && csp.contains("connect-src 'self'") && !csp.contains("unsafe-inline'; script"),
+            "\(csp)")
+        #expect(
+            !html.replacingOccurrences(of: "<noscript><meta http-equiv=\"refresh\" content=\"10\"></noscript>", with: "").contains(
+                "http-equiv=\"refresh\""),
+            "a page that reloads whole closes what the user opened")
         // In a real browser the script runs under that CSP and swaps the live part in place.
-        let (rc, dom) = try Self.run("/usr/bin/chromium", ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=25000",
-                                                           "--dump-dom", "http://127.0.0.1:\(serve.port)/"])
+        let (rc, dom) = try Self.run(
+            "/usr/bin/chromium",
+            [
+                "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=25000",
+                "--dump-dom", "http://127.0.0.1:\(serve.port)/"
+            ])
         #expect(rc == 0 && dom.contains("id=\"live\" data-refreshed=\"1\""), "\(dom.prefix(600))")
 
         // The log: the phone's first request once; the twenty refusals in a few lines.
@@ -172,10 +203,13 @@ import Testing
         // that adds no header looks local), and says how to get the link.
         let local = String(decoding: try serve.client().request("GET", "/").body, as: UTF8.self)
         #expect(local.contains("Receivers") && local.contains("healthgate link --qr"))
-        #expect(!local.contains(Vectors.token) && !local.contains(Vectors.secret) && !local.contains("syncky://") && !local.contains("<svg"))
+        #expect(
+            !local.contains(Vectors.token) && !local.contains(Vectors.secret) && !local.contains("syncky://") && !local.contains("<svg"))
         // Through a proxy on this machine the request is not this machine's own, whatever header says so.
-        for header in ["X-Forwarded-For", "X-Real-IP", "X-Client-IP", "True-Client-IP", "CF-Connecting-IP", "Via", "X-Forwarded-Host",
-                       "Forwarded"] {
+        for header in [
+            "X-Forwarded-For", "X-Real-IP", "X-Client-IP", "True-Client-IP", "CF-Connecting-IP", "Via", "X-Forwarded-Host",
+            "Forwarded"
+        ] {
             let proxied = try serve.client().request("GET", "/", headers: [(header, "203.0.113.9")])
             #expect(proxied.status == 403, "\(header)")
         }
@@ -200,22 +234,31 @@ import Testing
         #expect(opened.status == 200)
         // Behind the token the page has the links, through a proxy and for any name too.
         #expect(String(decoding: opened.body, as: UTF8.self).contains("syncky://webhook"))
-        #expect(try guarded.client().request("GET", "/", headers: [("Authorization", "Bearer \(admin)"), ("Host", "gw.example.net"),
-                                                                   ("X-Forwarded-For", "203.0.113.9")]).status == 200)
+        #expect(
+            try guarded.client().request(
+                "GET", "/",
+                headers: [
+                    ("Authorization", "Bearer \(admin)"), ("Host", "gw.example.net"),
+                    ("X-Forwarded-For", "203.0.113.9")
+                ]
+            ).status == 200)
         guarded.stop()
     }
 
     /// From another machine (an address that is not loopback), without an admin token: refused.
     @Test func anotherMachineIsRefusedWithoutTheAdminToken() throws {
         let t = try ConfigTests().load(Self.config.replacingOccurrences(of: "DATA_DIR", with: "/tmp/hg-status-unit"))
-        let journal = try Journal(directory: ServeProcess.makeTempDir("status-journal"), logger: Logger(component: "t", sink: MemoryLogSink()))
+        let journal = try Journal(
+            directory: ServeProcess.makeTempDir("status-journal"), logger: Logger(component: "t", sink: MemoryLogSink()))
         let endpoint = StatusEndpoint(topology: t, journal: journal, drainers: { [] }, clock: SystemClock())
         for address in ["192.168.1.20", "10.0.0.2", "2001:db8::1", "::ffff:192.168.1.20", ""] {
             let r = endpoint.handle(HTTPRequest(method: "GET", path: "/", remoteAddress: address), path: "/", receivers: [])
             #expect(r?.status == 403, "\(address)")
         }
-        #expect(endpoint.handle(HTTPRequest(method: "GET", path: "/", headers: [(name: "Host", value: "[::1]:8080")], remoteAddress: "::1"),
-                                path: "/", receivers: [])?.status == 200)
+        #expect(
+            endpoint.handle(
+                HTTPRequest(method: "GET", path: "/", headers: [(name: "Host", value: "[::1]:8080")], remoteAddress: "::1"),
+                path: "/", receivers: [])?.status == 200)
         // HTTP/1.1 says a request names its host: one without is not answered the page.
         #expect(endpoint.handle(HTTPRequest(method: "GET", path: "/", remoteAddress: "::1"), path: "/", receivers: [])?.status == 403)
         journal.close()

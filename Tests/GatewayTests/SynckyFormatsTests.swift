@@ -9,7 +9,8 @@ import Testing
 
 /// The guide's CSV and line-protocol bodies, and the same facts in every format.
 @Suite struct SynckyFormatsTests {
-    static let csv = "type,uuid,start,end,value,unit,value_name,source,device,user_entered\r\n"
+    static let csv =
+        "type,uuid,start,end,value,unit,value_name,source,device,user_entered\r\n"
         + "steps,5E1D0000-0000-4000-8000-000000000001,2026-10-14T09:01:00+02:00,2026-10-14T09:01:59+02:00,412,count,,com.apple.Health,Apple Watch,false\r\n"
         + "sleep_analysis,51EE0000-0000-4000-8000-000000000001,2026-10-14T01:10:00+02:00,2026-10-14T02:40:00+02:00,3,,asleep_core,com.apple.Health,Apple Watch,false\r\n"
         + "workout,0B6F0000-0000-4000-8000-000000000001,2026-10-14T07:00:00+02:00,2026-10-14T07:31:10+02:00,1870,s,running,com.apple.Health,Apple Watch,false\r\n"
@@ -17,18 +18,20 @@ import Testing
         + "steps,5E1D0000-0000-4000-8000-000000000099,,,,,deleted,,,\r\n"
 
     static let influx = #"""
-    steps,device=Apple\ Watch,source=com.apple.Health,unit=count value=412 1791961260000000000
-    sleep_analysis,device=Apple\ Watch,source=com.apple.Health value=3,value_name="asleep_core" 1791933000000000000
-    workout,activity=running,device=Apple\ Watch,source=com.apple.Health duration_s=1870,energy_kcal=312.4,distance_m=5020 1791954000000000000
+        steps,device=Apple\ Watch,source=com.apple.Health,unit=count value=412 1791961260000000000
+        sleep_analysis,device=Apple\ Watch,source=com.apple.Health value=3,value_name="asleep_core" 1791933000000000000
+        workout,activity=running,device=Apple\ Watch,source=com.apple.Health duration_s=1870,energy_kcal=312.4,distance_m=5020 1791954000000000000
 
-    """#
+        """#
 
     func receive(_ body: String, format: String, query: String = "") -> Reception {
-        let r = SynckyReceiver(name: "phone", path: "/s", maxBodyBytes: 1 << 20, auth: Authenticator(kind: .none),
-                               hmacSecret: nil, device: "my-iphone", parsers: ParserPool(),
-                               logger: Logger(component: "t", sink: MemoryLogSink()))
-        let req = HTTPRequest(method: "POST", path: "/s", query: query, headers: [(name: "X-Syncky-Format", value: format)],
-                              body: Array(body.utf8))
+        let r = SynckyReceiver(
+            name: "phone", path: "/s", maxBodyBytes: 1 << 20, auth: Authenticator(kind: .none),
+            hmacSecret: nil, device: "my-iphone", parsers: ParserPool(),
+            logger: Logger(component: "t", sink: MemoryLogSink()))
+        let req = HTTPRequest(
+            method: "POST", path: "/s", query: query, headers: [(name: "X-Syncky-Format", value: format)],
+            body: Array(body.utf8))
         return r.receive(req, context: ReceiveContext(now: Timestamp(seconds: 0)))
     }
 
@@ -59,7 +62,8 @@ import Testing
     }
 
     @Test func readsQuotedFieldsAndUndoesTheFormulaGuard() throws {
-        let body = "type,uuid,start,end,value,unit,value_name,source,device,user_entered\r\n"
+        let body =
+            "type,uuid,start,end,value,unit,value_name,source,device,user_entered\r\n"
             + "steps,u1,2026-10-14T09:01:00+02:00,,5,count,,\"My, \"\"odd\"\"\napp\",'=SUM(A1),true\r\n"
             + "steps,u2,2026-10-14T09:01:00Z,,6,count,,'+plus,'hello,false\r\n"
         let r = try batch(body, format: "csv").records
@@ -86,13 +90,17 @@ import Testing
             Issue.record("an unclosed quote must be refused")
             return
         }
-        let b = try batch(Self.csv.replacingOccurrences(of: ",412,", with: ",four,")
-                            + "steps,u9,yesterday,,1,count,,,,\r\nsteps,u10\r\n", format: "csv")
+        let b = try batch(
+            Self.csv.replacingOccurrences(of: ",412,", with: ",four,")
+                + "steps,u9,yesterday,,1,count,,,,\r\nsteps,u10\r\n", format: "csv")
         #expect(b.count == 4)
         // Reasons reach the log: they describe a bad value and never quote it.
-        #expect(b.quarantined.map(\.reason) == ["line 2: value is not a number (a text of 4 characters)",
-                                               "line 7: start is not an RFC 3339 time (a text of 9 characters)",
-                                               "line 8: 2 fields; a row has 10"])
+        #expect(
+            b.quarantined.map(\.reason) == [
+                "line 2: value is not a number (a text of 4 characters)",
+                "line 7: start is not an RFC 3339 time (a text of 9 characters)",
+                "line 8: 2 fields; a row has 10"
+            ])
     }
 
     @Test func readsTheGuidesLineProtocol() throws {
@@ -105,7 +113,8 @@ import Testing
         #expect(r[0].source == RecordSource(app: "com.apple.Health", device: "Apple Watch"))
         #expect(r[1].kind == "category" && r[1].value == .string("asleep_core") && r[1].code == 3)
         #expect(r[1].start?.rfc3339() == "2026-10-13T23:10:00Z")
-        #expect(r[2].kind == "workout" && r[2].activity == "running" && r[2].durationS == 1870
+        #expect(
+            r[2].kind == "workout" && r[2].activity == "running" && r[2].durationS == 1870
                 && r[2].energyKcal == 312.4 && r[2].distanceM == 5020)
         #expect(r[2].end?.rfc3339() == "2026-10-14T05:31:10Z")
         // No uuid in line protocol: a key from the point's identity, the same when sent again.
@@ -118,9 +127,11 @@ import Testing
         let r = try batch("steps,unit=count value=1 1791961260\n", format: "influx", query: "precision=s").records
         #expect(r.first?.start?.rfc3339() == "2026-10-14T07:01:00Z")
         // InfluxDB 1.x's minutes and hours are taken and scaled.
-        #expect(try batch("steps,unit=count value=1 29865960", format: "influx", query: "precision=m").records.first?.start?.rfc3339()
+        #expect(
+            try batch("steps,unit=count value=1 29865960", format: "influx", query: "precision=m").records.first?.start?.rfc3339()
                 == "2026-10-14T06:00:00Z")
-        #expect(try batch("steps,unit=count value=1 497766", format: "influx", query: "precision=h").records.first?.start?.rfc3339()
+        #expect(
+            try batch("steps,unit=count value=1 497766", format: "influx", query: "precision=h").records.first?.start?.rfc3339()
                 == "2026-10-14T06:00:00Z")
         guard case .unreadable = receive("x value=1 1\n", format: "influx", query: "precision=d") else {
             Issue.record("an unknown precision must be refused")
@@ -131,16 +142,20 @@ import Testing
     /// The same four facts sent as native, CSV and line protocol: the same type, value, UTC
     /// start, and kind (line protocol has no end for samples, nor uuids).
     @Test func theSameFactsInEveryFormatGiveTheSameRecords() throws {
-        let native = try batch(Vectors.syncBody(samples: [Vectors.stepsSample, Vectors.sleepSample, Vectors.workoutSample]),
-                               format: "native").records
+        let native = try batch(
+            Vectors.syncBody(samples: [Vectors.stepsSample, Vectors.sleepSample, Vectors.workoutSample]),
+            format: "native"
+        ).records
         let csv = try batch(Self.csv, format: "csv").records.prefix(3)
         let lp = try batch(Self.influx, format: "influx").records
         for (a, b) in zip(native, csv) {
-            #expect(a.type == b.type && a.kind == b.kind && a.value == b.value && a.start == b.start && a.end == b.end
+            #expect(
+                a.type == b.type && a.kind == b.kind && a.value == b.value && a.start == b.start && a.end == b.end
                     && a.uuid == b.uuid && a.code == b.code && a.durationS == b.durationS && a.activity == b.activity, "\(a.type)")
         }
         for (a, b) in zip(native, lp) {
-            #expect(a.type == b.type && a.kind == b.kind && a.value == b.value && a.start == b.start && a.code == b.code
+            #expect(
+                a.type == b.type && a.kind == b.kind && a.value == b.value && a.start == b.start && a.code == b.code
                     && a.durationS == b.durationS && a.activity == b.activity, "\(a.type)")
         }
     }
@@ -161,7 +176,7 @@ import Testing
     @Test(arguments: [
         ("m f=1", LineProtocol.FieldValue.float(1)), ("m f=-1.5e3", .float(-1500)), ("m f=.5", .float(0.5)),
         ("m f=12i", .int(12)), ("m f=-9223372036854775808i", .int(.min)), ("m f=18446744073709551615u", .uint(.max)),
-        ("m f=t", .bool(true)), ("m f=FALSE", .bool(false)), (#"m f="a b""#, .string("a b")),
+        ("m f=t", .bool(true)), ("m f=FALSE", .bool(false)), (#"m f="a b""#, .string("a b"))
     ])
     func readsEveryFieldType(_ line: String, _ value: LineProtocol.FieldValue) {
         let (points, failures) = LineProtocol.parse(Array(line.utf8))
@@ -171,7 +186,7 @@ import Testing
 
     @Test(arguments: [
         "m", "m f", "m f=", "m f=Happy", "m f=1 12x", "m f=1 1 2", "m, f=1", "m,t= f=1", ",t=1 f=1",
-        #"m f="open"#, "m f=-1u", "m f=NaN", "m,\u{1}=x f=1",
+        #"m f="open"#, "m f=-1u", "m f=NaN", "m,\u{1}=x f=1"
     ])
     func refusesWhatInfluxDBRefuses(_ line: String) {
         let (points, failures) = LineProtocol.parse(Array(line.utf8))
@@ -193,17 +208,17 @@ import Testing
     let base = SynckyFormatsTests()
 
     static let body = #"""
-    {"data":{"metrics":[
-      {"name": "heart_rate", "units": "count/min", "data": [{"date": "2026-10-14 09:01:03 +0200", "Min": 64, "Avg": 64, "Max": 64, "source": "Apple Watch"}]},
-      {"name": "step_count", "units": "count", "data": [{"date": "2026-10-14 09:01:00 +0200", "qty": 412, "source": "Apple Watch"}]},
-      {"name": "blood_oxygen_saturation", "units": "%", "data": [{"date": "2026-10-14 09:05:00 +0200", "qty": 95}]},
-      {"name": "weight_body_mass", "units": "lb", "data": [{"date": "2026-10-14 08:00:00 +0200", "qty": 154}]},
-      {"name": "blood_pressure", "units": "mmHg", "data": [{"date": "2026-10-14 08:10:00 +0200", "systolic": 120, "diastolic": 80}]},
-      {"name": "sleep_analysis", "units": "hr", "data": [{"startDate": "2026-10-14 01:10:00 +0200", "endDate": "2026-10-14 02:40:00 +0200", "qty": 1.5, "value": "InBed", "source": "Apple Watch"}]},
-      {"name": "a_metric_nobody_knows", "units": "zz", "data": [{"date": "2026-10-14 08:00:00 +0200", "qty": 7}]}
-    ],
-    "workouts":[{"id": "0B6F0000-0000-4000-8000-000000000001", "name": "Running", "start": "2026-10-14 07:00:00 +0200", "end": "2026-10-14 07:31:10 +0200", "duration": 1870, "activeEnergyBurned": {"qty": 312.4, "units": "kcal"}, "distance": {"qty": 5.02, "units": "km"}}]}}
-    """#
+        {"data":{"metrics":[
+          {"name": "heart_rate", "units": "count/min", "data": [{"date": "2026-10-14 09:01:03 +0200", "Min": 64, "Avg": 64, "Max": 64, "source": "Apple Watch"}]},
+          {"name": "step_count", "units": "count", "data": [{"date": "2026-10-14 09:01:00 +0200", "qty": 412, "source": "Apple Watch"}]},
+          {"name": "blood_oxygen_saturation", "units": "%", "data": [{"date": "2026-10-14 09:05:00 +0200", "qty": 95}]},
+          {"name": "weight_body_mass", "units": "lb", "data": [{"date": "2026-10-14 08:00:00 +0200", "qty": 154}]},
+          {"name": "blood_pressure", "units": "mmHg", "data": [{"date": "2026-10-14 08:10:00 +0200", "systolic": 120, "diastolic": 80}]},
+          {"name": "sleep_analysis", "units": "hr", "data": [{"startDate": "2026-10-14 01:10:00 +0200", "endDate": "2026-10-14 02:40:00 +0200", "qty": 1.5, "value": "InBed", "source": "Apple Watch"}]},
+          {"name": "a_metric_nobody_knows", "units": "zz", "data": [{"date": "2026-10-14 08:00:00 +0200", "qty": 7}]}
+        ],
+        "workouts":[{"id": "0B6F0000-0000-4000-8000-000000000001", "name": "Running", "start": "2026-10-14 07:00:00 +0200", "end": "2026-10-14 07:31:10 +0200", "duration": 1870, "activeEnergyBurned": {"qty": 312.4, "units": "kcal"}, "distance": {"qty": 5.02, "units": "km"}}]}}
+        """#
 
     @Test func readsEveryShape() throws {
         let b = try base.batch(Self.body, format: "hae")
@@ -248,8 +263,9 @@ import Testing
             return
         }
         #expect(status == 400)
-        let b = try base.batch(#"{"data":{"metrics":[{"name":"step_count","data":[{"date":"yesterday","qty":1},{"date":"2026-10-14 09:01:00 +0200","qty":2}]}]}}"#,
-                               format: "hae")
+        let b = try base.batch(
+            #"{"data":{"metrics":[{"name":"step_count","data":[{"date":"yesterday","qty":1},{"date":"2026-10-14 09:01:00 +0200","qty":2}]}]}}"#,
+            format: "hae")
         #expect(b.count == 1)
         #expect(b.quarantined.count == 1)
     }
@@ -263,7 +279,8 @@ import Testing
         #expect(steps.value == native[0].value && steps.start == native[0].start && steps.unit == native[0].unit)
         let w = try #require(hae.first { $0.type == "workout" })
         let n = native[1]
-        #expect(w.uuid == n.uuid && w.start == n.start && w.end == n.end && w.activity == n.activity
+        #expect(
+            w.uuid == n.uuid && w.start == n.start && w.end == n.end && w.activity == n.activity
                 && w.durationS == n.durationS && w.energyKcal == n.energyKcal && w.distanceM == n.distanceM)
     }
 }
@@ -276,15 +293,15 @@ import Testing
     /// names in the phone's language, aggregated sleep timed by its night, a night without `date`.
     @Test func takesTheShapesTheAppReallySends() throws {
         let body = #"""
-        {"data":{
-          "metrics":[{"name":"sleep_analysis","units":"hr","data":[
-            {"date":"2026-10-14 07:12:00 +0200","totalSleep":7.1,"core":4,"deep":1.2,"rem":1.9,"awake":0.3,"sleepStart":"2026-10-13 23:10:00 +0200","sleepEnd":"2026-10-14 06:40:00 +0200","inBed":7.5,"inBedStart":"2026-10-13 23:00:00 +0200","inBedEnd":"2026-10-14 06:45:00 +0200"},
-            {"asleep":6.5,"inBed":7,"inBedStart":"2026-10-14 22:50:00 +0200","inBedEnd":"2026-10-15 05:50:00 +0200","inBedSource":"Phone"}]}],
-          "workouts":[
-            {"name":"Entraînement de Force Fonctionnelle","start":"2026-10-14 18:00:00 +0200","end":"2026-10-14 18:45:30 +0200"},
-            {"name":"Outdoor Walk","start":"2026-10-14 19:00:00 +0200","end":"2026-10-14 19:30:00 +0200","duration":1700}]
-        }}
-        """#
+            {"data":{
+              "metrics":[{"name":"sleep_analysis","units":"hr","data":[
+                {"date":"2026-10-14 07:12:00 +0200","totalSleep":7.1,"core":4,"deep":1.2,"rem":1.9,"awake":0.3,"sleepStart":"2026-10-13 23:10:00 +0200","sleepEnd":"2026-10-14 06:40:00 +0200","inBed":7.5,"inBedStart":"2026-10-13 23:00:00 +0200","inBedEnd":"2026-10-14 06:45:00 +0200"},
+                {"asleep":6.5,"inBed":7,"inBedStart":"2026-10-14 22:50:00 +0200","inBedEnd":"2026-10-15 05:50:00 +0200","inBedSource":"Phone"}]}],
+              "workouts":[
+                {"name":"Entraînement de Force Fonctionnelle","start":"2026-10-14 18:00:00 +0200","end":"2026-10-14 18:45:30 +0200"},
+                {"name":"Outdoor Walk","start":"2026-10-14 19:00:00 +0200","end":"2026-10-14 19:30:00 +0200","duration":1700}]
+            }}
+            """#
         let b = try base.batch(body, format: "hae")
         #expect(b.quarantined.isEmpty, "\(b.quarantined)")
         let nights = b.records.filter { $0.kind == "summary" && $0.type == "sleep_analysis" }
@@ -306,25 +323,25 @@ import Testing
 
     @Test func keepsEveryShape() throws {
         let body = #"""
-        {"data":{
-          "metrics":[
-            {"name":"blood_glucose","units":"mmol/L","data":[{"date":"2026-10-14 08:00:00 +0200","qty":5.5,"mealTime":"Before Meal"}]},
-            {"name":"sleep_analysis","units":"hr","data":[
-              {"date":"2026-10-14 00:00:00 +0200","totalSleep":7.1,"asleep":0,"core":4,"deep":1.2,"rem":1.9,"awake":0.3,"sleepStart":"2026-10-13 23:10:00 +0200","sleepEnd":"2026-10-14 06:40:00 +0200","inBed":7.5,"inBedStart":"2026-10-13 23:00:00 +0200","inBedEnd":"2026-10-14 06:45:00 +0200"},
-              {"date":"2026-10-15","asleep":6.5,"sleepStart":"2026-10-14 23:00:00 +0200","sleepEnd":"2026-10-15 05:30:00 +0200","sleepSource":"Watch","inBed":7,"inBedStart":"2026-10-14 22:50:00 +0200","inBedEnd":"2026-10-15 05:50:00 +0200","inBedSource":"Phone"},
-              {"startDate":"2026-10-14 01:10:00 +0200","endDate":"2026-10-14 02:40:00 +0200","qty":1.5,"value":"In Bed"}]}
-          ],
-          "workouts":[{"name":"Outdoor Walk","start":"2026-10-14 18:00:00 +0200","end":"2026-10-14 18:30:00 +0200",
-                       "heartRateData":[{"date":"2026-10-14 18:01:00 +0200","qty":98,"units":"bpm"}],
-                       "route":[{"lat":47.5,"lon":19.04,"altitude":110,"timestamp":"2026-10-14 18:01:00 +0200"}],
-                       "distance":{"qty":1.9,"units":"mi"}}],
-          "stateOfMind":[{"id":"SOM-1","start":"2026-10-14 12:00:00 +0200","end":"2026-10-14 12:00:00 +0200","kind":"momentaryEmotion","labels":["happy"],"valence":0.6}],
-          "symptoms":[{"start":"2026-10-14 09:00:00 +0200","end":"2026-10-14 10:00:00 +0200","name":"Headache","severity":"Mild","userEntered":true,"source":"Health"}],
-          "medications":[{"displayText":"Ibuprofen","start":"2026-10-14 09:05:00 +0200","status":"taken"}],
-          "ecg":[{"start":"2026-10-14 11:00:00 +0200","end":"2026-10-14 11:00:30 +0200","classification":"Sinus Rhythm","averageHeartRate":64}],
-          "heartRateNotifications":[{"start":"2026-10-14 03:00:00 +0200","end":"2026-10-14 03:10:00 +0200","threshold":120}]
-        }}
-        """#
+            {"data":{
+              "metrics":[
+                {"name":"blood_glucose","units":"mmol/L","data":[{"date":"2026-10-14 08:00:00 +0200","qty":5.5,"mealTime":"Before Meal"}]},
+                {"name":"sleep_analysis","units":"hr","data":[
+                  {"date":"2026-10-14 00:00:00 +0200","totalSleep":7.1,"asleep":0,"core":4,"deep":1.2,"rem":1.9,"awake":0.3,"sleepStart":"2026-10-13 23:10:00 +0200","sleepEnd":"2026-10-14 06:40:00 +0200","inBed":7.5,"inBedStart":"2026-10-13 23:00:00 +0200","inBedEnd":"2026-10-14 06:45:00 +0200"},
+                  {"date":"2026-10-15","asleep":6.5,"sleepStart":"2026-10-14 23:00:00 +0200","sleepEnd":"2026-10-15 05:30:00 +0200","sleepSource":"Watch","inBed":7,"inBedStart":"2026-10-14 22:50:00 +0200","inBedEnd":"2026-10-15 05:50:00 +0200","inBedSource":"Phone"},
+                  {"startDate":"2026-10-14 01:10:00 +0200","endDate":"2026-10-14 02:40:00 +0200","qty":1.5,"value":"In Bed"}]}
+              ],
+              "workouts":[{"name":"Outdoor Walk","start":"2026-10-14 18:00:00 +0200","end":"2026-10-14 18:30:00 +0200",
+                           "heartRateData":[{"date":"2026-10-14 18:01:00 +0200","qty":98,"units":"bpm"}],
+                           "route":[{"lat":47.5,"lon":19.04,"altitude":110,"timestamp":"2026-10-14 18:01:00 +0200"}],
+                           "distance":{"qty":1.9,"units":"mi"}}],
+              "stateOfMind":[{"id":"SOM-1","start":"2026-10-14 12:00:00 +0200","end":"2026-10-14 12:00:00 +0200","kind":"momentaryEmotion","labels":["happy"],"valence":0.6}],
+              "symptoms":[{"start":"2026-10-14 09:00:00 +0200","end":"2026-10-14 10:00:00 +0200","name":"Headache","severity":"Mild","userEntered":true,"source":"Health"}],
+              "medications":[{"displayText":"Ibuprofen","start":"2026-10-14 09:05:00 +0200","status":"taken"}],
+              "ecg":[{"start":"2026-10-14 11:00:00 +0200","end":"2026-10-14 11:00:30 +0200","classification":"Sinus Rhythm","averageHeartRate":64}],
+              "heartRateNotifications":[{"start":"2026-10-14 03:00:00 +0200","end":"2026-10-14 03:10:00 +0200","threshold":120}]
+            }}
+            """#
         let b = try base.batch(body, format: "hae")
         #expect(b.quarantined.isEmpty, "\(b.quarantined)")
         let r = b.records
@@ -332,7 +349,7 @@ import Testing
         #expect(abs((glucose.value?.number ?? 0) - 99.09) < 0.01 && glucose.unit == "mg/dL")
         #expect(glucose.extra.contains { $0.name == "mealTime" })
         let summaries = r.filter { $0.kind == "summary" }
-        #expect(summaries.count == 2)   // the aggregated and the pre-6.6.2 forms, kept whole
+        #expect(summaries.count == 2) // the aggregated and the pre-6.6.2 forms, kept whole
         #expect(summaries[0].fields.contains { $0.name == "totalSleep" })
         #expect(r.contains { $0.type == "sleep_analysis" && $0.value == .string("in_bed") })
         let walk = try #require(r.first { $0.type == "workout" })

@@ -12,13 +12,15 @@ import Testing
     let logs = MemoryLogSink()
 
     func receiver(auth: Authenticator = Authenticator(kind: .none), secret: String? = nil) -> SynckyReceiver {
-        SynckyReceiver(name: "phone", path: "/syncky", maxBodyBytes: 1_000_000, auth: auth, hmacSecret: secret,
-                       device: nil, parsers: ParserPool(), logger: Logger(component: "t", sink: logs))
+        SynckyReceiver(
+            name: "phone", path: "/syncky", maxBodyBytes: 1_000_000, auth: auth, hmacSecret: secret,
+            device: nil, parsers: ParserPool(), logger: Logger(component: "t", sink: logs))
     }
 
     func receive(_ body: String, format: String = "native", receiver r: SynckyReceiver? = nil) -> Reception {
-        let req = HTTPRequest(method: "POST", path: "/syncky",
-                              headers: [(name: "X-Syncky-Format", value: format)], body: Array(body.utf8))
+        let req = HTTPRequest(
+            method: "POST", path: "/syncky",
+            headers: [(name: "X-Syncky-Format", value: format)], body: Array(body.utf8))
         return (r ?? receiver()).receive(req, context: ReceiveContext(now: Timestamp(seconds: 1_791_961_500)))
     }
 
@@ -73,8 +75,9 @@ import Testing
     /// quantity taken in turn are each mapped as their own type says, and workout members on a
     /// quantity are kept in `extra`, as they came.
     @Test func typesTakenInTurnKeepTheirOwnKinds() throws {
-        let steps = Vectors.stepsSample.replacingOccurrences(of: "\"unit\": \"count\"",
-                                                            with: "\"unit\": \"count\", \"activity\": \"walk\", \"duration_s\": 59")
+        let steps = Vectors.stepsSample.replacingOccurrences(
+            of: "\"unit\": \"count\"",
+            with: "\"unit\": \"count\", \"activity\": \"walk\", \"duration_s\": 59")
         let b = try accepted(Vectors.syncBody(samples: [Vectors.workoutSample, steps, Vectors.workoutSample, Vectors.stepsSample]))
         #expect(b.quarantined.isEmpty)
         #expect(b.records.map(\.kind) == ["workout", "quantity", "workout", "quantity"])
@@ -110,7 +113,8 @@ import Testing
     }
 
     @Test func keepsUnknownFieldsAndUnknownTypes() throws {
-        let s = #"{"uuid":"u1","type":"brand_new_type","value":1.5,"unit":"zz","start":"2026-10-14T07:01:00Z","end":"2026-10-14T07:01:00Z","shiny":{"a":[1,"x",null]},"n":-0.25}"#
+        let s =
+            #"{"uuid":"u1","type":"brand_new_type","value":1.5,"unit":"zz","start":"2026-10-14T07:01:00Z","end":"2026-10-14T07:01:00Z","shiny":{"a":[1,"x",null]},"n":-0.25}"#
         let r = try #require(try accepted(Vectors.syncBody(samples: [s])).records.first)
         #expect(r.type == "brand_new_type")
         #expect(r.unit == "zz")
@@ -127,7 +131,7 @@ import Testing
             #"{"uuid":"u6","type":"steps","start":"2026-10-14T07:01:00Z"}"#,
             #"[1,2]"#,
             #"{"uuid":"u7","type":"steps","value":"many","start":"2026-10-14T07:01:00Z"}"#,
-            #"{"uuid":"u8","type":"sleep_analysis","value":3,"start":"2026-10-14T07:01:00Z"}"#,
+            #"{"uuid":"u8","type":"sleep_analysis","value":3,"start":"2026-10-14T07:01:00Z"}"#
         ]
         let b = try accepted(Vectors.syncBody(samples: [Vectors.stepsSample] + bad + [Vectors.sleepSample]))
         #expect(b.records.map(\.type) == ["steps", "sleep_analysis"])
@@ -151,7 +155,7 @@ import Testing
     @Test(arguments: [
         ("{", "not valid JSON"), ("[]", "JSON object"), (#"{"v":1,"type":"other"}"#, "\"type\""),
         (#"{"v":2,"type":"sync"}"#, "\"v\" must be 1"), (#"{"v":1,"type":"sync","samples":{}}"#, "\"samples\""),
-        ("", "not valid JSON"), (String(repeating: "[", count: 100_000), "not valid JSON"),
+        ("", "not valid JSON"), (String(repeating: "[", count: 100_000), "not valid JSON")
     ])
     func refusesUnreadableBodies(_ body: String, _ reason: String) {
         guard case .unreadable(let status, let why) = receive(body) else {
@@ -203,12 +207,15 @@ extension ReceivedBatch {
     /// A sender's field named like a canonical one must not change the record or break it
     /// downstream: it is kept under `extra`.
     @Test func fieldsWithCanonicalNamesGoUnderExtra() throws {
-        let s = #"{"uuid":"m1","type":"state_of_mind","start":"2026-10-14T07:00:00Z","kind":"daily_mood","code":{"x":1},"op":"delete","valence":0.4,"activity":7}"#
+        let s =
+            #"{"uuid":"m1","type":"state_of_mind","start":"2026-10-14T07:00:00Z","kind":"daily_mood","code":{"x":1},"op":"delete","valence":0.4,"activity":7}"#
         let logs = MemoryLogSink()
-        let r = SynckyReceiver(name: "phone", path: "/s", maxBodyBytes: 1 << 20, auth: Authenticator(kind: .none),
-                               hmacSecret: nil, device: nil, parsers: ParserPool(), logger: Logger(component: "t", sink: logs))
-        let req = HTTPRequest(method: "POST", path: "/s", headers: [(name: "X-Syncky-Format", value: "native")],
-                              body: Array(Vectors.syncBody(samples: [s]).utf8))
+        let r = SynckyReceiver(
+            name: "phone", path: "/s", maxBodyBytes: 1 << 20, auth: Authenticator(kind: .none),
+            hmacSecret: nil, device: nil, parsers: ParserPool(), logger: Logger(component: "t", sink: logs))
+        let req = HTTPRequest(
+            method: "POST", path: "/s", headers: [(name: "X-Syncky-Format", value: "native")],
+            body: Array(Vectors.syncBody(samples: [s]).utf8))
         guard case .accept(let batch, _) = r.receive(req, context: ReceiveContext(now: Timestamp(seconds: 0))) else {
             Issue.record("not accepted")
             return
@@ -220,7 +227,6 @@ extension ReceivedBatch {
         #expect(Set(rec.extra.map(\.name)) == ["kind", "code", "op", "activity"])
     }
 }
-
 
 /// `ByteWriter.str` copies a string eight bytes at a time while none needs an escape: every
 /// length, with a byte to escape at every place, escapes as `JSONWriter` does.

@@ -10,9 +10,11 @@ import Testing
 @Suite struct SynckySignatureTests {
     let now = Timestamp(seconds: 1_791_961_500)
 
-    func verify(_ body: String = Vectors.checkBody, timestamp: String? = Vectors.checkTimestamp,
-                signature: String? = Vectors.checkSignature, now: Timestamp? = nil,
-                cache: ReplayCache = ReplayCache()) -> SynckySignature.Failure? {
+    func verify(
+        _ body: String = Vectors.checkBody, timestamp: String? = Vectors.checkTimestamp,
+        signature: String? = Vectors.checkSignature, now: Timestamp? = nil,
+        cache: ReplayCache = ReplayCache()
+    ) -> SynckySignature.Failure? {
         let s = SynckySignature(secret: Vectors.secret, replays: cache)
         return Array(body.utf8).withUnsafeBytes {
             s.verify(timestamp: timestamp, signature: signature, body: $0, now: now ?? self.now)
@@ -24,8 +26,10 @@ import Testing
     }
 
     @Test func acceptsTheResultsVector() {
-        #expect(verify(Vectors.resultsBody, timestamp: Vectors.resultsTimestamp, signature: Vectors.resultsSignature,
-                       now: Timestamp(seconds: 1_791_961_953)) == nil)
+        #expect(
+            verify(
+                Vectors.resultsBody, timestamp: Vectors.resultsTimestamp, signature: Vectors.resultsSignature,
+                now: Timestamp(seconds: 1_791_961_953)) == nil)
     }
 
     @Test func refusesABodyChangedByOneByte() {
@@ -106,9 +110,11 @@ import Testing
 
     @Test func signsRepliesExactlyAsSectionTen() {
         let s = SynckySignature(secret: Vectors.secret)
-        #expect(s.signReply(delivery: Vectors.commandsDelivery, t: 1_791_961_923, body: Array(Vectors.commandsBody.utf8))
+        #expect(
+            s.signReply(delivery: Vectors.commandsDelivery, t: 1_791_961_923, body: Array(Vectors.commandsBody.utf8))
                 == Vectors.commandsSignature)
-        #expect(s.signReply(delivery: Vectors.deleteDelivery, t: 1_791_965_523, body: Array(Vectors.deleteBody.utf8))
+        #expect(
+            s.signReply(delivery: Vectors.deleteDelivery, t: 1_791_965_523, body: Array(Vectors.deleteBody.utf8))
                 == Vectors.deleteSignature)
     }
 }

@@ -37,8 +37,12 @@ import Testing
         sub.standardOutput = out
         try sub.run()
         // Retained, so it reaches the subscriber whenever that one has subscribed.
-        let (rc, _) = try DatabaseProcess.run("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t",
-                                                                         "healthgate/test", "-r", "-m", "hello"])
+        let (rc, _) = try DatabaseProcess.run(
+            "/usr/bin/mosquitto_pub",
+            [
+                "-h", "127.0.0.1", "-p", "\(broker.port)", "-t",
+                "healthgate/test", "-r", "-m", "hello"
+            ])
         #expect(rc == 0)
         #expect(sub.waitUntilExit(within: 20), "mosquitto_sub got nothing")
         let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

@@ -13,13 +13,16 @@ import YAMLConfig
 /// The stateless transforms — filter, rename, convert, drop — each against records a phone
 /// sends, and against the mistakes a config can hold; each one's documented example decodes.
 @Suite struct TransformTests {
-    static let noon = Timestamp(seconds: 1_796_126_400)   // 2026-12-01T12:00:00Z
+    static let noon = Timestamp(seconds: 1_796_126_400) // 2026-12-01T12:00:00Z
 
-    static func q(_ uuid: String, _ type: String, _ value: Double, _ unit: String?, device: String = "phone-1",
-                  receiver: String = "phone", app: String? = "com.apple.Health", at t: Timestamp = noon) -> CanonicalRecord {
-        CanonicalRecord(kind: "quantity", device: device, receiver: receiver, uuid: uuid, type: type, start: t, end: t,
-                        value: .number(value), unit: unit ?? HealthTypes.named(type)?.unit,
-                        source: app.map { RecordSource(app: $0, device: "Apple Watch") })
+    static func q(
+        _ uuid: String, _ type: String, _ value: Double, _ unit: String?, device: String = "phone-1",
+        receiver: String = "phone", app: String? = "com.apple.Health", at t: Timestamp = noon
+    ) -> CanonicalRecord {
+        CanonicalRecord(
+            kind: "quantity", device: device, receiver: receiver, uuid: uuid, type: type, start: t, end: t,
+            value: .number(value), unit: unit ?? HealthTypes.named(type)?.unit,
+            source: app.map { RecordSource(app: $0, device: "Apple Watch") })
     }
 
     static func deletion(_ uuid: String, type: String = "steps", device: String = "phone-1") -> CanonicalRecord {
@@ -42,8 +45,10 @@ import YAMLConfig
     }
 
     func instance(_ spec: any TransformSpec, clock: any Clock = FixedClock(noon)) -> any Transform {
-        spec.instantiate(TransformContext(route: "r", sink: "s", clock: clock, timeZones: SystemTimeZones(),
-                                          logger: Logger(component: "t", sink: MemoryLogSink())))
+        spec.instantiate(
+            TransformContext(
+                route: "r", sink: "s", clock: clock, timeZones: SystemTimeZones(),
+                logger: Logger(component: "t", sink: MemoryLogSink())))
     }
 
     func run(_ spec: any TransformSpec, _ records: [CanonicalRecord], clock: any Clock = FixedClock(noon)) -> [CanonicalRecord] {
@@ -56,7 +61,9 @@ import YAMLConfig
     // MARK: filter
 
     @Test func filterByEveryRuleAndItsExclusion() throws {
-        let f = try build("filter", """
+        let f = try build(
+            "filter",
+            """
             types: [steps, "heart_*"]
             exclude_types: [heart_rate_variability_sdnn]
             devices: ["phone-*"]
@@ -65,11 +72,15 @@ import YAMLConfig
             exclude_sources: ["com.example.*"]
             values: {heart_rate: {min: 25, max: 250}}
             """)
-        let kept = run(f, [Self.q("a", "steps", 10, nil), Self.q("b", "heart_rate", 61, nil), Self.q("c", "body_mass", 70, nil),
-                           Self.q("d", "heart_rate_variability_sdnn", 40, nil), Self.q("e", "steps", 5, nil, device: "phone-9"),
-                           Self.q("f", "steps", 5, nil, receiver: "other"), Self.q("g", "steps", 5, nil, app: "com.example.fake"),
-                           Self.q("h", "heart_rate", 400, nil), Self.q("i", "heart_rate", 20, nil), Self.q("j", "steps", 1, nil, app: nil),
-                           Self.deletion("k")])
+        let kept = run(
+            f,
+            [
+                Self.q("a", "steps", 10, nil), Self.q("b", "heart_rate", 61, nil), Self.q("c", "body_mass", 70, nil),
+                Self.q("d", "heart_rate_variability_sdnn", 40, nil), Self.q("e", "steps", 5, nil, device: "phone-9"),
+                Self.q("f", "steps", 5, nil, receiver: "other"), Self.q("g", "steps", 5, nil, app: "com.example.fake"),
+                Self.q("h", "heart_rate", 400, nil), Self.q("i", "heart_rate", 20, nil), Self.q("j", "steps", 1, nil, app: nil),
+                Self.deletion("k")
+            ])
         #expect(kept.map(\.uuid) == ["a", "b", "j", "k"])
     }
 
@@ -77,8 +88,12 @@ import YAMLConfig
         let f = try build("filter", "since: 2026-11-01\nmax_age: 7d\nexclude_kinds: [workout_route]")
         var route = Self.q("r", "workout_route", 0, nil)
         route.kind = "workout_route"
-        let kept = run(f, [Self.q("new", "steps", 1, nil), Self.q("week", "steps", 1, nil, at: Timestamp(seconds: Self.noon.seconds - 8 * 86_400)),
-                           Self.q("old", "steps", 1, nil, at: Timestamp(seconds: 1_790_000_000)), route, Self.deletion("gone")])
+        let kept = run(
+            f,
+            [
+                Self.q("new", "steps", 1, nil), Self.q("week", "steps", 1, nil, at: Timestamp(seconds: Self.noon.seconds - 8 * 86_400)),
+                Self.q("old", "steps", 1, nil, at: Timestamp(seconds: 1_790_000_000)), route, Self.deletion("gone")
+            ])
         // The deletion of an old sample still passes: a sink may hold it.
         #expect(kept.map(\.uuid) == ["new", "gone"])
     }
@@ -96,8 +111,12 @@ import YAMLConfig
 
     @Test func renameTypesAndDevicesDeletionsToo() throws {
         let r = try build("rename", "types: {apple_exercise_time: exercise_minutes}\ndevices: {d_zsOZnTQUz_juWFVljuOOBQ: alice-iphone}")
-        let out = run(r, [Self.q("a", "apple_exercise_time", 30, nil, device: "d_zsOZnTQUz_juWFVljuOOBQ"),
-                          Self.deletion("b", device: "d_zsOZnTQUz_juWFVljuOOBQ"), Self.q("c", "steps", 1, nil)])
+        let out = run(
+            r,
+            [
+                Self.q("a", "apple_exercise_time", 30, nil, device: "d_zsOZnTQUz_juWFVljuOOBQ"),
+                Self.deletion("b", device: "d_zsOZnTQUz_juWFVljuOOBQ"), Self.q("c", "steps", 1, nil)
+            ])
         #expect(out.map(\.type) == ["exercise_minutes", "steps", "steps"])
         #expect(out.map(\.device) == ["alice-iphone", "alice-iphone", "phone-1"])
         #expect(out[0].value == .number(30))
@@ -113,9 +132,13 @@ import YAMLConfig
 
     @Test func convertByTypeAndByFamilyWithExactFactors() throws {
         let c = try build("convert", "{body_mass: lb, distance: km, temperature: degF}")
-        let out = run(c, [Self.q("m", "body_mass", 70, "kg"), Self.q("d", "distance_walking_running", 1500, "m"),
-                          Self.q("t", "body_temperature", 37, "degC"), Self.q("h", "heart_rate", 61, nil),
-                          Self.q("odd", "steps", 3, "widgets"), Self.deletion("x")])
+        let out = run(
+            c,
+            [
+                Self.q("m", "body_mass", 70, "kg"), Self.q("d", "distance_walking_running", 1500, "m"),
+                Self.q("t", "body_temperature", 37, "degC"), Self.q("h", "heart_rate", 61, nil),
+                Self.q("odd", "steps", 3, "widgets"), Self.deletion("x")
+            ])
         #expect(out[0].unit == "lb" && abs((out[0].value?.number ?? 0) - 70 / 0.45359237) < 1e-9)
         #expect(out[1].unit == "km" && out[1].value == .number(1.5))
         #expect(out[2].unit == "degF" && abs((out[2].value?.number ?? 0) - 98.6) < 1e-9)
@@ -137,9 +160,13 @@ import YAMLConfig
 
     @Test func dropFieldsKindsAndLocationPrecision() throws {
         let d = try build("drop", "fields: [metadata, source]\nkinds: [heartbeat_series]\ncoarsen_location: 3")
-        var route = CanonicalRecord(kind: "workout_route", device: "p", receiver: "r", uuid: "w", type: "workout_route", part: 0, parts: 1,
-                                    start: Self.noon, end: Self.noon)
-        route.fields = [RecordField("points", RawJSON(#"[{"lat":47.497912,"lon":19.040235,"altitude":120.5},{"latitude":-33.868820,"longitude":151.209296}]"#))]
+        var route = CanonicalRecord(
+            kind: "workout_route", device: "p", receiver: "r", uuid: "w", type: "workout_route", part: 0, parts: 1,
+            start: Self.noon, end: Self.noon)
+        route.fields = [
+            RecordField(
+                "points", RawJSON(#"[{"lat":47.497912,"lon":19.040235,"altitude":120.5},{"latitude":-33.868820,"longitude":151.209296}]"#))
+        ]
         route.extra = [RecordField("start", RawJSON(#"{"lat":47.4979,"lng":19.0402,"name":"home lat"}"#))]
         route.metadata = RawJSON(#"{"HKWeatherTemperature":"20 degC"}"#)
         var beats = Self.q("b", "heartbeat_series", 0, nil)
@@ -149,10 +176,13 @@ import YAMLConfig
         let out = run(d, [route, beats, beatsGone, Self.q("s", "steps", 1, nil)])
         #expect(out.map(\.uuid) == ["w", "b2", "s"])
         #expect(out[0].metadata == nil && out[0].source == nil && out[2].source == nil)
-        #expect(out[0].fields[0].value.description == #"[{"lat":47.498,"lon":19.04,"altitude":120.5},{"latitude":-33.869,"longitude":151.209}]"#)
+        #expect(
+            out[0].fields[0].value.description == #"[{"lat":47.498,"lon":19.04,"altitude":120.5},{"latitude":-33.869,"longitude":151.209}]"#
+        )
         #expect(out[0].extra[0].value.description == #"{"lat":47.498,"lng":19.04,"name":"home lat"}"#)
         // Nothing to coarsen: the same bytes.
-        #expect(DropTransform.coarsen(RawJSON(#"{"steps":[1,2,3]}"#), decimals: 2, parser: JSONParser()).description == #"{"steps":[1,2,3]}"#)
+        #expect(
+            DropTransform.coarsen(RawJSON(#"{"steps":[1,2,3]}"#), decimals: 2, parser: JSONParser()).description == #"{"steps":[1,2,3]}"#)
     }
 
     @Test func dropMistakes() {
@@ -178,7 +208,8 @@ import YAMLConfig
         let doc = try parser.parse(line)
         #expect(try CanonicalCodec.decode(doc.root) == out[0])
         // A sender's own field called "tags" that is not labels stays what it was.
-        let oldDoc = try parser.parse(#"{"op":"upsert","kind":"workout","device":"d","receiver":"r","uuid":"u","type":"workout","tags":["run",3]}"#)
+        let oldDoc = try parser.parse(
+            #"{"op":"upsert","kind":"workout","device":"d","receiver":"r","uuid":"u","type":"workout","tags":["run",3]}"#)
         let old = try CanonicalCodec.decode(oldDoc.root)
         #expect(old.tags.isEmpty && old.fields.first?.name == "tags")
     }
@@ -218,8 +249,10 @@ import YAMLConfig
         let again = instance(spec, clock: clock)
         try again.restoreState(try #require(t.saveState()))
         var out: [String] = []
-        for r in [Self.q("a", "steps", 1, nil), Self.q("b", "steps", 3, nil), Self.q("c", "steps", 1, nil)] { again.process(r) { out.append($0.uuid) } }
-        #expect(out == ["b", "c"])   // a: remembered across the restart; b: last passed over an hour ago
+        for r in [Self.q("a", "steps", 1, nil), Self.q("b", "steps", 3, nil), Self.q("c", "steps", 1, nil)] {
+            again.process(r) { out.append($0.uuid) }
+        }
+        #expect(out == ["b", "c"]) // a: remembered across the restart; b: last passed over an hour ago
         #expect(throws: TransformStateError.self) { try again.restoreState(Array("5:abcde0:".utf8)) }
     }
 
@@ -233,7 +266,7 @@ import YAMLConfig
         }
         var passed: [String] = []
         for i in [0, 149] { t.process(Self.q("k\(i)", "steps", 1, nil)) { passed.append($0.uuid) } }
-        #expect(passed == ["k0"])   // the oldest was forgotten, the newest is remembered
+        #expect(passed == ["k0"]) // the oldest was forgotten, the newest is remembered
         #expect((t.saveState()?.count ?? 0) <= 100 * 24 + 32)
     }
 
@@ -257,8 +290,12 @@ import YAMLConfig
         let t = instance(try build("aggregate", "{types: [steps], every: 1h, how: sum, keep_source: false}"))
         let h = Self.noon.seconds
         func at(_ s: Int64) -> Timestamp { Timestamp(seconds: h + s) }
-        var out = batch(t, [Self.q("a", "steps", 100, nil, at: at(60)), Self.q("b", "steps", 50, nil, at: at(1800)),
-                            Self.q("c", "steps", 7, nil, at: at(3600 + 5)), Self.q("hr", "heart_rate", 61, nil)])
+        var out = batch(
+            t,
+            [
+                Self.q("a", "steps", 100, nil, at: at(60)), Self.q("b", "steps", 50, nil, at: at(1800)),
+                Self.q("c", "steps", 7, nil, at: at(3600 + 5)), Self.q("hr", "heart_rate", 61, nil)
+            ])
         // The heart rate is not aggregated and passes; the steps are absorbed into two buckets.
         #expect(out.map(\.uuid) == ["hr", "aggregate:sum:1h:steps:2026-12-01T12:00:00", "aggregate:sum:1h:steps:2026-12-01T13:00:00"])
         #expect(out[1].value == .number(150) && out[1].start == Self.noon && out[1].end == at(3599))
@@ -284,19 +321,33 @@ import YAMLConfig
         // Budapest (UTC+1): 23:30Z on 30 November is 00:30 on 1 December there.
         let day = try build("aggregate", "{types: [\"heart_*\"], every: day, how: max, time_zone: Europe/Budapest}")
         let t = instance(day)
-        let out = batch(t, [Self.q("x", "heart_rate", 70, nil, at: Timestamp(seconds: Self.noon.seconds - 12 * 3600 - 1800)),
-                            Self.q("y", "heart_rate", 90, nil, at: Self.noon), Self.q("w", "heart_rate", 120, nil,
-                                                                                     at: Timestamp(seconds: Self.noon.seconds - 14 * 3600))])
+        let out = batch(
+            t,
+            [
+                Self.q("x", "heart_rate", 70, nil, at: Timestamp(seconds: Self.noon.seconds - 12 * 3600 - 1800)),
+                Self.q("y", "heart_rate", 90, nil, at: Self.noon),
+                Self.q(
+                    "w", "heart_rate", 120, nil,
+                    at: Timestamp(seconds: Self.noon.seconds - 14 * 3600))
+            ])
         let derived = out.filter { $0.uuid.hasPrefix("aggregate") }
         // keep_source defaults to true: the samples pass too.
         #expect(out.filter { !$0.uuid.hasPrefix("aggregate") }.count == 3)
-        #expect(Set(derived.map(\.uuid)) == ["aggregate:max:day:heart_rate:2026-12-01T00:00:00", "aggregate:max:day:heart_rate:2026-11-30T00:00:00"])
+        #expect(
+            Set(derived.map(\.uuid)) == [
+                "aggregate:max:day:heart_rate:2026-12-01T00:00:00", "aggregate:max:day:heart_rate:2026-11-30T00:00:00"
+            ])
         #expect(derived.first { $0.uuid.hasSuffix("2026-12-01T00:00:00") }?.value == .number(90))
         #expect(derived.first { $0.uuid.hasSuffix("2026-12-01T00:00:00") }?.start == Timestamp(seconds: Self.noon.seconds - 13 * 3600))
         for (how, expected) in [("mean", 80.0), ("min", 70), ("count", 2), ("last", 90)] {
             let i = instance(try build("aggregate", "{types: [heart_rate], every: day, how: \(how), keep_source: false}"))
-            let v = batch(i, [Self.q("a", "heart_rate", 70, nil, at: Timestamp(seconds: Self.noon.seconds - 60)),
-                              Self.q("b", "heart_rate", 90, nil, at: Self.noon)]).first?.value
+            let v = batch(
+                i,
+                [
+                    Self.q("a", "heart_rate", 70, nil, at: Timestamp(seconds: Self.noon.seconds - 60)),
+                    Self.q("b", "heart_rate", 90, nil, at: Self.noon)
+                ]
+            ).first?.value
             #expect(v == .number(expected), "\(how)")
         }
     }
@@ -314,16 +365,20 @@ import YAMLConfig
     // MARK: the documented examples
 
     /// The YAML in each transform's documentation (its source file) builds as it is.
-    @Test(arguments: ["Filter/FilterTransform.swift", "Rename/RenameTransform.swift", "Convert/ConvertTransform.swift",
-                      "Drop/DropTransform.swift", "Tag/TagTransform.swift", "Dedupe/DedupeTransform.swift",
-                      "Aggregate/AggregateTransform.swift"])
+    @Test(arguments: [
+        "Filter/FilterTransform.swift", "Rename/RenameTransform.swift", "Convert/ConvertTransform.swift",
+        "Drop/DropTransform.swift", "Tag/TagTransform.swift", "Dedupe/DedupeTransform.swift",
+        "Aggregate/AggregateTransform.swift"
+    ])
     func theDocumentedExampleDecodes(file: String) throws {
         _ = try Self.documentedExample(file)
     }
 
-    static let transformFiles = ["Filter/FilterTransform.swift", "Rename/RenameTransform.swift", "Convert/ConvertTransform.swift",
-                                 "Drop/DropTransform.swift", "Tag/TagTransform.swift", "Dedupe/DedupeTransform.swift",
-                                 "Aggregate/AggregateTransform.swift"]
+    static let transformFiles = [
+        "Filter/FilterTransform.swift", "Rename/RenameTransform.swift", "Convert/ConvertTransform.swift",
+        "Drop/DropTransform.swift", "Tag/TagTransform.swift", "Dedupe/DedupeTransform.swift",
+        "Aggregate/AggregateTransform.swift"
+    ]
 
     /// The transform a source file's documentation shows in its ```yaml example, built.
     static func documentedExample(_ file: String) throws -> any TransformSpec {
@@ -348,15 +403,18 @@ import YAMLConfig
     /// tags, metadata and extra, and JSON of the phone's that holds the very keys the line is
     /// cut at.
     static var shapes: [CanonicalRecord] {
-        var out = [q("s1", "steps", 412, "count"), q("h1", "heart_rate", 72, "count/min"),
-                   q("d1", "distance_walking_running", 1842, "m", app: nil), q("w1", "body_mass", 81.5, "kg"),
-                   q("e1", "active_energy_burned", 1.375, "kcal"), q("x1", "apple_exercise_time", 30, "min"),
-                   deletion("del1"), CanonicalCodecTests.full]
+        var out = [
+            q("s1", "steps", 412, "count"), q("h1", "heart_rate", 72, "count/min"),
+            q("d1", "distance_walking_running", 1842, "m", app: nil), q("w1", "body_mass", 81.5, "kg"),
+            q("e1", "active_energy_burned", 1.375, "kcal"), q("x1", "apple_exercise_time", 30, "min"),
+            deletion("del1"), CanonicalCodecTests.full
+        ]
         var tagged = q("t1", "steps", 5, "count")
         tagged.tags = [RecordTag("person", "bob"), RecordTag("metadata", "x")]
-        var tricky = CanonicalRecord(kind: "category", device: "phone-1", receiver: "phone", uuid: "m1", type: "sleep_analysis",
-                                     start: noon, end: noon,
-                                     metadata: RawJSON(#"{"a":1,"value":2,"source":{"app":"x"},"tags":{"b":"c"},"unit":"kg"}"#))
+        var tricky = CanonicalRecord(
+            kind: "category", device: "phone-1", receiver: "phone", uuid: "m1", type: "sleep_analysis",
+            start: noon, end: noon,
+            metadata: RawJSON(#"{"a":1,"value":2,"source":{"app":"x"},"tags":{"b":"c"},"unit":"kg"}"#))
         out.append(tagged)
         out.append(tricky)
         tricky.fields = [RecordField("route", RawJSON(#"[{"lat":52.520008,"lon":13.404954,"value":1,"source":{}}]"#))]
@@ -371,9 +429,10 @@ import YAMLConfig
     /// renames nothing leaves every record, one that renames a type, the records of that type.
     @Test func aRecordATransformLeftAsItWasKeepsItsLine() throws {
         func routed(_ specs: [any TransformSpec]) throws -> [String: Record] {
-            let routes = SinkRoutes(routes: [Route(name: "r", from: [Glob("*")], transforms: specs, to: ["s"])], sink: "s",
-                                    clock: FixedClock(Self.noon), timeZones: SystemTimeZones(),
-                                    logger: Logger(component: "t", sink: MemoryLogSink()))
+            let routes = SinkRoutes(
+                routes: [Route(name: "r", from: [Glob("*")], transforms: specs, to: ["s"])], sink: "s",
+                clock: FixedClock(Self.noon), timeZones: SystemTimeZones(),
+                logger: Logger(component: "t", sink: MemoryLogSink()))
             var out: [Record] = []
             for r in Self.shapes { _ = routes.process(try Record.read(line: CanonicalCodec.encodeLine(r)[...]), into: &out) }
             var byUUID: [String: Record] = [:]
@@ -395,14 +454,18 @@ import YAMLConfig
     /// made of their fields go through the same route.
     @Test(arguments: transformFiles + ["bench"])
     func linesWrittenThroughEachRouteEqualAFullEncode(file: String) throws {
-        let specs = file == "bench"
-            ? [try build("filter", #"{types: [heart_rate, steps, "active_energy_*", "distance_*"]}"#),
-               try build("convert", "{distance: km, energy: kJ}"), try build("tag", "{person: bench, household: home}")]
+        let specs =
+            file == "bench"
+            ? [
+                try build("filter", #"{types: [heart_rate, steps, "active_energy_*", "distance_*"]}"#),
+                try build("convert", "{distance: km, energy: kJ}"), try build("tag", "{person: bench, household: home}")
+            ]
             : [try Self.documentedExample(file)]
         let route = Route(name: "r", from: [Glob("*")], transforms: specs, to: ["s"])
         func routes() -> SinkRoutes {
-            SinkRoutes(routes: [route], sink: "s", clock: FixedClock(Self.noon), timeZones: SystemTimeZones(),
-                       logger: Logger(component: "t", sink: MemoryLogSink()))
+            SinkRoutes(
+                routes: [route], sink: "s", clock: FixedClock(Self.noon), timeZones: SystemTimeZones(),
+                logger: Logger(component: "t", sink: MemoryLogSink()))
         }
         let fromLines = routes(), fromFields = routes()
         var out: [Record] = [], made: [Record] = []

@@ -11,14 +11,19 @@ import Testing
 /// byte: queue two writes, answer a data request with them (signed over its delivery id),
 /// take the results, queue a delete, answer the next data request with it.
 @Suite(.serialized) struct WriteBackTests {
-    static let config = LiveServeTests.config.replacingOccurrences(of: "    max_body: 200KB", with: "    max_body: 200KB\n    write_back: true")
+    static let config = LiveServeTests.config.replacingOccurrences(
+        of: "    max_body: 200KB", with: "    max_body: 200KB\n    write_back: true")
 
     static func dataRequest(delivery: String, t: String) -> ([(String, String)], [UInt8]) {
         let body = Array(Vectors.syncBody(samples: [Vectors.stepsSample], delivery: delivery).utf8)
         let mac = Crypto.hmacSHA256(key: Array(Vectors.secret.utf8), Array("\(t).".utf8), body)
-        return ([("Content-Type", "application/json"), ("X-Syncky-Format", "native"), ("X-Syncky-Delivery", delivery),
-                 ("X-Syncky-Timestamp", t), ("X-Syncky-Signature", "v1=" + Crypto.lowercaseHex(mac)),
-                 ("Authorization", "Bearer \(Vectors.token)")], body)
+        return (
+            [
+                ("Content-Type", "application/json"), ("X-Syncky-Format", "native"), ("X-Syncky-Delivery", delivery),
+                ("X-Syncky-Timestamp", t), ("X-Syncky-Signature", "v1=" + Crypto.lowercaseHex(mac)),
+                ("Authorization", "Bearer \(Vectors.token)")
+            ], body
+        )
     }
 
     /// 9,000 results for command ids the receiver never had used to make 18,000 log lines and
@@ -27,9 +32,12 @@ import Testing
         let dir = ServeProcess.makeTempDir("wb")
         let sink = MemoryLogSink()
         let wb = WriteBack(receiver: "phone", dataDir: dir, logger: Logger(component: "test", sink: sink))
-        let known = try wb.withStore { try $0.write(receiver: "phone", id: "c1", type: "dietary_water", value: .number(0.25), unit: "L",
-                                                    start: Timestamp(seconds: 1_790_000_000), end: Timestamp(seconds: 1_790_000_000),
-                                                    now: 1_790_000_000) }
+        let known = try wb.withStore {
+            try $0.write(
+                receiver: "phone", id: "c1", type: "dietary_water", value: .number(0.25), unit: "L",
+                start: Timestamp(seconds: 1_790_000_000), end: Timestamp(seconds: 1_790_000_000),
+                now: 1_790_000_000)
+        }
         var results = (0..<9000).map { (id: "forged-\($0)", version: 1, status: "ok", reason: String?.none) }
         results += Array(repeating: (id: known.id, version: 1, status: "ok", reason: String?.none), count: 3)
         wb.record(results, now: Timestamp(seconds: 1_790_000_100))
@@ -57,8 +65,9 @@ import Testing
         #expect(try CLITests.run(["status"] + cfg).out.contains("2 command(s) waiting"))
 
         // The Check connection request's reply carries no commands.
-        let check = try serve.client().request("POST", "/hook", headers: Self.checkHeadersAt1791961923(),
-                                               body: Array(Self.checkBodyFor1791961923.utf8))
+        let check = try serve.client().request(
+            "POST", "/hook", headers: Self.checkHeadersAt1791961923(),
+            body: Array(Self.checkBodyFor1791961923.utf8))
         #expect(check.status == 200 && check.body.isEmpty)
 
         // Step 5: a data request; the reply is section 10's, byte for byte.
@@ -119,8 +128,11 @@ import Testing
         // A unit of the family is kept as given; the canonical unit fills in when none is given.
         let ok = try CLITests.run(["write", "body_mass", "154", "lb", "--at", "2026-10-14T07:00:00Z"] + cfg)
         #expect(ok.status == 0, "\(ok.err)")
-        let sleep = try CLITests.run(["write", "sleep_analysis", "asleep_core", "--at", "2026-10-14T01:00:00Z",
-                                      "--end", "2026-10-14T02:00:00Z"] + cfg)
+        let sleep = try CLITests.run(
+            [
+                "write", "sleep_analysis", "asleep_core", "--at", "2026-10-14T01:00:00Z",
+                "--end", "2026-10-14T02:00:00Z"
+            ] + cfg)
         #expect(sleep.status == 0, "\(sleep.err)")
         let store = try CommandStore(dataDir: serve.dataDir)
         let all = try store.all()
@@ -141,9 +153,13 @@ import Testing
         let serve = try ServeProcess(config: config)
         #expect(try CLITests.run(["write", "dietary_water", "250", "--at", "now", "--config", serve.configPath]).status == 0)
         let body = Vectors.syncBody(samples: [Vectors.stepsSample])
-        let r = try serve.client().request("POST", "/hook", headers: [("X-Syncky-Format", "native"), ("X-Syncky-Delivery", "d1"),
-                                                                      ("Authorization", "Bearer \(Vectors.token)")],
-                                           body: Array(body.utf8))
+        let r = try serve.client().request(
+            "POST", "/hook",
+            headers: [
+                ("X-Syncky-Format", "native"), ("X-Syncky-Delivery", "d1"),
+                ("Authorization", "Bearer \(Vectors.token)")
+            ],
+            body: Array(body.utf8))
         #expect(r.status == 200 && r.body.isEmpty)
         #expect(ServeProcess.eventually { serve.stderrText.contains("reads only signed replies") })
     }

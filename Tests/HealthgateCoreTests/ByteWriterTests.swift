@@ -50,9 +50,12 @@ import Testing
             if Self.written(d) != d.description { mismatches.append("\(d.bitPattern): \(Self.written(d)) vs \(d.description)") }
         }
         // Near the edges of the fixed form, and values one step from a short decimal.
-        let edges: [Double] = [1e-4, 0.99999e-4, 1.0000000000001e-4, 0.0001234, 0.00012345678901234, 1e15, 999_999_999_999_999.9,
-                               99_999_999_999_999.9, 9_007_199_254_740_992, 0.1, 0.2, 0.3, 0.1 + 0.2, 1.375, 18.42, 36.6, 2.5, 0.5,
-                               123_456_789.123456, 1 / 3, 2 / 3, 1e-5, Double.leastNonzeroMagnitude, Double.greatestFiniteMagnitude, -0.0, 0, 72, 1e14, 1e14 + 0.5]
+        let edges: [Double] = [
+            1e-4, 0.99999e-4, 1.0000000000001e-4, 0.0001234, 0.00012345678901234, 1e15, 999_999_999_999_999.9,
+            99_999_999_999_999.9, 9_007_199_254_740_992, 0.1, 0.2, 0.3, 0.1 + 0.2, 1.375, 18.42, 36.6, 2.5, 0.5,
+            123_456_789.123456, 1 / 3, 2 / 3, 1e-5, Double.leastNonzeroMagnitude, Double.greatestFiniteMagnitude, -0.0, 0, 72, 1e14,
+            1e14 + 0.5
+        ]
         for e in edges {
             for d in [e, -e, e.nextUp, e.nextDown, (-e).nextUp, (-e).nextDown] where d.isFinite {
                 if Self.written(d) != d.description { mismatches.append("\(d): \(Self.written(d)) vs \(d.description)") }

@@ -5,8 +5,9 @@ import Testing
 /// inline ones: a copy is a value, and records with the same fields are equal however made.
 @Suite struct CanonicalRecordTests {
     static func workout() -> CanonicalRecord {
-        CanonicalRecord(kind: "workout", device: "d", receiver: "r", uuid: "u", type: "workout", activity: "running",
-                        durationS: 1800, energyKcal: 320.5, distanceM: 5000)
+        CanonicalRecord(
+            kind: "workout", device: "d", receiver: "r", uuid: "u", type: "workout", activity: "running",
+            durationS: 1800, energyKcal: 320.5, distanceM: 5000)
     }
 
     @Test func aCopyChangedLeavesTheOriginal() {
@@ -45,8 +46,9 @@ import Testing
     }
 
     @Test func eachFieldKeepsItsOwnValue() {
-        var r = CanonicalRecord(kind: "category", device: "d", receiver: "r", uuid: "u", type: "sleep_analysis",
-                                part: 2, parts: 5, code: 4)
+        var r = CanonicalRecord(
+            kind: "category", device: "d", receiver: "r", uuid: "u", type: "sleep_analysis",
+            part: 2, parts: 5, code: 4)
         #expect(r.part == 2 && r.parts == 5 && r.code == 4 && r.activity == nil)
         r.parts = 6
         #expect(r.part == 2 && r.parts == 6 && r.code == 4)

@@ -7,12 +7,16 @@ import Testing
     @Test func keepsTheLastEightAnswers() {
         var cache = RecentAnswers<String, Int>()
         var made: [String] = []
-        func ask(_ key: String) -> Int { cache.value(key) { made.append(key); return key.utf8.count } }
+        func ask(_ key: String) -> Int {
+            cache.value(key) {
+                made.append(key); return key.utf8.count
+            }
+        }
         for key in ["a", "bb", "ccc", "a", "bb"] { #expect(ask(key) == key.utf8.count) }
         #expect(made == ["a", "bb", "ccc"])
         made = []
         let keys = (0..<9).map { String(repeating: "x", count: $0 + 4) }
-        for key in keys { _ = ask(key) }   // nine new keys: "a", "bb", "ccc" pushed out, and the first of these
+        for key in keys { _ = ask(key) } // nine new keys: "a", "bb", "ccc" pushed out, and the first of these
         #expect(ask(keys[8]) == 12 && ask("a") == 1)
         #expect(made == keys + ["a"])
         cache.removeAll()
@@ -25,7 +29,7 @@ import Testing
     @Test func findsKeysByTheirOwnComparison() {
         struct Pair: RecentKey {
             var name: String
-            var note: Int   // not part of the key
+            var note: Int // not part of the key
             func isSame(as other: Pair) -> Bool { name == other.name }
         }
         var cache = RecentAnswers<Pair, String>()

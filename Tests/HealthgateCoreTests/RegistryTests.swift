@@ -83,7 +83,7 @@ private func type(_ name: String) throws -> HealthType {
             "mindful_session": "HKCategoryTypeIdentifierMindfulSession",
             "sleep_analysis": "HKCategoryTypeIdentifierSleepAnalysis",
             "apple_stand_hour": "HKCategoryTypeIdentifierAppleStandHour",
-            "heart_rate_recovery_one_minute": "HKQuantityTypeIdentifierHeartRateRecoveryOneMinute",
+            "heart_rate_recovery_one_minute": "HKQuantityTypeIdentifierHeartRateRecoveryOneMinute"
         ]
         for (name, identifier) in expected {
             #expect(try type(name).hkIdentifier == identifier)
@@ -114,14 +114,18 @@ private func type(_ name: String) throws -> HealthType {
     }
 
     @Test func aggregationFollowsHealthKit() throws {
-        for name in ["steps", "active_energy_burned", "basal_energy_burned", "distance_walking_running", "flights_climbed",
-                     "apple_exercise_time", "dietary_water", "dietary_protein", "insulin_delivery", "time_in_daylight",
-                     "number_of_times_fallen", "inhaler_usage"] {
+        for name in [
+            "steps", "active_energy_burned", "basal_energy_burned", "distance_walking_running", "flights_climbed",
+            "apple_exercise_time", "dietary_water", "dietary_protein", "insulin_delivery", "time_in_daylight",
+            "number_of_times_fallen", "inhaler_usage"
+        ] {
             #expect(try type(name).aggregation == .cumulative, "\(name)")
         }
-        for name in ["heart_rate", "body_mass", "oxygen_saturation", "vo2_max", "walking_speed", "blood_glucose",
-                     "environmental_audio_exposure", "uv_exposure", "apple_sleeping_breathing_disturbances",
-                     "atrial_fibrillation_burden", "body_temperature"] {
+        for name in [
+            "heart_rate", "body_mass", "oxygen_saturation", "vo2_max", "walking_speed", "blood_glucose",
+            "environmental_audio_exposure", "uv_exposure", "apple_sleeping_breathing_disturbances",
+            "atrial_fibrillation_burden", "body_temperature"
+        ] {
             #expect(try type(name).aggregation == .discrete, "\(name)")
         }
         for type in HealthTypes.all where type.name.hasPrefix("dietary_") {
@@ -139,7 +143,7 @@ private func type(_ name: String) throws -> HealthType {
             "environmental_audio_exposure": "dBASPL", "walking_speed": "m/s", "running_vertical_oscillation": "cm",
             "electrodermal_activity": "S", "running_power": "W", "insulin_delivery": "IU",
             "peak_expiratory_flow_rate": "L/min", "forced_vital_capacity": "L", "apple_exercise_time": "min",
-            "workout_effort_score": "appleEffortScore", "uv_exposure": "count",
+            "workout_effort_score": "appleEffortScore", "uv_exposure": "count"
         ]
         for (name, unit) in expected {
             #expect(try type(name).unit == unit, "\(name)")
@@ -153,7 +157,7 @@ private func type(_ name: String) throws -> HealthType {
         "body_mass", "dietary_water", "dietary_energy_consumed", "dietary_vitamin_b12", "oxygen_saturation",
         "distance_walking_running", "forced_expiratory_volume1", "apple_sleeping_breathing_disturbances",
         "sleep_analysis", "mindful_session", "apple_stand_hour", "rapid_pounding_or_fluttering_heartbeat",
-        "menstrual_flow", "environmental_audio_exposure_event",
+        "menstrual_flow", "environmental_audio_exposure_event"
     ]
 
     @Test(arguments: sample)
@@ -228,7 +232,7 @@ private func type(_ name: String) throws -> HealthType {
             "breathing_disturbances": "apple_sleeping_breathing_disturbances", "handwashing": "handwashing_event",
             "six_minute_walking_test_distance": "six_minute_walk_test_distance", "apple_stand_hour": "apple_stand_hour",
             "wheelchair_push_count": "push_count", "swim_stroke_count": "swimming_stroke_count",
-            "under_water_temperature": "water_temperature", "forced_expiratory_volume": "forced_expiratory_volume1",
+            "under_water_temperature": "water_temperature", "forced_expiratory_volume": "forced_expiratory_volume1"
         ]
         for (haeName, name) in expected {
             #expect(HealthTypes.hae(haeName)?.name == name, "\(haeName)")
@@ -244,26 +248,26 @@ private func type(_ name: String) throws -> HealthType {
     /// Every metric name listed in the research (§1.6) resolves, except the blood_pressure correlation.
     @Test func everyResearchedNameResolves() {
         let names = """
-        active_energy basal_energy_burned apple_exercise_time apple_move_time apple_stand_time apple_stand_hour
-        step_count flights_climbed walking_running_distance cycling_distance swimming_distance wheelchair_distance
-        downhill_snow_sports wheelchair_push_count swim_stroke_count vo2_max physical_effort cycling_cadence
-        cycling_functional_threshold_power cycling_power cycling_speed running_power running_speed
-        running_ground_contact_time running_stride_length running_vertical_oscillation height weight_body_mass
-        waist_circumference body_fat_percentage body_mass_index lean_body_mass heart_rate resting_heart_rate
-        heart_rate_variability walking_heart_rate_average walking_heart_rate cardio_recovery atrial_fibrillation_burden
-        walking_speed walking_step_length walking_asymmetry_percentage walking_double_support_percentage
-        six_minute_walking_test_distance stair_speed_up stair_speed_down respiratory_rate blood_oxygen_saturation
-        forced_expiratory_volume forced_vital_capacity peak_expiratory_flow_rate peripheral_perfusion_index inhaler_usage
-        body_temperature basal_body_temperature apple_sleeping_wrist_temperature under_water_depth under_water_temperature
-        uv_exposure time_in_daylight environmental_audio_exposure environmental_audio headphone_audio_exposure
-        headphone_audio mindful_minutes sexual_activity electrodermal_activity breathing_disturbances sleep_analysis
-        insulin_delivery blood_glucose blood_alcohol_content handwashing toothbrushing number_of_time_fallen
-        number_of_times_fallen number_of_alcoholic_beverages dietary_energy dietary_water dietary_sugar protein
-        carbohydrates total_fat saturated_fat monosaturated_fat monounsaturated_fat polyunsaturated_fat cholesterol
-        fiber sodium potassium calcium iron magnesium zinc caffeine biotin chloride chromium copper folate iodine
-        manganese molybdenum niacin pantothenic_acid riboflavin selenium thiamin vitamin_a vitamin_b6 vitamin_b12
-        vitamin_c vitamin_d vitamin_e vitamin_k
-        """.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
+            active_energy basal_energy_burned apple_exercise_time apple_move_time apple_stand_time apple_stand_hour
+            step_count flights_climbed walking_running_distance cycling_distance swimming_distance wheelchair_distance
+            downhill_snow_sports wheelchair_push_count swim_stroke_count vo2_max physical_effort cycling_cadence
+            cycling_functional_threshold_power cycling_power cycling_speed running_power running_speed
+            running_ground_contact_time running_stride_length running_vertical_oscillation height weight_body_mass
+            waist_circumference body_fat_percentage body_mass_index lean_body_mass heart_rate resting_heart_rate
+            heart_rate_variability walking_heart_rate_average walking_heart_rate cardio_recovery atrial_fibrillation_burden
+            walking_speed walking_step_length walking_asymmetry_percentage walking_double_support_percentage
+            six_minute_walking_test_distance stair_speed_up stair_speed_down respiratory_rate blood_oxygen_saturation
+            forced_expiratory_volume forced_vital_capacity peak_expiratory_flow_rate peripheral_perfusion_index inhaler_usage
+            body_temperature basal_body_temperature apple_sleeping_wrist_temperature under_water_depth under_water_temperature
+            uv_exposure time_in_daylight environmental_audio_exposure environmental_audio headphone_audio_exposure
+            headphone_audio mindful_minutes sexual_activity electrodermal_activity breathing_disturbances sleep_analysis
+            insulin_delivery blood_glucose blood_alcohol_content handwashing toothbrushing number_of_time_fallen
+            number_of_times_fallen number_of_alcoholic_beverages dietary_energy dietary_water dietary_sugar protein
+            carbohydrates total_fat saturated_fat monosaturated_fat monounsaturated_fat polyunsaturated_fat cholesterol
+            fiber sodium potassium calcium iron magnesium zinc caffeine biotin chloride chromium copper folate iodine
+            manganese molybdenum niacin pantothenic_acid riboflavin selenium thiamin vitamin_a vitamin_b6 vitamin_b12
+            vitamin_c vitamin_d vitamin_e vitamin_k
+            """.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
         #expect(names.count == 116 && Set(names).count == names.count)
         for name in names {
             #expect(HealthTypes.hae(name) != nil, "\(name)")
@@ -361,8 +365,10 @@ private func type(_ name: String) throws -> HealthType {
     }
 
     @Test func eventsUseNotApplicable() throws {
-        for name in ["high_heart_rate_event", "low_heart_rate_event", "irregular_heart_rhythm_event", "handwashing_event",
-                     "toothbrushing_event", "sleep_apnea_event"] {
+        for name in [
+            "high_heart_rate_event", "low_heart_rate_event", "irregular_heart_rhythm_event", "handwashing_event",
+            "toothbrushing_event", "sleep_apnea_event"
+        ] {
             let event = try type(name)
             #expect(event.categoryValues == [CategoryValue(name: "not_applicable", code: 0, aliases: [])], "\(name)")
             #expect(!event.writable, "\(name)")
@@ -383,8 +389,9 @@ private func type(_ name: String) throws -> HealthType {
         for type in HealthTypes.all where type.kind == .quantity {
             if type.writable {
                 #expect(type.bounds != nil, "\(type.name)")
-                #expect(type.family != nil && type.family != .other || type.name == "insulin_delivery"
-                            || type.name == "peak_expiratory_flow_rate", "\(type.name)")
+                #expect(
+                    type.family != nil && type.family != .other || type.name == "insulin_delivery"
+                        || type.name == "peak_expiratory_flow_rate", "\(type.name)")
                 if let bounds = type.bounds { #expect(bounds.lowerBound < bounds.upperBound, "\(type.name)") }
             } else {
                 #expect(type.bounds == nil, "\(type.name) has bounds but cannot be written")
@@ -393,19 +400,23 @@ private func type(_ name: String) throws -> HealthType {
     }
 
     @Test func watchComputedTypesAreNotWritable() throws {
-        for name in ["apple_exercise_time", "apple_stand_time", "apple_move_time", "heart_rate_variability_sdnn",
-                     "vo2_max", "walking_speed", "walking_step_length", "walking_asymmetry_percentage",
-                     "walking_double_support_percentage", "walking_heart_rate_average", "environmental_audio_exposure",
-                     "headphone_audio_exposure", "apple_walking_steadiness", "resting_heart_rate", "apple_stand_hour",
-                     "high_heart_rate_event", "apple_sleeping_wrist_temperature", "six_minute_walk_test_distance"] {
+        for name in [
+            "apple_exercise_time", "apple_stand_time", "apple_move_time", "heart_rate_variability_sdnn",
+            "vo2_max", "walking_speed", "walking_step_length", "walking_asymmetry_percentage",
+            "walking_double_support_percentage", "walking_heart_rate_average", "environmental_audio_exposure",
+            "headphone_audio_exposure", "apple_walking_steadiness", "resting_heart_rate", "apple_stand_hour",
+            "high_heart_rate_event", "apple_sleeping_wrist_temperature", "six_minute_walk_test_distance"
+        ] {
             #expect(try !type(name).writable, "\(name)")
         }
     }
 
     @Test func userLoggedTypesAreWritable() throws {
-        for name in ["body_mass", "height", "body_fat_percentage", "dietary_water", "dietary_caffeine",
-                     "dietary_energy_consumed", "mindful_session", "sleep_analysis", "blood_pressure_systolic",
-                     "blood_pressure_diastolic", "blood_glucose", "body_temperature", "menstrual_flow", "heart_rate"] {
+        for name in [
+            "body_mass", "height", "body_fat_percentage", "dietary_water", "dietary_caffeine",
+            "dietary_energy_consumed", "mindful_session", "sleep_analysis", "blood_pressure_systolic",
+            "blood_pressure_diastolic", "blood_glucose", "body_temperature", "menstrual_flow", "heart_rate"
+        ] {
             #expect(try type(name).writable, "\(name)")
         }
         for type in HealthTypes.all where type.name.hasPrefix("dietary_") {
@@ -416,7 +427,7 @@ private func type(_ name: String) throws -> HealthType {
     @Test func boundsFromTheBrief() throws {
         #expect(try type("body_mass").bounds == 0.5...700)
         #expect(try type("heart_rate").bounds == 20...300)
-        #expect(try type("dietary_water").bounds == 0...10_000)   // 10 L in mL
+        #expect(try type("dietary_water").bounds == 0...10_000) // 10 L in mL
         let spo2 = try #require(try type("oxygen_saturation").bounds)
         #expect(spo2.contains(0.95) && !spo2.contains(95))
     }
@@ -449,9 +460,11 @@ private func type(_ name: String) throws -> HealthType {
         #expect(HealthTypes.workout(rawValue: 63)?.name == "high_intensity_interval_training")
         #expect(HealthTypes.workout(haeName: "high intensity interval training")?.rawValue == 63)
         // The Fitness app's names, as Health Auto Export passes them on.
-        for (name, activity) in [("Outdoor Run", "running"), ("Indoor Walk", "walking"), ("Outdoor Cycle", "cycling"),
-                                 ("Indoor Cycling", "cycling"), ("Pool Swim", "swimming"), ("Open Water Swim", "swimming"),
-                                 ("Outdoor Hike", "hiking"), ("Indoor Rower", "rowing")] {
+        for (name, activity) in [
+            ("Outdoor Run", "running"), ("Indoor Walk", "walking"), ("Outdoor Cycle", "cycling"),
+            ("Indoor Cycling", "cycling"), ("Pool Swim", "swimming"), ("Open Water Swim", "swimming"),
+            ("Outdoor Hike", "hiking"), ("Indoor Rower", "rowing")
+        ] {
             #expect(HealthTypes.workout(haeName: name)?.name == activity, "\(name)")
         }
         #expect(HealthTypes.workout(haeName: "Outdoor Zorbing") == nil)
@@ -496,8 +509,10 @@ private func type(_ name: String) throws -> HealthType {
 @Suite struct Characteristics {
     @Test func bloodType() throws {
         let blood = try #require(HealthTypes.characteristic(named: "blood_type"))
-        let expected = ["not_set": 0, "a_positive": 1, "a_negative": 2, "b_positive": 3, "b_negative": 4,
-                        "ab_positive": 5, "ab_negative": 6, "o_positive": 7, "o_negative": 8]
+        let expected = [
+            "not_set": 0, "a_positive": 1, "a_negative": 2, "b_positive": 3, "b_negative": 4,
+            "ab_positive": 5, "ab_negative": 6, "o_positive": 7, "o_negative": 8
+        ]
         #expect(blood.values.count == 9)
         for (name, code) in expected {
             #expect(blood.values.first { $0.name == name }?.code == code, "\(name)")
@@ -511,8 +526,11 @@ private func type(_ name: String) throws -> HealthType {
     }
 
     @Test func allCharacteristics() throws {
-        #expect(Set(HealthTypes.characteristics.map(\.name)) == ["biological_sex", "blood_type", "fitzpatrick_skin_type",
-                                                                  "wheelchair_use", "activity_move_mode", "date_of_birth"])
+        #expect(
+            Set(HealthTypes.characteristics.map(\.name)) == [
+                "biological_sex", "blood_type", "fitzpatrick_skin_type",
+                "wheelchair_use", "activity_move_mode", "date_of_birth"
+            ])
         #expect(try #require(HealthTypes.characteristic(named: "date_of_birth")).values.isEmpty)
         let sex = try #require(HealthTypes.characteristic(named: "biological_sex"))
         #expect(sex.code(forValue: "female") == 1 && sex.code(forValue: "male") == 2 && sex.code(forValue: "other") == 3)
@@ -548,21 +566,22 @@ private func type(_ name: String) throws -> HealthType {
     }
 
     @Test func malformedDataIsReportedNotFatal() {
-        let contents = HealthRegistryStore.parse("""
-        # a comment
-        values | s | a=0 b=x c
-        quantity | Bad Name | HKQuantityTypeIdentifierX | kg | mass | discrete | no | - | - | -
-        quantity | x_unit | HKQuantityTypeIdentifierY | furlong | length | discrete | no | - | - | -
-        quantity | wrong_family | HKQuantityTypeIdentifierZ | kg | length | discrete | no | - | - | -
-        quantity | bad_bounds | HKQuantityTypeIdentifierW | kg | mass | discrete | yes | 9...1 | - | -
-        category | no_set | HKCategoryTypeIdentifierV | - | - | discrete | no | - | - | missing
-        category | wrong_prefix | HKQuantityTypeIdentifierU | - | - | discrete | no | - | - | s
-        category | short_row | HKCategoryTypeIdentifierT
-        workout | x | running | Running
-        characteristic | c | missing
-        mystery | row
-        quantity | good | HKQuantityTypeIdentifierGood | kg | mass | discrete | yes | 1...2 | good_one | -
-        """)
+        let contents = HealthRegistryStore.parse(
+            """
+            # a comment
+            values | s | a=0 b=x c
+            quantity | Bad Name | HKQuantityTypeIdentifierX | kg | mass | discrete | no | - | - | -
+            quantity | x_unit | HKQuantityTypeIdentifierY | furlong | length | discrete | no | - | - | -
+            quantity | wrong_family | HKQuantityTypeIdentifierZ | kg | length | discrete | no | - | - | -
+            quantity | bad_bounds | HKQuantityTypeIdentifierW | kg | mass | discrete | yes | 9...1 | - | -
+            category | no_set | HKCategoryTypeIdentifierV | - | - | discrete | no | - | - | missing
+            category | wrong_prefix | HKQuantityTypeIdentifierU | - | - | discrete | no | - | - | s
+            category | short_row | HKCategoryTypeIdentifierT
+            workout | x | running | Running
+            characteristic | c | missing
+            mystery | row
+            quantity | good | HKQuantityTypeIdentifierGood | kg | mass | discrete | yes | 1...2 | good_one | -
+            """)
         #expect(contents.problems.count == 12)
         #expect(contents.types.map(\.name) == ["good"])
         #expect(contents.types.first?.bounds == 1...2)

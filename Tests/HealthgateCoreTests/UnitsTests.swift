@@ -130,7 +130,7 @@ private func close(_ a: Double?, _ b: Double, tolerance: Double = 1e-9) -> Bool 
             "mg/dl": "mg/dL", "lbs": "lb", "fl oz": "fl_oz_us", "s": "s", "S": "S", "ms": "ms", "mS": "mS",
             "µS": "mcS", "ft/s": "ft/s", "m/s": "m/s", "Hz": "Hz", "count": "count", " kg ": "kg", "KG": "kg",
             "min": "min", "appleEffortScore": "appleEffortScore", "IU": "IU", "L/min": "L/min", "mmHg": "mmHg",
-            "cmH2O": "cmAq", "MET": "kcal/(kg*hr)", "count/s": "count/s", "K": "K",
+            "cmH2O": "cmAq", "MET": "kcal/(kg*hr)", "count/s": "count/s", "K": "K"
         ]
         for (spelling, normal) in expected {
             #expect(Units.normalize(spelling) == normal, "\(spelling)")
@@ -161,8 +161,8 @@ private func close(_ a: Double?, _ b: Double, tolerance: Double = 1e-9) -> Bool 
     }
 
     @Test func ambiguousCaseIsNotGuessed() {
-        #expect(Units.family(of: "CAL") == nil)    // Cal (kcal) or cal?
-        #expect(Units.family(of: "MS") == nil)     // ms or mS?
+        #expect(Units.family(of: "CAL") == nil) // Cal (kcal) or cal?
+        #expect(Units.family(of: "MS") == nil) // ms or mS?
         #expect(Units.normalize("CAL") == "CAL")
     }
 
@@ -213,4 +213,3 @@ private func close(_ a: Double?, _ b: Double, tolerance: Double = 1e-9) -> Bool 
         #expect(Units.convert(1500, from: "ms", to: "s") == 1.5)
     }
 }
-

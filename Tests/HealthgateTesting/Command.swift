@@ -7,15 +7,19 @@ import Glibc
 /// read to its end would never return.
 enum Command {
     /// Its exit status and what it wrote, stdout and stderr together.
-    static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-                    cwd: String? = nil, timeout: Double = 300) throws -> (Int32, String) {
+    static func run(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+        cwd: String? = nil, timeout: Double = 300
+    ) throws -> (Int32, String) {
         let r = try spawn(executable, arguments, environment: environment, cwd: cwd, timeout: timeout, stderr: .withStdout)
         return (r.status, r.out)
     }
 
     /// Its exit status, its stdout and its stderr apart.
-    static func runApart(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-                         cwd: String? = nil, timeout: Double = 300) throws -> (status: Int32, out: String, err: String) {
+    static func runApart(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+        cwd: String? = nil, timeout: Double = 300
+    ) throws -> (status: Int32, out: String, err: String) {
         try spawn(executable, arguments, environment: environment, cwd: cwd, timeout: timeout, stderr: .apart)
     }
 
@@ -27,8 +31,10 @@ enum Command {
 
     enum Stderr { case withStdout, apart, discarded }
 
-    private static func spawn(_ executable: String, _ arguments: [String], environment: [String: String]?, cwd: String?,
-                              timeout: Double, stderr: Stderr) throws -> (status: Int32, out: String, err: String) {
+    private static func spawn(
+        _ executable: String, _ arguments: [String], environment: [String: String]?, cwd: String?,
+        timeout: Double, stderr: Stderr
+    ) throws -> (status: Int32, out: String, err: String) {
         let dir = ServeProcess.makeTempDir("command")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let outPath = dir + "/out", errPath = dir + "/err"
@@ -56,7 +62,7 @@ enum Command {
         }
         try p.run()
         let timedOut = !p.waitUntilExit(within: timeout) { killMarked(mark) }
-        kill(-p.processIdentifier, SIGKILL)   // and whatever it left behind, in its process group
+        kill(-p.processIdentifier, SIGKILL) // and whatever it left behind, in its process group
         killMarked(mark)
         let said = String(decoding: FileManager.default.contents(atPath: outPath) ?? Data(), as: UTF8.self)
         var errors = String(decoding: FileManager.default.contents(atPath: errPath) ?? Data(), as: UTF8.self)
@@ -73,7 +79,8 @@ enum Command {
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return }
         for entry in entries {
             guard let pid = Int32(entry), pid != getpid(),
-                  let environ = FileManager.default.contents(atPath: "/proc/\(entry)/environ") else { continue }
+                let environ = FileManager.default.contents(atPath: "/proc/\(entry)/environ")
+            else { continue }
             if environ.split(separator: 0).contains(where: { $0.elementsEqual(wanted) }) { kill(pid, SIGKILL) }
         }
     }

@@ -27,9 +27,12 @@ public struct CountDistinctTransform: TransformSpec {
         func process(_ record: consuming Record, emit: (consuming Record) -> Void) {
             let (inserted, _) = seen[record.type, default: []].insert(record.device + "\u{1F}" + record.uuid)
             guard inserted else { return }
-            emit(Record(CanonicalRecord(kind: "quantity", device: "count", receiver: record.receiver, uuid: "count-\(record.type)",
-                                        type: record.type, start: Timestamp(seconds: 0), end: Timestamp(seconds: 0),
-                                        value: .number(Double(seen[record.type]!.count)), unit: "count")))
+            emit(
+                Record(
+                    CanonicalRecord(
+                        kind: "quantity", device: "count", receiver: record.receiver, uuid: "count-\(record.type)",
+                        type: record.type, start: Timestamp(seconds: 0), end: Timestamp(seconds: 0),
+                        value: .number(Double(seen[record.type]!.count)), unit: "count")))
         }
 
         /// `StateWriter` fields: per type, the type, its key count, its keys.

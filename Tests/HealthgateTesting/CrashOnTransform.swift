@@ -20,12 +20,14 @@ public struct CrashOnTransform: TransformSpec {
     public func instantiate(_ context: TransformContext) -> any Transform { Instance(spec: self) }
 
     public static let registration: (name: String, build: TransformRegistry.Builder) = (
-        "crash_on", { node, path throws(ConfigProblems) in
+        "crash_on",
+        { node, path throws(ConfigProblems) in
             guard let uuid = node["uuid"]?.scalar?.value else {
                 throw ConfigProblems(problems: [ConfigProblem(location: node.location, path: path, message: "crash_on needs a uuid")])
             }
-            return CrashOnTransform(uuid: uuid, onHelper: node["thread"]?.scalar?.value == "helper",
-                                    trap: node["how"]?.scalar?.value == "trap")
+            return CrashOnTransform(
+                uuid: uuid, onHelper: node["thread"]?.scalar?.value == "helper",
+                trap: node["how"]?.scalar?.value == "trap")
         }
     )
 

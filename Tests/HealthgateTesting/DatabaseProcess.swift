@@ -13,8 +13,10 @@ final class DatabaseProcess {
     /// also ends its backends and frees its shared memory).
     var stopSignal = SIGKILL
 
-    private init(executable: String, arguments: [String], port: UInt16, dir: String, http: Bool = true,
-                 ready: @escaping () -> Bool = { false }) throws {
+    private init(
+        executable: String, arguments: [String], port: UInt16, dir: String, http: Bool = true,
+        ready: @escaping () -> Bool = { false }
+    ) throws {
         self.port = port
         self.dir = dir
         process.executableURL = URL(fileURLWithPath: executable)
@@ -29,7 +31,7 @@ final class DatabaseProcess {
         let pid = process.processIdentifier
         let process = self.process
         var up = ServeProcess.eventually(30) {
-            if !process.isRunning { return true }   // it gave up (a port taken meanwhile): said below
+            if !process.isRunning { return true } // it gave up (a port taken meanwhile): said below
             if http { return (try? RawHTTPClient(port: port).request("GET", "/ping").status) != nil || ready() }
             return DatabaseProcess.listens(pid: pid, port: port) && ready()
         }
@@ -59,9 +61,11 @@ final class DatabaseProcess {
         if tls {
             let openssl = Process()
             openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-            openssl.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                                 "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem", "-days", "2", "-subj", "/CN=127.0.0.1",
-                                 "-addext", "subjectAltName=IP:127.0.0.1"]
+            openssl.arguments = [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem", "-days", "2", "-subj", "/CN=127.0.0.1",
+                "-addext", "subjectAltName=IP:127.0.0.1"
+            ]
             openssl.standardError = FileHandle(forWritingAtPath: "/dev/null")
             try openssl.run()
             openssl.waitUntilExit(within: 60)
@@ -83,9 +87,13 @@ final class DatabaseProcess {
           store-enabled = false
         """.write(toFile: dir + "/influxdb.conf", atomically: true, encoding: .utf8)
         let caFile = dir + "/cert.pem"
-        let db = try DatabaseProcess(executable: "/usr/bin/influxd", arguments: ["-config", dir + "/influxdb.conf"],
-                                     port: port, dir: dir) {
-            tls && (try? CurlClient(options: .init(caFile: caFile)).send("GET", url: "https://127.0.0.1:\(port)/ping", headers: [], body: [])) != nil
+        let db = try DatabaseProcess(
+            executable: "/usr/bin/influxd", arguments: ["-config", dir + "/influxdb.conf"],
+            port: port, dir: dir
+        ) {
+            tls
+                && (try? CurlClient(options: .init(caFile: caFile)).send(
+                    "GET", url: "https://127.0.0.1:\(port)/ping", headers: [], body: [])) != nil
         }
         if tls {
             _ = try CurlClient(options: .init(caFile: caFile))
@@ -118,7 +126,7 @@ final class DatabaseProcess {
         while true {
             do {
                 return try mosquittoOnce(port: given, dir: existing, extra: extra)
-            } catch where given == nil && attempt < 3 {
+            } catch  where given == nil && attempt < 3 {
                 attempt += 1
             }
         }
@@ -134,8 +142,10 @@ final class DatabaseProcess {
         log_dest stderr
         \(extra)
         """.write(toFile: dir + "/mosquitto.conf", atomically: true, encoding: .utf8)
-        return try DatabaseProcess(executable: "/usr/sbin/mosquitto", arguments: ["-c", dir + "/mosquitto.conf"],
-                                   port: port, dir: dir, http: false) { true }
+        return try DatabaseProcess(
+            executable: "/usr/sbin/mosquitto", arguments: ["-c", dir + "/mosquitto.conf"],
+            port: port, dir: dir, http: false
+        ) { true }
     }
 
     /// Home Assistant 2024.3.3 from the venv `HEALTHGATE_HA_VENV` (made by
@@ -168,13 +178,16 @@ final class DatabaseProcess {
           default: warning
 
         """.write(toFile: dir + "/configuration.yaml", atomically: true, encoding: .utf8)
-        let ha = try DatabaseProcess(executable: venv + "/bin/hass",
-                                     arguments: ["-c", dir, "--skip-pip", "--log-file", dir + "/home-assistant.log"],
-                                     port: port, dir: dir, http: false) {
+        let ha = try DatabaseProcess(
+            executable: venv + "/bin/hass",
+            arguments: ["-c", dir, "--skip-pip", "--log-file", dir + "/home-assistant.log"],
+            port: port, dir: dir, http: false
+        ) {
             (try? RawHTTPClient(port: port).request("GET", "/api/onboarding").status) == 200
         }
-        let (rc, out) = try DatabaseProcess.run(venv + "/bin/python", [HomeAssistantVenv.client, "setup", ha.url, "\(brokerPort)"],
-                                                timeout: 60)
+        let (rc, out) = try DatabaseProcess.run(
+            venv + "/bin/python", [HomeAssistantVenv.client, "setup", ha.url, "\(brokerPort)"],
+            timeout: 60)
         let token = out.trimmingCharacters(in: .whitespacesAndNewlines)
         guard rc == 0, !token.isEmpty else { throw ServeError(description: "Home Assistant's onboarding failed (\(rc)): \(out)") }
         return (ha, token)
@@ -183,8 +196,9 @@ final class DatabaseProcess {
     /// What Home Assistant made of it all: `{"states", "entities", "devices"}` (its REST states and
     /// its entity and device registries).
     func homeAssistantDump(token: String) throws -> [String: Any] {
-        let (rc, out) = try DatabaseProcess.run(HomeAssistantVenv.path + "/bin/python", [HomeAssistantVenv.client, "dump", url, token],
-                                                timeout: 60)
+        let (rc, out) = try DatabaseProcess.run(
+            HomeAssistantVenv.path + "/bin/python", [HomeAssistantVenv.client, "dump", url, token],
+            timeout: 60)
         guard rc == 0, let d = try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any] else {
             throw ServeError(description: "could not read Home Assistant's registries (\(rc)): \(out.prefix(500))")
         }
@@ -223,10 +237,13 @@ final class DatabaseProcess {
         var ssl: [String] = []
         if tls {
             // A certificate for 127.0.0.1 at dir/cert.pem; the key readable by the server only.
-            let (rc, _) = try DatabaseProcess.run("/usr/bin/openssl", [
-                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem", "-days", "2", "-subj", "/CN=127.0.0.1",
-                "-addext", "subjectAltName=IP:127.0.0.1"])
+            let (rc, _) = try DatabaseProcess.run(
+                "/usr/bin/openssl",
+                [
+                    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"
+                ])
             guard rc == 0 else { throw ServeError(description: "openssl failed (\(rc))") }
             chmod(dir + "/key.pem", 0o600)
             if getuid() == 0 { try DatabaseProcess.run("/bin/chown", ["postgres:postgres", dir + "/key.pem", dir + "/cert.pem"]) }
@@ -240,8 +257,11 @@ final class DatabaseProcess {
     private static func postgresServer(dir: String, port: UInt16, extra: [String] = []) throws -> DatabaseProcess {
         let bin = postgresBin
         let asPostgres = getuid() == 0 ? ["--reuid=postgres", "--regid=postgres", "--init-groups", "--"] : []
-        let c = [bin + "/postgres", "-D", dir + "/data", "-p", "\(port)", "-h", "127.0.0.1", "-k", dir,
-                 "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"] + extra
+        let c =
+            [
+                bin + "/postgres", "-D", dir + "/data", "-p", "\(port)", "-h", "127.0.0.1", "-k", dir,
+                "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"
+            ] + extra
         let server = asPostgres.isEmpty ? (c[0], Array(c.dropFirst())) : ("/usr/bin/setpriv", asPostgres + c)
         let db = try DatabaseProcess(executable: server.0, arguments: server.1, port: port, dir: dir, http: false) {
             (try? DatabaseProcess.run(bin + "/pg_isready", ["-h", "127.0.0.1", "-p", "\(port)"]).0) == 0
@@ -263,9 +283,12 @@ final class DatabaseProcess {
 
     /// A statement through psql over TCP; its output, unaligned (`-At`).
     func psql(_ sql: String, database: String = "health") throws -> String {
-        let (rc, out) = try DatabaseProcess.run(DatabaseProcess.postgresBin + "/psql",
-                                                ["-h", "127.0.0.1", "-p", "\(port)", "-U", "healthgate", "-d", database,
-                                                 "-At", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        let (rc, out) = try DatabaseProcess.run(
+            DatabaseProcess.postgresBin + "/psql",
+            [
+                "-h", "127.0.0.1", "-p", "\(port)", "-U", "healthgate", "-d", database,
+                "-At", "-v", "ON_ERROR_STOP=1", "-c", sql
+            ])
         guard rc == 0 else { throw ServeError(description: "psql failed (\(rc)) on: \(sql)") }
         return out.trimmingCharacters(in: .whitespacesAndNewlines)
     }
@@ -275,12 +298,15 @@ final class DatabaseProcess {
     static func victoriaMetrics() throws -> DatabaseProcess {
         let dir = ServeProcess.makeTempDir("vm")
         let port = ScriptedEndpoint.freePort()
-        return try DatabaseProcess(executable: "/usr/bin/victoria-metrics",
-                                   arguments: ["-storageDataPath", dir + "/data", "-httpListenAddr", "127.0.0.1:\(port)",
-                                               "-search.latencyOffset", "0s", "-loggerLevel", "ERROR",
-                                               // The default keeps a month; test data is older.
-                                               "-retentionPeriod", "100y"],
-                                   port: port, dir: dir)
+        return try DatabaseProcess(
+            executable: "/usr/bin/victoria-metrics",
+            arguments: [
+                "-storageDataPath", dir + "/data", "-httpListenAddr", "127.0.0.1:\(port)",
+                "-search.latencyOffset", "0s", "-loggerLevel", "ERROR",
+                // The default keeps a month; test data is older.
+                "-retentionPeriod", "100y"
+            ],
+            port: port, dir: dir)
     }
 
     /// An InfluxQL query's JSON answer.
@@ -315,8 +341,6 @@ final class DatabaseProcess {
         }
     }
 }
-
-
 
 /// Where the Home Assistant venv is (outside the clone: made once per machine).
 enum HomeAssistantVenv {

@@ -47,7 +47,8 @@ public struct ShiftedClock: WaitClock {
     public func now() -> Timestamp {
         let real = SystemClock().now()
         guard let bytes = try? FileIO.readAll(file),
-              let shift = Int64(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else { return real }
+            let shift = Int64(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        else { return real }
         return Timestamp(seconds: real.seconds + shift, nanoseconds: real.nanoseconds)
     }
 

@@ -26,9 +26,10 @@ enum ProcFS {
     }
 
     static func socketInodes(of pid: String = "self") -> Set<String> {
-        Set(openFiles(of: pid).compactMap { link in
-            link.hasPrefix("socket:[") ? String(link.dropFirst(8).dropLast()) : nil
-        })
+        Set(
+            openFiles(of: pid).compactMap { link in
+                link.hasPrefix("socket:[") ? String(link.dropFirst(8).dropLast()) : nil
+            })
     }
 
     struct TCPSocket {
@@ -46,7 +47,8 @@ enum ProcFS {
             for line in read(table).split(separator: "\n").dropFirst() {
                 let f = line.split(separator: " ")
                 guard f.count > 9, let local = f[1].split(separator: ":").last.flatMap({ UInt16($0, radix: 16) }),
-                      let remote = f[2].split(separator: ":").last.flatMap({ UInt16($0, radix: 16) }) else { continue }
+                    let remote = f[2].split(separator: ":").last.flatMap({ UInt16($0, radix: 16) })
+                else { continue }
                 out.append(TCPSocket(localPort: local, remotePort: remote, state: String(f[3]), inode: String(f[9])))
             }
         }

@@ -49,8 +49,10 @@ final class ServeProcess {
 
     /// Starts `serve` with `config` (where `DATA_DIR` is replaced by the temporary data dir).
     /// `listening: false` for a start that may die before it listens (a crash-loop test's).
-    init(config: String, dataDir: String? = nil, environment: [String: String] = [:], binary: String? = nil,
-         listening: Bool = true) throws {
+    init(
+        config: String, dataDir: String? = nil, environment: [String: String] = [:], binary: String? = nil,
+        listening: Bool = true
+    ) throws {
         let dir = dataDir ?? ServeProcess.makeTempDir()
         self.dataDir = dir
         self.binary = binary ?? ServeProcess.binary

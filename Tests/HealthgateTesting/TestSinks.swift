@@ -8,8 +8,10 @@ extension BuiltSink {
     }
 
     /// A real sink, made on the drainer's thread when it opens.
-    public static func testing(common: SinkCommonConfig = SinkCommonConfig(),
-                               _ make: @escaping @Sendable (SinkContext) -> any Sink) -> BuiltSink {
+    public static func testing(
+        common: SinkCommonConfig = SinkCommonConfig(),
+        _ make: @escaping @Sendable (SinkContext) -> any Sink
+    ) -> BuiltSink {
         BuiltSink(kind: "test", common: common, summary: "test sink") { context in make(context) }
     }
 }

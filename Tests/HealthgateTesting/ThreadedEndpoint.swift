@@ -92,9 +92,10 @@ final class ThreadedEndpoint: @unchecked Sendable {
             while buffer.count < bodyStart + length { if !fill() { return } }
             let target = requestLine.count > 1 ? String(requestLine[1]) : "/"
             let parts = target.split(separator: "?", maxSplits: 1)
-            let request = HTTPRequest(method: requestLine.first.map(String.init) ?? "GET", path: String(parts.first ?? "/"),
-                                      query: parts.count > 1 ? String(parts[1]) : "", headers: headers,
-                                      body: Array(buffer[bodyStart..<(bodyStart + length)]))
+            let request = HTTPRequest(
+                method: requestLine.first.map(String.init) ?? "GET", path: String(parts.first ?? "/"),
+                query: parts.count > 1 ? String(parts[1]) : "", headers: headers,
+                body: Array(buffer[bodyStart..<(bodyStart + length)]))
             buffer.removeSubrange(0..<(bodyStart + length))
             let response = script(request)
             var out = "HTTP/1.1 \(response.status) X\r\nContent-Length: \(response.body.count)\r\n"

@@ -28,7 +28,7 @@ import Testing
     /// The journal's checksum is the CRC-32 it has always been (zlib's, the ISO-HDLC one): entries
     /// written before the checksum came from libdeflate still read.
     @Test func theChecksumIsZlibsCRC32() {
-        #expect(Journal.crc(Array("123456789".utf8)) == 0xCBF4_3926)   // the polynomial's check value
+        #expect(Journal.crc(Array("123456789".utf8)) == 0xCBF4_3926) // the polynomial's check value
         #expect(Journal.crc([UInt8]()) == 0)
         // Long enough for the carry-less multiply path, compared with the bitwise definition.
         let bytes = (0..<100_003).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ $0 >> 7) }
@@ -43,7 +43,7 @@ import Testing
     /// A big request is several bounded entries, cut at record boundaries.
     @Test func aBigRequestIsSplitAtRecordBoundaries() throws {
         var big: [UInt8] = []
-        for i in 0..<100 { big += payload(i, size: 100) }   // 100 lines of ~115 bytes
+        for i in 0..<100 { big += payload(i, size: 100) } // 100 lines of ~115 bytes
         let parts = Journal.parts(of: big, count: 100, limit: 1000)
         #expect(parts.allSatisfy { $0.range.count <= 1000 })
         #expect(parts.map(\.count).reduce(0, +) == 100)
@@ -140,7 +140,7 @@ import Testing
             try #require(FileIO.cachedPages(dir + "/" + Journal.segmentName(start)))
         }
         let newest = try #require(segments.last)
-        #expect(try cached(newest).cached > 200)   // just written: in the cache
+        #expect(try cached(newest).cached > 200) // just written: in the cache
         // Retention keeps every segment (their entries are not old enough); all are passed but
         // the newest segment's last 10 entries.
         j.deleteSegments(below: 151, lastEntryBefore: 500)
@@ -235,7 +235,7 @@ import Testing
         }
         let segment = dir + "/" + Journal.segmentName(1)
         var bytes = try FileIO.readAll(segment)
-        bytes[sizes[0] + Journal.headerSize + 3] ^= 0x20   // inside entry 2's payload
+        bytes[sizes[0] + Journal.headerSize + 3] ^= 0x20 // inside entry 2's payload
         try FileIO.writeAtomically(segment, bytes)
 
         let j = try Journal(directory: dir, logger: logger)

@@ -47,16 +47,18 @@ struct CustomDecodingTests {
 
     @Test("a DecodingError for a key is located at that key's value")
     func decodingErrorForKey() {
-        #expect(decodingProblems(Server.self, "listener: {host: a, port: 70000}\nupstreams: []\n") == [
-            "test.yaml:1:27: listener.port: port must be between 1 and 65535",
-        ])
+        #expect(
+            decodingProblems(Server.self, "listener: {host: a, port: 70000}\nupstreams: []\n") == [
+                "test.yaml:1:27: listener.port: port must be between 1 and 65535"
+            ])
     }
 
     @Test("any other error is located at the node being decoded, with its description")
     func customError() {
-        #expect(decodingProblems(Server.self, "listener: {host: a, port: 80}\nupstreams:\n  - db:5432\n  - cache\n") == [
-            "test.yaml:4:5: upstreams[1]: \"cache\" is not a host:port address",
-        ])
+        #expect(
+            decodingProblems(Server.self, "listener: {host: a, port: 80}\nupstreams:\n  - db:5432\n  - cache\n") == [
+                "test.yaml:4:5: upstreams[1]: \"cache\" is not a host:port address"
+            ])
     }
 
     @Test("ConfigValueError messages pass through unchanged")
@@ -72,9 +74,10 @@ struct CustomDecodingTests {
 
     @Test("errors from the decoder keep their location through a custom initializer")
     func innerErrorsKeepLocation() {
-        #expect(decodingProblems(Server.self, "listener: {host: a, port: eighty}\nupstreams: []\n") == [
-            "test.yaml:1:27: listener.port: expected a number, found \"eighty\"",
-        ])
+        #expect(
+            decodingProblems(Server.self, "listener: {host: a, port: eighty}\nupstreams: []\n") == [
+                "test.yaml:1:27: listener.port: expected a number, found \"eighty\""
+            ])
     }
 
     @Test("superDecoder, nested containers and unkeyed containers work")
@@ -105,11 +108,13 @@ struct CustomDecodingTests {
         }
         #expect(try decode(Point.self, "coordinates: [1, 2]\nmeta: {label: home}\n") == Point(x: 1, y: 2, label: "home"))
         #expect(try decode(Point.self, "coordinates: [3, 4]\n") == Point(x: 3, y: 4, label: nil))
-        #expect(decodingProblems(Point.self, "coordinates: [1]\n") == [
-            "test.yaml:1:14: coordinates: expected another item; the list has only 1",
-        ])
-        #expect(decodingProblems(Point.self, "coordinates: [1, 2]\nmeta: {lable: x}\n") == [
-            "test.yaml:2:8: meta: unknown key \"lable\" — did you mean \"label\"?",
-        ])
+        #expect(
+            decodingProblems(Point.self, "coordinates: [1]\n") == [
+                "test.yaml:1:14: coordinates: expected another item; the list has only 1"
+            ])
+        #expect(
+            decodingProblems(Point.self, "coordinates: [1, 2]\nmeta: {lable: x}\n") == [
+                "test.yaml:2:8: meta: unknown key \"lable\" — did you mean \"label\"?"
+            ])
     }
 }

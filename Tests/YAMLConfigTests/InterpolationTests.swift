@@ -5,7 +5,8 @@ import YAMLConfig
 struct InterpolationTests {
     @Test("${VAR} is replaced in plain and quoted values")
     func substitution() throws {
-        let node = try parseYAML("""
+        let node = try parseYAML(
+            """
             a: ${HOST}
             b: "http://${HOST}:${PORT}/x"
             c: 'user-${USER_NAME}'
@@ -43,19 +44,21 @@ struct InterpolationTests {
 
     @Test("unset variables are problems naming each variable, at the value's location")
     func unsetVariables() {
-        #expect(parsingProblems("token: ${TOKEN}\nlist:\n  - \"Bearer ${OTHER}\"\n") == [
-            "test.yaml:1:8: token: environment variable TOKEN is not set; set it, or give a default with ${TOKEN:-value}",
-            "test.yaml:3:5: list[0]: environment variable OTHER is not set; set it, or give a default with ${OTHER:-value}",
-        ])
+        #expect(
+            parsingProblems("token: ${TOKEN}\nlist:\n  - \"Bearer ${OTHER}\"\n") == [
+                "test.yaml:1:8: token: environment variable TOKEN is not set; set it, or give a default with ${TOKEN:-value}",
+                "test.yaml:3:5: list[0]: environment variable OTHER is not set; set it, or give a default with ${OTHER:-value}"
+            ])
     }
 
     @Test("malformed references are problems")
     func malformed() {
-        #expect(parsingProblems("a: ${1X}\nb: ${X-y}\nc: ${OPEN\n") == [
-            "test.yaml:1:4: a: cannot read \"${1X}\": write ${NAME} or ${NAME:-default}, where NAME is letters, digits and _ and does not start with a digit; write $$ for a literal $",
-            "test.yaml:2:4: b: cannot read \"${X-y}\": write ${NAME} or ${NAME:-default}, where NAME is letters, digits and _ and does not start with a digit; write $$ for a literal $",
-            "test.yaml:3:4: c: unterminated \"${\" in \"${OPEN\": close it with \"}\", or write $$ for a literal $",
-        ])
+        #expect(
+            parsingProblems("a: ${1X}\nb: ${X-y}\nc: ${OPEN\n") == [
+                "test.yaml:1:4: a: cannot read \"${1X}\": write ${NAME} or ${NAME:-default}, where NAME is letters, digits and _ and does not start with a digit; write $$ for a literal $",
+                "test.yaml:2:4: b: cannot read \"${X-y}\": write ${NAME} or ${NAME:-default}, where NAME is letters, digits and _ and does not start with a digit; write $$ for a literal $",
+                "test.yaml:3:4: c: unterminated \"${\" in \"${OPEN\": close it with \"}\", or write $$ for a literal $"
+            ])
     }
 
     @Test("a value containing ': ' or newlines stays one plain string")
@@ -73,7 +76,9 @@ struct InterpolationTests {
         let node = try parseYAML("${KEY}: ${NULLISH}\n", file: "t", environment: ["KEY": "k", "NULLISH": "~"])
         let entry = try #require(node.entries?.first)
         #expect(entry.key == "${KEY}")
-        #expect(entry.value.scalar == YAMLScalar(
-            value: "~", location: YAMLConfig.SourceLocation(file: "t", line: 1, column: 9), isQuoted: false, isNull: false))
+        #expect(
+            entry.value.scalar
+                == YAMLScalar(
+                    value: "~", location: YAMLConfig.SourceLocation(file: "t", line: 1, column: 9), isQuoted: false, isNull: false))
     }
 }

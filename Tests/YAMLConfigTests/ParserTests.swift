@@ -34,74 +34,87 @@ struct ParserTests {
 
     @Test("a second document is a problem")
     func twoDocuments() {
-        #expect(parsingProblems("a: 1\n---\nb: 2\n") == [
-            "test.yaml:2:1: a config file holds a single YAML document; a second one starts here (remove the \"---\" line and merge the two)",
-        ])
+        #expect(
+            parsingProblems("a: 1\n---\nb: 2\n") == [
+                "test.yaml:2:1: a config file holds a single YAML document; a second one starts here (remove the \"---\" line and merge the two)"
+            ])
     }
 
     @Test("duplicate keys are problems naming both lines")
     func duplicateKeys() {
-        #expect(parsingProblems("sinks:\n  a: {kind: file}\n  b: {kind: x, kind: y}\n  a: {}\n") == [
-            "test.yaml:3:16: sinks.b: duplicate key \"kind\" on line 3; it was first defined on line 3",
-            "test.yaml:4:3: sinks: duplicate key \"a\" on line 4; it was first defined on line 2",
-        ])
+        #expect(
+            parsingProblems("sinks:\n  a: {kind: file}\n  b: {kind: x, kind: y}\n  a: {}\n") == [
+                "test.yaml:3:16: sinks.b: duplicate key \"kind\" on line 3; it was first defined on line 3",
+                "test.yaml:4:3: sinks: duplicate key \"a\" on line 4; it was first defined on line 2"
+            ])
     }
 
     @Test("a syntax error carries libyaml's message and position")
     func syntaxError() {
-        #expect(parsingProblems("a: 1\nb: [1, 2\nc: 3\n") == [
-            "test.yaml:3:2: b: YAML syntax error: did not find expected ',' or ']' (while parsing a flow sequence that starts at line 2, column 4)",
-        ])
-        #expect(parsingProblems("a: b: c\n") == [
-            "test.yaml:1:5: a \": \" where no key can start: a value with \": \" in it needs quotes, or the line is indented too far "
-                + "(YAML syntax error: mapping values are not allowed in this context)",
-        ])
+        #expect(
+            parsingProblems("a: 1\nb: [1, 2\nc: 3\n") == [
+                "test.yaml:3:2: b: YAML syntax error: did not find expected ',' or ']' (while parsing a flow sequence that starts at line 2, column 4)"
+            ])
+        #expect(
+            parsingProblems("a: b: c\n") == [
+                "test.yaml:1:5: a \": \" where no key can start: a value with \": \" in it needs quotes, or the line is indented too far "
+                    + "(YAML syntax error: mapping values are not allowed in this context)"
+            ])
     }
 
     /// Issue 47: the mistakes people make, in plain words with the line.
     @Test("tabs and indentation are said plainly")
     func tabsAndIndentation() {
-        #expect(parsingProblems("a:\n\t- x\n") == [
-            "test.yaml:2:1: a: a tab: YAML indents with spaces only; put spaces where the tab is (YAML syntax error: found character "
-                + "that cannot start any token (while scanning for the next token that starts at line 2, column 1))",
-        ])
+        #expect(
+            parsingProblems("a:\n\t- x\n") == [
+                "test.yaml:2:1: a: a tab: YAML indents with spaces only; put spaces where the tab is (YAML syntax error: found character "
+                    + "that cannot start any token (while scanning for the next token that starts at line 2, column 1))"
+            ])
         let indent = parsingProblems("receivers:\n  a:\n    kind: hae\n   path: /x\n")
-        #expect(indent.count == 1 && indent[0].hasPrefix("test.yaml:4:4: ") && indent[0].contains("line 4 is not indented like the lines before it"),
-                "\(indent)")
+        #expect(
+            indent.count == 1 && indent[0].hasPrefix("test.yaml:4:4: ")
+                && indent[0].contains("line 4 is not indented like the lines before it"),
+            "\(indent)")
     }
 
     @Test("problems found before a syntax error are kept")
     func problemsBeforeSyntaxError() {
-        #expect(parsingProblems("a: 1\na: 2\nb: [\n") == [
-            "test.yaml:2:1: duplicate key \"a\" on line 2; it was first defined on line 1",
-            "test.yaml:4:1: b: YAML syntax error: did not find expected node content (while parsing a flow node that starts at line 4, column 1)",
-        ])
+        #expect(
+            parsingProblems("a: 1\na: 2\nb: [\n") == [
+                "test.yaml:2:1: duplicate key \"a\" on line 2; it was first defined on line 1",
+                "test.yaml:4:1: b: YAML syntax error: did not find expected node content (while parsing a flow node that starts at line 4, column 1)"
+            ])
     }
 
     @Test("problems of different kinds are all reported in one pass")
     func allProblemsAtOnce() {
-        #expect(parsingProblems("token: ${TOKEN}\nport: 1\nport: 2\nsink: *missing\n") == [
-            "test.yaml:1:8: token: environment variable TOKEN is not set; set it, or give a default with ${TOKEN:-value}",
-            "test.yaml:3:1: duplicate key \"port\" on line 3; it was first defined on line 2",
-            "test.yaml:4:7: sink: unknown alias *missing: define the anchor &missing earlier in the file",
-        ])
+        #expect(
+            parsingProblems("token: ${TOKEN}\nport: 1\nport: 2\nsink: *missing\n") == [
+                "test.yaml:1:8: token: environment variable TOKEN is not set; set it, or give a default with ${TOKEN:-value}",
+                "test.yaml:3:1: duplicate key \"port\" on line 3; it was first defined on line 2",
+                "test.yaml:4:7: sink: unknown alias *missing: define the anchor &missing earlier in the file"
+            ])
     }
 
     @Test("columns count characters, not bytes, and unreadable text is located")
     func columnsAndReaderErrors() {
-        #expect(parsingProblems("città: ${NOPE}\n") == [
-            "test.yaml:1:8: città: environment variable NOPE is not set; set it, or give a default with ${NOPE:-value}",
-        ])
-        #expect(parsingProblems("a: 1\nb: é\u{7}\n") == [
-            "test.yaml:2:5: cannot read the text: control characters are not allowed (character code 7)",
-        ])
+        #expect(
+            parsingProblems("città: ${NOPE}\n") == [
+                "test.yaml:1:8: città: environment variable NOPE is not set; set it, or give a default with ${NOPE:-value}"
+            ])
+        #expect(
+            parsingProblems("a: 1\nb: é\u{7}\n") == [
+                "test.yaml:2:5: cannot read the text: control characters are not allowed (character code 7)"
+            ])
     }
 
     @Test("aliases are replaced by a copy of the anchored node")
     func aliases() throws {
         struct Batch: Decodable, Equatable { var size: Int; var wait: ConfigDuration }
         struct Root: Decodable, Equatable { var defaults: Batch; var a: Batch; var b: Batch; var names: [String] }
-        let root = try decode(Root.self, """
+        let root = try decode(
+            Root.self,
+            """
             defaults: &batch {size: 10, wait: 1s}
             a: *batch
             b: *batch
@@ -115,20 +128,22 @@ struct ParserTests {
     func aliasedCopyChecked() {
         struct Batch: Decodable { var size: Int }
         struct Root: Decodable { var a: Batch; var b: Batch }
-        #expect(decodingProblems(Root.self, "a: &x {size: 1, extra: 2}\nb: *x\n") == [
-            "test.yaml:1:17: a: unknown key \"extra\"; valid keys are: size",
-            "test.yaml:1:17: b: unknown key \"extra\"; valid keys are: size",
-        ])
+        #expect(
+            decodingProblems(Root.self, "a: &x {size: 1, extra: 2}\nb: *x\n") == [
+                "test.yaml:1:17: a: unknown key \"extra\"; valid keys are: size",
+                "test.yaml:1:17: b: unknown key \"extra\"; valid keys are: size"
+            ])
     }
 
     @Test("unknown aliases, merge keys, complex keys and tags are refused")
     func refusedConstructs() {
-        #expect(parsingProblems("a: *nope\nbase: &b {x: 1}\nc:\n  <<: *b\n  y: 2\n? [k]\n: v\nd: !!int 5\n") == [
-            "test.yaml:1:4: a: unknown alias *nope: define the anchor &nope earlier in the file",
-            "test.yaml:4:3: c: merge keys (<<) are not supported; write the keys out, or use an alias (*name) for the whole mapping",
-            "test.yaml:6:3: a key must be a single value, not a list",
-            "test.yaml:8:4: d: YAML tags such as !!int are not supported (only !!str); remove the tag",
-        ])
+        #expect(
+            parsingProblems("a: *nope\nbase: &b {x: 1}\nc:\n  <<: *b\n  y: 2\n? [k]\n: v\nd: !!int 5\n") == [
+                "test.yaml:1:4: a: unknown alias *nope: define the anchor &nope earlier in the file",
+                "test.yaml:4:3: c: merge keys (<<) are not supported; write the keys out, or use an alias (*name) for the whole mapping",
+                "test.yaml:6:3: a key must be a single value, not a list",
+                "test.yaml:8:4: d: YAML tags such as !!int are not supported (only !!str); remove the tag"
+            ])
     }
 
     @Test("aliases that expand exponentially are refused")

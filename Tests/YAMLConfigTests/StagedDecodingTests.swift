@@ -41,7 +41,9 @@ struct StagedDecodingTests {
         }
         func entries<T: Decodable>(_ type: T.Type, _ node: YAMLNode, _ path: String) -> [(key: String, value: T)] {
             node.entries!.compactMap { e in
-                collect { () throws(ConfigProblems) in try decoder.decode(T.self, from: e.value, path: "\(path).\(e.key)") }.map { (e.key, $0) }
+                collect { () throws(ConfigProblems) in try decoder.decode(T.self, from: e.value, path: "\(path).\(e.key)") }.map {
+                    (e.key, $0)
+                }
             }
         }
 
@@ -57,12 +59,13 @@ struct StagedDecodingTests {
         #expect(receivers.isEmpty)
         #expect(routes.map(\.name) == ["live"])
         #expect(sinks.map(\.key) == [])
-        #expect(problems.map(\.description) == [
-            "healthgate.yaml:7:15: receivers.phone.max_body: invalid size \"1 gigabyte\"; write a number of bytes with an optional unit: 512, 100KB (or kB, K: ×1000), 100KiB (×1024), 10MB, 10MiB, 1GB, 1GiB",
-            "healthgate.yaml:10:48: routes[1]: unknown key \"transfroms\" — did you mean \"transforms\"?",
-            "healthgate.yaml:12:60: sinks.archive.batch.max_items: expected a number, found \"lots\"",
-            "healthgate.yaml:13:43: sinks.influx: unknown key \"bukcet\" — did you mean \"bucket\"?",
-        ])
+        #expect(
+            problems.map(\.description) == [
+                "healthgate.yaml:7:15: receivers.phone.max_body: invalid size \"1 gigabyte\"; write a number of bytes with an optional unit: 512, 100KB (or kB, K: ×1000), 100KiB (×1024), 10MB, 10MiB, 1GB, 1GiB",
+                "healthgate.yaml:10:48: routes[1]: unknown key \"transfroms\" — did you mean \"transforms\"?",
+                "healthgate.yaml:12:60: sinks.archive.batch.max_items: expected a number, found \"lots\"",
+                "healthgate.yaml:13:43: sinks.influx: unknown key \"bukcet\" — did you mean \"bucket\"?"
+            ])
     }
 
     @Test("a [String: YAMLNode] field also leaves its subtrees alone")
@@ -79,13 +82,15 @@ struct StagedDecodingTests {
     @Test("the path argument prefixes every problem, and a non-mapping component is reported")
     func pathPrefixAndWrongShape() throws {
         let node = try parseYAML("sinks: [a, b]\n", file: "h.yaml", environment: [:])
-        #expect(problems { () throws(ConfigProblems) in try YAMLDecoder().decode([String: Sink].self, from: node["sinks"]!, path: "sinks") }
-            == ["h.yaml:1:8: sinks: expected a mapping (key: value pairs), found a list"])
+        #expect(
+            problems { () throws(ConfigProblems) in try YAMLDecoder().decode([String: Sink].self, from: node["sinks"]!, path: "sinks") }
+                == ["h.yaml:1:8: sinks: expected a mapping (key: value pairs), found a list"])
 
         let sink = try parseYAML("kind: file\npath: 5\n", file: "h.yaml", environment: [:])
         #expect(try YAMLDecoder().decode(Sink.self, from: sink, path: "sinks.archive").path == "5")
-        #expect(problems { () throws(ConfigProblems) in
-            try YAMLDecoder().decode(Batch.self, from: sink, path: "sinks.archive.batch")
-        } == ["h.yaml:1:1: sinks.archive.batch: missing required key \"max_items\""])
+        #expect(
+            problems { () throws(ConfigProblems) in
+                try YAMLDecoder().decode(Batch.self, from: sink, path: "sinks.archive.batch")
+            } == ["h.yaml:1:1: sinks.archive.batch: missing required key \"max_items\""])
     }
 }

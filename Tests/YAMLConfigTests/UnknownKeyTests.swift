@@ -23,9 +23,10 @@ struct UnknownKeyTests {
                 url: http://localhost:8086
                 bukcet: health
             """
-        #expect(decodingProblems(Sinks.self, yaml) == [
-            "test.yaml:5:5: sinks.influx: unknown key \"bukcet\" — did you mean \"bucket\"?",
-        ])
+        #expect(
+            decodingProblems(Sinks.self, yaml) == [
+                "test.yaml:5:5: sinks.influx: unknown key \"bukcet\" — did you mean \"bucket\"?"
+            ])
     }
 
     @Test("every unknown key in the tree is reported, not only the first")
@@ -42,11 +43,12 @@ struct UnknownKeyTests {
                 url: http://b
                 buckets: y
             """
-        #expect(decodingProblems(Sinks.self, yaml) == [
-            "test.yaml:5:5: sinks.a: unknown key \"tokne\" — did you mean \"token\"?",
-            "test.yaml:6:5: sinks.a: unknown key \"colour\"; valid keys are: kind, url, bucket, token",
-            "test.yaml:10:5: sinks.b: unknown key \"buckets\" — did you mean \"bucket\"?",
-        ])
+        #expect(
+            decodingProblems(Sinks.self, yaml) == [
+                "test.yaml:5:5: sinks.a: unknown key \"tokne\" — did you mean \"token\"?",
+                "test.yaml:6:5: sinks.a: unknown key \"colour\"; valid keys are: kind, url, bucket, token",
+                "test.yaml:10:5: sinks.b: unknown key \"buckets\" — did you mean \"bucket\"?"
+            ])
     }
 
     @Test("a key that is already present is not suggested again")
@@ -56,9 +58,10 @@ struct UnknownKeyTests {
             url: http://a
             urls: http://b
             """
-        #expect(decodingProblems(InfluxSink.self, yaml) == [
-            "test.yaml:3:1: unknown key \"urls\"; valid keys are: kind, url, bucket, token",
-        ])
+        #expect(
+            decodingProblems(InfluxSink.self, yaml) == [
+                "test.yaml:3:1: unknown key \"urls\"; valid keys are: kind, url, bucket, token"
+            ])
     }
 
     @Test("a misspelt required key is named in the missing-key problem")
@@ -67,9 +70,10 @@ struct UnknownKeyTests {
         let yaml = """
             bukcet: health
             """
-        #expect(decodingProblems(Required.self, yaml) == [
-            "test.yaml:1:1: missing required key \"bucket\" (is \"bukcet\" a typo?)",
-        ])
+        #expect(
+            decodingProblems(Required.self, yaml) == [
+                "test.yaml:1:1: missing required key \"bucket\" (is \"bukcet\" a typo?)"
+            ])
     }
 
     @Test("dictionary keys are never unknown")
@@ -99,8 +103,9 @@ struct UnknownKeyTests {
         struct Square: Decodable, Equatable { var side: Double }
 
         #expect(try decode(Shape.self, "kind: circle\nradius: 2.5\n") == .circle(Circle(radius: 2.5)))
-        #expect(decodingProblems(Shape.self, "kind: square\nside: 1\nradius: 2\n") == [
-            "test.yaml:3:1: unknown key \"radius\"; valid keys are: kind, side",
-        ])
+        #expect(
+            decodingProblems(Shape.self, "kind: square\nside: 1\nradius: 2\n") == [
+                "test.yaml:3:1: unknown key \"radius\"; valid keys are: kind, side"
+            ])
     }
 }

@@ -51,13 +51,13 @@ public enum FuzzTargets {
         },
         json("hae", "Health Auto Export JSON bodies"),
         json("ingest", "/v1/ingest chunks"),
-        json("healthsync", "HealthSync exports", headers: [("X-Device-Id", "fuzz-device")]),   // as HealthSync sends it
+        json("healthsync", "HealthSync exports", headers: [("X-Device-Id", "fuzz-device")]), // as HealthSync sends it
         Target(name: "headers", summary: "auth and signature headers (lines `name: value`, a blank line, the body)") { input in
             headers(input)
         },
         Target(name: "config", summary: "YAML configs, and the setup links made from them") { input in
             config(input)
-        },
+        }
     ]
 
     public static func named(_ name: String) -> Target? { all.first { $0.name == name } }
@@ -80,27 +80,28 @@ public enum FuzzTargets {
     static let dataDir = (getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp") + "/healthgate-fuzz-\(getpid())"
 
     static let receiversConfig = """
-    listen: 127.0.0.1:0
-    data_dir: \(dataDir)
-    receivers:
-      native: {kind: syncky, path: /native, device: fuzz-phone}
-      signed: {kind: syncky, path: /signed, auth: {type: bearer, token: \(token)}, hmac: {secret: \(secret)}}
-      basic: {kind: hae, path: /basic, auth: {type: basic, user: fuzz, token: \(token)}}
-      hae: {kind: hae, device: fuzz-phone}
-      influx: {kind: influx, device: fuzz-phone}
-      ingest: {kind: ingest}
-      healthsync: {kind: healthsync}
-    sinks:
-      out: {kind: file, path: out.ndjson}
-    routes:
-      - {from: [native, signed, basic, hae, influx, ingest, healthsync], to: [out]}
-    """
+        listen: 127.0.0.1:0
+        data_dir: \(dataDir)
+        receivers:
+          native: {kind: syncky, path: /native, device: fuzz-phone}
+          signed: {kind: syncky, path: /signed, auth: {type: bearer, token: \(token)}, hmac: {secret: \(secret)}}
+          basic: {kind: hae, path: /basic, auth: {type: basic, user: fuzz, token: \(token)}}
+          hae: {kind: hae, device: fuzz-phone}
+          influx: {kind: influx, device: fuzz-phone}
+          ingest: {kind: ingest}
+          healthsync: {kind: healthsync}
+        sinks:
+          out: {kind: file, path: out.ndjson}
+        routes:
+          - {from: [native, signed, basic, hae, influx, ingest, healthsync], to: [out]}
+        """
 
     static let receivers: [String: any Receiver] = {
         let topology: Topology
         do {
-            topology = try ConfigLoader.load(text: receiversConfig, file: "fuzz.yaml", environment: [:],
-                                             logger: Logger(component: "fuzz", sink: MemoryLogSink()))
+            topology = try ConfigLoader.load(
+                text: receiversConfig, file: "fuzz.yaml", environment: [:],
+                logger: Logger(component: "fuzz", sink: MemoryLogSink()))
         } catch {
             fatalError("the fuzz targets' own config does not load: \(error)")
         }
@@ -116,8 +117,9 @@ public enum FuzzTargets {
         roomy.reserveCapacity(body.count + HTTPRequest.bodySlack)
         roomy.append(contentsOf: repeatElement(UInt8(ascii: "\""), count: HTTPRequest.bodySlack))
         roomy.removeLast(HTTPRequest.bodySlack)
-        let request = HTTPRequest(method: "POST", path: receiver.paths[0], query: query,
-                                  headers: headers.map { (name: $0.0, value: $0.1) }, body: roomy)
+        let request = HTTPRequest(
+            method: "POST", path: receiver.paths[0], query: query,
+            headers: headers.map { (name: $0.0, value: $0.1) }, body: roomy)
         if let p = problem(receiver.authorize(request), receiver.receive(request, context: ReceiveContext(now: now)), of: name) {
             fatalError(p)
         }
@@ -204,8 +206,9 @@ public enum FuzzTargets {
         let text = String(decoding: input, as: UTF8.self)
         let topology: Topology
         do {
-            topology = try ConfigLoader.load(text: text, file: "fuzz.yaml", environment: ["FUZZ": "x"],
-                                             logger: Logger(component: "fuzz", sink: MemoryLogSink()))
+            topology = try ConfigLoader.load(
+                text: text, file: "fuzz.yaml", environment: ["FUZZ": "x"],
+                logger: Logger(component: "fuzz", sink: MemoryLogSink()))
         } catch {
             // Typed throws: a config refused says at least one problem.
             if error.problems.isEmpty { fatalError("config refused without a problem said") }
@@ -213,8 +216,11 @@ public enum FuzzTargets {
         }
         for r in topology.receivers where r.config.kind == "syncky" {
             for format in SetupLink.formats {
-                guard let link = try? SetupLink.build(receiver: r.name, config: r.config, topology: topology, host: "h.example",
-                                                      format: format, scheme: "syncky") else { continue }
+                guard
+                    let link = try? SetupLink.build(
+                        receiver: r.name, config: r.config, topology: topology, host: "h.example",
+                        format: format, scheme: "syncky")
+                else { continue }
                 if let p = problem(link: link) { fatalError("receiver \(r.name): \(p)") }
             }
         }

@@ -10,37 +10,37 @@ public enum CLI {
     public static let version = Healthgate.version
 
     public static let usage = """
-    healthgate \(version) — a gateway for Apple Health data
+        healthgate \(version) — a gateway for Apple Health data
 
-    usage:
-      healthgate serve [[--config] FILE]   run the gateway (no config: ./healthgate.yaml, else the embedded default)
-      healthgate init  [[--config] FILE] [--force] [--new-credentials]
-                                           write a config; the token and secret serve made here are kept (--new-credentials: fresh ones)
-      healthgate check [[--config] FILE] [--require-env]
-                                           validate the config; print receivers, routes and sinks (an unset
-                                           ${VAR} is a warning, checked with a stand-in; --require-env: an error)
-      healthgate link  [--receiver NAME] [--host HOST] [--format F] [--scheme S] [--qr] [--config FILE]
-                                           print the Syncky setup link (--qr: and its QR code)
-      healthgate write TYPE VALUE [UNIT] --at TIME [--end TIME] [--receiver NAME] [--id ID] [--force]
-                                           queue a write-back command (sent in the reply to the next data request)
-      healthgate delete COMMAND_ID [--receiver NAME]
-                                           queue the delete of what a command wrote
-      healthgate status [[--config] FILE]  per sink: records waiting, oldest, sent/kept/rejected, last error
-      healthgate resume SINK [--skip]      go on with a sink the crash-loop guard paused (--skip: its batch to dead letters)
-      healthgate forget SINK               let go of what waits for a sink taken out of the config
-      healthgate replay FILE.ndjson [--sink NAME] [--config FILE]
-                                           deliver an archive, or a sink's dead letters, again
-      healthgate replay --journal [--since TIME] [--sink NAME]
-                                           deliver again what the journal still holds
-      healthgate version                   the version, the commit and the day it was built
-      healthgate help [COMMAND]            this text, or one command's (also: healthgate COMMAND --help)
+        usage:
+          healthgate serve [[--config] FILE]   run the gateway (no config: ./healthgate.yaml, else the embedded default)
+          healthgate init  [[--config] FILE] [--force] [--new-credentials]
+                                               write a config; the token and secret serve made here are kept (--new-credentials: fresh ones)
+          healthgate check [[--config] FILE] [--require-env]
+                                               validate the config; print receivers, routes and sinks (an unset
+                                               ${VAR} is a warning, checked with a stand-in; --require-env: an error)
+          healthgate link  [--receiver NAME] [--host HOST] [--format F] [--scheme S] [--qr] [--config FILE]
+                                               print the Syncky setup link (--qr: and its QR code)
+          healthgate write TYPE VALUE [UNIT] --at TIME [--end TIME] [--receiver NAME] [--id ID] [--force]
+                                               queue a write-back command (sent in the reply to the next data request)
+          healthgate delete COMMAND_ID [--receiver NAME]
+                                               queue the delete of what a command wrote
+          healthgate status [[--config] FILE]  per sink: records waiting, oldest, sent/kept/rejected, last error
+          healthgate resume SINK [--skip]      go on with a sink the crash-loop guard paused (--skip: its batch to dead letters)
+          healthgate forget SINK               let go of what waits for a sink taken out of the config
+          healthgate replay FILE.ndjson [--sink NAME] [--config FILE]
+                                               deliver an archive, or a sink's dead letters, again
+          healthgate replay --journal [--since TIME] [--sink NAME]
+                                               deliver again what the journal still holds
+          healthgate version                   the version, the commit and the day it was built
+          healthgate help [COMMAND]            this text, or one command's (also: healthgate COMMAND --help)
 
-    environment:
-      HEALTHGATE_CONFIG     the config file when --config is not given
-      HEALTHGATE_DATA_DIR   the embedded default's data dir (default ./healthgate-data)
-      HEALTHGATE_LISTEN     the embedded default's listen address (default 0.0.0.0:8080)
-      HEALTHGATE_NOW        Unix seconds that replace the clock in signature checks (tests only)
-    """
+        environment:
+          HEALTHGATE_CONFIG     the config file when --config is not given
+          HEALTHGATE_DATA_DIR   the embedded default's data dir (default ./healthgate-data)
+          HEALTHGATE_LISTEN     the embedded default's listen address (default 0.0.0.0:8080)
+          HEALTHGATE_NOW        Unix seconds that replace the clock in signature checks (tests only)
+        """
 
     static let commands = ["serve", "init", "check", "link", "write", "delete", "status", "resume", "forget", "replay", "version", "help"]
 
@@ -66,9 +66,11 @@ public enum CLI {
     /// `transforms`: the transform kinds routes may name (`healthgate-testserve` adds test ones);
     /// `clock`: the wall clock `serve` runs on (`healthgate-testserve` moves it, to cross a
     /// phone's midnight without waiting for it).
-    public static func main(_ arguments: [String],
-                            transforms: [(name: String, build: TransformRegistry.Builder)] = TransformRegistry.builders,
-                            clock: any WaitClock = SystemClock()) -> Int32 {
+    public static func main(
+        _ arguments: [String],
+        transforms: [(name: String, build: TransformRegistry.Builder)] = TransformRegistry.builders,
+        clock: any WaitClock = SystemClock()
+    ) -> Int32 {
         func Options(_ a: [String], allowed: Set<String>) throws(UsageError) -> Gateway.Options {
             var o = try Gateway.Options(a, allowed: allowed)
             o.transforms = transforms
@@ -131,8 +133,10 @@ public enum CLI {
                 return 0
             case "write":
                 let (positional, rest) = Gateway.Options.split(args)
-                return try WriteCommandCLI(options: try Options(rest, allowed: ["--at", "--end", "--receiver", "--id", "--force"]),
-                                           arguments: positional).run()
+                return try WriteCommandCLI(
+                    options: try Options(rest, allowed: ["--at", "--end", "--receiver", "--id", "--force"]),
+                    arguments: positional
+                ).run()
             case "delete":
                 let (positional, rest) = Gateway.Options.split(args)
                 return try DeleteCommandCLI(options: try Options(rest, allowed: ["--receiver"]), arguments: positional).run()
@@ -184,8 +188,10 @@ struct Options {
     var values: [String: String] = [:]
     var flags: Set<String> = []
 
-    static let valueOptions: Set<String> = ["--config", "--receiver", "--host", "--format", "--scheme", "--sink", "--since",
-                                            "--at", "--end", "--id"]
+    static let valueOptions: Set<String> = [
+        "--config", "--receiver", "--host", "--format", "--scheme", "--sink", "--since",
+        "--at", "--end", "--id"
+    ]
 
     /// Positional arguments (before, between or after options) and the options.
     static func split(_ args: [String]) -> ([String], [String]) {
@@ -222,7 +228,9 @@ struct Options {
             }
             if Options.valueOptions.contains(a) {
                 let v: String
-                if let inline { v = inline } else {
+                if let inline {
+                    v = inline
+                } else {
                     guard i + 1 < args.count else { throw UsageError("\(a) needs a value") }
                     i += 1
                     v = args[i]
@@ -305,10 +313,11 @@ struct ConfigSource {
         } catch {
             if error.code == ENOENT || error.code == ENOTDIR { return nil }
             guard error.code == EACCES || error.code == EPERM else { throw error }
-            throw UsageError("\(path): permission denied: healthgate runs as \(Self.runningAs()) and may not read this file or "
-                + "search a directory above it. Give that user read access (the systemd unit runs as healthgate: "
-                + "`sudo chgrp healthgate /etc/healthgate /etc/healthgate/healthgate.yaml`, "
-                + "`sudo chmod 0750 /etc/healthgate`, `sudo chmod 0640 /etc/healthgate/healthgate.yaml`)")
+            throw UsageError(
+                "\(path): permission denied: healthgate runs as \(Self.runningAs()) and may not read this file or "
+                    + "search a directory above it. Give that user read access (the systemd unit runs as healthgate: "
+                    + "`sudo chgrp healthgate /etc/healthgate /etc/healthgate/healthgate.yaml`, "
+                    + "`sudo chmod 0750 /etc/healthgate`, `sudo chmod 0640 /etc/healthgate/healthgate.yaml`)")
         }
         return String(decoding: bytes, as: UTF8.self)
     }
@@ -320,7 +329,8 @@ struct ConfigSource {
     }
 
     func load(logger: Logger, standIns: [String: String] = [:]) throws(ConfigProblems) -> Topology {
-        try ConfigLoader.load(text: text, file: file, environment: environment().merging(standIns) { real, _ in real },
-                              logger: logger, transforms: transforms)
+        try ConfigLoader.load(
+            text: text, file: file, environment: environment().merging(standIns) { real, _ in real },
+            logger: logger, transforms: transforms)
     }
 }

@@ -19,12 +19,15 @@ struct CheckCommand {
         case .error(let why)?: throw UsageError(why)
         }
         func say(_ line: String) { print(CheckCommand.shown(line, unset)) }
-        print("config \(source.file): ok\(unset.isEmpty ? "" : " (with \(unset.count) variable(s) not set here: \(unset.joined(separator: ", ")))")")
+        print(
+            "config \(source.file): ok\(unset.isEmpty ? "" : " (with \(unset.count) variable(s) not set here: \(unset.joined(separator: ", ")))")"
+        )
         say("listen \(t.listenHost):\(t.listenPort)\(t.tls != nil ? " (HTTPS)" : ""), data dir \(t.dataDir)")
         say("receivers:")
         for r in t.receivers {
-            say("  \(r.name): \(r.config.kind) POST \(r.receiver.paths.joined(separator: ", ")), "
-                  + "auth \(r.config.auth?.type.rawValue ?? "none")\(r.config.hmac != nil ? ", HMAC signatures required" : "")")
+            say(
+                "  \(r.name): \(r.config.kind) POST \(r.receiver.paths.joined(separator: ", ")), "
+                    + "auth \(r.config.auth?.type.rawValue ?? "none")\(r.config.hmac != nil ? ", HMAC signatures required" : "")")
         }
         // The graph: receivers → each route's transforms in order → sinks.
         say("routes:")
@@ -39,8 +42,9 @@ struct CheckCommand {
         }
         if let api = t.readAPI {
             let scoped = api.tokens.filter { $0.devices != nil }.count
-            say("read API: GET \(api.prefix)/{samples,workouts,daily,latest,batches,openapi.json} over sink \(api.sink); "
-                  + "\(api.tokens.count) read token(s)\(scoped > 0 ? ", \(scoped) limited to some devices" : "")")
+            say(
+                "read API: GET \(api.prefix)/{samples,workouts,daily,latest,batches,openapi.json} over sink \(api.sink); "
+                    + "\(api.tokens.count) read token(s)\(scoped > 0 ? ", \(scoped) limited to some devices" : "")")
         }
         for w in t.warnings { say("warning: \(w)") }
         if t.receivers.isEmpty { say("warning: the config has no receivers: nothing can send data to this gateway") }
@@ -71,8 +75,9 @@ struct CheckCommand {
         let why = String(cString: strerror(e))
         let what = existing == dir ? "written" : "made (in \(existing))"
         if (e == EACCES || e == EPERM) && geteuid() != 0 {
-            return .warning("data_dir \(dir) cannot be \(what) by this user (uid \(geteuid())): \(why); "
-                            + "fine if serve runs as another user that can")
+            return .warning(
+                "data_dir \(dir) cannot be \(what) by this user (uid \(geteuid())): \(why); "
+                    + "fine if serve runs as another user that can")
         }
         return .error("data_dir \(dir) cannot be \(what): \(why)")
     }

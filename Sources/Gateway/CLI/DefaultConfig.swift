@@ -25,10 +25,11 @@ enum DefaultConfig {
             case .make: (token, secret) = try credentials(dataDir: dataDir)
             case .standIn: (token, secret) = ("hg_made-by-serve-on-its-first-start", "whsec_made-by-serve-on-its-first-start")
             case .existing:
-                throw UsageError("no gateway runs from here: \(FileIO.join(FileIO.absolute(dataDir), "credentials")) does not exist "
-                    + "(with no config, `healthgate serve` makes the token and secret there, in ./healthgate-data of the directory "
-                    + "it runs in). Run this command in serve's directory, or name serve's config (--config FILE or "
-                    + "HEALTHGATE_CONFIG) or data dir (HEALTHGATE_DATA_DIR); no credentials were made")
+                throw UsageError(
+                    "no gateway runs from here: \(FileIO.join(FileIO.absolute(dataDir), "credentials")) does not exist "
+                        + "(with no config, `healthgate serve` makes the token and secret there, in ./healthgate-data of the directory "
+                        + "it runs in). Run this command in serve's directory, or name serve's config (--config FILE or "
+                        + "HEALTHGATE_CONFIG) or data dir (HEALTHGATE_DATA_DIR); no credentials were made")
             }
         }
         return render(listen: listen, dataDir: dataDir, token: token, secret: secret)

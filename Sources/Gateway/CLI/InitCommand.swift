@@ -21,8 +21,9 @@ struct InitCommand {
         try FileIO.writeAtomically(path, Array(text.utf8), mode: 0o600)
         print("wrote \(path) (mode 0600: it holds the token and the HMAC secret)")
         if kept != nil {
-            print("kept the token and secret of \(FileIO.join(dataDir, "credentials")): a phone paired with `serve` uses them "
-                  + "and goes on working (`--new-credentials` makes fresh ones; then pair every phone again)")
+            print(
+                "kept the token and secret of \(FileIO.join(dataDir, "credentials")): a phone paired with `serve` uses them "
+                    + "and goes on working (`--new-credentials` makes fresh ones; then pair every phone again)")
         } else if options.flags.contains("--new-credentials"), FileIO.exists(FileIO.join(dataDir, "credentials")) {
             print("fresh token and secret: a phone paired before must be paired again (`healthgate link --qr`)")
         }

@@ -22,9 +22,10 @@ struct LinkCommand {
             guard let r = synckys.first else { throw UsageError("the config has no syncky receiver") }
             chosen = r
         }
-        let link = try SetupLink.build(receiver: chosen.name, config: chosen.config, topology: t,
-                                       host: options.values["--host"], format: options.values["--format"] ?? "native",
-                                       scheme: options.values["--scheme"] ?? "syncky")
+        let link = try SetupLink.build(
+            receiver: chosen.name, config: chosen.config, topology: t,
+            host: options.values["--host"], format: options.values["--format"] ?? "native",
+            scheme: options.values["--scheme"] ?? "syncky")
         print(link)
         if options.flags.contains("--qr") { print(try TerminalQR.render(link), terminator: "") }
         if let w = SetupLink.hostWarning(config: chosen.config, topology: t, host: options.values["--host"]) { printErr(w) }
@@ -37,8 +38,10 @@ enum SetupLink {
     static let schemes = ["syncky", "syncky-dev", "syncky-staging"]
     static let formats = ["native", "hae", "csv", "influx"]
 
-    static func build(receiver: String, config c: ReceiverConfig, topology t: Topology, host: String?,
-                      format: String, scheme: String) throws -> String {
+    static func build(
+        receiver: String, config c: ReceiverConfig, topology t: Topology, host: String?,
+        format: String, scheme: String
+    ) throws -> String {
         guard schemes.contains(scheme) else {
             throw UsageError("--scheme must be one of \(schemes.joined(separator: ", "))")
         }
@@ -54,10 +57,12 @@ enum SetupLink {
         if auth != .none, let tok = c.auth?.token { q.append(("token", tok)) }
         if let s = c.hmac?.secret { q.append(("hmac", s)) }
         if let types = c.types, !types.isEmpty { q.append(("types", types.joined(separator: ","))) }
-        return "\(scheme)://webhook?" + q.map { k, v in
-            k == "types" ? "types=" + v.split(separator: ",").map { PercentEncoding.encode(String($0)) }.joined(separator: ",")
-                         : "\(k)=\(PercentEncoding.encode(v))"
-        }.joined(separator: "&")
+        return "\(scheme)://webhook?"
+            + q.map { k, v in
+                k == "types"
+                    ? "types=" + v.split(separator: ",").map { PercentEncoding.encode(String($0)) }.joined(separator: ",")
+                    : "\(k)=\(PercentEncoding.encode(v))"
+            }.joined(separator: "&")
     }
 
     /// The receiver's URL as a phone reaches it: `public_url`, else this machine's name.
@@ -88,7 +93,7 @@ extension SetupLink {
     static func hostWarning(config c: ReceiverConfig, topology t: Topology, host: String?) -> String? {
         if c.public_url != nil && host == nil { return nil }
         let h = linkHost(topology: t, host: host)
-        if h.contains(":") || h.allSatisfy({ $0.isNumber || $0 == "." }) { return nil }   // an address
+        if h.contains(":") || h.allSatisfy({ $0.isNumber || $0 == "." }) { return nil } // an address
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var res: UnsafeMutablePointer<addrinfo>?
@@ -101,9 +106,11 @@ extension SetupLink {
         var w = "warning: the link names \(h), which does not resolve on this machine"
         if h.hasSuffix(".local") { w += " (no mDNS responder: `sudo apt install avahi-daemon`)" }
         w += "; a phone may not reach it either. "
-        w += addresses.isEmpty ? "Pass --host with a name or address the phone can reach"
-                               : "Pass --host with one the phone can reach, e.g. --host \(addresses[0])"
-            + (addresses.count > 1 ? " (this machine also has \(addresses.dropFirst().joined(separator: ", ")))" : "")
+        w +=
+            addresses.isEmpty
+            ? "Pass --host with a name or address the phone can reach"
+            : "Pass --host with one the phone can reach, e.g. --host \(addresses[0])"
+                + (addresses.count > 1 ? " (this machine also has \(addresses.dropFirst().joined(separator: ", ")))" : "")
         return w + ", or set the receiver's public_url"
     }
 
@@ -118,7 +125,9 @@ extension SetupLink {
             defer { p = a.pointee.ifa_next }
             guard let sa = a.pointee.ifa_addr, sa.pointee.sa_family == sa_family_t(AF_INET) else { continue }
             var buf = [CChar](repeating: 0, count: Int(NI_MAXHOST))
-            guard getnameinfo(sa, socklen_t(MemoryLayout<sockaddr_in>.size), &buf, socklen_t(buf.count), nil, 0, NI_NUMERICHOST) == 0 else { continue }
+            guard getnameinfo(sa, socklen_t(MemoryLayout<sockaddr_in>.size), &buf, socklen_t(buf.count), nil, 0, NI_NUMERICHOST) == 0 else {
+                continue
+            }
             let text = buf.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
             if !text.hasPrefix("127.") { out.append(text) }
         }

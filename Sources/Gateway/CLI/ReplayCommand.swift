@@ -31,13 +31,15 @@ struct ReplayCommand {
         var name: String
         var built: BuiltSink
         var sink: any Sink
-        var routes: SinkRoutes?   // nil: every record, as it is
+        var routes: SinkRoutes? // nil: every record, as it is
         var delivery: BatchDelivery
         var deadLetters: DeadLetters
         var metrics: SinkMetrics
 
-        init(name: String, built: BuiltSink, sink: any Sink, routes: SinkRoutes?, delivery: BatchDelivery,
-             deadLetters: DeadLetters, metrics: SinkMetrics) {
+        init(
+            name: String, built: BuiltSink, sink: any Sink, routes: SinkRoutes?, delivery: BatchDelivery,
+            deadLetters: DeadLetters, metrics: SinkMetrics
+        ) {
             self.name = name
             self.built = built
             self.sink = sink
@@ -104,7 +106,8 @@ struct ReplayCommand {
         var unreadable = 0
         var read = 0
         var lineNumber = 0
-        let chunks: (([ArraySlice<UInt8>], Int) throws -> Void) throws -> Void = file != nil
+        let chunks: (([ArraySlice<UInt8>], Int) throws -> Void) throws -> Void =
+            file != nil
             ? { body in try forEachChunk(input, body) }
             : { body in
                 var bytes = 0
@@ -144,7 +147,11 @@ struct ReplayCommand {
                 var start = 0
                 while start < batch.count {
                     let part = Array(batch[start..<min(batch.count, start + size)])
-                    _ = target.delivery.deliver(part, wait: { seconds in usleep(useconds_t(seconds * 1e6)); return true })
+                    _ = target.delivery.deliver(
+                        part,
+                        wait: { seconds in
+                            usleep(useconds_t(seconds * 1e6)); return true
+                        })
                     start += size
                 }
             }
@@ -157,8 +164,9 @@ struct ReplayCommand {
         for target in targets {
             target.sink.close()
             let rejected = target.metrics.rejected.load(ordering: .relaxed)
-            print("\(target.name): \(target.metrics.sent.load(ordering: .relaxed)) record(s) delivered"
-                  + (rejected > 0 ? ", \(rejected) rejected again (in \(target.deadLetters.path))" : ""))
+            print(
+                "\(target.name): \(target.metrics.sent.load(ordering: .relaxed)) record(s) delivered"
+                    + (rejected > 0 ? ", \(rejected) rejected again (in \(target.deadLetters.path))" : ""))
         }
         if unreadable > 0 { print("\(unreadable) line(s) of \(input) were not records and were skipped") }
         if let file, input != file {
@@ -172,20 +180,26 @@ struct ReplayCommand {
         let clock = SystemClock()
         return try chosen.map { s in
             let metrics = SinkMetrics(name: s.name)
-            let dead = DeadLetters(sink: s.name, dataDir: t.dataDir, metrics: metrics, logger: logger, clock: clock,
-                                   maxBytes: t.deadLetters.maxBytes)
+            let dead = DeadLetters(
+                sink: s.name, dataDir: t.dataDir, metrics: metrics, logger: logger, clock: clock,
+                maxBytes: t.deadLetters.maxBytes)
             let stateDir = SinkDrainer.stateDirectory(sink: s.name, dataDir: t.dataDir)
             try FileIO.makeDirectories(stateDir, mode: 0o700)
-            let sink = try s.built.open(SinkContext(name: s.name, dataDir: t.dataDir, stateDir: stateDir, clock: clock,
-                                                    logger: logger.child("sink \(s.name)")))
-            return Target(name: s.name, built: s.built, sink: sink,
-                          routes: options.values["--sink"] == nil
-                              ? SinkRoutes(routes: t.routes.filter { $0.to.contains(s.name) }, sink: s.name, clock: clock,
-                                           timeZones: SystemTimeZones(), logger: logger)
-                              : nil,
-                          delivery: BatchDelivery(sink: sink, name: s.name, retry: s.built.common.retry, metrics: metrics,
-                                                  deadLetters: dead, logger: logger, clock: clock),
-                          deadLetters: dead, metrics: metrics)
+            let sink = try s.built.open(
+                SinkContext(
+                    name: s.name, dataDir: t.dataDir, stateDir: stateDir, clock: clock,
+                    logger: logger.child("sink \(s.name)")))
+            return Target(
+                name: s.name, built: s.built, sink: sink,
+                routes: options.values["--sink"] == nil
+                    ? SinkRoutes(
+                        routes: t.routes.filter { $0.to.contains(s.name) }, sink: s.name, clock: clock,
+                        timeZones: SystemTimeZones(), logger: logger)
+                    : nil,
+                delivery: BatchDelivery(
+                    sink: sink, name: s.name, retry: s.built.common.retry, metrics: metrics,
+                    deadLetters: dead, logger: logger, clock: clock),
+                deadLetters: dead, metrics: metrics)
         }
     }
 

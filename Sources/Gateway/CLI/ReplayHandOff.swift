@@ -29,11 +29,13 @@ final class HandOff {
         fd = hg_unix_socket(path, 0)
         if fd < 0 {
             let why = String(cString: strerror(errno))
-            let holder = (try? FileIO.readAll(FileIO.join(dataDir, "lock"))).map { String(decoding: $0, as: UTF8.self) }?
+            let holder =
+                (try? FileIO.readAll(FileIO.join(dataDir, "lock"))).map { String(decoding: $0, as: UTF8.self) }?
                 .split(separator: "\n").first.map { " (pid \($0))" } ?? ""
-            throw ServiceError("another healthgate process\(holder) holds the data dir \(dataDir), and no serve answers on "
-                               + "\(path) (\(why)): if it is a replay, wait for it to end; if it is a serve of an older "
-                               + "version, restart it")
+            throw ServiceError(
+                "another healthgate process\(holder) holds the data dir \(dataDir), and no serve answers on "
+                    + "\(path) (\(why)): if it is a replay, wait for it to end; if it is a serve of an older "
+                    + "version, restart it")
         }
         self.sink = sink
         let (newest, positions) = try HandOff.position(fd)
@@ -53,8 +55,9 @@ final class HandOff {
         let payload = CanonicalCodec.encodeLines(records)
         let head = Array("replay \(sink ?? "*") \(payload.count)\n".utf8)
         guard ControlChannel.send(fd, head), ControlChannel.send(fd, payload), let answer = ControlChannel.readLine(fd) else {
-            throw ServiceError("serve closed the control socket while records were handed to it; the ones it answered "
-                               + "for (\(sent)) are safe in its queue, replay the file again for the rest")
+            throw ServiceError(
+                "serve closed the control socket while records were handed to it; the ones it answered "
+                    + "for (\(sent)) are safe in its queue, replay the file again for the rest")
         }
         guard answer.hasPrefix("ok "), let seq = UInt64(answer.dropFirst(3)) else {
             throw ServiceError("serve refused the records: \(answer.hasPrefix("error ") ? String(answer.dropFirst(6)) : answer)")
@@ -87,8 +90,9 @@ final class HandOff {
                 for name in names {
                     guard let p = now[name], let s = start[name] else { continue }
                     let rejected = p.rejected - s.rejected
-                    print("\(name): " + (sink != nil ? "\(sent) record(s) delivered" : "delivered what its routes take")
-                          + (rejected > 0 ? ", \(rejected) rejected again (in sinks/\(name)/dead-letters.ndjson)" : ""))
+                    print(
+                        "\(name): " + (sink != nil ? "\(sent) record(s) delivered" : "delivered what its routes take")
+                            + (rejected > 0 ? ", \(rejected) rejected again (in sinks/\(name)/dead-letters.ndjson)" : ""))
                 }
                 return
             }
@@ -97,8 +101,9 @@ final class HandOff {
                 lastProgress = monotonicSeconds()
             } else if monotonicSeconds() - lastProgress > 60 {
                 let waiting = names.filter { n in now[n].map { (sink == nil ? $0.journal : $0.inbox) <= lastSeq } ?? false }
-                print("still waiting for \(waiting.joined(separator: ", ")) (see `healthgate status`); the records are safe "
-                      + "in serve's queue and go out once the sink takes them")
+                print(
+                    "still waiting for \(waiting.joined(separator: ", ")) (see `healthgate status`); the records are safe "
+                        + "in serve's queue and go out once the sink takes them")
                 return
             }
             usleep(100_000)
@@ -107,14 +112,16 @@ final class HandOff {
 
     static func position(_ fd: Int32) throws -> (UInt64, [String: SinkPosition]) {
         guard ControlChannel.send(fd, Array("position\n".utf8)), let first = ControlChannel.readLine(fd),
-              first.hasPrefix("journal "), let newest = UInt64(first.dropFirst(8)) else {
+            first.hasPrefix("journal "), let newest = UInt64(first.dropFirst(8))
+        else {
             throw ServiceError("serve's control socket did not answer as expected")
         }
         var out: [String: SinkPosition] = [:]
         while let line = ControlChannel.readLine(fd), line != "end" {
             let w = line.split(separator: " ")
             guard w.count == 6, w[0] == "sink", let j = UInt64(w[2]), let i = UInt64(w[3]), let s = Int(w[4]),
-                  let r = Int(w[5]) else { continue }
+                let r = Int(w[5])
+            else { continue }
             out[String(w[1])] = SinkPosition(journal: j, inbox: i, sent: s, rejected: r)
         }
         return (newest, out)

@@ -23,17 +23,19 @@ struct ServeCommand {
         let logger = Logger(component: "healthgate", sink: logSink)
         let source = try ConfigSource.resolve(options, credentials: .make)
         let topology = try source.load(logger: logger)
-        logSink.configure(minimum: topology.log.level?.level ?? .info,
-                          format: topology.log.format == .json ? .json : .logfmt)
+        logSink.configure(
+            minimum: topology.log.level?.level ?? .info,
+            format: topology.log.format == .json ? .json : .logfmt)
         for w in topology.warnings { logger.warning(w) }
 
         var signatureClock: any Clock = SystemClock()
         if let now = DefaultConfig.env("HEALTHGATE_NOW") {
             guard let secs = Int64(now) else { throw UsageError("HEALTHGATE_NOW must be Unix seconds, not \"\(now)\"") }
             signatureClock = FixedClock(Timestamp(seconds: secs))
-            logger.warning("HEALTHGATE_NOW is set: signatures are checked against \(Timestamp(seconds: secs)), not the real clock. This is for tests only.")
+            logger.warning(
+                "HEALTHGATE_NOW is set: signatures are checked against \(Timestamp(seconds: secs)), not the real clock. This is for tests only."
+            )
         }
-
 
         // Block the stop signals in every thread; this one waits for them.
         var set = sigset_t()
@@ -60,8 +62,10 @@ struct ServeCommand {
         // file, a pipe or a service's log (journald).
         if let s = topology.receivers.first(where: { $0.config.kind == "syncky" }) {
             if isatty(1) == 1,
-               let link = try? SetupLink.build(receiver: s.name, config: s.config, topology: t, host: nil,
-                                               format: "native", scheme: "syncky") {
+                let link = try? SetupLink.build(
+                    receiver: s.name, config: s.config, topology: t, host: nil,
+                    format: "native", scheme: "syncky")
+            {
                 print("Syncky setup link for receiver \(s.name) (it holds the token and secret; show it only to the phone's owner):")
                 print("  \(link)")
                 if isatty(1) == 1, let qr = try? TerminalQR.render(link) {
@@ -71,8 +75,9 @@ struct ServeCommand {
                 if let w = SetupLink.hostWarning(config: s.config, topology: t, host: nil) { print(w) }
             } else {
                 // The embedded default finds its data dir the same way `link` will.
-                print("Syncky setup link (it holds the token and secret, so it is printed on a terminal only): "
-                      + "run `healthgate link --qr --receiver \(s.name)\(options.config.map { " --config \($0)" } ?? "")`")
+                print(
+                    "Syncky setup link (it holds the token and secret, so it is printed on a terminal only): "
+                        + "run `healthgate link --qr --receiver \(s.name)\(options.config.map { " --config \($0)" } ?? "")`")
             }
         }
         fflush(nil)
@@ -83,8 +88,9 @@ struct ServeCommand {
             guard sig == SIGHUP else { break }
             reload(source, service: service, logSink: logSink, logger: logger)
         }
-        logger.info("received \(sig == SIGTERM ? "SIGTERM" : "SIGINT"); stopping within \(formatSeconds(topology.shutdownTimeout)) "
-                    + "(shutdown_timeout)")
+        logger.info(
+            "received \(sig == SIGTERM ? "SIGTERM" : "SIGINT"); stopping within \(formatSeconds(topology.shutdownTimeout)) "
+                + "(shutdown_timeout)")
         // Whatever hangs (a sink's close, a disk), the process is gone soon after the deadline;
         // what was not delivered is in the journal, and acknowledged data is never in memory only.
         let hardDeadline = topology.shutdownTimeout + 2

@@ -36,7 +36,8 @@ struct SinkCommand {
         }
         let skip = options.flags.contains("--skip")
         try guardFiles.requestResume(skip: skip)
-        let what = skip
+        let what =
+            skip
             ? "the records it was working on (from journal entry \(pause.from.seq), record \(pause.from.skip), to entry \(pause.to.seq), "
                 + "record \(pause.to.skip)) go to \(DeadLetters.path(sink: sink, dataDir: t.dataDir)), and it goes on after them"
             : "it tries its records again from journal entry \(pause.from.seq), record \(pause.from.skip)"
@@ -57,8 +58,9 @@ struct SinkCommand {
             print("nothing waits for a sink named \(sink) in \(t.dataDir)")
             return 0
         }
-        print("sink \(sink): what waited for it is let go (its cursor is kept as sinks/\(sink)/cursor.forgotten); "
-              + "the journal drops it once no other sink needs it (\(when(t.dataDir)))")
+        print(
+            "sink \(sink): what waited for it is let go (its cursor is kept as sinks/\(sink)/cursor.forgotten); "
+                + "the journal drops it once no other sink needs it (\(when(t.dataDir)))")
         return 0
     }
 }

@@ -34,8 +34,9 @@ struct StatusCommand {
             print("serve is not running on \(t.dataDir); figures from its last status, \(time) (counters are since that start)")
         }
         if let j = s["journal"] {
-            print("journal: up to entry #\(j["last_seq"]?.int64 ?? 0), \(j["segments"]?.int64 ?? 0) segment(s), "
-                  + Self.size(Int(j["bytes"]?.int64 ?? 0)))
+            print(
+                "journal: up to entry #\(j["last_seq"]?.int64 ?? 0), \(j["segments"]?.int64 ?? 0) segment(s), "
+                    + Self.size(Int(j["bytes"]?.int64 ?? 0)))
         }
         print("receivers:")
         for r in s["receivers"].map({ Array($0.elements) }) ?? [] {
@@ -45,8 +46,10 @@ struct StatusCommand {
             if n("records_quarantined") > 0 {
                 line += ", \(n("records_quarantined")) set aside in quarantine/\(name).ndjson"
             }
-            let refused = [("auth", n("refused_auth")), ("unreadable", n("refused_unreadable")),
-                           ("too large", n("refused_too_large")), ("503", n("unavailable"))].filter { $0.1 > 0 }
+            let refused = [
+                ("auth", n("refused_auth")), ("unreadable", n("refused_unreadable")),
+                ("too large", n("refused_too_large")), ("503", n("unavailable"))
+            ].filter { $0.1 > 0 }
             if !refused.isEmpty { line += "; refused: " + refused.map { "\($0.1) \($0.0)" }.joined(separator: ", ") }
             print(line)
         }
@@ -58,8 +61,12 @@ struct StatusCommand {
             let retrying = k["next_retry"]?.string
             var line = "  \(name): "
             let paused = k["paused"].flatMap { $0.kind == .object ? $0 : nil }
-            line += paused != nil ? "PAUSED" : k["failing_reason"]?.string != nil ? "FAILING"
-                : retrying != nil ? "RETRYING" : (waiting > 0 ? "delivering" : "up to date")
+            line +=
+                paused != nil
+                ? "PAUSED"
+                : k["failing_reason"]?.string != nil
+                    ? "FAILING"
+                    : retrying != nil ? "RETRYING" : (waiting > 0 ? "delivering" : "up to date")
             line += "; \(waiting) record(s) waiting (\(Self.size(Int(n("waiting_bytes")))) of journal)"
             if waiting > 0, let oldest = k["oldest_waiting"]?.string { line += ", oldest received \(oldest)" }
             // Of the records waiting, those in the batch being retried (not every try counted).
@@ -71,8 +78,10 @@ struct StatusCommand {
             if let d = k["destination"]?.string, d != "unknown" { line += "; destination \(d)" }
             print(line)
             if let p = paused {
-                print("    paused since \(p["since"]?.string ?? "?"): the process died on this sink \(p["crashes"]?.int64 ?? 0) starts in a row "
-                      + "(\(p["signal"]?.string ?? "?")) at journal entry \(p["from"]?["seq"]?.int64 ?? 0), record \(p["from"]?["skip"]?.int64 ?? 0)")
+                print(
+                    "    paused since \(p["since"]?.string ?? "?"): the process died on this sink \(p["crashes"]?.int64 ?? 0) starts in a row "
+                        + "(\(p["signal"]?.string ?? "?")) at journal entry \(p["from"]?["seq"]?.int64 ?? 0), record \(p["from"]?["skip"]?.int64 ?? 0)"
+                )
                 print("    \(p["resume"]?.string ?? "")")
             }
             if let why = k["unreachable_reason"]?.string { print("    unreachable: \(why)") }
@@ -90,8 +99,9 @@ struct StatusCommand {
             print("removed from the config, records still waiting in the journal:")
             for k in removed {
                 let name = k["name"]?.string ?? "?"
-                print("  \(name): \(k["waiting_records"]?.int64 ?? 0) record(s) waiting (\(Self.size(Int(k["waiting_bytes"]?.int64 ?? 0))) "
-                      + "of journal); put it back in the config to deliver them, or `healthgate forget \(name)`")
+                print(
+                    "  \(name): \(k["waiting_records"]?.int64 ?? 0) record(s) waiting (\(Self.size(Int(k["waiting_bytes"]?.int64 ?? 0))) "
+                        + "of journal); put it back in the config to deliver them, or `healthgate forget \(name)`")
             }
         }
         try printCommands(t)

@@ -23,15 +23,17 @@ struct WriteCommandCLI {
         let start = try WriteCommandCLI.time(atText, "--at")
         let end = try options.values["--end"].map { try WriteCommandCLI.time($0, "--end") } ?? start
         guard end >= start else { throw UsageError("--end is before --at") }
-        let (value, unit) = try CommandCheck.check(type: arguments[0], value: arguments[1],
-                                                   unit: arguments.count == 3 ? arguments[2] : nil,
-                                                   force: options.flags.contains("--force"))
+        let (value, unit) = try CommandCheck.check(
+            type: arguments[0], value: arguments[1],
+            unit: arguments.count == 3 ? arguments[2] : nil,
+            force: options.flags.contains("--force"))
         if let id = options.values["--id"], !CommandCheck.validID(id) {
             throw UsageError("a command id is 1–64 of A-Z a-z 0-9 _ . : - (got \"\(id)\")")
         }
         let store = try CommandStore(dataDir: t.dataDir)
-        let c = try store.write(receiver: receiver, id: options.values["--id"], type: arguments[0], value: value, unit: unit,
-                                start: start, end: end, now: SystemClock().now().seconds)
+        let c = try store.write(
+            receiver: receiver, id: options.values["--id"], type: arguments[0], value: value, unit: unit,
+            start: start, end: end, now: SystemClock().now().seconds)
         let shown: String
         switch value {
         case .number(let d): shown = "\(WriteCommandCLI.number(d))\(unit.map { " \($0)" } ?? "")"
@@ -49,7 +51,8 @@ struct WriteCommandCLI {
     static func time(_ text: String, _ option: String) throws -> Timestamp {
         if text == "now" { return Timestamp(seconds: SystemClock().now().seconds) }
         guard let (t, _) = Timestamp.parseRFC3339(text) else {
-            throw UsageError("\(option) \"\(text)\" is not an RFC 3339 time (e.g. 2026-10-14T07:00:00Z or 2026-10-14T09:00:00+02:00) or now")
+            throw UsageError(
+                "\(option) \"\(text)\" is not an RFC 3339 time (e.g. 2026-10-14T07:00:00Z or 2026-10-14T09:00:00+02:00) or now")
         }
         return t
     }
@@ -62,8 +65,9 @@ struct WriteCommandCLI {
                 throw UsageError("no receiver is named \"\(named)\"\(suggestion(named, t.receivers.map(\.name)))")
             }
             guard r.config.write_back == true else {
-                throw UsageError("receiver \(named) has write_back off: set `write_back: true` on it (and turn on "
-                                 + "Accept writes to Health in the app)")
+                throw UsageError(
+                    "receiver \(named) has write_back off: set `write_back: true` on it (and turn on "
+                        + "Accept writes to Health in the app)")
             }
             return named
         }
@@ -71,7 +75,8 @@ struct WriteCommandCLI {
             throw UsageError("no syncky receiver has `write_back: true`; set it on the receiver the phone sends to")
         }
         guard candidates.count == 1 else {
-            throw UsageError("several receivers take write-back (\(candidates.map(\.name).joined(separator: ", "))): say which with --receiver")
+            throw UsageError(
+                "several receivers take write-back (\(candidates.map(\.name).joined(separator: ", "))): say which with --receiver")
         }
         return first.name
     }
@@ -89,8 +94,9 @@ struct DeleteCommandCLI {
         let receiver = try WriteCommandCLI.writeBackReceiver(t, options.values["--receiver"])
         let store = try CommandStore(dataDir: t.dataDir)
         let c = try store.delete(receiver: receiver, id: arguments[0], now: SystemClock().now().seconds)
-        print("queued the delete of \(c.id) (version \(c.version), \(c.type)) for receiver \(receiver); "
-              + "it goes out in the reply to the phone's next data request")
+        print(
+            "queued the delete of \(c.id) (version \(c.version), \(c.type)) for receiver \(receiver); "
+                + "it goes out in the reply to the phone's next data request")
         return 0
     }
 }

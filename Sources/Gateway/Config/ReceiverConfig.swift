@@ -60,7 +60,8 @@ public struct TLSConfig: Decodable, Sendable {
     /// The priority string the listener uses.
     public var effectivePriorities: String {
         if let priorities { return priorities }
-        return min_version == "1.3" ? "NORMAL:-VERS-ALL:+VERS-TLS1.3"
+        return min_version == "1.3"
+            ? "NORMAL:-VERS-ALL:+VERS-TLS1.3"
             : "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-RSA"
     }
 }

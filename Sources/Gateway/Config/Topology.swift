@@ -102,15 +102,21 @@ public enum ConfigLoader {
 
     /// Parses, checks and builds a config, reporting every problem found at once.
     /// `transforms`: the transform kinds a route may name (the registry's; tests add their own).
-    public static func load(text: String, file: String, environment: [String: String], logger: Logger,
-                            transforms registry: [(name: String, build: TransformRegistry.Builder)] = TransformRegistry.builders)
-        throws(ConfigProblems) -> Topology {
+    public static func load(
+        text: String, file: String, environment: [String: String], logger: Logger,
+        transforms registry: [(name: String, build: TransformRegistry.Builder)] = TransformRegistry.builders
+    )
+        throws(ConfigProblems) -> Topology
+    {
         let transformNames = registry.map(\.name)
         let root = try parseYAML(text, file: file, environment: environment)
         if root.isNull || root.entries?.isEmpty == true {
-            throw ConfigProblems(problems: [ConfigProblem(location: SourceLocation(file: file, line: 1, column: 1), path: "",
-                message: "the config is empty: it needs at least a receiver, a route and a sink (config.example.yaml has "
-                    + "them all), or run serve without --config for the embedded default")])
+            throw ConfigProblems(problems: [
+                ConfigProblem(
+                    location: SourceLocation(file: file, line: 1, column: 1), path: "",
+                    message: "the config is empty: it needs at least a receiver, a route and a sink (config.example.yaml has "
+                        + "them all), or run serve without --config for the embedded default")
+            ])
         }
         let top = try YAMLDecoder().decode(TopLevelConfig.self, from: root)
         var problems: [ConfigProblem] = []
@@ -123,8 +129,10 @@ public enum ConfigLoader {
             host = h
             port = p
         } else {
-            problems.append(ConfigProblem(location: root["listen"]?.location, path: "listen",
-                                          message: "\"\(listen)\" is not IP:PORT (e.g. 0.0.0.0:8080, 127.0.0.1:8080 or [::]:8080)"))
+            problems.append(
+                ConfigProblem(
+                    location: root["listen"]?.location, path: "listen",
+                    message: "\"\(listen)\" is not IP:PORT (e.g. 0.0.0.0:8080, 127.0.0.1:8080 or [::]:8080)"))
         }
         if let tls = top.tls, let why = ConfigLoader.tlsProblem(tls) {
             problems.append(ConfigProblem(location: root["tls"]?.location, path: "tls", message: why))
@@ -144,7 +152,8 @@ public enum ConfigLoader {
                 continue
             }
             guard let kind = kindOf(entry.value, path: path, known: SinkRegistry.kinds, what: "sink", problems: &problems),
-                  let build = SinkRegistry.builder(kind: kind) else { continue }
+                let build = SinkRegistry.builder(kind: kind)
+            else { continue }
             do {
                 sinks.append((entry.key, try build(entry.key, entry.value, path, sinkContext)))
             } catch {
@@ -161,9 +170,12 @@ public enum ConfigLoader {
                 problems.append(ConfigProblem(location: entry.keyLocation, path: path, message: why))
                 continue
             }
-            guard let kind = kindOf(entry.value, path: path, known: ReceiverRegistry.kinds, what: "receiver",
-                                    problems: &problems),
-                  let registered = ReceiverRegistry.entry(kind: kind) else { continue }
+            guard
+                let kind = kindOf(
+                    entry.value, path: path, known: ReceiverRegistry.kinds, what: "receiver",
+                    problems: &problems),
+                let registered = ReceiverRegistry.entry(kind: kind)
+            else { continue }
             let unsupported = ReceiverRegistry.unsupportedKeys(entry.value, entry: registered, path: path)
             guard unsupported.isEmpty else { problems += unsupported; continue }
             do {
@@ -172,13 +184,17 @@ public enum ConfigLoader {
                 // Requests match with or without a trailing slash; so does the config.
                 while c.path!.count > 1 && c.path!.hasSuffix("/") { c.path!.removeLast() }
                 if !(c.path!.hasPrefix("/")) {
-                    problems.append(ConfigProblem(location: entry.value["path"]?.location, path: path + ".path",
-                                                  message: "a path starts with /, e.g. /syncky"))
+                    problems.append(
+                        ConfigProblem(
+                            location: entry.value["path"]?.location, path: path + ".path",
+                            message: "a path starts with /, e.g. /syncky"))
                 }
                 if let other = paths[c.path!] {
-                    problems.append(ConfigProblem(location: entry.value["path"]?.location ?? entry.value.location,
-                                                  path: path + ".path",
-                                                  message: "\(c.path!) is already the path of receiver \"\(other)\"; give each its own"))
+                    problems.append(
+                        ConfigProblem(
+                            location: entry.value["path"]?.location ?? entry.value.location,
+                            path: path + ".path",
+                            message: "\(c.path!) is already the path of receiver \"\(other)\"; give each its own"))
                 }
                 paths[c.path!] = entry.key
                 receivers.append((entry.key, c, try registered.build(entry.key, c, entry.value, path, receiverContext)))
@@ -189,11 +205,15 @@ public enum ConfigLoader {
 
         // A receiver that names client certificates needs the listener to ask for them.
         if top.tls?.client_ca == nil {
-            for r in receivers where r.config.auth?.type == .client_cert || !(r.config.auth?.subjects ?? []).isEmpty
-                || !(r.config.auth?.sha256 ?? []).isEmpty {
-                problems.append(ConfigProblem(location: top.receivers?[r.name]?["auth"]?.location, path: "receivers.\(r.name).auth",
-                                              message: "client certificates are asked for only with tls: {client_ca: FILE}; "
-                                                  + "set it, or take out subjects/sha256"))
+            for r in receivers
+            where r.config.auth?.type == .client_cert || !(r.config.auth?.subjects ?? []).isEmpty
+                || !(r.config.auth?.sha256 ?? []).isEmpty
+            {
+                problems.append(
+                    ConfigProblem(
+                        location: top.receivers?[r.name]?["auth"]?.location, path: "receivers.\(r.name).auth",
+                        message: "client certificates are asked for only with tls: {client_ca: FILE}; "
+                            + "set it, or take out subjects/sha256"))
             }
         }
 
@@ -213,14 +233,22 @@ public enum ConfigLoader {
                     for (j, t) in (rc.transforms ?? []).enumerated() {
                         let tpath = "\(path).transforms[\(j)]"
                         guard case .mapping(let entries, let loc) = t, entries.count == 1 else {
-                            problems.append(ConfigProblem(location: t.location, path: tpath,
-                                                          message: "a transform is one key naming it, e.g. `- filter: {types: [steps]}`; known: \(transformNames.joined(separator: ", "))"))
+                            problems.append(
+                                ConfigProblem(
+                                    location: t.location, path: tpath,
+                                    message:
+                                        "a transform is one key naming it, e.g. `- filter: {types: [steps]}`; known: \(transformNames.joined(separator: ", "))"
+                                ))
                             continue
                         }
                         let tname = entries[0].key
                         guard let build = registry.first(where: { $0.name == tname })?.build else {
-                            problems.append(ConfigProblem(location: loc, path: tpath,
-                                                          message: "unknown transform \"\(tname)\"\(suggestion(tname, transformNames)); known: \(transformNames.joined(separator: ", "))"))
+                            problems.append(
+                                ConfigProblem(
+                                    location: loc, path: tpath,
+                                    message:
+                                        "unknown transform \"\(tname)\"\(suggestion(tname, transformNames)); known: \(transformNames.joined(separator: ", "))"
+                                ))
                             continue
                         }
                         do {
@@ -232,22 +260,30 @@ public enum ConfigLoader {
                     for (k, f) in rc.from.enumerated() {
                         let g = Glob(f)
                         if !declaredReceivers.contains(where: { g.matches($0) }) {
-                            problems.append(ConfigProblem(location: item["from"]?.location ?? item.location,
-                                                          path: "\(path).from[\(k)]",
-                                                          message: "no receiver is named \"\(f)\"\(suggestion(f, declaredReceivers))"))
+                            problems.append(
+                                ConfigProblem(
+                                    location: item["from"]?.location ?? item.location,
+                                    path: "\(path).from[\(k)]",
+                                    message: "no receiver is named \"\(f)\"\(suggestion(f, declaredReceivers))"))
                         }
                     }
                     for (k, s) in rc.to.enumerated() where !declaredSinks.contains(s) {
-                        problems.append(ConfigProblem(location: item["to"]?.location ?? item.location,
-                                                      path: "\(path).to[\(k)]",
-                                                      message: "no sink is named \"\(s)\"\(suggestion(s, declaredSinks))"))
+                        problems.append(
+                            ConfigProblem(
+                                location: item["to"]?.location ?? item.location,
+                                path: "\(path).to[\(k)]",
+                                message: "no sink is named \"\(s)\"\(suggestion(s, declaredSinks))"))
                     }
                     if rc.to.isEmpty {
-                        problems.append(ConfigProblem(location: item.location, path: "\(path).to",
-                                                      message: "a route needs at least one sink in `to`"))
+                        problems.append(
+                            ConfigProblem(
+                                location: item.location, path: "\(path).to",
+                                message: "a route needs at least one sink in `to`"))
                     }
-                    routes.append(Route(name: rc.name ?? "route \(i + 1)", from: rc.from.map(Glob.init),
-                                        transforms: transforms, to: rc.to))
+                    routes.append(
+                        Route(
+                            name: rc.name ?? "route \(i + 1)", from: rc.from.map(Glob.init),
+                            transforms: transforms, to: rc.to))
                 } catch {
                     add(error)
                 }
@@ -255,21 +291,31 @@ public enum ConfigLoader {
         }
         var readAPI: ReadAPISettings?
         if let node = top.read_api {
-            readAPI = ReadAPISettings.check(node, sinks: sinks, receivers: receivers, httpThreads: top.http?.threads ?? 8,
-                                            problems: &problems)
+            readAPI = ReadAPISettings.check(
+                node, sinks: sinks, receivers: receivers, httpThreads: top.http?.threads ?? 8,
+                problems: &problems)
         }
         let shutdownTimeout = top.shutdown_timeout?.seconds ?? 20
         if shutdownTimeout < 1 || shutdownTimeout > 600 {
-            problems.append(ConfigProblem(location: root["shutdown_timeout"]?.location, path: "shutdown_timeout",
-                                          message: "shutdown_timeout is 1s to 10m (keep it below systemd's TimeoutStopSec, 30 s in contrib's unit)"))
+            problems.append(
+                ConfigProblem(
+                    location: root["shutdown_timeout"]?.location, path: "shutdown_timeout",
+                    message: "shutdown_timeout is 1s to 10m (keep it below systemd's TimeoutStopSec, 30 s in contrib's unit)"))
         }
         var admin: AdminSettings?
         if let a = top.admin {
             var list = ConfigProblemList(root["admin"] ?? root, path: "admin")
             if let token = a.token {
-                if token.utf8.count < 16 { list.add("token", "the admin token is shorter than 16 characters: use a long random one (`openssl rand -hex 24`)") }
-                if receivers.contains(where: { $0.config.auth?.token == token }) || readAPI?.tokens.contains(where: { $0.secret == Array(token.utf8) }) == true {
-                    list.add("token", "the admin token is also a receiver's or a read token: give it its own (a phone's token never opens the status page)")
+                if token.utf8.count < 16 {
+                    list.add("token", "the admin token is shorter than 16 characters: use a long random one (`openssl rand -hex 24`)")
+                }
+                if receivers.contains(where: { $0.config.auth?.token == token })
+                    || readAPI?.tokens.contains(where: { $0.secret == Array(token.utf8) }) == true
+                {
+                    list.add(
+                        "token",
+                        "the admin token is also a receiver's or a read token: give it its own (a phone's token never opens the status page)"
+                    )
                 }
             } else if a.local_links == nil {
                 list.add("token", "admin takes a token (it opens the status page, links included, to whoever has it) or local_links: true")
@@ -280,7 +326,9 @@ public enum ConfigLoader {
         if !problems.isEmpty { throw ConfigProblems(problems: problems) }
 
         var fingerprints: [String: String] = [:]
-        let routeItems: [YAMLNode] = { if case .sequence(let items, _)? = top.routes { return items }; return [] }()
+        let routeItems: [YAMLNode] = {
+            if case .sequence(let items, _)? = top.routes { return items }; return []
+        }()
         for entry in mappingEntries(top.sinks, path: "sinks", problems: &problems) {
             let feeding = routeItems.filter { item in
                 guard case .sequence(let to, _)? = item["to"] else { return false }
@@ -296,12 +344,13 @@ public enum ConfigLoader {
         for r in receivers where !routes.contains(where: { $0.takes(receiver: r.name) }) {
             warnings.append("receiver \"\(r.name)\" is in no route's `from`: its data is journaled but delivered nowhere")
         }
-        return Topology(file: file, listenHost: host, listenPort: port, dataDir: dataDir, tls: top.tls,
-                        http: top.http ?? HTTPTuning(), receivers: receivers, routes: routes, sinks: sinks,
-                        warnings: warnings, journal: top.journal ?? JournalConfig(),
-                        quarantine: top.quarantine ?? QuarantineConfig(), deadLetters: top.dead_letters ?? DeadLettersConfig(),
-                        readAPI: readAPI, admin: admin,
-                        log: top.log ?? LogConfig(), shutdownTimeout: shutdownTimeout, sinkFingerprints: fingerprints)
+        return Topology(
+            file: file, listenHost: host, listenPort: port, dataDir: dataDir, tls: top.tls,
+            http: top.http ?? HTTPTuning(), receivers: receivers, routes: routes, sinks: sinks,
+            warnings: warnings, journal: top.journal ?? JournalConfig(),
+            quarantine: top.quarantine ?? QuarantineConfig(), deadLetters: top.dead_letters ?? DeadLettersConfig(),
+            readAPI: readAPI, admin: admin,
+            log: top.log ?? LogConfig(), shutdownTimeout: shutdownTimeout, sinkFingerprints: fingerprints)
     }
 
     /// Why the key and certificate files cannot serve HTTPS (unreadable, not PEM, not a pair);
@@ -311,7 +360,9 @@ public enum ConfigLoader {
         guard let cert = try? FileIO.readAll(tls.cert) else { return "tls.cert \(tls.cert) cannot be read" }
         if let ca = tls.client_ca {
             guard let pem = try? FileIO.readAll(ca) else { return "tls.client_ca \(ca) cannot be read" }
-            if pem.withUnsafeBufferPointer({ b in b.withMemoryRebound(to: CChar.self) { hg_tls_count_certificates($0.baseAddress, $0.count) } }) < 1 {
+            if pem.withUnsafeBufferPointer({ b in
+                b.withMemoryRebound(to: CChar.self) { hg_tls_count_certificates($0.baseAddress, $0.count) }
+            }) < 1 {
                 return "tls.client_ca \(ca) holds no PEM certificate: every client would be refused"
             }
         }
@@ -364,10 +415,13 @@ public enum ConfigLoader {
     /// Receiver and sink names become file names under data_dir (cursors, replay caches,
     /// export logs): only names that cannot leave it, or hide, are taken.
     static func unsafeName(_ name: String) -> String? {
-        let ok = name.utf8.count <= 64 && name.utf8.first.map { Self.isAlnum($0) } == true
+        let ok =
+            name.utf8.count <= 64 && name.utf8.first.map { Self.isAlnum($0) } == true
             && name.utf8.allSatisfy { Self.isAlnum($0) || $0 == 0x2D || $0 == 0x5F || $0 == 0x2E }
-        return ok ? nil : "a name is 1 to 64 letters, digits, \"-\", \"_\" or \".\", starting with a letter or digit "
-            + "(it names files under data_dir)"
+        return ok
+            ? nil
+            : "a name is 1 to 64 letters, digits, \"-\", \"_\" or \".\", starting with a letter or digit "
+                + "(it names files under data_dir)"
     }
 
     static func isAlnum(_ b: UInt8) -> Bool { (b >= 0x30 && b <= 0x39) || (b | 0x20 >= 0x61 && b | 0x20 <= 0x7A) }
@@ -376,7 +430,7 @@ public enum ConfigLoader {
     static let systemDirectories: Set<String> = [
         "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/media", "/mnt", "/opt",
         "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/usr/bin", "/usr/lib", "/usr/local",
-        "/usr/sbin", "/usr/share", "/var", "/var/lib", "/var/log", "/var/tmp",
+        "/usr/sbin", "/usr/share", "/var", "/var/lib", "/var/log", "/var/tmp"
     ]
 
     static func unsafeDataDir(_ dir: String) -> String? {
@@ -418,20 +472,26 @@ public enum ConfigLoader {
         return []
     }
 
-    static func kindOf(_ node: YAMLNode, path: String, known: [String], what: String,
-                       problems: inout [ConfigProblem]) -> String? {
+    static func kindOf(
+        _ node: YAMLNode, path: String, known: [String], what: String,
+        problems: inout [ConfigProblem]
+    ) -> String? {
         guard case .mapping = node else {
             problems.append(ConfigProblem(location: node.location, path: path, message: "a \(what) is a mapping with a `kind`"))
             return nil
         }
         guard let k = node["kind"], case .scalar(let s) = k, !s.isNull else {
-            problems.append(ConfigProblem(location: node.location, path: path,
-                                          message: "missing required key \"kind\" (one of: \(known.joined(separator: ", ")))"))
+            problems.append(
+                ConfigProblem(
+                    location: node.location, path: path,
+                    message: "missing required key \"kind\" (one of: \(known.joined(separator: ", ")))"))
             return nil
         }
         guard known.contains(s.value) else {
-            problems.append(ConfigProblem(location: s.location, path: path + ".kind",
-                                          message: "unknown \(what) kind \"\(s.value)\"\(suggestion(s.value, known)); known: \(known.joined(separator: ", "))"))
+            problems.append(
+                ConfigProblem(
+                    location: s.location, path: path + ".kind",
+                    message: "unknown \(what) kind \"\(s.value)\"\(suggestion(s.value, known)); known: \(known.joined(separator: ", "))"))
             return nil
         }
         return s.value

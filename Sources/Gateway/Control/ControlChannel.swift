@@ -136,7 +136,8 @@ final class ControlServer: Sendable {
                 var out = "journal \(journal.lastDurableSeq)\n"
                 for d in drainers {
                     let m = d.metrics
-                    out += "sink \(d.name) \(m.cursorSeq.load(ordering: .relaxed)) \(m.inboxSeq.load(ordering: .relaxed)) "
+                    out +=
+                        "sink \(d.name) \(m.cursorSeq.load(ordering: .relaxed)) \(m.inboxSeq.load(ordering: .relaxed)) "
                         + "\(m.sent.load(ordering: .relaxed)) \(m.rejected.load(ordering: .relaxed))\n"
                 }
                 answer = out + "end"
@@ -165,8 +166,9 @@ final class ControlServer: Sendable {
             into = inbox
         }
         do {
-            let seq = try into.append(payload: payload, parts: Journal.parts(of: payload, count: records.count),
-                                      time: clock.now())
+            let seq = try into.append(
+                payload: payload, parts: Journal.parts(of: payload, count: records.count),
+                time: clock.now())
             logger.info("replay: \(records.count) record(s) journaled for \(target == "*" ? "their routes" : "sink " + target)")
             return "ok \(seq)"
         } catch {

@@ -16,13 +16,17 @@ enum HAEBody {
             var root = doc.root
             if root.kind == .array, root.count == 1, let only = root[0] { root = only }
             guard root.kind == .object, let data = root["data"], data.kind == .object else {
-                return .unreadable(status: 400, reason: "a Health Auto Export body is {\"data\": {\"metrics\": [...], \"workouts\": [...]}}")
+                return .unreadable(
+                    status: 400, reason: "a Health Auto Export body is {\"data\": {\"metrics\": [...], \"workouts\": [...]}}")
             }
             var batch = ReceivedBatch()
             var ctx = Context(receiver: receiver, device: device, offset: firstOffset(data))
             for (k, v) in data.members {
                 guard v.kind == .array else {
-                    if !v.isNull { batch.quarantined.append(QuarantinedRecord(reason: "data.\(QuarantinedRecord.name(k.string)) is not a list", raw: raw(v))) }
+                    if !v.isNull {
+                        batch.quarantined.append(
+                            QuarantinedRecord(reason: "data.\(QuarantinedRecord.name(k.string)) is not a list", raw: raw(v)))
+                    }
                     continue
                 }
                 switch k.string {
@@ -118,8 +122,9 @@ enum HAEBody {
             switch name {
             case "blood_pressure":
                 for (field, typeName) in [("systolic", "blood_pressure_systolic"), ("diastolic", "blood_pressure_diastolic")] {
-                    quantity(point, type: HealthTypes.named(typeName), typeName: typeName, valueKey: field, units: units,
-                             skip: ["systolic", "diastolic"], ctx: &ctx, batch: &batch)
+                    quantity(
+                        point, type: HealthTypes.named(typeName), typeName: typeName, valueKey: field, units: units,
+                        skip: ["systolic", "diastolic"], ctx: &ctx, batch: &batch)
                 }
             case "sleep_analysis" where point["startDate"] != nil:
                 sleepSegment(point, ctx: &ctx, batch: &batch)
@@ -128,14 +133,16 @@ enum HAEBody {
                 // nightly totals, not HealthKit samples; kept whole, timed by the night.
                 sleepNight(point, metric: name, units: units, ctx: &ctx, batch: &batch)
             case "heart_rate" where point["qty"] == nil:
-                quantity(point, type: known, typeName: "heart_rate", valueKey: "Avg", units: units, skip: ["Avg"],
-                         ctx: &ctx, batch: &batch)
+                quantity(
+                    point, type: known, typeName: "heart_rate", valueKey: "Avg", units: units, skip: ["Avg"],
+                    ctx: &ctx, batch: &batch)
             default:
                 if let known, known.kind == .category {
                     categoryPoint(point, type: known, ctx: &ctx, batch: &batch)
                 } else if point["qty"] != nil {
-                    quantity(point, type: known, typeName: known?.name ?? name, valueKey: "qty", units: units, skip: [],
-                             ctx: &ctx, batch: &batch)
+                    quantity(
+                        point, type: known, typeName: known?.name ?? name, valueKey: "qty", units: units, skip: [],
+                        ctx: &ctx, batch: &batch)
                 } else {
                     // A shape this mapping does not know (aggregated sleep, say): kept whole.
                     summary(point, type: known?.name ?? name, metric: name, ctx: &ctx, batch: &batch)
@@ -144,8 +151,10 @@ enum HAEBody {
         }
     }
 
-    static func quantity(_ p: JSONRef, type: HealthType?, typeName: String, valueKey: String, units: String?,
-                         skip: Set<String>, ctx: inout Context, batch: inout ReceivedBatch) {
+    static func quantity(
+        _ p: JSONRef, type: HealthType?, typeName: String, valueKey: String, units: String?,
+        skip: Set<String>, ctx: inout Context, batch: inout ReceivedBatch
+    ) {
         guard let dateText = p["date"]?.string, let (start, offset) = ctx.date(dateText) else {
             return bad("a \(typeName) point needs a date like 2026-10-14 09:01:03 +0200", p, &batch)
         }
@@ -153,9 +162,10 @@ enum HAEBody {
             return bad("a \(typeName) point needs a number in \"\(valueKey)\"", p, &batch)
         }
         let (value, unit) = canonical(number, unit: units, type: type)
-        var r = CanonicalRecord(kind: RecordKind.quantity, device: ctx.device, receiver: ctx.receiver,
-                                uuid: Crypto.derivedKey(["hae", typeName, "\(start.unixNanoseconds)", p["source"]?.string ?? ""]),
-                                type: typeName, start: start, utcOffset: offset, value: .number(value), unit: unit)
+        var r = CanonicalRecord(
+            kind: RecordKind.quantity, device: ctx.device, receiver: ctx.receiver,
+            uuid: Crypto.derivedKey(["hae", typeName, "\(start.unixNanoseconds)", p["source"]?.string ?? ""]),
+            type: typeName, start: start, utcOffset: offset, value: .number(value), unit: unit)
         r.source = source(p["source"])
         for (k, v) in p.members {
             let key = k.string
@@ -172,20 +182,24 @@ enum HAEBody {
 
     static let sleepValues: [String: String] = [
         "awake": "awake", "asleep": "asleep_unspecified", "in bed": "in_bed", "inbed": "in_bed", "core": "asleep_core",
-        "deep": "asleep_deep", "rem": "asleep_rem", "unspecified": "asleep_unspecified",
+        "deep": "asleep_deep", "rem": "asleep_rem", "unspecified": "asleep_unspecified"
     ]
 
     static func sleepSegment(_ p: JSONRef, ctx: inout Context, batch: inout ReceivedBatch) {
-        guard let s = p["startDate"]?.string, let (start, offset) = ctx.date(s), let e = p["endDate"]?.string, let (end, _) = ctx.date(e) else {
+        guard let s = p["startDate"]?.string, let (start, offset) = ctx.date(s), let e = p["endDate"]?.string, let (end, _) = ctx.date(e)
+        else {
             return bad("a sleep segment needs startDate and endDate", p, &batch)
         }
         guard end >= start else { return bad("the sleep segment ends before it starts", p, &batch) }
         let given = p["value"]?.string ?? "unspecified"
         let value = sleepValues[given.lowercased()] ?? given
-        var r = CanonicalRecord(kind: RecordKind.category, device: ctx.device, receiver: ctx.receiver,
-                                uuid: Crypto.derivedKey(["hae", "sleep_analysis", "\(start.unixNanoseconds)", "\(end.unixNanoseconds)",
-                                                         p["source"]?.string ?? ""]),
-                                type: "sleep_analysis", start: start, end: end, utcOffset: offset, value: .string(value))
+        var r = CanonicalRecord(
+            kind: RecordKind.category, device: ctx.device, receiver: ctx.receiver,
+            uuid: Crypto.derivedKey([
+                "hae", "sleep_analysis", "\(start.unixNanoseconds)", "\(end.unixNanoseconds)",
+                p["source"]?.string ?? ""
+            ]),
+            type: "sleep_analysis", start: start, end: end, utcOffset: offset, value: .string(value))
         r.code = RecordKind.categoryCode(type: "sleep_analysis", name: value)
         r.source = source(p["source"])
         for (k, v) in p.members where !["startDate", "endDate", "value", "source"].contains(k.string) {
@@ -200,9 +214,10 @@ enum HAEBody {
         }
         let name = p["value"]?.string ?? type.categoryValues.first?.name ?? "not_applicable"
         let normalized = type.code(forValue: name).flatMap { type.valueName(forCode: $0) } ?? name
-        var r = CanonicalRecord(kind: RecordKind.category, device: ctx.device, receiver: ctx.receiver,
-                                uuid: Crypto.derivedKey(["hae", type.name, "\(start.unixNanoseconds)", p["source"]?.string ?? ""]),
-                                type: type.name, start: start, utcOffset: offset, value: .string(normalized))
+        var r = CanonicalRecord(
+            kind: RecordKind.category, device: ctx.device, receiver: ctx.receiver,
+            uuid: Crypto.derivedKey(["hae", type.name, "\(start.unixNanoseconds)", p["source"]?.string ?? ""]),
+            type: type.name, start: start, utcOffset: offset, value: .string(normalized))
         r.code = type.code(forValue: normalized)
         if let e = p["endDate"]?.string, let (end, _) = ctx.date(e) { r.end = end }
         r.source = source(p["source"])
@@ -216,9 +231,10 @@ enum HAEBody {
         guard let dateText = p["date"]?.string, let (start, offset) = ctx.date(dateText) else {
             return bad("a \(metric) point needs a date", p, &batch)
         }
-        var r = CanonicalRecord(kind: "summary", device: ctx.device, receiver: ctx.receiver,
-                                uuid: Crypto.derivedKey(["hae", "summary", metric, "\(start.unixNanoseconds)", p["source"]?.string ?? ""]),
-                                type: type, start: start, utcOffset: offset)
+        var r = CanonicalRecord(
+            kind: "summary", device: ctx.device, receiver: ctx.receiver,
+            uuid: Crypto.derivedKey(["hae", "summary", metric, "\(start.unixNanoseconds)", p["source"]?.string ?? ""]),
+            type: type, start: start, utcOffset: offset)
         r.source = source(p["source"])
         for (k, v) in p.members where !["date", "source"].contains(k.string) { r.addKindField(k.string, raw(v)) }
         batch.append(r)
@@ -242,8 +258,9 @@ enum HAEBody {
         let length = seconds("inBed").flatMap { $0 > 0 ? $0 : nil } ?? ((asleep ?? 0) + (seconds("awake") ?? 0))
         func later(_ t: Timestamp, by s: Double) -> Timestamp {
             let ns = t.unixNanoseconds + Int64(s * 1e9)
-            return Timestamp(seconds: ns / 1_000_000_000 - (ns % 1_000_000_000 < 0 ? 1 : 0),
-                             nanoseconds: Int32((ns % 1_000_000_000 + 1_000_000_000) % 1_000_000_000))
+            return Timestamp(
+                seconds: ns / 1_000_000_000 - (ns % 1_000_000_000 < 0 ? 1 : 0),
+                nanoseconds: Int32((ns % 1_000_000_000 + 1_000_000_000) % 1_000_000_000))
         }
         let window = [("sleepStart", "sleepEnd"), ("inBedStart", "inBedEnd")].lazy
             .compactMap { s, e in time(s).map { ($0, time(e)) } }.first
@@ -258,9 +275,10 @@ enum HAEBody {
             return bad("an aggregated \(metric) night needs sleepStart, inBedStart or date", p, &batch)
         }
         guard to >= from else { return bad("the \(metric) night ends before it starts", p, &batch) }
-        var r = CanonicalRecord(kind: "summary", device: ctx.device, receiver: ctx.receiver,
-                                uuid: Crypto.derivedKey(["hae", "summary", metric, "\(from.unixNanoseconds)", p["source"]?.string ?? ""]),
-                                type: "sleep_analysis", start: from, end: to, utcOffset: offset, unit: unit)
+        var r = CanonicalRecord(
+            kind: "summary", device: ctx.device, receiver: ctx.receiver,
+            uuid: Crypto.derivedKey(["hae", "summary", metric, "\(from.unixNanoseconds)", p["source"]?.string ?? ""]),
+            type: "sleep_analysis", start: from, end: to, utcOffset: offset, unit: unit)
         r.source = source(p["source"])
         let times: Set<String> = ["sleepStart", "sleepEnd", "inBedStart", "inBedEnd", "date"]
         for (k, v) in p.members where k.string != "source" {
@@ -283,16 +301,20 @@ enum HAEBody {
         }
         if let end, end < start { return bad("the workout ends before it starts", w, &batch) }
         let name = w["name"]?.string ?? "Other"
-        let activity = HealthTypes.workout(haeName: name)?.name
+        let activity =
+            HealthTypes.workout(haeName: name)?.name
             ?? name.lowercased().split(whereSeparator: { !$0.isLetter && !$0.isNumber }).joined(separator: "_")
         let id = w["id"]?.string
-        var r = CanonicalRecord(kind: RecordKind.workout, device: ctx.device, receiver: ctx.receiver,
-                                uuid: id ?? Crypto.derivedKey(["hae", "workout", "\(start.unixNanoseconds)", name]),
-                                type: "workout", start: start, end: end, utcOffset: offset, activity: activity)
+        var r = CanonicalRecord(
+            kind: RecordKind.workout, device: ctx.device, receiver: ctx.receiver,
+            uuid: id ?? Crypto.derivedKey(["hae", "workout", "\(start.unixNanoseconds)", name]),
+            type: "workout", start: start, end: end, utcOffset: offset, activity: activity)
         // HAE v1 workouts carry no duration: it is the time from start to end.
-        r.durationS = w["duration"]?.double ?? end.map {
-            Double($0.seconds - start.seconds) + Double($0.nanoseconds - start.nanoseconds) / 1e9
-        }
+        r.durationS =
+            w["duration"]?.double
+            ?? end.map {
+                Double($0.seconds - start.seconds) + Double($0.nanoseconds - start.nanoseconds) / 1e9
+            }
         // The name as the app sent it (in the phone's language), whatever the mapping made of it.
         if let given = w["name"]?.string { r.extra.append(RecordField("name", .string(given))) }
         func quantity(_ key: String, _ unit: String) -> Double? {
@@ -322,8 +344,9 @@ enum HAEBody {
         default: canonicalKind = kind.lowercased() == "symptoms" ? "symptom" : kind
         }
         var type = canonicalKind
-        var r = CanonicalRecord(kind: canonicalKind, device: ctx.device, receiver: ctx.receiver, uuid: "", type: type,
-                                start: start?.0, utcOffset: start?.1)
+        var r = CanonicalRecord(
+            kind: canonicalKind, device: ctx.device, receiver: ctx.receiver, uuid: "", type: type,
+            start: start?.0, utcOffset: start?.1)
         if kind == "symptoms", let name = item["name"]?.string {
             // A symptom is a HealthKit category with a severity.
             let snake = name.lowercased().split(whereSeparator: { !$0.isLetter && !$0.isNumber }).joined(separator: "_")

@@ -144,7 +144,9 @@ enum LineProtocol {
         var fields: [(key: String, value: FieldValue)] = []
         while true {
             let (key, s) = token(stops: [0x3D, 0x2C, 0x20], escapable: [0x2C, 0x3D, 0x20])
-            guard s == 0x3D, !key.isEmpty else { throw fail(fields.isEmpty ? "no fields (a line needs at least one field=value)" : "a field needs key=value") }
+            guard s == 0x3D, !key.isEmpty else {
+                throw fail(fields.isEmpty ? "no fields (a line needs at least one field=value)" : "a field needs key=value")
+            }
             try checkPrintable(key, "a field key")
             i += 1
             guard i < n else { throw fail("field \(QuarantinedRecord.name(key)) has no value") }
@@ -175,7 +177,11 @@ enum LineProtocol {
                 let start = i
                 while i < n && b[i] != 0x2C && b[i] != 0x20 { i += 1 }
                 let raw = String(decoding: b[start..<i], as: UTF8.self)
-                guard let v = scalar(raw) else { throw fail("field \(QuarantinedRecord.name(key)): \(QuarantinedRecord.describe(raw)) is not a number, a boolean or a quoted string") }
+                guard let v = scalar(raw) else {
+                    throw fail(
+                        "field \(QuarantinedRecord.name(key)): \(QuarantinedRecord.describe(raw)) is not a number, a boolean or a quoted string"
+                    )
+                }
                 value = v
             }
             fields.append((key, value))

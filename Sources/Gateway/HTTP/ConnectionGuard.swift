@@ -21,8 +21,10 @@ public final class ConnectionGuard: @unchecked Sendable {
         public var bodyGrace: Double
         public var sendTimeout: Double
 
-        public init(maxConnections: Int = 1024, headerTimeout: Double = 10, minBodyRate: Int = 1024, bodyGrace: Double = 10,
-                    sendTimeout: Double = 30) {
+        public init(
+            maxConnections: Int = 1024, headerTimeout: Double = 10, minBodyRate: Int = 1024, bodyGrace: Double = 10,
+            sendTimeout: Double = 30
+        ) {
             self.maxConnections = maxConnections
             self.headerTimeout = headerTimeout
             self.minBodyRate = minBodyRate
@@ -195,18 +197,24 @@ public final class ConnectionGuard: @unchecked Sendable {
     private func summarize() {
         let now = monotonicSeconds()
         guard let logger, now - lastSaid >= 60 else { return }
-        let current = (closedSlowHead.load(ordering: .relaxed), closedSlowBody.load(ordering: .relaxed),
-                       closedToMakeRoom.load(ordering: .relaxed), refusedFull.load(ordering: .relaxed),
-                       closedSlowReader.load(ordering: .relaxed))
-        let delta = (current.0 - said.head, current.1 - said.body, current.2 - said.room, current.3 - said.full,
-                     current.4 - said.reader)
+        let current = (
+            closedSlowHead.load(ordering: .relaxed), closedSlowBody.load(ordering: .relaxed),
+            closedToMakeRoom.load(ordering: .relaxed), refusedFull.load(ordering: .relaxed),
+            closedSlowReader.load(ordering: .relaxed)
+        )
+        let delta = (
+            current.0 - said.head, current.1 - said.body, current.2 - said.room, current.3 - said.full,
+            current.4 - said.reader
+        )
         guard delta.0 + delta.1 + delta.2 + delta.3 + delta.4 > 0 else { return }
         said = current
         lastSaid = now
         var parts: [String] = []
         if delta.0 > 0 { parts.append("\(delta.0) sent no complete request head within \(Int(limits.headerTimeout)) s") }
         if delta.1 > 0 { parts.append("\(delta.1) sent a body slower than \(limits.minBodyRate) bytes/s") }
-        if delta.2 > 0 { parts.append("\(delta.2) idle or unauthenticated closed to make room (http.max_connections \(limits.maxConnections))") }
+        if delta.2 > 0 {
+            parts.append("\(delta.2) idle or unauthenticated closed to make room (http.max_connections \(limits.maxConnections))")
+        }
         if delta.3 > 0 { parts.append("\(delta.3) new connection(s) refused: every connection was busy with a request") }
         if delta.4 > 0 { parts.append("\(delta.4) did not take a response within \(Int(limits.sendTimeout)) s") }
         logger.warning("closed connections: " + parts.joined(separator: "; "))

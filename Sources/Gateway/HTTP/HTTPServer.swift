@@ -67,10 +67,12 @@ public final class HTTPServer: @unchecked Sendable {
         /// Header deadline, body rate and making room at the connection limit.
         public var connectionGuard: ConnectionGuard?
 
-        public init(host: String, port: UInt16, threads: Int = 8, connectionTimeoutSeconds: Int = 30,
-                    connectionLimit: Int = 1024, tlsKeyPEM: String? = nil, tlsCertPEM: String? = nil,
-                    logger: Logger? = nil, maxBufferedBytes: Int = HTTPServer.defaultMaxBuffered,
-                    connectionGuard: ConnectionGuard? = nil, tlsClientCAPEM: String? = nil, tlsPriorities: String? = nil) {
+        public init(
+            host: String, port: UInt16, threads: Int = 8, connectionTimeoutSeconds: Int = 30,
+            connectionLimit: Int = 1024, tlsKeyPEM: String? = nil, tlsCertPEM: String? = nil,
+            logger: Logger? = nil, maxBufferedBytes: Int = HTTPServer.defaultMaxBuffered,
+            connectionGuard: ConnectionGuard? = nil, tlsClientCAPEM: String? = nil, tlsPriorities: String? = nil
+        ) {
             self.connectionGuard = connectionGuard
             self.tlsClientCAPEM = tlsClientCAPEM
             self.tlsPriorities = tlsPriorities
@@ -157,13 +159,14 @@ public final class HTTPServer: @unchecked Sendable {
         let limit = connections.map { max($0.limits.maxConnections * 2, $0.limits.maxConnections + 256) } ?? options.connectionLimit
         Self.raiseOpenFileLimit(to: limit + 256)
         workers = RequestWorkers(count: options.threads)
-        let d = hg_mhd_start(options.host, options.port, MHDCallbacks.access, cls, MHDCallbacks.completed, cls,
-                             UInt32(max(1, options.threads)), UInt32(limit),
-                             UInt32(options.connectionTimeoutSeconds), 128 * 1024,
-                             keyCopy.map { UnsafePointer($0) }, certCopy.map { UnsafePointer($0) },
-                             trustCopy.map { UnsafePointer($0) }, prioritiesCopy.map { UnsafePointer($0) },
-                             options.logger == nil ? nil : MHDLog.sink,
-                             MHDCallbacks.notify, cls, listenFD)
+        let d = hg_mhd_start(
+            options.host, options.port, MHDCallbacks.access, cls, MHDCallbacks.completed, cls,
+            UInt32(max(1, options.threads)), UInt32(limit),
+            UInt32(options.connectionTimeoutSeconds), 128 * 1024,
+            keyCopy.map { UnsafePointer($0) }, certCopy.map { UnsafePointer($0) },
+            trustCopy.map { UnsafePointer($0) }, prioritiesCopy.map { UnsafePointer($0) },
+            options.logger == nil ? nil : MHDLog.sink,
+            MHDCallbacks.notify, cls, listenFD)
         guard let d else {
             let why = errno != 0 ? String(cString: strerror(errno)) : "invalid address or TLS key/certificate"
             stopWorkers()
@@ -283,7 +286,7 @@ extension HTTPServer {
     /// request that frames its body twice.
     static let singleHeaders: Set<String> = [
         "authorization", "x-syncky-signature", "x-syncky-timestamp", "x-syncky-format", "x-syncky-delivery",
-        "x-syncky-kind", "x-device-id", "content-type", "content-encoding", "transfer-encoding", "host",
+        "x-syncky-kind", "x-device-id", "content-type", "content-encoding", "transfer-encoding", "host"
     ]
 
     static func refusal(headers: [(name: String, value: String)], hasNUL: Bool, version: String = "HTTP/1.1") -> HTTPResponse? {
@@ -300,10 +303,12 @@ extension HTTPServer {
         }
         // Only chunked is a transfer coding this server decodes (RFC 9112 §6.1: 501 for others).
         if let te = headers.first(where: { $0.name == "transfer-encoding" })?.value,
-           te.lowercased().split(separator: ",").map({ String($0).trimmingSpaces }) != ["chunked"] {
-            return problem(501, "Transfer coding not implemented",
-                           "Transfer-Encoding \"\(te.prefix(40))\" is not one this server decodes: send the body with Content-Length, "
-                           + "or chunked.")
+            te.lowercased().split(separator: ",").map({ String($0).trimmingSpaces }) != ["chunked"]
+        {
+            return problem(
+                501, "Transfer coding not implemented",
+                "Transfer-Encoding \"\(te.prefix(40))\" is not one this server decodes: send the body with Content-Length, "
+                    + "or chunked.")
         }
         // `Transfer-Encoding : chunked` is stored under "transfer-encoding " and framed by
         // nobody here, while a proxy in front may honour it: a name with white space is refused.
@@ -324,8 +329,9 @@ extension HTTPServer {
             return problem(400, "Conflicting Content-Length headers", "The request has several different Content-Length headers.")
         }
         if chunked && !lengths.isEmpty {
-            return problem(400, "Conflicting body framing",
-                           "The request has both Transfer-Encoding and Content-Length; send one of them.")
+            return problem(
+                400, "Conflicting body framing",
+                "The request has both Transfer-Encoding and Content-Length; send one of them.")
         }
         return nil
     }
@@ -353,7 +359,9 @@ enum MHDCallbacks {
             let blockEnd = method.flatMap { blockSize > 0 ? UnsafeRawPointer($0) + blockSize : nil }
             let (headers, hasNUL) = headerValues(connection, blockEnd: blockEnd)
             let lengths = headers.filter { $0.name == "content-length" }
-            if let refusal = HTTPServer.refusal(headers: headers, hasNUL: hasNUL, version: version.map { String(cString: $0) } ?? "HTTP/1.1") {
+            if let refusal = HTTPServer.refusal(
+                headers: headers, hasNUL: hasNUL, version: version.map { String(cString: $0) } ?? "HTTP/1.1")
+            {
                 state.answered = true
                 return queue(connection, refusal)
             }
@@ -437,11 +445,13 @@ enum MHDCallbacks {
         }
         let query = queryString(connection)
         var remote = [CChar](repeating: 0, count: 64)
-        let remoteAddress = hg_mhd_client_address(connection, &remote, remote.count) != 0
+        let remoteAddress =
+            hg_mhd_client_address(connection, &remote, remote.count) != 0
             ? remote.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } : ""
-        var request = HTTPRequest(method: state.method, path: state.path, query: query,
-                                  headers: values(connection, .HEADER_KIND), body: state.body,
-                                  isTLS: server.isTLS, remoteAddress: remoteAddress)
+        var request = HTTPRequest(
+            method: state.method, path: state.path, query: query,
+            headers: values(connection, .HEADER_KIND), body: state.body,
+            isTLS: server.isTLS, remoteAddress: remoteAddress)
         request.clientCertificate = state.clientCertificate
         let job = Answer(server: server, state: state, connection: connection, request: request)
         state.body = []
@@ -495,7 +505,8 @@ enum MHDCallbacks {
 
     static let completed: MHD_RequestCompletedCallback = { cls, connection, conCls, _ in
         if let cls, let connection, let g = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().connections,
-           let t = tracked(connection) {
+            let t = tracked(connection)
+        {
             g.responded(t)
         }
         guard let conCls, let raw = conCls.pointee else { return }
@@ -503,7 +514,7 @@ enum MHDCallbacks {
             let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
             let state = Unmanaged<RequestState>.fromOpaque(raw).takeUnretainedValue()
             server.release(state)
-            state.hold = nil   // the answer is out (or its connection gone): its budget share is free
+            state.hold = nil // the answer is out (or its connection gone): its budget share is free
             server.inFlight.subtract(1, ordering: .releasing)
         }
         Unmanaged<RequestState>.fromOpaque(raw).release()
@@ -577,7 +588,7 @@ enum MHDCallbacks {
             guard let end = span.valueEnd else { continue }
             if i + 1 < box.spans.count {
                 let next = box.spans[i + 1].key
-                guard next > end, next - end <= 4096 else { continue }   // not laid out in order: nothing to tell
+                guard next > end, next - end <= 4096 else { continue } // not laid out in order: nothing to tell
                 let gap = next - end
                 if (0..<gap).contains(where: { end.load(fromByteOffset: $0, as: UInt8.self) != 0 }) { hidden = true }
                 lineEnd = max(lineEnd, min(gap, 2))

@@ -10,7 +10,8 @@ func problem(_ status: Int, _ title: String, _ detail: String, headers: [HTTPHea
     w.key("status"); w.int(status)
     w.key("detail"); w.string(detail)
     w.endObject()
-    return HTTPResponse(status: status,
-                        headers: [HTTPHeader("Content-Type", "application/problem+json")] + headers,
-                        body: w.bytes)
+    return HTTPResponse(
+        status: status,
+        headers: [HTTPHeader("Content-Type", "application/problem+json")] + headers,
+        body: w.bytes)
 }

@@ -50,8 +50,10 @@ public final class ReceiverMetrics: Sendable {
 
 /// Renders the Prometheus text format for the receivers, the journal and the sinks.
 enum PrometheusText {
-    static func render(receivers: [ReceiverMetrics], sinks: [SinkMetrics], journal: Journal, quarantine: Quarantine.Usage,
-                       connections: ConnectionGuard? = nil, now: Timestamp) -> String {
+    static func render(
+        receivers: [ReceiverMetrics], sinks: [SinkMetrics], journal: Journal, quarantine: Quarantine.Usage,
+        connections: ConnectionGuard? = nil, now: Timestamp
+    ) -> String {
         let journalSeq = journal.lastDurableSeq
         let journalSegments = journal.segmentFirstSeqs.count
         var out = ""
@@ -90,14 +92,22 @@ enum PrometheusText {
         for r in receivers {
             line("healthgate_requests_refused_total", [("receiver", r.name), ("reason", "auth")], r.refused.load(ordering: .relaxed))
             line("healthgate_requests_refused_total", [("receiver", r.name), ("reason", "device")], r.wrongDevice.load(ordering: .relaxed))
-            line("healthgate_requests_refused_total", [("receiver", r.name), ("reason", "unreadable")], r.unreadable.load(ordering: .relaxed))
+            line(
+                "healthgate_requests_refused_total", [("receiver", r.name), ("reason", "unreadable")], r.unreadable.load(ordering: .relaxed)
+            )
             line("healthgate_requests_refused_total", [("receiver", r.name), ("reason", "too_large")], r.tooLarge.load(ordering: .relaxed))
-            line("healthgate_requests_refused_total", [("receiver", r.name), ("reason", "unavailable")], r.unavailable.load(ordering: .relaxed))
+            line(
+                "healthgate_requests_refused_total", [("receiver", r.name), ("reason", "unavailable")],
+                r.unavailable.load(ordering: .relaxed))
         }
         family("healthgate_records_unknown_type_total", "Records of a type the registry does not know (kept as they came).")
-        for r in receivers { line("healthgate_records_unknown_type_total", [("receiver", r.name)], r.unknownTypes.load(ordering: .relaxed)) }
+        for r in receivers {
+            line("healthgate_records_unknown_type_total", [("receiver", r.name)], r.unknownTypes.load(ordering: .relaxed))
+        }
         family("healthgate_records_unknown_unit_total", "Records in a unit the registry does not know (kept as they came).")
-        for r in receivers { line("healthgate_records_unknown_unit_total", [("receiver", r.name)], r.unknownUnits.load(ordering: .relaxed)) }
+        for r in receivers {
+            line("healthgate_records_unknown_unit_total", [("receiver", r.name)], r.unknownUnits.load(ordering: .relaxed))
+        }
         family("healthgate_check_requests_total", "Check connection requests per receiver.")
         for r in receivers { line("healthgate_check_requests_total", [("receiver", r.name)], r.checks.load(ordering: .relaxed)) }
         family("healthgate_request_duration_seconds", "Time to answer a request past its receiver's auth check.", "histogram")
@@ -110,13 +120,15 @@ enum PrometheusText {
             }
             cumulative += counts[ReceiverMetrics.latencyBounds.count]
             out += "healthgate_request_duration_seconds_bucket{receiver=\"\(escape(r.name))\",le=\"+Inf\"} \(cumulative)\n"
-            out += "healthgate_request_duration_seconds_sum{receiver=\"\(escape(r.name))\"} "
+            out +=
+                "healthgate_request_duration_seconds_sum{receiver=\"\(escape(r.name))\"} "
                 + "\(Double(micros) / 1_000_000)\n"
             out += "healthgate_request_duration_seconds_count{receiver=\"\(escape(r.name))\"} \(cumulative)\n"
         }
         family("healthgate_build_info", "The running healthgate's version, commit and build day (the value is always 1).", "gauge")
         let build = Healthgate.build
-        out += "healthgate_build_info{version=\"\(escape(Healthgate.version))\",commit=\"\(escape(build.commit))\","
+        out +=
+            "healthgate_build_info{version=\"\(escape(Healthgate.version))\",commit=\"\(escape(build.commit))\","
             + "built=\"\(escape(build.date))\"} 1\n"
         let process = ProcessFigures.now()
         family("process_resident_memory_bytes", "Resident memory of the process.", "gauge")
@@ -135,13 +147,16 @@ enum PrometheusText {
         for s in sinks { line("healthgate_sink_records_kept_total", [("sink", s.name)], s.kept.load(ordering: .relaxed)) }
         family("healthgate_sink_records_rejected_total", "Records sent to a sink's dead letters.")
         for s in sinks { line("healthgate_sink_records_rejected_total", [("sink", s.name)], s.rejected.load(ordering: .relaxed)) }
-        family("healthgate_sink_dead_letters_over_budget_total",
-               "Rejected records past dead_letters.max_bytes: kept as their keys only, or not kept.")
+        family(
+            "healthgate_sink_dead_letters_over_budget_total",
+            "Rejected records past dead_letters.max_bytes: kept as their keys only, or not kept.")
         for s in sinks {
-            line("healthgate_sink_dead_letters_over_budget_total", [("sink", s.name), ("kept", "keys")],
-                 s.deadLettersKeysOnly.load(ordering: .relaxed))
-            line("healthgate_sink_dead_letters_over_budget_total", [("sink", s.name), ("kept", "none")],
-                 s.deadLettersNotKept.load(ordering: .relaxed))
+            line(
+                "healthgate_sink_dead_letters_over_budget_total", [("sink", s.name), ("kept", "keys")],
+                s.deadLettersKeysOnly.load(ordering: .relaxed))
+            line(
+                "healthgate_sink_dead_letters_over_budget_total", [("sink", s.name), ("kept", "none")],
+                s.deadLettersNotKept.load(ordering: .relaxed))
         }
         family("healthgate_sink_records_dropped_total", "Records dropped unsent: the sink was over queue.max_bytes with drop_oldest.")
         for s in sinks { line("healthgate_sink_records_dropped_total", [("sink", s.name)], s.dropped.load(ordering: .relaxed)) }
@@ -206,10 +221,11 @@ struct ProcessFigures {
             let fields = String(decoding: text, as: UTF8.self).split(separator: " ")
             if fields.count > 1, let pages = Int(fields[1]) { f.residentBytes = pages * Int(sysconf(Int32(_SC_PAGESIZE))) }
         }
-        f.openFDs = ((try? FileIO.list("/proc/self/fd"))?.count ?? 1) - 1   // less the one listing it
+        f.openFDs = ((try? FileIO.list("/proc/self/fd"))?.count ?? 1) - 1 // less the one listing it
         var usage = rusage()
         if getrusage(RUSAGE_SELF.rawValue, &usage) == 0 {
-            f.cpuSeconds = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+            f.cpuSeconds =
+                Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
                 + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1_000_000
         }
         return f

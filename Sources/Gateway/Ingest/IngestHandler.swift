@@ -46,12 +46,14 @@ public final class IngestHandler: HTTPHandler, Sendable {
         }
     }
 
-    public init(receivers: [any Receiver], journal: Journal, quarantine: Quarantine, clock: any Clock,
-                signatureClock: any Clock, logger: Logger, sinkMetrics: @escaping @Sendable () -> [SinkMetrics],
-                journalMaxBytes: Int? = nil, makeRoom: @escaping @Sendable (Int) -> Void = { _ in },
-                queueLimits: [String: [QueueLimit]] = [:], connections: ConnectionGuard? = nil,
-                readAPI: ReadAPI? = nil, requestLog: RequestLog? = nil, status: StatusEndpoint? = nil,
-                deviceGates: [String: DeviceGate] = [:], reusing earlier: [ReceiverMetrics] = []) {
+    public init(
+        receivers: [any Receiver], journal: Journal, quarantine: Quarantine, clock: any Clock,
+        signatureClock: any Clock, logger: Logger, sinkMetrics: @escaping @Sendable () -> [SinkMetrics],
+        journalMaxBytes: Int? = nil, makeRoom: @escaping @Sendable (Int) -> Void = { _ in },
+        queueLimits: [String: [QueueLimit]] = [:], connections: ConnectionGuard? = nil,
+        readAPI: ReadAPI? = nil, requestLog: RequestLog? = nil, status: StatusEndpoint? = nil,
+        deviceGates: [String: DeviceGate] = [:], reusing earlier: [ReceiverMetrics] = []
+    ) {
         self.status = status
         self.deviceGates = deviceGates
         self.connections = connections
@@ -88,8 +90,9 @@ public final class IngestHandler: HTTPHandler, Sendable {
             metricsByName[r.name]!.tooLarge.add(1, ordering: .relaxed)
             logger.warning("\(r.name): refused a body over its limit of \(limit) bytes")
         }
-        return problem(413, "Body too large",
-                       "The body is larger than this receiver's limit of \(limit) bytes. The app halves its request size after a 413.")
+        return problem(
+            413, "Body too large",
+            "The body is larger than this receiver's limit of \(limit) bytes. The app halves its request size after a 413.")
     }
 
     public func tooMuchInFlight(path: String, limit: Int) -> HTTPResponse {
@@ -97,8 +100,10 @@ public final class IngestHandler: HTTPHandler, Sendable {
             metricsByName[r.name]!.unavailable.add(1, ordering: .relaxed)
             logger.warning("\(r.name): refused a body: request bodies in flight would pass http.max_buffered (\(limit) bytes)")
         }
-        return problem(503, "Busy", "The gateway holds as many request bodies as it may at once (http.max_buffered). "
-                       + "Nothing of this request was kept; send it again shortly.", headers: [HTTPHeader("Retry-After", "5")])
+        return problem(
+            503, "Busy",
+            "The gateway holds as many request bodies as it may at once (http.max_buffered). "
+                + "Nothing of this request was kept; send it again shortly.", headers: [HTTPHeader("Retry-After", "5")])
     }
 
     public func preflight(_ request: HTTPRequest) -> HTTPResponse? {
@@ -126,8 +131,9 @@ public final class IngestHandler: HTTPHandler, Sendable {
         let path = normalize(request.path)
         if let receiver = receiversByPath[path] {
             guard request.method == "POST" else {
-                return problem(405, "Method not allowed", "\(path) takes POST requests.",
-                               headers: [HTTPHeader("Allow", "POST")])
+                return problem(
+                    405, "Method not allowed", "\(path) takes POST requests.",
+                    headers: [HTTPHeader("Allow", "POST")])
             }
             return ingest(request, receiver)
         }
@@ -139,13 +145,17 @@ public final class IngestHandler: HTTPHandler, Sendable {
         case ("GET", "/healthz"), ("HEAD", "/healthz"):
             return health()
         case ("GET", "/metrics"):
-            let text = PrometheusText.render(receivers: receiverMetrics, sinks: sinkMetrics(), journal: journal,
-                                             quarantine: quarantine.usage, connections: connections, now: clock.now())
-            return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "text/plain; version=0.0.4")],
-                                body: Array(text.utf8))
+            let text = PrometheusText.render(
+                receivers: receiverMetrics, sinks: sinkMetrics(), journal: journal,
+                quarantine: quarantine.usage, connections: connections, now: clock.now())
+            return HTTPResponse(
+                status: 200, headers: [HTTPHeader("Content-Type", "text/plain; version=0.0.4")],
+                body: Array(text.utf8))
         default:
-            return problem(404, "Not found", "No receiver listens on \(path). Check the URL in the app against "
-                           + "`healthgate check`.")
+            return problem(
+                404, "Not found",
+                "No receiver listens on \(path). Check the URL in the app against "
+                    + "`healthgate check`.")
         }
     }
 
@@ -213,9 +223,10 @@ public final class IngestHandler: HTTPHandler, Sendable {
         m.lastStatus.store(response.status, ordering: .relaxed)
         m.lastRequestNanos.store(now.unixNanoseconds, ordering: .relaxed)
         if response.status < 300, let device = noted.device { sayFirst(receiver.name, device, request, noted) }
-        requestLog?.note(time: now, receiver: receiver.name, device: noted.device ?? request.header("x-device-id"),
-                         requestID: noted.id ?? IngestHandler.deliveryID(request), status: response.status,
-                         records: noted.records, refused: noted.refused, duplicates: noted.duplicates, note: noted.note)
+        requestLog?.note(
+            time: now, receiver: receiver.name, device: noted.device ?? request.header("x-device-id"),
+            requestID: noted.id ?? IngestHandler.deliveryID(request), status: response.status,
+            records: noted.records, refused: noted.refused, duplicates: noted.duplicates, note: noted.note)
         return response
     }
 
@@ -223,7 +234,9 @@ public final class IngestHandler: HTTPHandler, Sendable {
         let m = metricsByName[receiver.name]!
         m.requests.add(1, ordering: .relaxed)
         if request.body.count > receiver.maxBodyBytes {
-            refuse(receiver.name, 413, request, why: "a body of \(request.body.count) bytes, over the receiver's max_body_bytes (\(receiver.maxBodyBytes))")
+            refuse(
+                receiver.name, 413, request,
+                why: "a body of \(request.body.count) bytes, over the receiver's max_body_bytes (\(receiver.maxBodyBytes))")
             return bodyTooLarge(path: request.path, limit: receiver.maxBodyBytes)
         }
         let reception = receiver.receive(request, context: ReceiveContext(now: signatureClock.now()))
@@ -251,8 +264,9 @@ public final class IngestHandler: HTTPHandler, Sendable {
             } catch {
                 logger.error("\(receiver.name): cannot keep an unreadable body in quarantine: \(error)")
             }
-            refuse(receiver.name, status, request,
-                   why: "an unreadable body of \(request.body.count) bytes\(IngestHandler.requestID(request)): \(reason)")
+            refuse(
+                receiver.name, status, request,
+                why: "an unreadable body of \(request.body.count) bytes\(IngestHandler.requestID(request)): \(reason)")
             return problem(status, status == 413 ? "Body too large" : "Unreadable body", detail)
         case .accept(let batch, let reply):
             noted.device = batch.device
@@ -281,8 +295,9 @@ public final class IngestHandler: HTTPHandler, Sendable {
                     return unavailable(error.isNoSpace)
                 }
                 m.quarantined.add(batch.quarantined.count, ordering: .relaxed)
-                logger.warning("\(receiver.name): \(batch.quarantined.count) record(s) set aside in quarantine"
-                               + "\(IngestHandler.requestID(request)), first reason: \(batch.quarantined[0].reason)")
+                logger.warning(
+                    "\(receiver.name): \(batch.quarantined.count) record(s) set aside in quarantine"
+                        + "\(IngestHandler.requestID(request)), first reason: \(batch.quarantined[0].reason)")
             }
             if !batch.isEmpty, let full = admission(receiver.name, adding: batch.payload.count) {
                 m.unavailable.add(1, ordering: .relaxed)
@@ -291,8 +306,9 @@ public final class IngestHandler: HTTPHandler, Sendable {
             if !batch.isEmpty {
                 do {
                     // A big request becomes several bounded entries, kept or lost together.
-                    try journal.append(payload: batch.payload, parts: batch.cuts.parts(total: batch.payload.count),
-                                       time: clock.now())
+                    try journal.append(
+                        payload: batch.payload, parts: batch.cuts.parts(total: batch.payload.count),
+                        time: clock.now())
                 } catch {
                     m.unavailable.add(1, ordering: .relaxed)
                     return unavailable(error.isNoSpace)
@@ -317,23 +333,28 @@ public final class IngestHandler: HTTPHandler, Sendable {
             makeRoom(max - bytes)
         }
         if let max = journalMaxBytes, journal.bytesOnDisk + bytes > max {
-            logger.warning("\(receiver): journal.max_bytes (\(max) bytes) is reached; answering 503 until sinks catch up "
-                           + "(see `healthgate status`)")
-            return problem(503, "Storage budget reached",
-                           "The gateway's journal is at its configured size while a sink catches up. "
-                           + "Nothing of this request was kept; send it again later.",
-                           headers: [HTTPHeader("Retry-After", "60")])
+            logger.warning(
+                "\(receiver): journal.max_bytes (\(max) bytes) is reached; answering 503 until sinks catch up "
+                    + "(see `healthgate status`)")
+            return problem(
+                503, "Storage budget reached",
+                "The gateway's journal is at its configured size while a sink catches up. "
+                    + "Nothing of this request was kept; send it again later.",
+                headers: [HTTPHeader("Retry-After", "60")])
         }
         for limit in queueLimits[receiver] ?? [] {
-            let b = journal.backlog(fromSeq: limit.sink.cursorSeq.load(ordering: .relaxed),
-                                    skip: limit.sink.cursorSkip.load(ordering: .relaxed))
+            let b = journal.backlog(
+                fromSeq: limit.sink.cursorSeq.load(ordering: .relaxed),
+                skip: limit.sink.cursorSkip.load(ordering: .relaxed))
             if b.bytes + bytes > limit.maxBytes {
-                logger.warning("\(receiver): sink \(limit.sink.name) has \(b.bytes) bytes waiting, over its queue.max_bytes "
-                               + "(\(limit.maxBytes)); answering 503 until it catches up")
-                return problem(503, "A destination is behind",
-                               "Sink \(limit.sink.name) has more waiting than its queue limit allows. "
-                               + "Nothing of this request was kept; send it again later.",
-                               headers: [HTTPHeader("Retry-After", "60")])
+                logger.warning(
+                    "\(receiver): sink \(limit.sink.name) has \(b.bytes) bytes waiting, over its queue.max_bytes "
+                        + "(\(limit.maxBytes)); answering 503 until it catches up")
+                return problem(
+                    503, "A destination is behind",
+                    "Sink \(limit.sink.name) has more waiting than its queue limit allows. "
+                        + "Nothing of this request was kept; send it again later.",
+                    headers: [HTTPHeader("Retry-After", "60")])
             }
         }
         return nil
@@ -347,9 +368,10 @@ public final class IngestHandler: HTTPHandler, Sendable {
             return seen.insert(receiver + "\u{0}" + device).inserted
         }
         guard first else { return }
-        logger.info("\(receiver): first request from device \(QuarantinedRecord.name(device)) (\(request.remoteAddress))"
-                    + "\(IngestHandler.requestID(request)): \(noted.records) record(s) stored"
-                    + (noted.refused > 0 ? ", \(noted.refused) set aside in quarantine" : ""))
+        logger.info(
+            "\(receiver): first request from device \(QuarantinedRecord.name(device)) (\(request.remoteAddress))"
+                + "\(IngestHandler.requestID(request)): \(noted.records) record(s) stored"
+                + (noted.refused > 0 ? ", \(noted.refused) set aside in quarantine" : ""))
     }
 
     /// A refused request: in the log (rate-limited, never a credential) and as the receiver's
@@ -383,9 +405,10 @@ public final class IngestHandler: HTTPHandler, Sendable {
     }
 
     func unavailable(_ noSpace: Bool) -> HTTPResponse {
-        problem(503, "Cannot store the data now",
-                "The gateway could not write to its data dir (\(noSpace ? "the disk is full" : "an I/O error")). "
+        problem(
+            503, "Cannot store the data now",
+            "The gateway could not write to its data dir (\(noSpace ? "the disk is full" : "an I/O error")). "
                 + "Nothing of this request was kept; send it again later.",
-                headers: [HTTPHeader("Retry-After", "30")])
+            headers: [HTTPHeader("Retry-After", "30")])
     }
 }

@@ -169,6 +169,8 @@ public final class Quarantine: Sendable {
     }
 
     public var usage: Usage {
-        state.withLock { Usage(bytes: $0.bytes, bodiesDropped: $0.bodiesDropped, contentsLeftOut: $0.contentsLeftOut, linesDropped: $0.linesDropped) }
+        state.withLock {
+            Usage(bytes: $0.bytes, bodiesDropped: $0.bodiesDropped, contentsLeftOut: $0.contentsLeftOut, linesDropped: $0.linesDropped)
+        }
     }
 }

@@ -41,8 +41,9 @@ final class RefusalLog: @unchecked Sendable {
             return false
         }
         if sayNow {
-            logger.warning("\(receiver): refused a request from \(address) (\(status): \(why)); "
-                           + "more refusals are summed up once a minute")
+            logger.warning(
+                "\(receiver): refused a request from \(address) (\(status): \(why)); "
+                    + "more refusals are summed up once a minute")
         } else {
             flush(now: now)
         }
@@ -58,9 +59,10 @@ final class RefusalLog: @unchecked Sendable {
         }
         for (receiver, p) in due {
             let statuses = p.statuses.sorted().map { "\($0)" }.joined(separator: "/")
-            logger.warning("\(receiver): refused \(p.count) more request(s) in the last minute (\(statuses): "
-                           + "\(p.whys.sorted().joined(separator: "; "))) from \(p.addresses.sorted().joined(separator: ", "))"
-                           + (p.addresses.count >= 5 ? " and others" : ""))
+            logger.warning(
+                "\(receiver): refused \(p.count) more request(s) in the last minute (\(statuses): "
+                    + "\(p.whys.sorted().joined(separator: "; "))) from \(p.addresses.sorted().joined(separator: ", "))"
+                    + (p.addresses.count >= 5 ? " and others" : ""))
         }
     }
 

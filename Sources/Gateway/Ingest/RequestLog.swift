@@ -38,28 +38,34 @@ public final class RequestLog: Sendable {
     public init(path: String, keep: Int = 100_000, logger: Logger) throws(SQLite.Failure) {
         db = try SQLite(path: path)
         try db.execute("PRAGMA synchronous=NORMAL")
-        try db.execute("""
+        try db.execute(
+            """
             CREATE TABLE IF NOT EXISTS requests (id INTEGER PRIMARY KEY, at_ns INTEGER NOT NULL, receiver TEXT NOT NULL,
               device TEXT, request_id TEXT, status INTEGER NOT NULL, records INTEGER NOT NULL, refused INTEGER NOT NULL,
               duplicates INTEGER NOT NULL, note TEXT)
             """)
         try db.execute("CREATE INDEX IF NOT EXISTS requests_device ON requests (device, id)")
-        writer = Locked(Writer(try db.prepare(
-            "INSERT INTO requests (at_ns, receiver, device, request_id, status, records, refused, duplicates, note) "
-            + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")))
+        writer = Locked(
+            Writer(
+                try db.prepare(
+                    "INSERT INTO requests (at_ns, receiver, device, request_id, status, records, refused, duplicates, note) "
+                        + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")))
         self.keep = keep
         self.logger = logger
     }
 
     /// Notes one answered request. A failure to note it is logged, never the request's.
-    public func note(time: Timestamp, receiver: String, device: String?, requestID: String?, status: Int,
-                     records: Int, refused: Int, duplicates: Int, note: String? = nil) {
+    public func note(
+        time: Timestamp, receiver: String, device: String?, requestID: String?, status: Int,
+        records: Int, refused: Int, duplicates: Int, note: String? = nil
+    ) {
         func text(_ s: String?, _ max: Int) -> SQLite.Value { s.map { .text(String($0.prefix(max))) } ?? .null }
         let failure: SQLite.Failure? = writer.withLock { w -> SQLite.Failure? in
             do {
-                try w.insert.run(.int(time.unixNanoseconds), .text(receiver), text(device, 200), text(requestID, 200),
-                                 .int(Int64(status)), .int(Int64(records)), .int(Int64(refused)), .int(Int64(duplicates)),
-                                 text(note, 300))
+                try w.insert.run(
+                    .int(time.unixNanoseconds), .text(receiver), text(device, 200), text(requestID, 200),
+                    .int(Int64(status)), .int(Int64(records)), .int(Int64(refused)), .int(Int64(duplicates)),
+                    text(note, 300))
                 w.sinceTrim += 1
                 if w.sinceTrim >= 1000 {
                     w.sinceTrim = 0
@@ -89,15 +95,17 @@ public final class RequestLog: Sendable {
             values.append(.int(before))
         }
         values.append(.int(Int64(limit)))
-        let rows = try db.query("SELECT id, at_ns, receiver, device, request_id, status, records, refused, duplicates, note "
-                                + "FROM requests" + (conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND "))
-                                + " ORDER BY id DESC LIMIT ?", values)
+        let rows = try db.query(
+            "SELECT id, at_ns, receiver, device, request_id, status, records, refused, duplicates, note "
+                + "FROM requests" + (conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND "))
+                + " ORDER BY id DESC LIMIT ?", values)
         return rows.map { r in
             let ns = r[1].int ?? 0
-            return Entry(id: r[0].int ?? 0,
-                         time: Timestamp(seconds: ns / 1_000_000_000, nanoseconds: Int32(ns % 1_000_000_000)),
-                         receiver: r[2].text ?? "", device: r[3].text, requestID: r[4].text, status: Int(r[5].int ?? 0),
-                         records: Int(r[6].int ?? 0), refused: Int(r[7].int ?? 0), duplicates: Int(r[8].int ?? 0), note: r[9].text)
+            return Entry(
+                id: r[0].int ?? 0,
+                time: Timestamp(seconds: ns / 1_000_000_000, nanoseconds: Int32(ns % 1_000_000_000)),
+                receiver: r[2].text ?? "", device: r[3].text, requestID: r[4].text, status: Int(r[5].int ?? 0),
+                records: Int(r[6].int ?? 0), refused: Int(r[7].int ?? 0), duplicates: Int(r[8].int ?? 0), note: r[9].text)
         }
     }
 
@@ -115,11 +123,13 @@ public final class RequestLog: Sendable {
     /// The `limit` phones seen most recently, newest first.
     public func devices(limit: Int) throws(SQLite.Failure) -> [Device] {
         func time(_ ns: Int64) -> Timestamp { Timestamp(seconds: ns / 1_000_000_000, nanoseconds: Int32(ns % 1_000_000_000)) }
-        let rows = try db.query("""
+        let rows = try db.query(
+            """
             SELECT receiver, device, max(at_ns), count(*), sum(records) FROM requests WHERE device IS NOT NULL
             GROUP BY receiver, device ORDER BY max(at_ns) DESC LIMIT ?
             """, [.int(Int64(limit))])
-        let refused = try db.query("""
+        let refused = try db.query(
+            """
             SELECT receiver, device, at_ns, status, note FROM requests WHERE id IN
               (SELECT max(id) FROM requests WHERE status >= 400 AND device IS NOT NULL GROUP BY receiver, device)
             """)
@@ -129,8 +139,9 @@ public final class RequestLog: Sendable {
         }
         return rows.map { r in
             let receiver = r[0].text ?? "", device = r[1].text ?? ""
-            return Device(receiver: receiver, device: device, lastSeen: time(r[2].int ?? 0), requests: Int(r[3].int ?? 0),
-                          records: Int(r[4].int ?? 0), lastRefusal: last[receiver + "\u{0}" + device].map { (time: $0.0, status: $0.1, note: $0.2) })
+            return Device(
+                receiver: receiver, device: device, lastSeen: time(r[2].int ?? 0), requests: Int(r[3].int ?? 0),
+                records: Int(r[4].int ?? 0), lastRefusal: last[receiver + "\u{0}" + device].map { (time: $0.0, status: $0.1, note: $0.2) })
         }
     }
 }

@@ -55,17 +55,22 @@ public final class ReadAPI: Sendable {
             return problem(405, "Method not allowed", "The read API only reads: use GET.", headers: [HTTPHeader("Allow", "GET")])
         }
         if rest == "/openapi.json" {
-            return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "application/json")],
-                                body: ReadAPIDocument.openAPI(prefix: settings.prefix))
+            return HTTPResponse(
+                status: 200, headers: [HTTPHeader("Content-Type", "application/json")],
+                body: ReadAPIDocument.openAPI(prefix: settings.prefix))
         }
         guard let endpoint = Endpoint(rawValue: String(rest.dropFirst())), rest.hasPrefix("/") else {
-            return problem(404, "Not found", "The read API has \(Endpoint.allCases.map { settings.prefix + "/" + $0.rawValue }.joined(separator: ", ")) "
-                           + "and \(settings.prefix)/openapi.json.")
+            return problem(
+                404, "Not found",
+                "The read API has \(Endpoint.allCases.map { settings.prefix + "/" + $0.rawValue }.joined(separator: ", ")) "
+                    + "and \(settings.prefix)/openapi.json.")
         }
         guard let token = authorize(request) else {
-            return problem(401, "Unauthorized", "The read API takes `Authorization: Bearer` with one of its read tokens "
-                           + "(read_api.tokens); a receiver's token does not read.",
-                           headers: [HTTPHeader("WWW-Authenticate", "Bearer realm=\"healthgate read API\"")])
+            return problem(
+                401, "Unauthorized",
+                "The read API takes `Authorization: Bearer` with one of its read tokens "
+                    + "(read_api.tokens); a receiver's token does not read.",
+                headers: [HTTPHeader("WWW-Authenticate", "Bearer realm=\"healthgate read API\"")])
         }
         var query: ReadQuery
         switch ReadQuery.parse(request.query, endpoint: endpoint, maxLimit: settings.maxLimit) {
@@ -86,8 +91,10 @@ public final class ReadAPI: Sendable {
         let answerBytes = settings.maxAnswerBytes + Self.pageSlack
         guard budget.take(answerBytes) else {
             logger.warning("answers in flight would pass read_api.max_buffered (\(settings.maxBuffered) bytes); answering 503")
-            return problem(503, "Busy", "The read API holds as many answers as it may at once (read_api.max_buffered); "
-                           + "try again shortly.", headers: [HTTPHeader("Retry-After", "2")])
+            return problem(
+                503, "Busy",
+                "The read API holds as many answers as it may at once (read_api.max_buffered); "
+                    + "try again shortly.", headers: [HTTPHeader("Retry-After", "2")])
         }
         let result: ReadResult
         do {
@@ -99,8 +106,12 @@ public final class ReadAPI: Sendable {
         // What the answer does not use is given back now; the rest when it has been sent.
         let body = request.method == "HEAD" ? [] : result.body
         budget.give(answerBytes - body.count)
-        var response = HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "application/json"),
-                                                           HTTPHeader("Cache-Control", "no-store")], body: body)
+        var response = HTTPResponse(
+            status: 200,
+            headers: [
+                HTTPHeader("Content-Type", "application/json"),
+                HTTPHeader("Cache-Control", "no-store")
+            ], body: body)
         let budget = self.budget, held = body.count
         response.hold = ResponseHold { budget.give(held) }
         return response
@@ -114,8 +125,9 @@ public final class ReadAPI: Sendable {
             entries = try requests?.recent(devices: q.devices, before: q.after.flatMap { Int64($0[0]) }, limit: q.limit + 1) ?? []
         } catch {
             logger.error("the read API cannot read the request log: \(error)")
-            return problem(503, "Request log unavailable", "The gateway cannot read its request log now; try again later.",
-                           headers: [HTTPHeader("Retry-After", "5")])
+            return problem(
+                503, "Request log unavailable", "The gateway cannot read its request log now; try again later.",
+                headers: [HTTPHeader("Retry-After", "5")])
         }
         var page = Page(limit: q.limit)
         for e in entries.prefix(q.limit) {
@@ -137,8 +149,9 @@ public final class ReadAPI: Sendable {
         if entries.count > q.limit, let last = entries.prefix(q.limit).last {
             page.next = ReadCursor.encode(.batches, [String(last.id)])
         }
-        return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "application/json"), HTTPHeader("Cache-Control", "no-store")],
-                            body: page.finish())
+        return HTTPResponse(
+            status: 200, headers: [HTTPHeader("Content-Type", "application/json"), HTTPHeader("Cache-Control", "no-store")],
+            body: page.finish())
     }
 
     /// The read token the request carries, compared in constant time with each.
@@ -153,13 +166,16 @@ public final class ReadAPI: Sendable {
         switch failure {
         case .busy:
             logger.warning("a read found all of the read API's \(settings.connections) database connection(s) busy")
-            return problem(503, "Busy", "Every database connection of the read API is in use; try again shortly.",
-                           headers: [HTTPHeader("Retry-After", "2")])
+            return problem(
+                503, "Busy", "Every database connection of the read API is in use; try again shortly.",
+                headers: [HTTPHeader("Retry-After", "2")])
         case .database(let e):
             if e.sqlstate == "57014" {
                 logger.warning("a read was cancelled by read_api.statement_timeout")
-                return problem(503, "Query took too long", "The query ran past read_api.statement_timeout; ask for a shorter "
-                               + "time range or a smaller limit.", headers: [HTTPHeader("Retry-After", "5")])
+                return problem(
+                    503, "Query took too long",
+                    "The query ran past read_api.statement_timeout; ask for a shorter "
+                        + "time range or a smaller limit.", headers: [HTTPHeader("Retry-After", "5")])
             }
             if let state = e.sqlstate, state.hasPrefix("22") {
                 // A value PostgreSQL cannot read as what it must be (the parameters are checked
@@ -170,12 +186,14 @@ public final class ReadAPI: Sendable {
             }
             if e.sqlstate == "42P01" {
                 logger.warning("the read API's sink \(settings.sink) has not made its tables yet: \(e)")
-                return problem(503, "Not ready", "The PostgreSQL sink has not made its tables yet (it does when it first connects).",
-                               headers: [HTTPHeader("Retry-After", "10")])
+                return problem(
+                    503, "Not ready", "The PostgreSQL sink has not made its tables yet (it does when it first connects).",
+                    headers: [HTTPHeader("Retry-After", "10")])
             }
             logger.error("the read API cannot read sink \(settings.sink)'s database: \(e)")
-            return problem(503, "Database unavailable", "The gateway cannot read its PostgreSQL database now; try again later.",
-                           headers: [HTTPHeader("Retry-After", "5")])
+            return problem(
+                503, "Database unavailable", "The gateway cannot read its PostgreSQL database now; try again later.",
+                headers: [HTTPHeader("Retry-After", "5")])
         }
     }
 }
@@ -205,8 +223,10 @@ struct ReadQuery {
             let name = PercentEncoding.decode(String(kv[0]))
             let value = kv.count > 1 ? PercentEncoding.decode(String(kv[1])) : ""
             guard endpoint.parameters.contains(name) else {
-                return .failure(Bad(detail: "Unknown parameter \"\(String(name.prefix(64)))\": \(endpoint.rawValue) takes "
-                                    + endpoint.parameters.joined(separator: ", ") + "."))
+                return .failure(
+                    Bad(
+                        detail: "Unknown parameter \"\(String(name.prefix(64)))\": \(endpoint.rawValue) takes "
+                            + endpoint.parameters.joined(separator: ", ") + "."))
             }
             guard seen.insert(name).inserted else { return .failure(Bad(detail: "Parameter \(name) is given twice.")) }
             guard !value.isEmpty else { return .failure(Bad(detail: "Parameter \(name) is empty.")) }
@@ -220,19 +240,25 @@ struct ReadQuery {
                 q.device = value
             case "type", "kind":
                 guard value.utf8.count <= 100,
-                      value.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F }) else {
+                    value.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F })
+                else {
                     return .failure(Bad(detail: "\(name) is a name of lower-case letters, digits and _, at most 100 (e.g. heart_rate)."))
                 }
                 if name == "type" { q.type = value } else { q.kind = value }
             case "from", "to":
                 guard let t = time(value, dayOnly: endpoint.takesDays) else {
-                    return .failure(Bad(detail: endpoint.takesDays
-                        ? "\(name) is a local day, YYYY-MM-DD (e.g. 2026-12-01)."
-                        : "\(name) is a time, RFC 3339 (e.g. 2026-12-01T08:00:00Z; write + in an offset as %2B), or a day, YYYY-MM-DD (midnight UTC), in the years 1 to 9999."))
+                    return .failure(
+                        Bad(
+                            detail: endpoint.takesDays
+                                ? "\(name) is a local day, YYYY-MM-DD (e.g. 2026-12-01)."
+                                : "\(name) is a time, RFC 3339 (e.g. 2026-12-01T08:00:00Z; write + in an offset as %2B), or a day, YYYY-MM-DD (midnight UTC), in the years 1 to 9999."
+                        ))
                 }
                 if name == "from" { q.from = t } else { q.to = t }
             case "limit":
-                guard let n = Int(value), n >= 1 else { return .failure(Bad(detail: "limit is a whole number from 1 (at most \(maxLimit)).")) }
+                guard let n = Int(value), n >= 1 else {
+                    return .failure(Bad(detail: "limit is a whole number from 1 (at most \(maxLimit))."))
+                }
                 q.limit = min(n, maxLimit)
             case "cursor":
                 guard let a = ReadCursor.decode(value, endpoint: endpoint) else {
@@ -309,7 +335,8 @@ enum ReadCursor {
     static func isDatabaseTime(_ s: String) -> Bool {
         let b = Array(s.utf8)
         guard b.count == 22 || (b.count > 23 && b.count <= 29 && b[19] == 0x2E), b[4] == 0x2D, b[7] == 0x2D, b[10] == 0x20,
-              b[13] == 0x3A, b[16] == 0x3A, b[b.count - 3] == 0x2B, b[b.count - 2] == 0x30, b[b.count - 1] == 0x30 else { return false }
+            b[13] == 0x3A, b[16] == 0x3A, b[b.count - 3] == 0x2B, b[b.count - 2] == 0x30, b[b.count - 1] == 0x30
+        else { return false }
         let digits = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18] + (b.count > 22 ? Array(20..<(b.count - 3)) : [])
         guard digits.allSatisfy({ b[$0] >= 0x30 && b[$0] <= 0x39 }) else { return false }
         // A real instant in years 1 to 9999 (month 13 or hour 25 would be PostgreSQL's error).

@@ -59,9 +59,11 @@ public struct ReadAPISettings: Sendable {
     static let defaultPath = "/api/v1"
 
     /// Checks `node` against the sinks and receivers of the config; adds what is wrong to `problems`.
-    static func check(_ node: YAMLNode, sinks: [(name: String, built: BuiltSink)],
-                      receivers: [(name: String, config: ReceiverConfig, receiver: any Receiver)], httpThreads: Int,
-                      problems: inout [ConfigProblem]) -> ReadAPISettings? {
+    static func check(
+        _ node: YAMLNode, sinks: [(name: String, built: BuiltSink)],
+        receivers: [(name: String, config: ReceiverConfig, receiver: any Receiver)], httpThreads: Int,
+        problems: inout [ConfigProblem]
+    ) -> ReadAPISettings? {
         let c: ReadAPIConfig
         do {
             c = try YAMLDecoder().decode(ReadAPIConfig.self, from: node, path: "read_api")
@@ -101,10 +103,14 @@ public struct ReadAPISettings: Sendable {
                 list.add("tokens", "token \(i + 1) is shorter than 16 characters: use a long random one (`openssl rand -hex 24`)")
             }
             if ingestTokens.contains(t.token) {
-                list.add("tokens", "token \(i + 1) is also a receiver's token: read tokens never ingest and ingest tokens never read, give it its own")
+                list.add(
+                    "tokens",
+                    "token \(i + 1) is also a receiver's token: read tokens never ingest and ingest tokens never read, give it its own")
             }
             if tokens.contains(where: { $0.secret == Array(t.token.utf8) }) { list.add("tokens", "token \(i + 1) is given twice") }
-            if let d = t.devices, d.isEmpty { list.add("tokens", "token \(i + 1) has an empty devices list (leave it out for every device)") }
+            if let d = t.devices, d.isEmpty {
+                list.add("tokens", "token \(i + 1) has an empty devices list (leave it out for every device)")
+            }
             tokens.append(Token(secret: Array(t.token.utf8), devices: t.devices.map(Set.init)))
         }
         let maxLimit = c.max_limit ?? 1000
@@ -113,7 +119,9 @@ public struct ReadAPISettings: Sendable {
         let most = max(1, httpThreads / 2)
         let connections = c.connections ?? min(4, most)
         if !(1...most).contains(connections) {
-            list.add("connections", "connections is 1 to \(most) (half of http.threads, \(httpThreads), so that reads never hold every thread uploads need)")
+            list.add(
+                "connections",
+                "connections is 1 to \(most) (half of http.threads, \(httpThreads), so that reads never hold every thread uploads need)")
         }
         let timeout = c.statement_timeout?.seconds ?? 10
         if timeout < 0.001 || timeout > 60 { list.add("statement_timeout", "statement_timeout is more than 0 and at most 60s") }
@@ -123,8 +131,9 @@ public struct ReadAPISettings: Sendable {
         if buffered < answer { list.add("max_buffered", "max_buffered is at least max_answer_bytes (\(answer) bytes)") }
         problems += list.problems
         guard list.problems.isEmpty, let access else { return nil }
-        return ReadAPISettings(sink: c.sink, prefix: prefix, tokens: tokens, maxLimit: maxLimit, connections: connections,
-                               statementTimeoutMs: max(1, Int(timeout * 1000)), maxAnswerBytes: answer, maxBuffered: buffered,
-                               access: access)
+        return ReadAPISettings(
+            sink: c.sink, prefix: prefix, tokens: tokens, maxLimit: maxLimit, connections: connections,
+            statementTimeoutMs: max(1, Int(timeout * 1000)), maxAnswerBytes: answer, maxBuffered: buffered,
+            access: access)
     }
 }

@@ -94,13 +94,16 @@ final class ReadPool: Sendable {
     }
 
     private func connect() throws(PGError) -> Lease {
-        var extra: [(String, String)] = [("connect_timeout", "\(access.connectTimeout)"),
-                                         ("application_name", "healthgate read API")]
+        var extra: [(String, String)] = [
+            ("connect_timeout", "\(access.connectTimeout)"),
+            ("application_name", "healthgate read API")
+        ]
         if let p = access.password { extra.append(("password", p)) }
         let c = try PGConnection(dsn: access.dsn, extra: extra)
-        try c.execute("SELECT set_config('statement_timeout', $1, false), set_config('TimeZone', 'UTC', false), "
-                      + "set_config('default_transaction_read_only', 'on', false), set_config('extra_float_digits', '3', false), "
-                      + "set_config('DateStyle', 'ISO, YMD', false)", ["\(statementTimeoutMs)"])
+        try c.execute(
+            "SELECT set_config('statement_timeout', $1, false), set_config('TimeZone', 'UTC', false), "
+                + "set_config('default_transaction_read_only', 'on', false), set_config('extra_float_digits', '3', false), "
+                + "set_config('DateStyle', 'ISO, YMD', false)", ["\(statementTimeoutMs)"])
         return Lease(c, schema: c.quoted(identifier: access.schema))
     }
 

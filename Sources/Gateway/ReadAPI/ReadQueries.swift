@@ -68,18 +68,20 @@ enum ReadQueries {
         if let t = q.type { sql.conditions.append("type = \(sql.bind(t))") }
         if let k = q.kind { sql.conditions.append("kind = \(sql.bind(k))") }
         if let a = q.after {
-            sql.conditions.append("(start_at, device, uuid, part) > (\(sql.bind(a[0]))::timestamptz, \(sql.bind(a[1])), "
-                                  + "\(sql.bind(a[2])), \(sql.bind(a[3]))::integer)")
+            sql.conditions.append(
+                "(start_at, device, uuid, part) > (\(sql.bind(a[0]))::timestamptz, \(sql.bind(a[1])), "
+                    + "\(sql.bind(a[2])), \(sql.bind(a[3]))::integer)")
         }
         let limit = sql.bind(String(q.limit + 1))
         var page = Page(limit: q.limit, maxBytes: maxBytes, endpoint: .samples)
         let parser = JSONParser()
         try lease.connection.stream(
             "SELECT device, uuid, part, parts, kind, type, extract(epoch FROM start_at)::text, extract(epoch FROM end_at)::text, "
-            + "value, text_value, code, unit, activity, duration_s, energy_kcal, distance_m, source_app, source_device, "
-            + "utc_offset, receiver, metadata::text, \(pairs("fields")), \(pairs("extra")), \(pairs("tags")), start_at::text, time_zone "
-            + "FROM \(lease.schema).records" + sql.whereClause + " ORDER BY start_at, device, uuid, part LIMIT \(limit)::integer",
-            sql.parameters) { row in
+                + "value, text_value, code, unit, activity, duration_s, energy_kcal, distance_m, source_app, source_device, "
+                + "utc_offset, receiver, metadata::text, \(pairs("fields")), \(pairs("extra")), \(pairs("tags")), start_at::text, time_zone "
+                + "FROM \(lease.schema).records" + sql.whereClause + " ORDER BY start_at, device, uuid, part LIMIT \(limit)::integer",
+            sql.parameters
+        ) { row in
             page.add(key: [row[24] ?? "", row[0] ?? "", row[1] ?? "", row[2] ?? "0"]) {
                 var line: [UInt8] = []
                 self.record(row, parser: parser).appendNDJSON(to: &line)
@@ -97,14 +99,15 @@ enum ReadQueries {
         var value: RecordValue?
         if let v = row[8].flatMap({ Double($0) }) { value = .number(v) } else if let s = row[9] { value = .string(s) }
         let source: RecordSource? = row[16] == nil && row[17] == nil ? nil : RecordSource(app: row[16], device: row[17])
-        var r = CanonicalRecord(kind: row[4] ?? "", device: row[0] ?? "", receiver: row[19] ?? "", uuid: row[1] ?? "",
-                                type: row[5] ?? "", part: parts != nil || part != 0 ? part : nil, parts: parts,
-                                start: row[6].flatMap(epoch), end: row[7].flatMap(epoch), utcOffset: row[18].flatMap { Int($0) },
-                                value: value, unit: row[11], code: row[10].flatMap { Int($0) }, activity: row[12],
-                                durationS: row[13].flatMap { Double($0) }, energyKcal: row[14].flatMap { Double($0) },
-                                distanceM: row[15].flatMap { Double($0) }, source: source,
-                                metadata: row[20].map { RawJSON(encoded: Array($0.utf8)) },
-                                fields: object(row[21], parser: parser), extra: object(row[22], parser: parser))
+        var r = CanonicalRecord(
+            kind: row[4] ?? "", device: row[0] ?? "", receiver: row[19] ?? "", uuid: row[1] ?? "",
+            type: row[5] ?? "", part: parts != nil || part != 0 ? part : nil, parts: parts,
+            start: row[6].flatMap(epoch), end: row[7].flatMap(epoch), utcOffset: row[18].flatMap { Int($0) },
+            value: value, unit: row[11], code: row[10].flatMap { Int($0) }, activity: row[12],
+            durationS: row[13].flatMap { Double($0) }, energyKcal: row[14].flatMap { Double($0) },
+            distanceM: row[15].flatMap { Double($0) }, source: source,
+            metadata: row[20].map { RawJSON(encoded: Array($0.utf8)) },
+            fields: object(row[21], parser: parser), extra: object(row[22], parser: parser))
         r.timeZone = row.count > 25 ? row[25] : nil
         r.tags = object(row[23], parser: parser).compactMap { f in
             (try? JSONParser().parse(f.value.bytes))?.root.string.map { RecordTag(f.name, $0) }
@@ -160,34 +163,37 @@ enum ReadQueries {
         var page = Page(limit: q.limit, maxBytes: maxBytes, endpoint: .workouts)
         try lease.connection.stream(
             "SELECT device, uuid, activity, extract(epoch FROM start_at)::text, extract(epoch FROM end_at)::text, duration_s, "
-            + "energy_kcal, distance_m, source_app, source_device, day::text, avg_bpm, max_bpm, heart_rate_samples, start_at::text, "
-            + "heart_rate_from "
-            + "FROM \(lease.schema).workouts" + sql.whereClause + " ORDER BY start_at, device, uuid LIMIT \(limit)::integer",
-            sql.parameters) { row in page.add(key: [row[14] ?? "", row[0] ?? "", row[1] ?? ""]) {
-            var w = JSONWriter(capacity: 512)
-            w.beginObject()
-            w.key("device"); w.string(row[0] ?? "")
-            w.key("uuid"); w.string(row[1] ?? "")
-            optional(&w, "activity", row[2])
-            optional(&w, "start", time(row[3]))
-            optional(&w, "end", time(row[4]))
-            number(&w, "duration_s", row[5])
-            number(&w, "energy_kcal", row[6])
-            number(&w, "distance_m", row[7])
-            if row[8] != nil || row[9] != nil {
-                w.key("source"); w.beginObject()
-                optional(&w, "app", row[8]); optional(&w, "device", row[9])
+                + "energy_kcal, distance_m, source_app, source_device, day::text, avg_bpm, max_bpm, heart_rate_samples, start_at::text, "
+                + "heart_rate_from "
+                + "FROM \(lease.schema).workouts" + sql.whereClause + " ORDER BY start_at, device, uuid LIMIT \(limit)::integer",
+            sql.parameters
+        ) { row in
+            page.add(key: [row[14] ?? "", row[0] ?? "", row[1] ?? ""]) {
+                var w = JSONWriter(capacity: 512)
+                w.beginObject()
+                w.key("device"); w.string(row[0] ?? "")
+                w.key("uuid"); w.string(row[1] ?? "")
+                optional(&w, "activity", row[2])
+                optional(&w, "start", time(row[3]))
+                optional(&w, "end", time(row[4]))
+                number(&w, "duration_s", row[5])
+                number(&w, "energy_kcal", row[6])
+                number(&w, "distance_m", row[7])
+                if row[8] != nil || row[9] != nil {
+                    w.key("source"); w.beginObject()
+                    optional(&w, "app", row[8]); optional(&w, "device", row[9])
+                    w.endObject()
+                }
+                optional(&w, "day", row[10])
+                w.key("heart_rate"); w.beginObject()
+                number(&w, "avg_bpm", row[11]); number(&w, "max_bpm", row[12])
+                w.key("samples"); w.int(Int(row[13] ?? "0") ?? 0)
+                optional(&w, "from", row[15])
                 w.endObject()
+                w.endObject()
+                return w.bytes
             }
-            optional(&w, "day", row[10])
-            w.key("heart_rate"); w.beginObject()
-            number(&w, "avg_bpm", row[11]); number(&w, "max_bpm", row[12])
-            w.key("samples"); w.int(Int(row[13] ?? "0") ?? 0)
-            optional(&w, "from", row[15])
-            w.endObject()
-            w.endObject()
-            return w.bytes
-        } }
+        }
         return ReadResult(body: page.finish())
     }
 
@@ -207,25 +213,27 @@ enum ReadQueries {
         var page = Page(limit: q.limit, maxBytes: maxBytes, endpoint: .daily)
         try lease.connection.stream(
             "SELECT device, local_day::text, sum(value), avg(value), "
-            + "min(coalesce(\(lease.schema).num(extra->'min'), value)), max(coalesce(\(lease.schema).num(extra->'max'), value)), "
-            + "count(*), min(unit) "
-            + "FROM \(lease.schema).records" + sql.whereClause
-            + " GROUP BY local_day, device ORDER BY local_day, device LIMIT \(limit)::integer", sql.parameters) { row in
+                + "min(coalesce(\(lease.schema).num(extra->'min'), value)), max(coalesce(\(lease.schema).num(extra->'max'), value)), "
+                + "count(*), min(unit) "
+                + "FROM \(lease.schema).records" + sql.whereClause
+                + " GROUP BY local_day, device ORDER BY local_day, device LIMIT \(limit)::integer", sql.parameters
+        ) { row in
             page.add(key: [row[1] ?? "", row[0] ?? ""]) {
-            var w = JSONWriter(capacity: 256)
-            w.beginObject()
-            w.key("device"); w.string(row[0] ?? "")
-            w.key("day"); w.string(row[1] ?? "")
-            w.key("type"); w.string(type)
-            w.key("how"); w.string(sum ? "sum" : "mean")
-            number(&w, "value", sum ? row[2] : row[3])
-            number(&w, "min", row[4])
-            number(&w, "max", row[5])
-            w.key("samples"); w.int(Int(row[6] ?? "0") ?? 0)
-            optional(&w, "unit", row[7])
-            w.endObject()
-            return w.bytes
-        } }
+                var w = JSONWriter(capacity: 256)
+                w.beginObject()
+                w.key("device"); w.string(row[0] ?? "")
+                w.key("day"); w.string(row[1] ?? "")
+                w.key("type"); w.string(type)
+                w.key("how"); w.string(sum ? "sum" : "mean")
+                number(&w, "value", sum ? row[2] : row[3])
+                number(&w, "min", row[4])
+                number(&w, "max", row[5])
+                w.key("samples"); w.int(Int(row[6] ?? "0") ?? 0)
+                optional(&w, "unit", row[7])
+                w.endObject()
+                return w.bytes
+            }
+        }
         return ReadResult(body: page.finish())
     }
 
@@ -249,26 +257,29 @@ enum ReadQueries {
         var page = Page(limit: q.limit, maxBytes: maxBytes, endpoint: .sleep)
         try lease.connection.stream(
             "SELECT device, night::text, asleep_hours, in_bed_min, awake_min, core_min, deep_min, rem_min, "
-            + "extract(epoch FROM bedtime)::text, extract(epoch FROM wake_time)::text, samples, made_from "
-            + "FROM \(lease.schema).sleep_nights" + sql.whereClause + " ORDER BY night, device LIMIT \(limit)::integer",
-            sql.parameters) { row in page.add(key: [row[1] ?? "", row[0] ?? ""]) {
-            var w = JSONWriter(capacity: 384)
-            w.beginObject()
-            w.key("device"); w.string(row[0] ?? "")
-            w.key("night"); w.string(row[1] ?? "")
-            number(&w, "asleep_hours", row[2])
-            number(&w, "in_bed_min", row[3])
-            number(&w, "awake_min", row[4])
-            number(&w, "core_min", row[5])
-            number(&w, "deep_min", row[6])
-            number(&w, "rem_min", row[7])
-            optional(&w, "bedtime", time(row[8]))
-            optional(&w, "wake_time", time(row[9]))
-            w.key("samples"); w.int(Int(row[10] ?? "0") ?? 0)
-            optional(&w, "made_from", row[11])
-            w.endObject()
-            return w.bytes
-        } }
+                + "extract(epoch FROM bedtime)::text, extract(epoch FROM wake_time)::text, samples, made_from "
+                + "FROM \(lease.schema).sleep_nights" + sql.whereClause + " ORDER BY night, device LIMIT \(limit)::integer",
+            sql.parameters
+        ) { row in
+            page.add(key: [row[1] ?? "", row[0] ?? ""]) {
+                var w = JSONWriter(capacity: 384)
+                w.beginObject()
+                w.key("device"); w.string(row[0] ?? "")
+                w.key("night"); w.string(row[1] ?? "")
+                number(&w, "asleep_hours", row[2])
+                number(&w, "in_bed_min", row[3])
+                number(&w, "awake_min", row[4])
+                number(&w, "core_min", row[5])
+                number(&w, "deep_min", row[6])
+                number(&w, "rem_min", row[7])
+                optional(&w, "bedtime", time(row[8]))
+                optional(&w, "wake_time", time(row[9]))
+                w.key("samples"); w.int(Int(row[10] ?? "0") ?? 0)
+                optional(&w, "made_from", row[11])
+                w.endObject()
+                return w.bytes
+            }
+        }
         return ReadResult(body: page.finish())
     }
 
@@ -281,8 +292,9 @@ enum ReadQueries {
             // scan of every row).
             devices = try lease.connection.execute(
                 "WITH RECURSIVE d(device) AS (SELECT min(device) FROM \(lease.schema).records UNION ALL "
-                + "SELECT (SELECT min(r.device) FROM \(lease.schema).records r WHERE r.device > d.device) FROM d WHERE d.device IS NOT NULL) "
-                + "SELECT device FROM d WHERE device IS NOT NULL LIMIT 1000").rows.compactMap { $0[0] }
+                    + "SELECT (SELECT min(r.device) FROM \(lease.schema).records r WHERE r.device > d.device) FROM d WHERE d.device IS NOT NULL) "
+                    + "SELECT device FROM d WHERE device IS NOT NULL LIMIT 1000"
+            ).rows.compactMap { $0[0] }
         }
         var sql = ParameterizedSQL()
         let list = sql.bind(ParameterizedSQL.textArray(devices ?? []))
@@ -291,29 +303,31 @@ enum ReadQueries {
         var page = Page(limit: q.limit, maxBytes: maxBytes, endpoint: .latest)
         try lease.connection.stream(
             "SELECT d.device, t.type, r.value, r.text_value, r.unit, extract(epoch FROM r.start_at)::text, "
-            + "extract(epoch FROM r.end_at)::text, r.source_app, r.source_device "
-            + "FROM unnest(\(list)::text[]) AS d(device) CROSS JOIN \(lease.schema).types t "
-            + "CROSS JOIN LATERAL (SELECT value, text_value, unit, start_at, end_at, source_app, source_device "
-            + "FROM \(lease.schema).records x WHERE x.device = d.device AND x.type = t.type AND x.kind IN ('quantity', 'category') "
-            + "AND x.start_at IS NOT NULL ORDER BY x.start_at DESC, x.end_at DESC NULLS LAST LIMIT 1) r"
-            + sql.whereClause + " ORDER BY d.device, t.type LIMIT \(limit)::integer", sql.parameters) { row in
+                + "extract(epoch FROM r.end_at)::text, r.source_app, r.source_device "
+                + "FROM unnest(\(list)::text[]) AS d(device) CROSS JOIN \(lease.schema).types t "
+                + "CROSS JOIN LATERAL (SELECT value, text_value, unit, start_at, end_at, source_app, source_device "
+                + "FROM \(lease.schema).records x WHERE x.device = d.device AND x.type = t.type AND x.kind IN ('quantity', 'category') "
+                + "AND x.start_at IS NOT NULL ORDER BY x.start_at DESC, x.end_at DESC NULLS LAST LIMIT 1) r"
+                + sql.whereClause + " ORDER BY d.device, t.type LIMIT \(limit)::integer", sql.parameters
+        ) { row in
             page.add(key: [row[0] ?? "", row[1] ?? ""]) {
-            var w = JSONWriter(capacity: 256)
-            w.beginObject()
-            w.key("device"); w.string(row[0] ?? "")
-            w.key("type"); w.string(row[1] ?? "")
-            if let v = row[2].flatMap({ Double($0) }) { w.key("value"); w.double(v) } else { optional(&w, "value", row[3]) }
-            optional(&w, "unit", row[4])
-            optional(&w, "start", time(row[5]))
-            optional(&w, "end", time(row[6]))
-            if row[7] != nil || row[8] != nil {
-                w.key("source"); w.beginObject()
-                optional(&w, "app", row[7]); optional(&w, "device", row[8])
+                var w = JSONWriter(capacity: 256)
+                w.beginObject()
+                w.key("device"); w.string(row[0] ?? "")
+                w.key("type"); w.string(row[1] ?? "")
+                if let v = row[2].flatMap({ Double($0) }) { w.key("value"); w.double(v) } else { optional(&w, "value", row[3]) }
+                optional(&w, "unit", row[4])
+                optional(&w, "start", time(row[5]))
+                optional(&w, "end", time(row[6]))
+                if row[7] != nil || row[8] != nil {
+                    w.key("source"); w.beginObject()
+                    optional(&w, "app", row[7]); optional(&w, "device", row[8])
+                    w.endObject()
+                }
                 w.endObject()
+                return w.bytes
             }
-            w.endObject()
-            return w.bytes
-        } }
+        }
         return ReadResult(body: page.finish())
     }
 

@@ -20,8 +20,10 @@ public struct Authenticator: Sendable {
     let subjects: [String]
     let fingerprints: [String]
 
-    public init(kind: Kind, token: String = "", user: String = "", header: String = "",
-                subjects: [String] = [], sha256: [String] = []) {
+    public init(
+        kind: Kind, token: String = "", user: String = "", header: String = "",
+        subjects: [String] = [], sha256: [String] = []
+    ) {
         self.kind = kind
         self.subjects = subjects
         self.fingerprints = sha256.map(Authenticator.fingerprint)
@@ -39,8 +41,9 @@ public struct Authenticator: Sendable {
     /// The user and password of `Authorization: Basic <base64>`, or nil.
     static func basic(_ request: HTTPRequest) -> (user: [UInt8], password: [UInt8])? {
         guard let v = request.header("authorization"), v.count > 6, v.prefix(6).lowercased() == "basic ",
-              let decoded = Crypto.base64Decode(String(v.dropFirst(6)).trimmingSpaces),
-              let colon = decoded.firstIndex(of: 0x3A) else { return nil }
+            let decoded = Crypto.base64Decode(String(v.dropFirst(6)).trimmingSpaces),
+            let colon = decoded.firstIndex(of: 0x3A)
+        else { return nil }
         return (Array(decoded[..<colon]), Array(decoded[(colon + 1)...]))
     }
 
@@ -56,8 +59,10 @@ public struct Authenticator: Sendable {
                 return problem(403, "Forbidden", "This receiver takes only requests with a TLS client certificate.")
             }
             guard subjects.contains(cert.subject) || fingerprints.contains(cert.sha256) else {
-                return problem(403, "Forbidden", "The client certificate (subject \(cert.subject), SHA-256 \(cert.sha256)) "
-                               + "is not one this receiver takes: list its subject or fingerprint under the receiver's auth.")
+                return problem(
+                    403, "Forbidden",
+                    "The client certificate (subject \(cert.subject), SHA-256 \(cert.sha256)) "
+                        + "is not one this receiver takes: list its subject or fingerprint under the receiver's auth.")
             }
         }
         switch kind {
@@ -67,7 +72,8 @@ public struct Authenticator: Sendable {
             guard let given = Authenticator.bearer(request) else {
                 return refuse("An Authorization: Bearer header is required.", challenge: "Bearer")
             }
-            return Crypto.constantTimeEqual(given, token) ? nil
+            return Crypto.constantTimeEqual(given, token)
+                ? nil
                 : refuse("The Bearer token is not the one configured for this receiver.", challenge: "Bearer")
         case .basic:
             guard let given = Authenticator.basic(request) else {
@@ -75,9 +81,11 @@ public struct Authenticator: Sendable {
             }
             let userOK = Crypto.constantTimeEqual(given.user, user)
             let passOK = Crypto.constantTimeEqual(given.password, token)
-            return userOK && passOK ? nil
-                : refuse("The user or password is not the one configured for this receiver.",
-                         challenge: "Basic realm=\"healthgate\"")
+            return userOK && passOK
+                ? nil
+                : refuse(
+                    "The user or password is not the one configured for this receiver.",
+                    challenge: "Basic realm=\"healthgate\"")
         case .header:
             guard request.headers.filter({ $0.name == headerName.lowercased() }).count <= 1 else {
                 return refuse("The \(headerName) header is sent more than once; send it once.", challenge: nil)
@@ -85,13 +93,15 @@ public struct Authenticator: Sendable {
             guard let v = request.header(headerName) else {
                 return refuse("The \(headerName) header is required.", challenge: nil)
             }
-            return Crypto.constantTimeEqual(Array(v.utf8), token) ? nil
+            return Crypto.constantTimeEqual(Array(v.utf8), token)
+                ? nil
                 : refuse("The \(headerName) header's value is not the one configured for this receiver.", challenge: nil)
         }
     }
 
     private func refuse(_ detail: String, challenge: String?) -> HTTPResponse {
-        problem(401, "Unauthorized", detail,
-                headers: challenge.map { [HTTPHeader("WWW-Authenticate", $0)] } ?? [])
+        problem(
+            401, "Unauthorized", detail,
+            headers: challenge.map { [HTTPHeader("WWW-Authenticate", $0)] } ?? [])
     }
 }

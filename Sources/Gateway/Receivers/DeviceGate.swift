@@ -60,7 +60,8 @@ public final class DeviceGate: Sendable {
     /// a problem document, or 503 when a first-seen binding cannot be kept.
     public func refusal(devices: [String]) -> HTTPResponse? {
         guard let (status, detail) = verdict(devices) else { return nil }
-        return status == 403 ? problem(403, "Device not allowed", detail)
+        return status == 403
+            ? problem(403, "Device not allowed", detail)
             : problem(503, "Cannot store the data now", detail, headers: [HTTPHeader("Retry-After", "30")])
     }
 
@@ -72,9 +73,12 @@ public final class DeviceGate: Sendable {
             return nil
         case .listed(let globs):
             guard let other = devices.first(where: { d in !globs.contains { $0.matches(d) } }) else { return nil }
-            return (403, "Receiver \(receiver) takes data only for the devices listed in its config "
-                + "(receivers.\(receiver).devices: \(globs.map(\.pattern).joined(separator: ", "))); this request is for "
-                + "device \(QuarantinedRecord.name(other)). Nothing of it was kept.")
+            return (
+                403,
+                "Receiver \(receiver) takes data only for the devices listed in its config "
+                    + "(receivers.\(receiver).devices: \(globs.map(\.pattern).joined(separator: ", "))); this request is for "
+                    + "device \(QuarantinedRecord.name(other)). Nothing of it was kept."
+            )
         case .firstSeen:
             return bound.withLock { state -> (Int, String)? in
                 if !state.loaded {
@@ -85,27 +89,37 @@ public final class DeviceGate: Sendable {
                 }
                 if let device = state.device {
                     guard let other = devices.first(where: { $0 != device }) else { return nil }
-                    return (403, "Receiver \(receiver) is bound to device \(QuarantinedRecord.name(device)), the first that wrote "
-                        + "to it (devices: first_seen); this request is for device \(QuarantinedRecord.name(other)). "
-                        + "Nothing of it was kept. Give each phone its own receiver and token, or list the devices under "
-                        + "receivers.\(receiver).devices.")
+                    return (
+                        403,
+                        "Receiver \(receiver) is bound to device \(QuarantinedRecord.name(device)), the first that wrote "
+                            + "to it (devices: first_seen); this request is for device \(QuarantinedRecord.name(other)). "
+                            + "Nothing of it was kept. Give each phone its own receiver and token, or list the devices under "
+                            + "receivers.\(receiver).devices."
+                    )
                 }
                 guard let first = devices.first else { return nil }
                 if devices.contains(where: { $0 != first }) {
-                    return (403, "Receiver \(receiver) binds the first device that writes to it (devices: first_seen), and this "
-                        + "first request is for several devices. Nothing of it was kept.")
+                    return (
+                        403,
+                        "Receiver \(receiver) binds the first device that writes to it (devices: first_seen), and this "
+                            + "first request is for several devices. Nothing of it was kept."
+                    )
                 }
                 do {
                     try FileIO.makeDirectories(directory, mode: 0o700)
                     try FileIO.writeAtomically(path, Array((first + "\n").utf8), mode: 0o600)
                 } catch {
                     logger.error("cannot keep the bound device in \(path): \(error); the request is refused")
-                    return (503, "The gateway could not record which device this receiver is bound to. "
-                        + "Nothing of this request was kept; send it again later.")
+                    return (
+                        503,
+                        "The gateway could not record which device this receiver is bound to. "
+                            + "Nothing of this request was kept; send it again later."
+                    )
                 }
                 state.device = first
-                logger.warning("bound to device \(QuarantinedRecord.name(first)), the first that wrote to it "
-                               + "(devices: first_seen): requests for other devices are refused from now on")
+                logger.warning(
+                    "bound to device \(QuarantinedRecord.name(first)), the first that wrote to it "
+                        + "(devices: first_seen): requests for other devices are refused from now on")
                 return nil
             }
         }

@@ -11,8 +11,11 @@ public struct ReceiverBuildContext: Sendable {
 
 /// Every receiver kind, by its `kind:` in the config. A new receiver is one folder and one line here.
 public enum ReceiverRegistry {
-    public typealias Builder = @Sendable (_ name: String, _ config: ReceiverConfig, _ node: YAMLNode, _ path: String,
-                                          _ context: ReceiverBuildContext) throws(ConfigProblems) -> any Receiver
+    public typealias Builder =
+        @Sendable (
+            _ name: String, _ config: ReceiverConfig, _ node: YAMLNode, _ path: String,
+            _ context: ReceiverBuildContext
+        ) throws(ConfigProblems) -> any Receiver
 
     public typealias Entry = (kind: String, defaultPath: String, keys: [String], build: Builder)
 
@@ -23,7 +26,7 @@ public enum ReceiverRegistry {
         ("hae", "/api/data", common + ["device"], HAEReceiver.build),
         ("influx", "/api/v2/write", common + ["device"], InfluxReceiver.build),
         ("ingest", "/v1/ingest", common + ["max_items"], IngestReceiver.build),
-        ("healthsync", "/api/apple-health/sync", common + ["device"], HealthSyncReceiver.build),
+        ("healthsync", "/api/apple-health/sync", common + ["device"], HealthSyncReceiver.build)
     ]
 
     /// The keys every receiver kind takes.
@@ -39,9 +42,10 @@ public enum ReceiverRegistry {
     static func unsupportedKeys(_ node: YAMLNode, entry: Entry, path: String) -> [ConfigProblem] {
         guard case .mapping(let entries, _) = node else { return [] }
         return entries.filter { !entry.keys.contains($0.key) }.map { e in
-            ConfigProblem(location: e.keyLocation, path: path + "." + e.key,
-                          message: "a \(entry.kind) receiver does not take \"\(e.key)\"\(hint(e.key, kind: entry.kind)); "
-                              + "it takes: \(entry.keys.joined(separator: ", "))")
+            ConfigProblem(
+                location: e.keyLocation, path: path + "." + e.key,
+                message: "a \(entry.kind) receiver does not take \"\(e.key)\"\(hint(e.key, kind: entry.kind)); "
+                    + "it takes: \(entry.keys.joined(separator: ", "))")
         }
     }
 
@@ -59,16 +63,18 @@ public enum ReceiverRegistry {
 
 extension SynckyReceiver {
     static let build: ReceiverRegistry.Builder = { name, c, node, path, context throws(ConfigProblems) in
-        let auth = try c.auth.map { a throws(ConfigProblems) in try Authenticator(config: a, node: node, path: path + ".auth") }
+        let auth =
+            try c.auth.map { a throws(ConfigProblems) in try Authenticator(config: a, node: node, path: path + ".auth") }
             ?? Authenticator(kind: .none)
-        return SynckyReceiver(name: name, path: c.path ?? "/syncky",
-                              maxBodyBytes: Int(c.max_body?.bytes ?? Int64(ReceiverConfig.defaultMaxBody)),
-                              auth: auth, hmacSecret: c.hmac?.secret, device: c.device,
-                              parsers: context.parsers, logger: context.logger.child("receiver \(name)"),
-                              replays: ReplayCache(path: FileIO.join(context.dataDir, "replay/\(name)")),
-                              writeBack: c.write_back == true
-                                  ? WriteBack(receiver: name, dataDir: context.dataDir, logger: context.logger.child("receiver \(name)"))
-                                  : nil)
+        return SynckyReceiver(
+            name: name, path: c.path ?? "/syncky",
+            maxBodyBytes: Int(c.max_body?.bytes ?? Int64(ReceiverConfig.defaultMaxBody)),
+            auth: auth, hmacSecret: c.hmac?.secret, device: c.device,
+            parsers: context.parsers, logger: context.logger.child("receiver \(name)"),
+            replays: ReplayCache(path: FileIO.join(context.dataDir, "replay/\(name)")),
+            writeBack: c.write_back == true
+                ? WriteBack(receiver: name, dataDir: context.dataDir, logger: context.logger.child("receiver \(name)"))
+                : nil)
     }
 }
 
@@ -79,14 +85,18 @@ extension Authenticator {
         let loc = node["auth"]?.location ?? node.location
         func need(_ key: String, _ value: String?) {
             if value == nil || value!.isEmpty {
-                problems.append(ConfigProblem(location: loc, path: path,
-                                              message: "auth type \(a.type.rawValue) needs \"\(key)\""))
+                problems.append(
+                    ConfigProblem(
+                        location: loc, path: path,
+                        message: "auth type \(a.type.rawValue) needs \"\(key)\""))
             }
         }
         func refuse(_ key: String, _ value: String?) {
             if value != nil {
-                problems.append(ConfigProblem(location: loc, path: path,
-                                              message: "\"\(key)\" has no meaning for auth type \(a.type.rawValue)"))
+                problems.append(
+                    ConfigProblem(
+                        location: loc, path: path,
+                        message: "\"\(key)\" has no meaning for auth type \(a.type.rawValue)"))
             }
         }
         switch a.type {
@@ -94,8 +104,10 @@ extension Authenticator {
         case .client_cert:
             refuse("token", a.token); refuse("user", a.user); refuse("header", a.header)
             if (a.subjects ?? []).isEmpty && (a.sha256 ?? []).isEmpty {
-                problems.append(ConfigProblem(location: loc, path: path,
-                                              message: "auth type client_cert needs \"subjects\" or \"sha256\": the certificates it takes"))
+                problems.append(
+                    ConfigProblem(
+                        location: loc, path: path,
+                        message: "auth type client_cert needs \"subjects\" or \"sha256\": the certificates it takes"))
             }
         case .bearer: need("token", a.token); refuse("user", a.user); refuse("header", a.header)
         case .basic:
@@ -105,20 +117,29 @@ extension Authenticator {
             }
         case .header:
             need("header", a.header); need("token", a.token); refuse("user", a.user)
-            if let h = a.header, ["authorization", "host", "content-type", "content-length"].contains(h.lowercased())
-                || h.lowercased().hasPrefix("x-syncky-") {
-                problems.append(ConfigProblem(location: loc, path: path,
-                                              message: "\"\(h)\" cannot be a custom auth header"))
+            if let h = a.header,
+                ["authorization", "host", "content-type", "content-length"].contains(h.lowercased())
+                    || h.lowercased().hasPrefix("x-syncky-")
+            {
+                problems.append(
+                    ConfigProblem(
+                        location: loc, path: path,
+                        message: "\"\(h)\" cannot be a custom auth header"))
             }
         }
-        for f in a.sha256 ?? [] where Authenticator.fingerprint(f).count != 64
-            || !Authenticator.fingerprint(f).allSatisfy({ $0.isHexDigit }) {
-            problems.append(ConfigProblem(location: loc, path: path + ".sha256",
-                                          message: "\"\(f)\" is not a SHA-256 fingerprint (64 hex digits, e.g. from "
-                                              + "`openssl x509 -noout -fingerprint -sha256 -in client.pem`)"))
+        for f in a.sha256 ?? []
+        where Authenticator.fingerprint(f).count != 64
+            || !Authenticator.fingerprint(f).allSatisfy({ $0.isHexDigit })
+        {
+            problems.append(
+                ConfigProblem(
+                    location: loc, path: path + ".sha256",
+                    message: "\"\(f)\" is not a SHA-256 fingerprint (64 hex digits, e.g. from "
+                        + "`openssl x509 -noout -fingerprint -sha256 -in client.pem`)"))
         }
         if !problems.isEmpty { throw ConfigProblems(problems: problems) }
-        self.init(kind: a.type, token: a.token ?? "", user: a.user ?? "", header: a.header ?? "",
-                  subjects: a.subjects ?? [], sha256: a.sha256 ?? [])
+        self.init(
+            kind: a.type, token: a.token ?? "", user: a.user ?? "", header: a.header ?? "",
+            subjects: a.subjects ?? [], sha256: a.sha256 ?? [])
     }
 }

@@ -24,28 +24,36 @@ struct SetupHelp {
         }
         switch c.kind {
         case "syncky":
-            return SetupHelp(receiver: r.name, app: "Syncky Health, by hand", whereInApp: "Settings › Connections › + › Webhook",
-                             fields: [("URL", url), ("Format", "native")] + auth
-                                + (c.hmac.map { [("Signing secret", $0.secret)] } ?? []))
+            return SetupHelp(
+                receiver: r.name, app: "Syncky Health, by hand", whereInApp: "Settings › Connections › + › Webhook",
+                fields: [("URL", url), ("Format", "native")] + auth
+                    + (c.hmac.map { [("Signing secret", $0.secret)] } ?? []))
         case "hae":
-            return SetupHelp(receiver: r.name, app: "Health Auto Export",
-                             whereInApp: "Automations › + › REST API; Export Format JSON; the header under Headers",
-                             fields: [("URL", url)] + auth)
+            return SetupHelp(
+                receiver: r.name, app: "Health Auto Export",
+                whereInApp: "Automations › + › REST API; Export Format JSON; the header under Headers",
+                fields: [("URL", url)] + auth)
         case "healthsync":
             // The app takes the server's base URL and a token; it posts to its own fixed path.
             let base = path == "/api/apple-health/sync" ? String(url.dropLast(path.count)) : url
-            return SetupHelp(receiver: r.name, app: "HealthSync", whereInApp: "Settings › Backend",
-                             fields: [("Backend URL", base), ("Auth token", token)]
-                                + (path == "/api/apple-health/sync" ? [] : [("Note", "the app posts to /api/apple-health/sync: set this receiver's path to it")]))
+            return SetupHelp(
+                receiver: r.name, app: "HealthSync", whereInApp: "Settings › Backend",
+                fields: [("Backend URL", base), ("Auth token", token)]
+                    + (path == "/api/apple-health/sync"
+                        ? [] : [("Note", "the app posts to /api/apple-health/sync: set this receiver's path to it")]))
         case "influx":
             let base = path.hasSuffix("/api/v2/write") ? String(url.dropLast("/api/v2/write".count)) : url
-            return SetupHelp(receiver: r.name, app: "InfluxDB clients (Syncky's influx format, Telegraf, scripts)",
-                             whereInApp: "the client's InfluxDB output: any org, bucket or database name",
-                             fields: [("URL", base), ("Token", token),
-                                      ("Header", "Authorization: Token " + token + " (v2), or u/p with the token as p (v1)")])
+            return SetupHelp(
+                receiver: r.name, app: "InfluxDB clients (Syncky's influx format, Telegraf, scripts)",
+                whereInApp: "the client's InfluxDB output: any org, bucket or database name",
+                fields: [
+                    ("URL", base), ("Token", token),
+                    ("Header", "Authorization: Token " + token + " (v2), or u/p with the token as p (v1)")
+                ])
         case "ingest":
-            return SetupHelp(receiver: r.name, app: "The chunked ingest API (POST JSON with device_id)", whereInApp: "your client",
-                             fields: [("URL", url)] + auth)
+            return SetupHelp(
+                receiver: r.name, app: "The chunked ingest API (POST JSON with device_id)", whereInApp: "your client",
+                fields: [("URL", url)] + auth)
         default:
             return nil
         }

@@ -29,8 +29,10 @@ public final class StatusEndpoint: Sendable {
     let requestLog: RequestLog?
     let summaries = NDJSONSummaries()
 
-    init(topology: Topology, journal: Journal, drainers: @escaping @Sendable () -> [SinkDrainer],
-         removed: @escaping @Sendable () -> [RemovedSink] = { [] }, clock: any Clock, port: UInt16 = 0, requestLog: RequestLog? = nil) {
+    init(
+        topology: Topology, journal: Journal, drainers: @escaping @Sendable () -> [SinkDrainer],
+        removed: @escaping @Sendable () -> [RemovedSink] = { [] }, clock: any Clock, port: UInt16 = 0, requestLog: RequestLog? = nil
+    ) {
         self.requestLog = requestLog
         self.topology = topology
         self.journal = journal
@@ -49,47 +51,64 @@ public final class StatusEndpoint: Sendable {
         let now = clock.now()
         let drainers = currentDrainers()
         let withLinks = topology.admin?.token != nil || topology.admin?.localLinks == true
-        let body = path == "/status"
-            ? StatusReport.json(journal: journal, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
-                                receivers: receivers, drainers: drainers, removed: currentRemoved(), now: now)
-            : StatusPageHTML.render(topology: topology, journal: journal, receivers: receivers, drainers: drainers,
-                                    removed: currentRemoved(), links: withLinks ? links() : [], linksHidden: !withLinks,
-                                    setup: withLinks ? topology.receivers.compactMap { SetupHelp.of($0, topology: listening) } : [],
-                                    extras: extras(drainers), now: now)
-        return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", path == "/status" ? "application/json" : "text/html; charset=utf-8"),
-                                                   HTTPHeader("Cache-Control", "no-store"),
-                                                   HTTPHeader("X-Content-Type-Options", "nosniff"),
-                                                   HTTPHeader("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-                                                              + "script-src \(StatusPageHTML.refreshScriptSource); connect-src 'self'; frame-ancestors 'none'"),
-                                                   HTTPHeader("X-Frame-Options", "DENY"),
-                                                   HTTPHeader("Referrer-Policy", "no-referrer")],
-                            body: request.method == "HEAD" ? [] : body)
+        let body =
+            path == "/status"
+            ? StatusReport.json(
+                journal: journal, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
+                receivers: receivers, drainers: drainers, removed: currentRemoved(), now: now)
+            : StatusPageHTML.render(
+                topology: topology, journal: journal, receivers: receivers, drainers: drainers,
+                removed: currentRemoved(), links: withLinks ? links() : [], linksHidden: !withLinks,
+                setup: withLinks ? topology.receivers.compactMap { SetupHelp.of($0, topology: listening) } : [],
+                extras: extras(drainers), now: now)
+        return HTTPResponse(
+            status: 200,
+            headers: [
+                HTTPHeader("Content-Type", path == "/status" ? "application/json" : "text/html; charset=utf-8"),
+                HTTPHeader("Cache-Control", "no-store"),
+                HTTPHeader("X-Content-Type-Options", "nosniff"),
+                HTTPHeader(
+                    "Content-Security-Policy",
+                    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+                        + "script-src \(StatusPageHTML.refreshScriptSource); connect-src 'self'; frame-ancestors 'none'"),
+                HTTPHeader("X-Frame-Options", "DENY"),
+                HTTPHeader("Referrer-Policy", "no-referrer")
+            ],
+            body: request.method == "HEAD" ? [] : body)
     }
 
     /// Why this request may not see the page; nil when it may.
     func refusal(_ request: HTTPRequest) -> HTTPResponse? {
         if let token = topology.admin?.token {
             if StatusEndpoint.carries(token, request) { return nil }
-            return problem(401, "Unauthorized", "The status page takes the admin token (admin.token): as a Bearer token, "
-                           + "or as the password of Basic auth.",
-                           headers: [HTTPHeader("WWW-Authenticate", "Basic realm=\"healthgate\", charset=\"UTF-8\"")])
+            return problem(
+                401, "Unauthorized",
+                "The status page takes the admin token (admin.token): as a Bearer token, "
+                    + "or as the password of Basic auth.",
+                headers: [HTTPHeader("WWW-Authenticate", "Basic realm=\"healthgate\", charset=\"UTF-8\"")])
         }
         let forwarded = StatusEndpoint.proxyHeaders.contains { request.header($0) != nil }
         guard StatusEndpoint.isLoopback(request.remoteAddress) && !forwarded else {
-            return problem(403, "Forbidden", "Without an admin token the status page answers this machine only (loopback, not "
-                           + "through a proxy). Set admin: {token: …} to open it elsewhere behind that token.")
+            return problem(
+                403, "Forbidden",
+                "Without an admin token the status page answers this machine only (loopback, not "
+                    + "through a proxy). Set admin: {token: …} to open it elsewhere behind that token.")
         }
         guard let host = request.header("host"), StatusEndpoint.isOwnName(host, listenHost: topology.listenHost) else {
-            return problem(403, "Forbidden", "Without an admin token the status page answers requests for this machine's own "
-                           + "names only (localhost, a loopback address, its host name), not for another name that points here.")
+            return problem(
+                403, "Forbidden",
+                "Without an admin token the status page answers requests for this machine's own "
+                    + "names only (localhost, a loopback address, its host name), not for another name that points here.")
         }
         return nil
     }
 
     /// Headers a proxy adds: a request carrying one came through one.
-    static let proxyHeaders = ["forwarded", "x-forwarded-for", "x-real-ip", "x-client-ip", "true-client-ip", "cf-connecting-ip",
-                               "fastly-client-ip", "x-cluster-client-ip", "via", "x-forwarded-host", "x-forwarded-proto",
-                               "x-forwarded-server", "x-original-forwarded-for"]
+    static let proxyHeaders = [
+        "forwarded", "x-forwarded-for", "x-real-ip", "x-client-ip", "true-client-ip", "cf-connecting-ip",
+        "fastly-client-ip", "x-cluster-client-ip", "via", "x-forwarded-host", "x-forwarded-proto",
+        "x-forwarded-server", "x-original-forwarded-for"
+    ]
 
     /// Whether a `Host` names this machine: `localhost` (or a name under it), a loopback
     /// address, this machine's host name, or the address `listen` names (port left aside).
@@ -148,8 +167,9 @@ public final class StatusEndpoint: Sendable {
     func links() -> [(receiver: String, link: String)] {
         let t = listening
         return topology.receivers.filter { $0.config.kind == "syncky" }.compactMap { r in
-            (try? SetupLink.build(receiver: r.name, config: r.config, topology: t, host: nil, format: "native",
-                                  scheme: "syncky")).map { (r.name, $0) }
+            (try? SetupLink.build(
+                receiver: r.name, config: r.config, topology: t, host: nil, format: "native",
+                scheme: "syncky")).map { (r.name, $0) }
         }
     }
 }

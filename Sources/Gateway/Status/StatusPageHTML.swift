@@ -29,11 +29,14 @@ enum StatusPageHTML {
         return "'sha256-\(b64)'"
     }()
 
-    static func render(topology: Topology, journal: Journal, receivers: [ReceiverMetrics], drainers: [SinkDrainer],
-                       removed: [RemovedSink] = [], links: [(receiver: String, link: String)], linksHidden: Bool = false,
-                       setup: [SetupHelp] = [], extras: Extras = Extras(), now: Timestamp) -> [UInt8] {
+    static func render(
+        topology: Topology, journal: Journal, receivers: [ReceiverMetrics], drainers: [SinkDrainer],
+        removed: [RemovedSink] = [], links: [(receiver: String, link: String)], linksHidden: Bool = false,
+        setup: [SetupHelp] = [], extras: Extras = Extras(), now: Timestamp
+    ) -> [UInt8] {
         var h = HTMLText()
-        h.raw("""
+        h.raw(
+            """
             <!doctype html><html lang="en"><head><meta charset="utf-8">
             <meta name="viewport" content="width=device-width, initial-scale=1"><noscript><meta http-equiv="refresh" content="10"></noscript>
             <title>healthgate</title><style>
@@ -55,9 +58,10 @@ enum StatusPageHTML {
 
         if linksHidden && topology.receivers.contains(where: { $0.config.kind == "syncky" }) {
             h.raw("<h2>Connect a phone</h2><div class=\"card\"><p>")
-            h.text("A setup link holds the receiver's token and secret, so this page shows none without the admin token: run "
-                   + "`healthgate link --qr` in a terminal on this machine, or set admin: {token: …} (then the page asks for it) "
-                   + "or admin: {local_links: true} (this machine's page shows them to whoever reaches it: a proxy here too).")
+            h.text(
+                "A setup link holds the receiver's token and secret, so this page shows none without the admin token: run "
+                    + "`healthgate link --qr` in a terminal on this machine, or set admin: {token: …} (then the page asks for it) "
+                    + "or admin: {local_links: true} (this machine's page shows them to whoever reaches it: a proxy here too).")
             h.raw("</p></div>")
         }
         if !links.isEmpty {
@@ -67,16 +71,18 @@ enum StatusPageHTML {
                 if let svg = try? QRSVG.render(l.link) { h.raw(svg) }
                 h.raw("<div><b>")
                 h.text(l.receiver)
-                h.raw("</b><p>In Syncky: Settings › Connections › + › Scan a setup link, and point the camera here. "
-                      + "The code holds this receiver's token and secret: show it only to the phone's owner.</p>"
-                      + "<details><summary>The link as text</summary><code>")
+                h.raw(
+                    "</b><p>In Syncky: Settings › Connections › + › Scan a setup link, and point the camera here. "
+                        + "The code holds this receiver's token and secret: show it only to the phone's owner.</p>"
+                        + "<details><summary>The link as text</summary><code>")
                 h.text(l.link)
                 h.raw("</code></details></div></div>")
             }
         }
         if !setup.isEmpty {
-            h.raw("<h2>What to enter in each app</h2><p class=\"muted\">These hold the receivers' tokens: show them only to "
-                  + "the phone's owner.</p>")
+            h.raw(
+                "<h2>What to enter in each app</h2><p class=\"muted\">These hold the receivers' tokens: show them only to "
+                    + "the phone's owner.</p>")
             for s in setup {
                 h.raw("<details class=\"card\" id=\"setup-"); h.text(s.receiver); h.raw("\"><summary><b>")
                 h.text(s.app); h.raw("</b> — receiver "); h.text(s.receiver)
@@ -90,8 +96,9 @@ enum StatusPageHTML {
 
         h.raw("<div id=\"live\"><p class=\"muted\">")
         h.text("as of \(Timestamp(seconds: now.seconds).rfc3339())")
-        h.raw("</p><h2>Receivers</h2><div class=\"card scroll\"><table><tr><th>receiver</th><th>path</th><th>last request</th>"
-              + "<th class=\"n\">requests</th><th class=\"n\">records</th><th class=\"n\">refused</th><th>last refusal</th></tr>")
+        h.raw(
+            "</p><h2>Receivers</h2><div class=\"card scroll\"><table><tr><th>receiver</th><th>path</th><th>last request</th>"
+                + "<th class=\"n\">requests</th><th class=\"n\">records</th><th class=\"n\">refused</th><th>last refusal</th></tr>")
         for (r, m) in zip(topology.receivers, receivers) {
             h.raw("<tr><td>"); h.text("\(r.name) (\(r.config.kind))")
             h.raw("</td><td>"); h.text(r.receiver.paths.joined(separator: ", "))
@@ -108,9 +115,12 @@ enum StatusPageHTML {
             }
             h.raw("</td><td class=\"n\">"); h.text("\(m.requests.load(ordering: .relaxed))")
             h.raw("</td><td class=\"n\">"); h.text("\(m.accepted.load(ordering: .relaxed))")
-            let refused = [("auth", m.refused.load(ordering: .relaxed)), ("other device", m.wrongDevice.load(ordering: .relaxed)), ("unreadable", m.unreadable.load(ordering: .relaxed)),
-                           ("too large", m.tooLarge.load(ordering: .relaxed)), ("bad records", m.quarantined.load(ordering: .relaxed)),
-                           ("busy", m.unavailable.load(ordering: .relaxed))].filter { $0.1 > 0 }
+            let refused = [
+                ("auth", m.refused.load(ordering: .relaxed)), ("other device", m.wrongDevice.load(ordering: .relaxed)),
+                ("unreadable", m.unreadable.load(ordering: .relaxed)),
+                ("too large", m.tooLarge.load(ordering: .relaxed)), ("bad records", m.quarantined.load(ordering: .relaxed)),
+                ("busy", m.unavailable.load(ordering: .relaxed))
+            ].filter { $0.1 > 0 }
             h.raw("</td><td class=\"n\">")
             h.text(refused.isEmpty ? "0" : refused.map { "\($0.1) \($0.0)" }.joined(separator: ", "))
             h.raw("</td><td>")
@@ -128,8 +138,9 @@ enum StatusPageHTML {
         if extras.devices.isEmpty {
             h.raw("<div class=\"card muted\">No phone has sent anything yet.</div>")
         } else {
-            h.raw("<div class=\"card scroll\"><table><tr><th>device</th><th>receiver</th><th>last seen</th><th class=\"n\">requests</th>"
-                  + "<th class=\"n\">records</th><th>last refusal</th></tr>")
+            h.raw(
+                "<div class=\"card scroll\"><table><tr><th>device</th><th>receiver</th><th>last seen</th><th class=\"n\">requests</th>"
+                    + "<th class=\"n\">records</th><th>last refusal</th></tr>")
             for d in extras.devices {
                 h.raw("<tr><td><code>"); h.text(d.device); h.raw("</code></td><td>"); h.text(d.receiver)
                 h.raw("</td><td>"); h.text(ago(Double(now.unixNanoseconds - d.lastSeen.unixNanoseconds) / 1e9))
@@ -147,8 +158,9 @@ enum StatusPageHTML {
             h.raw("</table></div>")
         }
 
-        h.raw("<h2>Sinks</h2><div class=\"card scroll\"><table><tr><th>sink</th><th>destination</th><th class=\"n\">waiting</th>"
-              + "<th>oldest waiting</th><th class=\"n\">sent</th><th>last error</th><th>next try</th></tr>")
+        h.raw(
+            "<h2>Sinks</h2><div class=\"card scroll\"><table><tr><th>sink</th><th>destination</th><th class=\"n\">waiting</th>"
+                + "<th>oldest waiting</th><th class=\"n\">sent</th><th>last error</th><th>next try</th></tr>")
         for d in drainers {
             let m = d.metrics
             let b = journal.backlog(fromSeq: m.cursorSeq.load(ordering: .relaxed), skip: m.cursorSkip.load(ordering: .relaxed))
@@ -156,15 +168,16 @@ enum StatusPageHTML {
             h.raw("</td><td>")
             if let p = m.paused {
                 h.raw("<span class=\"bad\">paused</span> ")
-                h.text("since \(p.since.rfc3339()): the process died on it \(p.crashes) starts in a row (\(p.signalName)) at journal "
-                       + "entry \(p.from.seq), record \(p.from.skip). " + CrashGuard.howToResume(m.name) + ".")
+                h.text(
+                    "since \(p.since.rfc3339()): the process died on it \(p.crashes) starts in a row (\(p.signalName)) at journal "
+                        + "entry \(p.from.seq), record \(p.from.skip). " + CrashGuard.howToResume(m.name) + ".")
             } else {
-            switch m.reachability {
-            case .unreachable(let why), .failing(let why):
-                h.raw("<span class=\"bad\">"); h.text(m.reachability.word); h.raw("</span> "); h.text(why)
-            default:
-                h.raw("<span class=\"ok\">"); h.text(m.reachability.word); h.raw("</span>")
-            }
+                switch m.reachability {
+                case .unreachable(let why), .failing(let why):
+                    h.raw("<span class=\"bad\">"); h.text(m.reachability.word); h.raw("</span> "); h.text(why)
+                default:
+                    h.raw("<span class=\"ok\">"); h.text(m.reachability.word); h.raw("</span>")
+                }
             }
             h.raw("</td><td class=\"n\">"); h.text("\(b.records) (\(bytes(b.bytes)))")
             h.raw("</td><td>")
@@ -182,15 +195,19 @@ enum StatusPageHTML {
             h.raw("<h2>Removed from the config, still waiting</h2><div class=\"card\">")
             for r in removed {
                 let b = journal.backlog(fromSeq: r.cursor.seq, skip: r.cursor.skip)
-                h.raw("<p>"); h.text("\(r.name): \(b.records) record(s) (\(bytes(b.bytes))) wait for it in the journal. Put it back in "
-                                    + "the config to deliver them, or `healthgate forget \(r.name)` to let them go.")
+                h.raw("<p>");
+                h.text(
+                    "\(r.name): \(b.records) record(s) (\(bytes(b.bytes))) wait for it in the journal. Put it back in "
+                        + "the config to deliver them, or `healthgate forget \(r.name)` to let them go.")
                 h.raw("</p>")
             }
             h.raw("</div>")
         }
 
         if !extras.setAside.isEmpty {
-            h.raw("<h2>Set aside</h2><div class=\"card scroll\"><table><tr><th>what</th><th class=\"n\">entries</th><th>newest</th><th>file</th></tr>")
+            h.raw(
+                "<h2>Set aside</h2><div class=\"card scroll\"><table><tr><th>what</th><th class=\"n\">entries</th><th>newest</th><th>file</th></tr>"
+            )
             for s in extras.setAside {
                 h.raw("<tr><td>"); h.text(s.what)
                 h.raw("</td><td class=\"n\">"); h.text("\(s.summary.lines) (\(bytes(s.summary.bytes)))")
@@ -198,8 +215,9 @@ enum StatusPageHTML {
                 h.text([s.summary.newestTime, s.summary.newestReason].compactMap { $0 }.joined(separator: ": "))
                 h.raw("</td><td><code>"); h.text(s.file); h.raw("</code></td></tr>")
             }
-            h.raw("</table><p class=\"muted\">Records a sink refused for good wait in its dead letters: "
-                  + "<code>healthgate replay FILE</code> sends them again once the cause is mended.</p></div>")
+            h.raw(
+                "</table><p class=\"muted\">Records a sink refused for good wait in its dead letters: "
+                    + "<code>healthgate replay FILE</code> sends them again once the cause is mended.</p></div>")
         }
 
         h.raw("<h2>Journal</h2><div class=\"card\">")

@@ -10,8 +10,9 @@ import CanonicalJSON
 /// `healthgate status` (which works while `serve` runs, without a connection to it).
 enum StatusReport {
     static func json(service: GatewayService, now: Timestamp) -> [UInt8] {
-        json(journal: service.journal, journalMaxBytes: service.journalMaxBytes, receivers: service.handler.receiverMetrics,
-             drainers: service.drainers, removed: service.drainerSet.removed, now: now)
+        json(
+            journal: service.journal, journalMaxBytes: service.journalMaxBytes, receivers: service.handler.receiverMetrics,
+            drainers: service.drainers, removed: service.drainerSet.removed, now: now)
     }
 
     /// Also `GET /status`.
@@ -24,8 +25,10 @@ enum StatusReport {
         if let ns = b.oldestNanos { w.string(Timestamp(seconds: ns / 1_000_000_000).rfc3339()) } else { w.null() }
     }
 
-    static func json(journal: Journal, journalMaxBytes: Int?, receivers: [ReceiverMetrics], drainers: [SinkDrainer],
-                     removed: [RemovedSink] = [], now: Timestamp) -> [UInt8] {
+    static func json(
+        journal: Journal, journalMaxBytes: Int?, receivers: [ReceiverMetrics], drainers: [SinkDrainer],
+        removed: [RemovedSink] = [], now: Timestamp
+    ) -> [UInt8] {
         var w = JSONWriter(capacity: 2048)
         w.beginObject()
         w.key("time"); w.string(Timestamp(seconds: now.seconds).rfc3339())

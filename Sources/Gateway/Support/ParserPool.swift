@@ -56,8 +56,10 @@ extension JSONParser {
             return .unreadable(status: 400, reason: "the body is not valid JSON: \(error)")
         }
         if let key = doc.duplicateKey {
-            return .unreadable(status: 400, reason: "the body has the key \"\(QuarantinedRecord.name(key))\" twice in one object; "
-                               + "send each key once")
+            return .unreadable(
+                status: 400,
+                reason: "the body has the key \"\(QuarantinedRecord.name(key))\" twice in one object; "
+                    + "send each key once")
         }
         return then(doc)
     }

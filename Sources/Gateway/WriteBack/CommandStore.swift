@@ -43,7 +43,8 @@ public final class CommandStore: @unchecked Sendable {
         try FileIO.makeDirectories(dataDir, mode: 0o700)
         path = FileIO.join(dataDir, "commands.sqlite")
         db = try SQLite(path: path)
-        try db.execute("""
+        try db.execute(
+            """
             CREATE TABLE IF NOT EXISTS commands (
                 receiver TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL, op TEXT NOT NULL,
                 type TEXT NOT NULL, value_num REAL, value_name TEXT, unit TEXT, start TEXT, "end" TEXT,
@@ -51,7 +52,8 @@ public final class CommandStore: @unchecked Sendable {
                 result_version INTEGER, result_status TEXT, result_reason TEXT, result_at INTEGER,
                 PRIMARY KEY (receiver, id))
             """)
-        try db.execute("""
+        try db.execute(
+            """
             CREATE TABLE IF NOT EXISTS results (
                 receiver TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL, status TEXT NOT NULL,
                 reason TEXT, at INTEGER NOT NULL)
@@ -66,12 +68,13 @@ public final class CommandStore: @unchecked Sendable {
     static func command(_ r: [SQLite.Value]) -> WriteCommand {
         var value: WriteCommand.Value?
         if let d = r[5].double { value = .number(d) } else if let n = r[6].text { value = .name(n) }
-        return WriteCommand(receiver: r[0].text ?? "", id: r[1].text ?? "", version: Int(r[2].int ?? 1), op: r[3].text ?? "",
-                            type: r[4].text ?? "", value: value, unit: r[7].text,
-                            start: r[8].text.flatMap { Timestamp.parseRFC3339($0)?.0 },
-                            end: r[9].text.flatMap { Timestamp.parseRFC3339($0)?.0 }, createdAt: r[10].int ?? 0,
-                            sentCount: Int(r[11].int ?? 0), lastSentAt: r[12].int, resultVersion: r[13].int.map { Int($0) },
-                            resultStatus: r[14].text, resultReason: r[15].text)
+        return WriteCommand(
+            receiver: r[0].text ?? "", id: r[1].text ?? "", version: Int(r[2].int ?? 1), op: r[3].text ?? "",
+            type: r[4].text ?? "", value: value, unit: r[7].text,
+            start: r[8].text.flatMap { Timestamp.parseRFC3339($0)?.0 },
+            end: r[9].text.flatMap { Timestamp.parseRFC3339($0)?.0 }, createdAt: r[10].int ?? 0,
+            sentCount: Int(r[11].int ?? 0), lastSentAt: r[12].int, resultVersion: r[13].int.map { Int($0) },
+            resultStatus: r[14].text, resultReason: r[15].text)
     }
 
     public struct Failure: Error, CustomStringConvertible {
@@ -80,8 +83,10 @@ public final class CommandStore: @unchecked Sendable {
 
     /// Adds a write, or a new version of command `id` (which replaces the earlier one).
     @discardableResult
-    public func write(receiver: String, id: String?, type: String, value: WriteCommand.Value, unit: String?,
-                      start: Timestamp, end: Timestamp, now: Int64) throws -> WriteCommand {
+    public func write(
+        receiver: String, id: String?, type: String, value: WriteCommand.Value, unit: String?,
+        start: Timestamp, end: Timestamp, now: Int64
+    ) throws -> WriteCommand {
         try db.transaction {
             let commandID = try id ?? nextID(receiver: receiver)
             let existing = try command(receiver: receiver, id: commandID)
@@ -92,14 +97,18 @@ public final class CommandStore: @unchecked Sendable {
             case .number(let d): num = .double(d)
             case .name(let n): name = .text(n)
             }
-            try db.execute("""
+            try db.execute(
+                """
                 INSERT INTO commands (receiver, id, version, op, type, value_num, value_name, unit, start, "end", created_at)
                 VALUES (?, ?, ?, 'write', ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(receiver, id) DO UPDATE SET version = excluded.version, op = 'write', type = excluded.type,
                     value_num = excluded.value_num, value_name = excluded.value_name, unit = excluded.unit,
                     start = excluded.start, "end" = excluded."end", sent_count = 0, last_sent_at = NULL
-                """, [.text(receiver), .text(commandID), .int(Int64(version)), .text(type), num, name,
-                      unit.map { .text($0) } ?? .null, .text(start.rfc3339()), .text(end.rfc3339()), .int(now)])
+                """,
+                [
+                    .text(receiver), .text(commandID), .int(Int64(version)), .text(type), num, name,
+                    unit.map { .text($0) } ?? .null, .text(start.rfc3339()), .text(end.rfc3339()), .int(now)
+                ])
             return try command(receiver: receiver, id: commandID)!
         }
     }
@@ -114,7 +123,8 @@ public final class CommandStore: @unchecked Sendable {
             guard existing.op == "write" else {
                 throw Failure(description: "command \(id) is already a delete (version \(existing.version))")
             }
-            try db.execute("""
+            try db.execute(
+                """
                 UPDATE commands SET version = version + 1, op = 'delete', value_num = NULL, value_name = NULL,
                     unit = NULL, start = NULL, "end" = NULL, sent_count = 0, last_sent_at = NULL
                 WHERE receiver = ? AND id = ?
@@ -131,16 +141,20 @@ public final class CommandStore: @unchecked Sendable {
     }
 
     public func command(receiver: String, id: String) throws -> WriteCommand? {
-        try db.query("SELECT \(CommandStore.columns) FROM commands WHERE receiver = ? AND id = ?",
-                     [.text(receiver), .text(id)]).first.map(CommandStore.command)
+        try db.query(
+            "SELECT \(CommandStore.columns) FROM commands WHERE receiver = ? AND id = ?",
+            [.text(receiver), .text(id)]
+        ).first.map(CommandStore.command)
     }
 
     /// Every command of a receiver (or all), oldest first.
     public func all(receiver: String? = nil) throws -> [WriteCommand] {
-        let rows = receiver == nil
+        let rows =
+            receiver == nil
             ? try db.query("SELECT \(CommandStore.columns) FROM commands ORDER BY created_at, rowid")
-            : try db.query("SELECT \(CommandStore.columns) FROM commands WHERE receiver = ? ORDER BY created_at, rowid",
-                           [.text(receiver!)])
+            : try db.query(
+                "SELECT \(CommandStore.columns) FROM commands WHERE receiver = ? ORDER BY created_at, rowid",
+                [.text(receiver!)])
         return rows.map(CommandStore.command)
     }
 
@@ -152,8 +166,9 @@ public final class CommandStore: @unchecked Sendable {
     public func markSent(receiver: String, ids: [String], at: Int64) throws {
         try db.transaction {
             for id in ids {
-                try db.execute("UPDATE commands SET sent_count = sent_count + 1, last_sent_at = ? WHERE receiver = ? AND id = ?",
-                               [.int(at), .text(receiver), .text(id)])
+                try db.execute(
+                    "UPDATE commands SET sent_count = sent_count + 1, last_sent_at = ? WHERE receiver = ? AND id = ?",
+                    [.int(at), .text(receiver), .text(id)])
             }
         }
     }
@@ -161,8 +176,10 @@ public final class CommandStore: @unchecked Sendable {
     /// Records the results of one request in one transaction. A result for a command this
     /// receiver does not have is not stored (a phone could send any number of them): the ids
     /// of those come back, for the log. A result repeated within the request is stored once.
-    public func record(receiver: String, results: [(id: String, version: Int, status: String, reason: String?)],
-                       at: Int64) throws -> (recorded: Int, unknown: [String]) {
+    public func record(
+        receiver: String, results: [(id: String, version: Int, status: String, reason: String?)],
+        at: Int64
+    ) throws -> (recorded: Int, unknown: [String]) {
         try db.transaction {
             var recorded = 0
             var unknown: [String] = []
@@ -170,17 +187,24 @@ public final class CommandStore: @unchecked Sendable {
             for r in results {
                 guard seen.insert("\(r.id)\u{0}\(r.version)\u{0}\(r.status)").inserted else { continue }
                 guard let c = try command(receiver: receiver, id: r.id) else { unknown.append(r.id); continue }
-                try db.execute("INSERT INTO results (receiver, id, version, status, reason, at) VALUES (?, ?, ?, ?, ?, ?)",
-                               [.text(receiver), .text(r.id), .int(Int64(r.version)), .text(r.status),
-                                r.reason.map { .text($0) } ?? .null, .int(at)])
+                try db.execute(
+                    "INSERT INTO results (receiver, id, version, status, reason, at) VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        .text(receiver), .text(r.id), .int(Int64(r.version)), .text(r.status),
+                        r.reason.map { .text($0) } ?? .null, .int(at)
+                    ])
                 recorded += 1
                 // A result for an older version says nothing of the latest one.
                 if r.version >= (c.resultVersion ?? 0) && r.version <= c.version {
-                    try db.execute("""
+                    try db.execute(
+                        """
                         UPDATE commands SET result_version = ?, result_status = ?, result_reason = ?, result_at = ?
                         WHERE receiver = ? AND id = ?
-                        """, [.int(Int64(r.version)), .text(r.status), r.reason.map { .text($0) } ?? .null, .int(at),
-                              .text(receiver), .text(r.id)])
+                        """,
+                        [
+                            .int(Int64(r.version)), .text(r.status), r.reason.map { .text($0) } ?? .null, .int(at),
+                            .text(receiver), .text(r.id)
+                        ])
                 }
             }
             return (recorded, unknown)

@@ -30,16 +30,19 @@ public final class WriteBack: Sendable {
     /// The reply to a data request: `fallback` when nothing is pending, else a signed commands
     /// message. Over plain HTTP the app only reads signed replies, so without a secret nothing
     /// is sent (and that is said once).
-    func reply(to request: HTTPRequest, default fallback: HTTPResponse, signature: SynckySignature?,
-               now: Timestamp) -> HTTPResponse {
+    func reply(
+        to request: HTTPRequest, default fallback: HTTPResponse, signature: SynckySignature?,
+        now: Timestamp
+    ) -> HTTPResponse {
         do {
             return try withStore { store in
                 let pending = try store.pending(receiver: receiver)
                 guard !pending.isEmpty else { return fallback }
                 if signature == nil && !request.isTLS {
                     if !warnedUnsigned.exchange(true, ordering: .relaxed) {
-                        logger.warning("\(receiver): \(pending.count) write-back command(s) wait, but over plain HTTP the app "
-                                       + "reads only signed replies: set receivers.\(receiver).hmac (and the same secret in the app)")
+                        logger.warning(
+                            "\(receiver): \(pending.count) write-back command(s) wait, but over plain HTTP the app "
+                                + "reads only signed replies: set receivers.\(receiver).hmac (and the same secret in the app)")
                     }
                     return fallback
                 }
@@ -53,8 +56,10 @@ public final class WriteBack: Sendable {
                 guard !included.isEmpty else { return fallback }
                 var headers = [HTTPHeader("Content-Type", "application/json")]
                 if let signature {
-                    headers.append(HTTPHeader("X-Syncky-Signature",
-                                              signature.signReply(delivery: delivery, t: now.seconds, body: body)))
+                    headers.append(
+                        HTTPHeader(
+                            "X-Syncky-Signature",
+                            signature.signReply(delivery: delivery, t: now.seconds, body: body)))
                 }
                 try store.markSent(receiver: receiver, ids: included.map(\.id), at: now.seconds)
                 logger.info("\(receiver): sent \(included.count) write-back command(s) in a reply")
@@ -75,15 +80,17 @@ public final class WriteBack: Sendable {
             }
             let said = WriteBack.resultLinesSaid
             for r in results.prefix(said) where !unknown.contains(r.id) {
-                logger.info("\(receiver): command \(QuarantinedRecord.name(r.id)) version \(r.version): "
-                            + "\(QuarantinedRecord.name(r.status))\(r.reason.map { " (\(QuarantinedRecord.name($0)))" } ?? "")")
+                logger.info(
+                    "\(receiver): command \(QuarantinedRecord.name(r.id)) version \(r.version): "
+                        + "\(QuarantinedRecord.name(r.status))\(r.reason.map { " (\(QuarantinedRecord.name($0)))" } ?? "")")
             }
             if results.count > said && recorded > 0 {
                 logger.info("\(receiver): \(recorded) write-back result(s) recorded in all")
             }
             if !unknown.isEmpty {
-                logger.warning("\(receiver): \(unknown.count) result(s) for commands this receiver never had, not stored "
-                               + "(first: \(unknown.prefix(3).map { QuarantinedRecord.name($0) }.joined(separator: ", ")))")
+                logger.warning(
+                    "\(receiver): \(unknown.count) result(s) for commands this receiver never had, not stored "
+                        + "(first: \(unknown.prefix(3).map { QuarantinedRecord.name($0) }.joined(separator: ", ")))")
             }
         } catch {
             logger.error("\(receiver): cannot record write-back results (\(error))")

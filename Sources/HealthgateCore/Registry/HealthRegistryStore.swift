@@ -16,7 +16,8 @@ enum HealthRegistryStore {
     static func isValidName(_ name: String) -> Bool {
         let scalars = Array(name.unicodeScalars)
         guard scalars.count >= 2, scalars.count <= 64, let first = scalars.first,
-              first.value >= 97, first.value <= 122 else { return false }
+            first.value >= 97, first.value <= 122
+        else { return false }
         return scalars.allSatisfy { scalar in
             (scalar.value >= 97 && scalar.value <= 122) || (scalar.value >= 48 && scalar.value <= 57) || scalar == "_"
         }
@@ -42,7 +43,8 @@ enum HealthRegistryStore {
             var values: [CategoryValue] = []
             for token in row.fields[2].split(separator: " ") {
                 guard let equals = token.lastIndex(of: "="),
-                      let code = Int(token[token.index(after: equals)...]) else {
+                    let code = Int(token[token.index(after: equals)...])
+                else {
                     problem("value \(token) is not name=code")
                     continue
                 }
@@ -70,7 +72,8 @@ enum HealthRegistryStore {
                 }
             case "workout":
                 guard row.fields.count == 4, let rawValue = Int(row.fields[1]),
-                      isValidName(row.fields[2]), !row.fields[3].isEmpty else {
+                    isValidName(row.fields[2]), !row.fields[3].isEmpty
+                else {
                     problem("a workout row is `workout | raw value | name | HAE name`")
                     continue
                 }
@@ -138,17 +141,21 @@ enum HealthRegistryStore {
                 bounds = range
             }
             guard fields[9] == "-" else { return fail("\(name): a quantity has no value set") }
-            return .success(HealthType(name: name, hkIdentifier: identifier, kind: kind, unit: unit, family: family,
-                                       aggregation: aggregation, haeNames: haeNames, writable: writable,
-                                       bounds: bounds, categoryValues: []))
+            return .success(
+                HealthType(
+                    name: name, hkIdentifier: identifier, kind: kind, unit: unit, family: family,
+                    aggregation: aggregation, haeNames: haeNames, writable: writable,
+                    bounds: bounds, categoryValues: []))
         case .category:
             guard fields[3] == "-", fields[4] == "-", fields[7] == "-" else {
                 return fail("\(name): a category has no unit, family or bounds")
             }
             guard let values = valueSets[fields[9]] else { return fail("\(name): unknown value set \(fields[9])") }
-            return .success(HealthType(name: name, hkIdentifier: identifier, kind: kind, unit: nil, family: nil,
-                                       aggregation: aggregation, haeNames: haeNames, writable: writable,
-                                       bounds: nil, categoryValues: values))
+            return .success(
+                HealthType(
+                    name: name, hkIdentifier: identifier, kind: kind, unit: nil, family: nil,
+                    aggregation: aggregation, haeNames: haeNames, writable: writable,
+                    bounds: nil, categoryValues: values))
         }
     }
 
@@ -161,9 +168,10 @@ enum HealthRegistryStore {
             index += 1
         }
         guard index + 2 < characters.count,
-              let low = Double(String(characters[..<index])),
-              let high = Double(String(characters[(index + 3)...])),
-              low.isFinite, high.isFinite, low <= high else { return nil }
+            let low = Double(String(characters[..<index])),
+            let high = Double(String(characters[(index + 3)...])),
+            low.isFinite, high.isFinite, low <= high
+        else { return nil }
         return low...high
     }
 

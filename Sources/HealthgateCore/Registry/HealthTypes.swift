@@ -131,7 +131,8 @@ public enum HealthTypes {
         }
         guard let first = short.first else { return nil }
         let key = String(short)
-        let found = byShortIdentifier[key]
+        let found =
+            byShortIdentifier[key]
             ?? byShortIdentifier[first.uppercased() + short.dropFirst()]
             ?? bySwiftName[key]
         guard let type = found else { return nil }
@@ -175,7 +176,7 @@ public enum HealthTypes {
 
     static let fitnessNames: [String: String] = [
         "run": "running", "walk": "walking", "cycle": "cycling", "cycling": "cycling", "pool swim": "swimming",
-        "open water swim": "swimming", "rower": "rowing", "row": "rowing", "hike": "hiking",
+        "open water swim": "swimming", "rower": "rowing", "row": "rowing", "hike": "hiking"
     ]
 
     /// Display names in other languages (keys as `HealthNameStyle.displayKey` makes them).
@@ -195,7 +196,7 @@ public enum HealthTypes {
             ("Correr", "running"), ("Caminar", "walking"), ("Ciclismo", "cycling"), ("Natación", "swimming"),
             ("Senderismo", "hiking"), ("Remo", "rowing"),
             ("Entrenamiento de fuerza funcional", "functional_strength_training"),
-            ("Entrenamiento de fuerza tradicional", "traditional_strength_training"),
+            ("Entrenamiento de fuerza tradicional", "traditional_strength_training")
         ]
         return Dictionary(names.map { (HealthNameStyle.displayKey($0.0), $0.1) }, uniquingKeysWith: { first, _ in first })
     }()
@@ -219,8 +220,9 @@ public enum HealthTypes {
         Dictionary(all.map { (shortIdentifier(of: $0), $0) }, uniquingKeysWith: { first, _ in first })
 
     private static let bySwiftName: [String: HealthType] =
-        Dictionary(all.map { (HealthNameStyle.swiftLowerCamel(shortIdentifier(of: $0)), $0) },
-                   uniquingKeysWith: { first, _ in first })
+        Dictionary(
+            all.map { (HealthNameStyle.swiftLowerCamel(shortIdentifier(of: $0)), $0) },
+            uniquingKeysWith: { first, _ in first })
 
     private static let byHAEName: [String: HealthType] =
         Dictionary(all.flatMap { type in type.haeNames.map { ($0, type) } }, uniquingKeysWith: { first, _ in first })

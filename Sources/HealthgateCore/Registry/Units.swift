@@ -47,9 +47,9 @@ public enum Units {
     /// `convert` would say nil.
     public static func conversion(from: String, to: String) -> UnitConversion? {
         guard let source = HealthUnitTable.definition(for: from),
-              let target = HealthUnitTable.definition(for: to),
-              source.family == target.family,
-              source.dimension == target.dimension
+            let target = HealthUnitTable.definition(for: to),
+            source.family == target.family,
+            source.dimension == target.dimension
         else { return nil }
         return UnitConversion(source: source, target: target)
     }
@@ -105,10 +105,14 @@ struct HealthUnitDefinition: Sendable {
 enum HealthUnitTable {
     static let definitions: [HealthUnitDefinition] = {
         var list: [HealthUnitDefinition] = []
-        func add(_ symbol: String, _ family: UnitFamily, _ scale: Double, offset: Double = 0,
-                 dimension: String? = nil, aliases: [String] = []) {
-            list.append(HealthUnitDefinition(symbol: symbol, family: family, dimension: dimension ?? family.rawValue,
-                                             scale: scale, offset: offset, aliases: aliases))
+        func add(
+            _ symbol: String, _ family: UnitFamily, _ scale: Double, offset: Double = 0,
+            dimension: String? = nil, aliases: [String] = []
+        ) {
+            list.append(
+                HealthUnitDefinition(
+                    symbol: symbol, family: family, dimension: dimension ?? family.rawValue,
+                    scale: scale, offset: offset, aliases: aliases))
         }
         // Exact definitions: 1 lb = 0.45359237 kg, 1 oz = 1/16 lb, 1 st = 14 lb, 1 in = 0.0254 m,
         // 1 ft = 0.3048 m, 1 yd = 0.9144 m, 1 mi = 1609.344 m, K = (°F + 459.67) × 5/9.
@@ -160,7 +164,8 @@ enum HealthUnitTable {
         add("cmAq", .pressure, 98.0665, aliases: ["cmH2O"])
         add("atm", .pressure, 101325)
         // frequency, base count/s
-        add("count/min", .frequency, 1.0 / 60.0,
+        add(
+            "count/min", .frequency, 1.0 / 60.0,
             aliases: ["bpm", "beats/min", "/min", "1/min", "min^-1", "breaths/min", "brpm", "spm", "steps/min", "rpm"])
         add("count/s", .frequency, 1, aliases: ["/s", "1/s", "s^-1", "beats/s"])
         add("Hz", .frequency, 1, aliases: ["hz"])
@@ -178,11 +183,19 @@ enum HealthUnitTable {
         add("mg/dL", .concentration, 1, aliases: ["mg/dl"])
         add("mmol/L", .concentration, 18.015588000005408, aliases: ["mmol/l", "mmol<180.15588000005408>/L"])
         // VO2 max
-        add("ml/(kg*min)", .vo2, 1, aliases: ["ml/(kg·min)", "mL/(kg*min)", "ml/kg/min", "mL/kg/min",
-                                              "ml/(min*kg)", "mL/(min*kg)", "ml/kg*min"])
+        add(
+            "ml/(kg*min)", .vo2, 1,
+            aliases: [
+                "ml/(kg·min)", "mL/(kg*min)", "ml/kg/min", "mL/kg/min",
+                "ml/(min*kg)", "mL/(min*kg)", "ml/kg*min"
+            ])
         // physical effort (1 MET = 1 kcal/(kg*hr))
-        add("kcal/(kg*hr)", .effort, 1, aliases: ["kcal/hr·kg", "kcal/hr*kg", "kcal/(hr*kg)", "kcal/kg/hr",
-                                                  "kcal/(kg*h)", "kcal/kg/h", "kcal/h*kg", "kcal/kg*hr", "MET", "METs"])
+        add(
+            "kcal/(kg*hr)", .effort, 1,
+            aliases: [
+                "kcal/hr·kg", "kcal/hr*kg", "kcal/(hr*kg)", "kcal/kg/hr",
+                "kcal/(kg*h)", "kcal/kg/h", "kcal/h*kg", "kcal/kg*hr", "MET", "METs"
+            ])
         // sound pressure level
         add("dBASPL", .sound, 1, aliases: ["dBA", "dB(A)", "dB SPL", "dB(SPL)", "dB"])
         // conductance, base S

@@ -22,8 +22,10 @@ public struct BatchDelivery {
     private var lastWarning: (at: Double, reason: String)?
     static let repeatWarningEvery = 60.0
 
-    public init(sink: any Sink, name: String, retry: RetryConfig, metrics: SinkMetrics, deadLetters: DeadLetters,
-                logger: Logger, clock: any WaitClock) {
+    public init(
+        sink: any Sink, name: String, retry: RetryConfig, metrics: SinkMetrics, deadLetters: DeadLetters,
+        logger: Logger, clock: any WaitClock
+    ) {
         self.sink = sink
         self.name = name
         self.retry = retry
@@ -43,8 +45,10 @@ public struct BatchDelivery {
 
     /// `wait(seconds)` sleeps and returns false to stop; `abandon()` is asked while waiting.
     /// `prepared`: what the sink's `prepare` made of these records (for the first write).
-    public mutating func deliver(_ given: [Record], prepared: (any Sendable)? = nil, wait: (Double) -> Bool,
-                                 abandon: () -> Bool = { false }) -> Outcome {
+    public mutating func deliver(
+        _ given: [Record], prepared: (any Sendable)? = nil, wait: (Double) -> Bool,
+        abandon: () -> Bool = { false }
+    ) -> Outcome {
         var batch = given
         var attempt = 0
         var prepared = prepared
@@ -117,8 +121,9 @@ public struct BatchDelivery {
                 // Said already.
             } else {
                 let again = lastWarning?.reason == reason ? "still failing after \(attempt) attempt(s): " : ""
-                logger.warning("sink \(name): \(again)\(reason); \(batch.count) record(s) kept, retrying in \(formatSeconds(pause))"
-                               + (attempt == 1 ? " (said again once a minute while it lasts)" : ""))
+                logger.warning(
+                    "sink \(name): \(again)\(reason); \(batch.count) record(s) kept, retrying in \(formatSeconds(pause))"
+                        + (attempt == 1 ? " (said again once a minute while it lasts)" : ""))
                 lastWarning = (now, reason)
             }
             // Wait in short steps, so that a sink asked to give the batch up can do so.

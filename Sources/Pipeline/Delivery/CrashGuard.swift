@@ -158,9 +158,10 @@ public struct CrashGuard: Sendable {
             // What it was working on: what the thread that died had taken up.
             let worked = signals.drainer != 0 ? note.workedTo : note.readTo
             let to = (worked.seq, worked.skip) > (cursor.seq, cursor.skip) ? worked : cursor
-            logger.error("sink \(sink): the process before this one died of \(Pause(since: now, from: cursor, to: to, crashes: count, signal: signal).signalName) "
-                         + "on one of this sink's threads, with its cursor at entry \(cursor.seq) (record \(cursor.skip)); "
-                         + "\(count) start(s) in a row")
+            logger.error(
+                "sink \(sink): the process before this one died of \(Pause(since: now, from: cursor, to: to, crashes: count, signal: signal).signalName) "
+                    + "on one of this sink's threads, with its cursor at entry \(cursor.seq) (record \(cursor.skip)); "
+                    + "\(count) start(s) in a row")
             try? FileIO.writeAtomically(historyPath, Array("\(cursor.seq) \(cursor.skip) \(count)\n".utf8), mode: 0o600)
             if count >= CrashGuard.crashesBeforePause {
                 let pause = Pause(since: now, from: cursor, to: to, crashes: count, signal: signal)
@@ -182,8 +183,9 @@ public struct CrashGuard: Sendable {
         }
         guard let from = cursor("from"), let to = cursor("to"), let since = r["since"]?.string.flatMap({ Timestamp.parseRFC3339($0)?.0 })
         else { return nil }
-        return Pause(since: since, from: from, to: to, crashes: r["crashes"]?.int ?? CrashGuard.crashesBeforePause,
-                     signal: Int32(clamping: r["signal"]?.int ?? 0))
+        return Pause(
+            since: since, from: from, to: to, crashes: r["crashes"]?.int ?? CrashGuard.crashesBeforePause,
+            signal: Int32(clamping: r["signal"]?.int ?? 0))
     }
 
     private func save(_ p: Pause, logger: Logger) {

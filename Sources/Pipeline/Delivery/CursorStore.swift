@@ -82,7 +82,8 @@ public struct CursorStore: Sendable {
             guard let end = bytes[at...].firstIndex(of: 0x0A) else { return nil }
             let words = String(decoding: bytes[at..<end], as: UTF8.self).split(separator: " ")
             guard words.count == 3, words[0] == "state", let kn = Int(words[1]), let vn = Int(words[2]), kn >= 0, vn >= 0,
-                  end + 1 + kn + vn < bytes.count, bytes[end + 1 + kn + vn] == 0x0A else { return nil }
+                end + 1 + kn + vn < bytes.count, bytes[end + 1 + kn + vn] == 0x0A
+            else { return nil }
             let key = String(decoding: bytes[(end + 1)..<(end + 1 + kn)], as: UTF8.self)
             c.states[key] = Array(bytes[(end + 1 + kn)..<(end + 1 + kn + vn)])
             at = end + 1 + kn + vn + 1

@@ -17,8 +17,10 @@ public struct DeadLetters: Sendable {
     let maxBytes: Int
     public static let defaultMaxBytes = 100 << 20
 
-    public init(sink: String, dataDir: String, metrics: SinkMetrics, logger: Logger, clock: any Clock,
-                maxBytes: Int = DeadLetters.defaultMaxBytes) {
+    public init(
+        sink: String, dataDir: String, metrics: SinkMetrics, logger: Logger, clock: any Clock,
+        maxBytes: Int = DeadLetters.defaultMaxBytes
+    ) {
         self.maxBytes = maxBytes
         self.sink = sink
         self.path = DeadLetters.path(sink: sink, dataDir: dataDir)
@@ -77,20 +79,24 @@ public struct DeadLetters: Sendable {
             w.newline()
             out += w.bytes
             kept += 1
-            if first == nil { first = (r.type, r.uuid, reason) } else if reason != first!.reason && otherReasons.count < 100 {
+            if first == nil {
+                first = (r.type, r.uuid, reason)
+            } else if reason != first!.reason && otherReasons.count < 100 {
                 otherReasons.insert(reason)
             }
         }
         if notKept > 0 {
             metrics.deadLettersNotKept.add(notKept, ordering: .relaxed)
-            logger.error("sink \(sink): \(notKept) rejected record(s) not kept: its dead letters are past dead_letters.max_bytes "
-                         + "(\(maxBytes) bytes) and the room for their keys; move \(path) away to keep more")
+            logger.error(
+                "sink \(sink): \(notKept) rejected record(s) not kept: its dead letters are past dead_letters.max_bytes "
+                    + "(\(maxBytes) bytes) and the room for their keys; move \(path) away to keep more")
         }
         guard let first else { return true }
         if keysOnly > 0 {
             metrics.deadLettersKeysOnly.add(keysOnly, ordering: .relaxed)
-            logger.warning("sink \(sink): \(keysOnly) rejected record(s) kept as their keys only: its dead letters are past "
-                           + "dead_letters.max_bytes (\(maxBytes) bytes)")
+            logger.warning(
+                "sink \(sink): \(keysOnly) rejected record(s) kept as their keys only: its dead letters are past "
+                    + "dead_letters.max_bytes (\(maxBytes) bytes)")
         }
         do {
             try FileIO.append(path, out)
@@ -102,17 +108,20 @@ public struct DeadLetters: Sendable {
         if kept == 1 {
             logger.warning("sink \(sink): a \(first.type) record (uuid \(first.uuid)) was rejected and is kept in \(path): \(first.reason)")
         } else {
-            logger.warning("sink \(sink): \(kept) records were rejected and are kept in \(path); the first, a \(first.type) record "
-                           + "(uuid \(first.uuid)): \(first.reason)"
-                           + (otherReasons.isEmpty ? "" : "; \(otherReasons.count)\(otherReasons.count == 100 ? "+" : "") other reason(s)"))
+            logger.warning(
+                "sink \(sink): \(kept) records were rejected and are kept in \(path); the first, a \(first.type) record "
+                    + "(uuid \(first.uuid)): \(first.reason)"
+                    + (otherReasons.isEmpty ? "" : "; \(otherReasons.count)\(otherReasons.count == 100 ? "+" : "") other reason(s)"))
         }
         return true
     }
 
     /// The journal's records from `from` up to `to`, each into `letters` as it is, in one write;
     /// how many (nil when they could not be written).
-    static func keepJournalRange(journal: Journal, from: Cursor, to: Cursor, into letters: DeadLetters, reason: String,
-                                 logger: Logger) -> Int? {
+    static func keepJournalRange(
+        journal: Journal, from: Cursor, to: Cursor, into letters: DeadLetters, reason: String,
+        logger: Logger
+    ) -> Int? {
         let reader = journal.makeReader(from: from.seq)
         var lines: [ArraySlice<UInt8>] = []
         reading: while true {

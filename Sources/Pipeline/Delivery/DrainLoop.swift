@@ -60,8 +60,9 @@ final class DrainLoop {
         routes = SinkRoutes(routes: d.routes, sink: d.name, clock: d.clock, timeZones: d.timeZones, logger: d.logger)
         routes.restore(start.states, logger: d.logger)
         routeStates = routes.states
-        deadLetters = DeadLetters(sink: d.name, dataDir: d.dataDir, metrics: d.metrics, logger: d.logger, clock: d.clock,
-                                  maxBytes: d.deadLetterBytes)
+        deadLetters = DeadLetters(
+            sink: d.name, dataDir: d.dataDir, metrics: d.metrics, logger: d.logger, clock: d.clock,
+            maxBytes: d.deadLetterBytes)
         committed = start
         reader = d.journal.makeReader(from: start.journal.seq)
         inboxReader = d.inbox?.makeReader(from: start.inbox.seq)
@@ -77,8 +78,9 @@ final class DrainLoop {
     func openSink() -> Bool {
         while sink == nil {
             if d.isStopping { return false }
-            let context = SinkContext(name: name, dataDir: d.dataDir, stateDir: d.dir, clock: d.clock,
-                                      logger: logger.child("sink \(name)"))
+            let context = SinkContext(
+                name: name, dataDir: d.dataDir, stateDir: d.dir, clock: d.clock,
+                logger: logger.child("sink \(name)"))
             do {
                 let s = try d.built.open(context)
                 if let state = committed.states[DrainLoop.sinkStateKey] {
@@ -89,8 +91,9 @@ final class DrainLoop {
                     }
                 }
                 sink = s
-                delivery = BatchDelivery(sink: s, name: name, retry: d.built.common.retry, metrics: metrics,
-                                         deadLetters: deadLetters, logger: logger, clock: d.clock)
+                delivery = BatchDelivery(
+                    sink: s, name: name, retry: d.built.common.retry, metrics: metrics,
+                    deadLetters: deadLetters, logger: logger, clock: d.clock)
                 if openAttempts > 0 { logger.info("sink \(name): opened after \(openAttempts) failed attempt(s)") }
                 metrics.lastError = nil
                 probe()
@@ -178,7 +181,7 @@ final class DrainLoop {
             switch deliver(batch.records, prepared: batch.prepared) {
             case .delivered: commit(batch)
             case .stopped: return
-            case .abandoned: continue   // shed at the top of the loop, the batch included
+            case .abandoned: continue // shed at the top of the loop, the batch included
             }
         }
     }
@@ -194,8 +197,9 @@ final class DrainLoop {
         routes.flush(into: &records)
         if filtered > 0 { metrics.filtered.add(filtered, ordering: .relaxed) }
         let cursor = pending.first.map { Cursor(seq: $0.seq, skip: $0.index) } ?? Cursor(seq: reader.nextSeq, skip: 0)
-        return Batch(records: records, cursor: cursor,
-                     states: routes.states)
+        return Batch(
+            records: records, cursor: cursor,
+            states: routes.states)
     }
 
     /// Commits the cursor past `batch`, with the routes' state as it was for it.
@@ -246,8 +250,10 @@ final class DrainLoop {
         var bytes = 0
         var running: Forked<Void>?
 
-        func run(prepare: (@Sendable (SinkBatch) -> any Sendable)?, batch: [Record]?, reader: JournalReader?, want: Int,
-                 note: CrashNote?, onCorrupt: (String) -> Void) {
+        func run(
+            prepare: (@Sendable (SinkBatch) -> any Sendable)?, batch: [Record]?, reader: JournalReader?, want: Int,
+            note: CrashNote?, onCorrupt: (String) -> Void
+        ) {
             if let prepare, let batch, !batch.isEmpty { prepared = prepare(SinkBatch(records: batch)) }
             guard let reader else { return }
             while read.count < want {
@@ -307,8 +313,9 @@ final class DrainLoop {
             routes.tick(now: d.clock.now(), into: &out)
             routes.flush(into: &out)
             if !out.isEmpty {
-                let batch = Batch(records: out, cursor: Cursor(seq: reader.nextSeq, skip: 0),
-                                  states: routes.states)
+                let batch = Batch(
+                    records: out, cursor: Cursor(seq: reader.nextSeq, skip: 0),
+                    states: routes.states)
                 switch deliver(out, prepared: nil) {
                 case .delivered: commit(batch)
                 case .stopped: return false
@@ -363,18 +370,20 @@ final class DrainLoop {
     /// Drops the oldest waiting records so that at most the limit waits, and moves the cursor.
     func shed() {
         guard let max = d.dropOldestAbove else { return }
-        let before = d.journal.backlog(fromSeq: metrics.cursorSeq.load(ordering: .relaxed),
-                                       skip: metrics.cursorSkip.load(ordering: .relaxed))
+        let before = d.journal.backlog(
+            fromSeq: metrics.cursorSeq.load(ordering: .relaxed),
+            skip: metrics.cursorSkip.load(ordering: .relaxed))
         let keepFrom = d.journal.seqKeeping(lastBytes: max)
         let after = d.journal.backlog(fromSeq: keepFrom, skip: 0)
         let dropped = before.records - after.records
         guard dropped > 0 else { return }
         metrics.dropped.add(dropped, ordering: .relaxed)
-        logger.warning("sink \(name): \(before.bytes) bytes waiting, over queue.max_bytes (\(max)) with drop_oldest: "
-                       + "dropped the \(dropped) oldest record(s) unsent")
+        logger.warning(
+            "sink \(name): \(before.bytes) bytes waiting, over queue.max_bytes (\(max)) with drop_oldest: "
+                + "dropped the \(dropped) oldest record(s) unsent")
         pending = PendingRecords()
         if let made = next {
-            routeStates = made.states   // the routes saw the batch that is dropped
+            routeStates = made.states // the routes saw the batch that is dropped
             next = nil
         }
         reader = d.journal.makeReader(from: keepFrom)
@@ -403,14 +412,16 @@ final class DrainLoop {
     func deliver(_ batch: [Record], prepared: (any Sendable)?) -> BatchDelivery.Outcome {
         guard delivery != nil else { return .stopped }
         if batch.count <= maxItems {
-            return delivery!.deliver(batch, prepared: prepared, wait: { [d] seconds in d.sleep(seconds) },
-                                     abandon: { [d] in d.overLimit() })
+            return delivery!.deliver(
+                batch, prepared: prepared, wait: { [d] seconds in d.sleep(seconds) },
+                abandon: { [d] in d.overLimit() })
         }
         var start = 0
         while start < batch.count {
             let end = min(batch.count, start + maxItems)
-            let outcome = delivery!.deliver(Array(batch[start..<end]), wait: { [d] seconds in d.sleep(seconds) },
-                                            abandon: { [d] in d.overLimit() })
+            let outcome = delivery!.deliver(
+                Array(batch[start..<end]), wait: { [d] seconds in d.sleep(seconds) },
+                abandon: { [d] in d.overLimit() })
             if outcome != .delivered { return outcome }
             start = end
         }
@@ -435,9 +446,12 @@ struct PendingRecords {
     /// The records of entry `e` from its line `skip` on; a line that is no canonical record
     /// goes to `bad` with why (only a damaged disk or a bug gets there: the line is kept).
     mutating func add(_ e: JournalEntry, skip: Int, bad: (ArraySlice<UInt8>, String) -> Void) {
-        for (r, index) in Record.records(in: e.payload, from: skip, bad: { index, line, error in
-            bad(line, "journal entry \(e.seq) line \(index + 1) is not a canonical record: \(error)")
-        }) {
+        for (r, index) in Record.records(
+            in: e.payload, from: skip,
+            bad: { index, line, error in
+                bad(line, "journal entry \(e.seq) line \(index + 1) is not a canonical record: \(error)")
+            })
+        {
             items.append((r, e.seq, index))
         }
     }
@@ -460,9 +474,11 @@ struct PendingRecords {
     /// Appends `other`'s records after these and leaves it empty.
     mutating func append(_ other: inout PendingRecords) {
         if isEmpty {
-            swap(&self, &other)   // what the helper read, as it lies
+            swap(&self, &other) // what the helper read, as it lies
         } else {
-            for i in other.head..<other.items.count { items.append((other.items[i].record.take(), other.items[i].seq, other.items[i].index)) }
+            for i in other.head..<other.items.count {
+                items.append((other.items[i].record.take(), other.items[i].seq, other.items[i].index))
+            }
         }
         other = PendingRecords()
     }

@@ -48,21 +48,27 @@ public enum RemovedSinks {
     /// When the journal is at or past `fraction` of its budget and its oldest segment is held
     /// only by removed sinks, their records in it go to their dead letters (with why) and their
     /// cursors past it, so that it can be deleted. Returns the sinks it moved.
-    public static func forceOut(_ removed: [RemovedSink], configuredLowest: UInt64, journal: Journal, maxBytes: Int,
-                                dataDir: String, logger: Logger, clock: any Clock, fraction: Double = 0.9) -> [RemovedSink] {
+    public static func forceOut(
+        _ removed: [RemovedSink], configuredLowest: UInt64, journal: Journal, maxBytes: Int,
+        dataDir: String, logger: Logger, clock: any Clock, fraction: Double = 0.9
+    ) -> [RemovedSink] {
         guard !removed.isEmpty, Double(journal.bytesOnDisk) >= Double(maxBytes) * fraction else { return [] }
         let starts = journal.segmentFirstSeqs
         guard starts.count >= 2 else { return [] }
         let boundary = starts[1]
-        guard configuredLowest >= boundary else { return [] }   // a sink in the config needs it too
+        guard configuredLowest >= boundary else { return [] } // a sink in the config needs it too
         var moved: [RemovedSink] = []
         for var r in removed where r.cursor.seq < boundary {
             let metrics = SinkMetrics(name: r.name)
             let letters = DeadLetters(sink: r.name, dataDir: dataDir, metrics: metrics, logger: logger, clock: clock)
-            let reason = "sink \(r.name) was taken out of the config with these records undelivered, and the journal's "
+            let reason =
+                "sink \(r.name) was taken out of the config with these records undelivered, and the journal's "
                 + "budget (journal.max_bytes) needed their room; put the sink back and replay this file to deliver them"
-            guard let n = DeadLetters.keepJournalRange(journal: journal, from: r.cursor, to: Cursor(seq: boundary, skip: 0),
-                                                      into: letters, reason: reason, logger: logger) else { continue }
+            guard
+                let n = DeadLetters.keepJournalRange(
+                    journal: journal, from: r.cursor, to: Cursor(seq: boundary, skip: 0),
+                    into: letters, reason: reason, logger: logger)
+            else { continue }
             let store = CursorStore(path: FileIO.join(SinkDrainer.stateDirectory(sink: r.name, dataDir: dataDir), "cursor"))
             guard var c = try? store.load(damaged: { _ in }) else { continue }
             c.journal = Cursor(seq: boundary, skip: 0)
@@ -72,8 +78,9 @@ public enum RemovedSinks {
                 logger.error("sink \(r.name) (removed): cannot move its cursor past what went to its dead letters (\(error))")
                 continue
             }
-            logger.warning("sink \(r.name) (removed from the config): \(n) waiting record(s) moved to its dead letters, "
-                           + "the journal's budget needing their room")
+            logger.warning(
+                "sink \(r.name) (removed from the config): \(n) waiting record(s) moved to its dead letters, "
+                    + "the journal's budget needing their room")
             r.cursor = c.journal
             moved.append(r)
         }

@@ -48,10 +48,12 @@ public final class SinkRoutes {
 
     public init(routes: [Route], sink: String, clock: any Clock, timeZones: any TimeZoneLookup, logger: Logger) {
         lanes = routes.map { route in
-            let context = TransformContext(route: route.name, sink: sink, clock: clock, timeZones: timeZones,
-                                           logger: logger.child("route \(route.name)"))
-            return Lane(route: route, transforms: route.transforms.map { $0.instantiate(context) },
-                        keys: route.transforms.enumerated().map { "\(route.name)/\($0.offset)/\($0.element.kind)" })
+            let context = TransformContext(
+                route: route.name, sink: sink, clock: clock, timeZones: timeZones,
+                logger: logger.child("route \(route.name)"))
+            return Lane(
+                route: route, transforms: route.transforms.map { $0.instantiate(context) },
+                keys: route.transforms.enumerated().map { "\(route.name)/\($0.offset)/\($0.element.kind)" })
         }
     }
 
@@ -128,8 +130,9 @@ public final class SinkRoutes {
             }
         }
         for key in states.keys where !used.contains(key) && key.contains("/") {
-            logger.warning("transform state \(key) belongs to no transform of this config (a route was renamed or "
-                           + "changed); it is dropped at the next commit")
+            logger.warning(
+                "transform state \(key) belongs to no transform of this config (a route was renamed or "
+                    + "changed); it is dropped at the next commit")
         }
     }
 }

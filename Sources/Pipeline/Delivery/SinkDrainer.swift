@@ -39,10 +39,12 @@ public final class SinkDrainer: Sendable {
     /// `dead_letters.max_bytes`: what the records this sink's destination rejects may take.
     let deadLetterBytes: Int
 
-    public init(name: String, built: BuiltSink, routes: [Route], journal: Journal, inbox: Journal? = nil, dataDir: String,
-                logger: Logger, clock: any WaitClock = SystemClock(), timeZones: any TimeZoneLookup = SystemTimeZones(),
-                metrics: SinkMetrics? = nil, shutdownDeadline: Double = 10, deadLetterBytes: Int = DeadLetters.defaultMaxBytes,
-                onCommit: @escaping @Sendable () -> Void = {}) {
+    public init(
+        name: String, built: BuiltSink, routes: [Route], journal: Journal, inbox: Journal? = nil, dataDir: String,
+        logger: Logger, clock: any WaitClock = SystemClock(), timeZones: any TimeZoneLookup = SystemTimeZones(),
+        metrics: SinkMetrics? = nil, shutdownDeadline: Double = 10, deadLetterBytes: Int = DeadLetters.defaultMaxBytes,
+        onCommit: @escaping @Sendable () -> Void = {}
+    ) {
         self.deadLetterBytes = deadLetterBytes
         self.name = name
         self.built = built
@@ -87,8 +89,9 @@ public final class SinkDrainer: Sendable {
             // The journal was replaced or restored from an older copy: waiting for our old
             // position would skip everything it holds.
             let first = journal.segmentFirstSeqs.first ?? 1
-            logger.error("sink \(name): its cursor (entry \(committed.journal.seq)) is ahead of the journal (newest entry "
-                         + "\(newest)); the journal was replaced, so the sink starts again from entry \(first)")
+            logger.error(
+                "sink \(name): its cursor (entry \(committed.journal.seq)) is ahead of the journal (newest entry "
+                    + "\(newest)); the journal was replaced, so the sink starts again from entry \(first)")
             committed.journal = Cursor(seq: first, skip: 0)
             committed.states = [:]
             try commit(committed)
@@ -130,16 +133,20 @@ public final class SinkDrainer: Sendable {
     /// the sink was working on go to its dead letters and its cursor moves past them.
     func waitWhilePaused(_ pause: CrashGuard.Pause, committed: inout CursorStore.Committed) -> Bool {
         metrics.paused = pause
-        logger.error("sink \(name) is paused: the process died on it \(pause.crashes) starts in a row (\(pause.signalName)) "
-                     + "at journal entry \(pause.from.seq), record \(pause.from.skip); its records wait in the journal and "
-                     + "every other sink goes on. \(CrashGuard.howToResume(name))")
+        logger.error(
+            "sink \(name) is paused: the process died on it \(pause.crashes) starts in a row (\(pause.signalName)) "
+                + "at journal entry \(pause.from.seq), record \(pause.from.skip); its records wait in the journal and "
+                + "every other sink goes on. \(CrashGuard.howToResume(name))")
         let guardFiles = crashGuard
         while true {
             if let skip = guardFiles.resumeAsked() {
                 if skip {
-                    guard let kept = deadLetterRange(from: pause.from, to: pause.to,
-                                                     reason: "skipped by `healthgate resume --skip`: the process died on this "
-                                                         + "sink while it worked on these records") else {
+                    guard
+                        let kept = deadLetterRange(
+                            from: pause.from, to: pause.to,
+                            reason: "skipped by `healthgate resume --skip`: the process died on this "
+                                + "sink while it worked on these records")
+                    else {
                         if !waitForResume(5) { return false }
                         continue
                     }
@@ -151,8 +158,9 @@ public final class SinkDrainer: Sendable {
                         if !waitForResume(1) { return false }
                         continue
                     }
-                    logger.warning("sink \(name): resumed; \(kept) record(s) it was working on are in its dead letters "
-                                   + "(\(DeadLetters.path(sink: name, dataDir: dataDir)))")
+                    logger.warning(
+                        "sink \(name): resumed; \(kept) record(s) it was working on are in its dead letters "
+                            + "(\(DeadLetters.path(sink: name, dataDir: dataDir)))")
                 } else {
                     logger.warning("sink \(name): resumed; it tries its records again from journal entry \(pause.from.seq)")
                 }
@@ -175,9 +183,10 @@ public final class SinkDrainer: Sendable {
     /// The journal's records from `from` up to `to`, each into the dead letters as it is;
     /// returns how many (nil when they could not be written).
     func deadLetterRange(from: Cursor, to: Cursor, reason: String) -> Int? {
-        DeadLetters.keepJournalRange(journal: journal, from: from, to: to,
-                                     into: DeadLetters(sink: name, dataDir: dataDir, metrics: metrics, logger: logger, clock: clock),
-                                     reason: reason, logger: logger)
+        DeadLetters.keepJournalRange(
+            journal: journal, from: from, to: to,
+            into: DeadLetters(sink: name, dataDir: dataDir, metrics: metrics, logger: logger, clock: clock),
+            reason: reason, logger: logger)
     }
 
     /// Asks the drainer to stop after the write in progress, without waiting (so that a
@@ -193,7 +202,11 @@ public final class SinkDrainer: Sendable {
     /// sink's `close`) up to the shutdown deadline.
     public func stop(within deadline: Double? = nil) {
         let shutdownDeadline = deadline ?? self.shutdownDeadline
-        guard let t = thread.withLock({ t -> pthread_t? in defer { t = nil }; return t }) else { return }
+        guard
+            let t = thread.withLock({ t -> pthread_t? in
+                defer { t = nil }; return t
+            })
+        else { return }
         let done: Bool = wake.withLock {
             stopping.store(true, ordering: .releasing)
             wake.broadcast()
@@ -209,8 +222,9 @@ public final class SinkDrainer: Sendable {
             pthread_join(t, nil)
         } else {
             pthread_detach(t)
-            logger.error("sink \(name): its write did not end within \(formatSeconds(shutdownDeadline)) of the stop; left "
-                         + "behind (what it had not delivered goes out after the next start)")
+            logger.error(
+                "sink \(name): its write did not end within \(formatSeconds(shutdownDeadline)) of the stop; left "
+                    + "behind (what it had not delivered goes out after the next start)")
         }
     }
 
@@ -236,7 +250,9 @@ public final class SinkDrainer: Sendable {
     /// True when the sink is over its drop_oldest limit (and so should shed).
     func overLimit() -> Bool {
         guard let max = dropOldestAbove else { return false }
-        return journal.backlog(fromSeq: metrics.cursorSeq.load(ordering: .relaxed),
-                               skip: metrics.cursorSkip.load(ordering: .relaxed)).bytes > max
+        return journal.backlog(
+            fromSeq: metrics.cursorSeq.load(ordering: .relaxed),
+            skip: metrics.cursorSkip.load(ordering: .relaxed)
+        ).bytes > max
     }
 }

@@ -32,7 +32,7 @@ public struct JournalEntry: Sendable {
 /// The append-only, fsynced log every accepted request goes into first. See JOURNAL.md.
 public final class Journal: @unchecked Sendable {
     static let headerSize = 40
-    static let magic: UInt32 = 0x314A_4748  // "HGJ1" little-endian
+    static let magic: UInt32 = 0x314A_4748 // "HGJ1" little-endian
 
     public let directory: String
     let segmentBytes: Int
@@ -123,17 +123,20 @@ public final class Journal: @unchecked Sendable {
         var groupStart = 0
         while offset + Journal.headerSize <= size {
             guard Journal.readExact(rfd, &header, count: Journal.headerSize, at: offset),
-                  let h = Journal.decodeHeader(header), h.seq == expected,
-                  offset + Journal.headerSize + h.length <= size else { break }
+                let h = Journal.decodeHeader(header), h.seq == expected,
+                offset + Journal.headerSize + h.length <= size
+            else { break }
             guard let payload = Journal.readPayload(rfd, count: h.length, at: offset + Journal.headerSize) else { break }
             if Journal.crc(payload) != h.payloadCRC {
                 // A torn tail is the end of the file; a bad entry followed by the next good one is
                 // damage in the middle, and cutting there would throw away acknowledged entries.
                 let next = offset + Journal.headerSize + h.length
                 guard Journal.readExact(rfd, &header, count: Journal.headerSize, at: next),
-                      let following = Journal.decodeHeader(header), following.seq == expected + 1 else { break }
-                logger.error("journal entry \(expected) in \(Journal.segmentName(last)) fails its checksum (disk damage); "
-                             + "the entries after it are kept, readers skip it")
+                    let following = Journal.decodeHeader(header), following.seq == expected + 1
+                else { break }
+                logger.error(
+                    "journal entry \(expected) in \(Journal.segmentName(last)) fails its checksum (disk damage); "
+                        + "the entries after it are kept, readers skip it")
                 damagedEntries += 1
             }
             if group.isEmpty { groupStart = offset }
@@ -147,15 +150,17 @@ public final class Journal: @unchecked Sendable {
             }
         }
         if !group.isEmpty {
-            logger.warning("journal: the last request in \(Journal.segmentName(last)) was split in several entries and only "
-                           + "\(group.count) of them are complete; cutting them (it was never acknowledged)")
+            logger.warning(
+                "journal: the last request in \(Journal.segmentName(last)) was split in several entries and only "
+                    + "\(group.count) of them are complete; cutting them (it was never acknowledged)")
             offset = groupStart
             expected = group[0].seq
         }
         if offset < size {
             truncatedBytes = size - offset
-            logger.warning("journal segment \(Journal.segmentName(last)) has a torn tail of \(size - offset) bytes "
-                + "after \(recoveredEntries) good entries; cutting it (it was never acknowledged)")
+            logger.warning(
+                "journal segment \(Journal.segmentName(last)) has a torn tail of \(size - offset) bytes "
+                    + "after \(recoveredEntries) good entries; cutting it (it was never acknowledged)")
             if ftruncate(rfd, off_t(offset)) != 0 || fsync(rfd) != 0 {
                 let e = IOError("truncate", path)
                 Glibc.close(rfd)
@@ -218,7 +223,7 @@ public final class Journal: @unchecked Sendable {
     /// bytes each (a single longer line is an entry of its own), with each part's record count.
     public static func parts(of payload: [UInt8], count: Int, limit: Int = Journal.maxEntryPayload) -> [(range: Range<Int>, count: Int)] {
         if payload.count <= limit { return [(0..<payload.count, count)] }
-        var cuts = EntryCuts(limit: limit)   // the cut `ReceivedBatch` makes as it writes the lines
+        var cuts = EntryCuts(limit: limit) // the cut `ReceivedBatch` makes as it writes the lines
         payload.withUnsafeBytes { b in
             guard let base = b.baseAddress else { return }
             // Line feed to line feed with memchr, not byte by byte: this runs on every request.
@@ -314,9 +319,10 @@ public final class Journal: @unchecked Sendable {
         var seq = nextSeq
         for (i, p) in group.enumerated() {
             p.seq = seq
-            Journal.encodeHeader(into: &headers, at: i * Journal.headerSize, length: p.payload.count,
-                                 count: p.count, seq: seq, timeNanos: p.timeNanos, payloadCRC: p.payloadCRC,
-                                 following: p.following)
+            Journal.encodeHeader(
+                into: &headers, at: i * Journal.headerSize, length: p.payload.count,
+                count: p.count, seq: seq, timeNanos: p.timeNanos, payloadCRC: p.payloadCRC,
+                following: p.following)
             seq += 1
         }
         let path = segmentPath(segmentFirstSeq)
@@ -327,8 +333,10 @@ public final class Journal: @unchecked Sendable {
             // Keep every payload's storage alive and pinned while its pointer is in `iov`.
             withExtendedLifetime(group) {
                 for (i, p) in group.enumerated() {
-                    iov.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: hp.baseAddress! + i * Journal.headerSize),
-                                     iov_len: Journal.headerSize))
+                    iov.append(
+                        iovec(
+                            iov_base: UnsafeMutableRawPointer(mutating: hp.baseAddress! + i * Journal.headerSize),
+                            iov_len: Journal.headerSize))
                     if !p.payload.isEmpty {
                         p.payload.withUnsafeBytes { pp in
                             iov.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: pp.baseAddress!), iov_len: pp.count))
@@ -451,7 +459,10 @@ public final class Journal: @unchecked Sendable {
             var out: [UInt64] = []
             while segmentStarts.count > 1 && segmentStarts[1] <= seq {
                 if let cutoff = lastEntryBefore,
-                   let newest = index.time(ofSeq: segmentStarts[1] - 1), newest / 1_000_000_000 >= cutoff { break }
+                    let newest = index.time(ofSeq: segmentStarts[1] - 1), newest / 1_000_000_000 >= cutoff
+                {
+                    break
+                }
                 out.append(segmentStarts.removeFirst())
             }
             if let first = segmentStarts.first { index.drop(below: first) }
@@ -481,7 +492,7 @@ public final class Journal: @unchecked Sendable {
             for (k, start) in segmentStarts.enumerated() where start < seq && start >= releasedTo.segment {
                 let from = start == releasedTo.segment ? releasedTo.offset : 0
                 if k + 1 < segmentStarts.count && segmentStarts[k + 1] <= seq {
-                    out.append((start, from, nil))   // passed whole: to its end
+                    out.append((start, from, nil)) // passed whole: to its end
                     releasedTo = (segmentStarts[k + 1], 0)
                 } else if let to = index.bytes(from: start, to: seq), to - from >= 1 << 20 {
                     out.append((start, from, to))
@@ -492,7 +503,7 @@ public final class Journal: @unchecked Sendable {
         }
         for r in ranges {
             let rfd = open(segmentPath(r.segment), O_RDONLY | O_CLOEXEC)
-            guard rfd >= 0 else { continue }   // deleted meanwhile
+            guard rfd >= 0 else { continue } // deleted meanwhile
             FileIO.releaseCache(rfd, offset: r.from, count: r.to.map { $0 - r.from } ?? 0)
             Glibc.close(rfd)
         }
@@ -520,7 +531,7 @@ public final class Journal: @unchecked Sendable {
         for start in starts {
             let path = FileIO.join(directory, segmentName(start))
             let fd = open(path, O_RDONLY | O_CLOEXEC)
-            if fd < 0 { continue }   // deleted meanwhile
+            if fd < 0 { continue } // deleted meanwhile
             defer { Glibc.close(fd) }
             var offset = 0
             while readExact(fd, &header, count: headerSize, at: offset), let h = decodeHeader(header) {
@@ -560,8 +571,10 @@ public final class Journal: @unchecked Sendable {
         var following: Int = 0
     }
 
-    static func encodeHeader(into buf: inout [UInt8], at o: Int, length: Int, count: Int, seq: UInt64,
-                             timeNanos: Int64, payloadCRC: UInt32, following: Int = 0) {
+    static func encodeHeader(
+        into buf: inout [UInt8], at o: Int, length: Int, count: Int, seq: UInt64,
+        timeNanos: Int64, payloadCRC: UInt32, following: Int = 0
+    ) {
         buf.withUnsafeMutableBytes { b in
             b.storeBytes(of: magic.littleEndian, toByteOffset: o, as: UInt32.self)
             b.storeBytes(of: UInt32(length).littleEndian, toByteOffset: o + 8, as: UInt32.self)
@@ -578,9 +591,10 @@ public final class Journal: @unchecked Sendable {
     static func decodeHeader(_ buf: [UInt8]) -> Header? {
         buf.withUnsafeBytes { b -> Header? in
             guard b.count >= headerSize,
-                  UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 0, as: UInt32.self)) == magic,
-                  UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
-                    == crc(UnsafeRawBufferPointer(rebasing: b[8..<headerSize])) else { return nil }
+                UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 0, as: UInt32.self)) == magic,
+                UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+                    == crc(UnsafeRawBufferPointer(rebasing: b[8..<headerSize]))
+            else { return nil }
             return Header(
                 length: Int(UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 8, as: UInt32.self))),
                 count: Int(UInt32(littleEndian: b.loadUnaligned(fromByteOffset: 12, as: UInt32.self))),
@@ -642,8 +656,10 @@ public final class JournalReader: @unchecked Sendable {
     /// Reads up to `maxEntries` durable entries from `nextSeq` on (none when there is nothing new).
     /// An entry that fails its checksum (disk corruption) is reported through `corrupt` and skipped
     /// with the rest of its segment.
-    public func read(maxEntries: Int, maxBytes: Int = 64 << 20,
-                     corrupt: (String) -> Void = { _ in }) -> [JournalEntry] {
+    public func read(
+        maxEntries: Int, maxBytes: Int = 64 << 20,
+        corrupt: (String) -> Void = { _ in }
+    ) -> [JournalEntry] {
         var out: [JournalEntry] = []
         var bytes = 0
         while out.count < maxEntries && bytes < maxBytes {
@@ -693,7 +709,8 @@ public final class JournalReader: @unchecked Sendable {
         var s = start
         while s < seq {
             guard Journal.readExact(fd, &header, count: Journal.headerSize, at: offset),
-                  let h = Journal.decodeHeader(header) else {
+                let h = Journal.decodeHeader(header)
+            else {
                 corrupt("journal segment \(Journal.segmentName(start)) is damaged at byte \(offset), before entry \(seq)")
                 close(fd)
                 fd = -1

@@ -26,8 +26,10 @@ public final class FileSink: Sink {
         var size: Int64
     }
 
-    public init(name: String, pathTemplate: String, baseDir: String, rotateBytes: Int64, logger: Logger,
-                clock: any Clock = SystemClock()) {
+    public init(
+        name: String, pathTemplate: String, baseDir: String, rotateBytes: Int64, logger: Logger,
+        clock: any Clock = SystemClock()
+    ) {
         self.name = name
         let full = FileIO.join(baseDir, pathTemplate)
         self.template = PathTemplate(full)
@@ -41,22 +43,30 @@ public final class FileSink: Sink {
     public static func build(name: String, node: YAMLNode, path: String, context: SinkBuildContext) throws(ConfigProblems) -> BuiltSink {
         let c = try YAMLDecoder().decode(FileSinkConfig.self, from: node, path: path)
         if c.path.isEmpty {
-            throw ConfigProblems(problems: [ConfigProblem(location: node.location, path: path + ".path",
-                                                          message: "the file path must not be empty")])
+            throw ConfigProblems(problems: [
+                ConfigProblem(
+                    location: node.location, path: path + ".path",
+                    message: "the file path must not be empty")
+            ])
         }
         let unknown = RecordTemplate(c.path, allowed: PathTemplate.fields).unknown
         if !unknown.isEmpty {
-            throw ConfigProblems(problems: [ConfigProblem(location: node["path"]?.location ?? node.location, path: path + ".path",
-                                                          message: RecordTemplate.problem(unknown, allowed: PathTemplate.fields))])
+            throw ConfigProblems(problems: [
+                ConfigProblem(
+                    location: node["path"]?.location ?? node.location, path: path + ".path",
+                    message: RecordTemplate.problem(unknown, allowed: PathTemplate.fields))
+            ])
         }
         let rotate = c.rotate_bytes?.bytes ?? FileSinkConfig.defaultRotateBytes
-        let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
-                                                  defaultMaxItems: 10_000)
+        let common = try SinkCommonConfig.checked(
+            batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
+            defaultMaxItems: 10_000)
         let template = c.path
         // It writes the journal's lines as they are: of a record it reads what names its file.
         return BuiltSink(kind: "file", common: common, summary: "file \(FileIO.join(context.dataDir, c.path))") { ctx in
-            FileSink(name: ctx.name, pathTemplate: template, baseDir: ctx.dataDir, rotateBytes: rotate,
-                     logger: ctx.logger, clock: ctx.clock)
+            FileSink(
+                name: ctx.name, pathTemplate: template, baseDir: ctx.dataDir, rotateBytes: rotate,
+                logger: ctx.logger, clock: ctx.clock)
         }
     }
 
@@ -76,7 +86,9 @@ public final class FileSink: Sink {
             }
             let path = template.render(records[i], fallbackDate: today)
             let g: Int
-            if let existing = groups[path] { g = existing } else {
+            if let existing = groups[path] {
+                g = existing
+            } else {
                 g = order.count
                 groups[path] = g
                 order.append((path, []))
@@ -101,7 +113,7 @@ public final class FileSink: Sink {
                 let file: OpenFile
                 do {
                     file = try prepare(path, changedDirs: &changedDirs)
-                } catch where error.isPermanent {
+                } catch  where error.isPermanent {
                     // This file can never be written (a name too long, say): its records go to
                     // the dead letters instead of blocking the sink forever.
                     for i in indices { rejected[i] = "cannot write \(path): \(error)" }
@@ -158,7 +170,7 @@ public final class FileSink: Sink {
         let dir = FileIO.dirname(path)
         for created in try FileIO.makeDirectories(dir, mode: 0o750) { changedDirs.insert(FileIO.dirname(created)) }
         let existed = FileIO.exists(path)
-        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)   // read: for a torn last line
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o640) // read: for a torn last line
         if fd < 0 { throw IOError("open", path) }
         if !existed { changedDirs.insert(dir) }
         var st = stat()
@@ -191,8 +203,9 @@ public final class FileSink: Sink {
         }
         if ftruncate(fd, off_t(keep)) != 0 { throw IOError("ftruncate", path) }
         if fdatasync(fd) != 0 { throw IOError("fdatasync", path) }
-        logger.warning("\(path) ended in a partial line (\(size - keep) bytes, from a crash mid-write); cut it — "
-                       + "its records are written again")
+        logger.warning(
+            "\(path) ended in a partial line (\(size - keep) bytes, from a crash mid-write); cut it — "
+                + "its records are written again")
         return keep
     }
 
@@ -259,7 +272,7 @@ struct PathTemplate: Sendable {
                 k.day = start.map { ($0.seconds >= 0 ? $0.seconds : $0.seconds - 86_399) / 86_400 }
             case .type: k.type = r.type
             case .kind: k.kind = r.kind
-            case .source, .unit: break   // not allowed in a path
+            case .source, .unit: break // not allowed in a path
             }
         }
         return k
@@ -273,7 +286,7 @@ struct PathTemplate: Sendable {
             case .date: r.start?.utcDate() ?? fallbackDate
             case .type: PathTemplate.safe(r.type)
             case .kind: PathTemplate.safe(r.kind)
-            case .source, .unit: ""   // not allowed in a path
+            case .source, .unit: "" // not allowed in a path
             }
         }
     }
@@ -295,8 +308,10 @@ struct PathTemplate: Sendable {
         var out = ""
         for (i, c) in scalars.enumerated() {
             if c == "/" || c == "\\" || c == "%" || c == "~" || c.value < 0x20 || c.value == 0x7F
-                || (c == "." && (i == 0 || i == rotatedDot)) {
-                out += "%" + String(UInt8(c.value) >> 4, radix: 16, uppercase: true) + String(UInt8(c.value) & 0xF, radix: 16, uppercase: true)
+                || (c == "." && (i == 0 || i == rotatedDot))
+            {
+                out +=
+                    "%" + String(UInt8(c.value) >> 4, radix: 16, uppercase: true) + String(UInt8(c.value) & 0xF, radix: 16, uppercase: true)
             } else {
                 out.unicodeScalars.append(c)
             }

@@ -31,8 +31,10 @@ public final class HTTPSink: Sink {
     let logger: Logger
     let clock: any Clock
 
-    public init(name: String, url: String, format: HTTPSinkConfig.Format, headers: [(String, String)],
-                hmacSecret: String?, options: CurlClient.Options, logger: Logger, clock: any Clock) {
+    public init(
+        name: String, url: String, format: HTTPSinkConfig.Format, headers: [(String, String)],
+        hmacSecret: String?, options: CurlClient.Options, logger: Logger, clock: any Clock
+    ) {
         self.name = name
         self.url = url
         self.shownURL = SafeText.url(url)
@@ -53,7 +55,8 @@ public final class HTTPSink: Sink {
         var headers: [(String, String)] = []
         for (k, v) in (c.headers ?? [:]).sorted(by: { $0.key < $1.key }) {
             if ["content-type", "content-length", "authorization", "host"].contains(k.lowercased())
-                || k.lowercased().hasPrefix("x-healthgate-") {
+                || k.lowercased().hasPrefix("x-healthgate-")
+            {
                 problems.add("headers", "\"\(k)\" is set by healthgate itself; use `auth` for credentials")
             }
             headers.append((k, v))
@@ -73,22 +76,26 @@ public final class HTTPSink: Sink {
         }
         let format = c.format ?? .json
         headers.append(("Content-Type", format == .json ? "application/json" : "application/x-ndjson"))
-        let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
-                                                  defaultMaxItems: 1000, adding: problems.problems)
+        let common = try SinkCommonConfig.checked(
+            batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
+            defaultMaxItems: 1000, adding: problems.problems)
         let url = c.url
         let finalHeaders = headers
         let secret = c.hmac?.secret
         let options = CurlClient.Options(timeoutSeconds: c.timeout?.seconds ?? 30, caFile: c.ca_file)
         // Its bodies are the records' lines: it reads no field of a record.
         return BuiltSink(kind: "http", common: common, summary: "http POST \(SafeText.url(c.url)) (\(format.rawValue))") { ctx in
-            HTTPSink(name: ctx.name, url: url, format: format, headers: finalHeaders, hmacSecret: secret, options: options,
-                     logger: ctx.logger, clock: ctx.clock)
+            HTTPSink(
+                name: ctx.name, url: url, format: format, headers: finalHeaders, hmacSecret: secret, options: options,
+                logger: ctx.logger, clock: ctx.clock)
         }
     }
 
     public func write(_ batch: SinkBatch) -> SinkWriteResult {
-        BatchPoster(sinkName: name, url: shownURL, credentialsHint: "sinks.\(name).auth (and headers)", client: client,
-                    logger: logger, clock: clock).post(count: batch.count) { range in
+        BatchPoster(
+            sinkName: name, url: shownURL, credentialsHint: "sinks.\(name).auth (and headers)", client: client,
+            logger: logger, clock: clock
+        ).post(count: batch.count) { range in
             let body = encode(batch, range)
             var requestHeaders = headers
             if let secret = hmacSecret {
@@ -109,7 +116,7 @@ public final class HTTPSink: Sink {
         for i in range {
             if format == .json && i > range.lowerBound { out.append(0x2C) }
             batch.appendLine(i, to: &out)
-            if format == .json { out.removeLast() }   // the line feed
+            if format == .json { out.removeLast() } // the line feed
         }
         if format == .json { out.append(0x5D) }
         return out

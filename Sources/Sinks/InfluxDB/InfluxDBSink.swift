@@ -42,8 +42,10 @@ public final class InfluxDBSink: Sink {
         var headers: [(String, String)]
     }
 
-    init(name: String, writeURL: String, headers: [(String, String)], encoder: LineProtocolEncoder, gzip: Int32?,
-         options: CurlClient.Options, deletes: Deletes, indexPath: String, logger: Logger, clock: any Clock = SystemClock()) {
+    init(
+        name: String, writeURL: String, headers: [(String, String)], encoder: LineProtocolEncoder, gzip: Int32?,
+        options: CurlClient.Options, deletes: Deletes, indexPath: String, logger: Logger, clock: any Clock = SystemClock()
+    ) {
         self.name = name
         self.writeURL = writeURL
         self.shownURL = SafeText.url(writeURL.split(separator: "?").first.map(String.init) ?? writeURL)
@@ -62,28 +64,36 @@ public final class InfluxDBSink: Sink {
         var problems: [ConfigProblem] = []
         func need(_ key: String, _ value: String?, _ api: InfluxDBSinkConfig.API) {
             if value?.isEmpty ?? true {
-                problems.append(ConfigProblem(location: node.location, path: "\(path).\(key)",
-                                              message: "api \(api.rawValue) needs \"\(key)\""))
+                problems.append(
+                    ConfigProblem(
+                        location: node.location, path: "\(path).\(key)",
+                        message: "api \(api.rawValue) needs \"\(key)\""))
             }
         }
         func refuse(_ key: String, _ value: String?, _ api: InfluxDBSinkConfig.API) {
             if value != nil {
-                problems.append(ConfigProblem(location: node[key]?.location ?? node.location, path: "\(path).\(key)",
-                                              message: "\"\(key)\" has no meaning for api \(api.rawValue)"))
+                problems.append(
+                    ConfigProblem(
+                        location: node[key]?.location ?? node.location, path: "\(path).\(key)",
+                        message: "\"\(key)\" has no meaning for api \(api.rawValue)"))
             }
         }
         if !(c.url.hasPrefix("http://") || c.url.hasPrefix("https://")) {
-            problems.append(ConfigProblem(location: node["url"]?.location, path: path + ".url",
-                                          message: "the url must start with http:// or https:// (e.g. http://localhost:8086)"))
+            problems.append(
+                ConfigProblem(
+                    location: node["url"]?.location, path: path + ".url",
+                    message: "the url must start with http:// or https:// (e.g. http://localhost:8086)"))
         }
         var templates = [("measurement", c.measurement ?? "")]
         for (k, v) in (c.tags ?? [:]).sorted(by: { $0.key < $1.key }) { templates.append(("tags.\(k)", v)) }
         for (key, template) in templates {
             let unknown = RecordTemplate(template, allowed: LineProtocolEncoder.fields).unknown
             if !unknown.isEmpty {
-                problems.append(ConfigProblem(location: node[key.split(separator: ".").first.map(String.init) ?? key]?.location,
-                                              path: path + "." + key,
-                                              message: RecordTemplate.problem(unknown, allowed: LineProtocolEncoder.fields)))
+                problems.append(
+                    ConfigProblem(
+                        location: node[key.split(separator: ".").first.map(String.init) ?? key]?.location,
+                        path: path + "." + key,
+                        message: RecordTemplate.problem(unknown, allowed: LineProtocolEncoder.fields)))
             }
         }
         let api = c.api ?? .v2
@@ -107,26 +117,34 @@ public final class InfluxDBSink: Sink {
             headers.append(("Authorization", "Token \(c.token ?? "")"))
         case .v3:
             need("database", c.database, api); need("token", c.token, api); refuse("org", c.org, api); refuse("bucket", c.bucket, api)
-            query = [("db", c.database ?? ""), ("precision", ["ns": "nanosecond", "us": "microsecond", "ms": "millisecond", "s": "second"][precision.rawValue]!)]
+            query = [
+                ("db", c.database ?? ""),
+                ("precision", ["ns": "nanosecond", "us": "microsecond", "ms": "millisecond", "s": "second"][precision.rawValue]!)
+            ]
             headers.append(("Authorization", "Bearer \(c.token ?? "")"))
         }
         let endpoint = ["v1": "/write", "v2": "/api/v2/write", "v3": "/api/v3/write_lp"][api.rawValue]!
-        let url = base + endpoint + "?" + query.map { "\(PercentEncoding.encode($0.0))=\(PercentEncoding.encode($0.1))" }.joined(separator: "&")
+        let url =
+            base + endpoint + "?" + query.map { "\(PercentEncoding.encode($0.0))=\(PercentEncoding.encode($0.1))" }.joined(separator: "&")
         if let level = c.gzip_level, !(1...9).contains(level) {
-            problems.append(ConfigProblem(location: node["gzip_level"]?.location, path: path + ".gzip_level",
-                                          message: "gzip_level must be 1 (fastest) to 9 (smallest), not \(level)"))
+            problems.append(
+                ConfigProblem(
+                    location: node["gzip_level"]?.location, path: path + ".gzip_level",
+                    message: "gzip_level must be 1 (fastest) to 9 (smallest), not \(level)"))
         }
         // Level 1 by default: less than half of level 6's CPU for bodies a little bigger (the
         // sink's lines shrink about 10× at 1, 12× at 6); on a small box the CPU is what limits.
         // Not at all, unless asked, to a server on this machine: the body never crosses a wire,
         // and compressing it here and inflating it there is CPU both sides spend for nothing.
-        let gzip: Int32? = (c.gzip ?? !isLoopback(url: c.url)) ? Int32(c.gzip_level ?? 1) : nil   // out of 1…9 is refused below
+        let gzip: Int32? = (c.gzip ?? !isLoopback(url: c.url)) ? Int32(c.gzip_level ?? 1) : nil // out of 1…9 is refused below
         if gzip != nil { headers.append(("Content-Encoding", "gzip")) }
-        let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
-                                                  defaultMaxItems: 10_000, adding: problems)
-        let encoder = LineProtocolEncoder(measurement: c.measurement ?? "{type}", phoneTag: c.phone_tag ?? "phone",
-                                          tags: (c.tags ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
-                                          precision: precision)
+        let common = try SinkCommonConfig.checked(
+            batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
+            defaultMaxItems: 10_000, adding: problems)
+        let encoder = LineProtocolEncoder(
+            measurement: c.measurement ?? "{type}", phoneTag: c.phone_tag ?? "phone",
+            tags: (c.tags ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+            precision: precision)
         var deleteQuery: [(String, String)] = []
         switch api {
         case .v1: deleteQuery = [("db", c.database ?? "")] + (c.retention_policy.map { [("rp", $0)] } ?? [])
@@ -136,11 +154,14 @@ public final class InfluxDBSink: Sink {
         let options = CurlClient.Options(timeoutSeconds: c.timeout?.seconds ?? 30, caFile: c.ca_file)
         let writeHeaders = headers
         let deletes = Deletes(api: api, base: base, query: deleteQuery, headers: headers.filter { $0.0 == "Authorization" })
-        return BuiltSink(kind: "influxdb", common: common,
-                         summary: "influxdb \(api.rawValue) \(SafeText.url(base + endpoint))") { ctx in
-            InfluxDBSink(name: ctx.name, writeURL: url, headers: writeHeaders, encoder: encoder, gzip: gzip, options: options,
-                         deletes: deletes, indexPath: FileIO.join(ctx.stateDir, "points.sqlite"), logger: ctx.logger,
-                         clock: ctx.clock)
+        return BuiltSink(
+            kind: "influxdb", common: common,
+            summary: "influxdb \(api.rawValue) \(SafeText.url(base + endpoint))"
+        ) { ctx in
+            InfluxDBSink(
+                name: ctx.name, writeURL: url, headers: writeHeaders, encoder: encoder, gzip: gzip, options: options,
+                deletes: deletes, indexPath: FileIO.join(ctx.stateDir, "points.sqlite"), logger: ctx.logger,
+                clock: ctx.clock)
         }
     }
 
@@ -172,7 +193,11 @@ public final class InfluxDBSink: Sink {
 
         var result: SinkWriteResult {
             if outcomes.allSatisfy({ $0 == .accepted }) { return .accepted }
-            if let halted, outcomes.allSatisfy({ if case .keep = $0 { return true }; return false }) {
+            if let halted,
+                outcomes.allSatisfy({
+                    if case .keep = $0 { return true }; return false
+                })
+            {
                 return .keep(reason: halted, retryAfterSeconds: retryAfter)
             }
             return .perRecord(outcomes)
@@ -240,7 +265,8 @@ public final class InfluxDBSink: Sink {
                 r.withText(.device) { bytes in
                     let bytes = bytes ?? UnsafeRawBufferPointer(start: nil, count: 0)
                     if let last = lastDevice, last.bytes.count == bytes.count,
-                       bytes.isEmpty || last.bytes.withUnsafeBytes({ memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }) {
+                        bytes.isEmpty || last.bytes.withUnsafeBytes({ memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 })
+                    {
                         device = last.name
                     } else {
                         device = String(decoding: bytes, as: UTF8.self)
@@ -248,7 +274,9 @@ public final class InfluxDBSink: Sink {
                     }
                 }
                 let part = r.part
-                r.withText(.uuid) { run.keys.append(PointIndex.Key(device: device, uuid: $0 ?? UnsafeRawBufferPointer(start: nil, count: 0), part: part)) }
+                r.withText(.uuid) {
+                    run.keys.append(PointIndex.Key(device: device, uuid: $0 ?? UnsafeRawBufferPointer(start: nil, count: 0), part: part))
+                }
             case .cannot(let why):
                 run.body.removeSubrange(before...)
                 out.refused.append((i, why))
@@ -292,11 +320,13 @@ public final class InfluxDBSink: Sink {
                 slot = (slot + 1) % clients.count
                 request.start()
                 inFlight.append(request)
-                noting.add(PointIndex.Run(keys: run.keys, body: run.body, seriesStarts: run.starts,
-                                          seriesEnds: run.seriesEnds, times: run.times))
+                noting.add(
+                    PointIndex.Run(
+                        keys: run.keys, body: run.body, seriesStarts: run.starts,
+                        seriesEnds: run.seriesEnds, times: run.times))
             case .delete(let i, let device, let uuid):
                 while !inFlight.isEmpty { settleOldest() }
-                noting.waitForAll()   // the delete reads the index
+                noting.waitForAll() // the delete reads the index
                 if let halted = b.halted {
                     b.keep([i], halted)
                     continue
@@ -306,7 +336,7 @@ public final class InfluxDBSink: Sink {
             }
         }
         while !inFlight.isEmpty { settleOldest() }
-        noting.waitForAll()   // the cursor moves past these records once this returns
+        noting.waitForAll() // the cursor moves past these records once this returns
         return b.result
     }
 
@@ -320,9 +350,10 @@ public final class InfluxDBSink: Sink {
     }
 
     func poster(_ slot: Int) -> BatchPoster {
-        BatchPoster(sinkName: name, url: shownURL, credentialsHint: "sinks.\(name).token (or username/password)",
-                    endpointHint: "sinks.\(name).url, api (v1 for InfluxDB 1.x) and its database or bucket (it must exist)",
-                    client: clients[slot], logger: logger, clock: clock)
+        BatchPoster(
+            sinkName: name, url: shownURL, credentialsHint: "sinks.\(name).token (or username/password)",
+            endpointHint: "sinks.\(name).url, api (v1 for InfluxDB 1.x) and its database or bucket (it must exist)",
+            client: clients[slot], logger: logger, clock: clock)
     }
 
     /// Lines for one request: their bytes one after another, where each begins, whose record
@@ -380,9 +411,11 @@ public final class InfluxDBSink: Sink {
             if thread == nil && !closed {
                 switch startThread({ self.run() }) {
                 case .success(let t): thread = t
-                case .failure:   // no thread to be had: noted on this one
+                case .failure: // no thread to be had: noted on this one
                     note([rows])
-                    monitor.withLock { added += 1; noted += 1 }
+                    monitor.withLock {
+                        added += 1; noted += 1
+                    }
                     return
                 }
             }
@@ -418,8 +451,9 @@ public final class InfluxDBSink: Sink {
             } catch let e as PointIndex.SealFailure {
                 logger.warning(SafeText.error(e))
             } catch {
-                logger.error("cannot note where \(runs.reduce(0) { $0 + $1.count }) point(s) went (\(SafeText.error(error))); "
-                             + "deleting them later will not find them")
+                logger.error(
+                    "cannot note where \(runs.reduce(0) { $0 + $1.count }) point(s) went (\(SafeText.error(error))); "
+                        + "deleting them later will not find them")
             }
         }
 
@@ -487,7 +521,10 @@ public final class InfluxDBSink: Sink {
                 return .rejected(reason: "InfluxDB 3 has no API to delete single points; delete \(p.measurement) at \(p.timeNanos) by hand")
             case .v1:
                 var where_ = ["time = \(p.timeNanos)"]
-                for (k, v) in p.tags { where_.append("\"\(k.replacing("\"", with: "\\\""))\" = '\(v.replacing("\\", with: "\\\\").replacing("'", with: "\\'"))'") }
+                for (k, v) in p.tags {
+                    where_.append(
+                        "\"\(k.replacing("\"", with: "\\\""))\" = '\(v.replacing("\\", with: "\\\\").replacing("'", with: "\\'"))'")
+                }
                 let q = "DELETE FROM \"\(p.measurement.replacing("\"", with: "\\\""))\" WHERE " + where_.joined(separator: " AND ")
                 let query = (deletes.query + [("q", q)]).map { "\(PercentEncoding.encode($0.0))=\(PercentEncoding.encode($0.1))" }
                 request = (deletes.base + "/query?" + query.joined(separator: "&"), [], deletes.headers)
@@ -503,8 +540,10 @@ public final class InfluxDBSink: Sink {
                 w.key("predicate"); w.string(predicate)
                 w.endObject()
                 let query = deletes.query.map { "\(PercentEncoding.encode($0.0))=\(PercentEncoding.encode($0.1))" }
-                request = (deletes.base + "/api/v2/delete?" + query.joined(separator: "&"), w.bytes,
-                           deletes.headers + [("Content-Type", "application/json")])
+                request = (
+                    deletes.base + "/api/v2/delete?" + query.joined(separator: "&"), w.bytes,
+                    deletes.headers + [("Content-Type", "application/json")]
+                )
             }
             let response: CurlClient.Response
             do {
@@ -516,9 +555,13 @@ public final class InfluxDBSink: Sink {
             case 200..<300 where !response.bodyText.contains("\"error\""):
                 continue
             case 401, 403, 408, 429, 500..<600:
-                return .keep(reason: "\(response.status) from \(SafeText.url(deletes.base)) deleting \(p.measurement)\(BatchPoster.snippet(response))")
+                return .keep(
+                    reason:
+                        "\(response.status) from \(SafeText.url(deletes.base)) deleting \(p.measurement)\(BatchPoster.snippet(response))")
             default:
-                return .rejected(reason: "\(response.status) from \(SafeText.url(deletes.base)) deleting \(p.measurement)\(BatchPoster.snippet(response))")
+                return .rejected(
+                    reason:
+                        "\(response.status) from \(SafeText.url(deletes.base)) deleting \(p.measurement)\(BatchPoster.snippet(response))")
             }
         }
         do {
@@ -540,7 +583,7 @@ public final class InfluxDBSink: Sink {
         let out = [UInt8](unsafeUninitializedCapacity: bound) { o, count in
             count = data.withUnsafeBytes { libdeflate_gzip_compress(compressor, $0.baseAddress, $0.count, o.baseAddress, bound) }
         }
-        precondition(!out.isEmpty, "gzip: the output bound was too small")   // libdeflate's bound always suffices
+        precondition(!out.isEmpty, "gzip: the output bound was too small") // libdeflate's bound always suffices
         return out
     }
 

@@ -100,7 +100,9 @@ struct LineProtocolEncoder: Sendable {
         let value = isWorkout ? nil : r.value
         let workout = isWorkout ? (r.durationS, r.energyKcal, r.distanceM) : (nil, nil, nil)
         if isWorkout {
-            if workout.0 == nil && workout.1 == nil && workout.2 == nil { return .cannot("a workout record with no value has no field to write") }
+            if workout.0 == nil && workout.1 == nil && workout.2 == nil {
+                return .cannot("a workout record with no value has no field to write")
+            }
         } else if value == nil {
             return .cannot("a \(r.kind) record with no value has no field to write")
         } else if let d = value?.number, !d.isFinite {
@@ -108,8 +110,12 @@ struct LineProtocolEncoder: Sendable {
         }
         // The sink's tags and the record's labels, both sorted, merged; a label named as one of
         // the sink's tags gives way to it.
-        let labels = r.tags.isEmpty ? [] : LineProtocolEncoder.sortedByKey(r.tags.filter { l in !tags.contains { $0.name == l.name } }
-                                                                            .map { ($0.name, $0.value) })
+        let labels =
+            r.tags.isEmpty
+            ? []
+            : LineProtocolEncoder.sortedByKey(
+                r.tags.filter { l in !tags.contains { $0.name == l.name } }
+                    .map { ($0.name, $0.value) })
         var next = 0
         func label(before name: String?) {
             while next < labels.count, name.map({ labels[next].0 < $0 }) ?? true {
@@ -178,9 +184,11 @@ struct LineProtocolEncoder: Sendable {
 
     /// A tag's or the measurement's text for the record, where it lies (nil: none); `source`: the
     /// record's source app and device.
-    private func write(_ v: Value, of r: Record, isWorkout: Bool,
-                       source: (app: UnsafeRawBufferPointer?, device: UnsafeRawBufferPointer?),
-                       _ body: (UnsafeRawBufferPointer?) -> Void) {
+    private func write(
+        _ v: Value, of r: Record, isWorkout: Bool,
+        source: (app: UnsafeRawBufferPointer?, device: UnsafeRawBufferPointer?),
+        _ body: (UnsafeRawBufferPointer?) -> Void
+    ) {
         switch v {
         case .fixed(let bytes): bytes.withUnsafeBytes { body($0) }
         case .field(let f):
@@ -191,7 +199,7 @@ struct LineProtocolEncoder: Sendable {
             case .phone, .device: r.withText(.device, body)
             case .source: body(source.app)
             case .unit: r.withText(.unit, body)
-            case .date: body(nil)   // not allowed here
+            case .date: body(nil) // not allowed here
             }
         case .template(let t): t.render(r, LineProtocolEncoder.value).withUTF8Bytes { body(UnsafeRawBufferPointer($0)) }
         case .unit: r.withText(.unit, body)
@@ -210,7 +218,7 @@ struct LineProtocolEncoder: Sendable {
         case .phone, .device: r.device
         case .source: r.source?.app ?? ""
         case .unit: r.unit ?? ""
-        case .date: ""   // not allowed here
+        case .date: "" // not allowed here
         }
     }
 

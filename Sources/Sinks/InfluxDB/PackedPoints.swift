@@ -52,8 +52,10 @@ extension PackedPoints.Entry {
         time = Int64(littleEndian: p.loadUnaligned(fromByteOffset: 24, as: Int64.self))
         part = Int32(littleEndian: p.loadUnaligned(fromByteOffset: 32, as: Int32.self))
         form = p[PackedPoints.formOffset]
-        uuid = (UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 40, as: UInt64.self)),
-                UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 48, as: UInt64.self)))
+        uuid = (
+            UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 40, as: UInt64.self)),
+            UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 48, as: UInt64.self))
+        )
     }
 }
 
@@ -86,7 +88,9 @@ extension PackedPoints {
                 place = (uuid.0, uuid.1)
             } else {
                 var t = text
-                let n = t.withUTF8 { texts.append(contentsOf: $0); return $0.count }
+                let n = t.withUTF8 {
+                    texts.append(contentsOf: $0); return $0.count
+                }
                 form = Entry.text
                 place = (UInt64(headSize + points * Entry.size + texts.count - n), UInt64(n))
             }
@@ -106,7 +110,8 @@ extension PackedPoints {
 
     /// Whether the entry is `(device, uuid)`'s: `stored` is the uuid's stored form, `uuid` its
     /// bytes, `text` reads an entry's text where it lies.
-    static func matches(_ e: Entry, device: Int64, stored: PointIndex.StoredKey, uuid: [UInt8], text: () throws -> [UInt8]) rethrows -> Bool {
+    static func matches(_ e: Entry, device: Int64, stored: PointIndex.StoredKey, uuid: [UInt8], text: () throws -> [UInt8]) rethrows -> Bool
+    {
         guard e.form != Entry.removed, e.key == stored.key, e.device == device else { return false }
         if let b = stored.bytes { return e.form == b.2 && e.uuid.0 == b.0 && e.uuid.1 == b.1 }
         return e.form == Entry.text ? try text() == uuid : false
@@ -142,7 +147,9 @@ extension PackedPoints {
         }
 
         static func runIDs(_ bytes: [UInt8]) -> [Int64] {
-            bytes.withUnsafeBytes { b in (0..<(b.count / 8)).map { Int64(littleEndian: b.loadUnaligned(fromByteOffset: $0 * 8, as: Int64.self)) } }
+            bytes.withUnsafeBytes { b in
+                (0..<(b.count / 8)).map { Int64(littleEndian: b.loadUnaligned(fromByteOffset: $0 * 8, as: Int64.self)) }
+            }
         }
     }
 }
@@ -201,8 +208,9 @@ extension PackedBytes {
     func sortedKey(_ i: Int) throws -> (key: Int64, run: UInt32, index: UInt32) {
         var raw = (Int64(0), UInt32(0), UInt32(0))
         try withUnsafeMutableBytes(of: &raw) { b in
-            try read(into: UnsafeMutableRawBufferPointer(rebasing: b[0..<PackedPoints.SortedKeys.size]),
-                     at: PackedPoints.headSize + i * PackedPoints.SortedKeys.size)
+            try read(
+                into: UnsafeMutableRawBufferPointer(rebasing: b[0..<PackedPoints.SortedKeys.size]),
+                at: PackedPoints.headSize + i * PackedPoints.SortedKeys.size)
         }
         return (Int64(littleEndian: raw.0), UInt32(littleEndian: raw.1), UInt32(littleEndian: raw.2))
     }

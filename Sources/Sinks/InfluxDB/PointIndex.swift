@@ -42,9 +42,10 @@ final class PointIndex {
 
         static func == (a: SeriesKey, b: SeriesKey) -> Bool {
             // memcmp only of two buffers of the same, checked, length (none for empty ones).
-            a.bytes.count == b.bytes.count && a.bytes.withUnsafeBytes { x in
-                b.bytes.withUnsafeBytes { y in x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 }
-            }
+            a.bytes.count == b.bytes.count
+                && a.bytes.withUnsafeBytes { x in
+                    b.bytes.withUnsafeBytes { y in x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 }
+                }
         }
 
         func hash(into h: inout Hasher) {
@@ -179,7 +180,7 @@ final class PointIndex {
             guard p.count == 36, p[8] == 0x2D, p[13] == 0x2D, p[18] == 0x2D, p[23] == 0x2D, let base = p.baseAddress else { return nil }
             // Every load below lies within the 36 bytes just checked (the last: 4 bytes at 32).
             let raw = UnsafeRawPointer(base)
-            let zeros: UInt64 = 0x3030_3030   // four '0's before four digits
+            let zeros: UInt64 = 0x3030_3030 // four '0's before four digits
             let d0 = hex8(raw.loadUnaligned(as: UInt64.self))
             let d1 = hex8(UInt64(raw.loadUnaligned(fromByteOffset: 9, as: UInt32.self)) << 32 | zeros)
             let d2 = hex8(UInt64(raw.loadUnaligned(fromByteOffset: 14, as: UInt32.self)) << 32 | zeros)
@@ -250,12 +251,14 @@ final class PointIndex {
         // Checkpointed at about 4 MiB of WAL whatever the pages (SQLite's default is 1,000 pages).
         let pageSize = try d.query("PRAGMA page_size").first?.first?.int ?? 4_096
         try d.execute("PRAGMA wal_autocheckpoint=\(max(1, (4 << 20) / Int(max(pageSize, 512))))")
-        try d.execute("""
+        try d.execute(
+            """
             CREATE TABLE IF NOT EXISTS series (id INTEGER PRIMARY KEY, measurement TEXT NOT NULL, tags TEXT NOT NULL,
                 UNIQUE (measurement, tags))
             """)
         try d.execute("CREATE TABLE IF NOT EXISTS devices (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)")
-        try d.execute("""
+        try d.execute(
+            """
             CREATE TABLE IF NOT EXISTS point_chunks (id INTEGER PRIMARY KEY, rows INTEGER NOT NULL, sealed INTEGER NOT NULL,
                 hashed INTEGER NOT NULL DEFAULT 1)
             """)
@@ -288,7 +291,8 @@ final class PointIndex {
                 // so that every chunk written from now on is packed.
                 if let open {
                     let table = PointIndex.table(open.id, hashed: open.format == .byKey)
-                    try d.execute("CREATE INDEX IF NOT EXISTS \(table)_key ON \(table) \(open.format == .byKey ? "(key)" : "(device, uuid)")")
+                    try d.execute(
+                        "CREATE INDEX IF NOT EXISTS \(table)_key ON \(table) \(open.format == .byKey ? "(key)" : "(device, uuid)")")
                     try d.execute("UPDATE point_chunks SET sealed = 1 WHERE id = ?", [.int(open.id)])
                 }
                 return try startChunk(d)
@@ -334,8 +338,9 @@ final class PointIndex {
             }
             // By key, then run and place: read in run and place order, so a stable sort by key alone.
             PointIndex.radixSortByKey(&order)
-            try d.execute("INSERT INTO psealed (chunk, runs, keys) VALUES (?, ?, ?)",
-                          [.int(chunk.id), .blob(PackedPoints.SortedKeys.runs(runIDs)), .blob(PackedPoints.SortedKeys.bytes(order))])
+            try d.execute(
+                "INSERT INTO psealed (chunk, runs, keys) VALUES (?, ?, ?)",
+                [.int(chunk.id), .blob(PackedPoints.SortedKeys.runs(runIDs)), .blob(PackedPoints.SortedKeys.bytes(order))])
             try d.execute("UPDATE point_chunks SET sealed = 1 WHERE id = ?", [.int(chunk.id)])
             return try startChunk(d)
         }
@@ -363,7 +368,7 @@ final class PointIndex {
         for pass in 0..<8 {
             let base = pass * 256
             let shift = UInt64(pass * 8)
-            if counts[base + Int(radixBits(from[0].key) >> shift & 0xFF)] == n { continue }   // every key has this byte alike
+            if counts[base + Int(radixBits(from[0].key) >> shift & 0xFF)] == n { continue } // every key has this byte alike
             var sum = 0
             for d in 0..<256 {
                 let k = counts[base + d]
@@ -388,7 +393,9 @@ final class PointIndex {
     /// The tables of a row a point a lookup reads, oldest first, and whether each is keyed by hash.
     private var rowTables: [(name: String, hashed: Bool)] {
         legacyTables.map { ($0, false) }
-            + sealedChunks.filter { $0.format != .packed }.map { (PointIndex.table($0.id, hashed: $0.format == .byKey), $0.format == .byKey) }
+            + sealedChunks.filter { $0.format != .packed }.map {
+                (PointIndex.table($0.id, hashed: $0.format == .byKey), $0.format == .byKey)
+            }
     }
 
     /// Tags as one string: key and value separated by US, pairs by RS (neither can be in a tag).
@@ -414,15 +421,17 @@ final class PointIndex {
         let key = SeriesKey(bytes: series)
         if let id = recentSeries.answer(for: key) { return id }
         if let i = seriesIDs.index(forKey: key) {
-            let (own, id) = seriesIDs[i]   // the dictionary's key: bytes of its own, no copy
+            let (own, id) = seriesIDs[i] // the dictionary's key: bytes of its own, no copy
             recentSeries.keep(own, id)
             return id
         }
         let p = PointIndex.parseSeries(series)
         let tags = PointIndex.pack(p.tags)
         try addSeries!.run(.text(p.measurement), .text(tags))
-        guard let id = try db.query("SELECT id FROM series WHERE measurement = ? AND tags = ?", [.text(p.measurement), .text(tags)])
-            .first?.first?.int else { throw SQLite.Failure(description: "\(path): a series just written is not there") }
+        guard
+            let id = try db.query("SELECT id FROM series WHERE measurement = ? AND tags = ?", [.text(p.measurement), .text(tags)])
+                .first?.first?.int
+        else { throw SQLite.Failure(description: "\(path): a series just written is not there") }
         if seriesIDs.count >= 100_000 { seriesIDs.removeAll() }
         // Its own bytes: the key must not keep the request's whole body alive.
         let own = SeriesKey(bytes: ArraySlice(Array(series)))
@@ -466,7 +475,7 @@ final class PointIndex {
         var tags: [(String, String)] = []
         for pair in pieces.dropFirst() {
             var j = pair.startIndex
-            while j < pair.endIndex && !(pair[j] == UInt8(ascii: "=") ) {
+            while j < pair.endIndex && !(pair[j] == UInt8(ascii: "=")) {
                 j += escapes(pair, at: j) ? 2 : 1
             }
             guard j < pair.endIndex else { continue }
@@ -537,13 +546,14 @@ final class PointIndex {
                                 throw SQLite.Failure(description: "\(path): a device just written is not there")
                             }
                             let series = try seriesID(points.body[points.seriesStarts[i]..<points.seriesEnds[i]], in: db)
-                            run.add(key: keys[i].stored.key, device: device, series: series, time: points.times[i],
-                                    part: keys[i].part, uuid: keys[i].stored.bytes, text: keys[i].text)
+                            run.add(
+                                key: keys[i].stored.key, device: device, series: series, time: points.times[i],
+                                part: keys[i].part, uuid: keys[i].stored.bytes, text: keys[i].text)
                         }
                     }
                     try run.finish().withUnsafeBytes { blob in
                         chunk.insert.bind(1, int: chunk.id)
-                        chunk.insert.bind(2, borrowing: blob)   // not copied first: a run is ~250 KB
+                        chunk.insert.bind(2, borrowing: blob) // not copied first: a run is ~250 KB
                         try chunk.insert.step()
                     }
                 }
@@ -571,7 +581,9 @@ final class PointIndex {
     /// The points were noted, but the full chunk could not be sealed (tried again at the next write).
     struct SealFailure: Error, CustomStringConvertible {
         var reason: any Error
-        var description: String { "the point index noted the points but could not sort its full chunk (\(reason)); it tries again at the next write" }
+        var description: String {
+            "the point index noted the points but could not sort its full chunk (\(reason)); it tries again at the next write"
+        }
     }
 
     /// The series' measurement and tags by its id (nil for an id not there).
@@ -583,8 +595,10 @@ final class PointIndex {
     /// The packed points of `(device, uuid)`: in each sealed chunk (oldest first) found by a
     /// binary search of its sorted keys in place, then in the open chunk's runs; `each` is given
     /// the entry, its run's row and its place there.
-    private func forEachPacked(device: Int64, uuid: String, stored: StoredKey, in db: SQLite,
-                               _ each: (PackedPoints.Entry, Int64, Int) throws -> Void) throws {
+    private func forEachPacked(
+        device: Int64, uuid: String, stored: StoredKey, in db: SQLite,
+        _ each: (PackedPoints.Entry, Int64, Int) throws -> Void
+    ) throws {
         var uuidBytes = uuid
         let mine = uuidBytes.withUTF8 { Array($0) }
         for (id, format) in sealedChunks where format == .packed {
@@ -638,18 +652,21 @@ final class PointIndex {
         let deviceID = try self.deviceID(device, in: db, create: false)
         func add(_ p: Point) { if !found.contains(p) { found.append(p) } }
         for (table, hashed) in rowTables {
-            if hashed && deviceID == nil { continue }   // a device never written has no point there
-            let rows = table == "points"
+            if hashed && deviceID == nil { continue } // a device never written has no point there
+            let rows =
+                table == "points"
                 ? try db.query("SELECT measurement, tags, time FROM points WHERE device = ? AND uuid = ?", [.text(device), .text(uuid)])
                 : hashed
-                ? try db.query("""
-                    SELECT s.measurement, s.tags, p.time FROM \(table) p JOIN series s ON s.id = p.series
-                    WHERE p.key = ? AND p.device = ? AND p.uuid = ?
-                    """, [.int(stored.key), .int(deviceID!), stored.value(text: uuid)])
-                : try db.query("""
-                    SELECT s.measurement, s.tags, p.time FROM \(table) p JOIN series s ON s.id = p.series
-                    WHERE p.device = ? AND p.uuid = ?
-                    """, [.text(device), .text(uuid)])
+                    ? try db.query(
+                        """
+                        SELECT s.measurement, s.tags, p.time FROM \(table) p JOIN series s ON s.id = p.series
+                        WHERE p.key = ? AND p.device = ? AND p.uuid = ?
+                        """, [.int(stored.key), .int(deviceID!), stored.value(text: uuid)])
+                    : try db.query(
+                        """
+                        SELECT s.measurement, s.tags, p.time FROM \(table) p JOIN series s ON s.id = p.series
+                        WHERE p.device = ? AND p.uuid = ?
+                        """, [.text(device), .text(uuid)])
             for r in rows { add(Point(measurement: r[0].text ?? "", tags: PointIndex.unpack(r[1].text ?? ""), timeNanos: r[2].int ?? 0)) }
         }
         guard let deviceID else { return found }
@@ -671,8 +688,9 @@ final class PointIndex {
             for (table, hashed) in rowTables {
                 if hashed {
                     guard let deviceID else { continue }
-                    try db.execute("DELETE FROM \(table) WHERE key = ? AND device = ? AND uuid = ?",
-                                   [.int(stored.key), .int(deviceID), stored.value(text: uuid)])
+                    try db.execute(
+                        "DELETE FROM \(table) WHERE key = ? AND device = ? AND uuid = ?",
+                        [.int(stored.key), .int(deviceID), stored.value(text: uuid)])
                 } else {
                     try db.execute("DELETE FROM \(table) WHERE device = ? AND uuid = ?", [.text(device), .text(uuid)])
                 }
@@ -707,10 +725,12 @@ extension InfluxDBSink {
                 let digits = String(x >> 4, radix: 16)
                 return String((String(repeating: "0", count: max(0, n - digits.count)) + digits).suffix(n))
             }
-            run = PointIndex.Run((0..<points).map { i in
-                PointIndex.Row(device: "d_benchbenchbenchbench0", uuid: "\(hex(8))-\(hex(4))-4\(hex(3))-8\(hex(3))-\(hex(12))".uppercased(),
-                               part: nil, series: series[i % 4][...], timeNanos: 1_760_400_000_000_000_000 + Int64(i) * 1_000_000_000)
-            })
+            run = PointIndex.Run(
+                (0..<points).map { i in
+                    PointIndex.Row(
+                        device: "d_benchbenchbenchbench0", uuid: "\(hex(8))-\(hex(4))-4\(hex(3))-8\(hex(3))-\(hex(12))".uppercased(),
+                        part: nil, series: series[i % 4][...], timeNanos: 1_760_400_000_000_000_000 + Int64(i) * 1_000_000_000)
+                })
         }
 
         /// Notes one request's points, as the sink hands them over.

@@ -110,8 +110,9 @@ public final class MQTTClient {
         connack = nil
         dropped = nil
         if options.tls {
-            let rc = mosquitto_tls_set(mosq, options.caFile, options.caFile == nil ? "/etc/ssl/certs" : nil, options.certFile,
-                                       options.keyFile, nil)
+            let rc = mosquitto_tls_set(
+                mosq, options.caFile, options.caFile == nil ? "/etc/ssl/certs" : nil, options.certFile,
+                options.keyFile, nil)
             if rc != MOSQ_ERR_SUCCESS.rawValue { throw Failure("TLS settings refused: \(describe(rc))") }
         }
         let rc = mosquitto_connect(mosq, options.host, Int32(options.port), Int32(options.keepalive))

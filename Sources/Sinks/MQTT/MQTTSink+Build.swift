@@ -27,7 +27,11 @@ extension MQTTSink {
         var port = tls ? 8883 : 1883
         if let colon = rest.lastIndex(of: ":"), !rest.hasSuffix("]") {
             host = String(rest[..<colon])
-            if let p = Int(rest[rest.index(after: colon)...]), p > 0 && p < 65536 { port = p } else { problems.add("url", "the port is not a number from 1 to 65535") }
+            if let p = Int(rest[rest.index(after: colon)...]), p > 0 && p < 65536 {
+                port = p
+            } else {
+                problems.add("url", "the port is not a number from 1 to 65535")
+            }
         }
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         if host.isEmpty { problems.add("url", "the url names no host") }
@@ -35,7 +39,8 @@ extension MQTTSink {
         if !(0...2).contains(qos) { problems.add("qos", "qos is 0, 1 or 2") }
         func topicRoot(_ key: String, _ value: String) {
             if value.isEmpty || value.hasPrefix("/") || value.hasSuffix("/") || value.contains("+") || value.contains("#")
-                || value.utf8.contains(0) {
+                || value.utf8.contains(0)
+            {
                 problems.add(key, "\"\(value)\" is not a topic prefix: no wildcards (+, #), no leading or trailing /")
             }
         }
@@ -44,14 +49,20 @@ extension MQTTSink {
         topicRoot("base_topic", base)
         topicRoot("discovery_prefix", prefix)
         if let tz = c.time_zone, let why = TimeZones.problem(tz) { problems.add("time_zone", why) }
-        if (c.cert_file == nil) != (c.key_file == nil) { problems.add("cert_file", "a client certificate needs both cert_file and key_file") }
-        if !tls && (c.ca_file != nil || c.cert_file != nil) { problems.add("ca_file", "ca_file, cert_file and key_file need an mqtts:// url") }
+        if (c.cert_file == nil) != (c.key_file == nil) {
+            problems.add("cert_file", "a client certificate needs both cert_file and key_file")
+        }
+        if !tls && (c.ca_file != nil || c.cert_file != nil) {
+            problems.add("ca_file", "ca_file, cert_file and key_file need an mqtts:// url")
+        }
         if c.password != nil && c.username == nil { problems.add("password", "a password needs a username") }
         // A name that is no sensor of the catalog would silently match nothing (`step`).
         for (key, names) in [("include", c.include), ("exclude", c.exclude)] {
             for n in names ?? [] where !n.contains("*") && !n.contains("?") && !HACatalog.all.contains(where: { $0.type == n }) {
-                problems.add(key, HealthTypes.configProblem(n, nearest: closestMatch)
-                    ?? "\(n) is a type healthgate knows, but not one of its Home Assistant sensors "
+                problems.add(
+                    key,
+                    HealthTypes.configProblem(n, nearest: closestMatch)
+                        ?? "\(n) is a type healthgate knows, but not one of its Home Assistant sensors "
                         + "(\(HACatalog.all.map(\.type).joined(separator: ", ")))")
             }
         }
@@ -73,8 +84,9 @@ extension MQTTSink {
         if entities.isEmpty && !(c.publish_records ?? false) {
             problems.add("include", "include and exclude leave no entity, and publish_records is off: the sink would publish nothing")
         }
-        let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
-                                                  defaultMaxItems: 5000, adding: problems.problems)
+        let common = try SinkCommonConfig.checked(
+            batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
+            defaultMaxItems: 5000, adding: problems.problems)
         var options = MQTTClient.Options(host: host, port: port, clientID: c.client_id ?? "healthgate-\(name)")
         options.tls = tls
         options.caFile = c.ca_file
@@ -85,10 +97,12 @@ extension MQTTSink {
         options.keepalive = Int(c.keepalive?.seconds ?? 60)
         options.timeoutSeconds = c.timeout?.seconds ?? 10
         options.will = (base + "/status", "offline", true)
-        let settings = Settings(name: name, client: options, qos: qos, base: base, prefix: prefix, discovery: c.discovery ?? true,
-                                publishRecords: c.publish_records ?? false, names: c.names ?? [:], entities: entities,
-                                timeZone: c.time_zone)
-        let summary = "mqtt \(tls ? "mqtts" : "mqtt")://\(host):\(port) as \(options.clientID), qos \(qos), base \(base)"
+        let settings = Settings(
+            name: name, client: options, qos: qos, base: base, prefix: prefix, discovery: c.discovery ?? true,
+            publishRecords: c.publish_records ?? false, names: c.names ?? [:], entities: entities,
+            timeZone: c.time_zone)
+        let summary =
+            "mqtt \(tls ? "mqtts" : "mqtt")://\(host):\(port) as \(options.clientID), qos \(qos), base \(base)"
             + (settings.discovery ? ", discovery under \(prefix)" : "") + (settings.publishRecords ? ", records" : "")
             + ", \(entities.count) entity kind(s)"
         return BuiltSink(kind: "mqtt", common: common, summary: summary) { ctx throws(SinkOpenError) in

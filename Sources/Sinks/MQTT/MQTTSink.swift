@@ -89,10 +89,14 @@ public final class MQTTSink: Sink {
                     // retained config and state go, and it is announced again under its own.
                     let old = MQTTSink.legacySlug(parts[0])
                     if old != MQTTSink.deviceSlug(parts[0]) || !kept.contains(parts[1]) {
-                        mids.append(try client.publish(topic: "\(settings.prefix)/sensor/healthgate_\(old)/\(e.objectID)/config",
-                                                       payload: [], qos: max(1, settings.qos), retain: true))
-                        mids.append(try client.publish(topic: "\(settings.base)/\(old)/\(e.objectID)", payload: [],
-                                                       qos: max(1, settings.qos), retain: true))
+                        mids.append(
+                            try client.publish(
+                                topic: "\(settings.prefix)/sensor/healthgate_\(old)/\(e.objectID)/config",
+                                payload: [], qos: max(1, settings.qos), retain: true))
+                        mids.append(
+                            try client.publish(
+                                topic: "\(settings.base)/\(old)/\(e.objectID)", payload: [],
+                                qos: max(1, settings.qos), retain: true))
                         if kept.contains(parts[1]) { moved.append(key); markDirty(parts[0], parts[1]) } else { removed.append(key) }
                     } else {
                         moved.append(key)
@@ -142,8 +146,10 @@ public final class MQTTSink: Sink {
                 var line: [UInt8] = []
                 batch.appendLine(i, to: &line)
                 if line.last == 0x0A { line.removeLast() }
-                messages.append(Message(topic: "\(settings.base)/\(MQTTSink.deviceSlug(r.device))/records/\(MQTTSink.slug(r.type))",
-                                        payload: line, retain: false, record: i))
+                messages.append(
+                    Message(
+                        topic: "\(settings.base)/\(MQTTSink.deviceSlug(r.device))/records/\(MQTTSink.slug(r.type))",
+                        payload: line, retain: false, record: i))
             }
         }
         for u in book.apply(batch.records.map(\.canonical), now: clock.now()) { markDirty(u.device, u.entity.type) }
@@ -163,8 +169,10 @@ public final class MQTTSink: Sink {
         for u in updates {
             let key = MQTTSink.announceKey(u.device, u.entity.type)
             if settings.discovery && (all || !announced.contains(key)) {
-                out.append(Message(topic: discoveryTopic(u.device, u.entity), payload: discoveryConfig(u.device, u.entity),
-                                   retain: true, record: nil, announces: key))
+                out.append(
+                    Message(
+                        topic: discoveryTopic(u.device, u.entity), payload: discoveryConfig(u.device, u.entity),
+                        retain: true, record: nil, announces: key))
             }
             out.append(Message(topic: stateTopic(u.device, u.entity), payload: statePayload(u), retain: true, record: nil))
         }
@@ -199,13 +207,13 @@ public final class MQTTSink: Sink {
                 acks = try client.waitForAcks(Array(mids.keys), qos: settings.qos)
             }
         } catch {
-            client.disconnect()   // what the broker has is unknown: connect again, send again
+            client.disconnect() // what the broker has is unknown: connect again, send again
             return .keep(reason: "\(error)", retryAfterSeconds: nil)
         }
         for (mid, reason) in acks where reason >= 0x80 {
             let m = messages[mids[mid]!]
             let why = "the broker refused the publish to \(m.topic) (MQTT reason code \(reason))"
-            if reason == 0x87 || reason == 0x97 {   // not authorized, quota exceeded: a config problem, or later
+            if reason == 0x87 || reason == 0x97 { // not authorized, quota exceeded: a config problem, or later
                 logger.error(why + "; check the broker's ACL for healthgate's user. The records wait in the queue")
                 return .keep(reason: why, retryAfterSeconds: nil)
             }
@@ -302,7 +310,7 @@ public final class MQTTSink: Sink {
         } else if u.entity.reading == .lastWorkout {
             w.string(u.state)
         } else {
-            w.raw(Array(u.state.utf8))   // a number HAStateBook formatted
+            w.raw(Array(u.state.utf8)) // a number HAStateBook formatted
         }
         for (k, v) in u.attributes {
             w.key(k)
@@ -383,9 +391,12 @@ public final class MQTTSink: Sink {
     /// ends in `_` and its hash, so neither can be chosen to be another's, and `healthgate_<slug>_<object id>`
     /// splits one way only.
     static func deviceSlug(_ s: String) -> String {
-        let plain = s.utf8.count <= 64 && !s.isEmpty && s.utf8.allSatisfy {
-            ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: "-")
-        }
+        let plain =
+            s.utf8.count <= 64 && !s.isEmpty
+            && s.utf8.allSatisfy {
+                ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9"))
+                    || $0 == UInt8(ascii: "-")
+            }
         if plain { return s }
         var lossy: [UInt8] = []
         for b in s.utf8 where lossy.count < 40 {
@@ -433,7 +444,8 @@ public final class MQTTSink: Sink {
         for c in s.unicodeScalars {
             let lower = c.properties.lowercaseMapping
             if let u = lower.unicodeScalars.first, lower.unicodeScalars.count == 1,
-               (u >= "a" && u <= "z") || (u >= "0" && u <= "9") || u == "_" || u == "-" {
+                (u >= "a" && u <= "z") || (u >= "0" && u <= "9") || u == "_" || u == "-"
+            {
                 out.unicodeScalars.append(u)
                 if u != c { changed = true }
             } else {

@@ -165,7 +165,8 @@ package final class PGConnection {
 
     private func error(_ result: OpaquePointer?) -> PGError {
         let state = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "C"))) }.map { String(cString: $0) }
-        var message = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "M"))) }.map { String(cString: $0) }
+        var message =
+            result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "M"))) }.map { String(cString: $0) }
             ?? conn.map { PGConnection.text(PQerrorMessage($0)) } ?? ""
         if let d = result.flatMap({ PQresultErrorField($0, Int32(UInt8(ascii: "D"))) }) { message += " (\(String(cString: d)))" }
         return PGError(sqlstate: state, message: message.isEmpty ? "the statement failed" : message)

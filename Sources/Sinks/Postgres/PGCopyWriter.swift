@@ -18,7 +18,7 @@ struct PGCopyWriter {
 
     mutating func null() {
         separate()
-        bytes.append(0x5C); bytes.append(0x4E)   // \N
+        bytes.append(0x5C); bytes.append(0x4E) // \N
     }
 
     mutating func text(_ s: String?) {
@@ -54,9 +54,12 @@ struct PGCopyWriter {
         separate()
         if v < 0 { bytes.append(0x2D) }
         var m = v.magnitude
-        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var digits:
+            (
+                UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8
+            ) =
+                (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         var n = 0
         withUnsafeMutableBytes(of: &digits) { d in
             repeat {
@@ -80,7 +83,7 @@ struct PGCopyWriter {
         guard let t else { return null() }
         separate()
         t.appendRFC3339(to: &bytes)
-        if local { bytes.removeLast() }   // the Z
+        if local { bytes.removeLast() } // the Z
     }
 
     /// `2026-10-14` (date).

@@ -14,7 +14,9 @@ extension PostgresSink {
         var summary = "postgres"
         switch PostgresSink.parse(dsn: c.dsn) {
         case .failure(let why):
-            problems.add("dsn", "not a PostgreSQL connection string: \(why) (e.g. postgres://healthgate@localhost/health "
+            problems.add(
+                "dsn",
+                "not a PostgreSQL connection string: \(why) (e.g. postgres://healthgate@localhost/health "
                     + "or host=localhost dbname=health user=healthgate)")
         case .success(let options):
             let user = options["user"].map { $0 + "@" } ?? ""
@@ -26,9 +28,12 @@ extension PostgresSink {
             }
         }
         let schema = c.schema ?? "healthgate"
-        let valid = schema.utf8.count <= 63 && schema.utf8.first.map { $0 == 0x5F || ($0 >= 0x61 && $0 <= 0x7A) } == true
+        let valid =
+            schema.utf8.count <= 63 && schema.utf8.first.map { $0 == 0x5F || ($0 >= 0x61 && $0 <= 0x7A) } == true
             && schema.utf8.allSatisfy { $0 == 0x5F || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) }
-        if !valid { problems.add("schema", "\"\(schema)\" is not a schema name healthgate makes: lower-case letters, digits and _, at most 63") }
+        if !valid {
+            problems.add("schema", "\"\(schema)\" is not a schema name healthgate makes: lower-case letters, digits and _, at most 63")
+        }
         if let tz = c.time_zone, let why = TimeZones.problem(tz) { problems.add("time_zone", why) }
         let connectTimeout = c.connect_timeout?.seconds ?? 10
         if connectTimeout < 2 { problems.add("connect_timeout", "connect_timeout is at least 2s (libpq's own minimum)") }
@@ -36,14 +41,19 @@ extension PostgresSink {
         if statementTimeout < 0.001 { problems.add("statement_timeout", "statement_timeout must be more than 0") }
         let connections = c.connections ?? 2
         if !(1...2).contains(connections) { problems.add("connections", "connections is 1 or 2") }
-        let common = try SinkCommonConfig.checked(batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
-                                                  defaultMaxItems: 20_000, adding: problems.problems)
-        let settings = Settings(name: name, dsn: c.dsn, password: c.password, schema: schema, timeZone: c.time_zone,
-                                connectTimeout: max(2, Int(connectTimeout.rounded(.up))),
-                                statementTimeoutMs: max(1, Int(statementTimeout * 1000)), connections: connections)
-        return BuiltSink(kind: "postgres", common: common, summary: summary + ", schema \(schema)",
-                         readable: ReadAccess(dsn: c.dsn, password: c.password, schema: schema,
-                                              connectTimeout: settings.connectTimeout)) { ctx throws(SinkOpenError) in
+        let common = try SinkCommonConfig.checked(
+            batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
+            defaultMaxItems: 20_000, adding: problems.problems)
+        let settings = Settings(
+            name: name, dsn: c.dsn, password: c.password, schema: schema, timeZone: c.time_zone,
+            connectTimeout: max(2, Int(connectTimeout.rounded(.up))),
+            statementTimeoutMs: max(1, Int(statementTimeout * 1000)), connections: connections)
+        return BuiltSink(
+            kind: "postgres", common: common, summary: summary + ", schema \(schema)",
+            readable: ReadAccess(
+                dsn: c.dsn, password: c.password, schema: schema,
+                connectTimeout: settings.connectTimeout)
+        ) { ctx throws(SinkOpenError) in
             try PostgresSink(settings: settings, logger: ctx.logger, timeZones: SystemTimeZones())
         }
     }

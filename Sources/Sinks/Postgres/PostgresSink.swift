@@ -65,13 +65,16 @@ public final class PostgresSink: Sink {
 
     /// A connection ready for batches: its settings, `first` (the migrations), its temp table.
     private func session(_ first: (PGConnection) throws(PGError) -> Void = { _ in }) throws(PGError) -> PGConnection {
-        var extra: [(String, String)] = [("connect_timeout", "\(settings.connectTimeout)"),
-                                         ("application_name", "healthgate-\(settings.name)"),
-                                         ("keepalives", "1"), ("keepalives_idle", "30")]
+        var extra: [(String, String)] = [
+            ("connect_timeout", "\(settings.connectTimeout)"),
+            ("application_name", "healthgate-\(settings.name)"),
+            ("keepalives", "1"), ("keepalives_idle", "30")
+        ]
         if let p = settings.password { extra.append(("password", p)) }
         let c = try PGConnection(dsn: settings.dsn, extra: extra)
-        try c.execute("SELECT set_config('statement_timeout', $1, false), set_config('TimeZone', 'UTC', false)",
-                      ["\(settings.statementTimeoutMs)"])
+        try c.execute(
+            "SELECT set_config('statement_timeout', $1, false), set_config('TimeZone', 'UTC', false)",
+            ["\(settings.statementTimeoutMs)"])
         try first(c)
         let columns = PostgresSink.typedColumns.map { "\($0.name) \($0.type)" }.joined(separator: ", ")
         try c.execute("CREATE TEMP TABLE hg_incoming (seq integer, op text, \(columns)) ON COMMIT DELETE ROWS")
@@ -86,20 +89,24 @@ public final class PostgresSink: Sink {
         var unlocked = false
         defer { if !unlocked { _ = try? c.execute("SELECT pg_advisory_unlock(hashtext($1))", [lock]) } }
         try c.execute("CREATE SCHEMA IF NOT EXISTS \(s)")
-        try c.execute("""
+        try c.execute(
+            """
             CREATE TABLE IF NOT EXISTS \(s).schema_migrations (version integer PRIMARY KEY, description text NOT NULL,
                 applied_at timestamptz NOT NULL DEFAULT now(), by text)
             """)
         var current = Int(try c.execute("SELECT coalesce(max(version), 0) FROM \(s).schema_migrations").first ?? "0") ?? 0
         if current > PostgresSchema.latest {
-            throw PGError(sqlstate: "HG001", message: "the schema \(settings.schema) is at version \(current), newer than this "
-                          + "healthgate knows (\(PostgresSchema.latest)): a newer healthgate migrated it; run that one, or another schema")
+            throw PGError(
+                sqlstate: "HG001",
+                message: "the schema \(settings.schema) is at version \(current), newer than this "
+                    + "healthgate knows (\(PostgresSchema.latest)): a newer healthgate migrated it; run that one, or another schema")
         }
         for m in PostgresSchema.migrations where m.version > current {
             try c.transaction { () throws(PGError) in
                 for statement in m.sql { try c.execute(statement.replacing("{schema}.", with: "\(s).")) }
-                try c.execute("INSERT INTO \(s).schema_migrations (version, description, by) VALUES ($1, $2, $3)",
-                              ["\(m.version)", m.description, "healthgate \(Healthgate.version)"])
+                try c.execute(
+                    "INSERT INTO \(s).schema_migrations (version, description, by) VALUES ($1, $2, $3)",
+                    ["\(m.version)", m.description, "healthgate \(Healthgate.version)"])
             }
             logger.info("schema \(settings.schema): migration \(m.version) applied (\(m.description))")
             current = m.version
@@ -108,7 +115,8 @@ public final class PostgresSink: Sink {
         try c.transaction { () throws(PGError) in
             try c.execute("CREATE TEMP TABLE hg_types (LIKE \(s).types) ON COMMIT DROP")
             try c.copy("COPY hg_types (type, kind, healthkit, unit, cumulative) FROM STDIN", rows: PostgresSchema.typeRows())
-            try c.execute("""
+            try c.execute(
+                """
                 INSERT INTO \(s).types SELECT * FROM hg_types ON CONFLICT (type) DO UPDATE
                 SET kind = EXCLUDED.kind, healthkit = EXCLUDED.healthkit, unit = EXCLUDED.unit, cumulative = EXCLUDED.cumulative
                 WHERE (types.kind, types.healthkit, types.unit, types.cumulative)
@@ -131,7 +139,7 @@ public final class PostgresSink: Sink {
         ("text_value", "text"), ("code", "integer"), ("unit", "text"), ("activity", "text"), ("duration_s", "double precision"),
         ("energy_kcal", "double precision"), ("distance_m", "double precision"), ("source_app", "text"),
         ("source_device", "text"), ("utc_offset", "integer"), ("receiver", "text"), ("metadata", "jsonb"),
-        ("fields", "jsonb"), ("extra", "jsonb"), ("tags", "jsonb"), ("time_zone", "text"),
+        ("fields", "jsonb"), ("extra", "jsonb"), ("tags", "jsonb"), ("time_zone", "text")
     ]
 
     private func prepareStatements() {
@@ -201,7 +209,7 @@ public final class PostgresSink: Sink {
         guard !refused.isEmpty else { return write(batch) }
         let rest = batch.indices.filter { refused[$0] == nil }.map { batch[$0] }
         let written = rest.isEmpty ? .accepted : write(rest)
-        if case .keep = written { return written }   // the batch again later, whole
+        if case .keep = written { return written } // the batch again later, whole
         var outcomes: [DeliveryOutcome] = []
         var k = 0
         for i in batch.indices {
@@ -227,7 +235,8 @@ public final class PostgresSink: Sink {
         func nul(_ f: RecordField) -> Bool { nul(f.name) || holdsNULEscape(f.value) }
         if nul(r.kind) || nul(r.device) || nul(r.receiver) || nul(r.uuid) || nul(r.type) || nul(r.unit) || nul(r.value?.string)
             || nul(r.source?.app) || nul(r.source?.device) || nul(r.activity) || (r.metadata.map(holdsNULEscape) ?? false)
-            || r.tags.contains(where: { nul($0.name) || nul($0.value) }) || r.fields.contains(where: nul) || r.extra.contains(where: nul) {
+            || r.tags.contains(where: { nul($0.name) || nul($0.value) }) || r.fields.contains(where: nul) || r.extra.contains(where: nul)
+        {
             return "PostgreSQL cannot store a NUL character (U+0000) in text or jsonb (SQLSTATE 22021): the record holds one"
         }
         return nil
@@ -240,7 +249,7 @@ public final class PostgresSink: Sink {
         while i < b.count {
             if b[i] == 0x5C {
                 if i + 5 < b.count, b[i + 1] == 0x75, b[i + 2] == 0x30, b[i + 3] == 0x30, b[i + 4] == 0x30, b[i + 5] == 0x30 { return true }
-                i += 2   // the escaped character, whatever it is
+                i += 2 // the escaped character, whatever it is
                 continue
             }
             if b[i] == 0 { return true }
@@ -318,7 +327,9 @@ public final class PostgresSink: Sink {
 
     /// Writes `range` on `c`, halving down to the records PostgreSQL refuses; the result is
     /// for the range's records in order, with what was counted and whether the connection died.
-    private func run(_ c: PGConnection, _ records: [CanonicalRecord], _ range: Range<Int>) -> (result: SinkWriteResult, counts: Counts, lost: Bool) {
+    private func run(_ c: PGConnection, _ records: [CanonicalRecord], _ range: Range<Int>) -> (
+        result: SinkWriteResult, counts: Counts, lost: Bool
+    ) {
         var counts = Counts()
         var lost = false
         let result = Bisection.run(count: range.count) { sub in
@@ -360,7 +371,7 @@ public final class PostgresSink: Sink {
             }
             return (.accepted, counts)
         } catch {
-            if error.sqlstate == "21000" && plain { return attempt(c, records, range, plain: false) }   // a key twice
+            if error.sqlstate == "21000" && plain { return attempt(c, records, range, plain: false) } // a key twice
             switch error.outcome {
             case .refuse:
                 return (.refused(reason: "PostgreSQL refused it: \(error.description)"), Counts())
@@ -368,9 +379,12 @@ public final class PostgresSink: Sink {
                 return (.keep(reason: "PostgreSQL: \(error.description)", retryAfterSeconds: nil), Counts())
             case .fix:
                 // Kept, and the sink shown failing; the delivery logs it once a minute, not per try.
-                return (.keep(reason: "PostgreSQL refused the batch for a reason only a person can fix (permissions, the "
-                              + "table, authentication): \(error.description); the records wait in the queue",
-                              retryAfterSeconds: nil), Counts())
+                return (
+                    .keep(
+                        reason: "PostgreSQL refused the batch for a reason only a person can fix (permissions, the "
+                            + "table, authentication): \(error.description); the records wait in the queue",
+                        retryAfterSeconds: nil), Counts()
+                )
             }
         }
     }
@@ -383,7 +397,7 @@ public final class PostgresSink: Sink {
     /// `seq` and `op` only for the long way.
     private static func used(_ records: [CanonicalRecord], _ range: Range<Int>, ordered: Bool) -> [Bool] {
         var u = [Bool](repeating: false, count: incomingColumns.count)
-        for k in [2, 3, 4, 6, 7, 22] { u[k] = true }   // device, uuid, part, kind, type, receiver
+        for k in [2, 3, 4, 6, 7, 22] { u[k] = true } // device, uuid, part, kind, type, receiver
         u[0] = ordered; u[1] = ordered
         for i in range {
             let r = records[i]
@@ -480,7 +494,8 @@ public final class PostgresSink: Sink {
     }
 
     public func report() -> SinkReport? {
-        SinkReport(detail: "schema \(settings.schema) at version \(version) of \(PostgresSchema.latest)",
-                   counters: [("inserted", inserted), ("updated", updated), ("unchanged", unchanged), ("deleted", deleted)])
+        SinkReport(
+            detail: "schema \(settings.schema) at version \(version) of \(PostgresSchema.latest)",
+            counters: [("inserted", inserted), ("updated", updated), ("unchanged", unchanged), ("deleted", deleted)])
     }
 }

@@ -9,7 +9,8 @@ import YAMLConfig
 /// Every sink kind, by its `kind:` in the config. A new sink is one folder (its own target,
 /// linking only the C library it needs) and one line here.
 public enum SinkRegistry {
-    public typealias Builder = @Sendable (_ name: String, _ node: YAMLNode, _ path: String, _ context: SinkBuildContext)
+    public typealias Builder =
+        @Sendable (_ name: String, _ node: YAMLNode, _ path: String, _ context: SinkBuildContext)
         throws(ConfigProblems) -> BuiltSink
 
     public static let builders: [(kind: String, build: Builder)] = [
@@ -17,7 +18,7 @@ public enum SinkRegistry {
         ("http", HTTPSink.build),
         ("influxdb", InfluxDBSink.build),
         ("mqtt", MQTTSink.build),
-        ("postgres", PostgresSink.build),
+        ("postgres", PostgresSink.build)
     ]
 
     public static var kinds: [String] { builders.map(\.kind) }

@@ -84,7 +84,8 @@ public struct AggregateTransform: TransformSpec {
                 return
             }
             guard spec.types.contains(where: { $0.matches(record.type) }), record.kind == "quantity",
-                  let v = record.value?.number, let t = record.start ?? record.end else {
+                let v = record.value?.number, let t = record.start ?? record.end
+            else {
                 emit(record)
                 return
             }
@@ -96,8 +97,9 @@ public struct AggregateTransform: TransformSpec {
             if start < closedBefore {
                 if !saidClosed {
                     saidClosed = true
-                    logger.warning("aggregate: samples for buckets closed to stay within max_samples are not counted "
-                                   + "(raise max_samples to count older history)")
+                    logger.warning(
+                        "aggregate: samples for buckets closed to stay within max_samples are not counted "
+                            + "(raise max_samples to count older history)")
                 }
                 return
             }
@@ -107,8 +109,11 @@ public struct AggregateTransform: TransformSpec {
                 total -= 1
                 mark(old)
             }
-            var b = buckets[id] ?? Bucket(device: record.device, receiver: record.receiver, type: record.type, start: start,
-                                          offset: offset, unit: record.unit)
+            var b =
+                buckets[id]
+                ?? Bucket(
+                    device: record.device, receiver: record.receiver, type: record.type, start: start,
+                    offset: offset, unit: record.unit)
             let s = Sample(value: v, time: t.seconds)
             if b.samples[sampleKey] == s { return }
             if b.samples.updateValue(s, forKey: sampleKey) == nil { total += 1 }
@@ -137,11 +142,15 @@ public struct AggregateTransform: TransformSpec {
         func flush(emit: (consuming Record) -> Void) {
             for id in changed {
                 guard let b = buckets[id] else { continue }
-                let uuid = "aggregate:\(spec.how.rawValue):\(spec.everyName):\(b.type):"
+                let uuid =
+                    "aggregate:\(spec.how.rawValue):\(spec.everyName):\(b.type):"
                     + String(Timestamp(seconds: b.start + Int64(b.offset)).rfc3339().dropLast())
                 if b.samples.isEmpty {
                     buckets[id] = nil
-                    emit(Record(CanonicalRecord(op: .delete, kind: "quantity", device: b.device, receiver: b.receiver, uuid: uuid, type: b.type)))
+                    emit(
+                        Record(
+                            CanonicalRecord(op: .delete, kind: "quantity", device: b.device, receiver: b.receiver, uuid: uuid, type: b.type)
+                        ))
                     continue
                 }
                 let values = b.samples.values
@@ -154,9 +163,10 @@ public struct AggregateTransform: TransformSpec {
                 case .count: figure = Double(values.count)
                 case .last: figure = values.max { ($0.time, $0.value) < ($1.time, $1.value) }!.value
                 }
-                var r = CanonicalRecord(kind: "quantity", device: b.device, receiver: b.receiver, uuid: uuid, type: b.type,
-                                        start: Timestamp(seconds: b.start), end: Timestamp(seconds: b.start + spec.every - 1),
-                                        utcOffset: b.offset, value: .number(figure), unit: spec.how == .count ? "count" : b.unit)
+                var r = CanonicalRecord(
+                    kind: "quantity", device: b.device, receiver: b.receiver, uuid: uuid, type: b.type,
+                    start: Timestamp(seconds: b.start), end: Timestamp(seconds: b.start + spec.every - 1),
+                    utcOffset: b.offset, value: .number(figure), unit: spec.how == .count ? "count" : b.unit)
                 r.tags = [RecordTag("aggregate", spec.how.rawValue), RecordTag("interval", spec.everyName)]
                 r.fields = [RecordField("samples", .integer(Int64(values.count)))]
                 emit(Record(r))
@@ -185,8 +195,9 @@ public struct AggregateTransform: TransformSpec {
             while !r.atEnd {
                 let device = try r.take(), receiver = try r.take(), type = try r.take()
                 let start = try r.int(), offset = Int(try r.int()), unit = try r.take(), n = try r.int()
-                var b = Bucket(device: device, receiver: receiver, type: type, start: start, offset: offset,
-                               unit: unit == "-" ? nil : String(unit.dropFirst()))
+                var b = Bucket(
+                    device: device, receiver: receiver, type: type, start: start, offset: offset,
+                    unit: unit == "-" ? nil : String(unit.dropFirst()))
                 for _ in 0..<max(0, n) {
                     let k = try r.take(), v = try r.double(), t = try r.int()
                     b.samples[k] = Sample(value: v, time: t)
@@ -219,7 +230,8 @@ public struct AggregateTransform: TransformSpec {
             seconds = 86_400
             name = "day"
         } else if let d = try? ConfigDuration(parsing: name), d.seconds >= 60, d.seconds == d.seconds.rounded(),
-                  86_400 % Int64(d.seconds) == 0, Int64(d.seconds) % 60 == 0 {
+            86_400 % Int64(d.seconds) == 0, Int64(d.seconds) % 60 == 0
+        {
             seconds = Int64(d.seconds)
         } else {
             problems.add("every", "every is a duration of whole minutes that divides a day (1m, 5m, 15m, 1h, …) or day")
@@ -230,8 +242,9 @@ public struct AggregateTransform: TransformSpec {
         let maxSamples = c.max_samples ?? 200_000
         if !(100...20_000_000).contains(maxSamples) { problems.add("max_samples", "max_samples is 100 to 20,000,000") }
         try problems.check()
-        return AggregateTransform(types: c.types.map(Glob.init), every: seconds, everyName: name, how: how!,
-                                  keepSource: c.keep_source ?? true, timeZone: c.time_zone, maxSamples: maxSamples)
+        return AggregateTransform(
+            types: c.types.map(Glob.init), every: seconds, everyName: name, how: how!,
+            keepSource: c.keep_source ?? true, timeZone: c.time_zone, maxSamples: maxSamples)
     }
 }
 

@@ -23,7 +23,8 @@ public struct ConvertTransform: TransformSpec {
 
     public func apply(_ r: inout CanonicalRecord) {
         guard r.op == .upsert, let v = r.value?.number, let unit = r.unit, let target = target(type: r.type, unit: unit),
-              let converted = Units.convert(v, from: unit, to: target) else { return }
+            let converted = Units.convert(v, from: unit, to: target)
+        else { return }
         r.value = .number(converted)
         r.unit = target
     }
@@ -31,7 +32,8 @@ public struct ConvertTransform: TransformSpec {
     /// The unit a record of `type` in `unit` is shown in, or nil when it stays as it is.
     func target(type: String, unit: String) -> String? {
         guard let target = byType[type] ?? Units.family(of: unit).flatMap({ byFamily[$0] }),
-              Units.normalize(unit) != Units.normalize(target), Units.convert(1, from: unit, to: target) != nil else { return nil }
+            Units.normalize(unit) != Units.normalize(target), Units.convert(1, from: unit, to: target) != nil
+        else { return nil }
         return target
     }
 
@@ -84,9 +86,12 @@ public struct ConvertTransform: TransformSpec {
                 byFamily[family] = unit
             } else {
                 let families = UnitFamily.allCases.map(\.rawValue) + ["distance"]
-                let near = HealthTypes.hk(key)?.name ?? HealthTypes.hae(key)?.name
+                let near =
+                    HealthTypes.hk(key)?.name ?? HealthTypes.hae(key)?.name
                     ?? closestMatch(to: key.lowercased(), in: HealthTypes.knownNames + families)
-                problems.add(key, "\"\(key)\" is neither a type the registry knows nor a unit family "
+                problems.add(
+                    key,
+                    "\"\(key)\" is neither a type the registry knows nor a unit family "
                         + "(\(families.joined(separator: ", ")))" + (near.map { " — did you mean \"\($0)\"?" } ?? ""))
             }
         }

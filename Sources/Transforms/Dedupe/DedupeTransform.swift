@@ -88,8 +88,10 @@ public struct DedupeTransform: TransformSpec {
             func put(_ v: UInt64) { withUnsafeBytes(of: v.littleEndian) { b.append(contentsOf: $0) } }
             for (k, s) in seen { put(k); put(s.content); put(UInt64(bitPattern: s.at)) }
             var p = [UInt8]()
-            for (k, top) in parts { withUnsafeBytes(of: k.littleEndian) { p.append(contentsOf: $0) }
-                withUnsafeBytes(of: UInt64(top).littleEndian) { p.append(contentsOf: $0) } }
+            for (k, top) in parts {
+                withUnsafeBytes(of: k.littleEndian) { p.append(contentsOf: $0) }
+                withUnsafeBytes(of: UInt64(top).littleEndian) { p.append(contentsOf: $0) }
+            }
             var w = StateWriter()
             w.put(bytes: b)
             w.put(bytes: p)
@@ -121,7 +123,9 @@ public struct DedupeTransform: TransformSpec {
         let ttl = c.ttl?.seconds ?? 7 * 86_400
         if ttl < 1 { problems.add("ttl", "ttl is at least 1s (e.g. 7d)") }
         let maxKeys = c.max_keys ?? 100_000
-        if !(1...50_000_000).contains(maxKeys) { problems.add("max_keys", "max_keys is 1 to 50,000,000 (24 bytes each, in memory and in each commit)") }
+        if !(1...50_000_000).contains(maxKeys) {
+            problems.add("max_keys", "max_keys is 1 to 50,000,000 (24 bytes each, in memory and in each commit)")
+        }
         try problems.check()
         return DedupeTransform(ttlSeconds: Int64(ttl), maxKeys: maxKeys)
     }

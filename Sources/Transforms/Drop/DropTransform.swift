@@ -31,8 +31,9 @@ public struct DropTransform: TransformSpec {
     /// `json` with every number under a location key rounded to `decimals`; as it was when it
     /// holds none (the common case: no copy).
     static func coarsen(_ json: RawJSON, decimals: Int, parser: JSONParser, key: String? = nil) -> RawJSON {
-        guard json.bytes.contains(where: { $0 == 0x6C || $0 == 0x4C }),   // an "l": no lat/lon/lng/latitude/longitude without one
-              let doc = try? parser.parse(json.bytes) else { return json }
+        guard json.bytes.contains(where: { $0 == 0x6C || $0 == 0x4C }), // an "l": no lat/lon/lng/latitude/longitude without one
+            let doc = try? parser.parse(json.bytes)
+        else { return json }
         var scale = 1.0
         for _ in 0..<decimals { scale *= 10 }
         var w = JSONWriter(capacity: json.bytes.count)
@@ -49,7 +50,7 @@ public struct DropTransform: TransformSpec {
                 w.endObject()
             case .array:
                 w.beginArray()
-                for e in v.elements { emit(e, location: location) }   // [lat, lon] pairs under a location key
+                for e in v.elements { emit(e, location: location) } // [lat, lon] pairs under a location key
                 w.endArray()
             case .string: w.string(v.string ?? "")
             case .int, .uint, .double:
@@ -88,9 +89,13 @@ public struct DropTransform: TransformSpec {
                     let coarse = DropTransform.coarsen(m, decimals: d, parser: parser)
                     if coarse != m { record.metadata = coarse }
                 }
-                let fields = record.fields.map { RecordField($0.name, DropTransform.coarsen($0.value, decimals: d, parser: parser, key: $0.name)) }
+                let fields = record.fields.map {
+                    RecordField($0.name, DropTransform.coarsen($0.value, decimals: d, parser: parser, key: $0.name))
+                }
                 if fields != record.fields { record.fields = fields }
-                let extra = record.extra.map { RecordField($0.name, DropTransform.coarsen($0.value, decimals: d, parser: parser, key: $0.name)) }
+                let extra = record.extra.map {
+                    RecordField($0.name, DropTransform.coarsen($0.value, decimals: d, parser: parser, key: $0.name))
+                }
                 if extra != record.extra { record.extra = extra }
             }
             emit(record)
@@ -103,7 +108,9 @@ public struct DropTransform: TransformSpec {
         for f in c.fields ?? [] where !fieldNames.contains(f) {
             problems.add("fields", "\"\(f)\" is not a field drop can take out (\(fieldNames.sorted().joined(separator: ", ")))")
         }
-        if let d = c.coarsen_location, !(0...8).contains(d) { problems.add("coarsen_location", "coarsen_location is 0 to 8 decimals (3 ≈ 110 m)") }
+        if let d = c.coarsen_location, !(0...8).contains(d) {
+            problems.add("coarsen_location", "coarsen_location is 0 to 8 decimals (3 ≈ 110 m)")
+        }
         if (c.fields ?? []).isEmpty && (c.kinds ?? []).isEmpty && c.coarsen_location == nil {
             problems.add("fields", "drop needs fields, kinds or coarsen_location")
         }

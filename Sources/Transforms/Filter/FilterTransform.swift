@@ -133,7 +133,9 @@ public struct FilterTransform: TransformSpec {
             for n in names ?? [] { if let why = HealthTypes.configProblem(n, nearest: closestMatch) { problems.add(key, why) } }
         }
         for (key, ranges) in [("values", c.values), ("exclude_values", c.exclude_values)] {
-            for n in (ranges ?? [:]).keys.sorted() { if let why = HealthTypes.configProblem(n, nearest: closestMatch) { problems.add(key, why) } }
+            for n in (ranges ?? [:]).keys.sorted() {
+                if let why = HealthTypes.configProblem(n, nearest: closestMatch) { problems.add(key, why) }
+            }
         }
         f.kinds = rule(c.kinds, c.exclude_kinds)
         f.devices = rule(c.devices, c.exclude_devices)

@@ -35,7 +35,8 @@ public struct RenameTransform: TransformSpec {
             if let why = HealthTypes.configProblem(from, nearest: closestMatch) { problems.add("types", why) }
             if !RenameTransform.isName(to) { problems.add("types", "\(from) → \"\(to)\": a type name is lower-case letters, digits and _") }
         }
-        for (from, to) in (c.devices ?? [:]).sorted(by: { $0.key < $1.key }) where to.isEmpty || to.utf8.count > 128 || to.utf8.contains(where: { $0 < 0x20 }) {
+        for (from, to) in (c.devices ?? [:]).sorted(by: { $0.key < $1.key })
+        where to.isEmpty || to.utf8.count > 128 || to.utf8.contains(where: { $0 < 0x20 }) {
             problems.add("devices", "\(from) → \"\(to)\": a device name is 1 to 128 characters, no control characters")
         }
         try problems.check()

@@ -22,7 +22,7 @@ public struct TagTransform: TransformSpec {
     public func apply(_ r: inout Record) {
         var labels = r.tags
         if labels.isEmpty {
-            r.tags = tags   // shares the one array: no copy per record
+            r.tags = tags // shares the one array: no copy per record
             return
         }
         for t in tags {
@@ -34,18 +34,24 @@ public struct TagTransform: TransformSpec {
     public static func build(_ node: YAMLNode, _ path: String) throws(ConfigProblems) -> any TransformSpec {
         var problems: [ConfigProblem] = []
         guard let entries = node.entries else {
-            throw ConfigProblems(problems: [ConfigProblem(location: node.location, path: path,
-                                                          message: "tag takes labels as a mapping, e.g. {person: alice, household: home}")])
+            throw ConfigProblems(problems: [
+                ConfigProblem(
+                    location: node.location, path: path,
+                    message: "tag takes labels as a mapping, e.g. {person: alice, household: home}")
+            ])
         }
         var tags: [RecordTag] = []
         for e in entries {
-            func problem(_ message: String) { problems.append(ConfigProblem(location: e.keyLocation, path: "\(path).\(e.key)", message: message)) }
+            func problem(_ message: String) {
+                problems.append(ConfigProblem(location: e.keyLocation, path: "\(path).\(e.key)", message: message))
+            }
             guard RenameTransform.isName(e.key) else {
                 problem("\"\(e.key)\" is not a label name: lower-case letters, digits and _, starting with a letter")
                 continue
             }
             guard let value = e.value.scalar?.value, !value.isEmpty, value.utf8.count <= 256,
-                  !value.utf8.contains(where: { $0 < 0x20 }) else {
+                !value.utf8.contains(where: { $0 < 0x20 })
+            else {
                 problem("the value of \(e.key) is text of 1 to 256 bytes, without control characters")
                 continue
             }

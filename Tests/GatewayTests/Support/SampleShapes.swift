@@ -36,18 +36,18 @@ enum SampleShapes {
         #"{"uuid":"n3","type":"steps","value":9007199254740993,\#(t)}"#,
         #"{"uuid":"n4","type":"active_energy_burned","value":0.1,"unit":"kcal",\#(t)}"#,
         #"{"uuid":"n5","type":"body_mass","value":72.5,"unit":"kg",\#(t)}"#,
-        #"{"uuid":"n6","type":"steps","value":-5e-324,\#(t)}"#,
+        #"{"uuid":"n6","type":"steps","value":-5e-324,\#(t)}"#
     ]
 
     /// Samples that are made into records first.
     static let recorded: [String] = [
-        #"{"uuid":"r1","type":"body_mass","value":160,"unit":"lb",\#(t)}"#,   // converted to kg
-        #"{"uuid":"r2","type":"steps","value":1,\#(t),"foo":{"bar":1}}"#,   // kept under extra
+        #"{"uuid":"r1","type":"body_mass","value":160,"unit":"lb",\#(t)}"#, // converted to kg
+        #"{"uuid":"r2","type":"steps","value":1,\#(t),"foo":{"bar":1}}"#, // kept under extra
         #"{"uuid":"r3","type":"steps","value":1,\#(t),"source":{"app":"a","version":"17.1"}}"#,
         #"{"uuid":"r4","type":"steps","value":1,\#(t),"source":"Apple Watch"}"#,
         #"{"uuid":"r5","type":"steps","value":1,\#(t),"activity":"walk","duration_s":59}"#,
         #"{"uuid":"r6","type":"workout","activity":"running",\#(t),"duration_s":1870,"energy_kcal":312.4,"distance_m":5020,"metadata":{}}"#,
         #"{"uuid":"r7","type":"state_of_mind","start":"2026-10-14T07:00:00Z","kind":"daily_mood","valence":0.4}"#,
-        #"{"uuid":"characteristic:blood_type","type":"characteristic","name":"blood_type","value":"a_positive"}"#,
+        #"{"uuid":"characteristic:blood_type","type":"characteristic","name":"blood_type","value":"a_positive"}"#
     ]
 }

@@ -19,10 +19,12 @@ public struct HAEReceiver: Receiver {
     }
 
     static let build: ReceiverRegistry.Builder = { name, c, node, path, context throws(ConfigProblems) in
-        let auth = try c.auth.map { a throws(ConfigProblems) in try Authenticator(config: a, node: node, path: path + ".auth") }
+        let auth =
+            try c.auth.map { a throws(ConfigProblems) in try Authenticator(config: a, node: node, path: path + ".auth") }
             ?? Authenticator(kind: .none)
-        return HAEReceiver(name: name, paths: [c.path ?? "/api/data"],
-                           maxBodyBytes: Int(c.max_body?.bytes ?? Int64(ReceiverConfig.defaultMaxJSONBody)), auth: auth,
-                           device: c.device ?? name, parsers: context.parsers)
+        return HAEReceiver(
+            name: name, paths: [c.path ?? "/api/data"],
+            maxBodyBytes: Int(c.max_body?.bytes ?? Int64(ReceiverConfig.defaultMaxJSONBody)), auth: auth,
+            device: c.device ?? name, parsers: context.parsers)
     }
 }

@@ -39,55 +39,59 @@ public struct HealthSyncReceiver: Receiver {
         guard let device = request.header("x-device-id").flatMap({ $0.isEmpty ? nil : $0 }) ?? fallbackDevice else {
             return .unreadable(status: 400, reason: "the X-Device-Id header is missing (HealthSync sends its stable device id there)")
         }
-        return parsers.withParser { parser in parser.withBody(request.body) { doc in
-            let root = doc.root
-            guard root.kind == .object else { return .unreadable(status: 400, reason: "the body must be a JSON object") }
-            let version = (root["schema_version"] ?? root["version"])?.int64 ?? 1
-            guard version == 1 || version == 2 else {
-                return .unreadable(status: 400, reason: "schema version \(version) is not one this gateway reads (1 or 2)")
-            }
-            for key in ["metrics", "workouts", "deletions"] {
-                if let v = root[key], !v.isNull, v.kind != .array { return .unreadable(status: 400, reason: "\"\(key)\" must be an array") }
-            }
-            let exportID = root["export_id"]?.string
-            var counts = (metrics: 0, workouts: 0, deletions: 0)
-            if let exportID, exports.contains(device: device, exportID: exportID) {
-                logger.info("\(name): export \(exportID) from device \(device) was already stored; not stored again")
-                var seen = ReceivedBatch()
-                seen.claim(device: device)
-                seen.requestID = exportID
-                seen.duplicates = ["metrics", "workouts", "deletions"].reduce(0) { $0 + (root[$1]?.count ?? 0) }
-                return .accept(seen, reply: reply(exportID: exportID, counts: counts, duplicate: true))
-            }
-            let mapper = HealthSyncMapper(receiver: name, device: device, exportID: exportID)
-            var batch = ReceivedBatch()
-            batch.requestID = exportID
-            for m in root["metrics"].map({ Array($0.elements) }) ?? [] {
-                switch mapper.metric(m) {
-                case .success(let r): batch.append(r); counts.metrics += 1
-                case .failure(let q): batch.quarantined.append(q)
+        return parsers.withParser { parser in
+            parser.withBody(request.body) { doc in
+                let root = doc.root
+                guard root.kind == .object else { return .unreadable(status: 400, reason: "the body must be a JSON object") }
+                let version = (root["schema_version"] ?? root["version"])?.int64 ?? 1
+                guard version == 1 || version == 2 else {
+                    return .unreadable(status: 400, reason: "schema version \(version) is not one this gateway reads (1 or 2)")
                 }
-            }
-            for w in root["workouts"].map({ Array($0.elements) }) ?? [] {
-                switch mapper.workout(w) {
-                case .success(let r): batch.append(r); counts.workouts += 1
-                case .failure(let q): batch.quarantined.append(q)
+                for key in ["metrics", "workouts", "deletions"] {
+                    if let v = root[key], !v.isNull, v.kind != .array {
+                        return .unreadable(status: 400, reason: "\"\(key)\" must be an array")
+                    }
                 }
-            }
-            for d in root["deletions"].map({ Array($0.elements) }) ?? [] {
-                switch mapper.deletion(d) {
-                case .success(let r): batch.append(r); counts.deletions += 1
-                case .failure(let q): batch.quarantined.append(q)
+                let exportID = root["export_id"]?.string
+                var counts = (metrics: 0, workouts: 0, deletions: 0)
+                if let exportID, exports.contains(device: device, exportID: exportID) {
+                    logger.info("\(name): export \(exportID) from device \(device) was already stored; not stored again")
+                    var seen = ReceivedBatch()
+                    seen.claim(device: device)
+                    seen.requestID = exportID
+                    seen.duplicates = ["metrics", "workouts", "deletions"].reduce(0) { $0 + (root[$1]?.count ?? 0) }
+                    return .accept(seen, reply: reply(exportID: exportID, counts: counts, duplicate: true))
                 }
+                let mapper = HealthSyncMapper(receiver: name, device: device, exportID: exportID)
+                var batch = ReceivedBatch()
+                batch.requestID = exportID
+                for m in root["metrics"].map({ Array($0.elements) }) ?? [] {
+                    switch mapper.metric(m) {
+                    case .success(let r): batch.append(r); counts.metrics += 1
+                    case .failure(let q): batch.quarantined.append(q)
+                    }
+                }
+                for w in root["workouts"].map({ Array($0.elements) }) ?? [] {
+                    switch mapper.workout(w) {
+                    case .success(let r): batch.append(r); counts.workouts += 1
+                    case .failure(let q): batch.quarantined.append(q)
+                    }
+                }
+                for d in root["deletions"].map({ Array($0.elements) }) ?? [] {
+                    switch mapper.deletion(d) {
+                    case .success(let r): batch.append(r); counts.deletions += 1
+                    case .failure(let q): batch.quarantined.append(q)
+                    }
+                }
+                // Only a batch that stored records marks its id as seen: an empty one sent first
+                // must not make the real batch with that id look like a resend.
+                if let exportID, batch.count > 0 {
+                    let exports = self.exports
+                    batch.afterCommit.append { exports.remember(device: device, exportID: exportID) }
+                }
+                return .accept(batch, reply: reply(exportID: exportID, counts: counts, duplicate: false))
             }
-            // Only a batch that stored records marks its id as seen: an empty one sent first
-            // must not make the real batch with that id look like a resend.
-            if let exportID, batch.count > 0 {
-                let exports = self.exports
-                batch.afterCommit.append { exports.remember(device: device, exportID: exportID) }
-            }
-            return .accept(batch, reply: reply(exportID: exportID, counts: counts, duplicate: false))
-        } }
+        }
     }
 
     func reply(exportID: String?, counts: (metrics: Int, workouts: Int, deletions: Int), duplicate: Bool) -> HTTPResponse {
@@ -107,13 +111,15 @@ public struct HealthSyncReceiver: Receiver {
     }
 
     static let build: ReceiverRegistry.Builder = { name, c, node, path, context throws(ConfigProblems) in
-        let auth = try c.auth.map { a throws(ConfigProblems) in try Authenticator(config: a, node: node, path: path + ".auth") }
+        let auth =
+            try c.auth.map { a throws(ConfigProblems) in try Authenticator(config: a, node: node, path: path + ".auth") }
             ?? Authenticator(kind: .none)
-        return HealthSyncReceiver(name: name, paths: [c.path ?? "/api/apple-health/sync"],
-                                  maxBodyBytes: Int(c.max_body?.bytes ?? Int64(ReceiverConfig.defaultMaxJSONBody)), auth: auth, fallbackDevice: c.device,
-                                  parsers: context.parsers,
-                                  exports: ExportLog(path: FileIO.join(context.dataDir, "healthsync/\(name).exports")),
-                                  logger: context.logger.child("receiver \(name)"))
+        return HealthSyncReceiver(
+            name: name, paths: [c.path ?? "/api/apple-health/sync"],
+            maxBodyBytes: Int(c.max_body?.bytes ?? Int64(ReceiverConfig.defaultMaxJSONBody)), auth: auth, fallbackDevice: c.device,
+            parsers: context.parsers,
+            exports: ExportLog(path: FileIO.join(context.dataDir, "healthsync/\(name).exports")),
+            logger: context.logger.child("receiver \(name)"))
     }
 }
 
@@ -224,9 +230,10 @@ struct HealthSyncMapper {
         guard let s = time(v, Self.startKeys), let (start, offset, startKey) = s else { return bad("the metric has no start time", v) }
         guard let e = time(v, Self.endKeys) else { return bad("the metric's end is not a time", v) }
         let known = HealthTypes.hk(given) ?? HealthTypes.named(given)
-        var r = CanonicalRecord(kind: known?.kind == .category ? RecordKind.category : RecordKind.quantity, device: device,
-                                receiver: receiver, uuid: HealthSyncMapper.uuid(id), type: known?.name ?? given,
-                                start: start, end: e?.0, utcOffset: offset)
+        var r = CanonicalRecord(
+            kind: known?.kind == .category ? RecordKind.category : RecordKind.quantity, device: device,
+            receiver: receiver, uuid: HealthSyncMapper.uuid(id), type: known?.name ?? given,
+            start: start, end: e?.0, utcOffset: offset)
         if let a = r.end, a < start { return bad("the metric ends before it starts", v) }
         let valueKey = v["value"] != nil ? "value" : "qty"
         let unitKey = v["unit"] != nil ? "unit" : "units"
@@ -240,7 +247,7 @@ struct HealthSyncMapper {
             let code = known?.code(forValue: name)
             r.value = .string(code.flatMap { known?.valueName(forCode: $0) } ?? name)
             r.code = code
-            r.unit = v[unitKey]?.string   // kept as sent: nothing a sender gave is dropped
+            r.unit = v[unitKey]?.string // kept as sent: nothing a sender gave is dropped
         } else {
             return bad("the metric has no value", v)
         }
@@ -260,23 +267,29 @@ struct HealthSyncMapper {
         // lowerCamelCase HealthKit names; `hk_<raw>` for types the app does not know.
         var activity = HealthTypes.workout(named: given)?.name ?? given
         if given.hasPrefix("hk_"), let raw = Int(given.dropFirst(3)), let w = HealthTypes.workout(rawValue: raw) { activity = w.name }
-        var r = CanonicalRecord(kind: RecordKind.workout, device: device, receiver: receiver, uuid: HealthSyncMapper.uuid(id),
-                                type: "workout", start: start, end: e?.0, utcOffset: offset, activity: activity)
+        var r = CanonicalRecord(
+            kind: RecordKind.workout, device: device, receiver: receiver, uuid: HealthSyncMapper.uuid(id),
+            type: "workout", start: start, end: e?.0, utcOffset: offset, activity: activity)
         let durationKey = v["duration"] != nil ? "duration" : "duration_seconds"
         r.durationS = v[durationKey]?.double ?? e.flatMap { $0 }.map { Double($0.0.seconds - start.seconds) }
         r.energyKcal = v["active_energy_kcal"]?.double
         r.distanceM = v["distance_meters"]?.double
-        keepRest(v, used: ["id", startKey, e?.2 ?? "", activityField?.key ?? "", durationKey, "active_energy_kcal", "distance_meters"],
-                 into: &r)
+        keepRest(
+            v, used: ["id", startKey, e?.2 ?? "", activityField?.key ?? "", durationKey, "active_energy_kcal", "distance_meters"],
+            into: &r)
         return .success(r)
     }
 
     func deletion(_ v: JSONRef) -> Mapped {
         guard let id = v["id"]?.string, !id.isEmpty else { return bad("a deletion needs an id", v) }
         let kind = v["kind"]?.string ?? "metric"
-        guard kind == "metric" || kind == "workout" else { return bad("a deletion's kind is metric or workout, not \(QuarantinedRecord.describe(kind))", v) }
+        guard kind == "metric" || kind == "workout" else {
+            return bad("a deletion's kind is metric or workout, not \(QuarantinedRecord.describe(kind))", v)
+        }
         // Scoped to the sending device: the record's device is X-Device-Id.
-        return .success(CanonicalRecord(op: .delete, kind: kind == "workout" ? RecordKind.workout : "metric", device: device,
-                                        receiver: receiver, uuid: HealthSyncMapper.uuid(id), type: kind == "workout" ? "workout" : "any"))
+        return .success(
+            CanonicalRecord(
+                op: .delete, kind: kind == "workout" ? RecordKind.workout : "metric", device: device,
+                receiver: receiver, uuid: HealthSyncMapper.uuid(id), type: kind == "workout" ? "workout" : "any"))
     }
 }

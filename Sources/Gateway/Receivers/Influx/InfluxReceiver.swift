@@ -41,8 +41,9 @@ public struct InfluxReceiver: Receiver {
             }
         }
         let precision = InfluxReceiver.precision(request.queryParameter("precision"))
-        return SynckyInflux.read(body, precision: precision, receiver: name, device: device, now: context.now,
-                                 answers: request.path.hasSuffix("/api/v2/write") ? .influxV2 : .influxV1)
+        return SynckyInflux.read(
+            body, precision: precision, receiver: name, device: device, now: context.now,
+            answers: request.path.hasSuffix("/api/v2/write") ? .influxV2 : .influxV1)
     }
 
     /// v1 says `n`, `u`, `ms`, `s`, `m`, `h`; v2 says `ns`, `us`, `ms`, `s`.
@@ -85,8 +86,10 @@ public struct InfluxReceiver: Receiver {
                 let produced = chunk.count - Int(stream.avail_out)
                 // Checked before it is kept: at most one chunk past the limit is ever held.
                 if out.count + produced > limit {
-                    return .failure(GzipFailure(description: "the gzip body inflates past this receiver's max_body of \(limit) bytes; "
-                                                + "send smaller batches", tooLarge: true))
+                    return .failure(
+                        GzipFailure(
+                            description: "the gzip body inflates past this receiver's max_body of \(limit) bytes; "
+                                + "send smaller batches", tooLarge: true))
                 }
                 if out.isEmpty { out.reserveCapacity(min(limit, max(data.count * 4, 1 << 16))) }
                 out.append(contentsOf: chunk[0..<produced])
@@ -103,12 +106,14 @@ public struct InfluxReceiver: Receiver {
     }
 
     static let build: ReceiverRegistry.Builder = { name, c, node, path, context throws(ConfigProblems) in
-        let auth = try c.auth.map { a throws(ConfigProblems) in try Authenticator(config: a, node: node, path: path + ".auth") }
+        let auth =
+            try c.auth.map { a throws(ConfigProblems) in try Authenticator(config: a, node: node, path: path + ".auth") }
             ?? Authenticator(kind: .none)
         let configured = c.path ?? "/api/v2/write"
         // On the default path it answers both APIs' paths.
         let paths = configured == "/api/v2/write" ? ["/api/v2/write", "/write"] : [configured]
-        return InfluxReceiver(name: name, paths: paths, maxBodyBytes: Int(c.max_body?.bytes ?? 25_000_000), auth: auth,
-                              device: c.device ?? name)
+        return InfluxReceiver(
+            name: name, paths: paths, maxBodyBytes: Int(c.max_body?.bytes ?? 25_000_000), auth: auth,
+            device: c.device ?? name)
     }
 }

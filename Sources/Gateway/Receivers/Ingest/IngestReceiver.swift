@@ -22,57 +22,66 @@ public struct IngestReceiver: Receiver {
 
     public func receive(_ request: HTTPRequest, context: ReceiveContext) -> Reception {
         if let refusal = auth.check(request) { return .answer(refusal) }
-        return parsers.withParser { parser in parser.withBody(request.body) { doc in
-            let root = doc.root
-            guard root.kind == .object else { return .unreadable(status: 400, reason: "the body must be a JSON object") }
-            guard let deviceID = root["device_id"]?.string, !deviceID.isEmpty else {
-                return .unreadable(status: 400, reason: "\"device_id\" is required")
-            }
-            for key in ["samples", "workouts", "sleep_segments", "activity_summaries", "deletions"] {
-                if let v = root[key], !v.isNull, v.kind != .array {
-                    return .unreadable(status: 400, reason: "\"\(key)\" must be an array")
+        return parsers.withParser { parser in
+            parser.withBody(request.body) { doc in
+                let root = doc.root
+                guard root.kind == .object else { return .unreadable(status: 400, reason: "the body must be a JSON object") }
+                guard let deviceID = root["device_id"]?.string, !deviceID.isEmpty else {
+                    return .unreadable(status: 400, reason: "\"device_id\" is required")
                 }
-            }
-            // Route points count towards the chunk, as the spec says.
-            var items = 0
-            for key in ["samples", "workouts", "sleep_segments", "activity_summaries", "deletions"] {
-                items += root[key]?.count ?? 0
-            }
-            for w in root["workouts"].map({ Array($0.elements) }) ?? [] { items += w["route"]?.count ?? 0 }
-            if items > maxItems {
-                return .answer(problem(413, "Chunk too large",
-                                       "The chunk has \(items) items (samples, workouts, sleep segments, activity summaries, "
-                                       + "route points and deletions); the limit is \(maxItems). Halve it and send again."))
-            }
-            var mapper = IngestMapper(receiver: name, device: deviceID, timeZone: root["time_zone"]?.string)
-            var batch = ReceivedBatch()
-            batch.reserve(records: items)
-            var received = [0, 0, 0, 0, 0]
-            for (i, key) in ["samples", "workouts", "sleep_segments", "activity_summaries", "deletions"].enumerated() {
-                for item in root[key].map({ Array($0.elements) }) ?? [] {
-                    if mapper.take(key, item, into: &batch) { received[i] += 1 }
+                for key in ["samples", "workouts", "sleep_segments", "activity_summaries", "deletions"] {
+                    if let v = root[key], !v.isNull, v.kind != .array {
+                        return .unreadable(status: 400, reason: "\"\(key)\" must be an array")
+                    }
                 }
+                // Route points count towards the chunk, as the spec says.
+                var items = 0
+                for key in ["samples", "workouts", "sleep_segments", "activity_summaries", "deletions"] {
+                    items += root[key]?.count ?? 0
+                }
+                for w in root["workouts"].map({ Array($0.elements) }) ?? [] { items += w["route"]?.count ?? 0 }
+                if items > maxItems {
+                    return .answer(
+                        problem(
+                            413, "Chunk too large",
+                            "The chunk has \(items) items (samples, workouts, sleep segments, activity summaries, "
+                                + "route points and deletions); the limit is \(maxItems). Halve it and send again."))
+                }
+                var mapper = IngestMapper(receiver: name, device: deviceID, timeZone: root["time_zone"]?.string)
+                var batch = ReceivedBatch()
+                batch.reserve(records: items)
+                var received = [0, 0, 0, 0, 0]
+                for (i, key) in ["samples", "workouts", "sleep_segments", "activity_summaries", "deletions"].enumerated() {
+                    for item in root[key].map({ Array($0.elements) }) ?? [] {
+                        if mapper.take(key, item, into: &batch) { received[i] += 1 }
+                    }
+                }
+                // Unique without hashing the body (a hash of every body is CPU every request pays):
+                // the time and a count of this process's chunks tell two chunks apart. The request log
+                // keeps it, so the id a client logs finds the server's line (the spec's promise).
+                let batchID = Crypto.derivedKey([
+                    "ingest", name, deviceID, "\(context.now.unixNanoseconds)", "\(request.body.count)",
+                    "\(IngestReceiver.chunks.add(1, ordering: .relaxed).newValue)"
+                ])
+                batch.requestID = batchID
+                var w = JSONWriter(capacity: 256)
+                w.beginObject()
+                w.key("batch_id"); w.string(batchID)
+                w.key("received")
+                w.beginObject()
+                for (i, key) in ["samples", "workouts", "sleep_segments", "activity_summaries", "deletions"].enumerated() {
+                    w.key(key); w.int(received[i])
+                }
+                w.endObject()
+                w.key("max_items"); w.int(maxItems)
+                w.endObject()
+                return .accept(
+                    batch,
+                    reply: HTTPResponse(
+                        status: 202, headers: [HTTPHeader("Content-Type", "application/json")],
+                        body: w.bytes))
             }
-            // Unique without hashing the body (a hash of every body is CPU every request pays):
-            // the time and a count of this process's chunks tell two chunks apart. The request log
-            // keeps it, so the id a client logs finds the server's line (the spec's promise).
-            let batchID = Crypto.derivedKey(["ingest", name, deviceID, "\(context.now.unixNanoseconds)", "\(request.body.count)",
-                                             "\(IngestReceiver.chunks.add(1, ordering: .relaxed).newValue)"])
-            batch.requestID = batchID
-            var w = JSONWriter(capacity: 256)
-            w.beginObject()
-            w.key("batch_id"); w.string(batchID)
-            w.key("received")
-            w.beginObject()
-            for (i, key) in ["samples", "workouts", "sleep_segments", "activity_summaries", "deletions"].enumerated() {
-                w.key(key); w.int(received[i])
-            }
-            w.endObject()
-            w.key("max_items"); w.int(maxItems)
-            w.endObject()
-            return .accept(batch, reply: HTTPResponse(status: 202, headers: [HTTPHeader("Content-Type", "application/json")],
-                                                     body: w.bytes))
-        } }
+        }
     }
 
     public static let defaultMaxItems = 50_000
@@ -81,10 +90,12 @@ public struct IngestReceiver: Receiver {
     static let chunks = Atomic<UInt64>(0)
 
     static let build: ReceiverRegistry.Builder = { name, c, node, path, context throws(ConfigProblems) in
-        let auth = try c.auth.map { a throws(ConfigProblems) in try Authenticator(config: a, node: node, path: path + ".auth") }
+        let auth =
+            try c.auth.map { a throws(ConfigProblems) in try Authenticator(config: a, node: node, path: path + ".auth") }
             ?? Authenticator(kind: .none)
-        return IngestReceiver(name: name, paths: [c.path ?? "/v1/ingest"], maxBodyBytes: Int(c.max_body?.bytes ?? Int64(ReceiverConfig.defaultMaxJSONBody)),
-                              auth: auth, maxItems: c.max_items ?? defaultMaxItems, parsers: context.parsers)
+        return IngestReceiver(
+            name: name, paths: [c.path ?? "/v1/ingest"], maxBodyBytes: Int(c.max_body?.bytes ?? Int64(ReceiverConfig.defaultMaxJSONBody)),
+            auth: auth, maxItems: c.max_items ?? defaultMaxItems, parsers: context.parsers)
     }
 }
 
@@ -110,12 +121,16 @@ struct IngestMapper {
     }
 
     /// The fields each item kind maps; the rest are kept (`keepRest`).
-    static let sampleFieldNames = ["source_uuid", "data_type", "ts", "end_ts", "value", "unit", "source_device", "source_bundle",
-                                   "workout_source_uuid"]
+    static let sampleFieldNames = [
+        "source_uuid", "data_type", "ts", "end_ts", "value", "unit", "source_device", "source_bundle",
+        "workout_source_uuid"
+    ]
     static let sampleFields = Set(sampleFieldNames)
     static let sampleKeys = JSONKeyTable(sampleFieldNames)
-    static let workoutFields: Set<String> = ["source_uuid", "started_at", "ended_at", "activity_type", "total_energy_kcal",
-                                             "total_distance_m"]
+    static let workoutFields: Set<String> = [
+        "source_uuid", "started_at", "ended_at", "activity_type", "total_energy_kcal",
+        "total_distance_m"
+    ]
 
     enum Mapped {
         case success(CanonicalRecord)
@@ -144,7 +159,11 @@ struct IngestMapper {
 
     func keepRest(_ v: JSONRef, used: Set<String>, into r: inout CanonicalRecord, asKindFields: Bool) {
         for (k, value) in v.members where !used.contains(k.string) {
-            if asKindFields { r.addKindField(k.string, IngestMapper.raw(value)) } else { r.extra.append(RecordField(k.string, IngestMapper.raw(value))) }
+            if asKindFields {
+                r.addKindField(k.string, IngestMapper.raw(value))
+            } else {
+                r.extra.append(RecordField(k.string, IngestMapper.raw(value)))
+            }
         }
         addZone(to: &r)
     }
@@ -196,7 +215,7 @@ struct IngestMapper {
     /// on the way: a chunk's samples are most of what healthgate is sent).
     mutating func sample(_ v: JSONRef, into batch: inout ReceivedBatch) -> QuarantinedRecord? {
         // The item's members read once (a lookup by name per field scanned them all each time).
-        var field = InlineArray<9, JSONRef?>(repeating: nil)   // sampleFieldNames, in order: no array a sample
+        var field = InlineArray<9, JSONRef?>(repeating: nil) // sampleFieldNames, in order: no array a sample
         var more = false
         for (k, value) in v.members {
             if let i = IngestMapper.sampleKeys.index(of: k) { field[i] = value } else { more = true }
@@ -209,8 +228,9 @@ struct IngestMapper {
         guard let start = ts else { return setAside("the sample has no ts", v) }
         let known = knownType(dataType)
         let type = known?.name ?? dataType
-        var r = CanonicalRecord(kind: known?.isCategory == true ? RecordKind.category : RecordKind.quantity, device: device,
-                                receiver: receiver, uuid: uuid, type: type)
+        var r = CanonicalRecord(
+            kind: known?.isCategory == true ? RecordKind.category : RecordKind.quantity, device: device,
+            receiver: receiver, uuid: uuid, type: type)
         r.start = start
         r.utcOffset = offset(at: start)
         guard let end = time(field[3]) else { return setAside("\"end_ts\" is not an RFC 3339 time", v) }
@@ -227,7 +247,7 @@ struct IngestMapper {
                 let code = category?.code(forValue: s)
                 r.value = .string(code.flatMap { category?.valueName(forCode: $0) } ?? s)
                 r.code = code
-                r.unit = field[5].flatMap { strings.string($0, slot: 1) }   // kept as sent: nothing a sender gave is dropped
+                r.unit = field[5].flatMap { strings.string($0, slot: 1) } // kept as sent: nothing a sender gave is dropped
             } else {
                 return setAside("\"value\" must be a number or a name", v)
             }
@@ -235,8 +255,9 @@ struct IngestMapper {
             return setAside("the sample has no value", v)
         }
         if field[6] != nil || field[7] != nil {
-            r.source = RecordSource(app: field[7].flatMap { strings.string($0, slot: 3) },
-                                    device: field[6].flatMap { strings.string($0, slot: 2) })
+            r.source = RecordSource(
+                app: field[7].flatMap { strings.string($0, slot: 3) },
+                device: field[6].flatMap { strings.string($0, slot: 2) })
         }
         // The link to its workout, resolved by whoever stores both (the workout may come later).
         if let w = field[8]?.string { r.extra.append(RecordField("workout_uuid", .string(w))) }
@@ -255,9 +276,10 @@ struct IngestMapper {
         guard let end = time(v["ended_at"]) else { return bad("\"ended_at\" is not an RFC 3339 time", v) }
         if let e = end, e < start { return bad("the workout ends before it starts", v) }
         let given = v["activity_type"]?.string ?? "other"
-        var r = CanonicalRecord(kind: RecordKind.workout, device: device, receiver: receiver, uuid: uuid, type: "workout",
-                                start: start, end: end, utcOffset: offset(at: start),
-                                activity: HealthTypes.workout(named: given)?.name ?? given)
+        var r = CanonicalRecord(
+            kind: RecordKind.workout, device: device, receiver: receiver, uuid: uuid, type: "workout",
+            start: start, end: end, utcOffset: offset(at: start),
+            activity: HealthTypes.workout(named: given)?.name ?? given)
         if let e = end { r.durationS = Double(e.seconds - start.seconds) + Double(e.nanoseconds - start.nanoseconds) / 1e9 }
         r.energyKcal = v["total_energy_kcal"]?.double
         r.distanceM = v["total_distance_m"]?.double
@@ -267,7 +289,7 @@ struct IngestMapper {
 
     static let stages: [String: String] = [
         "inBed": "in_bed", "asleepUnspecified": "asleep_unspecified", "asleep": "asleep_unspecified", "awake": "awake",
-        "asleepCore": "asleep_core", "asleepDeep": "asleep_deep", "asleepREM": "asleep_rem",
+        "asleepCore": "asleep_core", "asleepDeep": "asleep_deep", "asleepREM": "asleep_rem"
     ]
 
     func sleep(_ v: JSONRef) -> Mapped {
@@ -278,8 +300,9 @@ struct IngestMapper {
         guard end >= start else { return bad("the sleep segment ends before it starts", v) }
         let stage = v["stage"]?.string ?? "asleepUnspecified"
         let value = IngestMapper.stages[stage] ?? stage
-        var r = CanonicalRecord(kind: RecordKind.category, device: device, receiver: receiver, uuid: uuid, type: "sleep_analysis",
-                                start: start, end: end, utcOffset: offset(at: start), value: .string(value))
+        var r = CanonicalRecord(
+            kind: RecordKind.category, device: device, receiver: receiver, uuid: uuid, type: "sleep_analysis",
+            start: start, end: end, utcOffset: offset(at: start), value: .string(value))
         r.code = RecordKind.categoryCode(type: "sleep_analysis", name: value)
         keepRest(v, used: ["source_uuid", "started_at", "ended_at", "stage"], into: &r, asKindFields: false)
         return .success(r)
@@ -290,8 +313,9 @@ struct IngestMapper {
         guard let day = v["day"]?.string, let (start, _) = Timestamp.parseRFC3339(day + "T00:00:00Z") else {
             return bad("an activity summary needs \"day\" as YYYY-MM-DD", v)
         }
-        var r = CanonicalRecord(kind: "activity_summary", device: device, receiver: receiver, uuid: "activity_summary:\(day)",
-                                type: "activity_summary", start: start)
+        var r = CanonicalRecord(
+            kind: "activity_summary", device: device, receiver: receiver, uuid: "activity_summary:\(day)",
+            type: "activity_summary", start: start)
         keepRest(v, used: [], into: &r, asKindFields: true)
         return .success(r)
     }

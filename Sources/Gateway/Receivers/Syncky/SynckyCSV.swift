@@ -9,7 +9,7 @@ enum SynckyCSV {
 
     static func read(_ body: [UInt8], receiver: String, device: String) -> Reception {
         var bytes = body
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }   // a UTF-8 byte order mark
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) } // a UTF-8 byte order mark
         let rows: [CSVReader.Row]
         do {
             rows = try CSVReader.rows(bytes)
@@ -20,7 +20,9 @@ enum SynckyCSV {
             return .unreadable(status: 400, reason: "the body is empty: a Syncky CSV body starts with its header row")
         }
         guard first.fields == header else {
-            return .unreadable(status: 400, reason: "the first row is not Syncky's header row (type,uuid,start,end,value,unit,value_name,source,device,user_entered)")
+            return .unreadable(
+                status: 400,
+                reason: "the first row is not Syncky's header row (type,uuid,start,end,value,unit,value_name,source,device,user_entered)")
         }
         var batch = ReceivedBatch()
         batch.reserve(records: rows.count - 1)
@@ -48,7 +50,8 @@ enum SynckyCSV {
     /// Undoes the spreadsheet formula guard: a `'` put before `=`, `+`, `-`, `@`, a tab or a CR.
     static func unguard(_ s: String) -> String {
         guard s.hasPrefix("'"), let next = s.unicodeScalars.dropFirst().first,
-              ["=", "+", "-", "@", "\t", "\r"].contains(next) else { return s }
+            ["=", "+", "-", "@", "\t", "\r"].contains(next)
+        else { return s }
         return String(s.dropFirst())
     }
 
@@ -66,15 +69,19 @@ enum SynckyCSV {
         guard !type.isEmpty else { return bad("the row has no type") }
         guard !uuid.isEmpty else { return bad("the row has no uuid") }
         if valueName == "deleted" && startText.isEmpty {
-            return .success(CanonicalRecord(op: .delete, kind: RecordKind.kind(ofType: type), device: device,
-                                            receiver: receiver, uuid: uuid, type: type))
+            return .success(
+                CanonicalRecord(
+                    op: .delete, kind: RecordKind.kind(ofType: type), device: device,
+                    receiver: receiver, uuid: uuid, type: type))
         }
         var r = CanonicalRecord(kind: RecordKind.kind(ofType: type), device: device, receiver: receiver, uuid: uuid, type: type)
         if !app.isEmpty || !sourceDevice.isEmpty {
             r.source = RecordSource(app: app.isEmpty ? nil : app, device: sourceDevice.isEmpty ? nil : sourceDevice)
         }
         if !userEntered.isEmpty {
-            guard userEntered == "true" || userEntered == "false" else { return bad("user_entered is \(QuarantinedRecord.describe(userEntered)), not true or false") }
+            guard userEntered == "true" || userEntered == "false" else {
+                return bad("user_entered is \(QuarantinedRecord.describe(userEntered)), not true or false")
+            }
             r.extra.append(RecordField("user_entered", .bool(userEntered == "true")))
         }
         if type == "characteristic" {
@@ -85,7 +92,7 @@ enum SynckyCSV {
                 r.value = .string(valueName)
                 r.code = Int(valueText)
             } else {
-                r.value = .string(valueText)   // a date characteristic puts the date in value
+                r.value = .string(valueText) // a date characteristic puts the date in value
             }
             return .success(r)
         }
@@ -100,14 +107,18 @@ enum SynckyCSV {
         if type == "workout" {
             r.kind = RecordKind.workout
             r.activity = valueName.isEmpty ? nil : valueName
-            guard let d = Double(valueText) else { return bad("a workout's value is its duration in seconds, not \(QuarantinedRecord.describe(valueText))") }
+            guard let d = Double(valueText) else {
+                return bad("a workout's value is its duration in seconds, not \(QuarantinedRecord.describe(valueText))")
+            }
             r.durationS = d
             return .success(r)
         }
         if !valueName.isEmpty {
             r.kind = RecordKind.category
             r.value = .string(valueName)
-            guard let code = Int(valueText) else { return bad("a category's value is its HealthKit number, not \(QuarantinedRecord.describe(valueText))") }
+            guard let code = Int(valueText) else {
+                return bad("a category's value is its HealthKit number, not \(QuarantinedRecord.describe(valueText))")
+            }
             r.code = code
             return .success(r)
         }

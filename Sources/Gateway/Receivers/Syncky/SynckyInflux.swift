@@ -10,15 +10,19 @@ import CanonicalJSON
 /// sent again gets the same key.
 enum SynckyInflux {
     /// v2's ns/us/ms/s, and v1's n/u/ms/s/m/h (InfluxDB 1.x takes minutes and hours too).
-    static let nanosPer: [String: Int64] = ["ns": 1, "n": 1, "us": 1_000, "u": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
-                                            "m": 60_000_000_000, "h": 3_600_000_000_000]
+    static let nanosPer: [String: Int64] = [
+        "ns": 1, "n": 1, "us": 1_000, "u": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
+        "m": 60_000_000_000, "h": 3_600_000_000_000
+    ]
 
     /// How the answer is shaped: Syncky's (204, bad lines only quarantined) or InfluxDB's own
     /// (204 when every line is stored, else 400 `partial write` naming the refused lines).
     enum Answers { case syncky, influxV1, influxV2 }
 
-    static func read(_ body: [UInt8], precision: String?, receiver: String, device: String, now: Timestamp,
-                     answers: Answers = .syncky) -> Reception {
+    static func read(
+        _ body: [UInt8], precision: String?, receiver: String, device: String, now: Timestamp,
+        answers: Answers = .syncky
+    ) -> Reception {
         guard let scale = nanosPer[precision ?? "ns"] else {
             return .unreadable(status: 400, reason: "precision \"\(QuarantinedRecord.name(precision ?? ""))\" is not ns, us, ms, s, m or h")
         }
@@ -66,15 +70,18 @@ enum SynckyInflux {
         return HTTPResponse(status: 400, headers: [HTTPHeader("Content-Type", "application/json")], body: w.bytes)
     }
 
-    static func record(_ p: LineProtocol.Point, scale: Int64, receiver: String, device: String,
-                       now: Timestamp) -> SynckyNative.Mapped {
+    static func record(
+        _ p: LineProtocol.Point, scale: Int64, receiver: String, device: String,
+        now: Timestamp
+    ) -> SynckyNative.Mapped {
         func bad(_ reason: String) -> SynckyNative.Mapped {
             .failure(QuarantinedRecord(reason: "line \(p.line): \(reason)", raw: RawJSON.string(p.text)))
         }
         // No timestamp: InfluxDB stamps the point with its own clock; so do we.
         let (mult, overflow) = p.timestamp.map { $0.multipliedReportingOverflow(by: scale) } ?? (now.unixNanoseconds, false)
         guard !overflow else { return bad("the timestamp is out of range for its precision") }
-        let start = Timestamp(seconds: floorDiv(mult, 1_000_000_000), nanoseconds: Int32(mult - floorDiv(mult, 1_000_000_000) * 1_000_000_000))
+        let start = Timestamp(
+            seconds: floorDiv(mult, 1_000_000_000), nanoseconds: Int32(mult - floorDiv(mult, 1_000_000_000) * 1_000_000_000))
         let sortedTags = p.tags.sorted { $0.key < $1.key }
         // A point is its series and time; InfluxDB keeps the fields of lines that share them as one
         // point. A line with fields of its own (not Syncky's value, value_name or workout figures)
@@ -87,8 +94,9 @@ enum SynckyInflux {
         // Export's, through the one registry; one it does not know stays as it came.
         let known = HealthTypes.named(p.measurement) ?? HealthTypes.hk(p.measurement) ?? HealthTypes.hae(p.measurement)
         let type = known?.name ?? p.measurement
-        var r = CanonicalRecord(kind: RecordKind.kind(ofType: type), device: device, receiver: receiver,
-                                uuid: key, type: type, start: start)
+        var r = CanonicalRecord(
+            kind: RecordKind.kind(ofType: type), device: device, receiver: receiver,
+            uuid: key, type: type, start: start)
         let app = p.tag("source"), sourceDevice = p.tag("device")
         if app != nil || sourceDevice != nil { r.source = RecordSource(app: app, device: sourceDevice) }
         var used: Set<String> = ["source", "device"]
@@ -112,21 +120,23 @@ enum SynckyInflux {
             if let code = p.field("value")?.number { r.code = Int(code) }
             usedFields.formUnion(["value", "value_name"])
         } else if let t = known, t.kind == .category, let v = p.field("value"),
-                  let code = { () -> Int? in
-                      if case .string(let s) = v { return t.code(forValue: s) }
-                      return v.number.flatMap { $0 == $0.rounded() && abs($0) < 1e9 ? Int($0) : nil }
-                  }(), let name = t.valueName(forCode: code) {
+            let code = { () -> Int? in
+                if case .string(let s) = v { return t.code(forValue: s) }
+                return v.number.flatMap { $0 == $0.rounded() && abs($0) < 1e9 ? Int($0) : nil }
+            }(), let name = t.valueName(forCode: code)
+        {
             // A category's value by HealthKit's name (`HKCategoryValueSleepAnalysisAsleepCore`) or code.
             r.kind = RecordKind.category
             r.value = .string(name)
             r.code = code
             usedFields.insert("value")
         } else if let (name, d) = p.field("value")?.number.map({ ("value", $0) })
-                    ?? (known?.kind == .quantity ? p.field("qty")?.number.map { ("qty", $0) } : nil) {
+            ?? (known?.kind == .quantity ? p.field("qty")?.number.map { ("qty", $0) } : nil)
+        {
             // A known quantity's number in `value`, or in `qty` as Health Auto Export names it.
             r.kind = RecordKind.quantity
             r.value = .number(d)
-            r.unit = p.tag("unit") ?? p.tag("units")   // into the type's canonical unit as it is journaled (ReceivedBatch.append)
+            r.unit = p.tag("unit") ?? p.tag("units") // into the type's canonical unit as it is journaled (ReceivedBatch.append)
             used.formUnion(["unit", "units"])
             usedFields.insert(name)
         } else {

@@ -77,9 +77,11 @@ enum SynckyNative {
 
     static func time(_ v: JSONRef?, recent: inout Timestamp.RecentDay) -> TimeField {
         guard let v, !v.isNull else { return .success(nil) }
-        guard let parsed = v.withStringBytes({ b in
-            Timestamp.parseRFC3339(b, recent: &recent)
-        }) else {
+        guard
+            let parsed = v.withStringBytes({ b in
+                Timestamp.parseRFC3339(b, recent: &recent)
+            })
+        else {
             return .failure(v.kind == .string ? "is not an RFC 3339 time" : "must be an RFC 3339 time string")
         }
         guard let p = parsed else { return .failure("is not an RFC 3339 time") }
@@ -89,7 +91,7 @@ enum SynckyNative {
     /// The sample members read by name, in the order `sample` switches on them.
     static let sampleKeys = JSONKeyTable([
         "uuid", "type", "value", "unit", "start", "end", "source", "metadata", "part", "parts",
-        "activity", "duration_s", "energy_kcal", "distance_m",
+        "activity", "duration_s", "energy_kcal", "distance_m"
     ])
 
     /// What one body's samples share: repeated strings and the kind of the last types seen.
@@ -125,8 +127,10 @@ enum SynckyNative {
     }
 
     /// Adds the sample's record to `batch`, or returns why it is set aside.
-    static func sample(_ s: JSONRef, receiver: String, device: String, reuse: inout SampleCache,
-                       into batch: inout ReceivedBatch) -> QuarantinedRecord? {
+    static func sample(
+        _ s: JSONRef, receiver: String, device: String, reuse: inout SampleCache,
+        into batch: inout ReceivedBatch
+    ) -> QuarantinedRecord? {
         var why = ""
         guard let c = check(s, reuse: &reuse, refusal: &why) else { return setAside(why, s) }
         return record(c, s, receiver: receiver, device: device, reuse: &reuse, into: &batch)
@@ -191,9 +195,10 @@ enum SynckyNative {
                 return fail("\(type) takes the name of one of its values, not a number")
             }
         }
-        var c = Checked(uuid: uuidRef, type: type, kind: kind, named: named, value: valueRef, source: sourceRef,
-                        activity: activityRef, duration: durationRef, energy: energyRef, distance: distanceRef,
-                        others: others)
+        var c = Checked(
+            uuid: uuidRef, type: type, kind: kind, named: named, value: valueRef, source: sourceRef,
+            activity: activityRef, duration: durationRef, energy: energyRef, distance: distanceRef,
+            others: others)
         switch time(startRef, recent: &reuse.day) {
         case .failure(let why): return fail("\"start\" \(why)")
         case .success(let t): c.start = t?.0; c.utcOffset = t?.1
@@ -225,8 +230,10 @@ enum SynckyNative {
     }
 
     /// The checked sample as a record, added to `batch`; or why it is set aside.
-    static func record(_ c: borrowing Checked, _ s: JSONRef, receiver: String, device: String, reuse: inout SampleCache,
-                       into batch: inout ReceivedBatch) -> QuarantinedRecord? {
+    static func record(
+        _ c: borrowing Checked, _ s: JSONRef, receiver: String, device: String, reuse: inout SampleCache,
+        into batch: inout ReceivedBatch
+    ) -> QuarantinedRecord? {
         let kind = c.kind, type = c.type, named = c.named
         var r = CanonicalRecord(kind: kind, device: device, receiver: receiver, uuid: c.uuid.string ?? "", type: type)
         r.start = c.start
@@ -274,8 +281,10 @@ enum SynckyNative {
             r.energyKcal = energy
             r.distanceM = distance
         } else if c.activity != nil || c.duration != nil || c.energy != nil || c.distance != nil {
-            for (key, ref) in [("activity", c.activity), ("duration_s", c.duration), ("energy_kcal", c.energy),
-                               ("distance_m", c.distance)] {
+            for (key, ref) in [
+                ("activity", c.activity), ("duration_s", c.duration), ("energy_kcal", c.energy),
+                ("distance_m", c.distance)
+            ] {
                 guard let v = ref else { continue }
                 r.extra.append(RecordField(key, raw(v)))
             }
@@ -284,8 +293,9 @@ enum SynckyNative {
             if named { r.addKindField(k.string, raw(v)) } else { r.extra.append(RecordField(k.string, raw(v))) }
         }
         if kind == RecordKind.characteristic, case .string(let value)? = r.value,
-           let field = r.fields.first(where: { $0.name == "name" }),
-           let c = HealthTypes.characteristic(named: String(decoding: field.value.bytes.dropFirst().dropLast(), as: UTF8.self)) {
+            let field = r.fields.first(where: { $0.name == "name" }),
+            let c = HealthTypes.characteristic(named: String(decoding: field.value.bytes.dropFirst().dropLast(), as: UTF8.self))
+        {
             r.code = c.code(forValue: value)
         }
         batch.append(&r)
@@ -303,8 +313,9 @@ enum SynckyNative {
         guard d.kind == .object else { return bad("a deletion must be a JSON object", d) }
         guard let uuid = d["uuid"]?.string, !uuid.isEmpty else { return bad("the deletion has no uuid", d) }
         guard let type = d["type"]?.string, !type.isEmpty else { return bad("the deletion has no type", d) }
-        var r = CanonicalRecord(op: .delete, kind: RecordKind.kind(ofType: type), device: device,
-                                receiver: receiver, uuid: uuid, type: type)
+        var r = CanonicalRecord(
+            op: .delete, kind: RecordKind.kind(ofType: type), device: device,
+            receiver: receiver, uuid: uuid, type: type)
         for (k, v) in d.members where !(k == "uuid" || k == "type") {
             r.extra.append(RecordField(k.string, raw(v)))
         }

@@ -17,9 +17,11 @@ public struct SynckyReceiver: Receiver {
     /// Set when `write_back: true`.
     let writeBack: WriteBack?
 
-    public init(name: String, path: String, maxBodyBytes: Int, auth: Authenticator, hmacSecret: String?,
-                device: String?, parsers: ParserPool, logger: Logger, replays: ReplayCache = ReplayCache(),
-                writeBack: WriteBack? = nil) {
+    public init(
+        name: String, path: String, maxBodyBytes: Int, auth: Authenticator, hmacSecret: String?,
+        device: String?, parsers: ParserPool, logger: Logger, replays: ReplayCache = ReplayCache(),
+        writeBack: WriteBack? = nil
+    ) {
         self.writeBack = writeBack
         self.name = name
         self.paths = [path]
@@ -39,8 +41,9 @@ public struct SynckyReceiver: Receiver {
         if let refusal = auth.check(request) { return .answer(refusal) }
         if let signature {
             let failure = request.body.withUnsafeBytes {
-                signature.verify(timestamp: request.header("x-syncky-timestamp"),
-                                 signature: request.header("x-syncky-signature"), body: $0, now: context.now)
+                signature.verify(
+                    timestamp: request.header("x-syncky-timestamp"),
+                    signature: request.header("x-syncky-signature"), body: $0, now: context.now)
             }
             if let failure {
                 return .refused(problem(401, "Bad signature", failure.description), reason: failure.description)
@@ -59,12 +62,14 @@ public struct SynckyReceiver: Receiver {
         case "csv":
             reception = SynckyCSV.read(request.body, receiver: name, device: device ?? name)
         case "influx":
-            reception = SynckyInflux.read(request.body, precision: request.queryParameter("precision"), receiver: name,
-                                          device: device ?? name, now: context.now)
+            reception = SynckyInflux.read(
+                request.body, precision: request.queryParameter("precision"), receiver: name,
+                device: device ?? name, now: context.now)
         case "hae":
             reception = parsers.withParser { HAEBody.read(request.body, parser: $0, receiver: name, device: device ?? name) }
         default:
-            return .unreadable(status: 400, reason: "unknown X-Syncky-Format \"\(QuarantinedRecord.name(format))\" (native, hae, csv or influx)")
+            return .unreadable(
+                status: 400, reason: "unknown X-Syncky-Format \"\(QuarantinedRecord.name(format))\" (native, hae, csv or influx)")
         }
         // A data request's reply carries the pending write-back commands (never the Check
         // connection request's, which is answered without storing).
@@ -82,7 +87,8 @@ public struct SynckyReceiver: Receiver {
         parsers.withParser { parser in
             let results: [(id: String, version: Int, status: String, reason: String?)]? = request.body.withUnsafeBytes { bytes in
                 guard let doc = try? parser.parse(bytes), doc.root["type"]?.string == "results",
-                      let list = doc.root["results"], list.kind == .array else { return nil }
+                    let list = doc.root["results"], list.kind == .array
+                else { return nil }
                 var out: [(id: String, version: Int, status: String, reason: String?)] = []
                 for r in list.elements {
                     guard let id = r["command_id"]?.string, let v = r["version"]?.int64, let status = r["status"]?.string else {

@@ -40,7 +40,8 @@ public struct SynckySignature: Sendable {
     public func verify(timestamp: String?, signature: String?, body: UnsafeRawBufferPointer, now: Timestamp) -> Failure? {
         guard let timestamp, let signature else { return .missing }
         guard (1...15).contains(timestamp.utf8.count), timestamp.utf8.allSatisfy({ $0 &- 0x30 <= 9 }),
-              let t = Int64(timestamp) else { return .badTimestamp }
+            let t = Int64(timestamp)
+        else { return .badTimestamp }
         let mac = Crypto.hmacSHA256(key: secret, prefix: Array(timestamp.utf8) + [0x2E], body: body)
         let expected = Array(("v1=" + Crypto.lowercaseHex(mac)).utf8)
         guard Crypto.constantTimeEqual(Array(signature.utf8), expected) else { return .mismatch }
@@ -144,9 +145,10 @@ public final class ReplayCache: Sendable {
         for line in bytes.split(separator: 0x0A) {
             let parts = line.split(separator: 0x20)
             guard parts.count == 3, let at = Int64(String(decoding: parts[0], as: UTF8.self)),
-                  let a = UInt64(String(decoding: parts[1], as: UTF8.self), radix: 16),
-                  let b = UInt64(String(decoding: parts[2], as: UTF8.self), radix: 16),
-                  now - at <= SynckySignature.window else { continue }
+                let a = UInt64(String(decoding: parts[1], as: UTF8.self), radix: 16),
+                let b = UInt64(String(decoding: parts[2], as: UTF8.self), radix: 16),
+                now - at <= SynckySignature.window
+            else { continue }
             entries.append((Key(a: a, b: b), at))
         }
         s.fileLines = entries.count

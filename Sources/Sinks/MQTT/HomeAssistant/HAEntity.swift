@@ -32,7 +32,7 @@ public struct HAEntity: Sendable, Equatable {
     /// The value shown, from one in the type's canonical unit.
     public func display(_ canonical: Double) -> Double {
         guard let from = canonicalUnit, let to = unit else { return canonical }
-        if from == "%" { return canonical * 100 }   // the registry's % is a fraction 0–1
+        if from == "%" { return canonical * 100 } // the registry's % is a fraction 0–1
         if from == to { return canonical }
         return Units.convert(canonical, from: from, to: HAEntity.unitsSpelling[to] ?? to) ?? canonical
     }
@@ -76,22 +76,29 @@ public enum HACatalog {
         ("walking_speed", "walking_speed", "Walking speed", "km/h", "speed", "measurement", 1),
         // Sleep and workouts.
         ("sleep_analysis", "sleep_last_night", "Sleep last night", "h", "duration", "measurement", 2),
-        ("workout", "last_workout", "Last workout", nil, nil, nil, nil),
+        ("workout", "last_workout", "Last workout", nil, nil, nil, nil)
     ]
 
     /// The units the catalog's display units are converted from, where they differ in name.
-    static let canonicalOverride: [String: String] = ["steps": "count", "floors": "count", "bpm": "count/min",
-                                                      "breaths/min": "count/min", "mL/(kg·min)": "ml/(kg*min)"]
+    static let canonicalOverride: [String: String] = [
+        "steps": "count", "floors": "count", "bpm": "count/min",
+        "breaths/min": "count/min", "mL/(kg·min)": "ml/(kg*min)"
+    ]
 
     public static let all: [HAEntity] = rows.map { row in
         let (type, object, name, unit, deviceClass, stateClass, precision) = row
-        let reading: HAEntity.Reading = type == "sleep_analysis" ? .lastNight : type == "workout" ? .lastWorkout
-            : HealthTypes.named(type)?.aggregation == .cumulative ? .todayTotal : .newest
+        let reading: HAEntity.Reading =
+            type == "sleep_analysis"
+            ? .lastNight
+            : type == "workout"
+                ? .lastWorkout
+                : HealthTypes.named(type)?.aggregation == .cumulative ? .todayTotal : .newest
         var canonical = HealthTypes.named(type)?.unit
-        if let u = unit, canonicalOverride[u] != nil { canonical = nil }   // same quantity, another name
+        if let u = unit, canonicalOverride[u] != nil { canonical = nil } // same quantity, another name
         if type == "sleep_analysis" { canonical = nil }
-        return HAEntity(type: type, objectID: object, name: name, reading: reading, unit: unit, canonicalUnit: canonical,
-                        deviceClass: deviceClass, stateClass: stateClass, precision: precision)
+        return HAEntity(
+            type: type, objectID: object, name: name, reading: reading, unit: unit, canonicalUnit: canonical,
+            deviceClass: deviceClass, stateClass: stateClass, precision: precision)
     }
 
     public static func entity(forType type: String) -> HAEntity? { all.first { $0.type == type } }

@@ -133,8 +133,9 @@ public final class HAStateBook {
         }
         guard let start = r.start ?? r.end else { return false }
         let offset = r.utcOffset ?? timeZone.flatMap { timeZones.utcOffset(zone: $0, at: start.seconds) } ?? book.offset ?? 0
-        var sample = Sample(key: key, time: start.seconds, end: (r.end ?? start).seconds, offset: offset, value: r.value?.number ?? 0,
-                            text: r.value?.string ?? "", app: r.source?.app ?? "", source: r.source?.device ?? "", extra: [])
+        var sample = Sample(
+            key: key, time: start.seconds, end: (r.end ?? start).seconds, offset: offset, value: r.value?.number ?? 0,
+            text: r.value?.string ?? "", app: r.source?.app ?? "", source: r.source?.device ?? "", extra: [])
         switch entity.reading {
         case .todayTotal:
             guard r.value?.number != nil else { return false }
@@ -156,8 +157,10 @@ public final class HAStateBook {
                 sample.time = sample.end
                 sample.text = r.activity ?? r.value?.string ?? "workout"
                 let hr = HAStateBook.ownHeartRate(r)
-                sample.extra = [r.durationS ?? Double(sample.end - start.seconds), r.energyKcal ?? -1, r.distanceM ?? -1,
-                                hr.average ?? -1, hr.maximum ?? -1]
+                sample.extra = [
+                    r.durationS ?? Double(sample.end - start.seconds), r.energyKcal ?? -1, r.distanceM ?? -1,
+                    hr.average ?? -1, hr.maximum ?? -1
+                ]
             } else if r.value?.number == nil {
                 return false
             } else {
@@ -170,7 +173,7 @@ public final class HAStateBook {
             let before = list.first
             list.removeAll { $0.key == key }
             let at = list.firstIndex { $0.time < sample.time } ?? list.count
-            guard at < HAStateBook.keep else { return false }   // far older than what is kept
+            guard at < HAStateBook.keep else { return false } // far older than what is kept
             list.insert(sample, at: at)
             if list.count > HAStateBook.keep { list.removeLast() }
             book.newest[r.type] = list
@@ -271,7 +274,8 @@ public final class HAStateBook {
             // The app's summary of the night wins over its segments (as in the postgres sink's
             // sleep_nights view); the newest summary, if it sent several.
             if let night = book.nights.keys.max(), let samples = book.nights[night],
-               let s = samples.values.filter({ $0.text == HAStateBook.summaryText }).max(by: { ($0.end, $0.key) < ($1.end, $1.key) }) {
+                let s = samples.values.filter({ $0.text == HAStateBook.summaryText }).max(by: { ($0.end, $0.key) < ($1.end, $1.key) })
+            {
                 if s.extra[0] >= 0 { state = format(s.extra[0] / 60, entity.precision) }
                 attributes.append(("measured_at", .string(HAStateBook.rfc3339(s.end, offset: s.offset))))
                 attributes.append(("bedtime", .string(HAStateBook.rfc3339(s.time, offset: s.offset))))
@@ -312,8 +316,9 @@ public final class HAStateBook {
         }
         let key = r.uuid + (r.part.map { "#\($0)" } ?? "")
         guard let t = (r.start ?? r.end)?.seconds, t >= w.end - Int64(w.extra[0]), t <= w.end,
-              let bpm = r.value?.number, book.workoutHR[key] != bpm,
-              book.workoutHR[key] != nil || book.workoutHR.count < HAStateBook.workoutHeartRates else { return false }
+            let bpm = r.value?.number, book.workoutHR[key] != bpm,
+            book.workoutHR[key] != nil || book.workoutHR.count < HAStateBook.workoutHeartRates
+        else { return false }
         book.workoutHR[key] = bpm
         books[r.device] = book
         return true
@@ -337,12 +342,16 @@ public final class HAStateBook {
         var minutes: (average: Double?, maximum: Double?) = (nil, nil)
         if let raw = field("heartRateData"), let doc = try? parser.parse(raw.bytes), doc.root.kind == .array {
             let avgs = doc.root.elements.compactMap { bpm($0["Avg"]?.double) }
-            minutes = (avgs.isEmpty ? nil : avgs.reduce(0, +) / Double(avgs.count),
-                       doc.root.elements.compactMap { bpm($0["Max"]?.double) }.max())
+            minutes = (
+                avgs.isEmpty ? nil : avgs.reduce(0, +) / Double(avgs.count),
+                doc.root.elements.compactMap { bpm($0["Max"]?.double) }.max()
+            )
         }
-        let average = bpm(read(field("avgHeartRate"), ["qty"])) ?? bpm(read(field("heartRate"), ["avg", "qty"]))
+        let average =
+            bpm(read(field("avgHeartRate"), ["qty"])) ?? bpm(read(field("heartRate"), ["avg", "qty"]))
             ?? bpm(read(r.metadata, ["average_heart_rate_bpm"])) ?? minutes.average
-        let maximum = bpm(read(field("maxHeartRate"), ["qty"])) ?? bpm(read(field("heartRate"), ["max", "qty"]))
+        let maximum =
+            bpm(read(field("maxHeartRate"), ["qty"])) ?? bpm(read(field("heartRate"), ["max", "qty"]))
             ?? bpm(read(r.metadata, ["max_heart_rate_bpm"])) ?? minutes.maximum
         return (average, maximum)
     }
@@ -392,7 +401,7 @@ public final class HAStateBook {
 
     /// `2026-12-01T07:30:00+01:00`: the time as the phone saw it.
     static func rfc3339(_ seconds: Int64, offset: Int) -> String {
-        String(Timestamp(seconds: seconds + Int64(offset)).rfc3339().dropLast()) + Timestamp.formatOffset(offset)   // drops the Z
+        String(Timestamp(seconds: seconds + Int64(offset)).rfc3339().dropLast()) + Timestamp.formatOffset(offset) // drops the Z
     }
 }
 
@@ -443,8 +452,9 @@ extension HAStateBook {
             let n = try r.int()
             var extra: [Double] = []
             for _ in 0..<max(0, n) { extra.append(try r.double()) }
-            return Sample(key: key, time: time, end: end, offset: Int(offset), value: value, text: text, app: app, source: source,
-                          extra: extra)
+            return Sample(
+                key: key, time: time, end: end, offset: Int(offset), value: value, text: text, app: app, source: source,
+                extra: extra)
         }
         var restored: [String: Book] = [:]
         var device = ""
