@@ -15,22 +15,26 @@ struct LineProtocolEncoder: Sendable {
     let measurement: RecordTemplate
     let precision: InfluxDBSinkConfig.Precision
     /// The sink's own tags, sorted by key (equal keys in the order given): a point's are written
-    /// in this order, the labels of its record merged in where they sort.
+    /// in this order, the labels of its record merged in where they sort. Plain values, so that
+    /// writing a point retains nothing: their bytes are in `bytes`, their templates in `templates`.
     let tags: [Tag]
+    let tagNames: [String]
+    /// The escaped keys (`,key=`) and fixed values of the tags, and a fixed measurement.
+    let bytes: [UInt8]
+    let templates: [RecordTemplate]
 
     struct Tag: Sendable {
-        var name: String
-        /// `,key=`, escaped.
-        var key: [UInt8]
+        /// `,key=`, escaped, in `bytes`.
+        var key: Range<Int>
         var value: Value
     }
 
     enum Value: Sendable {
-        /// Escaped; never empty (an empty static tag has no place).
-        case fixed([UInt8])
-        /// A template of one field, or of several parts.
+        /// Escaped, in `bytes`; never empty (an empty static tag has no place).
+        case fixed(Range<Int>)
+        /// A template of one field, or of several parts (in `templates`).
         case field(RecordTemplate.Field)
-        case template(RecordTemplate)
+        case template(Int)
         case unit, source, device, activity, phone
     }
 
@@ -40,38 +44,37 @@ struct LineProtocolEncoder: Sendable {
     init(measurement: String, phoneTag: String, tags given: [(String, String)], precision: InfluxDBSinkConfig.Precision) {
         self.measurement = RecordTemplate(measurement, allowed: LineProtocolEncoder.fields)
         self.precision = precision
-        if self.measurement.isConstant {
-            var escaped: [UInt8] = []
-            LineProtocolEncoder.appendEscaped(measurement, measurement: true, to: &escaped)
-            measurementFrom = .fixed(escaped)
-        } else {
-            measurementFrom = LineProtocolEncoder.from(self.measurement)
+        var bytes: [UInt8] = []
+        var templates: [RecordTemplate] = []
+        func escaped(_ text: String, measurement: Bool = false, prefix: String = "", suffix: String = "") -> Range<Int> {
+            let start = bytes.count
+            bytes += Array(prefix.utf8)
+            LineProtocolEncoder.appendEscaped(text, measurement: measurement, to: &bytes)
+            bytes += Array(suffix.utf8)
+            return start..<bytes.count
         }
+        func from(_ t: RecordTemplate) -> Value {
+            if t.parts.count == 1, case .field(let f) = t.parts[0] { return .field(f) }
+            templates.append(t)
+            return .template(templates.count - 1)
+        }
+        measurementFrom = self.measurement.isConstant ? .fixed(escaped(measurement, measurement: true)) : from(self.measurement)
         var named: [(String, Value)] = []
         for (k, v) in given {
             let t = RecordTemplate(v, allowed: LineProtocolEncoder.fields)
             if !t.isConstant {
-                named.append((k, LineProtocolEncoder.from(t)))
+                named.append((k, from(t)))
             } else if !v.isEmpty {
-                var escaped: [UInt8] = []
-                LineProtocolEncoder.appendEscaped(v, to: &escaped)
-                named.append((k, .fixed(escaped)))
+                named.append((k, .fixed(escaped(v))))
             }
         }
         named += [("unit", .unit), ("source", .source), ("device", .device), ("activity", .activity)]
         if !phoneTag.isEmpty { named.append((phoneTag, .phone)) }
-        self.tags = LineProtocolEncoder.sortedByKey(named).map { k, v in
-            var key: [UInt8] = [UInt8(ascii: ",")]
-            LineProtocolEncoder.appendEscaped(k, to: &key)
-            key.append(UInt8(ascii: "="))
-            return Tag(name: k, key: key, value: v)
-        }
-    }
-
-    /// A template's value: its one field, or the template.
-    static func from(_ t: RecordTemplate) -> Value {
-        if t.parts.count == 1, case .field(let f) = t.parts[0] { return .field(f) }
-        return .template(t)
+        let sorted = LineProtocolEncoder.sortedByKey(named)
+        tags = sorted.map { k, v in Tag(key: escaped(k, prefix: ",", suffix: "="), value: v) }
+        tagNames = sorted.map(\.0)
+        self.bytes = bytes
+        self.templates = templates
     }
 
     /// Sorted by key, equal keys in the order given.
@@ -114,7 +117,7 @@ struct LineProtocolEncoder: Sendable {
             r.tags.isEmpty
             ? []
             : LineProtocolEncoder.sortedByKey(
-                r.tags.filter { l in !tags.contains { $0.name == l.name } }
+                r.tags.filter { l in !tagNames.contains(l.name) }
                     .map { ($0.name, $0.value) })
         var next = 0
         func label(before name: String?) {
@@ -130,24 +133,26 @@ struct LineProtocolEncoder: Sendable {
         }
         // The source's app and device read once for the measurement and the tags that need them.
         r.withSource { app, device in
-            switch measurementFrom {
-            case .fixed(let bytes): out.append(contentsOf: bytes)
-            default:
-                write(measurementFrom, of: r, isWorkout: isWorkout, source: (app, device)) {
-                    LineProtocolEncoder.appendEscaped($0 ?? UnsafeRawBufferPointer(start: nil, count: 0), measurement: true, to: &out)
+            bytes.withUnsafeBytes { bytes in
+                if case .fixed(let range) = measurementFrom {
+                    out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[range]))
+                } else {
+                    write(measurementFrom, of: r, isWorkout: isWorkout, source: (app, device)) {
+                        LineProtocolEncoder.appendEscaped($0 ?? UnsafeRawBufferPointer(start: nil, count: 0), measurement: true, to: &out)
+                    }
                 }
-            }
-            for tag in tags {
-                if !labels.isEmpty { label(before: tag.name) }
-                if case .fixed(let bytes) = tag.value {
-                    out.append(contentsOf: tag.key)
-                    out.append(contentsOf: bytes)
-                    continue
-                }
-                write(tag.value, of: r, isWorkout: isWorkout, source: (app, device)) { v in
-                    guard let v, !v.isEmpty else { return }
-                    out.append(contentsOf: tag.key)
-                    LineProtocolEncoder.appendEscaped(v, to: &out)
+                for (i, tag) in tags.enumerated() {
+                    if !labels.isEmpty { label(before: tagNames[i]) }
+                    if case .fixed(let range) = tag.value {
+                        out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[tag.key]))
+                        out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[range]))
+                        continue
+                    }
+                    write(tag.value, of: r, isWorkout: isWorkout, source: (app, device)) { v in
+                        guard let v, !v.isEmpty else { return }
+                        out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[tag.key]))
+                        LineProtocolEncoder.appendEscaped(v, to: &out)
+                    }
                 }
             }
         }
@@ -190,7 +195,7 @@ struct LineProtocolEncoder: Sendable {
         _ body: (UnsafeRawBufferPointer?) -> Void
     ) {
         switch v {
-        case .fixed(let bytes): bytes.withUnsafeBytes { body($0) }
+        case .fixed(let range): bytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[range])) }
         case .field(let f):
             switch f {
             case .type: r.withText(.type, body)
@@ -201,7 +206,7 @@ struct LineProtocolEncoder: Sendable {
             case .unit: r.withText(.unit, body)
             case .date: body(nil) // not allowed here
             }
-        case .template(let t): t.render(r, LineProtocolEncoder.value).withUTF8Bytes { body(UnsafeRawBufferPointer($0)) }
+        case .template(let t): templates[t].render(r, LineProtocolEncoder.value).withUTF8Bytes { body(UnsafeRawBufferPointer($0)) }
         case .unit: r.withText(.unit, body)
         case .source: body(source.app)
         case .device: body(source.device)
