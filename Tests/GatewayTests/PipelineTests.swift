@@ -266,6 +266,34 @@ import YAMLConfig
         sink.close()
     }
 
+    /// What `prepare` made on the helper is what `write` writes: the same files and lines as a
+    /// batch written with nothing prepared (a batch written again in part), and a batch whose
+    /// records a route changed is written with its changes either way.
+    @Test func theFileSinkWritesWhatItPreparedAsItWouldUnprepared() throws {
+        let made = ServeProcess.makeTempDir("prepared"), plain = ServeProcess.makeTempDir("unprepared")
+        let lines = CanonicalCodec.encodeLines((0..<300).map { i in Self.record("p\(i)", device: i % 3 == 0 ? "d_alpha" : "d_beta") })
+        var records = Record.records(in: lines, bad: { _, _, _ in Issue.record("a line is no record") }).map(\.0)
+        records[7].tags = [RecordTag("person", "ann")]
+        let batch = SinkBatch(records: records)
+        let a = FileSink(name: "a", pathTemplate: "{device}/{date}.ndjson", baseDir: made, rotateBytes: 1 << 20, logger: logger)
+        let b = FileSink(name: "b", pathTemplate: "{device}/{date}.ndjson", baseDir: plain, rotateBytes: 1 << 20, logger: logger)
+        let prepare = try #require(a.prepare)
+        #expect(a.write(SinkBatch(records: batch.records, prepared: prepare(batch))) == .accepted)
+        #expect(b.write(batch) == .accepted)
+        let files = try FileIO.list(made).sorted()
+        #expect(files == ["d_alpha", "d_beta"])
+        #expect(try FileIO.list(plain).sorted() == files)
+        for device in files {
+            let day = try #require(try FileIO.list(made + "/" + device).first)
+            let left = try String(contentsOfFile: "\(made)/\(device)/\(day)", encoding: .utf8)
+            #expect(left == (try String(contentsOfFile: "\(plain)/\(device)/\(day)", encoding: .utf8)))
+            #expect(left.split(separator: "\n").count == (device == "d_alpha" ? 100 : 200))
+        }
+        #expect(ServeProcess.ndjson(under: made).contains { ($0["tags"] as? [String: Any])?["person"] as? String == "ann" })
+        a.close()
+        b.close()
+    }
+
     @Test func theFileSinkRotatesBySize() throws {
         let dir = ServeProcess.makeTempDir("rotate")
         let sink = FileSink(name: "s", pathTemplate: "x.ndjson", baseDir: dir, rotateBytes: 600, logger: logger, clock: SystemClock())

@@ -19,7 +19,6 @@ public final class FileSink: Sink {
     let clock: any Clock
 
     private var open: [String: OpenFile] = [:]
-    private var out: [UInt8] = []
 
     struct OpenFile {
         var fd: Int32
@@ -70,18 +69,22 @@ public final class FileSink: Sink {
         }
     }
 
-    public func write(_ batch: SinkBatch) -> SinkWriteResult {
+    /// A batch's lines by file, in record order within each file: what `write` appends.
+    struct Files: Sendable {
+        var files: [(path: String, indices: [Int], bytes: [UInt8])] = []
+    }
+
+    /// Groups the records by the file they go to and lays out each file's bytes. Consecutive
+    /// records mostly share device, receiver and day: the path is rendered and looked up once a run.
+    static func files(_ batch: SinkBatch, template: PathTemplate, today: String) -> Files {
         let records = batch.records
-        // Group lines by file, keeping record order within each file. Consecutive records
-        // mostly share device, receiver and day: the path is rendered and looked up once a run.
         var groups: [String: Int] = [:]
-        var order: [(path: String, indices: [Int])] = []
-        let today = clock.now().utcDate()
+        var out = Files()
         var last: (key: PathTemplate.Key, group: Int)?
         for i in records.indices {
             let key = template.key(records[i])
             if let last, last.key == key {
-                order[last.group].indices.append(i)
+                out.files[last.group].indices.append(i)
                 continue
             }
             let path = template.render(records[i], fallbackDate: today)
@@ -89,13 +92,30 @@ public final class FileSink: Sink {
             if let existing = groups[path] {
                 g = existing
             } else {
-                g = order.count
+                g = out.files.count
                 groups[path] = g
-                order.append((path, []))
+                out.files.append((path, [], []))
             }
-            order[g].indices.append(i)
+            out.files[g].indices.append(i)
             last = (key, g)
         }
+        for g in out.files.indices {
+            var bytes: [UInt8] = []
+            for i in out.files[g].indices { batch.appendLine(i, to: &bytes) }
+            out.files[g].bytes = bytes
+        }
+        return out
+    }
+
+    /// The grouping and the bytes are made on the drainer's helper while the batch before is
+    /// written: `write` is left with the files' writes and syncs.
+    public var prepare: (@Sendable (SinkBatch) -> any Sendable)? {
+        let (template, clock) = (template, clock)
+        return { FileSink.files($0, template: template, today: clock.now().utcDate()) }
+    }
+
+    public func write(_ batch: SinkBatch) -> SinkWriteResult {
+        let files = (batch.prepared as? Files) ?? FileSink.files(batch, template: template, today: clock.now().utcDate())
         // Written so far: open files still to fsync, and files already synced and closed (to
         // keep the number of open files bounded); on failure each is cut back to its old size.
         var written: [(path: String, sizeBefore: Int64)] = []
@@ -103,7 +123,7 @@ public final class FileSink: Sink {
         var changedDirs: Set<String> = []
         var rejected: [Int: String] = [:]
         do {
-            for (path, indices) in order {
+            for (path, indices, bytes) in files.files {
                 if open.count >= FileSink.maxOpenFiles {
                     try sync(written.map(\.path))
                     closedWritten += written
@@ -119,11 +139,9 @@ public final class FileSink: Sink {
                     for i in indices { rejected[i] = "cannot write \(path): \(error)" }
                     continue
                 }
-                out.removeAll(keepingCapacity: true)
-                for i in indices { batch.appendLine(i, to: &out) }
                 written.append((path, file.size))
-                try FileIO.writeAll(file.fd, out, path: path)
-                open[path]!.size = file.size + Int64(out.count)
+                try FileIO.writeAll(file.fd, bytes, path: path)
+                open[path]!.size = file.size + Int64(bytes.count)
             }
             try sync(written.map(\.path))
             // New files and directories are durable only once their directory is.
