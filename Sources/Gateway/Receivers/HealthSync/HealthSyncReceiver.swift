@@ -65,24 +65,17 @@ public struct HealthSyncReceiver: Receiver {
                 let mapper = HealthSyncMapper(receiver: name, device: device, exportID: exportID)
                 var batch = ReceivedBatch()
                 batch.requestID = exportID
-                for m in root["metrics"].map({ Array($0.elements) }) ?? [] {
-                    switch mapper.metric(m) {
-                    case .success(let r): batch.append(r); counts.metrics += 1
-                    case .failure(let q): batch.quarantined.append(q)
+                func take(_ key: String, _ count: inout Int, _ map: (JSONRef) -> HealthSyncMapper.Mapped) {
+                    for item in root[key].map({ Array($0.elements) }) ?? [] {
+                        switch map(item) {
+                        case .success(let r): batch.append(r); count += 1
+                        case .failure(let q): batch.quarantined.append(q)
+                        }
                     }
                 }
-                for w in root["workouts"].map({ Array($0.elements) }) ?? [] {
-                    switch mapper.workout(w) {
-                    case .success(let r): batch.append(r); counts.workouts += 1
-                    case .failure(let q): batch.quarantined.append(q)
-                    }
-                }
-                for d in root["deletions"].map({ Array($0.elements) }) ?? [] {
-                    switch mapper.deletion(d) {
-                    case .success(let r): batch.append(r); counts.deletions += 1
-                    case .failure(let q): batch.quarantined.append(q)
-                    }
-                }
+                take("metrics", &counts.metrics, mapper.metric)
+                take("workouts", &counts.workouts, mapper.workout)
+                take("deletions", &counts.deletions, mapper.deletion)
                 // Only a batch that stored records marks its id as seen: an empty one sent first
                 // must not make the real batch with that id look like a resend.
                 if let exportID, batch.count > 0 {

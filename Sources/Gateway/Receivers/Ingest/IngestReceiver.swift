@@ -29,14 +29,12 @@ public struct IngestReceiver: Receiver {
                 guard let deviceID = root["device_id"]?.string, !deviceID.isEmpty else {
                     return .unreadable(status: 400, reason: "\"device_id\" is required")
                 }
-                for key in ["samples", "workouts", "sleep_segments", "activity_summaries", "deletions"] {
+                // Route points count towards the chunk, as the spec says.
+                var items = 0
+                for key in IngestReceiver.sections {
                     if let v = root[key], !v.isNull, v.kind != .array {
                         return .unreadable(status: 400, reason: "\"\(key)\" must be an array")
                     }
-                }
-                // Route points count towards the chunk, as the spec says.
-                var items = 0
-                for key in ["samples", "workouts", "sleep_segments", "activity_summaries", "deletions"] {
                     items += root[key]?.count ?? 0
                 }
                 for w in root["workouts"].map({ Array($0.elements) }) ?? [] { items += w["route"]?.count ?? 0 }
@@ -51,7 +49,7 @@ public struct IngestReceiver: Receiver {
                 var batch = ReceivedBatch()
                 batch.reserve(records: items)
                 var received = [0, 0, 0, 0, 0]
-                for (i, key) in ["samples", "workouts", "sleep_segments", "activity_summaries", "deletions"].enumerated() {
+                for (i, key) in IngestReceiver.sections.enumerated() {
                     for item in root[key].map({ Array($0.elements) }) ?? [] {
                         if mapper.take(key, item, into: &batch) { received[i] += 1 }
                     }
@@ -69,7 +67,7 @@ public struct IngestReceiver: Receiver {
                 w.key("batch_id"); w.string(batchID)
                 w.key("received")
                 w.beginObject()
-                for (i, key) in ["samples", "workouts", "sleep_segments", "activity_summaries", "deletions"].enumerated() {
+                for (i, key) in IngestReceiver.sections.enumerated() {
                     w.key(key); w.int(received[i])
                 }
                 w.endObject()
@@ -88,6 +86,8 @@ public struct IngestReceiver: Receiver {
 
     /// Chunks taken by this process, for their batch ids.
     static let chunks = Atomic<UInt64>(0)
+    /// A chunk's arrays, in the order its answer counts them.
+    static let sections = ["samples", "workouts", "sleep_segments", "activity_summaries", "deletions"]
 
     static let build: ReceiverRegistry.Builder = { name, c, node, path, context throws(ConfigProblems) in
         let auth =
