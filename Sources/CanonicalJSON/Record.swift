@@ -280,16 +280,26 @@ extension Record {
         bad: (_ index: Int, _ line: ArraySlice<UInt8>, CanonicalDecodeError) -> Void
     ) -> [(Record, Int)] {
         var out: [(Record, Int)] = []
+        forEach(in: payload, from: first, bad: bad) { out.append(($0, $1)) }
+        return out
+    }
+
+    /// `records(in:from:bad:)` handed over one at a time, each moved to `body` (no array of
+    /// them made first).
+    public static func forEach(
+        in payload: [UInt8], from first: Int = 0,
+        bad: (_ index: Int, _ line: ArraySlice<UInt8>, CanonicalDecodeError) -> Void,
+        _ body: (consuming Record, Int) -> Void
+    ) {
         var index = 0
         CanonicalCodec.forEachLine(payload) { _, _, _, range in
             defer { index += 1 }
             guard index >= first else { return }
             do throws(CanonicalDecodeError) {
-                out.append((try Record.read(line: payload[range]), index))
+                body(try Record.read(line: payload[range]), index)
             } catch {
                 bad(index, payload[range], error)
             }
         }
-        return out
     }
 }

@@ -446,14 +446,12 @@ struct PendingRecords {
     /// The records of entry `e` from its line `skip` on; a line that is no canonical record
     /// goes to `bad` with why (only a damaged disk or a bug gets there: the line is kept).
     mutating func add(_ e: JournalEntry, skip: Int, bad: (ArraySlice<UInt8>, String) -> Void) {
-        for (r, index) in Record.records(
+        Record.forEach(
             in: e.payload, from: skip,
             bad: { index, line, error in
                 bad(line, "journal entry \(e.seq) line \(index + 1) is not a canonical record: \(error)")
-            })
-        {
-            items.append((r, e.seq, index))
-        }
+            }
+        ) { r, index in items.append((r, e.seq, index)) }
     }
 
     /// The oldest record, moved out: it is then its holder's alone, and a transform changes it

@@ -71,10 +71,7 @@ public final class SinkRoutes {
 
     private func process(_ r: consuming Record, lane: Lane, into out: inout [Record]) {
         guard lane.takesAll || lane.takes(receiver: r.receiver) else { return }
-        // Without transforms the record is moved on as it is: its storage is not touched here
-        // (the thread that encodes it reads it next).
-        if lane.transforms.isEmpty { return out.append(r) }
-        run(lane, r, from: 0) { out.append($0) }
+        run(lane, r, from: 0, into: &out)
     }
 
     /// Lets every transform emit what the batch just processed changed (in route order), on
@@ -82,7 +79,7 @@ public final class SinkRoutes {
     public func flush(into out: inout [Record]) {
         for lane in lanes {
             for i in lane.transforms.indices {
-                lane.transforms[i].flush { r in run(lane, r, from: i + 1) { out.append($0) } }
+                lane.transforms[i].flush { r in run(lane, r, from: i + 1, into: &out) }
             }
         }
     }
@@ -91,17 +88,20 @@ public final class SinkRoutes {
     public func tick(now: Timestamp, into out: inout [Record]) {
         for lane in lanes {
             for i in lane.transforms.indices {
-                lane.transforms[i].tick(now: now) { r in run(lane, r, from: i + 1) { out.append($0) } }
+                lane.transforms[i].tick(now: now) { r in run(lane, r, from: i + 1, into: &out) }
             }
         }
     }
 
-    private func run(_ lane: Lane, _ r: consuming Record, from i: Int, _ deliver: (consuming Record) -> Void) {
+    /// Runs `r` through the lane's transforms from the `i`-th on, appending what comes out. A
+    /// record past the last transform is moved into `out` untouched (its storage is read next
+    /// by the thread that encodes it, not here).
+    private func run(_ lane: Lane, _ r: consuming Record, from i: Int, into out: inout [Record]) {
         if i == lane.transforms.count {
-            deliver(r)
+            out.append(r)
             return
         }
-        lane.transforms[i].process(r) { next in run(lane, next, from: i + 1, deliver) }
+        lane.transforms[i].process(r) { next in run(lane, next, from: i + 1, into: &out) }
     }
 
     /// The state of every transform that keeps some, by key, as the cursor file holds it.
