@@ -4,14 +4,14 @@
 SWIFT      ?= $(shell command -v swift 2>/dev/null || echo /opt/swift/usr/bin/swift)
 CONFIG     ?=
 # What building and running need: the compiler's helpers and the C libraries healthgate links.
-RUN_PKGS   := pkg-config g++ libmicrohttpd-dev libgnutls28-dev libssl-dev libyaml-dev libsimdjson-dev zlib1g-dev libdeflate-dev libcurl4-openssl-dev libqrencode-dev libsqlite3-dev libmosquitto-dev libpq-dev
+RUN_PKGS   := pkg-config g++ libmicrohttpd-dev libgnutls28-dev libssl-dev libyaml-dev libsimdjson-dev zlib1g-dev libdeflate-dev libcurl4-openssl-dev libqrencode-dev libsqlite3-dev libmosquitto-dev libpq-dev librabbitmq-dev
 # What the tests add: the real servers they start (never left running or enabled) and the tools
 # they drive healthgate with.
-TEST_PKGS  := curl openssl zbar-tools chromium influxdb victoria-metrics python3-venv mosquitto mosquitto-clients postgresql debootstrap $(DEB_BUILD_PKGS)
+TEST_PKGS  := curl openssl zbar-tools chromium influxdb victoria-metrics python3-venv mosquitto mosquitto-clients postgresql rabbitmq-server debootstrap $(DEB_BUILD_PKGS)
 # What `make deb` needs to pack the binary: dpkg-shlibdeps, strip, the man page's generator.
 DEB_BUILD_PKGS := dpkg-dev binutils python3
 # The Debian services those packages start and enable when installed.
-TEST_DAEMONS := influxdb victoria-metrics mosquitto postgresql
+TEST_DAEMONS := influxdb victoria-metrics mosquitto postgresql rabbitmq-server
 DEB_PKGS   := $(RUN_PKGS)
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BIN        := .build/release/healthgate
@@ -33,7 +33,8 @@ deps:
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing || exit 1; \
 	  if [ -d /run/systemd/system ]; then for d in $(TEST_DAEMONS); do \
-	    case " $$missing " in *" $$d "*) $(SUDO) systemctl disable --now -q $$d 2>/dev/null || true;; esac; done; fi; \
+	    case " $$missing " in *" $$d "*) $(SUDO) systemctl disable --now -q $$d 2>/dev/null || true;; esac; done; \
+	    case " $$missing " in *" rabbitmq-server "*) $(SUDO) systemctl disable --now -q epmd.socket epmd.service 2>/dev/null || true;; esac; fi; \
 	fi
 	@test -x "$(SWIFT)" || { echo "Swift 6 is needed (https://swift.org/install); not found as 'swift' or /opt/swift/usr/bin/swift"; exit 1; }
 

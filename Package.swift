@@ -29,6 +29,7 @@ let package = Package(
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CRabbitMQ", pkgConfig: "librabbitmq", providers: [.apt(["librabbitmq-dev"])]),
         .systemLibrary(name: "CLinux"), // glibc declarations missing from the Glibc module (header only)
         .target(
             name: "CSimdJSON",
@@ -93,6 +94,9 @@ let package = Package(
         .target(
             name: "Pipeline", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "SinkKit", "Transforms", "CDeflate"],
             exclude: ["Journal/JOURNAL.md", "Delivery/QUEUES.md"], swiftSettings: strict),
+        // More than one machine: the AMQP client (rabbitmq-c), partitions, the ingest publisher
+        // and the delivery workers of `serve --role`.
+        .target(name: "Fleet", dependencies: ["HealthgateCore", "Posix", "CRabbitMQ"], swiftSettings: strict),
         // HTTP server, receivers and formats, ingest, write-back, config, the CLI.
         .target(
             name: "Gateway",
@@ -140,6 +144,8 @@ let package = Package(
         .testTarget(name: "YAMLConfigTests", dependencies: ["YAMLConfig"], swiftSettings: strict),
         // The journal, built and tested without the HTTP server.
         .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "Posix", "HealthgateCore"], swiftSettings: strict),
+        // The fleet against a real RabbitMQ cluster on loopback.
+        .testTarget(name: "FleetTests", dependencies: ["Fleet", "HealthgateTesting", "Posix"], swiftSettings: strict),
         .testTarget(
             name: "GatewayTests",
             dependencies: [

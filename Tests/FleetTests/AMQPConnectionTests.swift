@@ -1,0 +1,173 @@
+import Fleet
+import Glibc
+@testable import HealthgateTesting
+import Posix
+import Testing
+
+/// The AMQP client against Debian's RabbitMQ: a three-node cluster on loopback, shared by the
+/// suite (it takes some 20 s to form), its tests one after another (some kill nodes).
+@Suite(.serialized) final class AMQPConnectionTests {
+    static let shared = Locked<RabbitMQCluster?>(nil)
+
+    /// The suite's cluster, started by the first test that needs it.
+    static func cluster() throws -> RabbitMQCluster {
+        try shared.withLock { c in
+            if let c { return c }
+            let made = try RabbitMQCluster(nodes: 3)
+            c = made
+            return made
+        }
+    }
+
+    func connect(_ node: Int, _ cluster: RabbitMQCluster) throws -> AMQPConnection {
+        try AMQPConnection(url: AMQPURL(cluster.url(node)), timeout: 10)
+    }
+
+    /// A quorum queue of its own, bound to a direct exchange under its own name.
+    func queue(_ name: String, on c: AMQPConnection, singleActiveConsumer: Bool = false) throws {
+        try c.declareExchange("hgtest")
+        try c.declareQueue(name, singleActiveConsumer: singleActiveConsumer)
+        try c.bind(queue: name, exchange: "hgtest", key: name)
+    }
+
+    @Test func aConfirmedPublishIsTakenFromAnotherNodeOnceAndGoneWhenAcknowledged() throws {
+        let cluster = try Self.cluster()
+        let publisher = try connect(0, cluster)
+        try queue("confirmed", on: publisher)
+        try publisher.selectConfirms()
+        let bodies = (0..<50).map { i in Array("{\"n\":\(i)}\n".utf8) }
+        for b in bodies { try publisher.publish(exchange: "hgtest", key: "confirmed", body: b) }
+        try publisher.waitForConfirms(until: monotonicSeconds() + 20)
+
+        let consumer = try connect(2, cluster)
+        try consumer.consume(queue: "confirmed", prefetch: 100, tag: "t1")
+        var got: [[UInt8]] = []
+        while got.count < bodies.count, let d = try consumer.nextDelivery(timeout: 10) {
+            #expect(!d.redelivered)
+            got.append(d.body)
+            try consumer.ack(d.tag)
+        }
+        #expect(got == bodies)
+        // The broker settles acks on its own time: one in flight when the channel closes may be
+        // delivered again (at least once). Wait until it settled them all.
+        #expect(
+            ServeProcess.eventually(20) {
+                (try? cluster.ctl(0, ["list_queues", "-q", "name", "messages"]).1)?.contains("confirmed\t0") ?? false
+            })
+        consumer.close()
+        // Acknowledged: a new consumer finds nothing.
+        let again = try connect(1, cluster)
+        try again.consume(queue: "confirmed", prefetch: 10, tag: "t2")
+        #expect(try again.nextDelivery(timeout: 2) == nil)
+    }
+
+    @Test func aMessageNoQueueTakesIsRefusedNotConfirmed() throws {
+        let cluster = try Self.cluster()
+        let c = try connect(1, cluster)
+        try c.declareExchange("hgtest")
+        try c.selectConfirms()
+        try c.publish(exchange: "hgtest", key: "no-such-queue", body: Array("x".utf8))
+        #expect {
+            try c.waitForConfirms(until: monotonicSeconds() + 10)
+        } throws: { ($0 as? AMQPConnection.Failure)?.refused == true }
+        // The connection is still good.
+        try queue("after-refusal", on: c)
+        try c.publish(exchange: "hgtest", key: "after-refusal", body: Array("y".utf8))
+        try c.waitForConfirms(until: monotonicSeconds() + 10)
+    }
+
+    @Test func whatWasDeliveredAndNotAcknowledgedComesAgainToTheNextConsumer() throws {
+        let cluster = try Self.cluster()
+        let p = try connect(0, cluster)
+        try queue("unacked", on: p)
+        try p.selectConfirms()
+        try p.publish(exchange: "hgtest", key: "unacked", body: Array("once".utf8))
+        try p.waitForConfirms(until: monotonicSeconds() + 10)
+        let first = try connect(1, cluster)
+        try first.consume(queue: "unacked", prefetch: 1, tag: "a")
+        let d = try #require(try first.nextDelivery(timeout: 10))
+        #expect(!d.redelivered)
+        first.close() // dies with it unacknowledged
+        let second = try connect(2, cluster)
+        try second.consume(queue: "unacked", prefetch: 1, tag: "b")
+        let again = try #require(try second.nextDelivery(timeout: 10))
+        #expect(again.body == Array("once".utf8))
+        #expect(again.redelivered)
+        try second.ack(again.tag)
+    }
+
+    @Test func aSingleActiveConsumerQueueFeedsOneConsumerUntilItGoes() throws {
+        let cluster = try Self.cluster()
+        let p = try connect(0, cluster)
+        try queue("one-at-a-time", on: p, singleActiveConsumer: true)
+        try p.selectConfirms()
+        let a = try connect(1, cluster), b = try connect(2, cluster)
+        try a.consume(queue: "one-at-a-time", prefetch: 10, tag: "a")
+        try b.consume(queue: "one-at-a-time", prefetch: 10, tag: "b")
+        for i in 0..<5 { try p.publish(exchange: "hgtest", key: "one-at-a-time", body: Array("\(i)".utf8)) }
+        try p.waitForConfirms(until: monotonicSeconds() + 10)
+        var toA: [String] = []
+        while toA.count < 5, let d = try a.nextDelivery(timeout: 5) {
+            toA.append(String(decoding: d.body, as: UTF8.self))
+            try a.ack(d.tag)
+        }
+        #expect(toA == ["0", "1", "2", "3", "4"])
+        #expect(try b.nextDelivery(timeout: 1) == nil)
+        a.close()
+        try p.publish(exchange: "hgtest", key: "one-at-a-time", body: Array("5".utf8))
+        try p.waitForConfirms(until: monotonicSeconds() + 10)
+        let toB = try #require(try b.nextDelivery(timeout: 10))
+        #expect(toB.body == Array("5".utf8))
+    }
+
+    @Test func aWrongPasswordIsALoginFailureThatShowsNoPassword() throws {
+        let cluster = try Self.cluster()
+        let url = try AMQPURL("amqp://healthgate:wrong-hunter2@127.0.0.1:\(cluster.nodes[0].port)/%2f")
+        #expect {
+            _ = try AMQPConnection(url: url, timeout: 10)
+        } throws: { e in
+            let text = "\(e)"
+            return text.contains("login") && !text.contains("hunter2")
+        }
+        let nobody = try AMQPURL("amqp://u:p@127.0.0.1:\(ScriptedEndpoint.freePort())/%2f")
+        #expect(throws: AMQPConnection.Failure.self) { _ = try AMQPConnection(url: nobody, timeout: 5) }
+    }
+
+    /// Last: it kills nodes. One node down leaves a quorum (2 of 3): publishes are confirmed.
+    /// Two down leave none: a publish is not confirmed by the deadline — what ingest turns into a
+    /// 503 — and is taken once the nodes are back.
+    @Test func confirmsNeedAQuorumOfNodes() throws {
+        let cluster = try Self.cluster()
+        let setup = try connect(0, cluster)
+        try queue("quorum", on: setup)
+        setup.close()
+
+        cluster.kill(1)
+        let p = try connect(0, cluster)
+        try p.selectConfirms()
+        try p.publish(exchange: "hgtest", key: "quorum", body: Array("with two of three".utf8))
+        try p.waitForConfirms(until: monotonicSeconds() + 30)
+
+        cluster.kill(2)
+        // Not confirmed in time, or the node — now alone, and pausing as a minority — drops the
+        // connection: either way no confirm, which is all ingest needs to answer 503.
+        #expect(throws: AMQPConnection.Failure.self) {
+            try p.publish(exchange: "hgtest", key: "quorum", body: Array("with one of three".utf8))
+            try p.waitForConfirms(until: monotonicSeconds() + 3)
+        }
+
+        try cluster.start(1)
+        try cluster.start(2)
+        try cluster.waitUntilUp(1)
+        try cluster.waitUntilUp(2)
+        let c = try connect(1, cluster)
+        try c.consume(queue: "quorum", prefetch: 10, tag: "q")
+        var got: [String] = []
+        while let d = try c.nextDelivery(timeout: 15) {
+            got.append(String(decoding: d.body, as: UTF8.self))
+            try c.ack(d.tag)
+            if got.count == 2 { break }
+        }
+        #expect(got.first == "with two of three")
+    }
+}
