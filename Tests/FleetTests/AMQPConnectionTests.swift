@@ -1,5 +1,6 @@
 import Fleet
 import Glibc
+import HealthgateCore
 @testable import HealthgateTesting
 import Posix
 import Testing
@@ -133,7 +134,7 @@ import Testing
         #expect(throws: AMQPConnection.Failure.self) { _ = try AMQPConnection(url: nobody, timeout: 5) }
     }
 
-    /// Last: it kills nodes. One node down leaves a quorum (2 of 3): publishes are confirmed.
+    /// It kills nodes. One node down leaves a quorum (2 of 3): publishes are confirmed.
     /// Two down leave none: a publish is not confirmed by the deadline — what ingest turns into a
     /// 503 — and is taken once the nodes are back.
     @Test func confirmsNeedAQuorumOfNodes() throws {
@@ -143,6 +144,10 @@ import Testing
         setup.close()
 
         cluster.kill(1)
+        defer {
+            for n in [1, 2] where !cluster.isRunning(n) { try? cluster.start(n) }
+            for n in [1, 2] { try? cluster.waitUntilUp(n) }
+        }
         let p = try connect(0, cluster)
         try p.selectConfirms()
         try p.publish(exchange: "hgtest", key: "quorum", body: Array("with two of three".utf8))
@@ -169,5 +174,121 @@ import Testing
             if got.count == 2 { break }
         }
         #expect(got.first == "with two of three")
+    }
+
+    // MARK: The ingest side's publisher
+
+    static let quiet = Logger(component: "test", sink: MemoryLogSink())
+
+    func publisher(_ cluster: RabbitMQCluster, sinks: [String], partitions: Int, timeout: Double = 10) throws -> FleetPublisher {
+        try FleetPublisher(
+            brokers: try (0..<3).map { try AMQPURL(cluster.url($0)) }, queues: FleetQueues(sinks: sinks, partitions: partitions),
+            timeout: timeout, logger: Self.quiet)
+    }
+
+    /// Every message waiting in `queue`, taken and acknowledged.
+    func drain(_ queue: String, _ cluster: RabbitMQCluster) throws -> [String] {
+        let c = try connect(1, cluster)
+        try c.consume(queue: queue, prefetch: 500, tag: "drain")
+        var out: [String] = []
+        while let d = try c.nextDelivery(timeout: 1) {
+            out.append(String(decoding: d.body, as: UTF8.self))
+            try c.ack(d.tag)
+        }
+        return out
+    }
+
+    @Test func concurrentRequestsAreEachConfirmedAndReachEverySinksQueueOfTheirPartition() throws {
+        let cluster = try Self.cluster()
+        let p = try publisher(cluster, sinks: ["pubA", "pubB"], partitions: 4)
+        defer { p.stop() }
+        let failures = Locked(0)
+        let threads = (0..<8).map { t in
+            startThreadForTest {
+                for r in 0..<5 {
+                    let messages = (0..<3).map { m in
+                        let device = "phone-\(t)-\(m)"
+                        let part = FleetQueues.partition(of: device, among: 4)
+                        return (key: FleetQueues.key(part), body: Array("\(device) \(r)".utf8))
+                    }
+                    do { try p.publish(messages) } catch { failures.withLock { $0 += 1 } }
+                }
+            }
+        }
+        threads.forEach { pthread_join($0, nil) }
+        #expect(failures.withLock { $0 } == 0)
+        for sink in ["pubA", "pubB"] {
+            var all: [String] = []
+            for part in 0..<4 {
+                let got = try drain(FleetQueues.queue(sink: sink, partition: part), cluster)
+                // Each device's records in its own partition's queue, in the order they were sent.
+                for line in got {
+                    let device = String(line.split(separator: " ")[0])
+                    #expect(FleetQueues.partition(of: device, among: 4) == part)
+                }
+                for device in Set(got.map { String($0.split(separator: " ")[0]) }) {
+                    let rounds = got.filter { $0.hasPrefix(device + " ") }.map { Int($0.split(separator: " ")[1])! }
+                    #expect(rounds == Array(0..<5))
+                }
+                all += got
+            }
+            #expect(all.count == 8 * 5 * 3)
+        }
+    }
+
+    @Test func aDevicesPartitionIsTheSameOnEveryMachineAndStart() {
+        // FNV-1a of the name: fixed values, whatever process computes them.
+        #expect(FleetQueues.partition(of: "", among: 16) == Int(UInt64(0xcbf2_9ce4_8422_2325) % 16))
+        #expect(
+            FleetQueues.partition(of: "d_benchbenchbenchbench0", among: 16)
+                == FleetQueues.partition(of: "d_benchbenchbenchbench0", among: 16))
+        let spread = Set((0..<200).map { FleetQueues.partition(of: "phone-\($0)", among: 16) })
+        #expect(spread.count == 16)
+        #expect((0..<200).allSatisfy { (0..<16).contains(FleetQueues.partition(of: "phone-\($0)", among: 16)) })
+    }
+
+    @Test func whenItsBrokerDiesThePublisherGoesOnThroughAnother() throws {
+        let cluster = try Self.cluster()
+        let p = try publisher(cluster, sinks: ["failover"], partitions: 1)
+        defer { p.stop() }
+        try p.publish([(key: FleetQueues.key(0), body: Array("before".utf8))])
+        cluster.kill(0) // the broker it is connected to: the first of its list
+        defer {
+            if !cluster.isRunning(0) { try? cluster.start(0) }
+            try? cluster.waitUntilUp(0)
+        }
+        try p.publish([(key: FleetQueues.key(0), body: Array("after".utf8))])
+        let got = try drain(FleetQueues.queue(sink: "failover", partition: 0), cluster)
+        #expect(got.contains("before") && got.contains("after"))
+    }
+
+    @Test func withoutAQuorumARequestFailsWithinItsTimeoutAndTheNextOneGoesThroughOnceItIsBack() throws {
+        let cluster = try Self.cluster()
+        let p = try publisher(cluster, sinks: ["noquorum"], partitions: 1, timeout: 4)
+        defer { p.stop() }
+        try p.publish([(key: FleetQueues.key(0), body: Array("1".utf8))])
+        cluster.kill(1)
+        cluster.kill(2)
+        defer {
+            for n in [1, 2] where !cluster.isRunning(n) { try? cluster.start(n) }
+            for n in [1, 2] { try? cluster.waitUntilUp(n) }
+        }
+        let started = monotonicSeconds()
+        #expect(throws: FleetPublisher.Failure.self) { try p.publish([(key: FleetQueues.key(0), body: Array("2".utf8))]) }
+        #expect(monotonicSeconds() - started < 6)
+        for n in [1, 2] { try cluster.start(n) }
+        for n in [1, 2] { try cluster.waitUntilUp(n) }
+        #expect(
+            ServeProcess.eventually(60) {
+                (try? p.publish([(key: FleetQueues.key(0), body: Array("3".utf8))])) != nil
+            })
+    }
+}
+
+/// A thread running `body` (joined by the caller).
+func startThreadForTest(_ body: @escaping () -> Void) -> pthread_t {
+    switch startThread(body) {
+    case .success(let t): return t
+    case .failure(let e): fatalError("no thread: \(e)")
     }
 }

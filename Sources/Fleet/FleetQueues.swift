@@ -1,0 +1,44 @@
+/// The broker's layout, one place: every record is published to one direct exchange with its
+/// device's partition as the routing key; each sink has a quorum queue per partition, bound
+/// under that key, so a record reaches every sink's queue of its partition (a sink that is
+/// down holds back only its own queues, as on one machine). Names are made of the sink's name
+/// (config: `[A-Za-z0-9_-]`) and numbers only.
+public struct FleetQueues: Sendable, Equatable {
+    public static let exchange = "healthgate.records"
+    /// Deliveries of one message past this many (crashed workers count) go to the sink's dead letters.
+    public static let deliveryLimit = 100
+
+    public var sinks: [String]
+    public var partitions: Int
+
+    public init(sinks: [String], partitions: Int) {
+        self.sinks = sinks
+        self.partitions = partitions
+    }
+
+    /// The partition of a device's records: the same on every machine and every start (FNV-1a
+    /// of its UTF-8, not Swift's per-process seeded `Hasher`), so per-device order holds.
+    /// Changing `partitions` moves devices: drain the queues first.
+    public static func partition(of device: String, among partitions: Int) -> Int {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in device.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+        return Int(h % UInt64(max(1, partitions)))
+    }
+
+    public static func key(_ partition: Int) -> String { "p\(partition)" }
+
+    public static func queue(sink: String, partition: Int) -> String { "healthgate.\(sink).p\(partition)" }
+
+    /// Declares the exchange, each sink's queues and their bindings (idempotent: the same
+    /// arguments each time; a queue declared with others is a channel error, said as such).
+    public func declare(on c: AMQPConnection) throws(AMQPConnection.Failure) {
+        try c.declareExchange(FleetQueues.exchange)
+        for sink in sinks {
+            for p in 0..<partitions {
+                let q = FleetQueues.queue(sink: sink, partition: p)
+                try c.declareQueue(q, singleActiveConsumer: true, deliveryLimit: FleetQueues.deliveryLimit)
+                try c.bind(queue: q, exchange: FleetQueues.exchange, key: FleetQueues.key(p))
+            }
+        }
+    }
+}
