@@ -103,7 +103,7 @@ let package = Package(
             dependencies: [
                 "HealthgateCore", "Posix", "FastJSON", "CanonicalJSON", "YAMLConfig", "Transforms", "SinkKit", "Sinks",
                 "Pipeline", "CMicroHTTPD", "HealthgateCrypto", "CZlib", "CLinux", "CQREncode", "Storage",
-                "SinkPostgres"
+                "SinkPostgres", "Fleet"
             ],
             swiftSettings: strict
         ),

@@ -13,7 +13,9 @@ public enum CLI {
         healthgate \(version) — a gateway for Apple Health data
 
         usage:
-          healthgate serve [[--config] FILE]   run the gateway (no config: ./healthgate.yaml, else the embedded default)
+          healthgate serve [[--config] FILE] [--role ingest|deliver|all]
+                                               run the gateway (no config: ./healthgate.yaml, else the embedded default);
+                                               --role: one part of a fleet (the config's fleet:; docs/fleet.md)
           healthgate init  [[--config] FILE] [--force] [--new-credentials]
                                                write a config; the token and secret serve made here are kept (--new-credentials: fresh ones)
           healthgate check [[--config] FILE] [--require-env]
@@ -90,7 +92,7 @@ public enum CLI {
         }
         do {
             switch command {
-            case "serve": return try ServeCommand(try Options(try configPositional(args), allowed: [])).run()
+            case "serve": return try ServeCommand(try Options(try configPositional(args), allowed: ["--role"])).run()
             case "init": return try InitCommand(try Options(try configPositional(args), allowed: ["--force", "--new-credentials"])).run()
             case "check": return try CheckCommand(try Options(try configPositional(args), allowed: ["--require-env"])).run()
             case "link": return try LinkCommand(try Options(args, allowed: ["--receiver", "--host", "--format", "--scheme", "--qr"])).run()
@@ -190,7 +192,7 @@ struct Options {
 
     static let valueOptions: Set<String> = [
         "--config", "--receiver", "--host", "--format", "--scheme", "--sink", "--since",
-        "--at", "--end", "--id"
+        "--at", "--end", "--id", "--role"
     ]
 
     /// Positional arguments (before, between or after options) and the options.

@@ -46,6 +46,12 @@ struct CheckCommand {
                 "read API: GET \(api.prefix)/{samples,workouts,daily,latest,batches,openapi.json} over sink \(api.sink); "
                     + "\(api.tokens.count) read token(s)\(scoped > 0 ? ", \(scoped) limited to some devices" : "")")
         }
+        if let f = t.fleet {
+            say(
+                "fleet: \(f.brokers.count) broker(s) (\(f.brokers.map(\.shown).joined(separator: ", "))), \(f.partitions) partitions, "
+                    + "state in PostgreSQL")
+            say("warning: fleet: is checked, but serve cannot run a fleet in this version yet (docs/fleet.md)")
+        }
         for w in t.warnings { say("warning: \(w)") }
         if t.receivers.isEmpty { say("warning: the config has no receivers: nothing can send data to this gateway") }
         if let w = dataDirWarning { say("warning: \(w)") }

@@ -1,4 +1,5 @@
 import CLinux
+import Fleet
 import Glibc
 import HealthgateCore
 import Pipeline
@@ -10,6 +11,15 @@ struct ServeCommand {
     let options: Options
     init(_ o: Options) { options = o }
 
+    /// `--role ingest|deliver|all` (default all).
+    static func role(_ options: Options) throws(UsageError) -> FleetRole {
+        guard let given = options.values["--role"] else { return .all }
+        guard let role = FleetRole(rawValue: given) else {
+            throw UsageError("--role is ingest, deliver or all (the default), not \"\(given)\"")
+        }
+        return role
+    }
+
     func run() throws -> Int32 {
         // One heap, not eight a core: memory a big request or a drain's batch used is reused by
         // the next, whichever thread frees it and allocates again (less memory at peak for the
@@ -19,10 +29,23 @@ struct ServeCommand {
         if DefaultConfig.env("MALLOC_TRIM_THRESHOLD_") == nil && DefaultConfig.env("GLIBC_TUNABLES") == nil {
             hg_keep_freed_memory(64 << 20, 4 << 20)
         }
+        let role = try ServeCommand.role(options)
         let logSink = StderrLogSink(minimum: .info)
         let logger = Logger(component: "healthgate", sink: logSink)
         let source = try ConfigSource.resolve(options, credentials: .make)
         let topology = try source.load(logger: logger)
+        if role != .all && topology.fleet == nil {
+            throw UsageError(
+                "--role \(role.rawValue) runs one part of a fleet: \(source.file) needs a fleet: section (brokers, state, "
+                    + "partitions; docs/fleet.md)")
+        }
+        if topology.fleet != nil {
+            // Checked, not run: a machine that took requests as one machine would answer 2xx for
+            // records on its own disk only, which is what fleet: is there to prevent.
+            throw UsageError(
+                "\(source.file) has a fleet: section, which this version checks but cannot run yet (docs/fleet.md says "
+                    + "what is being built); without it, serve runs one machine")
+        }
         logSink.configure(
             minimum: topology.log.level?.level ?? .info,
             format: topology.log.format == .json ? .json : .logfmt)

@@ -1,4 +1,5 @@
 import CMicroHTTPD
+import Fleet
 import Glibc
 import HealthgateCore
 import HealthgateCrypto
@@ -31,6 +32,8 @@ public struct Topology: Sendable {
     public var admin: AdminSettings?
     /// `log:`: the level and format of `serve`'s log.
     public var log: LogConfig = LogConfig()
+    /// `fleet:`, checked (nil: one machine).
+    public var fleet: FleetSettings?
     /// `shutdown_timeout:` (default 20 s): how long SIGTERM waits for requests in flight and
     /// sinks' writes before `serve` exits.
     public var shutdownTimeout: Double = 20
@@ -87,6 +90,7 @@ struct TopLevelConfig: Decodable {
     var admin: AdminConfig?
     var log: LogConfig?
     var shutdown_timeout: ConfigDuration?
+    var fleet: YAMLNode?
 }
 
 struct RouteConfig: Decodable {
@@ -323,6 +327,7 @@ public enum ConfigLoader {
             problems += list.problems
             admin = AdminSettings(token: a.token.map { Array($0.utf8) }, localLinks: a.local_links ?? false)
         }
+        let fleet = top.fleet.flatMap { FleetSettings.check($0, problems: &problems) }
         if !problems.isEmpty { throw ConfigProblems(problems: problems) }
 
         var fingerprints: [String: String] = [:]
@@ -350,7 +355,7 @@ public enum ConfigLoader {
             warnings: warnings, journal: top.journal ?? JournalConfig(),
             quarantine: top.quarantine ?? QuarantineConfig(), deadLetters: top.dead_letters ?? DeadLettersConfig(),
             readAPI: readAPI, admin: admin,
-            log: top.log ?? LogConfig(), shutdownTimeout: shutdownTimeout, sinkFingerprints: fingerprints)
+            log: top.log ?? LogConfig(), fleet: fleet, shutdownTimeout: shutdownTimeout, sinkFingerprints: fingerprints)
     }
 
     /// Why the key and certificate files cannot serve HTTPS (unreadable, not PEM, not a pair);
