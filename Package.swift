@@ -96,7 +96,7 @@ let package = Package(
             exclude: ["Journal/JOURNAL.md", "Delivery/QUEUES.md"], swiftSettings: strict),
         // More than one machine: the AMQP client (rabbitmq-c), partitions, the ingest publisher
         // and the delivery workers of `serve --role`.
-        .target(name: "Fleet", dependencies: ["HealthgateCore", "Posix", "CRabbitMQ"], swiftSettings: strict),
+        .target(name: "Fleet", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "CRabbitMQ"], swiftSettings: strict),
         // HTTP server, receivers and formats, ingest, write-back, config, the CLI.
         .target(
             name: "Gateway",
@@ -145,7 +145,9 @@ let package = Package(
         // The journal, built and tested without the HTTP server.
         .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "Posix", "HealthgateCore"], swiftSettings: strict),
         // The fleet against a real RabbitMQ cluster on loopback.
-        .testTarget(name: "FleetTests", dependencies: ["Fleet", "HealthgateTesting", "Posix"], swiftSettings: strict),
+        .testTarget(
+            name: "FleetTests", dependencies: ["Fleet", "HealthgateTesting", "Posix", "CanonicalJSON", "HealthgateCore"],
+            swiftSettings: strict),
         .testTarget(
             name: "GatewayTests",
             dependencies: [

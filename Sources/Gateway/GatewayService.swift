@@ -1,3 +1,4 @@
+import Fleet
 import Glibc
 import HealthgateCore
 import HealthgateCrypto
@@ -62,14 +63,28 @@ public final class GatewayService: @unchecked Sendable {
     /// Held for the service's life: one `serve` per data dir.
     private let lockFD: Int32
     private let statusMonitor = Monitor()
+    /// What this process runs of a fleet (`all`: everything, as one machine).
+    let role: FleetRole
+    /// An ingest machine's publisher (`serve --role ingest`).
+    let fleetIngest: FleetIngest?
     private var statusThread: pthread_t?
     private var stopping = false
 
     public init(
         topology: Topology, logger: Logger, clock: any WaitClock = SystemClock(),
-        signatureClock: any Clock = SystemClock()
+        signatureClock: any Clock = SystemClock(), role: FleetRole = .all
     ) throws {
         live = Locked(topology)
+        self.role = role
+        if let f = topology.fleet, role == .ingest {
+            // An ingest machine publishes; the deliver machines run the sinks.
+            let publisher = try FleetPublisher(
+                brokers: f.brokers, queues: FleetQueues(sinks: topology.sinks.map(\.name), partitions: f.partitions),
+                logger: logger.child("fleet"))
+            fleetIngest = FleetIngest(publisher: publisher, partitions: f.partitions)
+        } else {
+            fleetIngest = nil
+        }
         self.logger = logger
         self.clock = clock
         self.signatureClock = signatureClock
@@ -127,7 +142,7 @@ public final class GatewayService: @unchecked Sendable {
         tlsPEM = try GatewayService.readTLS(topology)
         server = GatewayService.makeServer(topology, tls: tlsPEM, guard: connectionGuard, handler: switchable, logger: logger)
         var drainers: [SinkDrainer] = []
-        for s in topology.sinks {
+        for s in topology.sinks where role != .ingest {
             drainers.append(try makeDrainer(s, topology: topology, metrics: SinkMetrics(name: s.name), inbox: nil))
         }
         drainerSet.set(drainers)
@@ -268,7 +283,7 @@ public final class GatewayService: @unchecked Sendable {
             queueLimits: limits, connections: connectionGuard,
             readAPI: topology.readAPI.map { ReadAPI(settings: $0, requests: requestLog, logger: logger.child("read_api")) },
             requestLog: requestLog, status: status, deviceGates: gates,
-            reusing: earlier?.receiverMetrics ?? [])
+            reusing: earlier?.receiverMetrics ?? [], fleet: fleetIngest)
     }
 
     /// SIGHUP: takes a new, checked config while serving. Sinks whose config or routes changed
@@ -288,7 +303,10 @@ public final class GatewayService: @unchecked Sendable {
         kept.listenPort = old.listenPort
         let current = drainers
         var next: [SinkDrainer] = []
-        for s in new.sinks {
+        if role == .ingest && new.sinks.map(\.name) != old.sinks.map(\.name) {
+            said.append("the sinks changed: an ingest machine publishes to the new sinks' queues after a restart")
+        }
+        for s in new.sinks where role != .ingest {
             let running = current.first { $0.name == s.name }
             if let running, old.sinkFingerprints[s.name] == new.sinkFingerprints[s.name] {
                 next.append(running)
@@ -464,6 +482,7 @@ public final class GatewayService: @unchecked Sendable {
                     + "phones send them again)")
         }
         control?.stop()
+        fleetIngest?.publisher.stop()
         for d in drainers { d.requestStop() }
         for d in drainers { d.stop(within: max(0.1, deadline - monotonicSeconds())) }
         for d in drainers { d.inbox?.close() }

@@ -1,4 +1,5 @@
 import Fleet
+import Foundation
 import Glibc
 import HealthgateCore
 @testable import HealthgateTesting
@@ -282,6 +283,66 @@ import Testing
             ServeProcess.eventually(60) {
                 (try? p.publish([(key: FleetQueues.key(0), body: Array("3".utf8))])) != nil
             })
+    }
+
+    // MARK: serve --role ingest
+
+    /// An ingest machine answers 2xx once the brokers confirmed the request's records, which are
+    /// then in every sink's queue of their partition (the lines the journal would have held),
+    /// and nothing of them in its own journal; without a quorum it answers 503 with Retry-After.
+    @Test func anIngestMachineAnswers2xxOnlyForRecordsTheBrokersConfirmed() throws {
+        let cluster = try Self.cluster()
+        let brokers = (0..<3).map { "\"\(cluster.url($0))\"" }.joined(separator: ", ")
+        let serve = try ServeProcess(
+            config: """
+                listen: 127.0.0.1:0
+                data_dir: DATA_DIR
+                receivers:
+                  lp: {kind: influx, device: lab-phone, auth: {type: bearer, token: tok-ingest-0123456789}}
+                routes:
+                  - {from: [lp], to: [archive, db]}
+                sinks:
+                  archive: {kind: file, path: "archive.ndjson"}
+                  db: {kind: file, path: "db.ndjson"}
+                fleet:
+                  brokers: [\(brokers)]
+                  state: "postgres://healthgate@127.0.0.1/unused"
+                  partitions: 4
+                """, arguments: ["--role", "ingest"])
+        defer { serve.stop() }
+        let auth = [("Authorization", "Bearer tok-ingest-0123456789")]
+        let body = "heart_rate,source=watch value=72 1760400000\nheart_rate,source=watch value=75 1760400060\n"
+        let r = try serve.client().request("POST", "/api/v2/write?precision=s", headers: auth, body: Array(body.utf8))
+        #expect(r.status == 204, "\(r.status) \(r.text) \(serve.stderrText)")
+        let partition = FleetQueues.partition(of: "lab-phone", among: 4)
+        for sink in ["archive", "db"] {
+            let got = try drain(FleetQueues.queue(sink: sink, partition: partition), cluster)
+            let lines = got.flatMap { $0.split(separator: "\n").map(String.init) }
+            #expect(lines.count == 2, "\(sink): \(got)")
+            #expect(lines.allSatisfy { $0.contains("\"device\":\"lab-phone\"") && $0.contains("\"type\":\"heart_rate\"") })
+            #expect(lines.first?.contains("\"value\":72") == true)
+        }
+        // Nothing stays on the machine's own disk: its journal holds no entry, no sink runs here.
+        let journal = (try? FileManager.default.contentsOfDirectory(atPath: serve.dataDir + "/journal")) ?? []
+        let journaled = journal.reduce(0) {
+            $0 + ((try? FileManager.default.attributesOfItem(atPath: serve.dataDir + "/journal/" + $1)[.size] as? Int) ?? 0)
+        }
+        #expect(journaled == 0, "\(journal)")
+        #expect(!FileManager.default.fileExists(atPath: serve.dataDir + "/archive.ndjson"))
+
+        // No quorum: 503 with Retry-After, within the publisher's timeout.
+        cluster.kill(1)
+        cluster.kill(2)
+        defer {
+            for n in [1, 2] where !cluster.isRunning(n) { try? cluster.start(n) }
+            for n in [1, 2] { try? cluster.waitUntilUp(n) }
+        }
+        let started = monotonicSeconds()
+        let refused = try serve.client().request("POST", "/api/v2/write?precision=s", headers: auth, body: Array(body.utf8))
+        #expect(refused.status == 503, "\(refused.status) \(refused.text)")
+        #expect(refused.headers.contains { $0.0.lowercased() == "retry-after" }, "\(refused.headers)")
+        #expect(monotonicSeconds() - started < 15)
+        #expect(!serve.stderrText.contains("tok-ingest") && !serve.stderrText.contains(cluster.password))
     }
 }
 

@@ -77,7 +77,7 @@ import YAMLConfig
         #expect(unknown.contains { $0.contains("replicas") }, "\(unknown)")
     }
 
-    @Test func serveRefusesAWrongRoleARoleWithoutAFleetAndAFleetItCannotRunYet() throws {
+    @Test func serveRefusesAWrongRoleARoleWithoutAFleetAndAFleetRoleItCannotRunYet() throws {
         let dir = ServeProcess.makeTempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let plain = dir + "/one.yaml", fleet = dir + "/fleet.yaml"
@@ -93,7 +93,10 @@ import YAMLConfig
         #expect(noFleetOut.contains("needs a fleet: section"), "\(noFleetOut)")
         let (withFleet, withFleetOut) = try Command.run(bin, ["serve", "--config", fleet], timeout: 30)
         #expect(withFleet == 2)
-        #expect(withFleetOut.contains("cannot run yet"), "\(withFleetOut)")
+        #expect(withFleetOut.contains("not yet --role all"), "\(withFleetOut)")
+        let (deliver, deliverOut) = try Command.run(bin, ["serve", "--config", fleet, "--role", "deliver"], timeout: 30)
+        #expect(deliver == 2)
+        #expect(deliverOut.contains("not yet --role deliver"), "\(deliverOut)")
         #expect(!withFleetOut.contains("hunter2"))
         let (check, checkOut) = try Command.run(bin, ["check", "--config", fleet], timeout: 30)
         #expect(check == 0, "\(checkOut)")

@@ -51,14 +51,14 @@ final class ServeProcess {
     /// `listening: false` for a start that may die before it listens (a crash-loop test's).
     init(
         config: String, dataDir: String? = nil, environment: [String: String] = [:], binary: String? = nil,
-        listening: Bool = true
+        listening: Bool = true, arguments extra: [String] = []
     ) throws {
         let dir = dataDir ?? ServeProcess.makeTempDir()
         self.dataDir = dir
         self.binary = binary ?? ServeProcess.binary
         configPath = dir + ".yaml"
         try config.replacingOccurrences(of: "DATA_DIR", with: dir).write(toFile: configPath, atomically: true, encoding: .utf8)
-        try launch(arguments: ["serve", "--config", configPath], cwd: nil, environment: environment, listening: listening)
+        try launch(arguments: ["serve", "--config", configPath] + extra, cwd: nil, environment: environment, listening: listening)
     }
 
     /// Starts the binary with its own arguments (e.g. `serve` on the embedded default).

@@ -50,7 +50,7 @@ struct CheckCommand {
             say(
                 "fleet: \(f.brokers.count) broker(s) (\(f.brokers.map(\.shown).joined(separator: ", "))), \(f.partitions) partitions, "
                     + "state in PostgreSQL")
-            say("warning: fleet: is checked, but serve cannot run a fleet in this version yet (docs/fleet.md)")
+            say("warning: serve runs a fleet's ingest machines (--role ingest), not yet its deliver machines (docs/fleet.md)")
         }
         for w in t.warnings { say("warning: \(w)") }
         if t.receivers.isEmpty { say("warning: the config has no receivers: nothing can send data to this gateway") }

@@ -39,12 +39,12 @@ struct ServeCommand {
                 "--role \(role.rawValue) runs one part of a fleet: \(source.file) needs a fleet: section (brokers, state, "
                     + "partitions; docs/fleet.md)")
         }
-        if topology.fleet != nil {
-            // Checked, not run: a machine that took requests as one machine would answer 2xx for
-            // records on its own disk only, which is what fleet: is there to prevent.
+        if topology.fleet != nil && role != .ingest {
+            // Not run: a machine that took requests as one machine would answer 2xx for records
+            // on its own disk only, which is what fleet: is there to prevent.
             throw UsageError(
-                "\(source.file) has a fleet: section, which this version checks but cannot run yet (docs/fleet.md says "
-                    + "what is being built); without it, serve runs one machine")
+                "\(source.file) has a fleet: section: this version runs its ingest machines (--role ingest), not yet "
+                    + "--role \(role.rawValue) (docs/fleet.md says what is being built)")
         }
         logSink.configure(
             minimum: topology.log.level?.level ?? .info,
@@ -71,7 +71,8 @@ struct ServeCommand {
         // A crash on a sink's threads is noted in that sink's crash note (the crash-loop guard).
         CrashAttribution.install()
 
-        let service = try GatewayService(topology: topology, logger: logger, clock: options.clock, signatureClock: signatureClock)
+        let service = try GatewayService(
+            topology: topology, logger: logger, clock: options.clock, signatureClock: signatureClock, role: role)
         let port = try service.start()
         let scheme = topology.tls != nil ? "https" : "http"
         print("healthgate \(CLI.version): config \(source.file), data dir \(topology.dataDir)")

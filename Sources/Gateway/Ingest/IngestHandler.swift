@@ -1,5 +1,6 @@
 import CanonicalJSON
 import FastJSON
+import Fleet
 import HealthgateCore
 import Pipeline
 import SinkKit
@@ -13,6 +14,9 @@ public final class IngestHandler: HTTPHandler, Sendable {
     let metricsByName: [String: ReceiverMetrics]
     public let receiverMetrics: [ReceiverMetrics]
     let journal: Journal
+    /// On a fleet's ingest machine (`serve --role ingest`): where a request's records go
+    /// instead of the journal.
+    let fleet: FleetIngest?
     let quarantine: Quarantine
     let clock: any Clock
     let signatureClock: any Clock
@@ -52,8 +56,10 @@ public final class IngestHandler: HTTPHandler, Sendable {
         journalMaxBytes: Int? = nil, makeRoom: @escaping @Sendable (Int) -> Void = { _ in },
         queueLimits: [String: [QueueLimit]] = [:], connections: ConnectionGuard? = nil,
         readAPI: ReadAPI? = nil, requestLog: RequestLog? = nil, status: StatusEndpoint? = nil,
-        deviceGates: [String: DeviceGate] = [:], reusing earlier: [ReceiverMetrics] = []
+        deviceGates: [String: DeviceGate] = [:], reusing earlier: [ReceiverMetrics] = [],
+        fleet: FleetIngest? = nil
     ) {
+        self.fleet = fleet
         self.status = status
         self.deviceGates = deviceGates
         self.connections = connections
@@ -299,11 +305,27 @@ public final class IngestHandler: HTTPHandler, Sendable {
                     "\(receiver.name): \(batch.quarantined.count) record(s) set aside in quarantine"
                         + "\(IngestHandler.requestID(request)), first reason: \(batch.quarantined[0].reason)")
             }
-            if !batch.isEmpty, let full = admission(receiver.name, adding: batch.payload.count) {
+            if !batch.isEmpty, fleet == nil, let full = admission(receiver.name, adding: batch.payload.count) {
                 m.unavailable.add(1, ordering: .relaxed)
                 return full
             }
-            if !batch.isEmpty {
+            if !batch.isEmpty, let fleet {
+                // A fleet's ingest machine: durable once a quorum of broker nodes confirmed it.
+                do {
+                    try fleet.publisher.publish(FleetMessages.make(batch, partitions: fleet.partitions))
+                } catch {
+                    m.unavailable.add(1, ordering: .relaxed)
+                    logger.warning("\(receiver.name): \(error); answering 503")
+                    return problem(
+                        503, "The message broker did not confirm",
+                        "The fleet's brokers did not confirm this request's records in time. "
+                            + "Nothing of it may be counted on; send it again.",
+                        headers: [HTTPHeader("Retry-After", "5")])
+                }
+                m.accepted.add(batch.count, ordering: .relaxed)
+                if batch.unknownTypes > 0 { m.unknownTypes.add(batch.unknownTypes, ordering: .relaxed) }
+                if batch.unknownUnits > 0 { m.unknownUnits.add(batch.unknownUnits, ordering: .relaxed) }
+            } else if !batch.isEmpty {
                 do {
                     // A big request becomes several bounded entries, kept or lost together.
                     try journal.append(
@@ -411,4 +433,10 @@ public final class IngestHandler: HTTPHandler, Sendable {
                 + "Nothing of this request was kept; send it again later.",
             headers: [HTTPHeader("Retry-After", "30")])
     }
+}
+
+/// A fleet ingest machine's way to the broker: the publisher and the partitions.
+public struct FleetIngest: Sendable {
+    public let publisher: FleetPublisher
+    public let partitions: Int
 }
