@@ -268,17 +268,11 @@ import Testing
         let p = try publisher(cluster, sinks: ["noquorum"], partitions: 1, timeout: 4)
         defer { p.stop() }
         try p.publish([(key: FleetQueues.key(0), body: Array("1".utf8))])
-        cluster.kill(1)
-        cluster.kill(2)
-        defer {
-            for n in [1, 2] where !cluster.isRunning(n) { try? cluster.start(n) }
-            for n in [1, 2] { try? cluster.waitUntilUp(n) }
+        try cluster.withNodesDown([1, 2]) {
+            let started = monotonicSeconds()
+            #expect(throws: FleetPublisher.Failure.self) { try p.publish([(key: FleetQueues.key(0), body: Array("2".utf8))]) }
+            #expect(monotonicSeconds() - started < 6)
         }
-        let started = monotonicSeconds()
-        #expect(throws: FleetPublisher.Failure.self) { try p.publish([(key: FleetQueues.key(0), body: Array("2".utf8))]) }
-        #expect(monotonicSeconds() - started < 6)
-        for n in [1, 2] { try cluster.start(n) }
-        for n in [1, 2] { try cluster.waitUntilUp(n) }
         #expect(
             ServeProcess.eventually(60) {
                 (try? p.publish([(key: FleetQueues.key(0), body: Array("3".utf8))])) != nil
@@ -331,17 +325,13 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: serve.dataDir + "/archive.ndjson"))
 
         // No quorum: 503 with Retry-After, within the publisher's timeout.
-        cluster.kill(1)
-        cluster.kill(2)
-        defer {
-            for n in [1, 2] where !cluster.isRunning(n) { try? cluster.start(n) }
-            for n in [1, 2] { try? cluster.waitUntilUp(n) }
+        try cluster.withNodesDown([1, 2]) {
+            let started = monotonicSeconds()
+            let refused = try serve.client().request("POST", "/api/v2/write?precision=s", headers: auth, body: Array(body.utf8))
+            #expect(refused.status == 503, "\(refused.status) \(refused.text)")
+            #expect(refused.headers.contains { $0.0.lowercased() == "retry-after" }, "\(refused.headers)")
+            #expect(monotonicSeconds() - started < 15)
         }
-        let started = monotonicSeconds()
-        let refused = try serve.client().request("POST", "/api/v2/write?precision=s", headers: auth, body: Array(body.utf8))
-        #expect(refused.status == 503, "\(refused.status) \(refused.text)")
-        #expect(refused.headers.contains { $0.0.lowercased() == "retry-after" }, "\(refused.headers)")
-        #expect(monotonicSeconds() - started < 15)
         #expect(!serve.stderrText.contains("tok-ingest") && !serve.stderrText.contains(cluster.password))
     }
 }

@@ -207,6 +207,17 @@ final class RabbitMQCluster {
         scripts[i] = nil
     }
 
+    /// Kills `nodes`, runs `body`, then starts again those it left down and waits until they
+    /// are up (also when it throws), so that the next test finds the whole cluster.
+    func withNodesDown<R>(_ nodes: [Int], _ body: () throws -> R) throws -> R {
+        for n in nodes { kill(n) }
+        defer {
+            for n in nodes where !isRunning(n) { try? start(n) }
+            for n in nodes { try? waitUntilUp(n) }
+        }
+        return try body()
+    }
+
     /// Freezes node `i` (SIGSTOP): its peers and clients see it silent, as when cut off.
     func freeze(_ i: Int) { if let pid = vmPID(i) { Glibc.kill(pid, SIGSTOP) } }
     func thaw(_ i: Int) { if let pid = vmPID(i) { Glibc.kill(pid, SIGCONT) } }
