@@ -324,14 +324,29 @@ import Testing
         #expect(journaled == 0, "\(journal)")
         #expect(!FileManager.default.fileExists(atPath: serve.dataDir + "/archive.ndjson"))
 
-        // No quorum: 503 with Retry-After, within the publisher's timeout.
+        // /healthz: the machine can do its role while a broker takes its publishes.
+        let healthy = try serve.client().request("GET", "/healthz")
+        #expect(healthy.status == 200 && healthy.text.contains("\"role\":\"ingest\""), "\(healthy.text)")
+
+        // No quorum: 503 with Retry-After, within the publisher's timeout; /healthz says so.
         try cluster.withNodesDown([1, 2]) {
             let started = monotonicSeconds()
             let refused = try serve.client().request("POST", "/api/v2/write?precision=s", headers: auth, body: Array(body.utf8))
             #expect(refused.status == 503, "\(refused.status) \(refused.text)")
             #expect(refused.headers.contains { $0.0.lowercased() == "retry-after" }, "\(refused.headers)")
             #expect(monotonicSeconds() - started < 15)
+            #expect(
+                ServeProcess.eventually(20) {
+                    (try? serve.client().request("GET", "/healthz").status) == 503
+                })
         }
+        // Back: /healthz is 200 again within the idle check, and requests go through.
+        #expect(
+            ServeProcess.eventually(60) {
+                (try? serve.client().request("GET", "/healthz").status) == 200
+            })
+        let again = try serve.client().request("POST", "/api/v2/write?precision=s", headers: auth, body: Array(body.utf8))
+        #expect(again.status == 204, "\(again.status) \(again.text)")
         #expect(!serve.stderrText.contains("tok-ingest") && !serve.stderrText.contains(cluster.password))
     }
 }

@@ -187,6 +187,13 @@ public final class AMQPConnection {
         guard rc == AMQP_STATUS_OK.rawValue else { throw lost("nack", AMQPConnection.status(rc)) }
     }
 
+    /// Reads what the broker sent meanwhile, waiting at most `seconds`: keeps an idle
+    /// connection's heartbeats going (rabbitmq-c answers them only inside its calls) and finds
+    /// it closed. Throws when it is gone.
+    public func service(waiting seconds: Double = 0.01) throws(Failure) {
+        try pump(waiting: seconds)
+    }
+
     // MARK: The loop
 
     /// Reads what the broker sends for up to `seconds` (one frame, or none).

@@ -35,6 +35,8 @@ public final class FleetPublisher: @unchecked Sendable {
     private let monitor = Monitor()
     private var waiting: [Job] = []
     private var stopping = false
+    /// Why the brokers cannot take records now (nil: the last publish or check went through).
+    private var failing: String?
     private var thread: pthread_t?
     /// The publisher thread's own (no lock): its connection and the broker to try next.
     private var connection: AMQPConnection?
@@ -67,6 +69,10 @@ public final class FleetPublisher: @unchecked Sendable {
         if let failure { throw failure }
     }
 
+    /// Why the brokers cannot take a request now (no broker reachable, no quorum confirming), as
+    /// the last publish or idle check found; nil when they can. For `/healthz`.
+    public var problem: String? { monitor.withLock { failing } }
+
     /// Fails what waits and ends the thread.
     public func stop() {
         monitor.withLock {
@@ -80,13 +86,19 @@ public final class FleetPublisher: @unchecked Sendable {
     private func run() {
         while true {
             let group: [Job] = monitor.withLock {
-                while waiting.isEmpty && !stopping { monitor.wait() }
+                if waiting.isEmpty && !stopping { monitor.wait(seconds: FleetPublisher.idleCheck) }
                 defer { waiting.removeAll() }
                 return waiting
             }
-            if group.isEmpty { break } // stopping, nothing waits
+            let stop = monitor.withLock { stopping }
+            if group.isEmpty {
+                if stop { break }
+                idle()
+                continue
+            }
             let failure = publish(group)
             monitor.withLock {
+                failing = failure?.description
                 for job in group {
                     job.failure = failure
                     job.done = true
@@ -96,6 +108,28 @@ public final class FleetPublisher: @unchecked Sendable {
         }
         connection?.close()
         connection = nil
+    }
+
+    /// How often an idle publisher looks at its connection.
+    static let idleCheck = 2.0
+
+    /// Nothing to publish: keeps the connection alive (its heartbeats are answered only inside
+    /// a call), or makes it again, and notes whether a broker takes it.
+    private func idle() {
+        var problem: String?
+        do throws(Failure) {
+            let c = try connected(until: monotonicSeconds() + 3)
+            do throws(AMQPConnection.Failure) {
+                try c.service()
+            } catch {
+                connection = nil
+                next += 1
+                problem = "\(error)"
+            }
+        } catch {
+            problem = error.description
+        }
+        monitor.withLock { failing = problem }
     }
 
     /// Publishes a group's messages and waits for their confirms until the earliest deadline.

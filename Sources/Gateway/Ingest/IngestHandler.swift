@@ -169,6 +169,19 @@ public final class IngestHandler: HTTPHandler, Sendable {
         if journal.isClosed {
             return problem(503, "Shutting down", "The journal is closed.")
         }
+        if let fleet {
+            // An ingest machine can do its role while a broker takes its publishes: 503 sends
+            // the phones (through a load balancer) to another while none does.
+            let why = fleet.publisher.problem
+            var w = JSONWriter(capacity: 128)
+            w.beginObject()
+            w.key("status"); w.string(why == nil ? "ok" : "unavailable")
+            w.key("role"); w.string("ingest")
+            w.key("brokers"); w.string(why == nil ? "reachable" : "unreachable")
+            if let why { w.key("why"); w.string(why) }
+            w.endObject()
+            return HTTPResponse(status: why == nil ? 200 : 503, headers: [HTTPHeader("Content-Type", "application/json")], body: w.bytes)
+        }
         var w = JSONWriter(capacity: 128)
         let sinks = sinkMetrics()
         let down = sinks.contains { $0.reachability.problem != nil || $0.paused != nil }
