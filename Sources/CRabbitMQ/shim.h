@@ -147,14 +147,12 @@ static inline int hg_amqp_next_event(amqp_connection_state_t c, const struct tim
     e->channel = f.channel;
     if (f.frame_type != AMQP_FRAME_METHOD) { e->kind = HG_AMQP_OTHER; return 0; }
     switch (f.payload.method.id) {
-    case AMQP_BASIC_ACK_METHOD: {
-        amqp_basic_ack_t *m = f.payload.method.decoded;
-        e->kind = HG_AMQP_ACK; e->tag = m->delivery_tag; e->flag = m->multiple;
-        break;
-    }
+    case AMQP_BASIC_ACK_METHOD:
     case AMQP_BASIC_NACK_METHOD: {
-        amqp_basic_nack_t *m = f.payload.method.decoded;
-        e->kind = HG_AMQP_NACK; e->tag = m->delivery_tag; e->flag = m->multiple;
+        /* basic.nack is basic.ack's two fields and `requeue`. */
+        amqp_basic_ack_t *m = f.payload.method.decoded;
+        e->kind = f.payload.method.id == AMQP_BASIC_ACK_METHOD ? HG_AMQP_ACK : HG_AMQP_NACK;
+        e->tag = m->delivery_tag; e->flag = m->multiple;
         break;
     }
     case AMQP_BASIC_RETURN_METHOD: {

@@ -30,6 +30,5 @@ import Testing
     @Test func aShownURLHidesThePassword() throws {
         let u = try AMQPURL("amqp://healthgate:hunter2@rmq1/%2f")
         #expect(u.shown == "amqp://healthgate:***@rmq1:5672/%2f")
-        #expect(AMQPURL.redact("amqp://a:hunter2@h/") == "amqp://a:***@h/")
     }
 }

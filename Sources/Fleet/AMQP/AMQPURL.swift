@@ -21,7 +21,8 @@ public struct AMQPURL: Sendable, Equatable {
     }
 
     public init(_ text: String) throws(Invalid) {
-        func fail(_ why: String) -> Invalid { Invalid(description: "not an AMQP URL (\(why)): \(AMQPURL.redact(text))") }
+        // The text is not repeated: it holds the password (the config says where it is written).
+        func fail(_ why: String) -> Invalid { Invalid(description: "not an AMQP URL (\(why))") }
         let rest: Substring
         if text.hasPrefix("amqp://") {
             (tls, rest) = (false, text.dropFirst(7))
@@ -81,14 +82,6 @@ public struct AMQPURL: Sendable, Equatable {
         let scheme = tls ? "amqps" : "amqp"
         let h = host.contains(":") ? "[\(host)]" : host
         return "\(scheme)://\(user):***@\(h):\(port)/\(vhost == "/" ? "%2f" : vhost)"
-    }
-
-    /// `text` with whatever stands between `//user:` and `@` replaced by `***` (for errors).
-    public static func redact(_ text: String) -> String {
-        guard let slashes = text.firstRange(of: "://"), let at = text.lastIndex(of: "@"), at > slashes.upperBound else { return text }
-        let credentials = text[slashes.upperBound..<at]
-        guard let colon = credentials.firstIndex(of: ":") else { return text }
-        return String(text[..<colon]) + ":***" + String(text[at...])
     }
 
     static func percentDecoded(_ s: Substring) -> String? {

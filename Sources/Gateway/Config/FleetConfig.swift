@@ -1,4 +1,5 @@
 import Fleet
+import SinkKit
 import YAMLConfig
 
 /// `fleet: {brokers, state, partitions}` as written.
@@ -54,7 +55,7 @@ extension FleetSettings {
                 "state",
                 state.isEmpty
                     ? "fleet needs state: the PostgreSQL URL every machine shares, e.g. \"postgres://healthgate@db/healthgate\""
-                    : "state is a PostgreSQL URL (postgres://user@host/database), not \"\(AMQPURL.redact(state))\"")
+                    : "state is a PostgreSQL URL (postgres://user@host/database), not \"\(SafeText.url(state))\"")
         }
         let partitions = c.partitions ?? FleetSettings.defaultPartitions
         if !(1...FleetSettings.maxPartitions).contains(partitions) {

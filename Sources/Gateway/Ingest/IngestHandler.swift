@@ -318,35 +318,10 @@ public final class IngestHandler: HTTPHandler, Sendable {
                     "\(receiver.name): \(batch.quarantined.count) record(s) set aside in quarantine"
                         + "\(IngestHandler.requestID(request)), first reason: \(batch.quarantined[0].reason)")
             }
-            if !batch.isEmpty, fleet == nil, let full = admission(receiver.name, adding: batch.payload.count) {
-                m.unavailable.add(1, ordering: .relaxed)
-                return full
-            }
-            if !batch.isEmpty, let fleet {
-                // A fleet's ingest machine: durable once a quorum of broker nodes confirmed it.
-                do {
-                    try fleet.publisher.publish(FleetMessages.make(batch, partitions: fleet.partitions))
-                } catch {
+            if !batch.isEmpty {
+                if let refusal = keep(batch, receiver: receiver.name) {
                     m.unavailable.add(1, ordering: .relaxed)
-                    logger.warning("\(receiver.name): \(error); answering 503")
-                    return problem(
-                        503, "The message broker did not confirm",
-                        "The fleet's brokers did not confirm this request's records in time. "
-                            + "Nothing of it may be counted on; send it again.",
-                        headers: [HTTPHeader("Retry-After", "5")])
-                }
-                m.accepted.add(batch.count, ordering: .relaxed)
-                if batch.unknownTypes > 0 { m.unknownTypes.add(batch.unknownTypes, ordering: .relaxed) }
-                if batch.unknownUnits > 0 { m.unknownUnits.add(batch.unknownUnits, ordering: .relaxed) }
-            } else if !batch.isEmpty {
-                do {
-                    // A big request becomes several bounded entries, kept or lost together.
-                    try journal.append(
-                        payload: batch.payload, parts: batch.cuts.parts(total: batch.payload.count),
-                        time: clock.now())
-                } catch {
-                    m.unavailable.add(1, ordering: .relaxed)
-                    return unavailable(error.isNoSpace)
+                    return refusal
                 }
                 m.accepted.add(batch.count, ordering: .relaxed)
                 if batch.unknownTypes > 0 { m.unknownTypes.add(batch.unknownTypes, ordering: .relaxed) }
@@ -356,6 +331,33 @@ public final class IngestHandler: HTTPHandler, Sendable {
             noted.records = batch.count
             noted.refused = batch.quarantined.count
             return reply
+        }
+    }
+
+    /// Makes a request's records durable before its 2xx: into the journal (fsynced) on one
+    /// machine; on a fleet's ingest machine, published and confirmed by a quorum of brokers.
+    /// The answer when they could not be (nothing of them kept); nil when they are.
+    func keep(_ batch: ReceivedBatch, receiver: String) -> HTTPResponse? {
+        if let fleet {
+            do {
+                try fleet.publisher.publish(FleetMessages.make(batch, partitions: fleet.partitions))
+                return nil
+            } catch {
+                logger.warning("\(receiver): \(error); answering 503")
+                return problem(
+                    503, "The message broker did not confirm",
+                    "The fleet's brokers did not confirm this request's records in time. "
+                        + "Nothing of it may be counted on; send it again.",
+                    headers: [HTTPHeader("Retry-After", "5")])
+            }
+        }
+        if let full = admission(receiver, adding: batch.payload.count) { return full }
+        do {
+            // A big request becomes several bounded entries, kept or lost together.
+            try journal.append(payload: batch.payload, parts: batch.cuts.parts(total: batch.payload.count), time: clock.now())
+            return nil
+        } catch {
+            return unavailable(error.isNoSpace)
         }
     }
 
