@@ -96,7 +96,11 @@ let package = Package(
             exclude: ["Journal/JOURNAL.md", "Delivery/QUEUES.md"], swiftSettings: strict),
         // More than one machine: the AMQP client (rabbitmq-c), partitions, the ingest publisher
         // and the delivery workers of `serve --role`.
-        .target(name: "Fleet", dependencies: ["HealthgateCore", "Posix", "CanonicalJSON", "CRabbitMQ"], swiftSettings: strict),
+        .target(
+            name: "Fleet",
+            dependencies: [
+                "HealthgateCore", "Posix", "CanonicalJSON", "CRabbitMQ", "Pipeline", "SinkKit", "SinkPostgres", "HealthgateCrypto"
+            ], swiftSettings: strict),
         // HTTP server, receivers and formats, ingest, write-back, config, the CLI.
         .target(
             name: "Gateway",
@@ -146,7 +150,8 @@ let package = Package(
         .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "Posix", "HealthgateCore"], swiftSettings: strict),
         // The fleet against a real RabbitMQ cluster on loopback.
         .testTarget(
-            name: "FleetTests", dependencies: ["Fleet", "HealthgateTesting", "Posix", "CanonicalJSON", "HealthgateCore"],
+            name: "FleetTests",
+            dependencies: ["Fleet", "HealthgateTesting", "Posix", "CanonicalJSON", "HealthgateCore", "Pipeline", "SinkKit"],
             swiftSettings: strict),
         .testTarget(
             name: "GatewayTests",

@@ -37,11 +37,13 @@ static inline amqp_rpc_reply_t hg_amqp_login(amqp_connection_state_t c, const ch
 }
 
 /* A durable queue: quorum (replicated) or classic; optionally with one active consumer at a time,
-   a delivery limit (0: none) and a dead-letter exchange (NULL: none; then at-least-once
-   dead-lettering, which needs reject-publish). 0 on success, else see amqp_get_rpc_reply. */
+   a delivery limit (0: none) and a dead-letter exchange (NULL: none; "" is the default exchange)
+   with its routing key (NULL: the message's own; then at-least-once dead-lettering, which needs
+   reject-publish). 0 on success, else see amqp_get_rpc_reply. */
 static inline int hg_amqp_declare_queue(amqp_connection_state_t c, amqp_channel_t ch, const char *name, int quorum,
-                                        int single_active, int delivery_limit, const char *dead_letter_exchange) {
-    amqp_table_entry_t args[6];
+                                        int single_active, int delivery_limit, const char *dead_letter_exchange,
+                                        const char *dead_letter_key) {
+    amqp_table_entry_t args[7];
     int n = 0;
     if (quorum) {
         args[n].key = amqp_cstring_bytes("x-queue-type");
@@ -66,6 +68,12 @@ static inline int hg_amqp_declare_queue(amqp_connection_state_t c, amqp_channel_
         args[n].value.kind = AMQP_FIELD_KIND_UTF8;
         args[n].value.value.bytes = amqp_cstring_bytes(dead_letter_exchange);
         n++;
+        if (dead_letter_key) {
+            args[n].key = amqp_cstring_bytes("x-dead-letter-routing-key");
+            args[n].value.kind = AMQP_FIELD_KIND_UTF8;
+            args[n].value.value.bytes = amqp_cstring_bytes(dead_letter_key);
+            n++;
+        }
         if (quorum) {
             args[n].key = amqp_cstring_bytes("x-dead-letter-strategy");
             args[n].value.kind = AMQP_FIELD_KIND_UTF8;
@@ -79,6 +87,14 @@ static inline int hg_amqp_declare_queue(amqp_connection_state_t c, amqp_channel_
     }
     amqp_table_t table = {n, n ? args : NULL};
     amqp_queue_declare_ok_t *ok = amqp_queue_declare(c, ch, amqp_cstring_bytes(name), 0, 1, 0, 0, table);
+    return ok ? 0 : -1;
+}
+
+/* How many messages wait in an existing queue, untaken (a passive declare: a queue that does not
+   exist closes the channel). 0 on success. */
+static inline int hg_amqp_queue_depth(amqp_connection_state_t c, amqp_channel_t ch, const char *name, uint32_t *messages) {
+    amqp_queue_declare_ok_t *ok = amqp_queue_declare(c, ch, amqp_cstring_bytes(name), 1, 0, 0, 0, amqp_empty_table);
+    if (ok) *messages = ok->message_count;
     return ok ? 0 : -1;
 }
 
@@ -134,6 +150,7 @@ typedef struct {
     int flag;     /* ack/nack: multiple; deliver: redelivered */
     uint16_t code;
     amqp_bytes_t text; /* close: reply text; deliver: routing key; valid until the next call */
+    amqp_bytes_t consumer; /* deliver: the consumer's tag (which of the channel's consumers) */
 } hg_amqp_event;
 
 /* Waits up to `timeout` for the next method frame. 0 (event filled, HG_AMQP_NOTHING on a
@@ -163,6 +180,7 @@ static inline int hg_amqp_next_event(amqp_connection_state_t c, const struct tim
     case AMQP_BASIC_DELIVER_METHOD: {
         amqp_basic_deliver_t *m = f.payload.method.decoded;
         e->kind = HG_AMQP_DELIVER; e->tag = m->delivery_tag; e->flag = m->redelivered; e->text = m->routing_key;
+        e->consumer = m->consumer_tag;
         break;
     }
     case AMQP_CHANNEL_CLOSE_METHOD: {

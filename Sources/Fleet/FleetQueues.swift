@@ -29,14 +29,22 @@ public struct FleetQueues: Sendable, Equatable {
 
     public static func queue(sink: String, partition: Int) -> String { "healthgate.\(sink).p\(partition)" }
 
+    /// A sink's dead letters: what it rejected (as `dead-letters.ndjson` lines), and the
+    /// messages past the delivery limit (as they were published). `replay --sink` reads it.
+    public static func deadLetterQueue(sink: String) -> String { "healthgate.\(sink).dead" }
+
     /// Declares the exchange, each sink's queues and their bindings (idempotent: the same
     /// arguments each time; a queue declared with others is a channel error, said as such).
     public func declare(on c: AMQPConnection) throws(AMQPConnection.Failure) {
         try c.declareExchange(FleetQueues.exchange)
         for sink in sinks {
+            let dead = FleetQueues.deadLetterQueue(sink: sink)
+            try c.declareQueue(dead)
             for p in 0..<partitions {
                 let q = FleetQueues.queue(sink: sink, partition: p)
-                try c.declareQueue(q, singleActiveConsumer: true, deliveryLimit: FleetQueues.deliveryLimit)
+                try c.declareQueue(
+                    q, singleActiveConsumer: true, deliveryLimit: FleetQueues.deliveryLimit, deadLetterExchange: "",
+                    deadLetterKey: dead)
                 try c.bind(queue: q, exchange: FleetQueues.exchange, key: FleetQueues.key(p))
             }
         }

@@ -65,8 +65,9 @@ public final class GatewayService: @unchecked Sendable {
     private let statusMonitor = Monitor()
     /// What this process runs of a fleet (`all`: everything, as one machine).
     let role: FleetRole
-    /// An ingest machine's publisher (`serve --role ingest`).
-    let fleetIngest: FleetIngest?
+    /// This machine's part of a fleet: its publisher (roles ingest and all) and its sinks'
+    /// workers (deliver and all); nil without `fleet:`.
+    let fleetPart: FleetPart?
     private var statusThread: pthread_t?
     private var stopping = false
 
@@ -76,14 +77,25 @@ public final class GatewayService: @unchecked Sendable {
     ) throws {
         live = Locked(topology)
         self.role = role
-        if let f = topology.fleet, role == .ingest {
-            // An ingest machine publishes; the deliver machines run the sinks.
-            let publisher = try FleetPublisher(
-                brokers: f.brokers, queues: FleetQueues(sinks: topology.sinks.map(\.name), partitions: f.partitions),
-                logger: logger.child("fleet"))
-            fleetIngest = FleetIngest(publisher: publisher, partitions: f.partitions)
+        if let f = topology.fleet {
+            // Ingest publishes to the brokers; deliver runs a worker per sink on their queues.
+            let publisher =
+                role == .deliver
+                ? nil
+                : try FleetPublisher(
+                    brokers: f.brokers, queues: FleetQueues(sinks: topology.sinks.map(\.name), partitions: f.partitions),
+                    logger: logger.child("fleet"))
+            let workers =
+                role == .ingest
+                ? []
+                : topology.sinks.map { s in
+                    FleetWorker(
+                        name: s.name, built: s.built, routes: topology.routes.filter { $0.to.contains(s.name) }, fleet: f,
+                        dataDir: topology.dataDir, logger: logger.child("fleet"), clock: clock)
+                }
+            fleetPart = FleetPart(role: role, publisher: publisher, workers: workers, partitions: f.partitions)
         } else {
-            fleetIngest = nil
+            fleetPart = nil
         }
         self.logger = logger
         self.clock = clock
@@ -142,7 +154,7 @@ public final class GatewayService: @unchecked Sendable {
         tlsPEM = try GatewayService.readTLS(topology)
         server = GatewayService.makeServer(topology, tls: tlsPEM, guard: connectionGuard, handler: switchable, logger: logger)
         var drainers: [SinkDrainer] = []
-        for s in topology.sinks where role != .ingest {
+        for s in topology.sinks where topology.fleet == nil {
             drainers.append(try makeDrainer(s, topology: topology, metrics: SinkMetrics(name: s.name), inbox: nil))
         }
         drainerSet.set(drainers)
@@ -278,12 +290,13 @@ public final class GatewayService: @unchecked Sendable {
         return IngestHandler(
             receivers: topology.receivers.map(\.receiver), journal: journal, quarantine: quarantine,
             clock: clock, signatureClock: signatureClock, logger: logger.child("ingest"),
-            sinkMetrics: { set.all.map(\.metrics) }, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
+            sinkMetrics: { [fleetPart] in set.all.map(\.metrics) + (fleetPart?.workers.map(\.metrics) ?? []) },
+            journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
             makeRoom: { [weak self] target in self?.makeRoomForRemovedSinks(downTo: target) },
             queueLimits: limits, connections: connectionGuard,
             readAPI: topology.readAPI.map { ReadAPI(settings: $0, requests: requestLog, logger: logger.child("read_api")) },
             requestLog: requestLog, status: status, deviceGates: gates,
-            reusing: earlier?.receiverMetrics ?? [], fleet: fleetIngest)
+            reusing: earlier?.receiverMetrics ?? [], fleet: fleetPart)
     }
 
     /// SIGHUP: takes a new, checked config while serving. Sinks whose config or routes changed
@@ -303,10 +316,10 @@ public final class GatewayService: @unchecked Sendable {
         kept.listenPort = old.listenPort
         let current = drainers
         var next: [SinkDrainer] = []
-        if role == .ingest && new.sinks.map(\.name) != old.sinks.map(\.name) {
-            said.append("the sinks changed: an ingest machine publishes to the new sinks' queues after a restart")
+        if old.fleet != nil && (old.sinkFingerprints != new.sinkFingerprints || old.sinks.map(\.name) != new.sinks.map(\.name)) {
+            said.append("the sinks or their routes changed: in a fleet, they take effect after a restart")
         }
-        for s in new.sinks where role != .ingest {
+        for s in new.sinks where old.fleet == nil {
             let running = current.first { $0.name == s.name }
             if let running, old.sinkFingerprints[s.name] == new.sinkFingerprints[s.name] {
                 next.append(running)
@@ -406,6 +419,7 @@ public final class GatewayService: @unchecked Sendable {
     /// Starts everything; returns the HTTP port.
     public func start() throws -> UInt16 {
         for d in drainers { try d.start() }
+        for w in fleetPart?.workers ?? [] { try w.start() }
         control?.start()
         let port = try server.start()
         self.port.store(port, ordering: .relaxed)
@@ -482,7 +496,9 @@ public final class GatewayService: @unchecked Sendable {
                     + "phones send them again)")
         }
         control?.stop()
-        fleetIngest?.publisher.stop()
+        fleetPart?.publisher?.stop()
+        for w in fleetPart?.workers ?? [] { w.requestStop() }
+        for w in fleetPart?.workers ?? [] { w.stop(within: max(0.1, deadline - monotonicSeconds())) }
         for d in drainers { d.requestStop() }
         for d in drainers { d.stop(within: max(0.1, deadline - monotonicSeconds())) }
         for d in drainers { d.inbox?.close() }

@@ -77,7 +77,7 @@ import YAMLConfig
         #expect(unknown.contains { $0.contains("replicas") }, "\(unknown)")
     }
 
-    @Test func serveRefusesAWrongRoleARoleWithoutAFleetAndAFleetRoleItCannotRunYet() throws {
+    @Test func serveRefusesAWrongRoleAndARoleWithoutAFleet() throws {
         let dir = ServeProcess.makeTempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let plain = dir + "/one.yaml", fleet = dir + "/fleet.yaml"
@@ -91,13 +91,6 @@ import YAMLConfig
         let (noFleet, noFleetOut) = try Command.run(bin, ["serve", "--config", plain, "--role", "ingest"], timeout: 30)
         #expect(noFleet == 2)
         #expect(noFleetOut.contains("needs a fleet: section"), "\(noFleetOut)")
-        let (withFleet, withFleetOut) = try Command.run(bin, ["serve", "--config", fleet], timeout: 30)
-        #expect(withFleet == 2)
-        #expect(withFleetOut.contains("not yet --role all"), "\(withFleetOut)")
-        let (deliver, deliverOut) = try Command.run(bin, ["serve", "--config", fleet, "--role", "deliver"], timeout: 30)
-        #expect(deliver == 2)
-        #expect(deliverOut.contains("not yet --role deliver"), "\(deliverOut)")
-        #expect(!withFleetOut.contains("hunter2"))
         let (check, checkOut) = try Command.run(bin, ["check", "--config", fleet], timeout: 30)
         #expect(check == 0, "\(checkOut)")
         #expect(checkOut.contains("fleet: 1 broker(s) (amqp://u:***@h:5672/%2f), 16 partitions"), "\(checkOut)")

@@ -22,6 +22,8 @@ public final class AMQPConnection {
         public var tag: UInt64
         public var redelivered: Bool
         public var routingKey: String
+        /// The tag of the consumer it came to: which queue it was taken from.
+        public var consumer: String
         public var messageID: String?
         public var body: [UInt8]
     }
@@ -42,6 +44,9 @@ public final class AMQPConnection {
     private var refused = Set<UInt64>()
     private var deliveries: [Delivery] = []
     private var idsInFlight: [String: UInt64] = [:]
+    /// Message ids are this connection's random prefix and its publish count: unique in the
+    /// fleet, so a worker knows a message it already applied when it comes again.
+    private let idPrefix = String(UInt64.random(in: .min ... .max), radix: 36)
 
     /// Connects and logs in within `timeout` seconds; `heartbeat` seconds between heartbeats
     /// (the broker closes a connection silent for two of them).
@@ -96,12 +101,21 @@ public final class AMQPConnection {
     /// with `singleActiveConsumer` one consumer at a time takes it.
     public func declareQueue(
         _ name: String, quorum: Bool = true, singleActiveConsumer: Bool = false, deliveryLimit: Int = 0,
-        deadLetterExchange: String? = nil
+        deadLetterExchange: String? = nil, deadLetterKey: String? = nil
     ) throws(Failure) {
         try rpc("declare queue \(name)") {
             hg_amqp_declare_queue(
-                state, channel, name, quorum ? 1 : 0, singleActiveConsumer ? 1 : 0, Int32(deliveryLimit), deadLetterExchange)
+                state, channel, name, quorum ? 1 : 0, singleActiveConsumer ? 1 : 0, Int32(deliveryLimit), deadLetterExchange,
+                deadLetterKey)
         }
+    }
+
+    /// How many messages wait in the queue `name`, not taken by a consumer (a queue that does
+    /// not exist is a failure that closes the connection).
+    public func depth(of name: String) throws(Failure) -> Int {
+        var messages: UInt32 = 0
+        try rpc("look at queue \(name)") { hg_amqp_queue_depth(state, channel, name, &messages) }
+        return Int(messages)
     }
 
     public func declareExchange(_ name: String, type: String = "direct") throws(Failure) {
@@ -126,7 +140,7 @@ public final class AMQPConnection {
     public func publish(exchange: String, key: String, body: [UInt8]) throws(Failure) {
         guard isOpen else { throw Failure(description: "\(url.shown): the connection is closed") }
         let seq = nextSeq
-        let id = "m\(seq)"
+        let id = "\(idPrefix)-\(seq)"
         let rc = body.withUnsafeBytes { hg_amqp_publish(state, channel, exchange, key, $0.baseAddress, $0.count, id) }
         guard rc == AMQP_STATUS_OK.rawValue else { throw lost("publish", AMQPConnection.status(rc)) }
         if confirming {
@@ -215,9 +229,12 @@ public final class AMQPConnection {
             if let id = message.id, let seq = idsInFlight[id] { refused.insert(seq) }
         case Int32(HG_AMQP_DELIVER.rawValue):
             let key = String(decoding: UnsafeRawBufferPointer(start: e.text.bytes, count: e.text.len), as: UTF8.self)
+            let consumer = String(decoding: UnsafeRawBufferPointer(start: e.consumer.bytes, count: e.consumer.len), as: UTF8.self)
             let (tag, redelivered) = (e.tag, e.flag != 0)
             let message = try readMessage()
-            deliveries.append(Delivery(tag: tag, redelivered: redelivered, routingKey: key, messageID: message.id, body: message.body))
+            deliveries.append(
+                Delivery(
+                    tag: tag, redelivered: redelivered, routingKey: key, consumer: consumer, messageID: message.id, body: message.body))
         case Int32(HG_AMQP_CHANNEL_CLOSE.rawValue), Int32(HG_AMQP_CONNECTION_CLOSE.rawValue):
             let why = String(decoding: UnsafeRawBufferPointer(start: e.text.bytes, count: e.text.len), as: UTF8.self)
             throw lost(

@@ -33,6 +33,7 @@ public enum CLI {
           healthgate replay FILE.ndjson [--sink NAME] [--config FILE]
                                                deliver an archive, or a sink's dead letters, again
           healthgate replay --journal [--since TIME] [--sink NAME]
+          healthgate replay --sink NAME      (fleet: the sink's dead-letter queue)
                                                deliver again what the journal still holds
           healthgate version                   the version, the commit and the day it was built
           healthgate help [COMMAND]            this text, or one command's (also: healthgate COMMAND --help)
@@ -112,8 +113,10 @@ public enum CLI {
             case "replay":
                 let file = args.first.flatMap { $0.hasPrefix("-") ? nil : $0 }
                 let o = try Options(file == nil ? args : Array(args.dropFirst()), allowed: ["--sink", "--journal", "--since"])
-                if file == nil && !o.flags.contains("--journal") {
-                    throw UsageError("which file? `healthgate replay FILE.ndjson [--sink NAME]`, or `--journal [--since TIME]`")
+                if file == nil && !o.flags.contains("--journal") && o.values["--sink"] == nil {
+                    throw UsageError(
+                        "which file? `healthgate replay FILE.ndjson [--sink NAME]`, `--journal [--since TIME]`, or (in a "
+                            + "fleet) `--sink NAME` for its dead-letter queue")
                 }
                 if file != nil && (o.flags.contains("--journal") || o.values["--since"] != nil) {
                     throw UsageError("give a FILE or --journal, not both (--since goes with --journal)")

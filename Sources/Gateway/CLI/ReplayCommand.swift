@@ -1,5 +1,6 @@
 import CanonicalJSON
 import FastJSON
+import Fleet
 import Glibc
 import HealthgateCore
 import Pipeline
@@ -57,6 +58,12 @@ struct ReplayCommand {
         let t = try source.load(logger: logger)
         ConfigSource.announce("replay", source, t)
         if let file, !FileIO.exists(file) { throw UsageError("\(file): no such file") }
+        if let fleet = t.fleet { return try runInFleet(fleet, t) }
+        if file == nil && !options.flags.contains("--journal") {
+            throw UsageError(
+                "which file? `healthgate replay FILE.ndjson [--sink NAME]`, or `--journal [--since TIME]` (`--sink NAME` "
+                    + "alone replays a fleet sink's dead-letter queue, and this config has no fleet:)")
+        }
         var since: Timestamp?
         if let s = options.values["--since"] {
             guard let (t, _) = Timestamp.parseRFC3339(s) else {
@@ -172,6 +179,45 @@ struct ReplayCommand {
         if let file, input != file {
             unlink(input)
         }
+        return 0
+    }
+
+    /// In a fleet, records go back through the brokers (`FleetReplay`).
+    private func runInFleet(_ fleet: FleetSettings, _ t: Topology) throws -> Int32 {
+        let only = options.values["--sink"]
+        if let only, !t.sinks.contains(where: { $0.name == only }) {
+            throw UsageError("no sink is named \"\(only)\"\(suggestion(only, t.sinks.map(\.name)))")
+        }
+        guard let file else {
+            guard let only, !options.flags.contains("--journal") else {
+                throw UsageError(
+                    "a fleet's records wait in its brokers' queues, not in a journal: `replay --sink NAME` takes a sink's "
+                        + "dead-letter queue, `replay FILE` a file's records")
+            }
+            let parser = JSONParser()
+            return try FleetReplay(fleet: fleet, sinks: t.sinks.map(\.name), decode: { decode($0, parser: parser) })
+                .replayDeadLetters(sink: only)
+        }
+        let parser = JSONParser()
+        let replay = FleetReplay(fleet: fleet, sinks: t.sinks.map(\.name), decode: { decode($0, parser: parser) })
+        let c = try replay.connect()
+        defer { c.close() }
+        let progress = Progress(total: FileIO.fileSize(file) ?? 0, tty: isatty(2) == 1)
+        var (read, unreadable) = (0, 0)
+        try forEachChunk(file) { lines, bytesSoFar in
+            var records: [CanonicalRecord] = []
+            for line in lines where !line.allSatisfy({ $0 == 0x20 || $0 == 0x0D || $0 == 0x09 }) {
+                if let r = decode(line, parser: parser) { records.append(r) } else { unreadable += 1 }
+            }
+            try replay.publish(records, sink: only, on: c)
+            read += records.count
+            progress.update(bytes: bytesSoFar, records: read)
+        }
+        progress.finish(records: read)
+        print(
+            "\(read) record(s) of \(file) are in \(only.map { "sink \($0)'s" } ?? "every sink's") queues; the deliver "
+                + "machines deliver them")
+        if unreadable > 0 { print("\(unreadable) line(s) of \(file) were not records and were skipped") }
         return 0
     }
 

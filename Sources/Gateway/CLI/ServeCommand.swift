@@ -39,13 +39,6 @@ struct ServeCommand {
                 "--role \(role.rawValue) runs one part of a fleet: \(source.file) needs a fleet: section (brokers, state, "
                     + "partitions; docs/fleet.md)")
         }
-        if topology.fleet != nil && role != .ingest {
-            // Not run: a machine that took requests as one machine would answer 2xx for records
-            // on its own disk only, which is what fleet: is there to prevent.
-            throw UsageError(
-                "\(source.file) has a fleet: section: this version runs its ingest machines (--role ingest), not yet "
-                    + "--role \(role.rawValue) (docs/fleet.md says what is being built)")
-        }
         logSink.configure(
             minimum: topology.log.level?.level ?? .info,
             format: topology.log.format == .json ? .json : .logfmt)

@@ -16,7 +16,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
     let journal: Journal
     /// On a fleet's ingest machine (`serve --role ingest`): where a request's records go
     /// instead of the journal.
-    let fleet: FleetIngest?
+    let fleet: FleetPart?
     let quarantine: Quarantine
     let clock: any Clock
     let signatureClock: any Clock
@@ -57,7 +57,7 @@ public final class IngestHandler: HTTPHandler, Sendable {
         queueLimits: [String: [QueueLimit]] = [:], connections: ConnectionGuard? = nil,
         readAPI: ReadAPI? = nil, requestLog: RequestLog? = nil, status: StatusEndpoint? = nil,
         deviceGates: [String: DeviceGate] = [:], reusing earlier: [ReceiverMetrics] = [],
-        fleet: FleetIngest? = nil
+        fleet: FleetPart? = nil
     ) {
         self.fleet = fleet
         self.status = status
@@ -170,14 +170,23 @@ public final class IngestHandler: HTTPHandler, Sendable {
             return problem(503, "Shutting down", "The journal is closed.")
         }
         if let fleet {
-            // An ingest machine can do its role while a broker takes its publishes: 503 sends
-            // the phones (through a load balancer) to another while none does.
-            let why = fleet.publisher.problem
-            var w = JSONWriter(capacity: 128)
+            // A fleet machine can do its role while a broker takes its publishes (ingest) and
+            // each sink's worker consumes and saves its state (deliver): 503 sends the phones
+            // (through a load balancer) to another ingest machine, and tells an operator why.
+            let publishing = fleet.publisher?.problem
+            let workers = fleet.workers.map { ($0.name, $0.problem) }
+            let why = publishing ?? workers.lazy.compactMap { w in w.1.map { "sink \(w.0): \($0)" } }.first
+            var w = JSONWriter(capacity: 256)
             w.beginObject()
             w.key("status"); w.string(why == nil ? "ok" : "unavailable")
-            w.key("role"); w.string("ingest")
-            w.key("brokers"); w.string(why == nil ? "reachable" : "unreachable")
+            w.key("role"); w.string(fleet.role.rawValue)
+            if fleet.publisher != nil { w.key("brokers"); w.string(publishing == nil ? "reachable" : "unreachable") }
+            if !workers.isEmpty {
+                w.key("sinks")
+                w.beginObject()
+                for (name, problem) in workers { w.key(name); w.string(problem == nil ? "delivering" : "not delivering") }
+                w.endObject()
+            }
             if let why { w.key("why"); w.string(why) }
             w.endObject()
             return HTTPResponse(status: why == nil ? 200 : 503, headers: [HTTPHeader("Content-Type", "application/json")], body: w.bytes)
@@ -339,8 +348,15 @@ public final class IngestHandler: HTTPHandler, Sendable {
     /// The answer when they could not be (nothing of them kept); nil when they are.
     func keep(_ batch: ReceivedBatch, receiver: String) -> HTTPResponse? {
         if let fleet {
+            guard let publisher = fleet.publisher else {
+                return problem(
+                    503, "Not an ingest machine",
+                    "This machine delivers a fleet's records and takes none: send the data to an ingest machine "
+                        + "(`serve --role ingest` or `all`). Nothing of this request was kept.",
+                    headers: [HTTPHeader("Retry-After", "30")])
+            }
             do {
-                try fleet.publisher.publish(FleetMessages.make(batch, partitions: fleet.partitions))
+                try publisher.publish(FleetMessages.make(batch, partitions: fleet.partitions))
                 return nil
             } catch {
                 logger.warning("\(receiver): \(error); answering 503")
@@ -450,8 +466,11 @@ public final class IngestHandler: HTTPHandler, Sendable {
     }
 }
 
-/// A fleet ingest machine's way to the broker: the publisher and the partitions.
-public struct FleetIngest: Sendable {
-    public let publisher: FleetPublisher
+/// A machine's part of a fleet: the publisher that takes requests (roles ingest and all), the
+/// sinks' workers (deliver and all), the partitions.
+public struct FleetPart: Sendable {
+    public let role: FleetRole
+    public let publisher: FleetPublisher?
+    public let workers: [FleetWorker]
     public let partitions: Int
 }

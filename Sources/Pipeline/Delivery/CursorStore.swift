@@ -55,7 +55,7 @@ public struct CursorStore: Sendable {
         try FileIO.writeAtomically(path, CursorStore.encode(c), mode: 0o600)
     }
 
-    static func encode(_ c: Committed) -> [UInt8] {
+    public static func encode(_ c: Committed) -> [UInt8] {
         var out = Array("\(c.journal.seq) \(c.journal.skip) \(c.inbox.seq) \(c.inbox.skip)\n".utf8)
         for key in c.states.keys.sorted() {
             let k = Array(key.utf8)
@@ -68,7 +68,7 @@ public struct CursorStore: Sendable {
         return out
     }
 
-    static func decode(_ bytes: [UInt8]) -> Committed? {
+    public static func decode(_ bytes: [UInt8]) -> Committed? {
         guard let nl = bytes.firstIndex(of: 0x0A) else { return nil }
         let head = String(decoding: bytes[..<nl], as: UTF8.self).split(separator: " ")
         guard head.count == 2 || head.count == 4, let seq = UInt64(head[0]), let skip = Int(head[1]), skip >= 0 else { return nil }

@@ -16,14 +16,28 @@ public struct DeadLetters: Sendable {
     /// their keys and reason only, and past another eighth not written (counted either way).
     let maxBytes: Int
     public static let defaultMaxBytes = 100 << 20
+    /// Where the lines go instead of the file (a fleet's dead-letter queue): its name, and a
+    /// write that says whether they were taken.
+    let outlet: Outlet?
+
+    public struct Outlet: Sendable {
+        public var name: String
+        public var write: @Sendable ([UInt8]) -> Bool
+
+        public init(name: String, write: @escaping @Sendable ([UInt8]) -> Bool) {
+            self.name = name
+            self.write = write
+        }
+    }
 
     public init(
         sink: String, dataDir: String, metrics: SinkMetrics, logger: Logger, clock: any Clock,
-        maxBytes: Int = DeadLetters.defaultMaxBytes
+        maxBytes: Int = DeadLetters.defaultMaxBytes, outlet: Outlet? = nil
     ) {
         self.maxBytes = maxBytes
+        self.outlet = outlet
         self.sink = sink
-        self.path = DeadLetters.path(sink: sink, dataDir: dataDir)
+        self.path = outlet?.name ?? DeadLetters.path(sink: sink, dataDir: dataDir)
         self.metrics = metrics
         self.logger = logger
         self.clock = clock
@@ -50,7 +64,7 @@ public struct DeadLetters: Sendable {
         var kept = 0
         var keysOnly = 0
         var notKept = 0
-        let size = FileIO.fileSize(path) ?? 0
+        let size = outlet == nil ? FileIO.fileSize(path) ?? 0 : 0
         var otherReasons: Set<String> = []
         let time = Timestamp(seconds: clock.now().seconds).rfc3339()
         for (r, reason) in rejected {
@@ -98,10 +112,8 @@ public struct DeadLetters: Sendable {
                 "sink \(sink): \(keysOnly) rejected record(s) kept as their keys only: its dead letters are past "
                     + "dead_letters.max_bytes (\(maxBytes) bytes)")
         }
-        do {
-            try FileIO.append(path, out)
-        } catch {
-            logger.error("sink \(sink): cannot write \(kept) dead letter(s) (\(error)); the record(s) will be tried again")
+        if let failure = write(out) {
+            logger.error("sink \(sink): cannot write \(kept) dead letter(s) (\(failure)); the record(s) will be tried again")
             return false
         }
         metrics.rejected.add(kept, ordering: .relaxed)
@@ -160,19 +172,28 @@ public struct DeadLetters: Sendable {
             w.endObject()
             w.newline()
         }
-        do {
-            try FileIO.append(path, w.bytes)
-            metrics.rejected.add(lines.count, ordering: .relaxed)
-            logger.warning("sink \(sink): \(lines.count) record(s) kept in \(path): \(reason)")
-            return true
-        } catch {
-            logger.error("sink \(sink): cannot write \(lines.count) dead letter(s) (\(error))")
+        if let failure = write(w.bytes) {
+            logger.error("sink \(sink): cannot write \(lines.count) dead letter(s) (\(failure))")
             return false
+        }
+        metrics.rejected.add(lines.count, ordering: .relaxed)
+        logger.warning("sink \(sink): \(lines.count) record(s) kept in \(path): \(reason)")
+        return true
+    }
+
+    /// Appends dead-letter lines to the file or the outlet; why not, when they were not taken.
+    private func write(_ lines: [UInt8]) -> String? {
+        if let outlet { return outlet.write(lines) ? nil : "\(outlet.name) did not take them" }
+        do {
+            try FileIO.append(path, lines)
+            return nil
+        } catch {
+            return "\(error)"
         }
     }
 
-    /// Keeps a journal line that is not a canonical record (its text as a JSON string).
-    func keep(line: ArraySlice<UInt8>, reason: String) {
+    /// Keeps a line that is not a canonical record (its text as a JSON string).
+    public func keep(line: ArraySlice<UInt8>, reason: String) {
         var w = JSONWriter(capacity: 512)
         w.beginObject()
         w.key("time"); w.string(Timestamp(seconds: clock.now().seconds).rfc3339())
@@ -183,10 +204,6 @@ public struct DeadLetters: Sendable {
         w.newline()
         metrics.rejected.add(1, ordering: .relaxed)
         logger.error("sink \(sink): \(reason); the line is kept in \(path)")
-        do {
-            try FileIO.append(path, w.bytes)
-        } catch {
-            logger.error("sink \(sink): cannot write a dead letter (\(error))")
-        }
+        if let failure = write(w.bytes) { logger.error("sink \(sink): cannot write a dead letter (\(failure))") }
     }
 }

@@ -105,7 +105,7 @@ public final class SinkRoutes {
     }
 
     /// The state of every transform that keeps some, by key, as the cursor file holds it.
-    var states: [String: [UInt8]] { Dictionary(saveState().map { ($0.key, $0.bytes) }, uniquingKeysWith: { $1 }) }
+    public var states: [String: [UInt8]] { Dictionary(saveState().map { ($0.key, $0.bytes) }, uniquingKeysWith: { $1 }) }
 
     /// The state of every transform that keeps some, by key.
     func saveState() -> [(key: String, bytes: [UInt8])] {
@@ -119,7 +119,7 @@ public final class SinkRoutes {
     }
 
     /// Gives each transform its committed state; says which could not take theirs.
-    func restore(_ states: [String: [UInt8]], logger: Logger) {
+    public func restore(_ states: [String: [UInt8]], logger: Logger) {
         var used = Set<String>()
         for lane in lanes {
             for (t, key) in zip(lane.transforms, lane.keys) {

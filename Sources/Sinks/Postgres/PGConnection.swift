@@ -92,7 +92,7 @@ package final class PGConnection {
 
     /// `body` in one transaction: committed when it returns, rolled back when it throws (while
     /// the connection still stands).
-    func transaction<R>(_ body: () throws(PGError) -> R) throws(PGError) -> R {
+    package func transaction<R>(_ body: () throws(PGError) -> R) throws(PGError) -> R {
         try execute("BEGIN")
         do {
             let r = try body()
@@ -199,7 +199,7 @@ package final class PGConnection {
 package struct PGRows {
     package let rows: [[String?]]
     /// Rows an INSERT, UPDATE or DELETE touched.
-    let affected: Int
+    package let affected: Int
 
     init(_ r: OpaquePointer) {
         var rows: [[String?]] = []

@@ -1,0 +1,135 @@
+import HealthgateCrypto
+import Pipeline
+import SinkPostgres
+
+/// The fleet's record of who delivers each sink's partition, and what its transforms hold, in
+/// the shared PostgreSQL (`fleet.state`): one row per sink and partition. A worker that begins
+/// taking a partition claims it, which raises the row's epoch; it saves the transforms' state
+/// only while the epoch is still its own, so a worker the broker gave up on (and whose partition
+/// moved) cannot overwrite what its successor saved. With the state it saves the ids of the
+/// messages that state already holds: a message delivered again after a crash (saved, not yet
+/// acknowledged) is recognised and changes nothing.
+/// Used by one worker thread (the connection is not shared).
+public final class PartitionStates {
+    public struct Claim {
+        public var epoch: Int64
+        public var states: [String: [UInt8]]
+        /// The messages the saved state already holds.
+        public var applied: Set<String>
+    }
+
+    public struct Save {
+        public var partition: Int
+        public var epoch: Int64
+        public var states: [String: [UInt8]]
+        public var applied: [String]
+
+        public init(partition: Int, epoch: Int64, states: [String: [UInt8]], applied: [String]) {
+            self.partition = partition
+            self.epoch = epoch
+            self.states = states
+            self.applied = applied
+        }
+    }
+
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    static let table = "healthgate_fleet_partitions"
+    let url: String
+    let holder: String
+    private var connection: PGConnection?
+
+    /// `holder` names this worker in the table (for `status`): its host and process.
+    public init(url: String, holder: String) {
+        self.url = url
+        self.holder = holder
+    }
+
+    public func close() {
+        connection?.close()
+        connection = nil
+    }
+
+    /// Takes `partition` of `sink` for this worker: its epoch raised, its state as last saved.
+    public func claim(sink: String, partition: Int) throws(Failure) -> Claim {
+        let rows = try run { c throws(PGError) in
+            try c.execute(
+                """
+                INSERT INTO \(PartitionStates.table) AS t (sink, partition, epoch, holder, claimed_at)
+                VALUES ($1, $2, 1, $3, now())
+                ON CONFLICT (sink, partition) DO UPDATE
+                SET epoch = t.epoch + 1, holder = excluded.holder, claimed_at = now()
+                RETURNING epoch, state, applied
+                """, [sink, String(partition), holder])
+        }
+        guard let row = rows.rows.first, let epoch = row[0].flatMap({ Int64($0) }) else {
+            throw Failure(description: "fleet state: claiming \(sink) partition \(partition) returned no row")
+        }
+        var states: [String: [UInt8]] = [:]
+        if let text = row[1] {
+            guard let bytes = Crypto.base64Decode(text), let decoded = CursorStore.decode(bytes) else {
+                throw Failure(description: "fleet state: the saved state of \(sink) partition \(partition) cannot be read")
+            }
+            states = decoded.states
+        }
+        let applied = Set((row[2] ?? "").split(separator: "\n").map(String.init))
+        return Claim(epoch: epoch, states: states, applied: applied)
+    }
+
+    /// Saves each partition's state in one transaction; returns the partitions whose epoch moved
+    /// on (another worker claimed them since): theirs was not saved.
+    public func save(sink: String, _ saves: [Save]) throws(Failure) -> [Int] {
+        guard !saves.isEmpty else { return [] }
+        return try run { c throws(PGError) in
+            try c.transaction { () throws(PGError) -> [Int] in
+                var fenced: [Int] = []
+                for s in saves {
+                    let state = Crypto.base64(CursorStore.encode(CursorStore.Committed(states: s.states)))
+                    let r = try c.execute(
+                        """
+                        UPDATE \(PartitionStates.table) SET state = $4, applied = $5, saved_at = now()
+                        WHERE sink = $1 AND partition = $2 AND epoch = $3
+                        """, [sink, String(s.partition), String(s.epoch), state, s.applied.joined(separator: "\n")])
+                    if r.affected == 0 { fenced.append(s.partition) }
+                }
+                return fenced
+            }
+        }
+    }
+
+    /// Runs `body` on the connection, made (and the table with it) when there is none; a
+    /// connection that broke is dropped, so the next call makes a new one.
+    private func run<R>(_ body: (PGConnection) throws(PGError) -> R) throws(Failure) -> R {
+        do {
+            let c = try connected()
+            return try body(c)
+        } catch {
+            if connection?.isOK != true { close() }
+            throw Failure(description: "fleet state: \(error)")
+        }
+    }
+
+    private func connected() throws(PGError) -> PGConnection {
+        if let c = connection, c.isOK { return c }
+        close()
+        let c = try PGConnection(
+            dsn: url, extra: [("connect_timeout", "5"), ("application_name", "healthgate fleet"), ("options", "-c statement_timeout=10000")]
+        )
+        do {
+            try c.execute(
+                """
+                CREATE TABLE IF NOT EXISTS \(PartitionStates.table) (
+                    sink text NOT NULL, partition integer NOT NULL, epoch bigint NOT NULL, holder text NOT NULL,
+                    claimed_at timestamptz NOT NULL, state text, applied text, saved_at timestamptz,
+                    PRIMARY KEY (sink, partition))
+                """)
+        } catch {
+            // Two machines creating it at once: one of them is told it exists.
+            guard error.sqlstate == "23505" || error.sqlstate == "42P07" else { throw error }
+        }
+        connection = c
+        return c
+    }
+}

@@ -1,0 +1,246 @@
+import CanonicalJSON
+import Fleet
+import Foundation
+import Glibc
+import HealthgateCore
+@testable import HealthgateTesting
+import Pipeline
+import Posix
+import SinkKit
+import Testing
+
+/// Deliver machines against the suite's cluster and a real PostgreSQL (the sinks' and the
+/// fleet's state). In the same serialized suite as the rest: some of its tests kill nodes.
+extension AMQPConnectionTests {
+    static func fleetConfig(_ cluster: RabbitMQCluster, state: String, partitions: Int, sinks: String, to: String) -> String {
+        let brokers = (0..<3).map { "\"\(cluster.url($0))\"" }.joined(separator: ", ")
+        return """
+            listen: 127.0.0.1:0
+            data_dir: DATA_DIR
+            receivers:
+              chunks: {kind: ingest, auth: {type: bearer, token: ingest-token-123456}}
+            routes:
+              - {from: [chunks], to: [\(to)]}
+            sinks:
+            \(sinks)
+            fleet:
+              brokers: [\(brokers)]
+              state: "\(state)"
+              partitions: \(partitions)
+            """
+    }
+
+    /// A chunk of `count` step samples of `device`, uuids `<device>-<round>-<n>`.
+    static func chunk(_ device: String, round: Int, count: Int) -> [UInt8] {
+        let samples = (0..<count).map { n in
+            #"{"source_uuid":"\#(device)-\#(round)-\#(n)","data_type":"stepCount","ts":"2026-08-11T07:\#(10 + n):00Z","value":\#(round * 100 + n),"unit":"count"}"#
+        }
+        return Array(#"{"device_id":"\#(device)","samples":[\#(samples.joined(separator: ","))]}"#.utf8)
+    }
+
+    /// Waits until `sql` answers `expected`, and fails with what it answered instead.
+    static func expect(
+        _ db: DatabaseProcess, _ sql: String, is expected: String, _ seconds: Double,
+        sourceLocation: Testing.SourceLocation = #_sourceLocation
+    ) {
+        var last: String?
+        _ = ServeProcess.eventually(seconds) {
+            last = try? db.psql(sql)
+            return last == expected
+        }
+        #expect(last == expected, sourceLocation: sourceLocation)
+    }
+
+    static let ingestAuth = [("Authorization", "Bearer ingest-token-123456"), ("Content-Type", "application/json")]
+
+    /// Through one ingest and two deliver machines into PostgreSQL: every record a phone was
+    /// answered 2xx for arrives once, while a deliver machine is killed (its partitions move to
+    /// the other) and replaced by a fresh one with an empty data dir.
+    @Test func deliverMachinesDeliverWhatIngestConfirmedAndTakeOverFromOneKilled() throws {
+        let cluster = try Self.cluster()
+        let db = try DatabaseProcess.postgres()
+        let config = Self.fleetConfig(
+            cluster, state: db.postgresURL, partitions: 4,
+            sinks: """
+                  db: {kind: postgres, dsn: "\(db.postgresURL)", batch: {max_wait: 10ms}, retry: {initial: 100ms, max: 500ms}}
+                """, to: "db")
+        let ingest = try ServeProcess(config: config, arguments: ["--role", "ingest"])
+        defer { ingest.stop() }
+        var first: ServeProcess? = try ServeProcess(config: config, arguments: ["--role", "deliver"])
+        let second = try ServeProcess(config: config, arguments: ["--role", "deliver"])
+        defer { second.stop() }
+        let devices = (0..<8).map { "phone-\($0)" }
+        #expect(Set(devices.map { FleetQueues.partition(of: $0, among: 4) }).count == 4)
+        var sent = 0
+        for round in 0..<6 {
+            if round == 3 {
+                first?.stop(signal: SIGKILL) // a worker dies with its messages unacknowledged
+                first = nil
+            }
+            for d in devices {
+                let r = try ingest.client().request(
+                    "POST", "/v1/ingest", headers: Self.ingestAuth, body: Self.chunk(d, round: round, count: 5))
+                #expect(r.status == 202, "\(r.status) \(r.text)")
+                sent += 5
+            }
+        }
+        Self.expect(db, "SELECT count(*) FROM healthgate.records", is: "\(sent)", 60)
+        #expect(try db.psql("SELECT count(DISTINCT uuid) FROM healthgate.records") == "\(sent)")
+        // The survivor took every partition over from the killed one.
+        let holders = try db.psql("SELECT string_agg(DISTINCT holder, ',') FROM healthgate_fleet_partitions WHERE sink = 'db'")
+        #expect(holders.hasSuffix("pid \(second.process.processIdentifier)") && !holders.contains(","), "\(holders)")
+        // The value of the last round each sample had: every record as the phone sent it.
+        #expect(try db.psql("SELECT count(*) FROM healthgate.records WHERE uuid = 'phone-5-4-2' AND value = 402") == "1")
+
+        // A fresh machine, empty data dir, the same config: it joins, and records go on.
+        let third = try ServeProcess(config: config, arguments: ["--role", "deliver"])
+        defer { third.stop() }
+        for d in devices {
+            let r = try ingest.client().request("POST", "/v1/ingest", headers: Self.ingestAuth, body: Self.chunk(d, round: 9, count: 2))
+            #expect(r.status == 202)
+            sent += 2
+        }
+        Self.expect(db, "SELECT count(*) FROM healthgate.records", is: "\(sent)", 60)
+        // Each partition was claimed, by a worker that saved its state since.
+        #expect(try db.psql("SELECT count(*) FROM healthgate_fleet_partitions WHERE sink = 'db' AND saved_at IS NOT NULL") == "4")
+
+        let health = try second.client().request("GET", "/healthz")
+        #expect(health.status == 200, "\(health.text)")
+        #expect(health.text.contains("\"role\":\"deliver\"") && health.text.contains("\"db\":\"delivering\""), "\(health.text)")
+        // A deliver machine takes no data: a phone pointed at it is told where to send, nothing lost.
+        let misdirected = try second.client().request(
+            "POST", "/v1/ingest", headers: Self.ingestAuth, body: Self.chunk("x", round: 0, count: 1))
+        #expect(misdirected.status == 503 && misdirected.text.contains("ingest machine"), "\(misdirected.text)")
+        for serve in [ingest, second, third] { #expect(!serve.stderrText.contains(cluster.password)) }
+    }
+
+    /// `--role all` with `fleet:` is one machine that publishes and delivers; what the sink
+    /// rejects goes to the sink's dead-letter queue, the message is acknowledged, and
+    /// `replay --sink` sends it back once the cause is fixed.
+    @Test func whatASinkRejectsGoesToItsDeadLetterQueueAndReplayBringsItBack() throws {
+        let cluster = try Self.cluster()
+        let db = try DatabaseProcess.postgres()
+        let accepting = Locked(false)
+        let received = Locked<[String]>([])
+        let endpoint = try ScriptedEndpoint { request in
+            guard accepting.withLock({ $0 }) else {
+                return HTTPResponse(status: 400, headers: [HTTPHeader("Content-Type", "text/plain")], body: Array("no such field".utf8))
+            }
+            received.withLock { $0 += ScriptedEndpoint.uuids(request) }
+            return HTTPResponse(status: 204)
+        }
+        let config = Self.fleetConfig(
+            cluster, state: db.postgresURL, partitions: 2,
+            sinks: """
+                  refuser: {kind: http, url: "http://127.0.0.1:\(endpoint.port)/in", batch: {max_wait: 10ms}}
+                """, to: "refuser")
+        let serve = try ServeProcess(config: config)
+        defer { serve.stop() }
+        let r = try serve.client().request("POST", "/v1/ingest", headers: Self.ingestAuth, body: Self.chunk("phone-dl", round: 1, count: 1))
+        #expect(r.status == 202, "\(r.text)")
+        let dead = FleetQueues.deadLetterQueue(sink: "refuser")
+        let c = try connect(2, cluster)
+        #expect(ServeProcess.eventually(30) { (try? c.depth(of: dead)) == 1 }, "\(serve.stderrText)")
+        // The dead letter says what, where and why (read, and left in the queue).
+        let peek = try connect(1, cluster)
+        try peek.consume(queue: dead, prefetch: 1, tag: "peek")
+        let letter = String(decoding: try #require(try peek.nextDelivery(timeout: 10)).body, as: UTF8.self)
+        peek.close()
+        #expect(letter.contains("\"sink\":\"refuser\"") && letter.contains("phone-dl-1-0") && letter.contains("no such field"), "\(letter)")
+        // Acknowledged: nothing waits in the sink's queue.
+        let partition = FleetQueues.partition(of: "phone-dl", among: 2)
+        #expect(try c.depth(of: FleetQueues.queue(sink: "refuser", partition: partition)) == 0)
+
+        // Fixed: replay sends it back through the sink's queue, and the worker delivers it.
+        accepting.withLock { $0 = true }
+        let (rc, out) = try Command.run(ServeProcess.binary, ["replay", "--sink", "refuser", "--config", serve.configPath], timeout: 60)
+        #expect(rc == 0, "\(out)")
+        #expect(out.contains("1 record(s) of 1 dead-letter message(s) are back in its queues"), "\(out)")
+        #expect(ServeProcess.eventually(30) { received.withLock { $0 } == ["phone-dl-1-0"] }, "\(received.withLock { $0 })")
+        #expect(ServeProcess.eventually(10) { (try? c.depth(of: dead)) == 0 })
+        #expect(!out.contains(cluster.password))
+    }
+
+    /// The fencing epoch: a worker that claimed a partition before another did cannot save over
+    /// the other's state; what was saved last comes with the next claim.
+    @Test func aPartitionsStateIsSavedOnlyByItsLastClaimant() throws {
+        let db = try DatabaseProcess.postgres()
+        let a = PartitionStates(url: db.postgresURL, holder: "a")
+        let b = PartitionStates(url: db.postgresURL, holder: "b")
+        defer {
+            a.close()
+            b.close()
+        }
+        let claimA = try a.claim(sink: "s", partition: 3)
+        #expect(claimA.states.isEmpty && claimA.applied.isEmpty)
+        let claimB = try b.claim(sink: "s", partition: 3)
+        #expect(claimB.epoch == claimA.epoch + 1)
+        let fenced = try a.save(sink: "s", [.init(partition: 3, epoch: claimA.epoch, states: ["r/0/dedupe": [1]], applied: ["m-a"])])
+        #expect(fenced == [3])
+        #expect(
+            try b.save(sink: "s", [.init(partition: 3, epoch: claimB.epoch, states: ["r/0/dedupe": [2, 0, 10]], applied: ["m-1", "m-2"])])
+                .isEmpty)
+        let again = try a.claim(sink: "s", partition: 3)
+        #expect(again.states == ["r/0/dedupe": [2, 0, 10]])
+        #expect(again.applied == ["m-1", "m-2"])
+        #expect(try db.psql("SELECT holder FROM healthgate_fleet_partitions WHERE sink = 's' AND partition = 3") == "a")
+    }
+
+    /// A message delivered again after its state was saved (a worker that died before it
+    /// acknowledged) changes nothing: it is acknowledged without reaching the sink again.
+    @Test func aMessageItsPartitionsStateAlreadyHoldsIsNotDeliveredAgain() throws {
+        let cluster = try Self.cluster()
+        let db = try DatabaseProcess.postgres()
+        let brokers = try (0..<3).map { try AMQPURL(cluster.url($0)) }
+        let fleet = FleetSettings(brokers: brokers, state: db.postgresURL, partitions: 1)
+        let c = try connect(0, cluster)
+        try FleetQueues(sinks: ["again"], partitions: 1).declare(on: c)
+        try c.selectConfirms()
+        func record(_ uuid: String) -> [UInt8] {
+            var r = CanonicalRecord(kind: "quantity", device: "phone-a", receiver: "chunks", uuid: uuid, type: "steps")
+            r.value = .number(1)
+            r.unit = "count"
+            r.start = Timestamp(seconds: 1_760_400_000)
+            var batch = ReceivedBatch()
+            batch.append(r)
+            return batch.payload
+        }
+        try c.publish(exchange: FleetQueues.exchange, key: FleetQueues.key(0), body: record("applied-before"))
+        try c.waitForConfirms(until: monotonicSeconds() + 10)
+        // What a worker that died after saving saw: the message's id in the partition's state.
+        let peek = try connect(1, cluster)
+        try peek.consume(queue: FleetQueues.queue(sink: "again", partition: 0), prefetch: 1, tag: "peek")
+        let seen = try #require(try peek.nextDelivery(timeout: 10))
+        let id = try #require(seen.messageID)
+        peek.close() // unacknowledged: back in the queue
+        let earlier = PartitionStates(url: db.postgresURL, holder: "earlier")
+        let claimed = try earlier.claim(sink: "again", partition: 0)
+        #expect(try earlier.save(sink: "again", [.init(partition: 0, epoch: claimed.epoch, states: [:], applied: [id])]).isEmpty)
+        earlier.close()
+
+        let written = Locked<[String]>([])
+        let sink = RecordingSink(written)
+        let worker = FleetWorker(
+            name: "again", built: .testing(sink), routes: [Route(name: "r", from: [Glob("*")], transforms: [], to: ["again"])],
+            fleet: fleet, dataDir: ServeProcess.makeTempDir(), logger: Self.quiet)
+        try worker.start()
+        defer { worker.stop(within: 10) }
+        try c.publish(exchange: FleetQueues.exchange, key: FleetQueues.key(0), body: record("new"))
+        try c.waitForConfirms(until: monotonicSeconds() + 10)
+        #expect(ServeProcess.eventually(30) { written.withLock { $0 } == ["new"] }, "\(written.withLock { $0 })")
+        worker.stop(within: 10)
+        #expect(try drain(FleetQueues.queue(sink: "again", partition: 0), cluster).isEmpty)
+        #expect(written.withLock { $0 } == ["new"])
+    }
+}
+
+/// A sink that notes the uuids it was given.
+final class RecordingSink: Sink, Sendable {
+    let written: Locked<[String]>
+    init(_ written: Locked<[String]>) { self.written = written }
+    func write(_ batch: SinkBatch) -> SinkWriteResult {
+        written.withLock { w in for r in batch.records { w.append(r.uuid) } }
+        return .accepted
+    }
+    func close() {}
+}
