@@ -151,7 +151,9 @@ let package = Package(
         // The fleet against a real RabbitMQ cluster on loopback.
         .testTarget(
             name: "FleetTests",
-            dependencies: ["Fleet", "HealthgateTesting", "Posix", "CanonicalJSON", "HealthgateCore", "Pipeline", "SinkKit"],
+            dependencies: [
+                "Fleet", "HealthgateTesting", "Posix", "CanonicalJSON", "HealthgateCore", "Pipeline", "SinkKit", "HealthgateCrypto"
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "GatewayTests",

@@ -3,6 +3,7 @@ import Fleet
 import Foundation
 import Glibc
 import HealthgateCore
+import HealthgateCrypto
 @testable import HealthgateTesting
 import Pipeline
 import Posix
@@ -12,15 +13,20 @@ import Testing
 /// Deliver machines against the suite's cluster and a real PostgreSQL (the sinks' and the
 /// fleet's state). In the same serialized suite as the rest: some of its tests kill nodes.
 extension AMQPConnectionTests {
-    static func fleetConfig(_ cluster: RabbitMQCluster, state: String, partitions: Int, sinks: String, to: String) -> String {
+    static let chunks = "  chunks: {kind: ingest, auth: {type: bearer, token: ingest-token-123456}}"
+
+    static func fleetConfig(
+        _ cluster: RabbitMQCluster, state: String, partitions: Int, sinks: String, to: String,
+        receivers: String = chunks, from: String = "chunks"
+    ) -> String {
         let brokers = (0..<3).map { "\"\(cluster.url($0))\"" }.joined(separator: ", ")
         return """
             listen: 127.0.0.1:0
             data_dir: DATA_DIR
             receivers:
-              chunks: {kind: ingest, auth: {type: bearer, token: ingest-token-123456}}
+            \(receivers)
             routes:
-              - {from: [chunks], to: [\(to)]}
+              - {from: [\(from)], to: [\(to)]}
             sinks:
             \(sinks)
             fleet:
@@ -36,19 +42,6 @@ extension AMQPConnectionTests {
             #"{"source_uuid":"\#(device)-\#(round)-\#(n)","data_type":"stepCount","ts":"2026-08-11T07:\#(10 + n):00Z","value":\#(round * 100 + n),"unit":"count"}"#
         }
         return Array(#"{"device_id":"\#(device)","samples":[\#(samples.joined(separator: ","))]}"#.utf8)
-    }
-
-    /// Waits until `sql` answers `expected`, and fails with what it answered instead.
-    static func expect(
-        _ db: DatabaseProcess, _ sql: String, is expected: String, _ seconds: Double,
-        sourceLocation: Testing.SourceLocation = #_sourceLocation
-    ) {
-        var last: String?
-        _ = ServeProcess.eventually(seconds) {
-            last = try? db.psql(sql)
-            return last == expected
-        }
-        #expect(last == expected, sourceLocation: sourceLocation)
     }
 
     static let ingestAuth = [("Authorization", "Bearer ingest-token-123456"), ("Content-Type", "application/json")]
@@ -84,7 +77,7 @@ extension AMQPConnectionTests {
                 sent += 5
             }
         }
-        Self.expect(db, "SELECT count(*) FROM healthgate.records", is: "\(sent)", 60)
+        #expect(db.answer("SELECT count(*) FROM healthgate.records", becomes: "\(sent)", within: 60) == "\(sent)")
         #expect(try db.psql("SELECT count(DISTINCT uuid) FROM healthgate.records") == "\(sent)")
         // The survivor took every partition over from the killed one.
         let holders = try db.psql("SELECT string_agg(DISTINCT holder, ',') FROM healthgate_fleet_partitions WHERE sink = 'db'")
@@ -100,7 +93,7 @@ extension AMQPConnectionTests {
             #expect(r.status == 202)
             sent += 2
         }
-        Self.expect(db, "SELECT count(*) FROM healthgate.records", is: "\(sent)", 60)
+        #expect(db.answer("SELECT count(*) FROM healthgate.records", becomes: "\(sent)", within: 60) == "\(sent)")
         // Each partition was claimed, by a worker that saved its state since.
         #expect(try db.psql("SELECT count(*) FROM healthgate_fleet_partitions WHERE sink = 'db' AND saved_at IS NOT NULL") == "4")
 
@@ -159,6 +152,85 @@ extension AMQPConnectionTests {
         #expect(ServeProcess.eventually(30) { received.withLock { $0 } == ["phone-dl-1-0"] }, "\(received.withLock { $0 })")
         #expect(ServeProcess.eventually(10) { (try? c.depth(of: dead)) == 0 })
         #expect(!out.contains(cluster.password))
+    }
+
+    /// Shared state in PostgreSQL: a signature one ingest machine took is a replay on the
+    /// other; a write-back command queued with the fleet's config goes out through whichever
+    /// ingest machine the phone reaches, and its result, taken by the other, is the fleet's.
+    @Test func ingestMachinesShareTheReplayCheckTheCommandsAndExportIDs() throws {
+        let cluster = try Self.cluster()
+        let db = try DatabaseProcess.postgres()
+        let (secret, token) = ("whsec_fleet0123456789abcdef", "fleet-phone-token-0123456789")
+        let config = Self.fleetConfig(
+            cluster, state: db.postgresURL, partitions: 2,
+            sinks: """
+                  db: {kind: postgres, dsn: "\(db.postgresURL)", batch: {max_wait: 10ms}}
+                """, to: "db",
+            receivers: """
+                  phone: {kind: syncky, path: /hook, auth: {type: bearer, token: \(token)}, hmac: {secret: \(secret)}, write_back: true}
+                  hs: {kind: healthsync, auth: {type: bearer, token: hs-token-0123456789}}
+                """,
+            from: "phone, hs")
+        let first = try ServeProcess(config: config, arguments: ["--role", "ingest"])
+        let second = try ServeProcess(config: config, arguments: ["--role", "ingest"])
+        let worker = try ServeProcess(config: config, arguments: ["--role", "deliver"])
+        defer {
+            for s in [first, second, worker] { s.stop() }
+        }
+        let now = Int64(Date().timeIntervalSince1970)
+        func signed(_ body: String, at t: Int64, kind: String? = nil) -> [(String, String)] {
+            let mac = Crypto.hmacSHA256(key: Array(secret.utf8), Array("\(t).".utf8), Array(body.utf8))
+            var h = [
+                ("Content-Type", "application/json"), ("X-Syncky-Delivery", UUID().uuidString.lowercased()),
+                ("X-Syncky-Timestamp", "\(t)"), ("X-Syncky-Signature", "v1=" + Crypto.lowercaseHex(mac)),
+                ("Authorization", "Bearer \(token)")
+            ]
+            h.append(kind.map { ("X-Syncky-Kind", $0) } ?? ("X-Syncky-Format", "native"))
+            return h
+        }
+        func sync(_ uuid: String) -> String {
+            #"{"v":1,"type":"sync","device":"d_fleet","samples":[{"uuid":"\#(uuid)","type":"body_mass","value":70,"unit":"kg","start":"2026-10-14T07:01:00Z"}],"deleted":[],"acks":[],"more":false}"#
+        }
+        let body = sync("w1")
+        let headers = signed(body, at: now)
+        let taken = try first.client().request("POST", "/hook", headers: headers, body: Array(body.utf8))
+        #expect(taken.status == 200, "\(taken.status) \(taken.text)")
+        let replayed = try second.client().request("POST", "/hook", headers: headers, body: Array(body.utf8))
+        #expect(replayed.status == 401 && replayed.text.contains("replay"), "\(replayed.status) \(replayed.text)")
+
+        let (rc, out) = try Command.run(
+            ServeProcess.binary, ["write", "dietary_water", "0.25", "L", "--at", "2026-10-14T07:00:00Z", "--config", first.configPath],
+            timeout: 60)
+        #expect(rc == 0 && out.contains("queued c_1 (version 1)"), "\(out)")
+        let next = sync("w2")
+        let reply = try second.client().request("POST", "/hook", headers: signed(next, at: now + 1), body: Array(next.utf8))
+        #expect(reply.status == 200 && reply.text.contains(#""command_id":"c_1""#), "\(reply.status) \(reply.text)")
+        let results = #"{"v":1,"type":"results","results":[{"command_id":"c_1","version":1,"status":"applied"}]}"#
+        let recorded = try first.client().request(
+            "POST", "/hook", headers: signed(results, at: now + 2, kind: "results"), body: Array(results.utf8))
+        #expect(recorded.status == 200, "\(recorded.status) \(recorded.text)")
+        let last = sync("w3")
+        let quiet = try second.client().request("POST", "/hook", headers: signed(last, at: now + 3), body: Array(last.utf8))
+        #expect(quiet.status == 200 && !quiet.text.contains("c_1"), "\(quiet.text)")
+        let (_, status) = try Command.run(ServeProcess.binary, ["status", "--config", second.configPath], timeout: 60)
+        #expect(status.contains("c_1 v1 write dietary_water 0.25 L at 2026-10-14T07:00:00Z: applied"), "\(status)")
+        #expect(db.answer("SELECT count(*) FROM healthgate.records", becomes: "3", within: 30) == "3")
+
+        // A HealthSync export stored through one machine is a resend on the other.
+        let export =
+            #"{"export_id":"exp-fleet","metrics":[{"id":"healthkit:E1","type":"stepCount","value":5,"unit":"count","start_date":"2026-10-14T07:00:00Z"}]}"#
+        let hs = [("Authorization", "Bearer hs-token-0123456789"), ("X-Device-Id", "phone-hs")]
+        let stored = try first.client().request("POST", "/api/apple-health/sync", headers: hs, body: Array(export.utf8))
+        #expect(stored.status == 200 && stored.text.contains(#""duplicate":false"#), "\(stored.text)")
+        let resent = try second.client().request("POST", "/api/apple-health/sync", headers: hs, body: Array(export.utf8))
+        #expect(resent.status == 200 && resent.text.contains(#""duplicate":true"#), "\(resent.text)")
+
+        // Without the shared state, a signature cannot be checked for a replay: 503, sent again later.
+        kill(db.process.processIdentifier, SIGQUIT)
+        _ = db.process.waitUntilExit(within: 30)
+        let unsure = sync("w4")
+        let unchecked = try first.client().request("POST", "/hook", headers: signed(unsure, at: now + 4), body: Array(unsure.utf8))
+        #expect(unchecked.status == 503 && unchecked.header("Retry-After") != nil, "\(unchecked.status) \(unchecked.text)")
     }
 
     /// The fencing epoch: a worker that claimed a partition before another did cannot save over

@@ -63,12 +63,7 @@ import YAMLConfig
         _ db: DatabaseProcess, _ sql: String, is expected: String, _ seconds: Double = 10,
         sourceLocation: Testing.SourceLocation = #_sourceLocation
     ) {
-        var last: String?
-        _ = ServeProcess.eventually(seconds) {
-            last = try? db.psql(sql)
-            return last == expected
-        }
-        #expect(last == expected, sourceLocation: sourceLocation)
+        #expect(db.answer(sql, becomes: expected, within: seconds) == expected, sourceLocation: sourceLocation)
     }
 
     @Test func rowsFollowThePhoneThroughResendsDeletesAndReplacements() throws {

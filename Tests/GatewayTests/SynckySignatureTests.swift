@@ -92,9 +92,9 @@ import Testing
         #expect(late < first * 20 + .milliseconds(500), "first 10k: \(first), after 190k: \(late)")
         // Entries leave once their window has passed, and only then.
         #expect(cache.insert("v1=sig5", time: 1000, now: 1300) == false)
-        #expect(cache.insert("v1=new", time: 1301, now: 1301))
+        #expect(cache.insert("v1=new", time: 1301, now: 1301) == true)
         #expect(cache.count == 1)
-        #expect(cache.insert("v1=sig5", time: 1301, now: 1301))
+        #expect(cache.insert("v1=sig5", time: 1301, now: 1301) == true)
     }
 
     @Test func theReplayCacheFileSurvivesARestartAndStaysSmall() throws {
@@ -103,7 +103,7 @@ import Testing
         for i in 0..<30_000 { _ = a.insert("v1=s\(i)", time: Int64(1000 + i / 100), now: Int64(1000 + i / 100)) }
         let b = ReplayCache(path: path)
         #expect(b.insert("v1=s29999", time: 1299, now: 1299) == false, "remembered after a restart")
-        #expect(b.insert("v1=s0", time: 1350, now: 1350), "expired: 350 s old")
+        #expect(b.insert("v1=s0", time: 1350, now: 1350) == true, "expired: 350 s old")
         let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").count
         #expect(lines < 30_000 + 10_000, "\(lines)")
     }

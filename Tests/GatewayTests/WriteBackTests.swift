@@ -43,7 +43,7 @@ import Testing
         wb.record(results, now: Timestamp(seconds: 1_790_000_100))
         #expect(sink.all.count <= 4, "\(sink.all.count)")
         #expect(sink.all.contains { $0.message.contains("9000 result(s) for commands this receiver never had") })
-        let rows = try wb.withStore { try $0.db.query("SELECT count(*) FROM results") }
+        let rows = try wb.withStore { try $0.db.query("SELECT count(*) FROM results", []) }
         #expect(rows.first?.first == .int(1))
         #expect(try wb.withStore { try $0.command(receiver: "phone", id: "c1") }?.resultStatus == "ok")
     }

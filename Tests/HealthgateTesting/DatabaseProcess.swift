@@ -293,6 +293,16 @@ final class DatabaseProcess {
         return out.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// Asks `sql` until it answers `expected`, or `seconds` pass: its last answer.
+    func answer(_ sql: String, becomes expected: String, within seconds: Double) -> String? {
+        var last: String?
+        _ = ServeProcess.eventually(seconds) {
+            last = try? psql(sql)
+            return last == expected
+        }
+        return last
+    }
+
     var postgresURL: String { "postgres://healthgate@127.0.0.1:\(port)/health" }
 
     static func victoriaMetrics() throws -> DatabaseProcess {

@@ -110,9 +110,15 @@ struct StatusCommand {
 
     /// Write-back commands and their results, from the command store.
     func printCommands(_ t: Topology) throws {
-        let path = FileIO.join(t.dataDir, "commands.sqlite")
-        guard FileIO.exists(path) else { return }
-        let all = try CommandStore(dataDir: t.dataDir).all()
+        // One machine: only a store `write` made (status creates none).
+        guard t.fleet != nil || FileIO.exists(FileIO.join(t.dataDir, "commands.sqlite")) else { return }
+        let all: [WriteCommand]
+        do {
+            all = try CommandStore.open(dataDir: t.dataDir, fleet: t.fleet).all()
+        } catch {
+            print("write-back commands: cannot be read (\(error))")
+            return
+        }
         guard !all.isEmpty else { return }
         print("write-back commands:")
         for c in all {

@@ -30,7 +30,7 @@ struct WriteCommandCLI {
         if let id = options.values["--id"], !CommandCheck.validID(id) {
             throw UsageError("a command id is 1–64 of A-Z a-z 0-9 _ . : - (got \"\(id)\")")
         }
-        let store = try CommandStore(dataDir: t.dataDir)
+        let store = try CommandStore.open(dataDir: t.dataDir, fleet: t.fleet)
         let c = try store.write(
             receiver: receiver, id: options.values["--id"], type: arguments[0], value: value, unit: unit,
             start: start, end: end, now: SystemClock().now().seconds)
@@ -92,7 +92,7 @@ struct DeleteCommandCLI {
         let t = try source.load(logger: Logger(component: "delete", sink: StderrLogSink(minimum: .error)))
         ConfigSource.announce("delete", source, t)
         let receiver = try WriteCommandCLI.writeBackReceiver(t, options.values["--receiver"])
-        let store = try CommandStore(dataDir: t.dataDir)
+        let store = try CommandStore.open(dataDir: t.dataDir, fleet: t.fleet)
         let c = try store.delete(receiver: receiver, id: arguments[0], now: SystemClock().now().seconds)
         print(
             "queued the delete of \(c.id) (version \(c.version), \(c.type)) for receiver \(receiver); "

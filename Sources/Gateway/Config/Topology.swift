@@ -166,7 +166,8 @@ public enum ConfigLoader {
         }
 
         var receivers: [(name: String, config: ReceiverConfig, receiver: any Receiver)] = []
-        let receiverContext = ReceiverBuildContext(parsers: ParserPool(), logger: logger, dataDir: dataDir)
+        let fleet = top.fleet.flatMap { FleetSettings.check($0, problems: &problems) }
+        let receiverContext = ReceiverBuildContext(parsers: ParserPool(), logger: logger, dataDir: dataDir, fleetState: fleet?.state)
         var paths: [String: String] = [:]
         for entry in mappingEntries(top.receivers, path: "receivers", problems: &problems) {
             let path = "receivers.\(entry.key)"
@@ -327,7 +328,6 @@ public enum ConfigLoader {
             problems += list.problems
             admin = AdminSettings(token: a.token.map { Array($0.utf8) }, localLinks: a.local_links ?? false)
         }
-        let fleet = top.fleet.flatMap { FleetSettings.check($0, problems: &problems) }
         if !problems.isEmpty { throw ConfigProblems(problems: problems) }
 
         var fingerprints: [String: String] = [:]

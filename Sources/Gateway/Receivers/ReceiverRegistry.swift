@@ -7,6 +7,8 @@ public struct ReceiverBuildContext: Sendable {
     public var parsers: ParserPool
     public var logger: Logger
     public var dataDir: String
+    /// `fleet.state`: the PostgreSQL a fleet's machines share (nil: one machine).
+    public var fleetState: String?
 }
 
 /// Every receiver kind, by its `kind:` in the config. A new receiver is one folder and one line here.
@@ -71,9 +73,13 @@ extension SynckyReceiver {
             maxBodyBytes: Int(c.max_body?.bytes ?? Int64(ReceiverConfig.defaultMaxBody)),
             auth: auth, hmacSecret: c.hmac?.secret, device: c.device,
             parsers: context.parsers, logger: context.logger.child("receiver \(name)"),
-            replays: ReplayCache(path: FileIO.join(context.dataDir, "replay/\(name)")),
+            replays: ReplayCache(
+                path: FileIO.join(context.dataDir, "replay/\(name)"),
+                shared: context.fleetState.map { SharedSignatures(url: $0, receiver: name) }),
             writeBack: c.write_back == true
-                ? WriteBack(receiver: name, dataDir: context.dataDir, logger: context.logger.child("receiver \(name)"))
+                ? WriteBack(
+                    receiver: name, dataDir: context.dataDir, fleetState: context.fleetState,
+                    logger: context.logger.child("receiver \(name)"))
                 : nil)
     }
 }

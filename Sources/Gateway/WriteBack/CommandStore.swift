@@ -1,4 +1,5 @@
 import FastJSON
+import Fleet
 import Glibc
 import HealthgateCore
 import Posix
@@ -33,16 +34,39 @@ public struct WriteCommand: Sendable, Equatable {
     public var isDone: Bool { resultVersion == version }
 }
 
-/// The write-back commands, in SQLite under the data dir: `healthgate write` and `delete` add
-/// to it while `serve` runs; `serve` sends what is pending in replies and records results.
+/// The write-back commands, in SQLite under the data dir (in a fleet: in its shared
+/// PostgreSQL, so that a command queued through one machine goes out through whichever the
+/// phone reaches): `healthgate write` and `delete` add to it while `serve` runs; `serve` sends
+/// what is pending in replies and records results.
 public final class CommandStore: @unchecked Sendable {
-    let db: SQLite
+    let db: any CommandDatabase
+    /// Where the commands are, for messages.
     public let path: String
+    /// The tables' names (the fleet's are prefixed, in a database shared with others).
+    let commandTable: String
+    let resultTable: String
+
+    /// The store a config uses: the fleet's when it has `fleet:`, else the data dir's.
+    public static func open(dataDir: String, fleet: FleetSettings?) throws -> CommandStore {
+        if let fleet { return CommandStore(fleetState: fleet.state) }
+        return try CommandStore(dataDir: dataDir)
+    }
+
+    /// The fleet's store in `fleet.state` (connected at the first use).
+    public init(fleetState url: String) {
+        commandTable = "healthgate_fleet_commands"
+        resultTable = "healthgate_fleet_command_results"
+        db = FleetCommandDatabase(url: url, commands: commandTable, results: resultTable)
+        path = "the fleet's PostgreSQL (\(commandTable))"
+    }
 
     public init(dataDir: String) throws {
         try FileIO.makeDirectories(dataDir, mode: 0o700)
         path = FileIO.join(dataDir, "commands.sqlite")
-        db = try SQLite(path: path)
+        commandTable = "commands"
+        resultTable = "results"
+        let db = try SQLite(path: path)
+        self.db = db
         try db.execute(
             """
             CREATE TABLE IF NOT EXISTS commands (
@@ -99,7 +123,7 @@ public final class CommandStore: @unchecked Sendable {
             }
             try db.execute(
                 """
-                INSERT INTO commands (receiver, id, version, op, type, value_num, value_name, unit, start, "end", created_at)
+                INSERT INTO \(commandTable) (receiver, id, version, op, type, value_num, value_name, unit, start, "end", created_at)
                 VALUES (?, ?, ?, 'write', ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(receiver, id) DO UPDATE SET version = excluded.version, op = 'write', type = excluded.type,
                     value_num = excluded.value_num, value_name = excluded.value_name, unit = excluded.unit,
@@ -125,7 +149,7 @@ public final class CommandStore: @unchecked Sendable {
             }
             try db.execute(
                 """
-                UPDATE commands SET version = version + 1, op = 'delete', value_num = NULL, value_name = NULL,
+                UPDATE \(commandTable) SET version = version + 1, op = 'delete', value_num = NULL, value_name = NULL,
                     unit = NULL, start = NULL, "end" = NULL, sent_count = 0, last_sent_at = NULL
                 WHERE receiver = ? AND id = ?
                 """, [.text(receiver), .text(id)])
@@ -135,14 +159,14 @@ public final class CommandStore: @unchecked Sendable {
 
     /// `c_1`, `c_2`, … the next number not used by this receiver.
     func nextID(receiver: String) throws -> String {
-        let ids = try db.query("SELECT id FROM commands WHERE receiver = ?", [.text(receiver)]).compactMap { $0[0].text }
+        let ids = try db.query("SELECT id FROM \(commandTable) WHERE receiver = ?", [.text(receiver)]).compactMap { $0[0].text }
         let highest = ids.compactMap { $0.hasPrefix("c_") ? Int($0.dropFirst(2)) : nil }.max() ?? 0
         return "c_\(highest + 1)"
     }
 
     public func command(receiver: String, id: String) throws -> WriteCommand? {
         try db.query(
-            "SELECT \(CommandStore.columns) FROM commands WHERE receiver = ? AND id = ?",
+            "SELECT \(CommandStore.columns) FROM \(commandTable) WHERE receiver = ? AND id = ?",
             [.text(receiver), .text(id)]
         ).first.map(CommandStore.command)
     }
@@ -151,9 +175,9 @@ public final class CommandStore: @unchecked Sendable {
     public func all(receiver: String? = nil) throws -> [WriteCommand] {
         let rows =
             receiver == nil
-            ? try db.query("SELECT \(CommandStore.columns) FROM commands ORDER BY created_at, rowid")
+            ? try db.query("SELECT \(CommandStore.columns) FROM \(commandTable) ORDER BY created_at, rowid", [])
             : try db.query(
-                "SELECT \(CommandStore.columns) FROM commands WHERE receiver = ? ORDER BY created_at, rowid",
+                "SELECT \(CommandStore.columns) FROM \(commandTable) WHERE receiver = ? ORDER BY created_at, rowid",
                 [.text(receiver!)])
         return rows.map(CommandStore.command)
     }
@@ -167,7 +191,7 @@ public final class CommandStore: @unchecked Sendable {
         try db.transaction {
             for id in ids {
                 try db.execute(
-                    "UPDATE commands SET sent_count = sent_count + 1, last_sent_at = ? WHERE receiver = ? AND id = ?",
+                    "UPDATE \(commandTable) SET sent_count = sent_count + 1, last_sent_at = ? WHERE receiver = ? AND id = ?",
                     [.int(at), .text(receiver), .text(id)])
             }
         }
@@ -188,7 +212,7 @@ public final class CommandStore: @unchecked Sendable {
                 guard seen.insert("\(r.id)\u{0}\(r.version)\u{0}\(r.status)").inserted else { continue }
                 guard let c = try command(receiver: receiver, id: r.id) else { unknown.append(r.id); continue }
                 try db.execute(
-                    "INSERT INTO results (receiver, id, version, status, reason, at) VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO \(resultTable) (receiver, id, version, status, reason, at) VALUES (?, ?, ?, ?, ?, ?)",
                     [
                         .text(receiver), .text(r.id), .int(Int64(r.version)), .text(r.status),
                         r.reason.map { .text($0) } ?? .null, .int(at)
@@ -198,7 +222,7 @@ public final class CommandStore: @unchecked Sendable {
                 if r.version >= (c.resultVersion ?? 0) && r.version <= c.version {
                     try db.execute(
                         """
-                        UPDATE commands SET result_version = ?, result_status = ?, result_reason = ?, result_at = ?
+                        UPDATE \(commandTable) SET result_version = ?, result_status = ?, result_reason = ?, result_at = ?
                         WHERE receiver = ? AND id = ?
                         """,
                         [

@@ -14,15 +14,19 @@ public final class WriteBack: Sendable {
     private let store = Locked<CommandStore?>(nil)
     private let warnedUnsigned = Atomic<Bool>(false)
 
-    public init(receiver: String, dataDir: String, logger: Logger) {
+    /// `fleet.state`: in a fleet, the commands are the fleet's, in its PostgreSQL.
+    let fleetState: String?
+
+    public init(receiver: String, dataDir: String, fleetState: String? = nil, logger: Logger) {
         self.receiver = receiver
         self.dataDir = dataDir
+        self.fleetState = fleetState
         self.logger = logger
     }
 
     func withStore<R>(_ body: (CommandStore) throws -> R) throws -> R {
         try store.withLock { s in
-            if s == nil { s = try CommandStore(dataDir: dataDir) }
+            if s == nil { s = try fleetState.map { CommandStore(fleetState: $0) } ?? CommandStore(dataDir: dataDir) }
             return try body(s!)
         }
     }

@@ -200,10 +200,13 @@ package struct PGRows {
     package let rows: [[String?]]
     /// Rows an INSERT, UPDATE or DELETE touched.
     package let affected: Int
+    /// Each column's type (its OID: 20 bigint, 23 integer, 701 double precision, 25 text…).
+    package let types: [UInt32]
 
     init(_ r: OpaquePointer) {
         var rows: [[String?]] = []
         let n = PQntuples(r), f = PQnfields(r)
+        types = (0..<f).map { UInt32(PQftype(r, $0)) }
         rows.reserveCapacity(Int(n))
         for i in 0..<n {
             var row: [String?] = []

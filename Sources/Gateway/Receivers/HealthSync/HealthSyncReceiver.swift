@@ -1,5 +1,6 @@
 import CanonicalJSON
 import FastJSON
+import Fleet
 import Glibc
 import HealthgateCrypto
 import HealthgateCore
@@ -111,13 +112,17 @@ public struct HealthSyncReceiver: Receiver {
             name: name, paths: [c.path ?? "/api/apple-health/sync"],
             maxBodyBytes: Int(c.max_body?.bytes ?? Int64(ReceiverConfig.defaultMaxJSONBody)), auth: auth, fallbackDevice: c.device,
             parsers: context.parsers,
-            exports: ExportLog(path: FileIO.join(context.dataDir, "healthsync/\(name).exports")),
+            exports: ExportLog(
+                path: FileIO.join(context.dataDir, "healthsync/\(name).exports"), receiver: name, fleetState: context.fleetState),
             logger: context.logger.child("receiver \(name)"))
     }
 }
 
 /// The export ids stored per device (the newest 10,000), kept in a file so a batch sent again
-/// after a restart is still recognised. Written after the batch is durable, never before.
+/// after a restart is still recognised. Written after the batch is durable, never before. In a
+/// fleet they are also noted in its PostgreSQL, so that a batch sent again to another ingest
+/// machine is recognised there too (when that database cannot be reached, a batch may be stored
+/// again: harmless, sinks store by key).
 final class ExportLog: Sendable {
     private struct State {
         var loaded = false
@@ -126,10 +131,28 @@ final class ExportLog: Sendable {
     }
 
     let path: String
+    let receiver: String
+    let shared: FleetDatabase?
     private let state = Locked(State())
+    private let notedSinceTrim = Atomic<Int>(0)
     static let keep = 10_000
+    static let table = "healthgate_fleet_exports"
 
-    init(path: String) { self.path = path }
+    init(path: String, receiver: String = "", fleetState: String? = nil) {
+        self.path = path
+        self.receiver = receiver
+        shared = fleetState.map {
+            FleetDatabase(
+                url: $0, purpose: "fleet export ids",
+                schema: [
+                    """
+                    CREATE TABLE IF NOT EXISTS \(ExportLog.table) (
+                        receiver text NOT NULL, key text NOT NULL, at timestamptz NOT NULL DEFAULT now(),
+                        PRIMARY KEY (receiver, key))
+                    """
+                ])
+        }
+    }
 
     /// A digest of device and id: one line of the file whatever bytes the sender put in them.
     private func key(_ device: String, _ id: String) -> String { Crypto.derivedKey(["export", device, id]) }
@@ -145,13 +168,35 @@ final class ExportLog: Sendable {
     }
 
     func contains(device: String, exportID: String) -> Bool {
-        state.withLock { s in
+        let k = key(device, exportID)
+        if state.withLock({ s in
             load(&s)
-            return s.seen.contains(key(device, exportID))
+            return s.seen.contains(k)
+        }) {
+            return true
         }
+        let found = try? shared?.with { c in
+            try c.execute("SELECT 1 FROM \(ExportLog.table) WHERE receiver = $1 AND key = $2", [receiver, k]).rows.isEmpty == false
+        }
+        return found == true
     }
 
     func remember(device: String, exportID: String) {
+        if let shared {
+            let k = key(device, exportID)
+            let trim = notedSinceTrim.wrappingAdd(1, ordering: .relaxed).newValue % 1000 == 0
+            _ = try? shared.with { c in
+                try c.execute(
+                    "INSERT INTO \(ExportLog.table) (receiver, key) VALUES ($1, $2) ON CONFLICT DO NOTHING", [receiver, k])
+                if trim {
+                    try c.execute(
+                        """
+                        DELETE FROM \(ExportLog.table) WHERE receiver = $1 AND at < (
+                            SELECT at FROM \(ExportLog.table) WHERE receiver = $1 ORDER BY at DESC OFFSET \(ExportLog.keep) LIMIT 1)
+                        """, [receiver])
+                }
+            }
+        }
         state.withLock { s in
             load(&s)
             let k = key(device, exportID)

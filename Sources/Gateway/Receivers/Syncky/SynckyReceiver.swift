@@ -45,6 +45,10 @@ public struct SynckyReceiver: Receiver {
                     timestamp: request.header("x-syncky-timestamp"),
                     signature: request.header("x-syncky-signature"), body: $0, now: context.now)
             }
+            if failure == .unverifiable {
+                return .answer(
+                    problem(503, "Cannot check the signature now", failure!.description, headers: [HTTPHeader("Retry-After", "30")]))
+            }
             if let failure {
                 return .refused(problem(401, "Bad signature", failure.description), reason: failure.description)
             }

@@ -24,6 +24,8 @@ public struct SynckySignature: Sendable {
         case mismatch
         case expired
         case replayed
+        /// In a fleet, the shared state that says whether another machine took it cannot be reached.
+        case unverifiable
 
         public var description: String {
             switch self {
@@ -32,6 +34,8 @@ public struct SynckySignature: Sendable {
             case .mismatch: return "X-Syncky-Signature does not match the body: check the receiver's hmac secret."
             case .expired: return "X-Syncky-Timestamp is more than 300 s from the server's clock: check both clocks."
             case .replayed: return "This signature was already used: the request is a replay."
+            case .unverifiable:
+                return "The fleet's shared state cannot be reached to check this signature for a replay: send it again later."
             }
         }
     }
@@ -46,7 +50,8 @@ public struct SynckySignature: Sendable {
         let expected = Array(("v1=" + Crypto.lowercaseHex(mac)).utf8)
         guard Crypto.constantTimeEqual(Array(signature.utf8), expected) else { return .mismatch }
         guard abs(now.seconds - t) <= SynckySignature.window else { return .expired }
-        guard replays.insert(signature, time: t, now: now.seconds) else { return .replayed }
+        guard let fresh = replays.insert(signature, time: t, now: now.seconds) else { return .unverifiable }
+        guard fresh else { return .replayed }
         return nil
     }
 
@@ -85,9 +90,12 @@ public final class ReplayCache: Sendable {
 
     private let state = Locked(State())
     let path: String?
+    /// A fleet's signatures, which every ingest machine notes (nil: this machine's alone).
+    let shared: SharedSignatures?
 
-    public init(path: String? = nil) {
+    public init(path: String? = nil, shared: SharedSignatures? = nil) {
         self.path = path
+        self.shared = shared
     }
 
     deinit {
@@ -104,22 +112,36 @@ public final class ReplayCache: Sendable {
     /// How many signatures are remembered (within the window, or about to expire).
     public var count: Int { state.withLock { $0.seen.count } }
 
-    /// Remembers `signature`; false when it was already seen within the window.
-    public func insert(_ signature: String, time: Int64, now: Int64) -> Bool {
+    /// Remembers `signature`; false when it was already seen within the window (in a fleet: by
+    /// any ingest machine), nil when the fleet's shared state cannot say.
+    public func insert(_ signature: String, time: Int64, now: Int64) -> Bool? {
         let key = ReplayCache.key(signature)
+        if let shared {
+            // This machine's own first (no round trip for a replay sent here), then the fleet's.
+            if state.withLock({ s in seen(key, in: &s, now: now) }) { return false }
+            guard let fresh = shared.note("\(String(key.a, radix: 16))-\(String(key.b, radix: 16))", at: max(time, now), now: now)
+            else { return nil }
+            if !fresh { return false }
+        }
         return state.withLock { s in
-            if !s.loaded {
-                s.loaded = true
-                load(into: &s, now: now)
-            }
-            expire(&s, now: now)
-            if let seenAt = s.seen[key], now - seenAt <= SynckySignature.window { return false }
+            if seen(key, in: &s, now: now) { return false }
             let at = max(time, now)
             s.seen[key] = at
             s.order.append((key, at))
             persist(key, at: at, state: &s)
             return true
         }
+    }
+
+    /// Whether `key` was seen within the window (the file read at the first call).
+    private func seen(_ key: Key, in s: inout State, now: Int64) -> Bool {
+        if !s.loaded {
+            s.loaded = true
+            load(into: &s, now: now)
+        }
+        expire(&s, now: now)
+        if let seenAt = s.seen[key], now - seenAt <= SynckySignature.window { return true }
+        return false
     }
 
     /// Drops the entries whose window has passed, oldest first; stops at the first live one.

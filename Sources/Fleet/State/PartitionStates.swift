@@ -37,24 +37,29 @@ public final class PartitionStates {
     }
 
     static let table = "healthgate_fleet_partitions"
-    let url: String
+    let db: FleetDatabase
     let holder: String
-    private var connection: PGConnection?
 
     /// `holder` names this worker in the table (for `status`): its host and process.
     public init(url: String, holder: String) {
-        self.url = url
+        db = FleetDatabase(
+            url: url, purpose: "fleet partitions",
+            schema: [
+                """
+                CREATE TABLE IF NOT EXISTS \(PartitionStates.table) (
+                    sink text NOT NULL, partition integer NOT NULL, epoch bigint NOT NULL, holder text NOT NULL,
+                    claimed_at timestamptz NOT NULL, state text, applied text, saved_at timestamptz,
+                    PRIMARY KEY (sink, partition))
+                """
+            ])
         self.holder = holder
     }
 
-    public func close() {
-        connection?.close()
-        connection = nil
-    }
+    public func close() { db.close() }
 
     /// Takes `partition` of `sink` for this worker: its epoch raised, its state as last saved.
     public func claim(sink: String, partition: Int) throws(Failure) -> Claim {
-        let rows = try run { c throws(PGError) in
+        let rows = try run { c in
             try c.execute(
                 """
                 INSERT INTO \(PartitionStates.table) AS t (sink, partition, epoch, holder, claimed_at)
@@ -82,7 +87,7 @@ public final class PartitionStates {
     /// on (another worker claimed them since): theirs was not saved.
     public func save(sink: String, _ saves: [Save]) throws(Failure) -> [Int] {
         guard !saves.isEmpty else { return [] }
-        return try run { c throws(PGError) in
+        return try run { c in
             try c.transaction { () throws(PGError) -> [Int] in
                 var fenced: [Int] = []
                 for s in saves {
@@ -99,37 +104,11 @@ public final class PartitionStates {
         }
     }
 
-    /// Runs `body` on the connection, made (and the table with it) when there is none; a
-    /// connection that broke is dropped, so the next call makes a new one.
-    private func run<R>(_ body: (PGConnection) throws(PGError) -> R) throws(Failure) -> R {
+    private func run<R>(_ body: (PGConnection) throws -> R) throws(Failure) -> R {
         do {
-            let c = try connected()
-            return try body(c)
+            return try db.with(body)
         } catch {
-            if connection?.isOK != true { close() }
             throw Failure(description: "fleet state: \(error)")
         }
-    }
-
-    private func connected() throws(PGError) -> PGConnection {
-        if let c = connection, c.isOK { return c }
-        close()
-        let c = try PGConnection(
-            dsn: url, extra: [("connect_timeout", "5"), ("application_name", "healthgate fleet"), ("options", "-c statement_timeout=10000")]
-        )
-        do {
-            try c.execute(
-                """
-                CREATE TABLE IF NOT EXISTS \(PartitionStates.table) (
-                    sink text NOT NULL, partition integer NOT NULL, epoch bigint NOT NULL, holder text NOT NULL,
-                    claimed_at timestamptz NOT NULL, state text, applied text, saved_at timestamptz,
-                    PRIMARY KEY (sink, partition))
-                """)
-        } catch {
-            // Two machines creating it at once: one of them is told it exists.
-            guard error.sqlstate == "23505" || error.sqlstate == "42P07" else { throw error }
-        }
-        connection = c
-        return c
     }
 }
