@@ -431,7 +431,18 @@ public final class GatewayService: @unchecked Sendable {
 
     /// Writes `status.json` once a second until stopped.
     private func statusLoop() {
+        // In a fleet, this machine says it is alive every 10 s (for `healthgate status`).
+        let machines = topology.fleet.map { FleetMachines(url: $0.state) }
+        var lastBeat = -Double.infinity
         while true {
+            if let machines, monotonicSeconds() - lastBeat >= 10 {
+                lastBeat = monotonicSeconds()
+                do throws(FleetMachines.Failure) {
+                    try machines.beat(role: role)
+                } catch {
+                    logger.warning("fleet: cannot note this machine in the fleet's state: \(error)")
+                }
+            }
             let stop: Bool = statusMonitor.withLock {
                 if !stopping { statusMonitor.wait(seconds: 1) }
                 return stopping

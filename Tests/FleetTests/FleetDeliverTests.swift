@@ -80,7 +80,7 @@ extension AMQPConnectionTests {
         #expect(db.answer("SELECT count(*) FROM healthgate.records", becomes: "\(sent)", within: 60) == "\(sent)")
         #expect(try db.psql("SELECT count(DISTINCT uuid) FROM healthgate.records") == "\(sent)")
         // The survivor took every partition over from the killed one.
-        let holders = try db.psql("SELECT string_agg(DISTINCT holder, ',') FROM healthgate_fleet_partitions WHERE sink = 'db'")
+        let holders = try db.psql("SELECT string_agg(DISTINCT holder, ',') FROM healthgate_fleet.partitions WHERE sink = 'db'")
         #expect(holders.hasSuffix("pid \(second.process.processIdentifier)") && !holders.contains(","), "\(holders)")
         // The value of the last round each sample had: every record as the phone sent it.
         #expect(try db.psql("SELECT count(*) FROM healthgate.records WHERE uuid = 'phone-5-4-2' AND value = 402") == "1")
@@ -95,8 +95,20 @@ extension AMQPConnectionTests {
         }
         #expect(db.answer("SELECT count(*) FROM healthgate.records", becomes: "\(sent)", within: 60) == "\(sent)")
         // Each partition was claimed, by a worker that saved its state since.
-        #expect(try db.psql("SELECT count(*) FROM healthgate_fleet_partitions WHERE sink = 'db' AND saved_at IS NOT NULL") == "4")
+        #expect(try db.psql("SELECT count(*) FROM healthgate_fleet.partitions WHERE sink = 'db' AND saved_at IS NOT NULL") == "4")
 
+        // `status` shows the fleet: its machines, the queues, who holds each partition.
+        var status = ""
+        _ = ServeProcess.eventually(20) {
+            status = (try? Command.run(ServeProcess.binary, ["status", "--config", second.configPath], timeout: 60).1) ?? ""
+            return status.contains("pid \(third.process.processIdentifier): deliver")
+        }
+        #expect(status.contains("fleet: 3 broker(s), 4 partitions"), "\(status)")
+        #expect(status.contains("sink db: 0 message(s) waiting in its partition queues"), "\(status)")
+        #expect(status.contains("pid \(second.process.processIdentifier) holds p0 p1 p2 p3; state saved"), "\(status)")
+        #expect(status.contains("pid \(ingest.process.processIdentifier): ingest, seen"), "\(status)")
+        #expect(status.contains("pid \(third.process.processIdentifier): deliver, seen"), "\(status)")
+        #expect(!status.contains(cluster.password))
         let health = try second.client().request("GET", "/healthz")
         #expect(health.status == 200, "\(health.text)")
         #expect(health.text.contains("\"role\":\"deliver\"") && health.text.contains("\"db\":\"delivering\""), "\(health.text)")
@@ -144,6 +156,8 @@ extension AMQPConnectionTests {
         let partition = FleetQueues.partition(of: "phone-dl", among: 2)
         #expect(try c.depth(of: FleetQueues.queue(sink: "refuser", partition: partition)) == 0)
 
+        let (_, status) = try Command.run(ServeProcess.binary, ["status", "--config", serve.configPath], timeout: 60)
+        #expect(status.contains("1 dead letter(s) in \(dead) (`healthgate replay --sink refuser`)"), "\(status)")
         // Fixed: replay sends it back through the sink's queue, and the worker delivers it.
         accepting.withLock { $0 = true }
         let (rc, out) = try Command.run(ServeProcess.binary, ["replay", "--sink", "refuser", "--config", serve.configPath], timeout: 60)
@@ -255,7 +269,14 @@ extension AMQPConnectionTests {
         let again = try a.claim(sink: "s", partition: 3)
         #expect(again.states == ["r/0/dedupe": [2, 0, 10]])
         #expect(again.applied == ["m-1", "m-2"])
-        #expect(try db.psql("SELECT holder FROM healthgate_fleet_partitions WHERE sink = 's' AND partition = 3") == "a")
+        #expect(try db.psql("SELECT holder FROM healthgate_fleet.partitions WHERE sink = 's' AND partition = 3") == "a")
+        // A machine that connects once the postgres sink made its `healthgate` schema (first in
+        // a healthgate user's search path) finds the same table, not a new one of its own.
+        _ = try db.psql("CREATE SCHEMA IF NOT EXISTS healthgate")
+        let late = PartitionStates(url: db.postgresURL, holder: "late")
+        defer { late.close() }
+        let lateClaim = try late.claim(sink: "s", partition: 3)
+        #expect(lateClaim.epoch == again.epoch + 1 && lateClaim.states == ["r/0/dedupe": [2, 0, 10]])
     }
 
     /// A message delivered again after its state was saved (a worker that died before it

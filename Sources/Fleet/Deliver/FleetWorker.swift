@@ -73,10 +73,7 @@ public final class FleetWorker: @unchecked Sendable {
         self.clock = clock
         self.timeZones = timeZones
         self.metrics = metrics ?? SinkMetrics(name: name)
-        var host = [CChar](repeating: 0, count: 256)
-        gethostname(&host, 255)
-        let hostName = String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        states = PartitionStates(url: fleet.state, holder: "\(hostName) pid \(getpid())")
+        states = PartitionStates(url: fleet.state, holder: FleetMachines.me)
     }
 
     /// Why this worker cannot deliver now (no broker, no state database, a sink that will not

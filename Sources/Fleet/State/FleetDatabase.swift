@@ -9,10 +9,19 @@ public final class FleetDatabase: @unchecked Sendable {
         public var description: String
     }
 
+    /// The fleet's tables live in a schema of their own, named in every statement: a search
+    /// path of `"$user", public` would otherwise put a table in the `healthgate` schema (the
+    /// postgres sink's, when the user is called healthgate) for the machines that connect after
+    /// it exists, and in `public` for those before: two tables where there must be one.
+    public static let schemaName = "healthgate_fleet"
+
+    /// A fleet table's qualified name.
+    public static func table(_ name: String) -> String { "\(schemaName).\(name)" }
+
     let url: String
     /// Its `application_name`, and the start of its errors.
     let purpose: String
-    /// `CREATE … IF NOT EXISTS` statements run on each new connection.
+    /// `CREATE … IF NOT EXISTS` statements run on each new connection (after the schema's).
     let schema: [String]
     private var connection: PGConnection?
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
@@ -68,12 +77,12 @@ public final class FleetDatabase: @unchecked Sendable {
                 ("connect_timeout", "5"), ("application_name", "healthgate \(purpose)"),
                 ("options", "-c statement_timeout=10000")
             ])
-        for statement in schema {
+        for statement in ["CREATE SCHEMA IF NOT EXISTS \(FleetDatabase.schemaName)"] + schema {
             do {
                 try c.execute(statement)
             } catch {
                 // Two machines creating it at once: one of them is told it exists.
-                guard error.sqlstate == "23505" || error.sqlstate == "42P07" else { throw error }
+                guard ["23505", "42P06", "42P07"].contains(error.sqlstate ?? "") else { throw error }
             }
         }
         connection = c

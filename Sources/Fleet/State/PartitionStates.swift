@@ -36,7 +36,7 @@ public final class PartitionStates {
         public var description: String
     }
 
-    static let table = "healthgate_fleet_partitions"
+    static let table = FleetDatabase.table("partitions")
     let db: FleetDatabase
     let holder: String
 
@@ -101,6 +101,19 @@ public final class PartitionStates {
                 }
                 return fenced
             }
+        }
+    }
+
+    /// Every partition claimed so far: its sink, who holds it, and how long since its state was
+    /// saved (nil: never), for `healthgate status`.
+    public func holders() throws(Failure) -> [(sink: String, partition: Int, holder: String, saved: Int?)] {
+        try run { c in
+            try c.execute(
+                """
+                SELECT sink, partition, holder, extract(epoch FROM now() - saved_at)::bigint
+                FROM \(PartitionStates.table) ORDER BY sink, partition
+                """
+            ).rows.map { r in (r[0] ?? "?", Int(r[1] ?? "") ?? -1, r[2] ?? "?", r[3].flatMap { Int($0) }) }
         }
     }
 

@@ -54,8 +54,8 @@ public final class CommandStore: @unchecked Sendable {
 
     /// The fleet's store in `fleet.state` (connected at the first use).
     public init(fleetState url: String) {
-        commandTable = "healthgate_fleet_commands"
-        resultTable = "healthgate_fleet_command_results"
+        commandTable = FleetDatabase.table("commands")
+        resultTable = FleetDatabase.table("command_results")
         db = FleetCommandDatabase(url: url, commands: commandTable, results: resultTable)
         path = "the fleet's PostgreSQL (\(commandTable))"
     }

@@ -136,7 +136,7 @@ final class ExportLog: Sendable {
     private let state = Locked(State())
     private let notedSinceTrim = Atomic<Int>(0)
     static let keep = 10_000
-    static let table = "healthgate_fleet_exports"
+    static let table = FleetDatabase.table("exports")
 
     init(path: String, receiver: String = "", fleetState: String? = nil) {
         self.path = path

@@ -10,7 +10,7 @@ public final class SharedSignatures: Sendable {
     let receiver: String
     private let notedSinceSweep = Atomic<Int>(0)
 
-    static let table = "healthgate_fleet_signatures"
+    static let table = FleetDatabase.table("signatures")
 
     public init(url: String, receiver: String) {
         db = FleetDatabase(

@@ -1,0 +1,99 @@
+import Glibc
+import HealthgateCore
+import Posix
+import SinkPostgres
+
+/// What `healthgate status` shows of a fleet: its machines (as they last said they were alive),
+/// each sink's messages waiting in its partition queues and dead-letter queue (from the first
+/// broker that answers), and who holds each partition (from `fleet.state`).
+public struct FleetReport: Sendable {
+    public struct Machine: Sendable {
+        public var name: String
+        public var role: String
+        public var secondsSinceSeen: Int
+    }
+
+    public struct Holding: Sendable {
+        public var holder: String
+        public var partitions: [Int]
+        /// Since the newest of its partitions' states was saved (nil: none saved yet).
+        public var secondsSinceSaved: Int?
+    }
+
+    public struct Sink: Sendable {
+        public var name: String
+        /// Messages in its partition queues not taken by a worker (nil: the broker did not say).
+        public var waiting: Int?
+        public var deadLetters: Int?
+        public var holdings: [Holding]
+        public var unclaimed: [Int]
+    }
+
+    public var broker: String?
+    public var brokerProblem: String?
+    public var stateProblem: String?
+    public var machines: [Machine]
+    public var sinks: [Sink]
+
+    public static func gather(_ fleet: FleetSettings, sinks: [String]) -> FleetReport {
+        var report = FleetReport(broker: nil, brokerProblem: nil, stateProblem: nil, machines: [], sinks: [])
+        var depths: [String: Int] = [:]
+        var reasons: [String] = []
+        let names = sinks.flatMap { s in
+            (0..<fleet.partitions).map { FleetQueues.queue(sink: s, partition: $0) } + [FleetQueues.deadLetterQueue(sink: s)]
+        }
+        for url in fleet.brokers {
+            var c: AMQPConnection
+            do throws(AMQPConnection.Failure) {
+                c = try AMQPConnection(url: url, timeout: 5)
+            } catch {
+                reasons.append(error.description)
+                continue
+            }
+            for q in names {
+                if !c.isOpen {
+                    // A queue no machine declared yet closed the connection: on with a new one.
+                    guard let again = try? AMQPConnection(url: url, timeout: 5) else { break }
+                    c = again
+                }
+                depths[q] = try? c.depth(of: q)
+            }
+            c.close()
+            report.broker = url.shown
+            break
+        }
+        if report.broker == nil { report.brokerProblem = reasons.joined(separator: "; ") }
+        let states = PartitionStates(url: fleet.state, holder: "")
+        defer { states.close() }
+        var held: [(sink: String, partition: Int, holder: String, saved: Int?)] = []
+        do throws(PartitionStates.Failure) {
+            held = try states.holders()
+        } catch {
+            report.stateProblem = error.description
+        }
+        do throws(FleetMachines.Failure) {
+            report.machines = try FleetMachines(url: fleet.state).list()
+        } catch {
+            report.stateProblem = report.stateProblem ?? error.description
+        }
+        for s in sinks {
+            let queues = (0..<fleet.partitions).map { FleetQueues.queue(sink: s, partition: $0) }
+            let known = queues.compactMap { depths[$0] }
+            var byHolder: [String: Holding] = [:]
+            for h in held where h.sink == s && h.partition < fleet.partitions {
+                var holding = byHolder[h.holder] ?? Holding(holder: h.holder, partitions: [], secondsSinceSaved: nil)
+                holding.partitions.append(h.partition)
+                if let saved = h.saved { holding.secondsSinceSaved = min(holding.secondsSinceSaved ?? saved, saved) }
+                byHolder[h.holder] = holding
+            }
+            let claimed = Set(held.filter { $0.sink == s }.map(\.partition))
+            report.sinks.append(
+                Sink(
+                    name: s, waiting: known.count == queues.count ? known.reduce(0, +) : nil,
+                    deadLetters: depths[FleetQueues.deadLetterQueue(sink: s)],
+                    holdings: byHolder.values.sorted { $0.holder < $1.holder },
+                    unclaimed: (0..<fleet.partitions).filter { !claimed.contains($0) }))
+        }
+        return report
+    }
+}
