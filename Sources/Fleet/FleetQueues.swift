@@ -1,3 +1,5 @@
+import HealthgateCore
+
 /// The broker's layout, one place: every record is published to one direct exchange with its
 /// device's partition as the routing key; each sink has a quorum queue per partition, bound
 /// under that key, so a record reaches every sink's queue of its partition (a sink that is
@@ -20,9 +22,7 @@ public struct FleetQueues: Sendable, Equatable {
     /// of its UTF-8, not Swift's per-process seeded `Hasher`), so per-device order holds.
     /// Changing `partitions` moves devices: drain the queues first.
     public static func partition(of device: String, among partitions: Int) -> Int {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in device.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
-        return Int(h % UInt64(max(1, partitions)))
+        Int(FNV1a.hash(device.utf8) % UInt64(max(1, partitions)))
     }
 
     public static func key(_ partition: Int) -> String { "p\(partition)" }
@@ -48,5 +48,30 @@ public struct FleetQueues: Sendable, Equatable {
                 try c.bind(queue: q, exchange: FleetQueues.exchange, key: FleetQueues.key(p))
             }
         }
+    }
+
+    /// A connection to the first of `brokers`, from `start` on, that takes it within `timeout()`
+    /// seconds (nil: no time left to try another), with this layout declared, publisher
+    /// confirms on, and `prepare` done; with its broker's index. Every machine's way in.
+    public func connect(
+        _ brokers: [AMQPURL], from start: Int = 0, timeout: () -> Double?, heartbeat: Int = 10,
+        prepare: (AMQPConnection) throws(AMQPConnection.Failure) -> Void = { _ throws(AMQPConnection.Failure) in }
+    ) throws(AMQPConnection.Failure) -> (connection: AMQPConnection, broker: Int) {
+        var reasons: [String] = []
+        for i in 0..<brokers.count {
+            guard let seconds = timeout() else { break }
+            let index = (start + i) % brokers.count
+            do throws(AMQPConnection.Failure) {
+                let c = try AMQPConnection(url: brokers[index], timeout: seconds, heartbeat: heartbeat)
+                try declare(on: c)
+                try c.selectConfirms()
+                try prepare(c)
+                return (c, index)
+            } catch {
+                reasons.append("\(error)")
+            }
+        }
+        throw AMQPConnection.Failure(
+            description: reasons.isEmpty ? "no time was left to try a broker" : reasons.joined(separator: "; "))
     }
 }

@@ -437,7 +437,7 @@ public final class GatewayService: @unchecked Sendable {
         while true {
             if let machines, monotonicSeconds() - lastBeat >= 10 {
                 lastBeat = monotonicSeconds()
-                do throws(FleetMachines.Failure) {
+                do throws(FleetDatabase.Failure) {
                     try machines.beat(role: role)
                 } catch {
                     logger.warning("fleet: cannot note this machine in the fleet's state: \(error)")

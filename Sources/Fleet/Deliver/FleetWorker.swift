@@ -316,27 +316,23 @@ public final class FleetWorker: @unchecked Sendable {
     private func connected() -> AMQPConnection? {
         if let c = connection, c.isOpen { return c }
         held = [:]
-        var reasons: [String] = []
-        for i in 0..<fleet.brokers.count {
-            let url = fleet.brokers[(nextBroker + i) % fleet.brokers.count]
-            do throws(AMQPConnection.Failure) {
-                let c = try AMQPConnection(url: url, timeout: 5, heartbeat: FleetWorker.heartbeat)
-                try FleetQueues(sinks: [name], partitions: fleet.partitions).declare(on: c)
-                try c.selectConfirms()
+        let queues = FleetQueues(sinks: [name], partitions: fleet.partitions)
+        do throws(AMQPConnection.Failure) {
+            let (c, broker) = try queues.connect(fleet.brokers, from: nextBroker, timeout: { 5 }, heartbeat: FleetWorker.heartbeat) {
+                c throws(AMQPConnection.Failure) in
                 for p in 0..<fleet.partitions {
                     try c.consume(queue: FleetQueues.queue(sink: name, partition: p), prefetch: FleetWorker.prefetch, tag: "p\(p)")
                 }
-                nextBroker = (nextBroker + i) % fleet.brokers.count
-                connection = c
-                logger.info("sink \(name): consuming its \(fleet.partitions) partition queue(s) through \(url.shown)")
-                return c
-            } catch {
-                reasons.append("\(error)")
             }
+            nextBroker = broker
+            connection = c
+            logger.info("sink \(name): consuming its \(fleet.partitions) partition queue(s) through \(c.url.shown)")
+            return c
+        } catch {
+            note("no broker takes its consumer: \(error)", failures: 1)
+            _ = try? pause(2)
+            return nil
         }
-        note("no broker takes its consumer: \(reasons.joined(separator: "; "))", failures: 1)
-        _ = try? pause(2)
-        return nil
     }
 
     /// Gives up the connection (its unacknowledged messages go back to their queues) and the

@@ -15,25 +15,30 @@ public enum FleetMessages {
         }
         var open: [Int: [UInt8]] = [:]
         var out: [(key: String, body: [UInt8])] = []
-        func add(_ line: ArraySlice<UInt8>, to p: Int) {
-            if let body = open[p], !body.isEmpty, body.count + line.count + 1 > EntryCuts.entryBytes {
-                out.append((FleetQueues.key(p), body))
-                open[p] = []
-            }
-            open[p, default: []].append(contentsOf: line)
-            open[p]!.append(0x0A)
+        // A line appended to its partition's open message: past the entry size with lines
+        // before it, those go as a message and it starts the next.
+        func cut(_ p: Int, before: Int) {
+            guard before > 0, let body = open[p], body.count > EntryCuts.entryBytes else { return }
+            out.append((FleetQueues.key(p), Array(body[..<before])))
+            open[p] = Array(body[before...])
         }
         var partitionOf: [String: Int] = [:]
         Record.forEach(
             in: batch.payload,
-            bad: { _, line, _ in add(line, to: home) } // ingest's own lines: never, but never dropped either
+            bad: { _, line, _ in
+                // ingest's own lines: never, but never dropped either
+                let before = open[home]?.count ?? 0
+                open[home, default: []].append(contentsOf: line)
+                open[home]!.append(0x0A)
+                cut(home, before: before)
+            }
         ) { record, _ in
             let device = record.device
             let p = partitionOf[device] ?? FleetQueues.partition(of: device, among: partitions)
             partitionOf[device] = p
-            var line: [UInt8] = []
-            record.appendLine(to: &line)
-            add(line.dropLast(), to: p)
+            let before = open[p]?.count ?? 0
+            record.appendLine(to: &open[p, default: []])
+            cut(p, before: before)
         }
         for (p, body) in open.sorted(by: { $0.key < $1.key }) where !body.isEmpty { out.append((FleetQueues.key(p), body)) }
         return out

@@ -178,22 +178,16 @@ public final class FleetPublisher: @unchecked Sendable {
     /// takes it, from the one after the last that failed.
     private func connected(until deadline: Double) throws(Failure) -> AMQPConnection {
         if let c = connection, c.isOpen { return c }
-        var reasons: [String] = []
-        for i in 0..<brokers.count {
-            let left = deadline - monotonicSeconds()
-            guard left > 0 else { break }
-            let url = brokers[(next + i) % brokers.count]
-            do throws(AMQPConnection.Failure) {
-                let c = try AMQPConnection(url: url, timeout: min(left, 3))
-                try queues.declare(on: c)
-                try c.selectConfirms()
-                connection = c
-                next = (next + i) % brokers.count
-                return c
-            } catch {
-                reasons.append("\(error)")
+        do throws(AMQPConnection.Failure) {
+            let (c, broker) = try queues.connect(brokers, from: next) {
+                let left = deadline - monotonicSeconds()
+                return left > 0 ? min(left, 3) : nil
             }
+            connection = c
+            next = broker
+            return c
+        } catch {
+            throw Failure(description: "no broker took the connection: \(error)")
         }
-        throw Failure(description: "no broker took the connection: \(reasons.joined(separator: "; "))")
     }
 }

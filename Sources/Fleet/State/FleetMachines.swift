@@ -4,10 +4,6 @@ import HealthgateCore
 /// The fleet's machines as they say they are alive (every 10 s, from each `serve` with
 /// `fleet:`), for `healthgate status`.
 public final class FleetMachines: Sendable {
-    public struct Failure: Error, CustomStringConvertible {
-        public var description: String
-    }
-
     static let table = FleetDatabase.table("machines")
     let db: FleetDatabase
 
@@ -30,35 +26,27 @@ public final class FleetMachines: Sendable {
     }()
 
     /// Notes this machine alive now; machines not seen for a day are forgotten.
-    public func beat(role: FleetRole) throws(Failure) {
-        do {
-            try db.with { c in
-                try c.execute(
-                    """
-                    INSERT INTO \(FleetMachines.table) (machine, role, started_at, seen_at) VALUES ($1, $2, now(), now())
-                    ON CONFLICT (machine) DO UPDATE SET role = excluded.role, seen_at = now()
-                    """, [FleetMachines.me, role.rawValue])
-                try c.execute("DELETE FROM \(FleetMachines.table) WHERE seen_at < now() - interval '1 day'")
-            }
-        } catch {
-            throw Failure(description: error.description)
+    public func beat(role: FleetRole) throws(FleetDatabase.Failure) {
+        try db.with { c in
+            try c.execute(
+                """
+                INSERT INTO \(FleetMachines.table) (machine, role, started_at, seen_at) VALUES ($1, $2, now(), now())
+                ON CONFLICT (machine) DO UPDATE SET role = excluded.role, seen_at = now()
+                """, [FleetMachines.me, role.rawValue])
+            try c.execute("DELETE FROM \(FleetMachines.table) WHERE seen_at < now() - interval '1 day'")
         }
     }
 
-    public func list() throws(Failure) -> [FleetReport.Machine] {
-        do {
-            return try db.with { c in
-                try c.execute(
-                    """
-                    SELECT machine, role, extract(epoch FROM now() - seen_at)::bigint FROM \(FleetMachines.table)
-                    ORDER BY role, machine
-                    """
-                ).rows.map { r in
-                    FleetReport.Machine(name: r[0] ?? "?", role: r[1] ?? "?", secondsSinceSeen: Int(r[2] ?? "") ?? 0)
-                }
+    public func list() throws(FleetDatabase.Failure) -> [FleetReport.Machine] {
+        try db.with { c in
+            try c.execute(
+                """
+                SELECT machine, role, extract(epoch FROM now() - seen_at)::bigint FROM \(FleetMachines.table)
+                ORDER BY role, machine
+                """
+            ).rows.map { r in
+                FleetReport.Machine(name: r[0] ?? "?", role: r[1] ?? "?", secondsSinceSeen: Int(r[2] ?? "") ?? 0)
             }
-        } catch {
-            throw Failure(description: error.description)
         }
     }
 }

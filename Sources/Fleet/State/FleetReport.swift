@@ -71,7 +71,7 @@ public struct FleetReport: Sendable {
         } catch {
             report.stateProblem = error.description
         }
-        do throws(FleetMachines.Failure) {
+        do throws(FleetDatabase.Failure) {
             report.machines = try FleetMachines(url: fleet.state).list()
         } catch {
             report.stateProblem = report.stateProblem ?? error.description

@@ -17,18 +17,11 @@ struct FleetReplay {
 
     /// A connection to the first broker that takes it, the fleet's queues declared, in confirm mode.
     func connect() throws -> AMQPConnection {
-        var reasons: [String] = []
-        for url in fleet.brokers {
-            do throws(AMQPConnection.Failure) {
-                let c = try AMQPConnection(url: url, timeout: 10)
-                try FleetQueues(sinks: sinks, partitions: fleet.partitions).declare(on: c)
-                try c.selectConfirms()
-                return c
-            } catch {
-                reasons.append("\(error)")
-            }
+        do throws(AMQPConnection.Failure) {
+            return try FleetQueues(sinks: sinks, partitions: fleet.partitions).connect(fleet.brokers, timeout: { 10 }).connection
+        } catch {
+            throw ServiceError("no broker took the connection: \(error)")
         }
-        throw ServiceError("no broker took the connection: \(reasons.joined(separator: "; "))")
     }
 
     /// Publishes `records` (to every sink, or to `sink`'s queues) and waits until the brokers
