@@ -137,7 +137,9 @@ public final class GatewayService: @unchecked Sendable {
             clock: clock)
         connectionGuard = GatewayService.makeGuard(topology, logger: logger)
         do {
-            requestLog = try RequestLog(path: FileIO.join(topology.dataDir, "requests.db"), logger: logger.child("requests"))
+            requestLog =
+                try topology.fleet.map { RequestLog(fleetState: $0.state, logger: logger.child("requests")) }
+                ?? RequestLog(path: FileIO.join(topology.dataDir, "requests.db"), logger: logger.child("requests"))
         } catch {
             requestLog = nil
             logger.error("the request log cannot be opened (\(error)); requests are not noted (the read API's batches stay empty)")

@@ -1,4 +1,5 @@
 import Glibc
+import Posix
 import SinkPostgres
 
 /// The fleet's shared PostgreSQL (`fleet.state`) for one part of it: one connection, made at
@@ -24,6 +25,9 @@ public final class FleetDatabase: @unchecked Sendable {
     /// `CREATE … IF NOT EXISTS` statements run on each new connection (after the schema's).
     let schema: [String]
     private var connection: PGConnection?
+    /// The last failure to connect and when (monotonic seconds): for a second after it, callers
+    /// are told it again at once, rather than each waiting for a database that is away.
+    private var refused: (error: PGError, at: Double)?
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
 
     public init(url: String, purpose: String, schema: [String]) {
@@ -71,12 +75,20 @@ public final class FleetDatabase: @unchecked Sendable {
         if let c = connection, c.isOK { return c }
         connection?.close()
         connection = nil
-        let c = try PGConnection(
-            dsn: url,
-            extra: [
-                ("connect_timeout", "5"), ("application_name", "healthgate \(purpose)"),
-                ("options", "-c statement_timeout=10000")
-            ])
+        if let refused, monotonicSeconds() - refused.at < 1 { throw refused.error }
+        let c: PGConnection
+        do {
+            c = try PGConnection(
+                dsn: url,
+                extra: [
+                    ("connect_timeout", "5"), ("application_name", "healthgate \(purpose)"),
+                    ("options", "-c statement_timeout=10000")
+                ])
+        } catch {
+            refused = (error, monotonicSeconds())
+            throw error
+        }
+        refused = nil
         for statement in ["CREATE SCHEMA IF NOT EXISTS \(FleetDatabase.schemaName)"] + schema {
             do {
                 try c.execute(statement)

@@ -1,4 +1,5 @@
 import HealthgateCore
+import Fleet
 import Posix
 import Storage
 import Synchronization
@@ -8,8 +9,9 @@ import Synchronization
 /// or recognised as already stored (a HealthSync export sent again). For the read API's
 /// `GET …/batches`, to diagnose a phone's sync. Kept in `data_dir/requests.db` (SQLite, WAL,
 /// not synced per request: a crash may lose the last lines of this diagnostic log, never a
-/// record), the newest `keep` requests.
-public final class RequestLog: Sendable {
+/// record), the newest `keep` requests; in a fleet, in its PostgreSQL, where every ingest machine
+/// notes the requests it answered and the read API of any machine sees them all.
+public final class RequestLog: @unchecked Sendable {
     public struct Entry: Sendable {
         public var id: Int64
         public var time: Timestamp
@@ -23,20 +25,21 @@ public final class RequestLog: Sendable {
         public var note: String?
     }
 
-    private final class Writer {
-        let insert: SQLite.Statement
+    private struct Writer {
         var sinceTrim = 0
-
-        init(_ insert: SQLite.Statement) { self.insert = insert }
+        /// Failures to note, counted between two logged ones.
+        var failures = 0
+        var lastLogged: Int64?
     }
 
-    let db: SQLite
-    private let writer: Locked<Writer>
+    let db: any StateDatabase
+    let table: String
+    private let writer = Locked(Writer())
     let keep: Int
     let logger: Logger
 
     public init(path: String, keep: Int = 100_000, logger: Logger) throws(SQLite.Failure) {
-        db = try SQLite(path: path)
+        let db = try SQLite(path: path)
         try db.execute("PRAGMA synchronous=NORMAL")
         try db.execute(
             """
@@ -45,11 +48,25 @@ public final class RequestLog: Sendable {
               duplicates INTEGER NOT NULL, note TEXT)
             """)
         try db.execute("CREATE INDEX IF NOT EXISTS requests_device ON requests (device, id)")
-        writer = Locked(
-            Writer(
-                try db.prepare(
-                    "INSERT INTO requests (at_ns, receiver, device, request_id, status, records, refused, duplicates, note) "
-                        + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")))
+        self.db = db
+        table = "requests"
+        self.keep = keep
+        self.logger = logger
+    }
+
+    /// The fleet's request log, in `fleet.state` (connected at the first use).
+    public init(fleetState url: String, keep: Int = 100_000, logger: Logger) {
+        table = FleetDatabase.table("requests")
+        db = FleetStateDatabase(
+            url: url, purpose: "fleet request log",
+            schema: [
+                """
+                CREATE TABLE IF NOT EXISTS \(table) (id bigserial PRIMARY KEY, at_ns bigint NOT NULL, receiver text NOT NULL,
+                  device text, request_id text, status integer NOT NULL, records integer NOT NULL, refused integer NOT NULL,
+                  duplicates integer NOT NULL, note text)
+                """,
+                "CREATE INDEX IF NOT EXISTS requests_device ON \(table) (device, id)"
+            ])
         self.keep = keep
         self.logger = logger
     }
@@ -60,29 +77,39 @@ public final class RequestLog: Sendable {
         records: Int, refused: Int, duplicates: Int, note: String? = nil
     ) {
         func text(_ s: String?, _ max: Int) -> SQLite.Value { s.map { .text(String($0.prefix(max))) } ?? .null }
-        let failure: SQLite.Failure? = writer.withLock { w -> SQLite.Failure? in
+        let insert = [
+            .int(time.unixNanoseconds), .text(receiver), text(device, 200), text(requestID, 200),
+            .int(Int64(status)), .int(Int64(records)), .int(Int64(refused)), .int(Int64(duplicates)), text(note, 300)
+        ]
+        let logged: (String, Int)? = writer.withLock { w in
             do {
-                try w.insert.run(
-                    .int(time.unixNanoseconds), .text(receiver), text(device, 200), text(requestID, 200),
-                    .int(Int64(status)), .int(Int64(records)), .int(Int64(refused)), .int(Int64(duplicates)),
-                    text(note, 300))
+                try db.execute(
+                    "INSERT INTO \(table) (at_ns, receiver, device, request_id, status, records, refused, duplicates, note) "
+                        + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", insert)
                 w.sinceTrim += 1
                 if w.sinceTrim >= 1000 {
                     w.sinceTrim = 0
-                    try db.execute("DELETE FROM requests WHERE id <= (SELECT max(id) FROM requests) - ?", [.int(Int64(keep))])
+                    try db.execute("DELETE FROM \(table) WHERE id <= (SELECT max(id) FROM \(table)) - ?", [.int(Int64(keep))])
                 }
                 return nil
-            } catch let e as SQLite.Failure {
-                return e
             } catch {
-                return SQLite.Failure(description: "\(error)")
+                // Once a minute at most, with how many failed since: a database that is away
+                // must not flood the log.
+                w.failures += 1
+                let now = time.seconds
+                if let last = w.lastLogged, now - last < 60 { return nil }
+                w.lastLogged = now
+                defer { w.failures = 0 }
+                return ("\(error)", w.failures)
             }
         }
-        if let failure { logger.error("cannot note a request in the request log: \(failure)") }
+        if let (failure, count) = logged {
+            logger.error("cannot note \(count == 1 ? "a request" : "\(count) requests") in the request log: \(failure)")
+        }
     }
 
     /// The newest requests first, from before `before` (an id), of `devices` (nil: all).
-    public func recent(devices: [String]?, before: Int64?, limit: Int) throws(SQLite.Failure) -> [Entry] {
+    public func recent(devices: [String]?, before: Int64?, limit: Int) throws -> [Entry] {
         var conditions: [String] = []
         var values: [SQLite.Value] = []
         if let devices {
@@ -97,7 +124,7 @@ public final class RequestLog: Sendable {
         values.append(.int(Int64(limit)))
         let rows = try db.query(
             "SELECT id, at_ns, receiver, device, request_id, status, records, refused, duplicates, note "
-                + "FROM requests" + (conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND "))
+                + "FROM \(table)" + (conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND "))
                 + " ORDER BY id DESC LIMIT ?", values)
         return rows.map { r in
             let ns = r[1].int ?? 0
@@ -121,18 +148,18 @@ public final class RequestLog: Sendable {
     }
 
     /// The `limit` phones seen most recently, newest first.
-    public func devices(limit: Int) throws(SQLite.Failure) -> [Device] {
+    public func devices(limit: Int) throws -> [Device] {
         func time(_ ns: Int64) -> Timestamp { Timestamp(seconds: ns / 1_000_000_000, nanoseconds: Int32(ns % 1_000_000_000)) }
         let rows = try db.query(
             """
-            SELECT receiver, device, max(at_ns), count(*), sum(records) FROM requests WHERE device IS NOT NULL
+            SELECT receiver, device, max(at_ns), count(*), sum(records) FROM \(table) WHERE device IS NOT NULL
             GROUP BY receiver, device ORDER BY max(at_ns) DESC LIMIT ?
             """, [.int(Int64(limit))])
         let refused = try db.query(
             """
-            SELECT receiver, device, at_ns, status, note FROM requests WHERE id IN
-              (SELECT max(id) FROM requests WHERE status >= 400 AND device IS NOT NULL GROUP BY receiver, device)
-            """)
+            SELECT receiver, device, at_ns, status, note FROM \(table) WHERE id IN
+              (SELECT max(id) FROM \(table) WHERE status >= 400 AND device IS NOT NULL GROUP BY receiver, device)
+            """, [])
         var last: [String: (Timestamp, Int, String?)] = [:]
         for r in refused {
             last[(r[0].text ?? "") + "\u{0}" + (r[1].text ?? "")] = (time(r[2].int ?? 0), Int(r[3].int ?? 0), r[4].text)

@@ -39,7 +39,7 @@ public struct WriteCommand: Sendable, Equatable {
 /// phone reaches): `healthgate write` and `delete` add to it while `serve` runs; `serve` sends
 /// what is pending in replies and records results.
 public final class CommandStore: @unchecked Sendable {
-    let db: any CommandDatabase
+    let db: any StateDatabase
     /// Where the commands are, for messages.
     public let path: String
     /// The tables' names (the fleet's are prefixed, in a database shared with others).
@@ -56,7 +56,23 @@ public final class CommandStore: @unchecked Sendable {
     public init(fleetState url: String) {
         commandTable = FleetDatabase.table("commands")
         resultTable = FleetDatabase.table("command_results")
-        db = FleetCommandDatabase(url: url, commands: commandTable, results: resultTable)
+        db = FleetStateDatabase(
+            url: url, purpose: "fleet commands",
+            schema: [
+                """
+                CREATE TABLE IF NOT EXISTS \(commandTable) (
+                    receiver text NOT NULL, id text NOT NULL, version integer NOT NULL, op text NOT NULL,
+                    type text NOT NULL, value_num double precision, value_name text, unit text, start text, "end" text,
+                    created_at bigint NOT NULL, sent_count integer NOT NULL DEFAULT 0, last_sent_at bigint,
+                    result_version integer, result_status text, result_reason text, result_at bigint,
+                    rowid bigserial, PRIMARY KEY (receiver, id))
+                """,
+                """
+                CREATE TABLE IF NOT EXISTS \(resultTable) (
+                    receiver text NOT NULL, id text NOT NULL, version integer NOT NULL, status text NOT NULL,
+                    reason text, at bigint NOT NULL)
+                """
+            ])
         path = "the fleet's PostgreSQL (\(commandTable))"
     }
 

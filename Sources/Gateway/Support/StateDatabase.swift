@@ -2,45 +2,29 @@ import Fleet
 import SinkPostgres
 import Storage
 
-/// What the command store keeps its commands in: SQLite under the data dir (one machine), or
-/// the fleet's PostgreSQL, where every ingest machine sends and records the same commands.
-/// The store's statements are written once, with `?` placeholders, for both.
-protocol CommandDatabase: AnyObject {
+/// Where a part of the gateway keeps its small tables: SQLite under the data dir (one machine),
+/// or the fleet's PostgreSQL, where every machine reads and writes the same rows (write-back
+/// commands, the request log). Their statements are written once, with `?` placeholders, for both.
+protocol StateDatabase: AnyObject {
     func execute(_ sql: String, _ values: [SQLite.Value]) throws
     func query(_ sql: String, _ values: [SQLite.Value]) throws -> [[SQLite.Value]]
     func transaction<R>(_ body: () throws -> R) throws -> R
 }
 
-extension SQLite: CommandDatabase {}
+extension SQLite: StateDatabase {}
 
-/// The commands in the fleet's PostgreSQL (`fleet.state`).
-final class FleetCommandDatabase: CommandDatabase {
+/// Tables in the fleet's PostgreSQL (`fleet.state`), created at the first connection.
+final class FleetStateDatabase: StateDatabase {
     let db: FleetDatabase
 
-    init(url: String, commands: String, results: String) {
-        db = FleetDatabase(
-            url: url, purpose: "fleet commands",
-            schema: [
-                """
-                CREATE TABLE IF NOT EXISTS \(commands) (
-                    receiver text NOT NULL, id text NOT NULL, version integer NOT NULL, op text NOT NULL,
-                    type text NOT NULL, value_num double precision, value_name text, unit text, start text, "end" text,
-                    created_at bigint NOT NULL, sent_count integer NOT NULL DEFAULT 0, last_sent_at bigint,
-                    result_version integer, result_status text, result_reason text, result_at bigint,
-                    rowid bigserial, PRIMARY KEY (receiver, id))
-                """,
-                """
-                CREATE TABLE IF NOT EXISTS \(results) (
-                    receiver text NOT NULL, id text NOT NULL, version integer NOT NULL, status text NOT NULL,
-                    reason text, at bigint NOT NULL)
-                """
-            ])
+    init(url: String, purpose: String, schema: [String]) {
+        db = FleetDatabase(url: url, purpose: purpose, schema: schema)
     }
 
     func execute(_ sql: String, _ values: [SQLite.Value]) throws { _ = try query(sql, values) }
 
     func query(_ sql: String, _ values: [SQLite.Value]) throws -> [[SQLite.Value]] {
-        let text = FleetCommandDatabase.numbered(sql)
+        let text = FleetStateDatabase.numbered(sql)
         let parameters: [String?] = values.map { v in
             switch v {
             case .null: return nil
@@ -57,7 +41,9 @@ final class FleetCommandDatabase: CommandDatabase {
                     guard let cell else { return .null }
                     switch r.types[i] {
                     case 20, 21, 23: return Int64(cell).map { .int($0) } ?? .text(cell)
-                    case 700, 701, 1700: return Double(cell).map { .double($0) } ?? .text(cell)
+                    // A numeric is what `sum` of a bigint gives: whole ones read as integers.
+                    case 1700: return Int64(cell).map { .int($0) } ?? Double(cell).map { .double($0) } ?? .text(cell)
+                    case 700, 701: return Double(cell).map { .double($0) } ?? .text(cell)
                     default: return .text(cell)
                     }
                 }
@@ -79,7 +65,7 @@ final class FleetCommandDatabase: CommandDatabase {
         }
     }
 
-    /// SQLite's `?` placeholders as PostgreSQL's `$1`, `$2`, … (the store's statements hold no
+    /// SQLite's `?` placeholders as PostgreSQL's `$1`, `$2`, … (the statements hold no
     /// `?` in a literal).
     static func numbered(_ sql: String) -> String {
         var out = ""
