@@ -124,14 +124,17 @@ static inline int hg_amqp_cancel(amqp_connection_state_t c, amqp_channel_t ch, c
     return amqp_basic_cancel(c, ch, amqp_cstring_bytes(tag)) ? 0 : -1;
 }
 
-/* A persistent message with its id (what a return is matched by). 0 or an amqp_status_enum. */
+/* A persistent message with its id (what a return is matched by) and when it was published
+   (Unix seconds). 0 or an amqp_status_enum. */
 static inline int hg_amqp_publish(amqp_connection_state_t c, amqp_channel_t ch, const char *exchange, const char *key,
-                                  const void *body, size_t length, const char *message_id) {
+                                  const void *body, size_t length, const char *message_id, uint64_t timestamp) {
     amqp_basic_properties_t p;
     memset(&p, 0, sizeof p);
-    p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG;
+    p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG
+        | AMQP_BASIC_TIMESTAMP_FLAG;
     p.delivery_mode = AMQP_DELIVERY_PERSISTENT;
     p.message_id = amqp_cstring_bytes(message_id);
+    p.timestamp = timestamp;
     p.content_type = amqp_cstring_bytes("application/x-ndjson");
     amqp_bytes_t b = {length, (void *)body};
     return amqp_basic_publish(c, ch, amqp_cstring_bytes(exchange), amqp_cstring_bytes(key), 1, 0, &p, b);

@@ -65,3 +65,15 @@ public struct TransformStateError: Error, CustomStringConvertible, Sendable {
     public var description: String
     public init(_ d: String) { description = d }
 }
+
+/// Whose state a sink saves or gives back: every device's (one machine), or the devices of one
+/// fleet partition (a worker saves each partition it holds apart, under that partition's epoch).
+public struct DeviceScope: Sendable {
+    private let test: @Sendable (String) -> Bool
+
+    public static let all = DeviceScope { _ in true }
+
+    public init(_ contains: @escaping @Sendable (String) -> Bool) { test = contains }
+
+    public func contains(_ device: String) -> Bool { test(device) }
+}

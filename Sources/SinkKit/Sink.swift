@@ -34,12 +34,14 @@ public protocol Sink: AnyObject {
     func probe() -> Reachability
     /// Releases connections and files. Called once, after the last `write`.
     func close()
-    /// State the sink keeps to do its work (the MQTT sink's entity states), committed
-    /// atomically with its cursor after each delivered batch, so that it always reflects exactly
-    /// the records before the cursor. Default: none.
-    func saveState() -> [UInt8]?
-    /// The state committed last, given once right after `open` (only when there is one).
-    func restoreState(_ bytes: [UInt8]) throws(SinkOpenError)
+    /// State the sink keeps to do its work (the MQTT sink's entity states) of the devices in
+    /// `devices`, committed atomically with its cursor after each delivered batch, so that it
+    /// always reflects exactly the records before the cursor. Default: none.
+    func saveState(of devices: DeviceScope) -> [UInt8]?
+    /// The state committed last of the devices in `devices`, which replaces what the sink has
+    /// of them (empty bytes: none). One machine gives it once, right after `open`, for `.all`;
+    /// a fleet worker gives each partition's when it claims the partition.
+    func restoreState(_ bytes: [UInt8], of devices: DeviceScope) throws(SinkOpenError)
     /// What the sink says of itself for `status` and `/metrics` (asked after each write, idle
     /// and probe): a line such as the schema version, and counters since it opened. Default: none.
     func report() -> SinkReport?
@@ -67,8 +69,8 @@ extension Sink {
     public var prepare: (@Sendable (SinkBatch) -> any Sendable)? { nil }
     public func idle() {}
     public func probe() -> Reachability { .unknown }
-    public func saveState() -> [UInt8]? { nil }
-    public func restoreState(_ bytes: [UInt8]) throws(SinkOpenError) {}
+    public func saveState(of devices: DeviceScope) -> [UInt8]? { nil }
+    public func restoreState(_ bytes: [UInt8], of devices: DeviceScope) throws(SinkOpenError) {}
     public func report() -> SinkReport? { nil }
 }
 

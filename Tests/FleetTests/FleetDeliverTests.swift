@@ -175,16 +175,17 @@ extension AMQPConnectionTests {
         let cluster = try Self.cluster()
         let db = try DatabaseProcess.postgres()
         let (secret, token) = ("whsec_fleet0123456789abcdef", "fleet-phone-token-0123456789")
-        let config = Self.fleetConfig(
-            cluster, state: db.postgresURL, partitions: 2,
-            sinks: """
-                  db: {kind: postgres, dsn: "\(db.postgresURL)", batch: {max_wait: 10ms}}
-                """, to: "db",
-            receivers: """
-                  phone: {kind: syncky, path: /hook, auth: {type: bearer, token: \(token)}, hmac: {secret: \(secret)}, write_back: true}
-                  hs: {kind: healthsync, auth: {type: bearer, token: hs-token-0123456789}}
-                """,
-            from: "phone, hs")
+        let config =
+            Self.fleetConfig(
+                cluster, state: db.postgresURL, partitions: 2,
+                sinks: """
+                      db: {kind: postgres, dsn: "\(db.postgresURL)", batch: {max_wait: 10ms}}
+                    """, to: "db",
+                receivers: """
+                      phone: {kind: syncky, path: /hook, auth: {type: bearer, token: \(token)}, hmac: {secret: \(secret)}, write_back: true}
+                      hs: {kind: healthsync, auth: {type: bearer, token: hs-token-0123456789}}
+                    """,
+                from: "phone, hs") + "\nread_api: {sink: db, tokens: [{token: fleet-read-token-0123456789}]}"
         let first = try ServeProcess(config: config, arguments: ["--role", "ingest"])
         let second = try ServeProcess(config: config, arguments: ["--role", "ingest"])
         let worker = try ServeProcess(config: config, arguments: ["--role", "deliver"])
@@ -239,6 +240,15 @@ extension AMQPConnectionTests {
         let resent = try second.client().request("POST", "/api/apple-health/sync", headers: hs, body: Array(export.utf8))
         #expect(resent.status == 200 && resent.text.contains(#""duplicate":true"#), "\(resent.text)")
 
+        // The request log is the fleet's: either machine's read API shows what both answered.
+        for machine in [first, second] {
+            let r = try machine.client().request(
+                "GET", "/api/v1/batches?device=phone-hs", headers: [("Authorization", "Bearer fleet-read-token-0123456789")])
+            let data = (try? JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any])?["data"] as? [[String: Any]] ?? []
+            #expect(data.map { $0["request_id"] as? String } == ["exp-fleet", "exp-fleet"], "\(r.status) \(r.text)")
+            #expect(data.map { $0["duplicates"] as? Int } == [1, 0] && data.map { $0["records"] as? Int } == [0, 1], "\(r.text)")
+        }
+
         // Without the shared state, a signature cannot be checked for a replay: 503, sent again later.
         kill(db.process.processIdentifier, SIGQUIT)
         _ = db.process.waitUntilExit(within: 30)
@@ -277,6 +287,53 @@ extension AMQPConnectionTests {
         defer { late.close() }
         let lateClaim = try late.claim(sink: "s", partition: 3)
         #expect(lateClaim.epoch == again.epoch + 1 && lateClaim.states == ["r/0/dedupe": [2, 0, 10]])
+    }
+
+    /// The mqtt sink's daily totals are a partition's state like the transforms': a worker
+    /// that takes a partition over from one killed goes on from its total, not from zero, and a
+    /// sample sent again is still counted once.
+    @Test func theMQTTSinksDailyTotalsMoveWithTheirPartition() throws {
+        let cluster = try Self.cluster()
+        let db = try DatabaseProcess.postgres()
+        let broker = try DatabaseProcess.mosquitto()
+        let config = Self.fleetConfig(
+            cluster, state: db.postgresURL, partitions: 2,
+            sinks: """
+                  home: {kind: mqtt, url: "mqtt://127.0.0.1:\(broker.port)", batch: {max_wait: 10ms}, retry: {initial: 100ms, max: 500ms}}
+                """, to: "home")
+        let ingest = try ServeProcess(config: config, arguments: ["--role", "ingest"])
+        defer { ingest.stop() }
+        func steps(_ uuid: String, _ value: Int) throws {
+            let ts = Timestamp(seconds: Int64(Date().timeIntervalSince1970) - 600).rfc3339()
+            let body =
+                #"{"device_id":"anna","samples":[{"source_uuid":"\#(uuid)","data_type":"stepCount","ts":"\#(ts)","value":\#(value),"unit":"count"}]}"#
+            let r = try ingest.client().request("POST", "/v1/ingest", headers: Self.ingestAuth, body: Array(body.utf8))
+            #expect(r.status == 202, "\(r.status) \(r.text)")
+        }
+        func today() -> Int? {
+            guard let r = try? MQTTRecorder(port: broker.port, topic: "healthgate/anna/steps_today") else { return nil }
+            let until = Date().addingTimeInterval(0.3)
+            while r.payloads.isEmpty && Date() < until { usleep(10_000) }
+            r.stop()
+            let json = r.payloads.first.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            return json?["value"] as? Int
+        }
+        let first = try ServeProcess(config: config, arguments: ["--role", "deliver"])
+        try steps("s1", 100)
+        #expect(ServeProcess.eventually(30) { today() == 100 }, "\(String(describing: today()))")
+        first.stop(signal: SIGKILL)
+        // No worker: what comes waits, and `status` says how long at most.
+        try steps("s2", 50)
+        sleep(2)
+        let (_, status) = try Command.run(ServeProcess.binary, ["status", "--config", ingest.configPath], timeout: 60)
+        let age = status.firstMatch(of: /sink home: 1 message\(s\) waiting in its partition queues, the oldest at most (\d+) s old/)
+        #expect(age.map { Int($0.1)! >= 2 && Int($0.1)! < 120 } == true, "\(status)")
+        let second = try ServeProcess(config: config, arguments: ["--role", "deliver"])
+        defer { second.stop() }
+        #expect(ServeProcess.eventually(30) { today() == 150 }, "\(String(describing: today()))")
+        try steps("s1", 100)
+        try steps("s3", 1)
+        #expect(ServeProcess.eventually(30) { today() == 151 }, "\(String(describing: today()))")
     }
 
     /// A message delivered again after its state was saved (a worker that died before it

@@ -215,6 +215,33 @@ import Testing
         #expect(again.all(now: now).first?.attribute("person") == .string("anna"))
     }
 
+    /// A fleet worker saves each partition's devices apart and, claiming a partition again,
+    /// replaces what it had of those devices (perhaps from before another worker held them).
+    @Test func aScopedStateHoldsItsDevicesAndReplacesOnlyThem() throws {
+        let b = book()
+        _ = b.apply(
+            [
+                Self.sample("a1", "steps", 100, at: Self.noon - 3600, device: "anna"),
+                Self.sample("b1", "steps", 200, at: Self.noon - 3600, device: "ben")
+            ], now: now)
+        let annas = b.saveState(of: DeviceScope { $0 == "anna" })
+        #expect(String(decoding: annas, as: UTF8.self).contains("anna") && !String(decoding: annas, as: UTF8.self).contains("ben"))
+
+        // Another worker went on with anna: 100 + 50.
+        let other = book()
+        try other.restoreState(annas, of: DeviceScope { $0 == "anna" })
+        _ = other.apply([Self.sample("a2", "steps", 50, at: Self.noon - 1800, device: "anna")], now: now)
+        // This one claims anna's partition again: anna is the other's, ben stays its own.
+        _ = b.apply([Self.sample("b2", "steps", 1, at: Self.noon - 1800, device: "ben")], now: now)
+        try b.restoreState(other.saveState(of: DeviceScope { $0 == "anna" }), of: DeviceScope { $0 == "anna" })
+        let states = b.all(now: now)
+        #expect(states.last { $0.device == "anna" && $0.entity.objectID == "steps_today" }?.state == "150")
+        #expect(states.last { $0.device == "ben" && $0.entity.objectID == "steps_today" }?.state == "201")
+        // No saved state of a partition: what it had of its devices is forgotten.
+        try b.restoreState([], of: DeviceScope { $0 == "ben" })
+        #expect(!b.all(now: now).contains { $0.device == "ben" })
+    }
+
     @Test func theStateSurvivesARestart() throws {
         let b = book()
         _ = b.apply(

@@ -25,6 +25,8 @@ public final class AMQPConnection {
         /// The tag of the consumer it came to: which queue it was taken from.
         public var consumer: String
         public var messageID: String?
+        /// When it was published (Unix seconds, the publisher's clock), if it says.
+        public var published: Int64?
         public var body: [UInt8]
     }
 
@@ -141,7 +143,9 @@ public final class AMQPConnection {
         guard isOpen else { throw Failure(description: "\(url.shown): the connection is closed") }
         let seq = nextSeq
         let id = "\(idPrefix)-\(seq)"
-        let rc = body.withUnsafeBytes { hg_amqp_publish(state, channel, exchange, key, $0.baseAddress, $0.count, id) }
+        let rc = body.withUnsafeBytes {
+            hg_amqp_publish(state, channel, exchange, key, $0.baseAddress, $0.count, id, UInt64(max(0, time(nil))))
+        }
         guard rc == AMQP_STATUS_OK.rawValue else { throw lost("publish", AMQPConnection.status(rc)) }
         if confirming {
             nextSeq += 1
@@ -234,7 +238,9 @@ public final class AMQPConnection {
             let message = try readMessage()
             deliveries.append(
                 Delivery(
-                    tag: tag, redelivered: redelivered, routingKey: key, consumer: consumer, messageID: message.id, body: message.body))
+                    tag: tag, redelivered: redelivered, routingKey: key, consumer: consumer, messageID: message.id,
+                    published: message.published,
+                    body: message.body))
         case Int32(HG_AMQP_CHANNEL_CLOSE.rawValue), Int32(HG_AMQP_CONNECTION_CLOSE.rawValue):
             let why = String(decoding: UnsafeRawBufferPointer(start: e.text.bytes, count: e.text.len), as: UTF8.self)
             throw lost(
@@ -247,7 +253,7 @@ public final class AMQPConnection {
         amqp_maybe_release_buffers(state)
     }
 
-    private func readMessage() throws(Failure) -> (id: String?, body: [UInt8]) {
+    private func readMessage() throws(Failure) -> (id: String?, published: Int64?, body: [UInt8]) {
         var m = amqp_message_t()
         let r = amqp_read_message(state, channel, &m, 0)
         guard r.reply_type == AMQP_RESPONSE_NORMAL else { throw lost("read a message", AMQPConnection.text(r)) }
@@ -258,7 +264,9 @@ public final class AMQPConnection {
             id = String(
                 decoding: UnsafeRawBufferPointer(start: m.properties.message_id.bytes, count: m.properties.message_id.len), as: UTF8.self)
         }
-        return (id, body)
+        let published =
+            m.properties._flags & amqp_flags_t(AMQP_BASIC_TIMESTAMP_FLAG) != 0 ? Int64(clamping: m.properties.timestamp) : nil
+        return (id, published, body)
     }
 
     /// Runs a synchronous method; a failure closes the connection (a refused declaration closes

@@ -172,6 +172,7 @@ public final class FleetWorker: @unchecked Sendable {
     private func handle(_ batch: [AMQPConnection.Delivery], on c: AMQPConnection) throws(AMQPConnection.Failure) {
         var out: [Record] = []
         var applied: [Int: [String]] = [:]
+        var published: [Int: Int64] = [:]
         var filtered = 0
         var again = 0
         let letters = deadLetters()
@@ -195,6 +196,7 @@ public final class FleetWorker: @unchecked Sendable {
                 if !h.routes.process(r, into: &out) { filtered += 1 }
             }
             applied[p, default: []].append(d.messageID ?? "")
+            if let t = d.published { published[p] = max(published[p] ?? t, t) }
         }
         for p in applied.keys.sorted() { held[p]?.routes.flush(into: &out) }
         if filtered > 0 { metrics.filtered.add(filtered, ordering: .relaxed) }
@@ -204,7 +206,7 @@ public final class FleetWorker: @unchecked Sendable {
         if !out.isEmpty {
             guard deliver(out) else { return }
         }
-        guard save(applied) else { return }
+        guard save(applied, published: published) else { return }
         try c.ack(batch[batch.count - 1].tag, multiple: true)
         problemText.withLock { $0 = nil }
     }
@@ -227,6 +229,14 @@ public final class FleetWorker: @unchecked Sendable {
                 let c = try states.claim(sink: name, partition: p)
                 let routes = SinkRoutes(routes: routes, sink: name, clock: clock, timeZones: timeZones, logger: logger)
                 routes.restore(c.states, logger: logger)
+                // What the sink has of this partition's devices may be from an earlier hold:
+                // the saved state replaces it.
+                do {
+                    try sink?.restoreState(c.states[SinkDrainer.sinkStateKey] ?? [], of: scope(p))
+                } catch {
+                    logger.error("sink \(name): partition \(p)'s saved state cannot be read (\(error)); it starts empty")
+                    try? sink?.restoreState([], of: scope(p))
+                }
                 let h = Held(routes: routes, epoch: c.epoch, applied: c.applied)
                 held[p] = h
                 return h
@@ -243,10 +253,12 @@ public final class FleetWorker: @unchecked Sendable {
     /// False when stopping first, or when a partition was claimed by another worker meanwhile
     /// (then this connection is given up: the broker moved the partition, its messages are
     /// the other worker's).
-    private func save(_ applied: [Int: [String]]) -> Bool {
+    private func save(_ applied: [Int: [String]], published: [Int: Int64] = [:]) -> Bool {
         let saves = applied.keys.sorted().compactMap { p in
             held[p].map { h in
-                PartitionStates.Save(partition: p, epoch: h.epoch, states: h.routes.states, applied: applied[p]!.filter { !$0.isEmpty })
+                PartitionStates.Save(
+                    partition: p, epoch: h.epoch, states: states(of: p, h), applied: applied[p]!.filter { !$0.isEmpty },
+                    lastPublished: published[p])
             }
         }
         var failures = 0
@@ -266,6 +278,19 @@ public final class FleetWorker: @unchecked Sendable {
             }
         }
         return false
+    }
+
+    /// A partition's state: its transforms' and the sink's of the partition's devices.
+    private func states(of p: Int, _ h: Held) -> [String: [UInt8]] {
+        var states = h.routes.states
+        if let s = sink?.saveState(of: scope(p)) { states[SinkDrainer.sinkStateKey] = s }
+        return states
+    }
+
+    /// The devices of partition `p`.
+    private func scope(_ p: Int) -> DeviceScope {
+        let partitions = fleet.partitions
+        return DeviceScope { FleetQueues.partition(of: $0, among: partitions) == p }
     }
 
     /// Writes records until each is accepted or dead-lettered; false when stopping, or when the

@@ -27,6 +27,10 @@ public struct FleetReport: Sendable {
         public var deadLetters: Int?
         public var holdings: [Holding]
         public var unclaimed: [Int]
+        /// How old the oldest message waiting is at most (s): of the partitions with messages
+        /// waiting, the longest since the newest message their worker applied was published
+        /// (what waits came after it). Nil when nothing waits or no partition says.
+        public var oldestWaiting: Int?
     }
 
     public var broker: String?
@@ -65,7 +69,7 @@ public struct FleetReport: Sendable {
         if report.broker == nil { report.brokerProblem = reasons.joined(separator: "; ") }
         let states = PartitionStates(url: fleet.state, holder: "")
         defer { states.close() }
-        var held: [(sink: String, partition: Int, holder: String, saved: Int?)] = []
+        var held: [PartitionStates.Holder] = []
         do throws(PartitionStates.Failure) {
             held = try states.holders()
         } catch {
@@ -83,16 +87,19 @@ public struct FleetReport: Sendable {
             for h in held where h.sink == s && h.partition < fleet.partitions {
                 var holding = byHolder[h.holder] ?? Holding(holder: h.holder, partitions: [], secondsSinceSaved: nil)
                 holding.partitions.append(h.partition)
-                if let saved = h.saved { holding.secondsSinceSaved = min(holding.secondsSinceSaved ?? saved, saved) }
+                if let saved = h.secondsSinceSaved { holding.secondsSinceSaved = min(holding.secondsSinceSaved ?? saved, saved) }
                 byHolder[h.holder] = holding
             }
+            let behind = held.filter { h in
+                h.sink == s && h.partition < fleet.partitions && (depths[queues[h.partition]] ?? 0) > 0
+            }.compactMap { $0.secondsSincePublished.map { max(0, $0) } }.max()
             let claimed = Set(held.filter { $0.sink == s }.map(\.partition))
             report.sinks.append(
                 Sink(
                     name: s, waiting: known.count == queues.count ? known.reduce(0, +) : nil,
                     deadLetters: depths[FleetQueues.deadLetterQueue(sink: s)],
                     holdings: byHolder.values.sorted { $0.holder < $1.holder },
-                    unclaimed: (0..<fleet.partitions).filter { !claimed.contains($0) }))
+                    unclaimed: (0..<fleet.partitions).filter { !claimed.contains($0) }, oldestWaiting: behind))
         }
         return report
     }

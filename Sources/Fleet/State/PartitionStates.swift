@@ -23,12 +23,15 @@ public final class PartitionStates {
         public var epoch: Int64
         public var states: [String: [UInt8]]
         public var applied: [String]
+        /// When the newest of them was published (Unix seconds; nil: keep what was saved).
+        public var lastPublished: Int64?
 
-        public init(partition: Int, epoch: Int64, states: [String: [UInt8]], applied: [String]) {
+        public init(partition: Int, epoch: Int64, states: [String: [UInt8]], applied: [String], lastPublished: Int64? = nil) {
             self.partition = partition
             self.epoch = epoch
             self.states = states
             self.applied = applied
+            self.lastPublished = lastPublished
         }
     }
 
@@ -49,7 +52,7 @@ public final class PartitionStates {
                 CREATE TABLE IF NOT EXISTS \(PartitionStates.table) (
                     sink text NOT NULL, partition integer NOT NULL, epoch bigint NOT NULL, holder text NOT NULL,
                     claimed_at timestamptz NOT NULL, state text, applied text, saved_at timestamptz,
-                    PRIMARY KEY (sink, partition))
+                    last_published bigint, PRIMARY KEY (sink, partition))
                 """
             ])
         self.holder = holder
@@ -94,9 +97,14 @@ public final class PartitionStates {
                     let state = Crypto.base64(CursorStore.encode(CursorStore.Committed(states: s.states)))
                     let r = try c.execute(
                         """
-                        UPDATE \(PartitionStates.table) SET state = $4, applied = $5, saved_at = now()
+                        UPDATE \(PartitionStates.table)
+                        SET state = $4, applied = $5, saved_at = now(), last_published = coalesce($6, last_published)
                         WHERE sink = $1 AND partition = $2 AND epoch = $3
-                        """, [sink, String(s.partition), String(s.epoch), state, s.applied.joined(separator: "\n")])
+                        """,
+                        [
+                            sink, String(s.partition), String(s.epoch), state, s.applied.joined(separator: "\n"),
+                            s.lastPublished.map { String($0) }
+                        ])
                     if r.affected == 0 { fenced.append(s.partition) }
                 }
                 return fenced
@@ -104,16 +112,30 @@ public final class PartitionStates {
         }
     }
 
-    /// Every partition claimed so far: its sink, who holds it, and how long since its state was
-    /// saved (nil: never), for `healthgate status`.
-    public func holders() throws(Failure) -> [(sink: String, partition: Int, holder: String, saved: Int?)] {
+    /// A partition as `healthgate status` shows it: who holds it, how long since its state was
+    /// saved, and since the newest message in it was published (nil: never saved).
+    public struct Holder: Sendable {
+        public var sink: String
+        public var partition: Int
+        public var holder: String
+        public var secondsSinceSaved: Int?
+        public var secondsSincePublished: Int?
+    }
+
+    /// Every partition claimed so far.
+    public func holders() throws(Failure) -> [Holder] {
         try run { c in
             try c.execute(
                 """
-                SELECT sink, partition, holder, extract(epoch FROM now() - saved_at)::bigint
+                SELECT sink, partition, holder, extract(epoch FROM now() - saved_at)::bigint,
+                  extract(epoch FROM now())::bigint - last_published
                 FROM \(PartitionStates.table) ORDER BY sink, partition
                 """
-            ).rows.map { r in (r[0] ?? "?", Int(r[1] ?? "") ?? -1, r[2] ?? "?", r[3].flatMap { Int($0) }) }
+            ).rows.map { r in
+                Holder(
+                    sink: r[0] ?? "?", partition: Int(r[1] ?? "") ?? -1, holder: r[2] ?? "?",
+                    secondsSinceSaved: r[3].flatMap { Int($0) }, secondsSincePublished: r[4].flatMap { Int($0) })
+            }
         }
     }
 

@@ -124,6 +124,7 @@ struct StatusCommand {
         for s in r.sinks {
             var line = "  sink \(s.name): "
             line += s.waiting.map { "\($0) message(s) waiting in its partition queues" } ?? "its queues not declared yet"
+            if let age = s.oldestWaiting { line += ", the oldest at most \(age) s old" }
             if let dead = s.deadLetters, dead > 0 {
                 line += "; \(dead) dead letter(s) in \(FleetQueues.deadLetterQueue(sink: s.name)) (`healthgate replay --sink \(s.name)`)"
             }

@@ -39,9 +39,6 @@ final class DrainLoop {
     // Housekeeping intervals (commits of filtered-out progress, idle calls, probes) run on the
     // real monotonic clock; the drainer's `clock` times what a test must not wait for: backoff.
 
-    /// The sink's own state in the cursor file (route transform keys always hold a `/`).
-    static let sinkStateKey = "sink"
-
     /// Where a crash on this sink's threads finds what it was working on.
     let note: CrashNote?
 
@@ -83,9 +80,9 @@ final class DrainLoop {
                 logger: logger.child("sink \(name)"))
             do {
                 let s = try d.built.open(context)
-                if let state = committed.states[DrainLoop.sinkStateKey] {
+                if let state = committed.states[SinkDrainer.sinkStateKey] {
                     do {
-                        try s.restoreState(state)
+                        try s.restoreState(state, of: .all)
                     } catch {
                         logger.error("sink \(name): its saved state cannot be read (\(error)); it starts empty")
                     }
@@ -396,7 +393,7 @@ final class DrainLoop {
     func save(_ next: CursorStore.Committed) {
         var c = next
         c.states = routeStates
-        if let state = sink?.saveState() { c.states[DrainLoop.sinkStateKey] = state }
+        if let state = sink?.saveState(of: .all) { c.states[SinkDrainer.sinkStateKey] = state }
         do {
             try d.commit(c)
             committed = c

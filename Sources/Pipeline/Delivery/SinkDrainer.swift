@@ -62,6 +62,10 @@ public final class SinkDrainer: Sendable {
         self.shutdownDeadline = shutdownDeadline
     }
 
+    /// The sink's own state in the cursor file, and in a fleet partition's state (route
+    /// transform keys always hold a `/`).
+    public static let sinkStateKey = "sink"
+
     public static func stateDirectory(sink: String, dataDir: String) -> String {
         FileIO.join(FileIO.join(dataDir, "sinks"), sink)
     }

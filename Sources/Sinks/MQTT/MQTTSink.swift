@@ -270,23 +270,33 @@ public final class MQTTSink: Sink {
     // MARK: state, committed with the cursor
 
     /// The sensors announced (`StateWriter` fields: their count, then each), then the book.
-    public func saveState() -> [UInt8]? {
+    public func saveState(of devices: DeviceScope = .all) -> [UInt8]? {
         var w = StateWriter()
-        w.put(announced.count)
-        for a in announced.sorted() { w.put(a) }
-        return w.bytes + book.saveState()
+        let mine = announced.filter { devices.contains(MQTTSink.announcedDevice($0)) }
+        w.put(mine.count)
+        for a in mine.sorted() { w.put(a) }
+        return w.bytes + book.saveState(of: devices)
     }
 
-    public func restoreState(_ bytes: [UInt8]) throws(SinkOpenError) {
+    public func restoreState(_ bytes: [UInt8], of devices: DeviceScope = .all) throws(SinkOpenError) {
         do throws(TransformStateError) {
-            var r = StateReader(bytes)
             var keys = Set<String>()
-            for _ in 0..<max(0, try r.int()) { keys.insert(try r.take()) }
-            try book.restoreState(Array(bytes[r.at...]))
-            announced = keys
+            var rest: [UInt8] = []
+            if !bytes.isEmpty {
+                var r = StateReader(bytes)
+                for _ in 0..<max(0, try r.int()) { keys.insert(try r.take()) }
+                rest = Array(bytes[r.at...])
+            }
+            try book.restoreState(rest, of: devices)
+            announced = announced.filter { !devices.contains(MQTTSink.announcedDevice($0)) }.union(keys)
         } catch {
             throw SinkOpenError("\(error)")
         }
+    }
+
+    /// The device of an `announced` key.
+    static func announcedDevice(_ key: String) -> String {
+        String(key.prefix { $0 != "\u{1F}" })
     }
 
     // MARK: topics and payloads

@@ -411,14 +411,14 @@ extension HAStateBook {
     /// In `StateWriter` fields: a book is `B device offset receiver`, then `T type day n` (a daily
     /// total), `N type n` (newest samples), `S night n` (a night), each followed by its n samples
     /// of 9 + extras fields.
-    public func saveState() -> [UInt8] {
+    public func saveState(of devices: DeviceScope = .all) -> [UInt8] {
         var w = StateWriter()
         func put(_ s: Sample) {
             w.put(s.key); w.put(s.time); w.put(s.end); w.put(s.offset); w.put(s.value)
             w.put(s.text); w.put(s.app); w.put(s.source); w.put(s.extra.count)
             for x in s.extra { w.put(x) }
         }
-        for (device, book) in books.sorted(by: { $0.key < $1.key }) {
+        for (device, book) in books.sorted(by: { $0.key < $1.key }) where devices.contains(device) {
             w.put("B"); w.put(device); w.put(book.offset.map(String.init) ?? "-"); w.put(book.receiver)
             for (type, t) in book.totals.sorted(by: { $0.key < $1.key }) {
                 w.put("T"); w.put(type); w.put(t.day); w.put(t.byKey.count)
@@ -444,7 +444,8 @@ extension HAStateBook {
         return w.bytes
     }
 
-    public func restoreState(_ bytes: [UInt8]) throws(TransformStateError) {
+    /// Replaces the books of the devices in `devices` with those in `bytes`.
+    public func restoreState(_ bytes: [UInt8], of devices: DeviceScope = .all) throws(TransformStateError) {
         var r = StateReader(bytes)
         func sample() throws(TransformStateError) -> Sample {
             let key = try r.take(), time = try r.int(), end = try r.int(), offset = try r.int(), value = try r.double()
@@ -494,6 +495,6 @@ extension HAStateBook {
                 throw TransformStateError("unknown section \(other)")
             }
         }
-        books = restored
+        books = books.filter { !devices.contains($0.key) }.merging(restored) { $1 }
     }
 }
