@@ -96,4 +96,20 @@ import YAMLConfig
         #expect(checkOut.contains("fleet: 1 broker(s) (amqp://u:***@h:5672/%2f), 16 partitions"), "\(checkOut)")
         #expect(!checkOut.contains("hunter2"))
     }
+
+    /// A deliver machine no broker takes says so at once, then every 20 s, not every 2 s, and
+    /// never shows the password.
+    @Test func aWorkerWithoutABrokerSaysSoWithoutFloodingTheLog() throws {
+        let closed = ScriptedEndpoint.freePort()
+        let config =
+            Self.base.replacing("/tmp/x", with: "DATA_DIR").replacing("data_dir: DATA_DIR", with: "listen: 127.0.0.1:0\ndata_dir: DATA_DIR")
+            + "fleet: {brokers: [\"amqp://u:hunter2@127.0.0.1:\(closed)\"], state: \"postgres://u:pw@127.0.0.1:\(closed)/x\"}"
+        let serve = try ServeProcess(config: config, arguments: ["--role", "deliver"])
+        defer { serve.stop() }
+        #expect(ServeProcess.eventually(10) { serve.stderrText.contains("no broker takes its consumer") })
+        sleep(7)
+        let said = serve.stderrText.components(separatedBy: "no broker takes its consumer").count - 1
+        #expect(said == 1, "\(serve.stderrText)")
+        #expect(!serve.stderrText.contains("hunter2"))
+    }
 }

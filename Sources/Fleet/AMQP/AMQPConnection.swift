@@ -180,6 +180,13 @@ public final class AMQPConnection {
         try rpc("consume \(queue)") { hg_amqp_consume(state, channel, queue, tag) }
     }
 
+    /// Stops consumer `tag`. Once this returns the broker sends it nothing more; what it sent
+    /// before comes from `nextDelivery` as usual (rabbitmq-c keeps the frames that came while
+    /// it waited for the answer).
+    public func cancel(tag: String) throws(Failure) {
+        try rpc("cancel \(tag)") { hg_amqp_cancel(state, channel, tag) }
+    }
+
     /// The next message, waiting up to `timeout` seconds (nil when none came).
     public func nextDelivery(timeout: Double) throws(Failure) -> Delivery? {
         let deadline = monotonicSeconds() + timeout

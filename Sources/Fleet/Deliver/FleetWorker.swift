@@ -35,12 +35,21 @@ public final class FleetWorker: @unchecked Sendable {
     static let prefetch = 4
     /// Heartbeats: a write to a slow sink must not look like a dead worker.
     static let heartbeat = 60
+    /// How often a worker compares what it holds with its share of the sink's partitions.
+    static let rebalanceInterval = 10.0
 
     // The thread's own.
     private var connection: AMQPConnection?
     private var nextBroker = 0
+    private var connectFailures = 0
     private let states: PartitionStates
+    private let machines: FleetMachines
     private var held: [Int: Held] = [:]
+    /// The consumer tag of each partition queue on this connection: `p<n>`, then `p<n>.<k>`
+    /// after the k-th time this worker handed it on and joined its line again.
+    private var tags: [Int: String] = [:]
+    private var handovers = 0
+    private var lastRebalanceAt = monotonicSeconds()
     private var sink: (any Sink)?
     private var delivery: BatchDelivery?
     private var lastProbeAt = -Double.infinity
@@ -74,6 +83,7 @@ public final class FleetWorker: @unchecked Sendable {
         self.timeZones = timeZones
         self.metrics = metrics ?? SinkMetrics(name: name)
         states = PartitionStates(url: fleet.state, holder: FleetMachines.me)
+        machines = FleetMachines(url: fleet.state)
     }
 
     /// Why this worker cannot deliver now (no broker, no state database, a sink that will not
@@ -128,6 +138,7 @@ public final class FleetWorker: @unchecked Sendable {
             sink?.close()
             connection?.close()
             states.close()
+            machines.close()
         }
         guard openSink() else { return }
         while !isStopping {
@@ -140,6 +151,7 @@ public final class FleetWorker: @unchecked Sendable {
                 } else {
                     try handle(batch, on: c)
                 }
+                try rebalance(c)
             } catch {
                 drop("\(error)")
             }
@@ -169,7 +181,8 @@ public final class FleetWorker: @unchecked Sendable {
     /// Routes, writes, saves the partitions' state, acknowledges: in that order, so that an
     /// acknowledged message is in the sink (or its dead letters) and in the state. Returns
     /// without acknowledging when stopping; the broker then gives the messages to a worker again.
-    private func handle(_ batch: [AMQPConnection.Delivery], on c: AMQPConnection) throws(AMQPConnection.Failure) {
+    @discardableResult
+    private func handle(_ batch: [AMQPConnection.Delivery], on c: AMQPConnection) throws(AMQPConnection.Failure) -> Bool {
         var out: [Record] = []
         var applied: [Int: [String]] = [:]
         var published: [Int: Int64] = [:]
@@ -182,7 +195,7 @@ public final class FleetWorker: @unchecked Sendable {
                     line: d.body[...], reason: "a message for consumer \(String(reflecting: d.consumer)), which is none of this worker's")
                 continue
             }
-            guard let h = try claim(p) else { return }
+            guard let h = try claim(p) else { return false }
             if let id = d.messageID, h.applied.contains(id) {
                 again += 1
                 continue
@@ -204,18 +217,17 @@ public final class FleetWorker: @unchecked Sendable {
             logger.info("sink \(name): \(again) message(s) delivered again were already in the sink and its state; acknowledged")
         }
         if !out.isEmpty {
-            guard deliver(out) else { return }
+            guard deliver(out) else { return false }
         }
-        guard save(applied, published: published) else { return }
+        guard save(applied, published: published) else { return false }
         try c.ack(batch[batch.count - 1].tag, multiple: true)
         problemText.withLock { $0 = nil }
+        return true
     }
 
-    /// The partition whose queue a message was taken from: its consumer's tag is `p<n>`.
-    private func partition(of key: String) -> Int? {
-        guard key.hasPrefix("p"), let p = Int(key.dropFirst()), p >= 0, p < fleet.partitions, key == FleetQueues.key(p) else {
-            return nil
-        }
+    /// The partition whose queue a message was taken from, by its consumer's tag.
+    private func partition(of tag: String) -> Int? {
+        guard tag.hasPrefix("p"), let p = Int(tag.dropFirst().prefix { $0 != "." }), tags[p] == tag else { return nil }
         return p
     }
 
@@ -225,26 +237,34 @@ public final class FleetWorker: @unchecked Sendable {
         if let h = held[p] { return h }
         var failures = 0
         while !isStopping {
+            let claimed: PartitionStates.Claim?
             do throws(PartitionStates.Failure) {
-                let c = try states.claim(sink: name, partition: p)
-                let routes = SinkRoutes(routes: routes, sink: name, clock: clock, timeZones: timeZones, logger: logger)
-                routes.restore(c.states, logger: logger)
-                // What the sink has of this partition's devices may be from an earlier hold:
-                // the saved state replaces it.
-                do {
-                    try sink?.restoreState(c.states[SinkDrainer.sinkStateKey] ?? [], of: scope(p))
-                } catch {
-                    logger.error("sink \(name): partition \(p)'s saved state cannot be read (\(error)); it starts empty")
-                    try? sink?.restoreState([], of: scope(p))
-                }
-                let h = Held(routes: routes, epoch: c.epoch, applied: c.applied)
-                held[p] = h
-                return h
+                claimed = try states.claim(sink: name, partition: p)
             } catch {
                 failures += 1
                 note("cannot claim partition \(p): \(error)", failures: failures)
                 guard try pause(built.common.retry.cap(afterFailures: failures)) else { return nil }
+                continue
             }
+            guard let c = claimed else {
+                // Its last worker is delivering what it was sent of it: after that, its state
+                // is complete and the order of the device's records kept.
+                guard try pause(0.1) else { return nil }
+                continue
+            }
+            let routes = SinkRoutes(routes: routes, sink: name, clock: clock, timeZones: timeZones, logger: logger)
+            routes.restore(c.states, logger: logger)
+            // What the sink has of this partition's devices may be from an earlier hold: the
+            // saved state replaces it.
+            do {
+                try sink?.restoreState(c.states[SinkDrainer.sinkStateKey] ?? [], of: scope(p))
+            } catch {
+                logger.error("sink \(name): partition \(p)'s saved state cannot be read (\(error)); it starts empty")
+                try? sink?.restoreState([], of: scope(p))
+            }
+            let h = Held(routes: routes, epoch: c.epoch, applied: c.applied)
+            held[p] = h
+            return h
         }
         return nil
     }
@@ -333,6 +353,48 @@ public final class FleetWorker: @unchecked Sendable {
         if problem != nil && connection != nil { problemText.withLock { $0 = nil } }
     }
 
+    // MARK: Sharing the partitions
+
+    /// Every `rebalanceInterval`, while it delivers well: a worker holding more than its share
+    /// of the sink's partitions (the partitions over the deliver machines alive) hands the
+    /// extra on. The broker gives each queue to the first consumer in its line; a worker that
+    /// stops consuming one and joins again goes to the back of that line.
+    private func rebalance(_ c: AMQPConnection) throws(AMQPConnection.Failure) {
+        let now = monotonicSeconds()
+        guard now - lastRebalanceAt >= FleetWorker.rebalanceInterval, problem == nil, held.count > 1 else { return }
+        lastRebalanceAt = now
+        guard
+            let workers = try? machines.list().filter({
+                ($0.role == FleetRole.deliver.rawValue || $0.role == FleetRole.all.rawValue) && $0.secondsSinceSeen <= 30
+            }).count, workers > 1
+        else { return }
+        let share = (fleet.partitions + workers - 1) / workers
+        for p in held.keys.sorted().dropFirst(share) where c.isOpen && !isStopping {
+            try release(p, on: c, workers: workers)
+        }
+    }
+
+    /// Hands partition `p` on: marks the handover in the state (the next worker's claim waits
+    /// for its end), stops consuming the queue, delivers and acknowledges what the broker had
+    /// sent of it, ends the handover and joins the queue's line again, at its back.
+    private func release(_ p: Int, on c: AMQPConnection, workers: Int) throws(AMQPConnection.Failure) {
+        guard let h = held[p], let tag = tags[p] else { return }
+        guard (try? states.beginHandover(sink: name, partition: p, epoch: h.epoch)) == true else { return }
+        try c.cancel(tag: tag)
+        var sent: [AMQPConnection.Delivery] = []
+        while let d = try c.nextDelivery(timeout: 0.05) { sent.append(d) }
+        let delivered = sent.isEmpty ? true : try handle(sent, on: c)
+        try? states.endHandover(sink: name, partition: p, epoch: h.epoch)
+        // Not acknowledged (stopping, or the partition was claimed meanwhile): the connection
+        // goes, and the messages with it, to the next worker.
+        guard delivered else { return }
+        held[p] = nil
+        handovers += 1
+        tags[p] = "p\(p).\(handovers)"
+        try c.consume(queue: FleetQueues.queue(sink: name, partition: p), prefetch: FleetWorker.prefetch, tag: tags[p]!)
+        logger.info("sink \(name): partition \(p) handed on; this worker holds \(held.count), its share for \(workers) worker(s)")
+    }
+
     // MARK: Connection, sink, waiting
 
     /// The connection, consuming every partition queue of the sink, made with the next broker
@@ -341,20 +403,25 @@ public final class FleetWorker: @unchecked Sendable {
     private func connected() -> AMQPConnection? {
         if let c = connection, c.isOpen { return c }
         held = [:]
+        tags = Dictionary(uniqueKeysWithValues: (0..<fleet.partitions).map { ($0, FleetQueues.key($0)) })
         let queues = FleetQueues(sinks: [name], partitions: fleet.partitions)
         do throws(AMQPConnection.Failure) {
             let (c, broker) = try queues.connect(fleet.brokers, from: nextBroker, timeout: { 5 }, heartbeat: FleetWorker.heartbeat) {
                 c throws(AMQPConnection.Failure) in
                 for p in 0..<fleet.partitions {
-                    try c.consume(queue: FleetQueues.queue(sink: name, partition: p), prefetch: FleetWorker.prefetch, tag: "p\(p)")
+                    try c.consume(
+                        queue: FleetQueues.queue(sink: name, partition: p), prefetch: FleetWorker.prefetch, tag: FleetQueues.key(p))
                 }
             }
             nextBroker = broker
+            connectFailures = 0
             connection = c
             logger.info("sink \(name): consuming its \(fleet.partitions) partition queue(s) through \(c.url.shown)")
             return c
         } catch {
-            note("no broker takes its consumer: \(error)", failures: 1)
+            // Said at the first failure and every tenth (20 s) after, not every 2 s.
+            connectFailures += 1
+            note("no broker takes its consumer: \(error)", failures: connectFailures)
             _ = try? pause(2)
             return nil
         }

@@ -37,6 +37,8 @@ public final class FleetMachines: Sendable {
         }
     }
 
+    public func close() { db.close() }
+
     public func list() throws(FleetDatabase.Failure) -> [FleetReport.Machine] {
         try db.with { c in
             try c.execute(

@@ -52,7 +52,7 @@ public final class PartitionStates {
                 CREATE TABLE IF NOT EXISTS \(PartitionStates.table) (
                     sink text NOT NULL, partition integer NOT NULL, epoch bigint NOT NULL, holder text NOT NULL,
                     claimed_at timestamptz NOT NULL, state text, applied text, saved_at timestamptz,
-                    last_published bigint, PRIMARY KEY (sink, partition))
+                    last_published bigint, handover_at timestamptz, PRIMARY KEY (sink, partition))
                 """
             ])
         self.holder = holder
@@ -60,19 +60,25 @@ public final class PartitionStates {
 
     public func close() { db.close() }
 
-    /// Takes `partition` of `sink` for this worker: its epoch raised, its state as last saved.
-    public func claim(sink: String, partition: Int) throws(Failure) -> Claim {
+    /// How long a claim waits for a handover its holder began and did not end (it died).
+    public static let handoverLimit = 30
+
+    /// Takes `partition` of `sink` for this worker: its epoch raised, its state as last saved;
+    /// nil while its holder is handing it over (delivering what it had been sent of it).
+    public func claim(sink: String, partition: Int) throws(Failure) -> Claim? {
         let rows = try run { c in
             try c.execute(
                 """
                 INSERT INTO \(PartitionStates.table) AS t (sink, partition, epoch, holder, claimed_at)
                 VALUES ($1, $2, 1, $3, now())
                 ON CONFLICT (sink, partition) DO UPDATE
-                SET epoch = t.epoch + 1, holder = excluded.holder, claimed_at = now()
+                SET epoch = t.epoch + 1, holder = excluded.holder, claimed_at = now(), handover_at = NULL
+                WHERE t.handover_at IS NULL OR t.handover_at < now() - interval '\(PartitionStates.handoverLimit) seconds'
                 RETURNING epoch, state, applied
                 """, [sink, String(partition), holder])
         }
-        guard let row = rows.rows.first, let epoch = row[0].flatMap({ Int64($0) }) else {
+        guard let row = rows.rows.first else { return nil }
+        guard let epoch = row[0].flatMap({ Int64($0) }) else {
             throw Failure(description: "fleet state: claiming \(sink) partition \(partition) returned no row")
         }
         var states: [String: [UInt8]] = [:]
@@ -109,6 +115,25 @@ public final class PartitionStates {
                 }
                 return fenced
             }
+        }
+    }
+
+    /// Marks a handover of a partition this worker holds (false: it holds it no more): the next
+    /// worker's claim waits until `endHandover`, or `handoverLimit`.
+    public func beginHandover(sink: String, partition: Int, epoch: Int64) throws(Failure) -> Bool {
+        try run { c in
+            try c.execute(
+                "UPDATE \(PartitionStates.table) SET handover_at = now() WHERE sink = $1 AND partition = $2 AND epoch = $3",
+                [sink, String(partition), String(epoch)]
+            ).affected == 1
+        }
+    }
+
+    public func endHandover(sink: String, partition: Int, epoch: Int64) throws(Failure) {
+        _ = try run { c in
+            try c.execute(
+                "UPDATE \(PartitionStates.table) SET handover_at = NULL WHERE sink = $1 AND partition = $2 AND epoch = $3",
+                [sink, String(partition), String(epoch)])
         }
     }
 
