@@ -39,6 +39,39 @@ public struct FleetReport: Sendable {
     public var machines: [Machine]
     public var sinks: [Sink]
 
+    /// As `healthgate status` and the status page say it.
+    public func lines(_ fleet: FleetSettings) -> [String] {
+        var out = [
+            "fleet: \(fleet.brokers.count) broker(s), \(fleet.partitions) partitions" + (broker.map { "; queues as \($0) sees them" } ?? "")
+        ]
+        if let why = brokerProblem { out.append("  no broker answers: \(why)") }
+        if let why = stateProblem { out.append("  the fleet's state cannot be read: \(why)") }
+        if !machines.isEmpty {
+            out.append("  machines (as they last said they were alive):")
+            for m in machines { out.append("    \(m.name): \(m.role), seen \(m.secondsSinceSeen) s ago") }
+        }
+        for s in sinks {
+            var line = "  sink \(s.name): "
+            line += s.waiting.map { "\($0) message(s) waiting in its partition queues" } ?? "its queues not declared yet"
+            if let age = s.oldestWaiting { line += ", the oldest at most \(age) s old" }
+            if let dead = s.deadLetters, dead > 0 {
+                line += "; \(dead) dead letter(s) in \(FleetQueues.deadLetterQueue(sink: s.name)) (`healthgate replay --sink \(s.name)`)"
+            }
+            out.append(line)
+            for h in s.holdings {
+                let ps = h.partitions.map { "p\($0)" }.joined(separator: " ")
+                out.append(
+                    "    \(h.holder) holds \(ps)" + (h.secondsSinceSaved.map { "; state saved \($0) s ago" } ?? "; no state saved yet"))
+            }
+            if !s.unclaimed.isEmpty && s.unclaimed.count < fleet.partitions {
+                out.append("    never claimed: " + s.unclaimed.map { "p\($0)" }.joined(separator: " "))
+            } else if s.unclaimed.count == fleet.partitions {
+                out.append("    no worker has claimed a partition yet")
+            }
+        }
+        return out
+    }
+
     public static func gather(_ fleet: FleetSettings, sinks: [String]) -> FleetReport {
         var report = FleetReport(broker: nil, brokerProblem: nil, stateProblem: nil, machines: [], sinks: [])
         var depths: [String: Int] = [:]

@@ -112,35 +112,7 @@ struct StatusCommand {
 
     /// The fleet: its machines, each sink's queues and who holds its partitions.
     static func printFleet(_ r: FleetReport, _ fleet: FleetSettings) {
-        print(
-            "fleet: \(fleet.brokers.count) broker(s), \(fleet.partitions) partitions"
-                + (r.broker.map { "; queues as \($0) sees them" } ?? ""))
-        if let why = r.brokerProblem { print("  no broker answers: \(why)") }
-        if let why = r.stateProblem { print("  the fleet's state cannot be read: \(why)") }
-        if !r.machines.isEmpty {
-            print("  machines (as they last said they were alive):")
-            for m in r.machines { print("    \(m.name): \(m.role), seen \(m.secondsSinceSeen) s ago") }
-        }
-        for s in r.sinks {
-            var line = "  sink \(s.name): "
-            line += s.waiting.map { "\($0) message(s) waiting in its partition queues" } ?? "its queues not declared yet"
-            if let age = s.oldestWaiting { line += ", the oldest at most \(age) s old" }
-            if let dead = s.deadLetters, dead > 0 {
-                line += "; \(dead) dead letter(s) in \(FleetQueues.deadLetterQueue(sink: s.name)) (`healthgate replay --sink \(s.name)`)"
-            }
-            print(line)
-            for h in s.holdings {
-                let ps = h.partitions.map { "p\($0)" }.joined(separator: " ")
-                print(
-                    "    \(h.holder) holds \(ps)"
-                        + (h.secondsSinceSaved.map { "; state saved \($0) s ago" } ?? "; no state saved yet"))
-            }
-            if !s.unclaimed.isEmpty && s.unclaimed.count < fleet.partitions {
-                print("    never claimed: " + s.unclaimed.map { "p\($0)" }.joined(separator: " "))
-            } else if s.unclaimed.count == fleet.partitions {
-                print("    no worker has claimed a partition yet")
-            }
-        }
+        for line in r.lines(fleet) { print(line) }
     }
 
     /// Write-back commands and their results, from the command store.

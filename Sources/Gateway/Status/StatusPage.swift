@@ -1,4 +1,5 @@
 import FastJSON
+import Fleet
 import Glibc
 import HealthgateCore
 import HealthgateCrypto
@@ -28,6 +29,9 @@ public final class StatusEndpoint: Sendable {
     /// The request log, for the phones seen (nil: the page lists none).
     let requestLog: RequestLog?
     let summaries = NDJSONSummaries()
+    /// The fleet as last gathered, and when (monotonic seconds): asked of the brokers and the
+    /// fleet's database at most every 5 s, however often the page is read.
+    private let fleetCache = Locked<(at: Double, report: FleetReport)?>(nil)
 
     init(
         topology: Topology, journal: Journal, drainers: @escaping @Sendable () -> [SinkDrainer],
@@ -55,7 +59,7 @@ public final class StatusEndpoint: Sendable {
             path == "/status"
             ? StatusReport.json(
                 journal: journal, journalMaxBytes: topology.journal.max_bytes.map { Int($0.bytes) },
-                receivers: receivers, drainers: drainers, removed: currentRemoved(), now: now)
+                receivers: receivers, drainers: drainers, removed: currentRemoved(), fleet: fleetReport(), now: now)
             : StatusPageHTML.render(
                 topology: topology, journal: journal, receivers: receivers, drainers: drainers,
                 removed: currentRemoved(), links: withLinks ? links() : [], linksHidden: !withLinks,
@@ -140,9 +144,21 @@ public final class StatusEndpoint: Sendable {
         return Crypto.constantTimeEqual(given, token)
     }
 
+    /// A fleet machine's view of the fleet; nil without `fleet:`.
+    func fleetReport() -> FleetReport? {
+        guard let fleet = topology.fleet else { return nil }
+        return fleetCache.withLock { cache in
+            if let c = cache, monotonicSeconds() - c.at < 5 { return c.report }
+            let r = FleetReport.gather(fleet, sinks: topology.sinks.map(\.name))
+            cache = (monotonicSeconds(), r)
+            return r
+        }
+    }
+
     /// The phones the request log saw, and the quarantines and dead letters that hold something.
     func extras(_ drainers: [SinkDrainer]) -> StatusPageHTML.Extras {
         var e = StatusPageHTML.Extras()
+        if let fleet = topology.fleet, let r = fleetReport() { e.fleet = r.lines(fleet) }
         e.devices = (try? requestLog?.devices(limit: 50)) ?? []
         for r in topology.receivers {
             let file = FileIO.join(topology.dataDir, "quarantine/\(r.name).ndjson")

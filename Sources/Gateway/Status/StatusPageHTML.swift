@@ -13,6 +13,8 @@ enum StatusPageHTML {
     struct Extras {
         var devices: [RequestLog.Device] = []
         var setAside: [(what: String, file: String, summary: NDJSONSummaries.Summary)] = []
+        /// A fleet machine's: the fleet as `healthgate status` says it.
+        var fleet: [String] = []
     }
 
     static let refreshScript = """
@@ -158,6 +160,12 @@ enum StatusPageHTML {
             h.raw("</table></div>")
         }
 
+        if !extras.fleet.isEmpty {
+            h.raw("<h2>Fleet</h2><div class=\"card scroll\"><pre>")
+            h.text(extras.fleet.joined(separator: "\n"))
+            h.raw("</pre><p class=\"muted\">In a fleet, the sinks are delivered by the deliver machines' workers from ")
+            h.raw("the partition queues above, not from this machine's journal.</p></div>")
+        }
         h.raw(
             "<h2>Sinks</h2><div class=\"card scroll\"><table><tr><th>sink</th><th>destination</th><th class=\"n\">waiting</th>"
                 + "<th>oldest waiting</th><th class=\"n\">sent</th><th>last error</th><th>next try</th></tr>")

@@ -5,6 +5,7 @@ import Pipeline
 import SinkKit
 import Posix
 import CanonicalJSON
+import Fleet
 
 /// What `serve` says about itself every second in `<data_dir>/status.json`, for
 /// `healthgate status` (which works while `serve` runs, without a connection to it).
@@ -27,7 +28,7 @@ enum StatusReport {
 
     static func json(
         journal: Journal, journalMaxBytes: Int?, receivers: [ReceiverMetrics], drainers: [SinkDrainer],
-        removed: [RemovedSink] = [], now: Timestamp
+        removed: [RemovedSink] = [], fleet: FleetReport? = nil, now: Timestamp
     ) -> [UInt8] {
         var w = JSONWriter(capacity: 2048)
         w.beginObject()
@@ -120,8 +121,52 @@ enum StatusReport {
             w.endObject()
         }
         w.endArray()
+        if let fleet { write(fleet, into: &w) }
         w.endObject()
         w.newline()
         return w.bytes
+    }
+
+    /// A fleet's machines, and each sink's queues and holders (`fleet` in `GET /status`).
+    static func write(_ r: FleetReport, into w: inout JSONWriter) {
+        func optional(_ v: Int?) { if let v { w.int(v) } else { w.null() } }
+        w.key("fleet")
+        w.beginObject()
+        w.key("broker"); if let b = r.broker { w.string(b) } else { w.null() }
+        w.key("broker_problem"); if let p = r.brokerProblem { w.string(p) } else { w.null() }
+        w.key("state_problem"); if let p = r.stateProblem { w.string(p) } else { w.null() }
+        w.key("machines")
+        w.beginArray()
+        for m in r.machines {
+            w.beginObject()
+            w.key("name"); w.string(m.name)
+            w.key("role"); w.string(m.role)
+            w.key("seen_seconds_ago"); w.int(m.secondsSinceSeen)
+            w.endObject()
+        }
+        w.endArray()
+        w.key("sinks")
+        w.beginArray()
+        for s in r.sinks {
+            w.beginObject()
+            w.key("name"); w.string(s.name)
+            w.key("waiting_messages"); optional(s.waiting)
+            w.key("oldest_waiting_at_most_seconds"); optional(s.oldestWaiting)
+            w.key("dead_letters"); optional(s.deadLetters)
+            w.key("holders")
+            w.beginArray()
+            for h in s.holdings {
+                w.beginObject()
+                w.key("holder"); w.string(h.holder)
+                w.key("partitions"); w.beginArray(); for p in h.partitions { w.int(p) }; w.endArray()
+                w.key("state_saved_seconds_ago"); optional(h.secondsSinceSaved)
+                w.endObject()
+            }
+            w.endArray()
+            w.key("never_claimed"); w.beginArray(); for p in s.unclaimed { w.int(p) }; w.endArray()
+            w.endObject()
+        }
+        w.endArray()
+        w.endObject()
     }
 }
