@@ -118,7 +118,7 @@ let package = Package(
             name: "healthgate-bench",
             dependencies: [
                 "Gateway", "Pipeline", "CanonicalJSON", "FastJSON", "Posix", "HealthgateCrypto",
-                "SinkKit", "SinkMQTT", "SinkPostgres", "SinkInfluxDB", "HTTPDelivery"
+                "SinkKit", "SinkMQTT", "SinkPostgres", "SinkInfluxDB", "HTTPDelivery", "Fleet", "HealthgateTesting"
             ],
             path: "Sources/Bench", swiftSettings: strict),
 

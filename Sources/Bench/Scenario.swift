@@ -76,6 +76,8 @@ final class BenchTarget {
     private(set) var ceilingCPUPerMillion: Double?
     private var port: UInt16 = 0
     private var postgres: BenchMain.Postgres?
+    /// The PostgreSQL the postgres sink writes to (a fleet's state goes there too).
+    var postgresDSN: String? { postgres?.dsn }
     private var webhook: WebhookReceiver?
 
     init(_ sink: BenchSink, dir: String) {
@@ -178,7 +180,7 @@ extension BenchMain {
     static func measure(
         binary: String, config: String, dir: String, template: Body, connections: Int, seconds: Double,
         rate: Double = 0, maxSamples: Int = .max, run: Int = 0, peer: Int32? = nil,
-        deliverAfter: String? = nil
+        deliverAfter: String? = nil, fleetDeliver: String? = nil
     ) -> Measurement {
         let perBody = template.uuidOffsets.count
         // A run of so many samples has every request made — stamped and signed — before healthgate
@@ -195,9 +197,22 @@ extension BenchMain {
                 return (signedHead(body.bytes), body.bytes)
             }
             : nil
-        guard var (server, port) = startServe(binary: binary, config: config, dir: dir) else {
+        // A fleet: the senders post to an ingest machine; a deliver machine (its own data dir)
+        // says what the sink delivered; the CPU is theirs together.
+        guard
+            var (server, port) = startServe(
+                binary: binary, config: config, dir: dir, arguments: fleetDeliver == nil ? [] : ["--role", "ingest"])
+        else {
             fatalError("healthgate serve did not start")
         }
+        let deliverer = fleetDeliver.map { c in
+            guard let d = startServe(binary: binary, config: c, dir: dir + "/deliver", arguments: ["--role", "deliver"]) else {
+                fatalError("healthgate serve --role deliver did not start")
+            }
+            return d
+        }
+        var metricsPort = deliverer?.1 ?? port
+        func cpu(_ pid: Int32) -> Double { cpuSeconds(pid) + (deliverer.map { cpuSeconds($0.0.processIdentifier) } ?? 0) }
         var pid = server.processIdentifier
         usleep(300_000)
         var m = Measurement()
@@ -213,10 +228,10 @@ extension BenchMain {
             warm.stamp(connection: 255, request: 0, run: run)
             _ = Connection(port: port).post(signedHead(warm.bytes), warm.bytes)
             let deadline = Date().addingTimeInterval(30)
-            while sinkSent(port: port) < perBody && Date() < deadline { usleep(5_000) }
-            warmDelivered = max(0, sinkSent(port: port))
+            while sinkSent(port: metricsPort) < perBody && Date() < deadline { usleep(5_000) }
+            warmDelivered = max(0, sinkSent(port: metricsPort))
         }
-        var cpuBefore = cpuSeconds(pid)
+        var cpuBefore = cpu(pid)
         var loadBefore = cpuSeconds(getpid())
         var peerBefore = peer.map { cpuSeconds($0) } ?? 0
 
@@ -274,6 +289,7 @@ extension BenchMain {
             peerBefore = peer.map { cpuSeconds($0) } ?? 0
             guard let again = startServe(binary: binary, config: live, dir: dir) else { fatalError("healthgate serve did not start again") }
             (server, port) = again
+            metricsPort = port
             pid = server.processIdentifier
             cpuBefore = 0
             m.peakRSSKiB = 0
@@ -290,7 +306,7 @@ extension BenchMain {
         var first = -1
         while Date() < drainDeadline {
             m.peakRSSKiB = max(m.peakRSSKiB, rssKiB(pid, "VmRSS"))
-            m.delivered = sinkSent(port: port) - warmDelivered
+            m.delivered = sinkSent(port: metricsPort) - warmDelivered
             if m.delivered >= m.samples { break }
             if first < 0 { first = m.delivered }
             if m.delivered != progressed.count {
@@ -307,22 +323,26 @@ extension BenchMain {
         }
         m.endToEndSeconds = Date().timeIntervalSince(started)
         m.peakRSSKiB = max(m.peakRSSKiB, rssKiB(pid, "VmHWM"))
-        m.cpuSeconds = cpuSeconds(pid) - cpuBefore
+        m.cpuSeconds = cpu(pid) - cpuBefore
         m.loadCPUSeconds = cpuSeconds(getpid()) - loadBefore
         m.peerCPUSeconds = peer.map { cpuSeconds($0) - peerBefore } ?? 0
         kill(pid, SIGTERM)
         server.waitUntilExit()
+        if let (d, _) = deliverer {
+            kill(d.processIdentifier, SIGTERM)
+            d.waitUntilExit()
+        }
         return m
     }
 
     /// Starts `healthgate serve` on `config` (written to `dir`/bench.yaml) and waits until it
     /// says where it listens; nil when it ends first.
-    static func startServe(binary: String, config: String, dir: String) -> (Process, UInt16)? {
+    static func startServe(binary: String, config: String, dir: String, arguments: [String] = []) -> (Process, UInt16)? {
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         try! config.write(toFile: dir + "/bench.yaml", atomically: true, encoding: .utf8)
         let server = Process()
         server.executableURL = URL(fileURLWithPath: binary)
-        server.arguments = ["serve", "--config", dir + "/bench.yaml"]
+        server.arguments = ["serve", "--config", dir + "/bench.yaml"] + arguments
         let out = Pipe()
         server.standardOutput = out
         // BENCH_SERVE_STDERR=path keeps the servers' logs (appended), to see why a run stalls.

@@ -22,6 +22,8 @@ enum Suite {
         /// convert + tag, in turn, for the transforms' target (the VM's speed drifts between runs
         /// by more than the gap measured: two pairs gave 0.79 and 1.02 within an hour).
         var pairs = 4
+        /// The fleet's row (`--no-fleet`: none): with the postgres sink and 1 MB × 8 in the plan.
+        var fleet = true
 
         /// Samples one run sends at most: about what the sink delivers in 5 to 10 s, so that
         /// the drain after the senders stop does not dominate the suite's time.
@@ -147,14 +149,27 @@ enum Suite {
             rows[i].ceiling = rows[i].ownCeiling?.rate ?? ceilings[rows[i].sink]?.0
             rows[i].ceilingCPU = rows[i].ownCeiling.map { $0.cpu } ?? ceilingCPU[rows[i].sink]
         }
+        var fleetLines = ""
+        if plan.fleet && plan.sinks.contains(.postgres) && plan.bodies.contains(1_000_000) && plan.senders.contains(8),
+            let r = FleetBench.run(binary: plan.binary, dir: dir + "/fleet", seconds: plan.seconds, maxSamples: plan.maxSamples(.postgres))
+        {
+            let one = rows.first { $0.sink == .postgres && $0.bodyBytes == 1_000_000 && $0.senders == 8 && $0.kind == .plain }
+            print(
+                line(
+                    Row(
+                        sink: .postgres, bodyBytes: 1_000_000, samplesPerBody: samplesFor(bytes: 1_000_000), senders: 8, kind: .plain,
+                        m: r.m)) + " (fleet)")
+            fleetLines = FleetBench.report(r, oneMachine: one, postgresCeiling: ceilings[.postgres]?.0)
+        }
         var sideBySide: (lines: [String], target: String)?
         if let fluentBit = plan.fluentBit {
             sideBySide = SideBySide.run(healthgate: plan.binary, fluentBit: fluentBit, dir: dir + "/side-by-side")
             for l in sideBySide!.lines { print(l) }
         }
-        let text = report(
-            rows, plan: plan, ceilings: ceilings, sideBySide: sideBySide,
-            minutes: Date().timeIntervalSince(started) / 60)
+        let text =
+            report(
+                rows, plan: plan, ceilings: ceilings, sideBySide: sideBySide,
+                minutes: Date().timeIntervalSince(started) / 60) + fleetLines
         print("")
         print(text)
         if let path = plan.table { try? text.write(toFile: path, atomically: true, encoding: .utf8) }

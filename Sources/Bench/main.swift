@@ -51,6 +51,7 @@ struct BenchOptions {
             case "--copies": copies = Int(v) ?? copies
             case "--soak": soak = Double(v)
             case "--suite": inSuite = true; i -= 1
+            case "--no-fleet": plan.fleet = false; inSuite = true; i -= 1
             case "--sinks": plan.sinks = Self.list(v, args[i], BenchSink.init(rawValue:))
             case "--bodies": plan.bodies = Self.list(v, args[i], Self.bytes)
             case "--senders": plan.senders = Self.list(v, args[i]) { Int($0) }
@@ -85,7 +86,7 @@ struct BenchOptions {
                                            --influx | --mqtt | --postgres | --http   --transforms   --copies N
           the hot path's stages on one core: --micro [--only WORD]   (MICRO_RUNS=N repeats each)
           the suite (make bench): --suite  --sinks file,influxdb,postgres,mqtt,http  --bodies 10KB,100KB,1MB
-                                  --senders 1,8,64  --pairs N  --table FILE  --readme FILE  --fluent-bit PATH
+                                  --senders 1,8,64  --pairs N  --table FILE  --readme FILE  --fluent-bit PATH  --no-fleet
           make soak: --soak SECONDS
         """
 

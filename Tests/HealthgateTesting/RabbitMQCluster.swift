@@ -6,8 +6,8 @@ import Posix
 /// ports, data dirs, cookie and epmd port in a temporary dir, formed at boot (classic peer
 /// discovery), stopped — epmd too — when the test is done. A node can be killed (SIGKILL of its
 /// Erlang VM, as a crash), frozen (SIGSTOP: cut off from its peers and clients) and started
-/// again on the same name and disk, where it rejoins.
-final class RabbitMQCluster {
+/// again on the same name and disk, where it rejoins. (`package`: `make bench` starts one too.)
+package final class RabbitMQCluster {
     struct Node {
         let name: String
         let port: UInt16
@@ -25,9 +25,9 @@ final class RabbitMQCluster {
     private var scripts: [Int: pid_t] = [:]
 
     /// The URL of node `i` (with the password: for the tests' own configs).
-    func url(_ i: Int) -> String { "amqp://\(user):\(password)@127.0.0.1:\(nodes[i].port)/%2f" }
+    package func url(_ i: Int) -> String { "amqp://\(user):\(password)@127.0.0.1:\(nodes[i].port)/%2f" }
 
-    init(nodes count: Int = 3) throws {
+    package init(nodes count: Int = 3) throws {
         guard FileManager.default.isExecutableFile(atPath: RabbitMQCluster.bin + "/rabbitmq-server") else {
             throw ServeError(description: "no RabbitMQ at \(RabbitMQCluster.bin): run `make test` (it installs rabbitmq-server)")
         }

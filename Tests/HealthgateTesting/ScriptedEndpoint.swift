@@ -1,5 +1,5 @@
 import Foundation
-@testable import Gateway
+import Gateway
 import HealthgateCore
 
 /// A real HTTP endpoint on loopback (healthgate's own libmicrohttpd server) whose answers a
