@@ -4,7 +4,7 @@
 SWIFT      ?= $(shell command -v swift 2>/dev/null || echo /opt/swift/usr/bin/swift)
 CONFIG     ?=
 # What building and running need: the compiler's helpers and the C libraries healthgate links.
-RUN_PKGS   := pkg-config g++ libmicrohttpd-dev libgnutls28-dev libssl-dev libyaml-dev libsimdjson-dev zlib1g-dev libdeflate-dev libcurl4-openssl-dev libqrencode-dev libsqlite3-dev libmosquitto-dev libpq-dev librabbitmq-dev
+RUN_PKGS   := pkg-config g++ libmicrohttpd-dev libgnutls28-dev libssl-dev libyaml-dev libsimdjson-dev zlib1g-dev libdeflate-dev libcurl4-openssl-dev libqrencode-dev libsqlite3-dev libmosquitto-dev libpq-dev librabbitmq-dev libwebsockets-dev
 # What the tests add: the real servers they start (never left running or enabled) and the tools
 # they drive healthgate with.
 TEST_PKGS  := curl openssl zbar-tools chromium influxdb victoria-metrics python3-venv mosquitto mosquitto-clients postgresql rabbitmq-server debootstrap $(DEB_BUILD_PKGS)

@@ -30,6 +30,7 @@ let package = Package(
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CRabbitMQ", pkgConfig: "librabbitmq", providers: [.apt(["librabbitmq-dev"])]),
+        .systemLibrary(name: "CWebSockets", pkgConfig: "libwebsockets", providers: [.apt(["libwebsockets-dev"])]),
         .systemLibrary(name: "CLinux"), // glibc declarations missing from the Glibc module (header only)
         .target(
             name: "CSimdJSON",
@@ -81,6 +82,10 @@ let package = Package(
                 "HealthgateCrypto"
             ],
             path: "Sources/Sinks/MQTT", swiftSettings: strict),
+        // Home Assistant's websocket API (its long-term statistics): issue 52, being built.
+        .target(
+            name: "SinkHomeAssistant", dependencies: ["FastJSON", "CWebSockets"], path: "Sources/Sinks/HomeAssistant", swiftSettings: strict
+        ),
         .target(
             name: "SinkPostgres", dependencies: ["SinkKit", "HealthgateCore", "Posix", "FastJSON", "YAMLConfig", "CPQ"],
             path: "Sources/Sinks/Postgres", swiftSettings: strict),
@@ -158,7 +163,7 @@ let package = Package(
         .testTarget(
             name: "GatewayTests",
             dependencies: [
-                "Gateway", "Pipeline", "SinkKit", "Sinks", "SinkFile", "SinkHTTP", "SinkInfluxDB", "SinkMQTT",
+                "Gateway", "Pipeline", "SinkKit", "Sinks", "SinkFile", "SinkHTTP", "SinkInfluxDB", "SinkMQTT", "SinkHomeAssistant",
                 "SinkPostgres",
                 "HTTPDelivery", "HealthgateTesting", "Posix", "CanonicalJSON", "Transforms",
                 "HealthgateCrypto", "CZlib", "YAMLConfig", "FuzzTargets"

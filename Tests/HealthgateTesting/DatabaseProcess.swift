@@ -152,7 +152,8 @@ final class DatabaseProcess {
     /// `Tests/HomeAssistant/install.sh`; `make test` does), started with `--skip-pip` on a free
     /// loopback port with a fresh config dir, onboarded (its owner, a token) and with the MQTT
     /// integration added for the broker on `brokerPort`, as a user would through its UI.
-    static func homeAssistant(brokerPort: UInt16) throws -> (DatabaseProcess, token: String) {
+    /// `recorder`: with HA's recorder (its database and long-term statistics).
+    static func homeAssistant(brokerPort: UInt16, recorder: Bool = false) throws -> (DatabaseProcess, token: String) {
         let venv = HomeAssistantVenv.path
         guard FileManager.default.isExecutableFile(atPath: venv + "/bin/hass") else {
             throw ServeError(description: "no Home Assistant in \(venv): run `make test`, or Tests/HomeAssistant/install.sh \(venv)")
@@ -176,7 +177,7 @@ final class DatabaseProcess {
         onboarding:
         logger:
           default: warning
-
+        \(recorder ? "recorder:\n  commit_interval: 1\n" : "")
         """.write(toFile: dir + "/configuration.yaml", atomically: true, encoding: .utf8)
         let ha = try DatabaseProcess(
             executable: venv + "/bin/hass",
