@@ -363,11 +363,7 @@ public final class FleetWorker: @unchecked Sendable {
         let now = monotonicSeconds()
         guard now - lastRebalanceAt >= FleetWorker.rebalanceInterval, problem == nil, held.count > 1 else { return }
         lastRebalanceAt = now
-        guard
-            let workers = try? machines.list().filter({
-                ($0.role == FleetRole.deliver.rawValue || $0.role == FleetRole.all.rawValue) && $0.secondsSinceSeen <= 30
-            }).count, workers > 1
-        else { return }
+        guard let workers = try? machines.deliverers(seenWithin: 30), workers > 1 else { return }
         let share = (fleet.partitions + workers - 1) / workers
         for p in held.keys.sorted().dropFirst(share) where c.isOpen && !isStopping {
             try release(p, on: c, workers: workers)

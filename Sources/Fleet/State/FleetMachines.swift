@@ -39,6 +39,20 @@ public final class FleetMachines: Sendable {
 
     public func close() { db.close() }
 
+    /// How many machines that deliver (`deliver` or `all`) said they were alive within the last
+    /// `seconds`: each runs a worker for every sink.
+    public func deliverers(seenWithin seconds: Int) throws(FleetDatabase.Failure) -> Int {
+        try db.with { c in
+            Int(
+                try c.execute(
+                    """
+                    SELECT count(*) FROM \(FleetMachines.table)
+                    WHERE role IN ('\(FleetRole.deliver.rawValue)', '\(FleetRole.all.rawValue)') AND seen_at >= now() - $1 * interval '1 second'
+                    """, [String(seconds)]
+                ).rows.first?[0] ?? "") ?? 0
+        }
+    }
+
     public func list() throws(FleetDatabase.Failure) -> [FleetReport.Machine] {
         try db.with { c in
             try c.execute(

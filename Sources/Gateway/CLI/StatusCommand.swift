@@ -15,7 +15,9 @@ struct StatusCommand {
         let source = try ConfigSource.resolve(options)
         let t = try source.load(logger: Logger(component: "status", sink: StderrLogSink(minimum: .error)))
         ConfigSource.announce("status", source, t)
-        if let fleet = t.fleet { Self.printFleet(FleetReport.gather(fleet, sinks: t.sinks.map(\.name)), fleet) }
+        if let fleet = t.fleet {
+            for line in FleetReport.gather(fleet, sinks: t.sinks.map(\.name)).lines(fleet) { print(line) }
+        }
         let running = GatewayService.isServing(dataDir: t.dataDir)
         let statusPath = FileIO.join(t.dataDir, "status.json")
         guard FileIO.exists(statusPath) else {
@@ -108,11 +110,6 @@ struct StatusCommand {
         }
         try printCommands(t)
         return 0
-    }
-
-    /// The fleet: its machines, each sink's queues and who holds its partitions.
-    static func printFleet(_ r: FleetReport, _ fleet: FleetSettings) {
-        for line in r.lines(fleet) { print(line) }
     }
 
     /// Write-back commands and their results, from the command store.

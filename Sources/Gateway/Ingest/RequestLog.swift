@@ -34,6 +34,8 @@ public final class RequestLog: @unchecked Sendable {
 
     let db: any StateDatabase
     let table: String
+    /// The insert each answered request runs, its text made once.
+    let insertSQL: String
     private let writer = Locked(Writer())
     let keep: Int
     let logger: Logger
@@ -50,6 +52,7 @@ public final class RequestLog: @unchecked Sendable {
         try db.execute("CREATE INDEX IF NOT EXISTS requests_device ON requests (device, id)")
         self.db = db
         table = "requests"
+        insertSQL = RequestLog.insert(into: table)
         self.keep = keep
         self.logger = logger
     }
@@ -57,6 +60,7 @@ public final class RequestLog: @unchecked Sendable {
     /// The fleet's request log, in `fleet.state` (connected at the first use).
     public init(fleetState url: String, keep: Int = 100_000, logger: Logger) {
         table = FleetDatabase.table("requests")
+        insertSQL = RequestLog.insert(into: table)
         db = FleetStateDatabase(
             url: url, purpose: "fleet request log",
             schema: [
@@ -71,6 +75,11 @@ public final class RequestLog: @unchecked Sendable {
         self.logger = logger
     }
 
+    static func insert(into table: String) -> String {
+        "INSERT INTO \(table) (at_ns, receiver, device, request_id, status, records, refused, duplicates, note) "
+            + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    }
+
     /// Notes one answered request. A failure to note it is logged, never the request's.
     public func note(
         time: Timestamp, receiver: String, device: String?, requestID: String?, status: Int,
@@ -83,9 +92,7 @@ public final class RequestLog: @unchecked Sendable {
         ]
         let logged: (String, Int)? = writer.withLock { w in
             do {
-                try db.execute(
-                    "INSERT INTO \(table) (at_ns, receiver, device, request_id, status, records, refused, duplicates, note) "
-                        + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", insert)
+                try db.execute(insertSQL, insert)
                 w.sinceTrim += 1
                 if w.sinceTrim >= 1000 {
                     w.sinceTrim = 0
