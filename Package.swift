@@ -82,15 +82,19 @@ let package = Package(
                 "HealthgateCrypto"
             ],
             path: "Sources/Sinks/MQTT", swiftSettings: strict),
-        // Home Assistant's websocket API (its long-term statistics): issue 52, being built.
+        // Home Assistant's long-term statistics over its websocket API (libwebsockets).
         .target(
-            name: "SinkHomeAssistant", dependencies: ["FastJSON", "CWebSockets"], path: "Sources/Sinks/HomeAssistant", swiftSettings: strict
-        ),
+            name: "SinkHomeAssistant",
+            dependencies: ["SinkKit", "HealthgateCore", "Posix", "CanonicalJSON", "FastJSON", "YAMLConfig", "CWebSockets"],
+            path: "Sources/Sinks/HomeAssistant", swiftSettings: strict),
         .target(
             name: "SinkPostgres", dependencies: ["SinkKit", "HealthgateCore", "Posix", "FastJSON", "YAMLConfig", "CPQ"],
             path: "Sources/Sinks/Postgres", swiftSettings: strict),
         .target(
-            name: "Sinks", dependencies: ["SinkKit", "SinkFile", "SinkHTTP", "SinkInfluxDB", "SinkMQTT", "SinkPostgres", "YAMLConfig"],
+            name: "Sinks",
+            dependencies: [
+                "SinkKit", "SinkFile", "SinkHTTP", "SinkHomeAssistant", "SinkInfluxDB", "SinkMQTT", "SinkPostgres", "YAMLConfig"
+            ],
             path: "Sources/Sinks/Registry", swiftSettings: strict),
         // One folder per transform, and their registry.
         .target(

@@ -107,14 +107,14 @@ import YAMLConfig
         let text = String(decoding: try FileIO.readAll("/" + root + "/config.example.yaml"), as: UTF8.self)
         let env = [
             "PHONE_TOKEN", "PHONE_HMAC", "HAE_KEY", "INFLUX_IN_TOKEN", "DEVICE_TOKEN", "HEALTHSYNC_TOKEN",
-            "INFLUX_TOKEN", "N8N_TOKEN", "MQTT_PASSWORD", "PG_PASSWORD", "AGENT_TOKEN", "ANNA_TOKEN"
+            "INFLUX_TOKEN", "N8N_TOKEN", "MQTT_PASSWORD", "PG_PASSWORD", "AGENT_TOKEN", "ANNA_TOKEN", "HA_TOKEN"
         ]
         .reduce(into: [String: String]()) { $0[$1] = "x-\($1)-0123456789" }
         let t = try load(text, env: env)
         #expect(t.readAPI?.sink == "db" && t.readAPI?.tokens.count == 2)
         #expect(Set(t.receivers.map(\.config.kind)) == Set(ReceiverRegistry.kinds))
         #expect(Set(t.sinks.map(\.built.kind)) == Set(SinkRegistry.kinds))
-        #expect(Set(t.sinks.map(\.name)) == ["archive", "influx", "n8n", "home", "db"])
+        #expect(Set(t.sinks.map(\.name)) == ["archive", "influx", "n8n", "home", "ha-history", "db"])
         #expect(t.warnings.isEmpty, "\(t.warnings)")
         // Every transform is shown at work in it.
         #expect(Set(t.routes.flatMap { $0.transforms.map(\.kind) }) == Set(TransformRegistry.names))

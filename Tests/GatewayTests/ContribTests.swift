@@ -15,7 +15,7 @@ import Testing
         .deletingLastPathComponent().path
     static let env = [
         "PHONE_TOKEN", "PHONE_HMAC", "HAE_KEY", "INFLUX_IN_TOKEN", "DEVICE_TOKEN", "HEALTHSYNC_TOKEN", "INFLUX_TOKEN",
-        "N8N_TOKEN", "MQTT_PASSWORD", "PG_PASSWORD", "AGENT_TOKEN", "ANNA_TOKEN"
+        "N8N_TOKEN", "MQTT_PASSWORD", "PG_PASSWORD", "AGENT_TOKEN", "ANNA_TOKEN", "HA_TOKEN"
     ]
     .reduce(into: [String: String]()) { $0[$1] = "x-\($1)-0123456789" }
 
@@ -224,7 +224,7 @@ import Testing
             config: text,
             environment: [
                 "PHONE_TOKEN": Vectors.token, "PHONE_HMAC": Vectors.secret,
-                "MQTT_PASSWORD": "unused"
+                "MQTT_PASSWORD": "unused", "HA_TOKEN": "unused-here"
             ])
         let recorder = try MQTTRecorder(port: broker.port, topic: "homeassistant/sensor/#")
         defer { recorder.stop() }

@@ -179,19 +179,35 @@ final class DatabaseProcess {
           default: warning
         \(recorder ? "recorder:\n  commit_interval: 1\n" : "")
         """.write(toFile: dir + "/configuration.yaml", atomically: true, encoding: .utf8)
-        let ha = try DatabaseProcess(
-            executable: venv + "/bin/hass",
-            arguments: ["-c", dir, "--skip-pip", "--log-file", dir + "/home-assistant.log"],
-            port: port, dir: dir, http: false
-        ) {
-            (try? RawHTTPClient(port: port).request("GET", "/api/onboarding").status) == 200
-        }
+        let ha = try homeAssistantServer(dir: dir, port: port)
         let (rc, out) = try DatabaseProcess.run(
             venv + "/bin/python", [HomeAssistantVenv.client, "setup", ha.url, "\(brokerPort)"],
             timeout: 60)
         let token = out.trimmingCharacters(in: .whitespacesAndNewlines)
         guard rc == 0, !token.isEmpty else { throw ServeError(description: "Home Assistant's onboarding failed (\(rc)): \(out)") }
         return (ha, token)
+    }
+
+    private static func homeAssistantServer(dir: String, port: UInt16) throws -> DatabaseProcess {
+        let ha = try DatabaseProcess(
+            executable: HomeAssistantVenv.path + "/bin/hass",
+            arguments: ["-c", dir, "--skip-pip", "--log-file", dir + "/home-assistant.log"],
+            port: port, dir: dir, http: false
+        ) {
+            (try? RawHTTPClient(port: port).request("GET", "/api/onboarding").status) == 200
+        }
+        ha.stopSignal = SIGTERM // it writes its recorder's queue and its registries on the way out
+        return ha
+    }
+
+    /// Stops this Home Assistant once the caller lets it go, and gives what starts it again on
+    /// the same config, database, users and port.
+    func restartableHomeAssistant() -> () throws -> DatabaseProcess {
+        let dir = self.dir, port = self.port
+        return {
+            _ = ServeProcess.eventually(10) { !ProcFS.tcpSockets().contains { $0.state == "0A" && $0.localPort == port } }
+            return try DatabaseProcess.homeAssistantServer(dir: dir, port: port)
+        }
     }
 
     /// What Home Assistant made of it all: `{"states", "entities", "devices"}` (its REST states and

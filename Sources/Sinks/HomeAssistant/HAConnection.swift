@@ -7,6 +7,9 @@ import FastJSON
 public final class HAConnection {
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
+        /// Home Assistant answered and refused (the command, or the token); the connection is
+        /// not at fault.
+        public var refused = false
     }
 
     /// The version Home Assistant said it is (`auth_ok`): what it accepts depends on it.
@@ -44,7 +47,8 @@ public final class HAConnection {
             let answer = try HAConnection.receive(ws, parser, timeout)
             switch answer.type {
             case "auth_ok": haVersion = answer.version ?? ""
-            case "auth_invalid": throw Failure(description: "Home Assistant refused the access token (\(answer.message ?? "auth_invalid"))")
+            case "auth_invalid":
+                throw Failure(description: "Home Assistant refused the access token (\(answer.message ?? "auth_invalid"))", refused: true)
             default: throw Failure(description: "Home Assistant answered the login with \(answer.type)")
             }
         } catch {
@@ -80,7 +84,8 @@ public final class HAConnection {
             }
             let error = doc.root["error"]
             throw Failure(
-                description: "Home Assistant refused \(type): \(error?["code"]?.string ?? "error"): \(error?["message"]?.string ?? "")")
+                description: "Home Assistant refused \(type): \(error?["code"]?.string ?? "error"): \(error?["message"]?.string ?? "")",
+                refused: true)
         }
     }
 

@@ -1,5 +1,6 @@
 import SinkFile
 import SinkHTTP
+import SinkHomeAssistant
 import SinkInfluxDB
 import SinkKit
 import SinkMQTT
@@ -15,6 +16,7 @@ public enum SinkRegistry {
 
     public static let builders: [(kind: String, build: Builder)] = [
         ("file", FileSink.build),
+        ("homeassistant", HomeAssistantSink.build),
         ("http", HTTPSink.build),
         ("influxdb", InfluxDBSink.build),
         ("mqtt", MQTTSink.build),
