@@ -155,6 +155,79 @@ import Testing
         #expect(w?.attribute("distance_km") == .number(5.01))
     }
 
+    /// Issue 52: a night from a watch and a phone that overlap counts each moment once; the sleep
+    /// day runs from 18:00 to 18:00 local (an afternoon nap belongs to the night before it).
+    @Test func aNightFromTwoSourcesCountsEachMomentOnce() {
+        let b = book()
+        func stage(_ uuid: String, _ name: String, from: Int64, minutes: Int64, by device: String) -> CanonicalRecord {
+            CanonicalRecord(
+                kind: "category", device: "phone-1", receiver: "r", uuid: uuid, type: "sleep_analysis",
+                start: Timestamp(seconds: from), end: Timestamp(seconds: from + minutes * 60), utcOffset: Self.cet,
+                value: .string(name), source: RecordSource(app: "com.apple.Health", device: device))
+        }
+        // 22:30 local (21:30Z) the night before noon.
+        let bed = Self.noon - 14 * 3600 - 1800
+        let night = [
+            stage("p1", "asleep_unspecified", from: bed, minutes: 450, by: "iPhone"), // 22:30–06:00
+            stage("p0", "in_bed", from: bed - 600, minutes: 480, by: "iPhone"), // 22:20–06:20
+            stage("w1", "asleep_core", from: bed + 1800, minutes: 240, by: "Apple Watch"), // 23:00–03:00
+            stage("w2", "asleep_deep", from: bed + 16_200, minutes: 60, by: "Apple Watch"), // 03:00–04:00
+            stage("w3", "awake", from: bed + 19_800, minutes: 10, by: "Apple Watch"), // 04:00–04:10 (the phone says asleep)
+            stage("w4", "asleep_rem", from: bed + 20_400, minutes: 120, by: "Apple Watch") // 04:10–06:10
+        ]
+        let s = b.apply(night, now: now).first { $0.entity.objectID == "sleep_last_night" }
+        // Asleep 22:30–06:10 by one source or the other: 460 min, not 450 + 420.
+        #expect(s?.state == "7.67")
+        #expect(s?.attribute("asleep_unspecified_min") == .number(40))
+        #expect(s?.attribute("asleep_core_min") == .number(240))
+        #expect(s?.attribute("awake_min") == .number(0))
+        #expect(s?.attribute("in_bed_min") == .number(480))
+        #expect(s?.attribute("bedtime") == .string("2026-11-30T22:20:00+01:00"))
+        #expect(s?.attribute("wake_time") == .string("2026-12-01T06:10:00+01:00"))
+        #expect(s?.attribute("sources") == .string("Apple Watch, iPhone"))
+        // A nap at 14:00 is the same sleep day; at 19:00 a new one begins.
+        let nap = b.apply([stage("n1", "asleep_unspecified", from: Self.noon + 3600, minutes: 30, by: "Apple Watch")], now: now)
+        #expect(state(nap, "sleep_last_night") == "8.17")
+        let evening = b.apply([stage("e1", "asleep_unspecified", from: Self.noon + 6 * 3600, minutes: 30, by: "Apple Watch")], now: now)
+        #expect(state(evening, "sleep_last_night") == "0.5")
+        // Configured to begin at noon, the nap is a day of its own.
+        let noonDay = HAStateBook(entities: HACatalog.all, timeZone: nil, timeZones: SystemTimeZones(), sleepDayStart: 12 * 3600)
+        _ = noonDay.apply(night, now: now)
+        #expect(
+            state(
+                noonDay.apply([stage("n1", "asleep_unspecified", from: Self.noon + 3600, minutes: 30, by: "x")], now: now),
+                "sleep_last_night") == "0.5")
+    }
+
+    /// Issue 52: the last workout's figures as sensors of their own, and one event per new
+    /// workout — not for a resend, an older one, or each of a backfill's.
+    @Test func workoutsHaveFigureSensorsAndFireOneEventEach() {
+        let b = book()
+        func run(_ uuid: String, endingAgo ago: Int64, km: Double? = 5.012) -> CanonicalRecord {
+            CanonicalRecord(
+                kind: "workout", device: "phone-1", receiver: "r", uuid: uuid, type: "workout",
+                start: Timestamp(seconds: Self.noon - ago - 1800), end: Timestamp(seconds: Self.noon - ago),
+                utcOffset: Self.cet, activity: "running", durationS: 1800, energyKcal: 310.4, distanceM: km.map { $0 * 1000 })
+        }
+        let u = b.apply([run("r1", endingAgo: 3600)], now: now)
+        #expect(state(u, "last_workout_duration") == "30")
+        #expect(state(u, "last_workout_energy") == "310")
+        #expect(state(u, "last_workout_distance") == "5.01")
+        #expect(state(u, "last_workout_heart_rate") == "None") // none known: not announced until it is
+        #expect(u.first { $0.entity.objectID == "last_workout" }?.attribute("start") == .string("2026-12-01T11:30:00+01:00"))
+        let events = b.takeWorkoutEvents(now: now)
+        #expect(events.count == 1 && events.first?.attribute("activity") == .string("running"))
+        #expect(events.first?.attribute("ended_at") == .string("2026-12-01T12:00:00+01:00"))
+        // Sent again, or an older one: no event.
+        _ = b.apply([run("r1", endingAgo: 3600), run("r0", endingAgo: 86_400)], now: now)
+        #expect(b.takeWorkoutEvents(now: now).isEmpty)
+        // Three new ones in one batch (a backfill): one event, for the last.
+        _ = b.apply([run("r2", endingAgo: 3000), run("r4", endingAgo: 1000), run("r3", endingAgo: 2000, km: nil)], now: now)
+        let backfill = b.takeWorkoutEvents(now: now)
+        #expect(backfill.count == 1 && backfill.first?.attribute("ended_at") == .string("2026-12-01T12:43:20+01:00"))
+        #expect(state(b.apply([Self.deletion("r4", "workout")], now: now), "last_workout_distance") == "None")
+    }
+
     /// A workout's heart rate: its own when it carries one (Health Auto Export, HealthSync), else
     /// from the heart-rate samples in its window, whichever arrives first, each counted once.
     @Test func theLastWorkoutHasItsHeartRate() throws {

@@ -13,30 +13,34 @@ import Testing
 @Suite(.serialized) struct HomeAssistantHistoryTests {
     static let anna = "d_zsOZnTQUz_juWFVljuOOBQ"
 
-    static func config(_ ha: DatabaseProcess, token: String) -> String {
+    static func config(_ ha: DatabaseProcess, token: String, history: String = "2d", wrong: Bool = true) -> String {
         """
         listen: 127.0.0.1:0
         data_dir: DATA_DIR
         receivers:
         \(Vectors.phoneReceiver)
         routes:
-          - {from: [phone], to: [history, wrong]}
+          - {from: [phone], to: [history\(wrong ? ", wrong" : "")]}
         sinks:
           history:
             kind: homeassistant
             url: \(ha.url)
             token: \(token)
-            history: 2d
+            history: \(history)
             names: {\(anna): "Anna"}
             timeout: 5s
             retry: {initial: 100ms, max: 1s}
             batch: {max_wait: 10ms}
-          wrong:
-            kind: homeassistant
-            url: \(ha.url)
-            token: not-the-token-abcdef0123456789
-            retry: {initial: 100ms, max: 1s}
         """
+            + (wrong
+                ? """
+
+                  wrong:
+                    kind: homeassistant
+                    url: \(ha.url)
+                    token: not-the-token-abcdef0123456789
+                    retry: {initial: 100ms, max: 1s}
+                """ : "")
     }
 
     static func q(_ uuid: String, _ type: String, _ value: Double, _ unit: String, at t: Int64) -> String {
@@ -189,5 +193,84 @@ import Testing
         #expect(!serve.stderrText.contains("1830") && !serve.stderrText.contains("0.97"), "a health value in the log")
         serve.stop()
         _ = ha
+    }
+
+    /// The README's picture: four weeks a phone sent at its first sync, in Home Assistant's own
+    /// Statistics graph cards, rendered by its frontend in headless Chromium.
+    @Test func aBackfillFillsHomeAssistantsHistoryGraphs() throws {
+        let broker = try DatabaseProcess.mosquitto()
+        let dashboard = """
+            title: Anna's health
+            views:
+              - title: History
+                path: history
+                type: panel
+                cards:
+                  - type: vertical-stack
+                    cards:
+                      - type: statistics-graph
+                        title: Steps per day (Anna) — four weeks sent at the first sync
+                        entities: [\(Self.id("steps"))]
+                        stat_types: [change]
+                        chart_type: bar
+                        period: day
+                        days_to_show: 28
+                      - type: statistics-graph
+                        title: Heart rate per day (Anna)
+                        entities: [\(Self.id("heart_rate"))]
+                        stat_types: [mean, min, max]
+                        chart_type: line
+                        period: day
+                        days_to_show: 28
+            """
+        let (ha, token) = try DatabaseProcess.homeAssistant(brokerPort: broker.port, recorder: true, dashboard: dashboard)
+        let serve = try ServeProcess(config: Self.config(ha, token: token, history: "30d", wrong: false))
+        let now = Int64(Date().timeIntervalSince1970)
+        let today = now / 86_400 * 86_400
+        // Four weeks: steps in the waking hours, heart rate three times an hour; a day's figures
+        // vary with the day as a person's do.
+        var steps = 0.0
+        for day in Int64(1)...27 {
+            var samples: [String] = []
+            for hour in Int64(0)..<24 {
+                let t = today - day * 86_400 + hour * 3600
+                if (7...22).contains(hour) {
+                    let n = Double(150 + (day * 37 + hour * 53) % 500 + (day % 7 == 6 ? 400 : 0))
+                    steps += n
+                    samples.append(Self.q("st-\(day)-\(hour)", "steps", n, "count", at: t + 600))
+                }
+                for k in Int64(0)..<3 {
+                    let bpm = Double((hour < 7 ? 54 : 68) + (day * 7 + hour * 3 + k * 5) % 25)
+                    samples.append(Self.q("hr-\(day)-\(hour)-\(k)", "heart_rate", bpm, "count/min", at: t + k * 1200))
+                }
+            }
+            try Self.post(serve, samples)
+        }
+        let conn = try HAConnection(url: ha.url, token: token)
+        var have = 0.0
+        #expect(
+            ServeProcess.eventually(120) {
+                let rows = Self.rows(conn, Self.id("steps"), since: today - 28 * 86_400) ?? [:]
+                have = rows.values.compactMap { $0["sum"] }.max() ?? 0
+                return rows.count == 27 * 16 && abs(have - steps) < 0.5
+            }, "HA has a sum of \(have) steps, not \(steps)")
+
+        let shot = serve.dataDir + "-ha-history.png"
+        let (rc, out) = try DatabaseProcess.run(
+            HomeAssistantVenv.path + "/bin/python",
+            [HomeAssistantVenv.client, "screenshot", try ha.homeAssistantSignIn(path: "/lovelace/history"), shot, "1000", "1300", "12"],
+            timeout: 90)
+        #expect(rc == 0, "\(out)")
+        let png = try Data(contentsOf: URL(fileURLWithPath: shot))
+        // HEALTHGATE_HA_SCREENSHOT_TO=docs/sinks/homeassistant-history.png keeps it for the docs.
+        if let to = ProcessInfo.processInfo.environment["HEALTHGATE_HA_SCREENSHOT_TO"] { try png.write(to: URL(fileURLWithPath: to)) }
+        #expect(png.prefix(4) == Data([0x89, 0x50, 0x4E, 0x47]), "\(png.count) bytes")
+        let (crc, colors) = try DatabaseProcess.run(HomeAssistantVenv.path + "/bin/python", [HomeAssistantVenv.client, "colors", shot])
+        let pixels = (try? JSONSerialization.jsonObject(with: Data(colors.utf8)) as? [String: Int]) ?? [:]
+        // The charts are drawn: the steps' bars (HA's first graph colour, #44739e, filled at half
+        // strength) cover a good part of the page; "Loading statistics…" or a login page has none.
+        #expect(crc == 0 && (pixels["#a2b9cf"] ?? 0) > 20_000, "\(pixels.sorted { $0.value > $1.value }.prefix(12))")
+        #expect((pixels["#44739e"] ?? 0) > 2_000, "no line of HA's first graph colour")
+        serve.stop()
     }
 }

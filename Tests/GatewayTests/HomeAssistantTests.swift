@@ -26,6 +26,7 @@ import Testing
             kind: mqtt
             url: mqtt://127.0.0.1:\(port)
             names: {\(anna): "Anna's iPhone", bens-iphone: "Ben's iPhone"}
+            people: {Anna: [\(anna)]}
             timeout: 2s
             retry: {initial: 100ms, max: 500ms}
             batch: {max_wait: 10ms}
@@ -78,7 +79,9 @@ import Testing
 
     @Test func homeAssistantShowsEverySensorHealthgateAnnounces() throws {
         let broker = try DatabaseProcess.mosquitto()
-        let (ha, token) = try DatabaseProcess.homeAssistant(brokerPort: broker.port)
+        var ha: DatabaseProcess
+        let token: String
+        (ha, token) = try DatabaseProcess.homeAssistant(brokerPort: broker.port)
         let serve = try ServeProcess(config: Self.config(broker.port))
         let now = Int64(Date().timeIntervalSince1970)
         let body = Vectors.syncBody(samples: Self.annasSamples(now: now))
@@ -100,7 +103,7 @@ import Testing
         usleep(500_000)
         recorder.stop()
         let configs = recorder.received.compactMap { Self.json($0.payload) }
-        #expect(configs.count == 16, "\(configs.count) sensors announced (9 for Anna, 7 for Ben)")
+        #expect(configs.count == 24, "\(configs.count) sensors announced (12 for Anna, 11 for Ben, Anna's last sync)")
 
         // Home Assistant has them all.
         var dump: [String: Any] = [:]
@@ -120,7 +123,8 @@ import Testing
         let entities = mqttEntities()
         let devices = (dump["devices"] as? [[String: Any]]) ?? []
         let states = (dump["states"] as? [[String: Any]]) ?? []
-        for config in configs {
+        for config in configs
+        where (config["model"] as? String) != "Person" && !(config["unique_id"] as? String ?? "").hasSuffix("_last_sync") {
             let uniqueID = config["unique_id"] as? String ?? "?"
             guard let entity = entities.first(where: { $0["unique_id"] as? String == uniqueID }),
                 let entityID = entity["entity_id"] as? String
@@ -156,12 +160,46 @@ import Testing
         #expect(shown("sensor.anna_s_iphone_heart_rate") == "64")
         #expect(shown("sensor.anna_s_iphone_blood_oxygen") == "97")
         #expect(shown("sensor.anna_s_iphone_last_workout") == "cycling")
+        #expect(shown("sensor.anna_s_iphone_last_workout_duration") == "30")
+        #expect(
+            shown("sensor.anna_s_iphone_last_workout_distance") == "12.0" || shown("sensor.anna_s_iphone_last_workout_distance") == "12")
+        #expect(shown("sensor.ben_s_iphone_last_workout_heart_rate") == "148")
+        #expect(shown("sensor.ben_s_iphone_last_workout_energy") == "410")
+        // Each phone's workout fired its event entity once, with the workout's figures.
+        let event = states.first { $0["entity_id"] as? String == "event.anna_s_iphone_workout" }
+        let fired = event?["attributes"] as? [String: Any] ?? [:]
+        #expect(fired["event_type"] as? String == "workout" && fired["activity"] as? String == "cycling", "\(String(describing: event))")
+        #expect(fired["distance_km"] as? Double == 12 || fired["distance_km"] as? Int == 12, "\(fired)")
+        // Last night as HA shows it: its time asleep is its stages' (whichever sleep day is the
+        // latest at this hour), with bedtime and wake time.
+        let sleep = states.first { $0["entity_id"] as? String == "sensor.anna_s_iphone_sleep_last_night" }
+        let night = sleep?["attributes"] as? [String: Any] ?? [:]
+        let stages = ["asleep_core_min", "asleep_rem_min"].compactMap { (night[$0] as? NSNumber)?.doubleValue }
+        #expect(!stages.isEmpty && night["bedtime"] is String && night["wake_time"] is String, "\(night)")
+        #expect(
+            (sleep?["state"] as? String).flatMap(Double.init).map { abs($0 - stages.reduce(0, +) / 60) < 0.01 } == true,
+            "\(String(describing: sleep))")
+        // A sample's own time and source on its state.
+        let heart = states.first { $0["entity_id"] as? String == "sensor.anna_s_iphone_heart_rate" }?["attributes"] as? [String: Any]
+        #expect(
+            heart?["start"] as? String == Self.iso(TestTime.ago(120, now: now)).replacingOccurrences(of: "Z", with: "+00:00"),
+            "\(String(describing: heart))")
+        #expect(heart?["source_device"] as? String == "Apple Watch")
         #expect(shown("sensor.ben_s_iphone_steps_today") == "2200")
         #expect(shown("sensor.ben_s_iphone_blood_pressure_systolic") == "122")
         #expect(shown("sensor.ben_s_iphone_body_temperature") == "36.6")
         #expect(
             Set(devices.compactMap { $0["manufacturer"] as? String == "Apple Health via healthgate" ? $0["name"] as? String : nil })
-                == ["Anna's iPhone", "Ben's iPhone"])
+                == ["Anna's iPhone", "Ben's iPhone", "Anna"])
+        // Anna's phone is grouped under her (`people:`); her device says when it last synced.
+        let annaDevice = devices.first { $0["name"] as? String == "Anna" }
+        let annasPhone = devices.first { $0["name"] as? String == "Anna's iPhone" }
+        #expect(annasPhone?["via_device_id"] as? String == annaDevice?["id"] as? String && annaDevice != nil, "\(devices)")
+        #expect(devices.first { $0["name"] as? String == "Ben's iPhone" }?["via_device_id"] is NSNull)
+        let lastSync = shown("sensor.anna_last_sync") ?? ""
+        let syncedAt = ISO8601DateFormatter().date(
+            from: lastSync.replacingOccurrences(of: #"\.\d+"#, with: "", options: .regularExpression))
+        #expect(syncedAt.map { abs($0.timeIntervalSince1970 - Double(now)) < 600 } == true, "\(lastSync)")
 
         // Nothing Home Assistant complained about (but its own two start-up notices: pip skipped
         // on purpose, Python 3.11 deprecated by 2024.4).
@@ -176,6 +214,25 @@ import Testing
                 #"{"name":"bad","unique_id":"probe_bad","state_topic":"probe/bad","device_class":"heart_rate"}"#
             ])
         #expect(ServeProcess.eventually(10) { ha.homeAssistantProblems.contains { $0.contains("heart_rate") } })
+
+        // Home Assistant restarted: every sensor shows what it showed (the states are retained).
+        // (An event entity is not restored by HA's MQTT integration: it waits for the next workout.)
+        let before = Dictionary(
+            uniqueKeysWithValues: mqttEntities().filter { ($0["entity_id"] as? String)?.hasPrefix("sensor.") == true }.compactMap { e in
+                (e["entity_id"] as? String).map { id in (id, states.first { $0["entity_id"] as? String == id }?["state"] as? String ?? "") }
+            })
+        let again = ha.restartableHomeAssistant()
+        ha.stop()
+        ha = try again()
+        var after: [String: String] = [:]
+        let same = ServeProcess.eventually(60) {
+            guard let d = try? ha.homeAssistantDump(token: token) else { return false }
+            for s in (d["states"] as? [[String: Any]]) ?? [] {
+                if let id = s["entity_id"] as? String, before[id] != nil { after[id] = s["state"] as? String }
+            }
+            return after == before
+        }
+        #expect(same, "before \(before.sorted { $0.key < $1.key }) after \(after.sorted { $0.key < $1.key })")
         serve.stop()
     }
 }

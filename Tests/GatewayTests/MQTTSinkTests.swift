@@ -321,6 +321,21 @@ import YAMLConfig
         return try MQTTSink.build(name: "home", node: node, path: "sinks.home", context: SinkBuildContext(dataDir: "/tmp"))
     }
 
+    /// The sink of `yaml`, opened (no connection yet), its book holding one steps sample of each device.
+    func opened(_ yaml: String, devices: [String]) throws -> MQTTSink {
+        let sink = try #require(
+            try build(yaml).open(
+                SinkContext(
+                    name: "home", dataDir: "/tmp", stateDir: "/tmp", clock: SystemClock(),
+                    logger: Logger(component: "t", sink: MemoryLogSink()))) as? MQTTSink)
+        _ = sink.book.apply(
+            devices.enumerated().map {
+                HAStateBookTests.sample("s\($0.offset)", "steps", 1, at: HAStateBookTests.noon, device: $0.element)
+            },
+            now: Timestamp(seconds: HAStateBookTests.noon))
+        return sink
+    }
+
     func problems(_ yaml: String) -> String {
         do {
             _ = try build(yaml)
@@ -349,24 +364,36 @@ import YAMLConfig
     }
 
     @Test func aPhoneIsNamedByItsDeviceIdElseByItsReceiver() throws {
-        let built = try build("{kind: mqtt, url: mqtt://broker.lan, names: {phone: \"Kitchen iPad\", d_1: \"Anna's iPhone\"}}")
-        let sink = try #require(
-            try built.open(
-                SinkContext(
-                    name: "home", dataDir: "/tmp", stateDir: "/tmp", clock: SystemClock(),
-                    logger: Logger(component: "t", sink: MemoryLogSink()))) as? MQTTSink)
-        _ = sink.book.apply(
-            [
-                HAStateBookTests.sample("a", "steps", 1, at: HAStateBookTests.noon, device: "d_1"),
-                HAStateBookTests.sample("b", "steps", 1, at: HAStateBookTests.noon, device: "d_2")
-            ],
-            now: Timestamp(seconds: HAStateBookTests.noon))
+        let sink = try opened(
+            "{kind: mqtt, url: mqtt://broker.lan, names: {phone: \"Kitchen iPad\", d_1: \"Anna's iPhone\"}}", devices: ["d_1", "d_2"])
         #expect(sink.deviceName("d_1") == "Anna's iPhone")
         #expect(sink.deviceName("d_2") == "Kitchen iPad") // no name of its own: its receiver's
         let config = try #require(
             try JSONSerialization.jsonObject(with: Data(sink.discoveryConfig("d_2", HACatalog.entity(forType: "steps")!)))
                 as? [String: Any])
         #expect((config["device"] as? [String: Any])?["name"] as? String == "Kitchen iPad")
+    }
+
+    /// Issue 52: `people:` groups each phone's HA device under its person's (by device id or
+    /// receiver), and the person's device is made by its `Last sync` sensor.
+    @Test func phonesAreGroupedByPerson() throws {
+        let sink = try opened(
+            "{kind: mqtt, url: mqtt://broker.lan, people: {Anna: [d_1], \"Ben B.\": [phone]}}", devices: ["d_1", "d_2", "d_3"])
+        func via(_ device: String) throws -> String? {
+            let config = try JSONSerialization.jsonObject(with: Data(sink.discoveryConfig(device, HACatalog.entity(forType: "steps")!)))
+            return ((config as? [String: Any])?["device"] as? [String: Any])?["via_device"] as? String
+        }
+        #expect(try via("d_1") == "healthgate_person_anna")
+        #expect(try via("d_2") == "healthgate_person_ben_b") // its receiver is Ben's
+        let messages = sink.personMessages(["d_1", "d_2", "d_1"])
+        #expect(
+            messages.map(\.topic) == [
+                "homeassistant/sensor/healthgate_person_anna/last_sync/config", "healthgate/person_anna/last_sync",
+                "homeassistant/sensor/healthgate_person_ben_b/last_sync/config", "healthgate/person_ben_b/last_sync"
+            ])
+        let person = try JSONSerialization.jsonObject(with: Data(messages[0].payload)) as? [String: Any]
+        #expect(((person?["device"] as? [String: Any])?["identifiers"] as? [String]) == ["healthgate_person_anna"])
+        #expect(person?["device_class"] as? String == "timestamp")
     }
 
     @Test func mistakesAreSaidWithWhatToFix() {
@@ -381,6 +408,9 @@ import YAMLConfig
         #expect(problems("{kind: mqtt, url: mqtts://broker:8884, ca_file: /x}") == "")
         #expect(problems("{kind: mqtt, url: mqtt://broker, exclude: [\"*\"]}").contains("publish nothing"))
         #expect(problems("{kind: mqtt, url: mqtt://broker, qoss: 1}").contains("qoss"))
+        #expect(problems("{kind: mqtt, url: mqtt://broker, people: {A: [p1], B: [p1]}}").contains("a phone belongs to one person"))
+        #expect(problems("{kind: mqtt, url: mqtt://broker, sleep_day_starts: \"6pm\"}").contains("a time of day such as"))
+        #expect(problems("{kind: mqtt, url: mqtt://broker, sleep_day_starts: \"20:30\"}") == "")
     }
 }
 

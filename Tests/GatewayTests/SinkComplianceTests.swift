@@ -9,6 +9,7 @@ import HealthgateCore
 import Posix
 import SinkKit
 import Sinks
+@testable import SinkHomeAssistant
 @testable import SinkPostgres
 import Testing
 import YAMLConfig
@@ -60,6 +61,7 @@ enum Harnesses {
     static func make(_ kind: String) throws -> any SinkHarness {
         switch kind {
         case "file": try FileHarness()
+        case "homeassistant": try HomeAssistantHarness()
         case "http": try HTTPHarness()
         case "influxdb": try InfluxHarness()
         case "mqtt": try MQTTHarness()
@@ -68,7 +70,7 @@ enum Harnesses {
         }
     }
 
-    static let kinds = ["file", "http", "influxdb", "mqtt", "postgres"]
+    static let kinds = ["file", "homeassistant", "http", "influxdb", "mqtt", "postgres"]
 }
 
 /// The file sink: an append-only archive, read as a store by replaying it line by line.
@@ -276,6 +278,124 @@ final class MQTTHarness: SinkHarness {
     }
 }
 
+/// The homeassistant sink against a real Home Assistant (2024.3.3 and its recorder): what it
+/// holds is hourly statistics, so a line is a device's hour and its running sum of steps, and
+/// what it must hold is those of the records a store by key keeps. Faults: Home Assistant
+/// frozen (SIGSTOP: the sink's answer times out, kept), and a steps sample whose value is no
+/// number (refused: rejected).
+final class HomeAssistantHarness: SinkHarness {
+    let kind = "homeassistant"
+    let dataDir = ServeProcess.makeTempDir("comply-ha")
+    let ha: DatabaseProcess
+    let token: String
+
+    /// One Home Assistant for every test of the suite (each takes some 20 s to start, seven
+    /// tests, three runs in `make test`), stopped when the test process ends; each harness
+    /// clears the statistics it reads before it begins.
+    nonisolated(unsafe) private static var shared: (broker: DatabaseProcess, ha: DatabaseProcess, token: String)?
+    nonisolated(unsafe) private static var pids: [pid_t] = []
+    private static let lock = NSLock()
+
+    init() throws {
+        Self.lock.lock()
+        defer { Self.lock.unlock() }
+        if Self.shared == nil {
+            let broker = try DatabaseProcess.mosquitto()
+            let (ha, token) = try DatabaseProcess.homeAssistant(brokerPort: broker.port, recorder: true)
+            Self.shared = (broker, ha, token)
+            Self.pids = [ha.process.processIdentifier, broker.process.processIdentifier]
+            atexit { for pid in HomeAssistantHarness.pids { kill(pid, SIGKILL) } }
+        }
+        ha = Self.shared!.ha
+        token = Self.shared!.token
+        let c = try HAConnection(url: ha.url, token: token)
+        _ = try c.call("recorder/clear_statistics") { w in
+            w.key("statistic_ids"); w.beginArray()
+            for d in Self.devices { w.string(HAStatisticIDs.id(device: d, type: "steps")) }
+            w.endArray()
+        }
+    }
+
+    deinit { kill(ha.process.processIdentifier, SIGCONT) }
+
+    // The records are of 2026-10-14: a window that takes them for years.
+    var yaml: String { #"{kind: homeassistant, url: "\#(ha.url)", token: "\#(token)", history: 3650d, timeout: 2s}"# }
+    var port: UInt16? { ha.port }
+
+    static let devices = ["phone-1", "phone-2", "poison"]
+
+    func stored() throws -> [String] {
+        // Imported is queued in HA's recorder: read once two reads a moment apart agree.
+        var seen: [String] = []
+        for _ in 0..<40 {
+            usleep(400_000)
+            let now = try read()
+            if now == seen { return now }
+            seen = now
+        }
+        return seen
+    }
+
+    private func read() throws -> [String] {
+        let c = try HAConnection(url: ha.url, token: token)
+        let ids = Self.devices.map { HAStatisticIDs.id(device: $0, type: "steps") }
+        let bytes = try c.call("recorder/statistics_during_period") { w in
+            w.key("start_time"); w.string("2026-10-13T00:00:00Z")
+            w.key("statistic_ids"); w.beginArray(); for id in ids { w.string(id) }; w.endArray()
+            w.key("period"); w.string("hour")
+            w.key("types"); w.beginArray(); w.string("sum"); w.endArray()
+        }
+        let json = try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] ?? [:]
+        var out: [String] = []
+        for (device, id) in zip(Self.devices, ids) {
+            for row in json[id] as? [[String: Any]] ?? [] {
+                out.append("\(device) \(Int64((row["start"] as? Double ?? 0) / 1000)) \(Int64((row["sum"] as? Double ?? -1).rounded()))")
+            }
+        }
+        return out.sorted()
+    }
+
+    /// A store by key (device, uuid, part), summed by the hour: each hour ever written, with the
+    /// running sum of its device's samples up to its end (a deletion leaves its hour, unchanged).
+    func expected(_ written: [CanonicalRecord]) -> [String] {
+        var byKey: [String: (hour: Int64, value: Double)] = [:]
+        var hours: [String: Set<Int64>] = [:]
+        for r in written {
+            let prefix = "\(r.device)|\(r.uuid)|"
+            if r.op == .delete {
+                for k in byKey.keys where k.hasPrefix(prefix) { byKey[k] = nil }
+                continue
+            }
+            guard case .number(let v) = r.value, let t = r.start else { continue }
+            let hour = HourlyBook.hour(t.seconds)
+            byKey[prefix + "\(r.part ?? -1)"] = (hour, v)
+            hours[r.device, default: []].insert(hour)
+        }
+        var out: [String] = []
+        for (device, set) in hours {
+            for hour in set {
+                let sum = byKey.filter { $0.key.hasPrefix(device + "|") && $0.value.hour <= hour }.reduce(0) { $0 + $1.value.value }
+                out.append("\(device) \(hour) \(Int64(sum.rounded()))")
+            }
+        }
+        return out.sorted()
+    }
+
+    func transientFault() throws -> (retryAfter: Double?, heal: (() -> Void)?) {
+        let pid = ha.process.processIdentifier
+        kill(pid, SIGSTOP)
+        return (nil, { kill(pid, SIGCONT) })
+    }
+
+    func refusePoison() throws {}
+
+    func poison(_ r: CanonicalRecord) -> CanonicalRecord {
+        var bad = r
+        bad.value = .string("many")
+        return bad
+    }
+}
+
 /// The postgres sink against a real PostgreSQL: the records table read back by key. Faults: the
 /// table locked by another session (the sink's statement times out: kept, until the lock goes),
 /// and a record with a NUL byte, which PostgreSQL cannot store in text (refused: rejected).
@@ -432,13 +552,14 @@ enum Store {
     @Test(arguments: Harnesses.kinds) func resendingABatchChangesNothing(kind: String) throws {
         let h = try Harnesses.make(kind)
         let sink = try open(h)
-        let batch = SinkBatch(records: [
+        let records = [
             Self.record("a"), Self.record("b", second: 1), Self.record("p", part: 0, second: 2),
             Self.record("p", part: 1, second: 3)
-        ])
+        ]
+        let batch = SinkBatch(records: records)
         #expect(sink.write(batch) == .accepted)
         let once = try h.stored()
-        #expect(once.count == 4, "\(once)")
+        #expect(once == h.expected(records), "\(once)")
         #expect(sink.write(batch) == .accepted)
         #expect(try h.stored() == once)
         sink.close()
@@ -447,16 +568,13 @@ enum Store {
     @Test(arguments: Harnesses.kinds) func aDeleteRemovesEveryPartUnderItsKey(kind: String) throws {
         let h = try Harnesses.make(kind)
         let sink = try open(h)
-        #expect(
-            sink.write(
-                SinkBatch(records: [
-                    Self.record("keep"), Self.record("w", part: 0, second: 1),
-                    Self.record("w", part: 1, second: 2)
-                ])) == .accepted)
-        #expect(try h.stored().count == 3)
+        let records = [Self.record("keep"), Self.record("w", part: 0, second: 1), Self.record("w", part: 1, second: 2)]
+        #expect(sink.write(SinkBatch(records: records)) == .accepted)
+        #expect(try h.stored() == h.expected(records))
         #expect(sink.write(SinkBatch(records: [Self.deletion("w")])) == .accepted)
         let left = try h.stored()
-        #expect(left.count == 1, "\(left)")
+        #expect(left == h.expected(records + [Self.deletion("w")]), "\(left)")
+        #expect(h.expected(records + [Self.deletion("w")]) != h.expected(records))
         sink.close()
     }
 
@@ -473,7 +591,7 @@ enum Store {
         try d.start()
         #expect(ServeProcess.eventually { d.metrics.kept.load(ordering: .relaxed) >= 1 })
         heal?()
-        #expect(ServeProcess.eventually(20) { ((try? h.stored()) ?? []).count == 1 })
+        #expect(ServeProcess.eventually(20) { ((try? h.stored()) ?? []) == h.expected([Self.record("later")]) })
         d.stop()
         if let retryAfter {
             #expect(clock.waited >= retryAfter, "waited \(clock.waited) on the drainer's clock")
@@ -492,7 +610,7 @@ enum Store {
         let d = try drainer(h, j, clock: FakeClock())
         try d.start()
         #expect(ServeProcess.eventually { d.metrics.rejected.load(ordering: .relaxed) == 1 })
-        #expect(ServeProcess.eventually { ((try? h.stored()) ?? []).count == 2 })
+        #expect(ServeProcess.eventually { ((try? h.stored()) ?? []) == h.expected([Self.record("ok1"), Self.record("ok2", second: 2)]) })
         d.stop()
         let dead = try String(contentsOfFile: DeadLetters.path(sink: "s", dataDir: h.dataDir), encoding: .utf8)
         #expect(dead.contains(#""uuid":"bad""#))
@@ -548,15 +666,17 @@ enum Store {
     @Test(arguments: Harnesses.kinds) func aRestartResumesFromTheCursor(kind: String) throws {
         let h = try Harnesses.make(kind)
         let j = try Journal(directory: h.dataDir + "/journal", logger: logger)
-        try append(j, (0..<5).map { Self.record("first-\($0)", second: Int64($0)) })
+        let first = (0..<5).map { Self.record("first-\($0)", second: Int64($0)) }
+        try append(j, first)
         var d = try drainer(h, j, clock: FakeClock())
         try d.start()
-        #expect(ServeProcess.eventually { ((try? h.stored()) ?? []).count == 5 })
+        #expect(ServeProcess.eventually { ((try? h.stored()) ?? []) == h.expected(first) })
         d.stop()
-        try append(j, (0..<3).map { Self.record("then-\($0)", second: 10 + Int64($0)) })
+        let then = (0..<3).map { Self.record("then-\($0)", second: 10 + Int64($0)) }
+        try append(j, then)
         d = try drainer(h, j, clock: FakeClock())
         try d.start()
-        #expect(ServeProcess.eventually { ((try? h.stored()) ?? []).count == 8 })
+        #expect(ServeProcess.eventually { ((try? h.stored()) ?? []) == h.expected(first + then) })
         d.stop()
         #expect(d.metrics.sent.load(ordering: .relaxed) == 3)
         #expect(try d.loadCursor() == Cursor(seq: 3, skip: 0))

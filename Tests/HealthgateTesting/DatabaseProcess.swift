@@ -42,7 +42,10 @@ final class DatabaseProcess {
         }
     }
 
-    deinit {
+    deinit { stop() }
+
+    /// Stops the server (with `stopSignal`) and waits for it to end.
+    func stop() {
         if process.isRunning {
             kill(process.processIdentifier, stopSignal)
             process.waitUntilExit(within: 30)
@@ -153,7 +156,10 @@ final class DatabaseProcess {
     /// loopback port with a fresh config dir, onboarded (its owner, a token) and with the MQTT
     /// integration added for the broker on `brokerPort`, as a user would through its UI.
     /// `recorder`: with HA's recorder (its database and long-term statistics).
-    static func homeAssistant(brokerPort: UInt16, recorder: Bool = false) throws -> (DatabaseProcess, token: String) {
+    /// With `dashboard`, its frontend too, showing that Lovelace YAML (`signIn` opens it).
+    static func homeAssistant(brokerPort: UInt16, recorder: Bool = false, dashboard: String? = nil) throws -> (
+        DatabaseProcess, token: String
+    ) {
         let venv = HomeAssistantVenv.path
         guard FileManager.default.isExecutableFile(atPath: venv + "/bin/hass") else {
             throw ServeError(description: "no Home Assistant in \(venv): run `make test`, or Tests/HomeAssistant/install.sh \(venv)")
@@ -178,7 +184,12 @@ final class DatabaseProcess {
         logger:
           default: warning
         \(recorder ? "recorder:\n  commit_interval: 1\n" : "")
+        \(dashboard == nil ? "" : "frontend:\nhistory:\nlovelace:\n  mode: yaml\n")
         """.write(toFile: dir + "/configuration.yaml", atomically: true, encoding: .utf8)
+        if let dashboard {
+            try dashboard.write(toFile: dir + "/ui-lovelace.yaml", atomically: true, encoding: .utf8)
+            try FileManager.default.createDirectory(atPath: dir + "/www", withIntermediateDirectories: true) // /local/, for signing in
+        }
         let ha = try homeAssistantServer(dir: dir, port: port)
         let (rc, out) = try DatabaseProcess.run(
             venv + "/bin/python", [HomeAssistantVenv.client, "setup", ha.url, "\(brokerPort)"],
@@ -208,6 +219,15 @@ final class DatabaseProcess {
             _ = ServeProcess.eventually(10) { !ProcFS.tcpSockets().contains { $0.state == "0A" && $0.localPort == port } }
             return try DatabaseProcess.homeAssistantServer(dir: dir, port: port)
         }
+    }
+
+    /// A URL that signs a browser in as the test user and opens the frontend's `path` (a Home
+    /// Assistant started with a `dashboard`).
+    func homeAssistantSignIn(path: String) throws -> String {
+        let (rc, out) = try DatabaseProcess.run(
+            HomeAssistantVenv.path + "/bin/python", [HomeAssistantVenv.client, "signin", url, path, dir])
+        guard rc == 0 else { throw ServeError(description: "could not sign in to Home Assistant (\(rc)): \(out.prefix(500))") }
+        return out.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// What Home Assistant made of it all: `{"states", "entities", "devices"}` (its REST states and

@@ -94,9 +94,13 @@ public final class HomeAssistantSink: Sink {
     public func write(_ batch: SinkBatch) -> SinkWriteResult {
         let now = clock.now().seconds
         book.prune(now: now)
-        samples += book.apply(batch.records.map(\.canonical), now: now, wanted: wanted)
+        let (taken, refused) = book.apply(batch.records.map(\.canonical), now: now, wanted: wanted)
+        samples += taken
         if let why = connect(now: now) ?? flush() { return .keep(reason: why, retryAfterSeconds: nil) }
-        return .accepted
+        if refused.isEmpty { return .accepted }
+        var outcomes = [DeliveryOutcome](repeating: .accepted, count: batch.count)
+        for (i, why) in refused { outcomes[i] = .rejected(reason: why) }
+        return .perRecord(outcomes)
     }
 
     /// Connects when not connected, and then compares what Home Assistant has with the book.

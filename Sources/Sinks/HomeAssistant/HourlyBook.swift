@@ -15,14 +15,28 @@ final class HourlyBook {
         static func < (a: SeriesID, b: SeriesID) -> Bool { (a.device, a.type) < (b.device, b.type) }
     }
 
+    /// A sample's key: its uuid's hash and its part (-1: none). A deletion removes every part.
+    struct SampleKey: Hashable, Comparable {
+        var uuid: UInt64
+        var part: Int32
+
+        static func < (a: SampleKey, b: SampleKey) -> Bool { (a.uuid, a.part) < (b.uuid, b.part) }
+    }
+
     struct Series {
         var kind: HAStatisticKind
         /// The sum of the hours that left the window (cumulative types).
         var base: Double = 0
-        /// Hour start (Unix seconds) → sample key → value in Home Assistant's unit. An hour whose
+        /// Hour start (Unix seconds) → sample → value in Home Assistant's unit. An hour whose
         /// samples were all deleted stays, empty, until it leaves the window: it is written again
         /// when a sum before it changes.
-        var hours: [Int64: [UInt64: Double]] = [:]
+        var hours: [Int64: [SampleKey: Double]] = [:]
+    }
+
+    struct Place {
+        var part: Int32
+        var type: String
+        var hour: Int64
     }
 
     /// One hour as Home Assistant stores it: `sum` (and `state`, the same meter reading) for a
@@ -38,8 +52,8 @@ final class HourlyBook {
     /// How far back samples are written, in seconds.
     let window: Int64
     private(set) var series: [SeriesID: Series] = [:]
-    /// Where each sample is, by device and key: a deletion carries only the uuid.
-    private var located: [String: [UInt64: (type: String, hour: Int64)]] = [:]
+    /// Where each sample is, by device and uuid (its parts): a deletion carries only the uuid.
+    private var located: [String: [UInt64: [Place]]] = [:]
     /// Hours changed and not yet written (a cumulative series writes from its earliest on).
     private(set) var dirty: [SeriesID: Set<Int64>] = [:]
     /// The receiver each device's records came by, last (names can be by receiver).
@@ -55,30 +69,41 @@ final class HourlyBook {
     func firstHour(now: Int64) -> Int64 { HourlyBook.hour(now - window) }
 
     /// Applies records in order; `wanted` says which types are written. Returns the samples
-    /// taken (a deletion of a sample the book has counts too).
+    /// taken (a deletion of a sample the book has counts too), and the records that can never be
+    /// written, by index, with why: a quantity with no number or a unit that is not its type's.
     @discardableResult
-    func apply(_ records: [CanonicalRecord], now: Int64, wanted: (String) -> Bool = { _ in true }) -> Int {
+    func apply(
+        _ records: [CanonicalRecord], now: Int64, wanted: (String) -> Bool = { _ in true }
+    ) -> (taken: Int, refused: [(index: Int, reason: String)]) {
         var taken = 0
-        for r in records {
-            let key = FNV1a.hash(r.uuid.utf8)
+        var refused: [(Int, String)] = []
+        for (i, r) in records.enumerated() {
+            let uuid = FNV1a.hash(r.uuid.utf8)
             if r.op == .delete {
-                if remove(device: r.device, key: key) { taken += 1 }
+                if remove(device: r.device, uuid: uuid) { taken += 1 }
                 continue
             }
-            guard r.kind == RecordKind.quantity, wanted(r.type), let kind = HAStatisticKind.of(type: r.type),
-                let start = r.start ?? r.end, let value = canonicalValue(r), value.isFinite
-            else { continue }
+            guard r.kind == RecordKind.quantity, wanted(r.type), let kind = HAStatisticKind.of(type: r.type) else { continue }
+            guard let start = r.start ?? r.end else {
+                refused.append((i, "a \(r.type) sample with no time"))
+                continue
+            }
+            guard let value = canonicalValue(r), value.isFinite else {
+                refused.append((i, "a \(r.type) sample whose value is not a number in a unit of its type"))
+                continue
+            }
             receivers[r.device] = r.receiver
-            remove(device: r.device, key: key) // it may have moved to another hour
+            let part = Int32(clamping: r.part ?? -1)
+            remove(device: r.device, uuid: uuid, part: part) // it may have moved to another hour
             guard start.seconds >= now - window else { continue }
             let id = SeriesID(device: r.device, type: r.type)
             let hour = HourlyBook.hour(start.seconds)
-            series[id, default: Series(kind: kind)].hours[hour, default: [:]][key] = value * kind.factor
-            located[r.device, default: [:]][key] = (r.type, hour)
+            series[id, default: Series(kind: kind)].hours[hour, default: [:]][SampleKey(uuid: uuid, part: part)] = value * kind.factor
+            located[r.device, default: [:]][uuid, default: []].append(Place(part: part, type: r.type, hour: hour))
             dirty[id, default: []].insert(hour)
             taken += 1
         }
-        return taken
+        return (taken, refused)
     }
 
     /// The value in the type's canonical unit (records carry it so; another unit is converted).
@@ -88,13 +113,22 @@ final class HourlyBook {
         return Units.convert(v, from: unit, to: canonical)
     }
 
+    /// Removes a sample's part (`part`), or every part of it (nil); true when there was one.
     @discardableResult
-    private func remove(device: String, key: UInt64) -> Bool {
-        guard let (type, hour) = located[device]?.removeValue(forKey: key) else { return false }
-        let id = SeriesID(device: device, type: type)
-        series[id]?.hours[hour]?[key] = nil
-        dirty[id, default: []].insert(hour)
-        return true
+    private func remove(device: String, uuid: UInt64, part: Int32? = nil) -> Bool {
+        guard let places = located[device]?[uuid] else { return false }
+        var kept: [Place] = []
+        for p in places {
+            guard part == nil || p.part == part else {
+                kept.append(p)
+                continue
+            }
+            let id = SeriesID(device: device, type: p.type)
+            series[id]?.hours[p.hour]?[SampleKey(uuid: uuid, part: p.part)] = nil
+            dirty[id, default: []].insert(p.hour)
+        }
+        located[device]?[uuid] = kept.isEmpty ? nil : kept
+        return kept.count < places.count
     }
 
     /// Hours that ended before the window: folded into the base, their samples forgotten.
@@ -104,7 +138,10 @@ final class HourlyBook {
             guard var s = series[id], s.hours.keys.contains(where: { $0 < first }) else { continue }
             for (hour, samples) in s.hours where hour < first {
                 s.base += HourlyBook.total(samples)
-                for key in samples.keys { located[id.device]?[key] = nil }
+                for key in samples.keys {
+                    located[id.device]?[key.uuid]?.removeAll { $0.part == key.part && $0.hour == hour && $0.type == id.type }
+                    if located[id.device]?[key.uuid]?.isEmpty == true { located[id.device]?[key.uuid] = nil }
+                }
                 s.hours[hour] = nil
                 dirty[id]?.remove(hour)
             }
@@ -113,11 +150,11 @@ final class HourlyBook {
     }
 
     /// A sum that does not depend on the order a dictionary keeps.
-    static func total(_ samples: [UInt64: Double]) -> Double {
+    static func total(_ samples: [SampleKey: Double]) -> Double {
         samples.sorted { $0.key < $1.key }.reduce(0) { $0 + $1.value }
     }
 
-    static func row(_ hour: Int64, _ samples: [UInt64: Double]) -> Row {
+    static func row(_ hour: Int64, _ samples: [SampleKey: Double]) -> Row {
         guard !samples.isEmpty else { return Row(start: hour) }
         let values = samples.sorted { $0.key < $1.key }.map(\.value)
         return Row(start: hour, mean: values.reduce(0, +) / Double(values.count), min: values.min(), max: values.max())
@@ -172,10 +209,10 @@ final class HourlyBook {
 
     // MARK: state
 
-    static let stateVersion = "ha-hours-1"
+    static let stateVersion = "ha-hours-2"
 
     /// The series of the devices in `scope`: per series its device, type, receiver, base, and
-    /// its hours packed (hour, count, then key and value per sample; little-endian).
+    /// its hours packed (hour, count, then per sample its uuid's hash, part and value; little-endian).
     func save(of scope: DeviceScope) -> [UInt8] {
         var w = StateWriter()
         w.put(HourlyBook.stateVersion)
@@ -186,13 +223,14 @@ final class HourlyBook {
             w.put(receivers[id.device] ?? "")
             w.put(s.base)
             var packed: [UInt8] = []
-            packed.reserveCapacity(s.hours.reduce(0) { $0 + 12 + 16 * $1.value.count })
+            packed.reserveCapacity(s.hours.reduce(0) { $0 + 16 + 24 * $1.value.count })
             for hour in s.hours.keys.sorted() {
                 let samples = s.hours[hour]!
                 HourlyBook.append(UInt64(bitPattern: hour), to: &packed)
                 HourlyBook.append(UInt64(samples.count), to: &packed)
                 for (key, value) in samples.sorted(by: { $0.key < $1.key }) {
-                    HourlyBook.append(key, to: &packed)
+                    HourlyBook.append(key.uuid, to: &packed)
+                    HourlyBook.append(UInt64(bitPattern: Int64(key.part)), to: &packed)
                     HourlyBook.append(value.bitPattern, to: &packed)
                 }
             }
@@ -235,11 +273,12 @@ final class HourlyBook {
                 let hour = Int64(bitPattern: try next())
                 let count = try next()
                 guard count <= UInt64(packed.count) else { throw TransformStateError("the state of \(type) is damaged") }
-                var samples: [UInt64: Double] = [:]
+                var samples: [SampleKey: Double] = [:]
                 for _ in 0..<count {
-                    let key = try next()
-                    samples[key] = Double(bitPattern: try next())
-                    located[device, default: [:]][key] = (type, hour)
+                    let uuid = try next()
+                    let part = Int32(clamping: Int64(bitPattern: try next()))
+                    samples[SampleKey(uuid: uuid, part: part)] = Double(bitPattern: try next())
+                    located[device, default: [:]][uuid, default: []].append(Place(part: part, type: type, hour: hour))
                 }
                 s.hours[hour] = samples
             }

@@ -84,6 +84,25 @@ extension MQTTSink {
         if entities.isEmpty && !(c.publish_records ?? false) {
             problems.add("include", "include and exclude leave no entity, and publish_records is off: the sink would publish nothing")
         }
+        var people: [String: String] = [:]
+        for (person, phones) in (c.people ?? [:]).sorted(by: { $0.key < $1.key }) {
+            if MQTTSink.entitySlug(person) == nil { problems.add("people", "\"\(person)\" has no letter or digit to name a device by") }
+            for phone in phones {
+                if let other = people[phone] {
+                    problems.add("people", "\(phone) is \(other)'s and \(person)'s: a phone belongs to one person")
+                }
+                people[phone] = person
+            }
+        }
+        var sleepDayStart = 18 * 3600
+        if let text = c.sleep_day_starts {
+            let parts = text.split(separator: ":", omittingEmptySubsequences: false).map { Int($0) }
+            if parts.count == 2, let h = parts[0], let m = parts[1], (0...23).contains(h), (0...59).contains(m) {
+                sleepDayStart = h * 3600 + m * 60
+            } else {
+                problems.add("sleep_day_starts", "\"\(text)\" is not a time of day such as \"18:00\"")
+            }
+        }
         let common = try SinkCommonConfig.checked(
             batch: c.batch, retry: c.retry, queue: c.queue, node: node, path: path,
             defaultMaxItems: 5000, adding: problems.problems)
@@ -100,7 +119,7 @@ extension MQTTSink {
         let settings = Settings(
             name: name, client: options, qos: qos, base: base, prefix: prefix, discovery: c.discovery ?? true,
             publishRecords: c.publish_records ?? false, names: c.names ?? [:], entities: entities,
-            timeZone: c.time_zone)
+            timeZone: c.time_zone, sleepDayStart: sleepDayStart, people: people)
         let summary =
             "mqtt \(tls ? "mqtts" : "mqtt")://\(host):\(port) as \(options.clientID), qos \(qos), base \(base)"
             + (settings.discovery ? ", discovery under \(prefix)" : "") + (settings.publishRecords ? ", records" : "")

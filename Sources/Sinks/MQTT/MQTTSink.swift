@@ -31,6 +31,10 @@ public final class MQTTSink: Sink {
         var names: [String: String]
         var entities: [HAEntity]
         var timeZone: String?
+        /// Seconds after local midnight when a sleep day begins.
+        var sleepDayStart: Int = 18 * 3600
+        /// Whose phone each is (by device id or receiver name): its HA device is grouped under them.
+        var people: [String: String] = [:]
     }
 
     let settings: Settings
@@ -46,13 +50,17 @@ public final class MQTTSink: Sink {
     /// Home Assistant came (back) online: announce everything again.
     var rediscover = false
     var lastConnectError: String?
+    /// Events of an event entity announced in the same batch: sent from `idle` once it is due.
+    var laterEvents: [(due: Double, message: Message)] = []
+    static let newEventEntityDelay = 3.0
     var lastAttempt = -Double.infinity
 
     init(settings: Settings, logger: Logger, clock: any Clock, timeZones: any TimeZoneLookup) throws(SinkOpenError) {
         self.settings = settings
         self.logger = logger
         self.clock = clock
-        book = HAStateBook(entities: settings.entities, timeZone: settings.timeZone, timeZones: timeZones)
+        book = HAStateBook(
+            entities: settings.entities, timeZone: settings.timeZone, timeZones: timeZones, sleepDayStart: settings.sleepDayStart)
         do {
             client = try MQTTClient(options: settings.client)
         } catch {
@@ -154,6 +162,22 @@ public final class MQTTSink: Sink {
         }
         for u in book.apply(batch.records.map(\.canonical), now: clock.now()) { markDirty(u.device, u.entity.type) }
         messages += stateMessages()
+        if !settings.people.isEmpty { messages += personMessages(batch.records.map(\.device)) }
+        // A new workout fires its event entity once (not retained: an event is not a state). An
+        // event entity announced just now is given a few seconds to subscribe first.
+        for e in book.takeWorkoutEvents(now: clock.now()) {
+            let key = MQTTSink.announceKey(e.device, e.entity.type)
+            let event = Message(topic: stateTopic(e.device, e.entity), payload: eventPayload(e), retain: false, record: nil)
+            if settings.discovery && !announced.contains(key) {
+                messages.append(
+                    Message(
+                        topic: discoveryTopic(e.device, e.entity), payload: discoveryConfig(e.device, e.entity), retain: true, record: nil,
+                        announces: key))
+                laterEvents.append((monotonicSeconds() + MQTTSink.newEventEntityDelay, event))
+            } else {
+                messages.append(event)
+            }
+        }
         return send(messages, records: batch.count)
     }
 
@@ -162,13 +186,14 @@ public final class MQTTSink: Sink {
     }
 
     /// The discovery config (when not yet announced) and the state of every dirty entity.
-    func stateMessages(all: Bool = false) -> [Message] {
+    func stateMessages() -> [Message] {
         var out: [Message] = []
         let now = clock.now()
-        let updates = all ? book.all(now: now) : dirty.compactMap { book.update(device: $0.device, type: $0.type, now: now) }
-        for u in updates {
+        for u in dirty.compactMap({ book.update(device: $0.device, type: $0.type, now: now) }) {
             let key = MQTTSink.announceKey(u.device, u.entity.type)
-            if settings.discovery && (all || !announced.contains(key)) {
+            // A sensor with nothing to show yet (a workout without heart rate) is not made.
+            if settings.discovery && u.state == "None" && !announced.contains(key) { continue }
+            if settings.discovery && !announced.contains(key) {
                 out.append(
                     Message(
                         topic: discoveryTopic(u.device, u.entity), payload: discoveryConfig(u.device, u.entity),
@@ -177,6 +202,16 @@ public final class MQTTSink: Sink {
             out.append(Message(topic: stateTopic(u.device, u.entity), payload: statePayload(u), retain: true, record: nil))
         }
         return out
+    }
+
+    /// The discovery config of every entity announced, for a Home Assistant that came online.
+    func rediscoveryMessages() -> [Message] {
+        announced.sorted().compactMap { key in
+            let parts = key.split(separator: "\u{1F}").map(String.init)
+            guard parts.count == 3, let e = settings.entities.first(where: { $0.type == parts[1] }) else { return nil }
+            return Message(
+                topic: discoveryTopic(parts[0], e), payload: discoveryConfig(parts[0], e), retain: true, record: nil, announces: key)
+        }
     }
 
     /// Publishes and waits for every acknowledgement; what the broker refuses for good of a
@@ -244,12 +279,18 @@ public final class MQTTSink: Sink {
         for u in book.tick(now: clock.now()) { markDirty(u.device, u.entity.type) }
         var messages: [Message] = []
         if rediscover {
+            // Configs only: the states are retained, so Home Assistant gets them as it subscribes,
+            // and a state sent again would tell it the sample is newer than it is.
             rediscover = false
             logger.info("Home Assistant is online: announcing every sensor again")
-            messages = stateMessages(all: true)
+            messages = rediscoveryMessages()
+            if !dirty.isEmpty { messages += stateMessages() }
         } else if !dirty.isEmpty {
             messages = stateMessages()
         }
+        let t = monotonicSeconds()
+        messages += laterEvents.filter { $0.due <= t }.map(\.message)
+        laterEvents.removeAll { $0.due <= t }
         if !messages.isEmpty { _ = send(messages, records: 0) }
     }
 
@@ -304,7 +345,7 @@ public final class MQTTSink: Sink {
     func stateTopic(_ device: String, _ e: HAEntity) -> String { "\(settings.base)/\(MQTTSink.deviceSlug(device))/\(e.objectID)" }
 
     func discoveryTopic(_ device: String, _ e: HAEntity) -> String {
-        "\(settings.prefix)/sensor/healthgate_\(MQTTSink.deviceSlug(device))/\(e.objectID)/config"
+        "\(settings.prefix)/\(e.component)/healthgate_\(MQTTSink.deviceSlug(device))/\(e.objectID)/config"
     }
 
     /// How an announced sensor is remembered: device, type and the device slug's version (a key
@@ -330,6 +371,72 @@ public final class MQTTSink: Sink {
         return w.bytes
     }
 
+    /// Whose phone it is (`people:`), by device id or the receiver its records come in by.
+    func person(of device: String) -> String? {
+        settings.people[device] ?? book.receiver(of: device).flatMap { settings.people[$0] }
+    }
+
+    /// The HA device of a person, which their phones' devices are grouped under (`via_device`).
+    static func personID(_ person: String) -> String { "healthgate_person_" + (entitySlug(person) ?? "_") }
+
+    /// A person's device is made by its one sensor, `Last sync`: when one of their phones' records
+    /// last reached Home Assistant (a timestamp), and which phone it was.
+    func personMessages(_ devices: [String]) -> [Message] {
+        var out: [Message] = []
+        var done = Set<String>()
+        for device in devices {
+            guard let person = person(of: device), done.insert(person).inserted else { continue }
+            let id = MQTTSink.personID(person)
+            let topic = "\(settings.base)/\(id.dropFirst("healthgate_".count))/last_sync"
+            let key = "\(id)\u{1F}last_sync\u{1F}person"
+            if settings.discovery && !announced.contains(key) {
+                var w = JSONWriter(capacity: 512)
+                w.beginObject()
+                w.key("name"); w.string("Last sync")
+                w.key("unique_id"); w.string("\(id)_last_sync")
+                w.key("object_id"); w.string("\(MQTTSink.entitySlug(person) ?? "person")_last_sync")
+                w.key("state_topic"); w.string(topic)
+                w.key("value_template"); w.string("{{ value_json.value }}")
+                w.key("json_attributes_topic"); w.string(topic)
+                w.key("device_class"); w.string("timestamp")
+                w.key("availability"); w.beginArray(); w.beginObject(); w.key("topic"); w.string(statusTopic); w.endObject(); w.endArray()
+                w.key("device")
+                w.beginObject()
+                w.key("identifiers"); w.beginArray(); w.string(id); w.endArray()
+                w.key("name"); w.string(person)
+                w.key("manufacturer"); w.string("Apple Health via healthgate")
+                w.key("model"); w.string("Person")
+                w.endObject()
+                w.key("qos"); w.int(settings.qos)
+                w.endObject()
+                out.append(
+                    Message(
+                        topic: "\(settings.prefix)/sensor/\(id)/last_sync/config", payload: w.bytes, retain: true, record: nil,
+                        announces: key))
+            }
+            var w = JSONWriter(capacity: 128)
+            w.beginObject()
+            w.key("value"); w.string(clock.now().rfc3339())
+            w.key("phone"); w.string(deviceName(device))
+            w.endObject()
+            out.append(Message(topic: topic, payload: w.bytes, retain: true, record: nil))
+        }
+        return out
+    }
+
+    /// A workout event: its type and the workout's figures (HA keeps them as the event's attributes).
+    func eventPayload(_ u: HAUpdate) -> [UInt8] {
+        var w = JSONWriter(capacity: 512)
+        w.beginObject()
+        w.key("event_type"); w.string("workout")
+        for (k, v) in u.attributes {
+            w.key(k)
+            w.raw(v.bytes)
+        }
+        w.endObject()
+        return w.bytes
+    }
+
     /// `names:` by device id, else by the receiver its records come in by, else the device id.
     func deviceName(_ device: String) -> String {
         settings.names[device] ?? book.receiver(of: device).flatMap { settings.names[$0] } ?? device
@@ -345,8 +452,12 @@ public final class MQTTSink: Sink {
         // name; HA keeps it once made, a rename later changes only what is shown.
         w.key("object_id"); w.string("\(MQTTSink.entitySlug(deviceName(device)) ?? slug)_\(e.objectID)")
         w.key("state_topic"); w.string(stateTopic(device, e))
-        w.key("value_template"); w.string("{{ value_json.value }}")
-        w.key("json_attributes_topic"); w.string(stateTopic(device, e))
+        if e.reading == .workoutEvent {
+            w.key("event_types"); w.beginArray(); w.string("workout"); w.endArray()
+        } else {
+            w.key("value_template"); w.string("{{ value_json.value }}")
+            w.key("json_attributes_topic"); w.string(stateTopic(device, e))
+        }
         if e.reading == .todayTotal {
             w.key("last_reset_value_template"); w.string("{{ value_json.last_reset }}")
         }
@@ -360,7 +471,7 @@ public final class MQTTSink: Sink {
         if let c = e.deviceClass { w.key("device_class"); w.string(c) }
         if let c = e.stateClass { w.key("state_class"); w.string(c) }
         if let p = e.precision { w.key("suggested_display_precision"); w.int(p) }
-        if e.reading == .lastWorkout { w.key("icon"); w.string("mdi:run") }
+        if e.recordType == "workout" { w.key("icon"); w.string("mdi:run") }
         if e.type == "sleep_analysis" { w.key("icon"); w.string("mdi:sleep") }
         w.key("device")
         w.beginObject()
@@ -369,6 +480,7 @@ public final class MQTTSink: Sink {
         w.key("name"); w.string(deviceName(device))
         w.key("manufacturer"); w.string("Apple Health via healthgate")
         w.key("model"); w.string("iPhone")
+        if let person = person(of: device) { w.key("via_device"); w.string(MQTTSink.personID(person)) }
         w.endObject()
         w.key("origin")
         w.beginObject()

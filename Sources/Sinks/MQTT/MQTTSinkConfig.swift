@@ -19,6 +19,8 @@ import YAMLConfig
 ///   discovery_prefix: homeassistant
 ///   time_zone: Europe/Budapest             # the phones' day when a record has no UTC offset
 ///   names: {d_zsOZnTQUz_juWFVljuOOBQ: "Anna's iPhone"}   # by device id (the `device` of its records) or receiver name
+///   people: {Anna: [d_zsOZnTQUz_juWFVljuOOBQ], Ben: [ben-hae]}   # whose phones: grouped under a device per person
+///   sleep_day_starts: "18:00"              # a sleep day runs from this local time to the next day's
 ///   include: ["*"]                         # type globs of the entities (default: all the catalog has)
 ///   exclude: [walking_speed]
 ///   units: {body_mass: lb, body_temperature: °F, distance_walking_running: mi}   # shown in these
@@ -39,6 +41,8 @@ public struct MQTTSinkConfig: Decodable, Sendable {
     public var discovery_prefix: String?
     public var time_zone: String?
     public var names: [String: String]?
+    public var people: [String: [String]]?
+    public var sleep_day_starts: String?
     public var include: [String]?
     public var exclude: [String]?
     public var units: [String: String]?

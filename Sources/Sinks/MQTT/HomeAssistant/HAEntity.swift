@@ -13,6 +13,10 @@ public struct HAEntity: Sendable, Equatable {
         case lastNight = "last_night"
         /// The last workout (its activity as the state).
         case lastWorkout = "last_workout"
+        /// One figure of the last workout (`HAStateBook.WorkoutFigure`), a sensor of its own.
+        case workoutFigure = "workout_figure"
+        /// An HA `event` entity that fires once per new last workout (nothing retained).
+        case workoutEvent = "workout_event"
     }
 
     public var type: String
@@ -28,6 +32,12 @@ public struct HAEntity: Sendable, Equatable {
     public var deviceClass: String?
     public var stateClass: String?
     public var precision: Int?
+
+    /// The record type whose samples the entity shows: its own, or `workout` for the workout's
+    /// figures and event (`workout.duration`, `workout.event`).
+    public var recordType: String { type.split(separator: ".").first.map(String.init) ?? type }
+    /// The MQTT discovery component: an `event` for the workout event, else a `sensor`.
+    public var component: String { reading == .workoutEvent ? "event" : "sensor" }
 
     /// The value shown, from one in the type's canonical unit.
     public func display(_ canonical: Double) -> Double {
@@ -76,7 +86,12 @@ public enum HACatalog {
         ("walking_speed", "walking_speed", "Walking speed", "km/h", "speed", "measurement", 1),
         // Sleep and workouts.
         ("sleep_analysis", "sleep_last_night", "Sleep last night", "h", "duration", "measurement", 2),
-        ("workout", "last_workout", "Last workout", nil, nil, nil, nil)
+        ("workout", "last_workout", "Last workout", nil, nil, nil, nil),
+        ("workout.duration", "last_workout_duration", "Last workout duration", "min", "duration", nil, 0),
+        ("workout.energy", "last_workout_energy", "Last workout energy", "kcal", nil, nil, 0),
+        ("workout.distance", "last_workout_distance", "Last workout distance", "km", "distance", nil, 2),
+        ("workout.heart_rate", "last_workout_heart_rate", "Last workout heart rate", "bpm", nil, nil, 0),
+        ("workout.event", "workout", "Workout", nil, nil, nil, nil)
     ]
 
     /// The units the catalog's display units are converted from, where they differ in name.
@@ -88,14 +103,16 @@ public enum HACatalog {
     public static let all: [HAEntity] = rows.map { row in
         let (type, object, name, unit, deviceClass, stateClass, precision) = row
         let reading: HAEntity.Reading =
-            type == "sleep_analysis"
-            ? .lastNight
-            : type == "workout"
-                ? .lastWorkout
-                : HealthTypes.named(type)?.aggregation == .cumulative ? .todayTotal : .newest
+            switch type {
+            case "sleep_analysis": .lastNight
+            case "workout": .lastWorkout
+            case "workout.event": .workoutEvent
+            case _ where type.hasPrefix("workout."): .workoutFigure
+            default: HealthTypes.named(type)?.aggregation == .cumulative ? .todayTotal : .newest
+            }
         var canonical = HealthTypes.named(type)?.unit
         if let u = unit, canonicalOverride[u] != nil { canonical = nil } // same quantity, another name
-        if type == "sleep_analysis" { canonical = nil }
+        if type == "sleep_analysis" || type.hasPrefix("workout.") { canonical = nil } // made by the book in its unit
         return HAEntity(
             type: type, objectID: object, name: name, reading: reading, unit: unit, canonicalUnit: canonical,
             deviceClass: deviceClass, stateClass: stateClass, precision: precision)

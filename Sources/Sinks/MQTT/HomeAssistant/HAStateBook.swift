@@ -69,17 +69,31 @@ public final class HAStateBook {
     /// A night's sample that is the app's summary of it, not a segment.
     static let summaryText = "\u{1F}summary"
     static let workoutHeartRates = 4_000
+    /// By entity type (`steps`, `workout.duration`).
     let entities: [String: HAEntity]
+    /// By the record type they read: `workout` → the last workout, its figures and its event.
+    let byRecordType: [String: [HAEntity]]
     let timeZone: String?
     let timeZones: any TimeZoneLookup
+    /// When a sleep day begins, in seconds after local midnight (18:00: a night and the nap of
+    /// the next afternoon are one sleep day, named by the evening's date).
+    let sleepDayStart: Int64
     var books: [String: Book] = [:]
+    /// Workouts that became a phone's last one in the batch being applied: device → key.
+    private var newWorkouts: [String: String] = [:]
 
-    public init(entities: [HAEntity], timeZone: String?, timeZones: any TimeZoneLookup) {
+    public init(entities: [HAEntity], timeZone: String?, timeZones: any TimeZoneLookup, sleepDayStart: Int = 18 * 3600) {
         var byType: [String: HAEntity] = [:]
-        for e in entities { byType[e.type] = e }
+        var byRecordType: [String: [HAEntity]] = [:]
+        for e in entities {
+            byType[e.type] = e
+            byRecordType[e.recordType, default: []].append(e)
+        }
         self.entities = byType
+        self.byRecordType = byRecordType
         self.timeZone = timeZone
         self.timeZones = timeZones
+        self.sleepDayStart = Int64(sleepDayStart)
     }
 
     // MARK: applying records
@@ -88,23 +102,36 @@ public final class HAStateBook {
     public func apply(_ records: [CanonicalRecord], now: Timestamp) -> [HAUpdate] {
         var touched: [(String, String)] = []
         var seen = Set<String>()
-        func touch(_ device: String, _ type: String) {
-            if seen.insert(device + "\u{1F}" + type).inserted { touched.append((device, type)) }
+        func touch(_ device: String, _ recordType: String) {
+            for e in byRecordType[recordType] ?? [] where e.reading != .workoutEvent {
+                if seen.insert(device + "\u{1F}" + e.type).inserted { touched.append((device, e.type)) }
+            }
         }
         for r in records {
             // A summary an `aggregate` transform made counts its samples again: the sensors are
             // made from samples alone (the summaries still go out on the records topic).
-            guard let entity = entities[r.type], !r.uuid.hasPrefix("aggregate:") else { continue }
+            guard let entity = byRecordType[r.type]?.first, !r.uuid.hasPrefix("aggregate:") else { continue }
             if apply(r, entity, now: now) { touch(r.device, r.type) }
         }
         // A workout's heart rate from the heart-rate samples in its window, whichever came first
         // in the batch (after the workouts, so that a workout and its samples may come together).
-        if entities["workout"] != nil {
+        if byRecordType["workout"] != nil {
             for r in records where r.type == "heart_rate" && books[r.device]?.newest["workout"] != nil {
                 if workoutHeartRate(r) { touch(r.device, "workout") }
             }
         }
         return touched.compactMap { update(device: $0.0, type: $0.1, now: now) }
+    }
+
+    /// The workout events of what was applied since the last call: one per phone whose last
+    /// workout is one never seen before (an `event` entity's `event_type` and attributes).
+    public func takeWorkoutEvents(now: Timestamp) -> [HAUpdate] {
+        defer { newWorkouts = [:] }
+        guard let entity = entities["workout.event"] else { return [] }
+        return newWorkouts.sorted { $0.key < $1.key }.compactMap { device, key in
+            guard let book = books[device], let w = book.newest["workout"]?.first, w.key == key else { return nil }
+            return HAUpdate(device: device, entity: entity, state: "workout", attributes: workoutAttributes(w, book))
+        }
     }
 
     /// Local midnight: daily totals of a past day become 0 (and their contributions go).
@@ -151,8 +178,9 @@ public final class HAStateBook {
             total.byKey[key] = sample
             book.totals[r.type] = total
             return true
-        case .newest, .lastWorkout:
-            if entity.reading == .lastWorkout {
+        case .newest, .lastWorkout, .workoutFigure, .workoutEvent:
+            let isWorkout = entity.recordType == "workout"
+            if isWorkout {
                 // A workout is ordered by its end; its activity is the state.
                 sample.time = sample.end
                 sample.text = r.activity ?? r.value?.string ?? "workout"
@@ -171,13 +199,19 @@ public final class HAStateBook {
             }
             var list = book.newest[r.type] ?? []
             let before = list.first
+            let known = list.contains { $0.key == key }
             list.removeAll { $0.key == key }
             let at = list.firstIndex { $0.time < sample.time } ?? list.count
             guard at < HAStateBook.keep else { return false } // far older than what is kept
             list.insert(sample, at: at)
             if list.count > HAStateBook.keep { list.removeLast() }
             book.newest[r.type] = list
-            if entity.reading == .lastWorkout && list.first?.key != before?.key {
+            if isWorkout && list.first?.key != before?.key {
+                // A workout never seen before became the last one: its event fires (once per
+                // batch and phone, for the last of them: a backfill is one event, not thirty).
+                if list.first?.key == key && !known {
+                    newWorkouts[r.device] = key
+                }
                 // A new last workout: its window takes the heart rates already known in it.
                 book.workoutHR = [:]
                 if let w = list.first, let hr = book.newest["heart_rate"] {
@@ -194,8 +228,9 @@ public final class HAStateBook {
             } else if r.kind != RecordKind.category {
                 return false
             }
-            // A night is the local day of its evening: sleep ending before noon counts for the day before.
-            let night = day(of: sample.end - 12 * 3600, offset: offset)
+            // A night is the sleep day its start falls in (from `sleepDayStart` to the next day's),
+            // named by the local date of its evening.
+            let night = day(of: sample.time - sleepDayStart, offset: offset)
             var samples = book.nights[night] ?? [:]
             if samples[key] == sample { return false }
             samples[key] = sample
@@ -256,20 +291,16 @@ public final class HAStateBook {
         case .lastWorkout:
             if let s = book.newest[type]?.first {
                 state = s.text
-                attributes += HAStateBook.provenance(s)
-                attributes.append(("started_at", .string(HAStateBook.rfc3339(s.end - Int64(s.extra[0]), offset: s.offset))))
-                attributes.append(("duration_min", .number((s.extra[0] / 60 * 10).rounded() / 10)))
-                if s.extra[1] >= 0 { attributes.append(("energy_kcal", .number(s.extra[1].rounded()))) }
-                if s.extra[2] >= 0 { attributes.append(("distance_km", .number((s.extra[2] / 10).rounded() / 100))) }
-                let own = s.extra.count >= 5 && s.extra[3] >= 0
-                let seen = book.workoutHR.values
-                if own || !seen.isEmpty {
-                    let average = own ? s.extra[3] : seen.reduce(0, +) / Double(seen.count)
-                    let maximum = own ? (s.extra[4] >= 0 ? s.extra[4] : nil) : seen.max()
-                    attributes.append(("heart_rate_avg", .number(average.rounded())))
-                    if let m = maximum { attributes.append(("heart_rate_max", .number(m.rounded()))) }
-                }
+                attributes += workoutAttributes(s, book)
             }
+        case .workoutFigure:
+            if let s = book.newest["workout"]?.first, let v = workoutFigures(s, book)[String(type.dropFirst("workout.".count))] {
+                state = format(v, entity.precision)
+                attributes += HAStateBook.provenance(s, start: s.end - Int64(s.extra[0]))
+                attributes.append(("activity", .string(s.text)))
+            }
+        case .workoutEvent:
+            return nil // fired, not kept (`takeWorkoutEvents`)
         case .lastNight:
             // The app's summary of the night wins over its segments (as in the postgres sink's
             // sleep_nights view); the newest summary, if it sent several.
@@ -286,22 +317,84 @@ public final class HAStateBook {
                 attributes.append(("made_from", .string("summary")))
                 if !s.app.isEmpty { attributes.append(("source_app", .string(s.app))) }
             } else if let night = book.nights.keys.max(), let samples = book.nights[night], !samples.isEmpty {
-                var minutes: [String: Double] = [:]
-                for s in samples.values { minutes[s.text, default: 0] += Double(s.end - s.time) / 60 }
-                let asleep = ["asleep_unspecified", "asleep_core", "asleep_deep", "asleep_rem"].reduce(0) { $0 + (minutes[$1] ?? 0) }
-                state = format(asleep / 60, entity.precision)
-                let first = samples.values.min { $0.time < $1.time }!, last = samples.values.max { $0.end < $1.end }!
-                attributes.append(("measured_at", .string(HAStateBook.rfc3339(last.end, offset: last.offset))))
-                attributes.append(("bedtime", .string(HAStateBook.rfc3339(first.time, offset: first.offset))))
-                attributes.append(("wake_time", .string(HAStateBook.rfc3339(last.end, offset: last.offset))))
+                let n = HAStateBook.night(Array(samples.values))
+                state = format(n.minutes["asleep"]! / 60, entity.precision)
+                attributes.append(("measured_at", .string(HAStateBook.rfc3339(n.wake, offset: n.offset))))
+                attributes.append(("bedtime", .string(HAStateBook.rfc3339(n.bedtime, offset: n.offset))))
+                attributes.append(("wake_time", .string(HAStateBook.rfc3339(n.wake, offset: n.offset))))
                 for stage in ["in_bed", "awake", "asleep_core", "asleep_deep", "asleep_rem", "asleep_unspecified"] {
-                    if let m = minutes[stage] { attributes.append(("\(stage)_min", .number(m.rounded()))) }
+                    if let m = n.minutes[stage] { attributes.append(("\(stage)_min", .number(m.rounded()))) }
                 }
-                if !last.app.isEmpty { attributes.append(("source_app", .string(last.app))) }
+                if !n.sources.isEmpty { attributes.append(("sources", .string(n.sources.joined(separator: ", ")))) }
             }
         }
         for t in book.tags where !attributes.contains(where: { $0.0 == t.name }) { attributes.append((t.name, .string(t.value))) }
         return HAUpdate(device: device, entity: entity, state: state, attributes: attributes)
+    }
+
+    static let asleepStages = ["asleep_unspecified", "asleep_core", "asleep_deep", "asleep_rem"]
+
+    /// A night from the segments of every source (a watch and a phone, two apps), each moment
+    /// counted once: asleep is the time any source says asleep; each stage the time any says
+    /// that stage; unspecified sleep only where no source gives a stage, awake only where none
+    /// says asleep; in bed the time any says in bed. Minutes; bedtime is the first segment's
+    /// start, wake time the last sleep's end.
+    static func night(_ segments: [Sample]) -> (minutes: [String: Double], bedtime: Int64, wake: Int64, offset: Int, sources: [String]) {
+        typealias Span = (from: Int64, to: Int64)
+        func union(_ spans: [Span]) -> [Span] {
+            var out: [Span] = []
+            for s in spans.filter({ $0.to > $0.from }).sorted(by: { $0.from < $1.from }) {
+                if let last = out.last, s.from <= last.to { out[out.count - 1].to = max(last.to, s.to) } else { out.append(s) }
+            }
+            return out
+        }
+        func length(_ spans: [Span]) -> Double { Double(union(spans).reduce(0) { $0 + $1.to - $1.from }) / 60 }
+        func spans(_ stages: [String]) -> [Span] { segments.filter { stages.contains($0.text) }.map { ($0.time, $0.end) } }
+        let asleep = spans(asleepStages), staged = spans(["asleep_core", "asleep_deep", "asleep_rem"])
+        var minutes: [String: Double] = ["asleep": length(asleep)]
+        for stage in ["asleep_core", "asleep_deep", "asleep_rem", "in_bed"] where segments.contains(where: { $0.text == stage }) {
+            minutes[stage] = length(spans([stage]))
+        }
+        if segments.contains(where: { $0.text == "asleep_unspecified" }) {
+            minutes["asleep_unspecified"] = length(spans(["asleep_unspecified"]) + staged) - length(staged)
+        }
+        if segments.contains(where: { $0.text == "awake" }) { minutes["awake"] = length(spans(["awake"]) + asleep) - length(asleep) }
+        let first = segments.min { ($0.time, $0.key) < ($1.time, $1.key) }!
+        let sleeping = segments.filter { asleepStages.contains($0.text) }
+        let last = (sleeping.isEmpty ? segments : sleeping).max { ($0.end, $0.key) < ($1.end, $1.key) }!
+        let sources = Set(segments.map { $0.source.isEmpty ? $0.app : $0.source }.filter { !$0.isEmpty }).sorted()
+        return (minutes, first.time, last.end, last.offset, sources)
+    }
+
+    /// A workout's figures in the units its sensors show: `duration` (min), `energy` (kcal),
+    /// `distance` (km), `heart_rate` and `heart_rate_max` (bpm); those it has.
+    func workoutFigures(_ s: Sample, _ book: Book) -> [String: Double] {
+        var out: [String: Double] = ["duration": (s.extra[0] / 60 * 10).rounded() / 10]
+        if s.extra[1] >= 0 { out["energy"] = s.extra[1].rounded() }
+        if s.extra[2] >= 0 { out["distance"] = (s.extra[2] / 10).rounded() / 100 }
+        let own = s.extra.count >= 5 && s.extra[3] >= 0
+        let seen = book.workoutHR.values
+        if own || !seen.isEmpty {
+            out["heart_rate"] = (own ? s.extra[3] : seen.reduce(0, +) / Double(seen.count)).rounded()
+            if let m = own ? (s.extra[4] >= 0 ? s.extra[4] : nil) : seen.max() { out["heart_rate_max"] = m.rounded() }
+        }
+        return out
+    }
+
+    /// The last workout sensor's attributes, and the workout event's.
+    func workoutAttributes(_ s: Sample, _ book: Book) -> [(String, RawJSON)] {
+        var out = HAStateBook.provenance(s, start: s.end - Int64(s.extra[0]))
+        let figures = workoutFigures(s, book)
+        out.append(("activity", .string(s.text)))
+        out.append(("started_at", .string(HAStateBook.rfc3339(s.end - Int64(s.extra[0]), offset: s.offset))))
+        out.append(("ended_at", .string(HAStateBook.rfc3339(s.end, offset: s.offset))))
+        for (name, key) in [
+            ("duration_min", "duration"), ("energy_kcal", "energy"), ("distance_km", "distance"), ("heart_rate_avg", "heart_rate"),
+            ("heart_rate_max", "heart_rate_max")
+        ] {
+            if let v = figures[key] { out.append((name, .number(v))) }
+        }
+        return out
     }
 
     /// Counts a heart-rate sample towards the phone's last workout when it falls in its window
@@ -363,17 +456,21 @@ public final class HAStateBook {
     public func all(now: Timestamp) -> [HAUpdate] {
         var out: [HAUpdate] = []
         for (device, book) in books.sorted(by: { $0.key < $1.key }) {
-            let types = Set(book.totals.keys).union(book.newest.keys)
+            let recordTypes = Set(book.totals.keys).union(book.newest.keys)
                 .union(book.nights.isEmpty ? [] : ["sleep_analysis"])
-            for type in types.sorted() {
+            for type in recordTypes.flatMap({ (byRecordType[$0] ?? []).map(\.type) }).sorted() {
                 if let u = update(device: device, type: type, now: now) { out.append(u) }
             }
         }
         return out
     }
 
-    static func provenance(_ s: Sample) -> [(String, RawJSON)] {
+    /// When and by what the sample was taken: `measured_at` (its start, as before), `start` and
+    /// `end` (a workout's: the whole workout), the app and the device that recorded it.
+    static func provenance(_ s: Sample, start: Int64? = nil) -> [(String, RawJSON)] {
         var out: [(String, RawJSON)] = [("measured_at", .string(rfc3339(s.time, offset: s.offset)))]
+        out.append(("start", .string(rfc3339(start ?? s.time, offset: s.offset))))
+        out.append(("end", .string(rfc3339(s.end, offset: s.offset))))
         if !s.app.isEmpty { out.append(("source_app", .string(s.app))) }
         if !s.source.isEmpty { out.append(("source_device", .string(s.source))) }
         return out
