@@ -211,6 +211,23 @@ import YAMLConfig
         Self.expect(
             db, "SELECT night || ' ' || asleep_hours || ' ' || deep_min || ' ' || in_bed_min FROM healthgate.sleep_nights",
             is: "2026-11-30 8 90 510")
+        // Issue 52: the phone recorded the same night as the watch (asleep 21:05–05:25), each
+        // moment counts once; its awake minute is inside the phone's sleep. A nap at 14:00 local
+        // the next day is the same sleep day; sleep from 19:00 local is the next one's.
+        try post(
+            serve,
+            [
+                stage("p1", "asleep_unspecified", "2026-11-30T21:05:00Z", "2026-12-01T05:25:00Z"),
+                stage("nap", "asleep_unspecified", "2026-12-01T13:00:00Z", "2026-12-01T13:30:00Z"),
+                stage("e1", "asleep_core", "2026-12-01T18:00:00Z", "2026-12-01T19:00:00Z")
+            ])
+        Self.expect(
+            db,
+            """
+            SELECT string_agg(night || ' ' || round(asleep_hours::numeric, 3) || ' ' || coalesce(round(awake_min::numeric), -1) || ' '
+                              || samples, ', ' ORDER BY night) FROM healthgate.sleep_nights
+            """,
+            is: "2026-11-30 8.833 0 7, 2026-12-01 1.000 -1 1")
         serve.stop()
     }
 

@@ -226,6 +226,76 @@ enum PostgresSchema {
             version: 5, description: "records.time_zone: the sample's time zone, where the sender named it",
             sql: [
                 "ALTER TABLE {schema}.records ADD COLUMN time_zone text"
+            ]),
+        Migration(
+            version: 6, description: "sleep nights: a sleep day from 18:00 local, overlapping sources counted once",
+            sql: [
+                // The seconds a set of time ranges covers: 0 for an empty set, NULL for none at all.
+                """
+                CREATE FUNCTION {schema}.covered_seconds(m tstzmultirange) RETURNS double precision LANGUAGE sql IMMUTABLE AS $$
+                  SELECT CASE WHEN m IS NOT NULL THEN coalesce(sum(extract(epoch FROM upper(r) - lower(r))), 0)::double precision END
+                  FROM unnest(coalesce(m, '{}'::tstzmultirange)) r
+                $$
+                """,
+                // A night is the sleep day, from 18:00 local to 18:00 the next day, that a segment's
+                // start falls in, or a summary's end (its start may be made up: an app that gives the
+                // night's date alone), named by its evening's date (the mqtt sink's rule). Segments of several
+                // sources (a watch and a phone) count each moment once: asleep is the time any says
+                // asleep, a stage the time any says that stage, awake only where none says asleep.
+                // An app's summary of the night still wins over its segments.
+                """
+                CREATE OR REPLACE VIEW {schema}.sleep_nights AS
+                WITH summaries AS (
+                    SELECT DISTINCT ON (r.device, k.night) r.device, k.night, r.fields AS f, k.per_h, r.start_at, r.end_at
+                    FROM {schema}.records r,
+                         LATERAL (SELECT (r.local_start + (r.end_at - r.start_at) - interval '18 hours')::date AS night,
+                                         CASE r.unit WHEN 'min' THEN 60.0 WHEN 's' THEN 3600.0 ELSE 1.0 END AS per_h) k
+                    WHERE r.type = 'sleep_analysis' AND r.kind = 'summary' AND r.start_at IS NOT NULL AND r.end_at IS NOT NULL
+                    ORDER BY r.device, k.night, r.updated_at DESC, r.uuid
+                ), spans AS (
+                    SELECT r.device, (r.local_start - interval '18 hours')::date AS night,
+                           range_agg(tstzrange(r.start_at, r.end_at)) FILTER (WHERE r.text_value LIKE 'asleep%') AS asleep,
+                           range_agg(tstzrange(r.start_at, r.end_at)) FILTER (WHERE r.text_value = 'in_bed') AS in_bed,
+                           range_agg(tstzrange(r.start_at, r.end_at)) FILTER (WHERE r.text_value = 'awake') AS awake,
+                           range_agg(tstzrange(r.start_at, r.end_at)) FILTER (WHERE r.text_value = 'asleep_core') AS core,
+                           range_agg(tstzrange(r.start_at, r.end_at)) FILTER (WHERE r.text_value = 'asleep_deep') AS deep,
+                           range_agg(tstzrange(r.start_at, r.end_at)) FILTER (WHERE r.text_value = 'asleep_rem') AS rem,
+                           min(r.start_at) AS bedtime,
+                           coalesce(max(r.end_at) FILTER (WHERE r.text_value LIKE 'asleep%'), max(r.end_at)) AS wake_time,
+                           count(*) AS samples
+                    FROM {schema}.records r
+                    WHERE r.type = 'sleep_analysis' AND r.kind = 'category' AND r.start_at IS NOT NULL AND r.end_at IS NOT NULL
+                      AND r.end_at >= r.start_at
+                    GROUP BY 1, 2
+                ), segments AS (
+                    SELECT g.device, g.night,
+                           {schema}.covered_seconds(g.asleep) / 3600.0 AS asleep_hours,
+                           {schema}.covered_seconds(g.in_bed) / 60.0 AS in_bed_min,
+                           {schema}.covered_seconds(g.awake - coalesce(g.asleep, '{}'::tstzmultirange)) / 60.0 AS awake_min,
+                           {schema}.covered_seconds(g.core) / 60.0 AS core_min,
+                           {schema}.covered_seconds(g.deep) / 60.0 AS deep_min,
+                           {schema}.covered_seconds(g.rem) / 60.0 AS rem_min,
+                           g.bedtime, g.wake_time, g.samples
+                    FROM spans g
+                )
+                SELECT s.device, s.night,
+                       coalesce({schema}.num(s.f->'totalSleep'),
+                                CASE WHEN s.f ?| array['asleep', 'core', 'deep', 'rem']
+                                     THEN coalesce({schema}.num(s.f->'asleep'), 0) + coalesce({schema}.num(s.f->'core'), 0)
+                                          + coalesce({schema}.num(s.f->'deep'), 0) + coalesce({schema}.num(s.f->'rem'), 0) END) / s.per_h AS asleep_hours,
+                       {schema}.num(s.f->'inBed') * 60 / s.per_h AS in_bed_min,
+                       {schema}.num(s.f->'awake') * 60 / s.per_h AS awake_min,
+                       {schema}.num(s.f->'core') * 60 / s.per_h AS core_min,
+                       {schema}.num(s.f->'deep') * 60 / s.per_h AS deep_min,
+                       {schema}.num(s.f->'rem') * 60 / s.per_h AS rem_min,
+                       s.start_at AS bedtime, s.end_at AS wake_time, 1::bigint AS samples, 'summary'::text AS made_from
+                FROM summaries s
+                UNION ALL
+                SELECT g.device, g.night, g.asleep_hours, g.in_bed_min, g.awake_min, g.core_min, g.deep_min, g.rem_min,
+                       g.bedtime, g.wake_time, g.samples, 'segments'::text
+                FROM segments g
+                WHERE NOT EXISTS (SELECT 1 FROM summaries s WHERE s.device = g.device AND s.night = g.night)
+                """
             ])
     ]
 

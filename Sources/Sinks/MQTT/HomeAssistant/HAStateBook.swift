@@ -228,9 +228,10 @@ public final class HAStateBook {
             } else if r.kind != RecordKind.category {
                 return false
             }
-            // A night is the sleep day its start falls in (from `sleepDayStart` to the next day's),
-            // named by the local date of its evening.
-            let night = day(of: sample.time - sleepDayStart, offset: offset)
+            // A night is the sleep day (from `sleepDayStart` to the next day's) a segment's start
+            // falls in, or a summary's end (its start may be made up: an app that gives the night's
+            // date alone), named by the local date of its evening.
+            let night = day(of: (sample.text == HAStateBook.summaryText ? sample.end : sample.time) - sleepDayStart, offset: offset)
             var samples = book.nights[night] ?? [:]
             if samples[key] == sample { return false }
             samples[key] = sample
